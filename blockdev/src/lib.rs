@@ -1,0 +1,382 @@
+//! The block interface between storage drivers and the benchmark (design.md, "The block interface").
+//!
+//! A driver exposes its data path through [`BlockDevice`]: `geometry()`, `submit()` (queue without
+//! starting), `kick()` (one doorbell for everything submitted) and `poll()` (never blocks, moves
+//! finished requests out). Control operations (reset, identify, queue creation, card bring-up,
+//! clock switching) are methods of the concrete drivers, not of this interface.
+//!
+//! Time is read through [`Clock`], so the same benchmark code runs against the ARM generic timer
+//! in the kernel and against a simulated clock in host tests.
+#![no_std]
+
+pub mod crc32;
+
+use core::fmt;
+
+/// A memory range that a device may read or write by DMA.
+///
+/// `cpu_address` is where the CPU sees the bytes (identity-mapped in the kernel, so it equals the
+/// physical address there); `physical_address` is the CPU physical address. A driver turns the
+/// physical address into a bus address with its own translation (the Pi's SD and PCIe DMA see RAM
+/// at an offset), never by assuming they are equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaBuffer {
+    pub cpu_address: usize,
+    pub physical_address: u64,
+    pub length_bytes: usize,
+}
+
+impl DmaBuffer {
+    /// The sub-range `[offset_bytes, offset_bytes + length_bytes)`, or `None` when it does not fit.
+    pub fn slice(&self, offset_bytes: usize, length_bytes: usize) -> Option<DmaBuffer> {
+        let end = offset_bytes.checked_add(length_bytes)?;
+        if end > self.length_bytes {
+            return None;
+        }
+        Some(DmaBuffer {
+            cpu_address: self.cpu_address + offset_bytes,
+            physical_address: self.physical_address + offset_bytes as u64,
+            length_bytes,
+        })
+    }
+
+    /// The bytes of the buffer, for the CPU.
+    ///
+    /// # Safety
+    /// `cpu_address..cpu_address + length_bytes` must be valid, readable memory that no device is
+    /// writing while the slice lives.
+    pub unsafe fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the caller guarantees the range is valid and not being written (see above).
+        unsafe { core::slice::from_raw_parts(self.cpu_address as *const u8, self.length_bytes) }
+    }
+
+    /// The bytes of the buffer, for the CPU to fill.
+    ///
+    /// # Safety
+    /// As for [`DmaBuffer::as_bytes`], and no other reference to the range may exist.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: the caller guarantees exclusive access to a valid range (see above).
+        unsafe { core::slice::from_raw_parts_mut(self.cpu_address as *mut u8, self.length_bytes) }
+    }
+}
+
+/// What a request does. Writes exist only as an explicit opt-in for a region made for them; the
+/// benchmark refuses them otherwise and drivers may answer [`SubmitError::Unsupported`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Read,
+    Write,
+}
+
+/// One request: `block_count` logical blocks starting at `lba`, into or out of `buffer`.
+///
+/// `tag` is the submitter's own identifier, handed back unchanged in the [`Completion`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub tag: u32,
+    pub operation: Operation,
+    pub lba: u64,
+    pub block_count: u32,
+    pub buffer: DmaBuffer,
+}
+
+/// The shape of a device as its driver reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Size of one logical block (the unit of `lba` and `block_count`).
+    pub logical_block_bytes: u32,
+    /// Number of logical blocks on the device.
+    pub block_count: u64,
+    /// Largest `block_count` one request may have. Drivers split larger transfers into several
+    /// commands themselves (NVMe MDTS, SD's 65535-block count), so this is the caller's limit,
+    /// not the hardware's.
+    pub max_request_blocks: u32,
+    /// How many requests may be in flight at once (1 for an SD host without command queueing,
+    /// queue size − 1 for an NVMe queue pair).
+    pub max_in_flight: u32,
+}
+
+impl Geometry {
+    pub fn capacity_bytes(&self) -> u64 {
+        self.block_count * u64::from(self.logical_block_bytes)
+    }
+}
+
+/// Why a request failed after it was accepted. The benchmark counts errors by kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IoErrorKind {
+    /// The device did not answer within its timeout.
+    Timeout,
+    /// A CRC or end-bit error on the bus (SD).
+    Crc,
+    /// The device reported a failure status (NVMe status code, SD card status error bits).
+    DeviceStatus,
+    /// A DMA or transfer error reported by the host controller.
+    Transfer,
+    /// The completion could not be trusted (unknown command identifier, impossible queue head).
+    Protocol,
+}
+
+impl IoErrorKind {
+    pub const ALL: [IoErrorKind; 5] = [
+        IoErrorKind::Timeout,
+        IoErrorKind::Crc,
+        IoErrorKind::DeviceStatus,
+        IoErrorKind::Transfer,
+        IoErrorKind::Protocol,
+    ];
+
+    /// A short, stable name for tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoErrorKind::Timeout => "timeout",
+            IoErrorKind::Crc => "crc",
+            IoErrorKind::DeviceStatus => "device-status",
+            IoErrorKind::Transfer => "transfer",
+            IoErrorKind::Protocol => "protocol",
+        }
+    }
+
+    /// Position in [`IoErrorKind::ALL`], for fixed-size counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A failed request: the kind, plus a driver-specific code (an NVMe status word, SDHCI error
+/// interrupt bits) that the driver's own messages explain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoError {
+    pub kind: IoErrorKind,
+    pub code: u32,
+}
+
+impl fmt::Display for IoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (code {:#x})", self.kind.name(), self.code)
+    }
+}
+
+/// A finished request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub tag: u32,
+    pub result: Result<(), IoError>,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Completion {
+            tag: 0,
+            result: Ok(()),
+        }
+    }
+}
+
+/// Why `submit` handed a request back without queueing it. Nothing was sent to the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitError {
+    /// `max_in_flight` requests (or the driver's command slots) are in use; poll and retry.
+    QueueFull,
+    /// The range `lba .. lba + block_count` is not inside the device.
+    OutOfRange,
+    /// `block_count` is zero or above `max_request_blocks`.
+    BadLength,
+    /// The buffer is shorter than the transfer or not aligned as the driver needs.
+    BadBuffer,
+    /// The operation is not allowed on this device (writes without an explicit opt-in).
+    Unsupported,
+}
+
+impl SubmitError {
+    pub fn name(self) -> &'static str {
+        match self {
+            SubmitError::QueueFull => "queue full",
+            SubmitError::OutOfRange => "beyond the end of the device",
+            SubmitError::BadLength => "bad length",
+            SubmitError::BadBuffer => "buffer too small or misaligned",
+            SubmitError::Unsupported => "operation not allowed",
+        }
+    }
+}
+
+/// Checks that a request fits the geometry; drivers call it before building any command.
+pub fn check_request(geometry: &Geometry, request: &Request) -> Result<(), SubmitError> {
+    if request.block_count == 0 || request.block_count > geometry.max_request_blocks {
+        return Err(SubmitError::BadLength);
+    }
+    let end = request
+        .lba
+        .checked_add(u64::from(request.block_count))
+        .ok_or(SubmitError::OutOfRange)?;
+    if end > geometry.block_count {
+        return Err(SubmitError::OutOfRange);
+    }
+    let bytes = u64::from(request.block_count) * u64::from(geometry.logical_block_bytes);
+    if (request.buffer.length_bytes as u64) < bytes {
+        return Err(SubmitError::BadBuffer);
+    }
+    Ok(())
+}
+
+/// A storage device's data path.
+pub trait BlockDevice {
+    /// The device's name as the console and the command line use it (`sd0`, `nvme0`).
+    fn name(&self) -> &str;
+
+    fn geometry(&self) -> Geometry;
+
+    /// Queues a request without starting it. On refusal the request comes back with the reason;
+    /// a refusal never reaches the device.
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)>;
+
+    /// Starts everything submitted since the last kick (one doorbell write for the batch).
+    fn kick(&mut self);
+
+    /// Moves finished requests into `completions` and returns how many. Never blocks; a driver
+    /// whose hardware needs the CPU to move data (SD PIO) does that work here.
+    fn poll(&mut self, completions: &mut [Completion]) -> usize;
+}
+
+/// A monotonic time source: the ARM generic timer in the kernel, a simulated clock in tests.
+pub trait Clock {
+    /// The counter now (`CNTPCT_EL0` in the kernel).
+    fn now_ticks(&self) -> u64;
+
+    /// The counter frequency (`CNTFRQ_EL0` in the kernel).
+    fn ticks_per_second(&self) -> u64;
+
+    /// Converts a tick count to nanoseconds without overflow for any realistic duration.
+    fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        ticks_to_ns(ticks, self.ticks_per_second())
+    }
+
+    /// Converts nanoseconds to ticks, rounding up so that a wait is never shorter than asked.
+    fn ns_to_ticks(&self, ns: u64) -> u64 {
+        let frequency = u128::from(self.ticks_per_second());
+        ((u128::from(ns) * frequency).div_ceil(1_000_000_000)) as u64
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.ticks_to_ns(self.now_ticks())
+    }
+}
+
+/// `ticks × 10⁹ / frequency` in 128-bit arithmetic (exact, truncating).
+pub fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> u64 {
+    if ticks_per_second == 0 {
+        return 0;
+    }
+    (u128::from(ticks) * 1_000_000_000 / u128::from(ticks_per_second)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry() -> Geometry {
+        Geometry {
+            logical_block_bytes: 512,
+            block_count: 1000,
+            max_request_blocks: 256,
+            max_in_flight: 1,
+        }
+    }
+
+    fn request(lba: u64, block_count: u32, buffer_bytes: usize) -> Request {
+        Request {
+            tag: 7,
+            operation: Operation::Read,
+            lba,
+            block_count,
+            buffer: DmaBuffer {
+                cpu_address: 0x1000,
+                physical_address: 0x1000,
+                length_bytes: buffer_bytes,
+            },
+        }
+    }
+
+    #[test]
+    fn request_checks_refuse_what_does_not_fit() {
+        let g = geometry();
+        assert_eq!(check_request(&g, &request(0, 1, 512)), Ok(()));
+        assert_eq!(check_request(&g, &request(999, 1, 512)), Ok(()));
+        assert_eq!(
+            check_request(&g, &request(1000, 1, 512)),
+            Err(SubmitError::OutOfRange)
+        );
+        assert_eq!(
+            check_request(&g, &request(999, 2, 1024)),
+            Err(SubmitError::OutOfRange)
+        );
+        assert_eq!(
+            check_request(&g, &request(u64::MAX, 1, 512)),
+            Err(SubmitError::OutOfRange)
+        );
+        assert_eq!(
+            check_request(&g, &request(0, 0, 512)),
+            Err(SubmitError::BadLength)
+        );
+        assert_eq!(
+            check_request(&g, &request(0, 257, 257 * 512)),
+            Err(SubmitError::BadLength)
+        );
+        assert_eq!(
+            check_request(&g, &request(0, 2, 1000)),
+            Err(SubmitError::BadBuffer)
+        );
+    }
+
+    #[test]
+    fn buffer_slices_stay_inside() {
+        let b = DmaBuffer {
+            cpu_address: 0x1000,
+            physical_address: 0x8000_1000,
+            length_bytes: 4096,
+        };
+        let s = b.slice(512, 1024).unwrap();
+        assert_eq!(
+            (s.cpu_address, s.physical_address, s.length_bytes),
+            (0x1200, 0x8000_1200, 1024)
+        );
+        assert!(b.slice(4096, 1).is_none());
+        assert!(b.slice(usize::MAX, 2).is_none());
+        assert_eq!(b.slice(4096, 0).unwrap().length_bytes, 0);
+    }
+
+    struct FixedClock(u64, u64);
+    impl Clock for FixedClock {
+        fn now_ticks(&self) -> u64 {
+            self.0
+        }
+        fn ticks_per_second(&self) -> u64 {
+            self.1
+        }
+    }
+
+    #[test]
+    fn tick_conversions_at_each_board_frequency() {
+        // 19.2 MHz (Pi 3), 54 MHz (Pi 4/5), 62.5 MHz (QEMU), 1 GHz (QEMU -cpu max).
+        assert_eq!(FixedClock(19_200_000, 19_200_000).now_ns(), 1_000_000_000);
+        assert_eq!(FixedClock(54, 54_000_000).now_ns(), 1_000);
+        assert_eq!(FixedClock(1, 62_500_000).now_ns(), 16);
+        assert_eq!(FixedClock(0, 1).ns_to_ticks(1), 1);
+        assert_eq!(FixedClock(0, 62_500_000).ns_to_ticks(17), 2); // rounds up
+        assert_eq!(FixedClock(0, 54_000_000).ns_to_ticks(1_000_000), 54_000);
+        // A day at 1 GHz does not overflow.
+        assert_eq!(
+            ticks_to_ns(86_400 * 1_000_000_000, 1_000_000_000),
+            86_400 * 1_000_000_000
+        );
+        assert_eq!(ticks_to_ns(5, 0), 0);
+    }
+
+    #[test]
+    fn error_kind_indices_match_the_table() {
+        for (i, kind) in IoErrorKind::ALL.iter().enumerate() {
+            assert_eq!(kind.index(), i);
+        }
+    }
+}

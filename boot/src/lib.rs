@@ -1,0 +1,2 @@
+//! Reset to Rust.
+#![no_std]

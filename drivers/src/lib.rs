@@ -1,0 +1,8 @@
+//! barebench's hardware drivers. Register blocks use the specifications' names; protocol logic is
+//! generic over [`mmio::RegisterIo`] so that simulated controllers stand in for the hardware in
+//! host tests; DMA memory, bus addresses and cache maintenance go through [`platform::Platform`].
+#![no_std]
+
+pub mod barrier;
+pub mod mmio;
+pub mod platform;
