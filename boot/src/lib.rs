@@ -1,2 +1,20 @@
-//! Reset to Rust.
-#![no_std]
+//! Reset to Rust for every way the kernel is started (Arm ARM D1 "The AArch64 exception model";
+//! hardware.md §4, qemu.md §1): Pi firmware (EL2, DTB in x0), QEMU raspi raw image (EL2, ATAGS or
+//! DTB in x0) or ELF (EL3, all cores at the entry point), QEMU virt (EL1, DTB in x0).
+//!
+//! `_start` parks every core but the first with WFI, drops to EL1, enables FP/SIMD, zeroes BSS,
+//! sets the stack and the exception vectors, and calls the kernel's
+//! `barebench_boot_main(x0_at_entry, entry_exception_level)`. Exceptions land in the kernel's
+//! `barebench_exception(frame, vector)`. The MMU is turned on later, from Rust, once the kernel
+//! knows the board's memory map ([`mmu`]).
+//!
+//! The decoding and page-table code is portable and tested on the host; only the assembly and
+//! system-register accesses are target-only.
+#![cfg_attr(not(test), no_std)]
+
+pub mod cpu;
+pub mod exception;
+pub mod mmu;
+
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+mod entry;

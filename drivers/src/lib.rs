@@ -4,5 +4,8 @@
 #![no_std]
 
 pub mod barrier;
+pub mod gpio;
+pub mod mailbox;
 pub mod mmio;
+pub mod pl011;
 pub mod platform;

@@ -104,7 +104,6 @@ mod tests {
         assert_eq!(io.read32(4), 0xdead_beef);
         assert_eq!(io.read64(8), 0x1122_3344_5566_7788);
         assert_eq!(io.read32(8), 0x5566_7788);
-        drop(io);
         assert_eq!(block[1], 0xdead_beef);
     }
 

@@ -1,0 +1,58 @@
+# barebench build and test entry points. `make` builds the kernel images; `make qemu` runs the
+# benchmark under QEMU; `make test` runs every test. Both set the machine up first (`make deps`).
+
+CARGO        ?= cargo
+TARGET       := aarch64-unknown-none
+PROFILE_DIR  := target/$(TARGET)/release
+BUILD        := build
+OBJCOPY      ?= llvm-objcopy
+
+.PHONY: all deps kernel qemu test test-host test-e2e clippy fmt-check clean
+
+all: kernel
+
+deps:
+	@tools/scripts/deps.sh --test-tools
+
+kernel: $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img
+
+# Cargo decides whether anything changed; the images are always re-extracted from its output.
+$(BUILD)/kernel8.img $(BUILD)/kernel-virt.img &: FORCE
+	@mkdir -p $(BUILD)
+	$(CARGO) build --release -p kernel --target $(TARGET) --bins
+	$(OBJCOPY) -O binary $(PROFILE_DIR)/kernel8 $(BUILD)/kernel8.img
+	$(OBJCOPY) -O binary $(PROFILE_DIR)/kernel-virt $(BUILD)/kernel-virt.img
+	cp $(PROFILE_DIR)/kernel8 $(BUILD)/kernel8.elf
+	cp $(PROFILE_DIR)/kernel-virt $(BUILD)/kernel-virt.elf
+	@ls -l $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img
+
+FORCE:
+
+qemu: deps kernel
+	@mkdir -p $(BUILD)
+	qemu-system-aarch64 -M virt -cpu cortex-a72 -m 1G -nic none -display none -monitor none \
+	  -serial stdio -semihosting -kernel $(BUILD)/kernel-virt.img -append "exit=semihosting"
+
+test: deps
+	$(MAKE) test-host
+	$(MAKE) kernel
+	$(MAKE) clippy
+	$(MAKE) test-e2e
+
+test-host:
+	$(CARGO) test --workspace --exclude kernel
+	$(CARGO) test -p kernel --lib
+
+test-e2e:
+	$(CARGO) test -p tools --features e2e --test '*' -- --test-threads=2
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p kernel -p boot -p drivers -p blockdev -p bench --target $(TARGET) -- -D warnings
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clean:
+	rm -rf $(BUILD)
+	$(CARGO) clean

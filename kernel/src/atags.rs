@@ -1,0 +1,105 @@
+//! ATAGS, the older boot-parameter list QEMU's raspi machines pass in x0 (at 0x100) when no DTB is
+//! given (qemu.md §1; Linux Documentation/arch/arm/booting.rst lists the tag layout: a size in
+//! words and a tag number, then the payload).
+
+const ATAG_NONE: u32 = 0;
+const ATAG_CORE: u32 = 0x5441_0001;
+const ATAG_MEM: u32 = 0x5441_0002;
+const ATAG_CMDLINE: u32 = 0x5441_0009;
+/// The list is short; more than this many tags means it is not an ATAGS list.
+const MAX_TAGS: usize = 64;
+
+/// What the kernel takes from the list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BootTags<'a> {
+    /// (start, size) of the first ATAG_MEM.
+    pub memory: Option<(u64, u64)>,
+    pub command_line: Option<&'a str>,
+}
+
+/// Reads an ATAGS list from `words` (the memory at x0, as 32-bit words). `None` when the list
+/// does not start with ATAG_CORE or runs off the end.
+pub fn parse(words: &[u32]) -> Option<BootTags<'_>> {
+    let mut tags = BootTags::default();
+    let mut index = 0usize;
+    let mut count = 0usize;
+    let mut first = true;
+    loop {
+        let size_words = *words.get(index)? as usize;
+        let tag = *words.get(index + 1)?;
+        if first && (tag != ATAG_CORE || (size_words != 2 && size_words != 5)) {
+            return None;
+        }
+        first = false;
+        if tag == ATAG_NONE {
+            return Some(tags);
+        }
+        if size_words < 2 || count == MAX_TAGS {
+            return None;
+        }
+        let payload = words.get(index + 2..index + size_words)?;
+        match tag {
+            ATAG_MEM if payload.len() >= 2 && tags.memory.is_none() => {
+                tags.memory = Some((u64::from(payload[1]), u64::from(payload[0])));
+            }
+            ATAG_CMDLINE => {
+                // The payload words hold a NUL-terminated string.
+                let bytes = words_as_bytes(payload);
+                let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                tags.command_line = core::str::from_utf8(&bytes[..end]).ok();
+            }
+            _ => {}
+        }
+        index += size_words;
+        count += 1;
+    }
+}
+
+fn words_as_bytes(words: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any byte pattern is a valid u8; the length covers exactly
+    // the words' bytes and the lifetime is the input's.
+    unsafe {
+        core::slice::from_raw_parts(words.as_ptr() as *const u8, core::mem::size_of_val(words))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    fn qemu_like_list(command_line: &str) -> Vec<u32> {
+        let mut words = vec![5, ATAG_CORE, 0, 0, 0, 4, ATAG_MEM, 0x3c00_0000, 0];
+        let mut bytes = command_line.as_bytes().to_vec();
+        bytes.push(0);
+        while bytes.len() % 4 != 0 {
+            bytes.push(0);
+        }
+        words.push(2 + (bytes.len() / 4) as u32);
+        words.push(ATAG_CMDLINE);
+        words.extend(
+            bytes
+                .chunks(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        );
+        words.extend([0, ATAG_NONE]);
+        words
+    }
+
+    #[test]
+    fn qemu_list_gives_memory_and_command_line() {
+        let words = qemu_like_list("preset=quick exit=semihosting");
+        let tags = parse(&words).unwrap();
+        assert_eq!(tags.memory, Some((0, 0x3c00_0000)));
+        assert_eq!(tags.command_line, Some("preset=quick exit=semihosting"));
+    }
+
+    #[test]
+    fn garbage_is_not_a_list() {
+        assert_eq!(parse(&[0xd00d_feed, 0, 0, 0]), None);
+        assert_eq!(parse(&[]), None);
+        let words = qemu_like_list("x");
+        assert_eq!(parse(&words[..words.len() - 2]), None);
+        assert_eq!(parse(&[5, ATAG_CORE, 0, 0, 0, 1, 7]), None);
+    }
+}

@@ -1,0 +1,11 @@
+//! The image for QEMU virt, linked at 0x40080000.
+#![cfg_attr(target_os = "none", no_std)]
+#![cfg_attr(target_os = "none", no_main)]
+
+#[cfg(target_os = "none")]
+use kernel as _;
+
+#[cfg(not(target_os = "none"))]
+fn main() {
+    eprintln!("kernel-virt is a bare-metal image: build it with `make` (aarch64-unknown-none)");
+}

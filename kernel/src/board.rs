@@ -1,0 +1,334 @@
+//! The board table: what the kernel knows about each supported board without being told, with
+//! the addresses from hardware.md §1 (and qemu.md §3 for QEMU virt). The device tree, when there
+//! is one, refines it (memory, model, device addresses); without one this table is the map.
+
+use boot::cpu::CoreModel;
+use drivers::platform::BusTranslation;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoardFamily {
+    /// Pi 3 B/B+/A+, Zero 2 W, CM3 (BCM2837 / RP3A0); QEMU raspi3b.
+    RaspberryPi3,
+    /// Pi 4 B, 400, CM4 (BCM2711); QEMU raspi4b.
+    RaspberryPi4,
+    /// Pi 5, 500, CM5 (BCM2712).
+    RaspberryPi5,
+    /// QEMU's `virt` machine.
+    QemuVirt,
+}
+
+/// How the console UART's reference clock is known (hardware.md §4.1-4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UartClock {
+    /// Ask the firmware (clock 2); use the fixed value if it does not answer.
+    FromMailbox { fallback_hz: u32 },
+    /// A fixed clock.
+    Fixed { hz: u32 },
+    /// Keep the divisors the firmware programmed, if any; otherwise use `fallback_hz`.
+    KeepFirmware { fallback_hz: u32 },
+}
+
+/// The SD host controllers a board has, by register layout and quirks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdHostKind {
+    /// The Arasan SDHCI ("EMMC") of BCM2835/2837 and BCM2711's legacy one.
+    ArasanEmmc,
+    /// BCM2711 EMMC2, the Pi 4 SD slot.
+    Bcm2711Emmc2,
+    /// BCM2712 sdio1 with its cfg block at +0x400, the Pi 5 SD slot.
+    Bcm2712Sdhci,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SdHost {
+    pub kind: SdHostKind,
+    pub base: u64,
+    /// How this host's DMA sees RAM (hardware.md §2.4).
+    pub dma: BusTranslation,
+}
+
+/// A physical address range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub base: u64,
+    pub size_bytes: u64,
+}
+
+impl Span {
+    pub const fn new(base: u64, size_bytes: u64) -> Self {
+        Span { base, size_bytes }
+    }
+    pub fn end(&self) -> u64 {
+        self.base + self.size_bytes
+    }
+}
+
+/// Everything fixed about one board family.
+#[derive(Clone, Copy, Debug)]
+pub struct BoardProfile {
+    pub family: BoardFamily,
+    pub name: &'static str,
+    pub soc: &'static str,
+    pub core: CoreModel,
+    pub core_count: u32,
+    /// Register ranges mapped as device memory.
+    pub device_spans: &'static [Span],
+    pub console_uart: u64,
+    pub uart_clock: UartClock,
+    pub mailbox: Option<u64>,
+    pub gpio: Option<u64>,
+    pub system_timer: Option<u64>,
+    /// SD hosts in the order the kernel names cards (the SD slot first).
+    pub sd_hosts: &'static [SdHost],
+    /// RAM assumed when nobody says otherwise.
+    pub default_ram: Span,
+    /// DMA buffers must sit below this address (the VideoCore and EMMC2 B0 see only 1 GiB).
+    pub dma_limit: u64,
+    /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
+    pub low_reserved_bytes: u64,
+}
+
+const ONE_GIB: u64 = 1 << 30;
+
+/// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (hardware.md §2.4, §4.6).
+pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation = BusTranslation {
+    cpu_base: 0,
+    bus_base: 0xc000_0000,
+    size_bytes: ONE_GIB,
+};
+/// BCM2711 EMMC2 on the B0 stepping (the safe default when the device tree does not say):
+/// bus 0xC000_0000 -> CPU 0, 1 GiB (hardware.md §1.4).
+pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
+
+pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
+    family: BoardFamily::RaspberryPi3,
+    name: "Raspberry Pi 3 / Zero 2 W",
+    soc: "BCM2837",
+    core: CoreModel::CortexA53,
+    core_count: 4,
+    device_spans: &[
+        Span::new(0x3f00_0000, 0x0100_0000),
+        Span::new(0x4000_0000, 0x0020_0000),
+    ],
+    console_uart: 0x3f20_1000,
+    uart_clock: UartClock::FromMailbox {
+        fallback_hz: 48_000_000,
+    },
+    mailbox: Some(0x3f00_b880),
+    gpio: Some(0x3f20_0000),
+    system_timer: Some(0x3f00_3000),
+    sd_hosts: &[SdHost {
+        kind: SdHostKind::ArasanEmmc,
+        base: 0x3f30_0000,
+        dma: VIDEOCORE_UNCACHED_ALIAS,
+    }],
+    default_ram: Span::new(0, 0x3c00_0000),
+    dma_limit: ONE_GIB,
+    low_reserved_bytes: 0x1000,
+};
+
+pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
+    family: BoardFamily::RaspberryPi4,
+    name: "Raspberry Pi 4 / 400 / CM4",
+    soc: "BCM2711",
+    core: CoreModel::CortexA72,
+    core_count: 4,
+    // 0xFC00_0000-0xFFFF_FFFF holds PCIe, the peripherals, ARM-local and the GIC; the CM4's PCIe
+    // outbound window is at 0x6_0000_0000 (hardware.md §1.2, §1.4).
+    device_spans: &[
+        Span::new(0xfc00_0000, 0x0400_0000),
+        Span::new(0x6_0000_0000, ONE_GIB),
+    ],
+    console_uart: 0xfe20_1000,
+    uart_clock: UartClock::FromMailbox {
+        fallback_hz: 48_000_000,
+    },
+    mailbox: Some(0xfe00_b880),
+    gpio: Some(0xfe20_0000),
+    system_timer: Some(0xfe00_3000),
+    sd_hosts: &[
+        SdHost {
+            kind: SdHostKind::Bcm2711Emmc2,
+            base: 0xfe34_0000,
+            dma: EMMC2_B0_DMA,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0xfe30_0000,
+            dma: VIDEOCORE_UNCACHED_ALIAS,
+        },
+    ],
+    default_ram: Span::new(0, 0x3c00_0000),
+    dma_limit: ONE_GIB,
+    low_reserved_bytes: 0x1000,
+};
+
+pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
+    family: BoardFamily::RaspberryPi5,
+    name: "Raspberry Pi 5",
+    soc: "BCM2712",
+    core: CoreModel::CortexA76,
+    core_count: 4,
+    // SoC and AXI peripherals 0x10_0000_0000-0x10_7FFF_FFFF; PCIe outbound windows and RP1
+    // 0x18_0000_0000-0x1F_FFFF_FFFF (hardware.md §1.3, §1.4).
+    device_spans: &[
+        Span::new(0x10_0000_0000, 2 * ONE_GIB),
+        Span::new(0x18_0000_0000, 32 * ONE_GIB),
+    ],
+    console_uart: 0x10_7d00_1000,
+    uart_clock: UartClock::KeepFirmware {
+        fallback_hz: 44_236_800,
+    },
+    mailbox: Some(0x10_7c01_3880),
+    gpio: None,
+    system_timer: Some(0x10_7c00_3000),
+    // AXI dma-ranges are the identity for the first 64 GiB (hardware.md §2.4).
+    sd_hosts: &[SdHost {
+        kind: SdHostKind::Bcm2712Sdhci,
+        base: 0x10_00ff_f000,
+        dma: BusTranslation::IDENTITY,
+    }],
+    default_ram: Span::new(0, 0x3f80_0000),
+    dma_limit: u64::MAX,
+    // TF-A BL31 sits at 0x1000-0x80000 (hardware.md §4.3).
+    low_reserved_bytes: 0x8_0000,
+};
+
+pub static QEMU_VIRT: BoardProfile = BoardProfile {
+    family: BoardFamily::QemuVirt,
+    name: "QEMU virt",
+    soc: "none (emulated machine)",
+    core: CoreModel::CortexA53,
+    core_count: 1,
+    // Everything below RAM (UART, GIC, PCIe MMIO, low ECAM), the high ECAM and the 64-bit PCIe
+    // window (qemu.md §3); replaced by the device tree's nodes when there is one.
+    device_spans: &[
+        Span::new(0, ONE_GIB),
+        Span::new(0x40_1000_0000, 0x1000_0000),
+        Span::new(0x80_0000_0000, 0x80_0000_0000),
+    ],
+    console_uart: 0x0900_0000,
+    uart_clock: UartClock::Fixed { hz: 24_000_000 },
+    mailbox: None,
+    gpio: None,
+    system_timer: None,
+    sd_hosts: &[],
+    default_ram: Span::new(0x4000_0000, 0x2000_0000),
+    dma_limit: u64::MAX,
+    low_reserved_bytes: 0,
+};
+
+/// The board family a root `compatible` names (Linux's and QEMU's device trees).
+pub fn family_from_compatible(compatible: &str) -> Option<BoardFamily> {
+    match compatible {
+        "brcm,bcm2837"
+        | "brcm,bcm2710"
+        | "raspberrypi,3-model-b"
+        | "raspberrypi,3-model-b-plus"
+        | "raspberrypi,3-model-a-plus"
+        | "raspberrypi,model-zero-2-w"
+        | "raspberrypi,3-compute-module" => Some(BoardFamily::RaspberryPi3),
+        "brcm,bcm2711"
+        | "raspberrypi,4-model-b"
+        | "raspberrypi,400"
+        | "raspberrypi,4-compute-module" => Some(BoardFamily::RaspberryPi4),
+        "brcm,bcm2712"
+        | "raspberrypi,5-model-b"
+        | "raspberrypi,500"
+        | "raspberrypi,5-compute-module" => Some(BoardFamily::RaspberryPi5),
+        "linux,dummy-virt" => Some(BoardFamily::QemuVirt),
+        _ => None,
+    }
+}
+
+/// The Pi family a core implies, for a kernel started without a device tree.
+pub fn family_from_core(core: CoreModel) -> Option<BoardFamily> {
+    match core {
+        CoreModel::CortexA53 => Some(BoardFamily::RaspberryPi3),
+        CoreModel::CortexA72 => Some(BoardFamily::RaspberryPi4),
+        CoreModel::CortexA76 => Some(BoardFamily::RaspberryPi5),
+        CoreModel::CortexA57 => None,
+    }
+}
+
+pub fn profile(family: BoardFamily) -> &'static BoardProfile {
+    match family {
+        BoardFamily::RaspberryPi3 => &RASPBERRY_PI_3,
+        BoardFamily::RaspberryPi4 => &RASPBERRY_PI_4,
+        BoardFamily::RaspberryPi5 => &RASPBERRY_PI_5,
+        BoardFamily::QemuVirt => &QEMU_VIRT,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fixed_address_lies_in_a_device_span() {
+        for profile in [
+            &RASPBERRY_PI_3,
+            &RASPBERRY_PI_4,
+            &RASPBERRY_PI_5,
+            &QEMU_VIRT,
+        ] {
+            let addresses = [
+                Some(profile.console_uart),
+                profile.mailbox,
+                profile.gpio,
+                profile.system_timer,
+            ]
+            .into_iter()
+            .flatten()
+            .chain(profile.sd_hosts.iter().map(|h| h.base));
+            for address in addresses {
+                assert!(
+                    profile
+                        .device_spans
+                        .iter()
+                        .any(|s| address >= s.base && address < s.end()),
+                    "{}: {address:#x} not in a device span",
+                    profile.name
+                );
+            }
+            for span in profile.device_spans {
+                assert_eq!(
+                    span.base % (2 << 20),
+                    0,
+                    "{}: {span:?} not 2 MiB aligned",
+                    profile.name
+                );
+                assert!(
+                    span.end() <= profile.default_ram.base
+                        || span.base >= profile.default_ram.end(),
+                    "{}: device span overlaps default RAM",
+                    profile.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn compatibles_and_cores_pick_families() {
+        assert_eq!(
+            family_from_compatible("brcm,bcm2711"),
+            Some(BoardFamily::RaspberryPi4)
+        );
+        assert_eq!(
+            family_from_compatible("raspberrypi,5-model-b"),
+            Some(BoardFamily::RaspberryPi5)
+        );
+        assert_eq!(
+            family_from_compatible("linux,dummy-virt"),
+            Some(BoardFamily::QemuVirt)
+        );
+        assert_eq!(family_from_compatible("acme,board"), None);
+        assert_eq!(
+            family_from_core(CoreModel::CortexA53),
+            Some(BoardFamily::RaspberryPi3)
+        );
+        assert_eq!(family_from_core(CoreModel::CortexA57), None);
+        // The Pi 4 SD slot (EMMC2) is named first (issue: "on a Pi 4 the EMMC2 slot comes first").
+        assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
+    }
+}

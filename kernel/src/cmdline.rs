@@ -1,0 +1,301 @@
+//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, and the `sd.`/`nvme.`
+//! driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
+//! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
+//! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
+
+use core::fmt;
+
+/// One space-separated token of the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token<'a> {
+    Setting {
+        key: &'a str,
+        value: &'a str,
+    },
+    /// A token without `=`.
+    Bare(&'a str),
+}
+
+pub fn tokens(line: &str) -> impl Iterator<Item = Token<'_>> {
+    line.split_ascii_whitespace()
+        .map(|token| match token.split_once('=') {
+            Some((key, value)) => Token::Setting { key, value },
+            None => Token::Bare(token),
+        })
+}
+
+/// Settings the Pi firmware and Linux put on the command line; the kernel ignores them silently.
+/// Dotted keys (`module.parameter`) are treated the same way.
+const FIRMWARE_KEYS: &[&str] = &[
+    "coherent_pool",
+    "console",
+    "root",
+    "rootfstype",
+    "rootwait",
+    "fsck.repair",
+    "quiet",
+    "splash",
+    "elevator",
+    "cma",
+    "video",
+    "earlycon",
+    "kgdboc",
+    "cgroup_enable",
+    "cgroup_memory",
+    "init",
+    "plymouth.ignore-serial-consoles",
+    "logo.nologo",
+    "loglevel",
+    "numa_policy",
+    "ip",
+];
+
+/// True for a key that belongs to the firmware or Linux rather than to barebench.
+pub fn is_firmware_key(key: &str) -> bool {
+    FIRMWARE_KEYS.contains(&key) || (key.contains('.') && !is_driver_option(key))
+}
+
+/// `sd.` and `nvme.` options belong to the drivers.
+pub fn is_driver_option(key: &str) -> bool {
+    key.starts_with("sd.") || key.starts_with("nvme.")
+}
+
+/// How the run ends (issue: semihosting only when asked for, because it traps on hardware).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExitMethod {
+    /// Report completion and idle with the console alive (real hardware).
+    #[default]
+    Idle,
+    /// QEMU semihosting SYS_EXIT with a status (`-semihosting` must be on).
+    Semihosting,
+    /// PSCI SYSTEM_OFF (QEMU virt, or a Pi 5's TF-A); no status is passed on.
+    Psci,
+}
+
+/// A deliberate fault for the end-to-end tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestFault {
+    /// A load from an unmapped address.
+    DataAbort,
+    /// An undefined instruction.
+    UndefinedInstruction,
+    /// A Rust panic.
+    Panic,
+}
+
+/// `crc=DEV:LBA:COUNT`: the CRC-32 of COUNT logical blocks from LBA on DEV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrcRequest {
+    pub device: heapless::String<16>,
+    pub lba: u64,
+    pub block_count: u64,
+}
+
+/// The most `crc=` settings one command line may carry.
+pub const MAX_CRC_REQUESTS: usize = 32;
+
+#[derive(Clone, Debug, Default)]
+pub struct KernelSettings {
+    pub exit: ExitMethod,
+    pub test_fault: Option<TestFault>,
+    pub crc_requests: heapless::Vec<CrcRequest, MAX_CRC_REQUESTS>,
+}
+
+/// A kernel setting that could not be used; `Display` names it and the accepted forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingError<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub accepted: &'static str,
+    pub consequence: &'static str,
+}
+
+impl fmt::Display for SettingError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad setting {}={}: expected {}; {}",
+            self.key, self.value, self.accepted, self.consequence
+        )
+    }
+}
+
+/// Whether a key is one of the kernel's own.
+pub fn is_kernel_key(key: &str) -> bool {
+    matches!(key, "exit" | "test-fault" | "crc")
+}
+
+/// The kernel's keys with their accepted forms, for the "unknown setting" message.
+pub const KERNEL_KEYS_HELP: &str =
+    "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT (repeatable), test-fault=data-abort|undefined-instruction|panic";
+
+impl KernelSettings {
+    /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
+    pub fn apply<'a>(&mut self, key: &'a str, value: &'a str) -> Result<(), SettingError<'a>> {
+        match key {
+            "exit" => {
+                self.exit = match value {
+                    "semihosting" => ExitMethod::Semihosting,
+                    "psci" => ExitMethod::Psci,
+                    "idle" => ExitMethod::Idle,
+                    _ => {
+                        return Err(SettingError {
+                            key,
+                            value,
+                            accepted: "semihosting, psci or idle",
+                            consequence: "the kernel will idle when done",
+                        })
+                    }
+                };
+            }
+            "test-fault" => {
+                self.test_fault = Some(match value {
+                    "data-abort" => TestFault::DataAbort,
+                    "undefined-instruction" => TestFault::UndefinedInstruction,
+                    "panic" => TestFault::Panic,
+                    _ => {
+                        return Err(SettingError {
+                            key,
+                            value,
+                            accepted: "data-abort, undefined-instruction or panic",
+                            consequence: "no fault is raised",
+                        })
+                    }
+                });
+            }
+            "crc" => {
+                let request = parse_crc_request(value).ok_or(SettingError {
+                    key,
+                    value,
+                    accepted: "DEV:LBA:COUNT such as sd0:0:8 or nvme0:0x100:64 (LBA and COUNT in logical blocks, COUNT > 0)",
+                    consequence: "this check is skipped",
+                })?;
+                self.crc_requests.push(request).map_err(|_| SettingError {
+                    key,
+                    value,
+                    accepted: "at most 32 crc= settings",
+                    consequence: "this check is skipped",
+                })?;
+            }
+            _ => {
+                return Err(SettingError {
+                    key,
+                    value,
+                    accepted: KERNEL_KEYS_HELP,
+                    consequence: "ignored",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A decimal or 0x-prefixed hexadecimal number.
+pub fn parse_number(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+fn parse_crc_request(value: &str) -> Option<CrcRequest> {
+    let mut parts = value.split(':');
+    let device = parts
+        .next()
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_alphanumeric()))?;
+    let lba = parse_number(parts.next()?)?;
+    let block_count = parse_number(parts.next()?).filter(|&count| count > 0)?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(CrcRequest {
+        device: heapless::String::try_from(device).ok()?,
+        lba,
+        block_count,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_split_settings_and_bare_words() {
+        let all: std::vec::Vec<Token> =
+            tokens("  exit=semihosting  quiet crc=sd0:0:8 a=b=c").collect();
+        assert_eq!(
+            all,
+            [
+                Token::Setting {
+                    key: "exit",
+                    value: "semihosting"
+                },
+                Token::Bare("quiet"),
+                Token::Setting {
+                    key: "crc",
+                    value: "sd0:0:8"
+                },
+                Token::Setting {
+                    key: "a",
+                    value: "b=c"
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_settings_apply_and_explain_errors() {
+        let mut settings = KernelSettings::default();
+        assert_eq!(settings.exit, ExitMethod::Idle);
+        settings.apply("exit", "semihosting").unwrap();
+        assert_eq!(settings.exit, ExitMethod::Semihosting);
+        let error = settings.apply("exit", "now").unwrap_err();
+        assert_eq!(settings.exit, ExitMethod::Semihosting);
+        let message = std::format!("{error}");
+        assert!(
+            message.contains("exit=now") && message.contains("semihosting, psci or idle"),
+            "{message}"
+        );
+        settings.apply("test-fault", "data-abort").unwrap();
+        assert_eq!(settings.test_fault, Some(TestFault::DataAbort));
+        assert!(settings.apply("test-fault", "sideways").is_err());
+    }
+
+    #[test]
+    fn crc_requests_parse_and_refuse_nonsense() {
+        let mut settings = KernelSettings::default();
+        settings.apply("crc", "nvme0:0x100:64").unwrap();
+        settings.apply("crc", "sd0:2047:1").unwrap();
+        assert_eq!(settings.crc_requests[0].device.as_str(), "nvme0");
+        assert_eq!(
+            (
+                settings.crc_requests[0].lba,
+                settings.crc_requests[0].block_count
+            ),
+            (0x100, 64)
+        );
+        assert_eq!(settings.crc_requests[1].lba, 2047);
+        for bad in [
+            "sd0:1",
+            "sd0:1:0",
+            ":1:2",
+            "sd0:x:2",
+            "sd0:1:2:3",
+            "s d:1:1",
+            "sd0:-1:2",
+        ] {
+            assert!(settings.apply("crc", bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(settings.crc_requests.len(), 2);
+    }
+
+    #[test]
+    fn firmware_keys_are_recognised() {
+        assert!(is_firmware_key("coherent_pool"));
+        assert!(is_firmware_key("8250.nr_uarts"));
+        assert!(is_firmware_key("bcm2708_fb.fbwidth"));
+        assert!(!is_firmware_key("nvme.queues"));
+        assert!(!is_firmware_key("runtime"));
+        assert!(is_driver_option("sd.mode"));
+    }
+}

@@ -1,0 +1,16 @@
+//! The barebench kernel: board discovery, console, memory, devices and the benchmark run.
+//! The modules below `runtime` only exist on the bare-metal target; the rest is portable and
+//! tested on the host.
+#![cfg_attr(target_os = "none", no_std)]
+
+extern crate alloc;
+
+pub mod atags;
+pub mod board;
+pub mod cmdline;
+pub mod devicetree;
+pub mod discovery;
+pub mod memory_plan;
+
+#[cfg(target_os = "none")]
+pub mod runtime;

@@ -1,2 +1,0 @@
-#![no_std]
-#![no_main]

@@ -1,0 +1,124 @@
+//! The serial console on the board's PL011, 115200 8N1 (issue 2), and the `print!`/`println!`
+//! macros. The exception and panic paths write through [`emergency_writer`], which needs no lock.
+
+use super::sync::SingleCoreCell;
+use core::fmt;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use drivers::mmio::Mmio;
+use drivers::pl011::Pl011;
+
+pub const BAUD: u32 = 115_200;
+const PL011_BLOCK_BYTES: usize = 0x1000;
+
+static CONSOLE: SingleCoreCell<Option<Pl011<Mmio>>> = SingleCoreCell::new(None);
+static CONSOLE_BASE: AtomicUsize = AtomicUsize::new(0);
+
+/// Takes over the PL011 at `base`. `uart_clock_hz` = None keeps the firmware's divisors.
+///
+/// # Safety
+/// `base` must be the board's PL011, reachable as device memory now and for the rest of the run.
+pub unsafe fn init(base: u64, uart_clock_hz: Option<u32>) {
+    // SAFETY: the caller guarantees `base` is the PL011's register block.
+    let uart = Pl011::new(unsafe { Mmio::new(base as usize, PL011_BLOCK_BYTES) });
+    uart.configure(uart_clock_hz, BAUD);
+    CONSOLE_BASE.store(base as usize, Ordering::Release);
+    CONSOLE.with(|console| *console = Some(uart));
+}
+
+/// The PL011's divisors as programmed (IBRD, FBRD).
+pub fn divisors() -> Option<(u32, u32)> {
+    CONSOLE
+        .with(|console| console.as_ref().map(|uart| uart.divisors()))
+        .flatten()
+}
+
+/// Writes formatted text; silently drops it before `init`.
+pub fn write_fmt(args: fmt::Arguments<'_>) {
+    CONSOLE.with(|console| {
+        if let Some(uart) = console {
+            let _ = fmt::Write::write_fmt(&mut Writer(uart), args);
+        }
+    });
+}
+
+/// A received byte, if any.
+pub fn read_byte() -> Option<u8> {
+    CONSOLE
+        .with(|console| console.as_ref().and_then(|uart| uart.read_byte()))
+        .flatten()
+}
+
+struct Writer<'a>(&'a Pl011<Mmio>);
+
+impl fmt::Write for Writer<'_> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0.write_text(text);
+        Ok(())
+    }
+}
+
+/// `core::fmt::Write` onto the console, for code that takes a writer (the benchmark).
+pub struct ConsoleWriter;
+
+impl fmt::Write for ConsoleWriter {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        write_fmt(format_args!("{text}"));
+        Ok(())
+    }
+}
+
+impl embedded_io::ErrorType for ConsoleWriter {
+    type Error = core::convert::Infallible;
+}
+
+impl embedded_io::Write for ConsoleWriter {
+    fn write(&mut self, bytes: &[u8]) -> Result<usize, Self::Error> {
+        CONSOLE.with(|console| {
+            if let Some(uart) = console {
+                for &byte in bytes {
+                    uart.write_byte(byte);
+                }
+            }
+        });
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        CONSOLE.with(|console| console.as_ref().map(|uart| uart.drain_transmitter()));
+        Ok(())
+    }
+}
+
+/// A writer for the exception and panic paths: no lock, usable even inside a console call.
+pub fn emergency_writer() -> Option<impl fmt::Write> {
+    let base = CONSOLE_BASE.load(Ordering::Acquire);
+    if base == 0 {
+        return None;
+    }
+    // SAFETY: the address was stored by `init`, whose caller guaranteed it is the PL011.
+    let uart = Pl011::new(unsafe { Mmio::new(base, PL011_BLOCK_BYTES) });
+    struct Emergency(Pl011<Mmio>);
+    impl fmt::Write for Emergency {
+        fn write_str(&mut self, text: &str) -> fmt::Result {
+            self.0.write_text(text);
+            Ok(())
+        }
+    }
+    Some(Emergency(uart))
+}
+
+/// Waits until everything written has left the UART (before exiting QEMU or resetting).
+pub fn flush() {
+    CONSOLE.with(|console| console.as_ref().map(|uart| uart.drain_transmitter()));
+}
+
+#[macro_export]
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::runtime::console::write_fmt(format_args!($($arg)*)) };
+}
+
+#[macro_export]
+macro_rules! println {
+    () => { $crate::runtime::console::write_fmt(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::runtime::console::write_fmt(format_args!("{}\n", format_args!($($arg)*))) };
+}

@@ -1,0 +1,119 @@
+//! How a run ends (issue 2): QEMU semihosting SYS_EXIT with a status (only when the command line
+//! asks, because `hlt #0xf000` is undefined on real hardware), PSCI SYSTEM_OFF, or a report and an
+//! idle loop with the console alive.
+
+use super::console;
+use crate::cmdline::ExitMethod;
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// Exit statuses the kernel reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ExitStatus {
+    /// Everything asked for ran.
+    Success = 0,
+    /// The run finished, but some device failed or some check did not match.
+    DeviceErrors = 2,
+    /// A CPU exception was taken.
+    Exception = 3,
+    /// The kernel panicked.
+    Panic = 4,
+    /// The board is not one the kernel knows; nothing was touched.
+    UnknownBoard = 5,
+}
+
+/// Which PSCI conduit the firmware uses (`/psci` `method` in the device tree).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PsciConduit {
+    Hvc,
+    Smc,
+}
+
+static EXIT_METHOD: AtomicU8 = AtomicU8::new(0);
+static PSCI_CONDUIT: AtomicU8 = AtomicU8::new(0);
+
+pub fn set_method(method: ExitMethod, conduit: PsciConduit) {
+    let method_code = match method {
+        ExitMethod::Idle => 0,
+        ExitMethod::Semihosting => 1,
+        ExitMethod::Psci => 2,
+    };
+    EXIT_METHOD.store(method_code, Ordering::Release);
+    PSCI_CONDUIT.store(matches!(conduit, PsciConduit::Smc) as u8, Ordering::Release);
+}
+
+fn method() -> ExitMethod {
+    match EXIT_METHOD.load(Ordering::Acquire) {
+        1 => ExitMethod::Semihosting,
+        2 => ExitMethod::Psci,
+        _ => ExitMethod::Idle,
+    }
+}
+
+/// SYS_EXIT (0x18) with ADP_Stopped_ApplicationExit (0x20026) and `code` (qemu.md §4).
+fn semihosting_exit(code: u32) -> ! {
+    let parameter_block: [u64; 2] = [0x20026, u64::from(code)];
+    // SAFETY: `hlt #0xf000` is the A64 semihosting trap; QEMU (run with -semihosting) reads the
+    // two-word block at x1 and ends the process. Only reached when the command line asked for it.
+    unsafe {
+        core::arch::asm!("hlt #0xf000", in("x0") 0x18u64, in("x1") parameter_block.as_ptr(), options(nostack));
+    }
+    idle()
+}
+
+/// PSCI SYSTEM_OFF (function 0x8400_0008).
+fn psci_system_off() -> ! {
+    let function: u64 = 0x8400_0008;
+    if PSCI_CONDUIT.load(Ordering::Acquire) == 1 {
+        // SAFETY: SMC to the secure firmware's PSCI implementation; SYSTEM_OFF does not return.
+        unsafe { core::arch::asm!("smc #0", inout("x0") function => _, options(nostack)) };
+    } else {
+        // SAFETY: HVC to the hypervisor's PSCI implementation (QEMU virt at EL1).
+        unsafe { core::arch::asm!("hvc #0", inout("x0") function => _, options(nostack)) };
+    }
+    idle()
+}
+
+/// Waits for interrupts forever (none are enabled, so this is a low-power stop).
+pub fn idle() -> ! {
+    loop {
+        aarch64_cpu::asm::wfi();
+    }
+}
+
+/// Ends the run with `status` the way the command line asked.
+pub fn finish(status: ExitStatus) -> ! {
+    match method() {
+        ExitMethod::Semihosting => {
+            console::flush();
+            semihosting_exit(status as u32)
+        }
+        ExitMethod::Psci => {
+            crate::println!(
+                "barebench: finished with status {} ({:?}); powering off",
+                status as u32,
+                status
+            );
+            console::flush();
+            psci_system_off()
+        }
+        ExitMethod::Idle => {
+            crate::println!(
+                "barebench: finished with status {} ({:?}); idling",
+                status as u32,
+                status
+            );
+            console::flush();
+            idle()
+        }
+    }
+}
+
+/// The exception and panic paths: same choice, without the console lock.
+pub fn finish_after_fault(status: ExitStatus) -> ! {
+    match method() {
+        ExitMethod::Semihosting => semihosting_exit(status as u32),
+        ExitMethod::Psci => psci_system_off(),
+        ExitMethod::Idle => idle(),
+    }
+}

@@ -1,0 +1,106 @@
+//! Property calls to the VideoCore firmware through the mailbox (hardware.md §4.6), with the
+//! buffer's cache maintenance and bus address handled here.
+
+use super::sync::SingleCoreCell;
+use super::timer::GenericTimer;
+use crate::board::VIDEOCORE_UNCACHED_ALIAS;
+use drivers::mailbox::{Mailbox, MailboxError, PropertyBuffer};
+use drivers::mmio::Mmio;
+
+static BUFFER: SingleCoreCell<PropertyBuffer> = SingleCoreCell::new(PropertyBuffer {
+    words: [0; drivers::mailbox::BUFFER_WORDS],
+});
+
+/// Longest answer [`property`] hands back.
+pub const MAX_RESPONSE_WORDS: usize = 256;
+
+/// The mailbox of one board.
+#[derive(Clone, Copy)]
+pub struct Firmware {
+    mailbox_base: u64,
+    timer: GenericTimer,
+}
+
+impl Firmware {
+    /// # Safety
+    /// `mailbox_base` must be the board's VideoCore mailbox register block.
+    pub unsafe fn new(mailbox_base: u64, timer: GenericTimer) -> Self {
+        Firmware {
+            mailbox_base,
+            timer,
+        }
+    }
+
+    /// Sends one tag and returns its answer words.
+    pub fn property(
+        &self,
+        tag: u32,
+        request: &[u32],
+        response_words: usize,
+    ) -> Result<heapless::Vec<u32, MAX_RESPONSE_WORDS>, MailboxError> {
+        // SAFETY: `Firmware::new`'s caller guaranteed the address is the mailbox.
+        let mailbox = Mailbox::new(unsafe { Mmio::new(self.mailbox_base as usize, 0x40) });
+        BUFFER
+            .with(|buffer| {
+                buffer.prepare_single_tag(tag, request, response_words)?;
+                let address = buffer as *mut PropertyBuffer as usize;
+                let bytes = core::mem::size_of::<PropertyBuffer>();
+                boot::mmu::clean_data_cache_range(address, bytes);
+                let bus_address = VIDEOCORE_UNCACHED_ALIAS
+                    .to_bus(address as u64, bytes as u64)
+                    .map_err(|_| MailboxError::BufferTooSmall)?;
+                mailbox.call(&self.timer, bus_address as u32)?;
+                boot::mmu::invalidate_data_cache_range(address, bytes);
+                // The firmware wrote the buffer behind the compiler's back.
+                let answer = buffer.single_tag_response()?;
+                Ok(answer.iter().copied().take(MAX_RESPONSE_WORDS).collect())
+            })
+            .unwrap_or(Err(MailboxError::BufferTooSmall))
+    }
+
+    pub fn board_revision(&self) -> Result<u32, MailboxError> {
+        let answer = self.property(drivers::mailbox::tags::GET_BOARD_REVISION, &[], 1)?;
+        answer.first().copied().ok_or(MailboxError::TagNotAnswered {
+            tag: drivers::mailbox::tags::GET_BOARD_REVISION,
+        })
+    }
+
+    /// The ARM's share of RAM: (base, size).
+    pub fn arm_memory(&self) -> Result<(u64, u64), MailboxError> {
+        let answer = self.property(drivers::mailbox::tags::GET_ARM_MEMORY, &[], 2)?;
+        match answer.as_slice() {
+            [base, size, ..] => Ok((u64::from(*base), u64::from(*size))),
+            _ => Err(MailboxError::TagNotAnswered {
+                tag: drivers::mailbox::tags::GET_ARM_MEMORY,
+            }),
+        }
+    }
+
+    pub fn clock_rate_hz(&self, clock_id: u32) -> Result<u32, MailboxError> {
+        let answer = self.property(drivers::mailbox::tags::GET_CLOCK_RATE, &[clock_id], 2)?;
+        match answer.as_slice() {
+            [_, rate, ..] if *rate > 0 => Ok(*rate),
+            _ => Err(MailboxError::TagNotAnswered {
+                tag: drivers::mailbox::tags::GET_CLOCK_RATE,
+            }),
+        }
+    }
+
+    /// The command line the firmware holds (cmdline.txt, or QEMU's -append).
+    pub fn command_line(
+        &self,
+        out: &mut heapless::String<{ crate::discovery::COMMAND_LINE_BYTES }>,
+    ) -> Result<(), MailboxError> {
+        let answer = self.property(drivers::mailbox::tags::GET_COMMAND_LINE, &[], 256)?;
+        out.clear();
+        for word in answer {
+            for byte in word.to_le_bytes() {
+                if byte == 0 {
+                    return Ok(());
+                }
+                let _ = out.push(byte as char);
+            }
+        }
+        Ok(())
+    }
+}

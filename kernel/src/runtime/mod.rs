@@ -1,0 +1,444 @@
+//! The kernel at run time (bare-metal target only): entry from `boot`, discovery, console,
+//! banner, memory map and MMU, command line, devices, benchmark, and the end of the run.
+
+pub mod console;
+mod exceptions;
+pub mod exit;
+pub mod firmware;
+pub mod platform;
+mod sync;
+pub mod timer;
+
+use crate::board::{BoardFamily, Span, UartClock};
+use crate::cmdline::{self, KernelSettings, TestFault, Token};
+use crate::devicetree::DeviceTree;
+use crate::discovery::{self, BoardInfo, ConfigSource, UnknownBoard};
+use crate::memory_plan::{self, MemoryPlan, PlanRequest};
+use crate::{print, println};
+use blockdev::Clock;
+use boot::cpu::{registers, MainId};
+use boot::mmu::Table;
+use exit::{finish, ExitStatus, PsciConduit};
+use firmware::Firmware;
+use platform::KernelPlatform;
+use sync::SingleCoreCell;
+use timer::GenericTimer;
+
+pub const PROGRAM_NAME: &str = "barebench";
+pub const PROGRAM_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const MIB: u64 = 1 << 20;
+const HEAP_BYTES: u64 = 16 * MIB;
+const DMA_POOL_BYTES: &[u64] = &[192 * MIB, 128 * MIB, 64 * MIB, 32 * MIB];
+const TABLE_COUNT: usize = 24;
+/// Words read at x0 when looking for ATAGS (QEMU's list is a few dozen words).
+const ATAGS_WINDOW_WORDS: usize = 1024;
+
+static TRANSLATION_TABLES: SingleCoreCell<[Table; TABLE_COUNT]> =
+    SingleCoreCell::new([Table::EMPTY; TABLE_COUNT]);
+
+#[global_allocator]
+static HEAP: linked_list_allocator::LockedHeap = linked_list_allocator::LockedHeap::empty();
+
+extern "C" {
+    static __image_start: u8;
+    static __image_end: u8;
+}
+
+/// Everything `main` learned at start-up, for the rest of the run.
+pub struct Machine {
+    pub info: BoardInfo,
+    pub timer: GenericTimer,
+    pub platform: &'static KernelPlatform,
+    pub firmware: Option<Firmware>,
+    pub entry_level: u64,
+    pub main_id: MainId,
+}
+
+/// Called by `boot` on core 0 at EL1, MMU off, stack and BSS ready.
+#[no_mangle]
+extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
+    let main_id = registers::main_id();
+    let timer = GenericTimer::new();
+    let mut info = match discover(boot_argument, entry_level, main_id) {
+        Ok(info) => info,
+        Err(unknown) => stop_on_unknown_board(boot_argument, unknown),
+    };
+    let firmware = info.profile.mailbox.map(|base| {
+        // SAFETY: the board table gives this board's mailbox address (hardware.md §1).
+        unsafe { Firmware::new(base, timer) }
+    });
+    if let Some(firmware) = firmware {
+        ask_firmware(&mut info, &firmware);
+    }
+    init_console(&info, firmware.as_ref());
+    print_banner(&info, main_id, entry_level, &timer);
+    for warning in &info.warnings {
+        println!("warning: {warning}");
+    }
+    let plan = match set_up_memory(&info) {
+        Ok(plan) => plan,
+        Err(error) => {
+            println!("error: cannot lay out memory: {error}; stopping");
+            finish(ExitStatus::UnknownBoard)
+        }
+    };
+    // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
+    let platform: &'static KernelPlatform =
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe {
+            KernelPlatform::new(timer, plan.dma_pool)
+        }));
+    let settings = apply_command_line(&info);
+    if let Some(fault) = settings.test_fault {
+        raise_test_fault(fault);
+    }
+    let machine = Machine {
+        info,
+        timer,
+        platform,
+        firmware,
+        entry_level,
+        main_id,
+    };
+    let status = run(&machine, &settings);
+    finish(status)
+}
+
+/// What the kernel does once the machine is up.
+fn run(_machine: &Machine, settings: &KernelSettings) -> ExitStatus {
+    let mut status = ExitStatus::Success;
+    for request in &settings.crc_requests {
+        println!(
+            "crc {}: no such device (no storage drivers are built in yet)",
+            request.device
+        );
+        status = ExitStatus::DeviceErrors;
+    }
+    status
+}
+
+fn discover(
+    boot_argument: u64,
+    entry_level: u64,
+    main_id: MainId,
+) -> Result<BoardInfo, UnknownBoard> {
+    // Only look at x0 when it is a plausible low RAM address: reading an arbitrary address with
+    // the MMU off could be a bus error before there is a console to report it.
+    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+    let mut corrupt_tree = None;
+    if plausible {
+        // SAFETY: x0 points into RAM on every supported start (firmware, QEMU), checked above.
+        match unsafe { DeviceTree::from_address(boot_argument as usize) } {
+            Ok(tree) => return discovery::from_device_tree(tree, boot_argument, main_id),
+            Err(crate::devicetree::DeviceTreeError::BadMagic { .. }) => {
+                // SAFETY: as above; the ATAGS parser stops at the first malformed tag.
+                let words = unsafe {
+                    core::slice::from_raw_parts(
+                        boot_argument as usize as *const u32,
+                        ATAGS_WINDOW_WORDS,
+                    )
+                };
+                if let Some(tags) = crate::atags::parse(words) {
+                    return discovery::from_atags(&tags, boot_argument, main_id);
+                }
+            }
+            Err(error) => corrupt_tree = Some(error),
+        }
+    }
+    // No parameters: the Pi firmware and QEMU's raspi machines start at EL2 or EL3, so a start at
+    // EL1 without a device tree is some other machine whose addresses the kernel does not know.
+    if entry_level < 2 {
+        return Err(UnknownBoard {
+            main_id,
+            root_compatible: None,
+        });
+    }
+    let mut info = discovery::from_core(main_id, ConfigSource::Firmware)?;
+    match corrupt_tree {
+        Some(error) => info.warn(format_args!(
+            "the device tree at {boot_argument:#x} is corrupt ({error}); using the board table"
+        )),
+        None if boot_argument != 0 => info.warn(format_args!(
+            "x0 = {boot_argument:#x} holds neither a device tree nor ATAGS; using the board table"
+        )),
+        None => {}
+    }
+    Ok(info)
+}
+
+/// Fills in what only the VideoCore knows: the board revision, and without a device tree the
+/// memory split and the command line.
+fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
+    match firmware.board_revision() {
+        Ok(revision) => {
+            info.board_revision = Some(revision);
+            let revision_name = drivers::mailbox::BoardRevision(revision).model_name();
+            if let (Some(name), ConfigSource::Atags { .. } | ConfigSource::Firmware) =
+                (revision_name, info.source)
+            {
+                discovery::copy_truncated(&mut info.model, name);
+            }
+        }
+        Err(error) => info.warn(format_args!("firmware board revision unavailable: {error}")),
+    }
+    if info.source == ConfigSource::Firmware {
+        match firmware.arm_memory() {
+            Ok((base, size_bytes)) if size_bytes > 0 => {
+                info.memory.clear();
+                let _ = info.memory.push(Span::new(base, size_bytes));
+            }
+            Ok(_) => info.warn(format_args!(
+                "firmware reports no ARM memory; using the board table"
+            )),
+            Err(error) => info.warn(format_args!(
+                "firmware memory split unavailable ({error}); using the board table"
+            )),
+        }
+        let mut line = heapless::String::new();
+        match firmware.command_line(&mut line) {
+            Ok(()) => info.set_command_line(&line),
+            Err(error) => info.warn(format_args!("firmware command line unavailable: {error}")),
+        }
+    }
+}
+
+fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
+    let profile = info.profile;
+    if let (Some(gpio_base), BoardFamily::RaspberryPi3 | BoardFamily::RaspberryPi4) =
+        (profile.gpio, profile.family)
+    {
+        // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
+        // (hardware.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
+        // SAFETY: the board table gives this board's GPIO block.
+        let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe {
+            drivers::mmio::Mmio::new(gpio_base as usize, 0xf4)
+        });
+        gpio.set_functions(14..=15, drivers::gpio::PinFunction::Alt0);
+    }
+    let uart_clock_hz = match profile.uart_clock {
+        UartClock::Fixed { hz } => Some(hz),
+        UartClock::FromMailbox { fallback_hz } => Some(
+            firmware
+                .and_then(|f| f.clock_rate_hz(drivers::mailbox::clocks::UART).ok())
+                .unwrap_or(fallback_hz),
+        ),
+        UartClock::KeepFirmware { fallback_hz } => {
+            // SAFETY: the board table gives this board's console PL011.
+            let uart = drivers::pl011::Pl011::new(unsafe {
+                drivers::mmio::Mmio::new(profile.console_uart as usize, 0x1000)
+            });
+            match uart.divisors() {
+                (0, _) => Some(fallback_hz),
+                _ => None,
+            }
+        }
+    };
+    // SAFETY: the board table gives this board's console PL011.
+    unsafe { console::init(profile.console_uart, uart_clock_hz) };
+}
+
+fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &GenericTimer) {
+    let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
+    println!();
+    println!("{PROGRAM_NAME} {PROGRAM_VERSION}: bare-metal storage benchmark");
+    print!("board      {}", info.model);
+    if let Some(revision) = info.board_revision {
+        print!(" (revision {revision:#08x})");
+    }
+    println!();
+    let soc = info
+        .board_revision
+        .and_then(|r| drivers::mailbox::BoardRevision(r).processor_name())
+        .unwrap_or(info.profile.soc);
+    println!("family     {}", info.profile.name);
+    println!("soc        {soc}");
+    let plural = if info.core_count == 1 { "" } else { "s" };
+    println!(
+        "cpu        {main_id} (MIDR {:#010x}), {} core{plural}",
+        main_id.0, info.core_count
+    );
+    print!("ram        {} MiB", info.total_memory_bytes() / MIB);
+    for bank in &info.memory {
+        print!(" [{:#x}-{:#x}]", bank.base, bank.end());
+    }
+    println!();
+    let frequency = timer.ticks_per_second();
+    println!(
+        "timer      {}.{:03} MHz (CNTFRQ_EL0 = {frequency})",
+        frequency / 1_000_000,
+        (frequency % 1_000_000) / 1000
+    );
+    println!("entry      EL{entry_level}");
+    println!("config     {}", info.source);
+    if !info.compatible.is_empty() {
+        println!("compatible {}", info.compatible);
+    }
+    println!("cmdline    \"{}\"", info.command_line);
+    println!(
+        "boot       {}.{:03} ms from reset to banner",
+        since_reset_us / 1000,
+        since_reset_us % 1000
+    );
+}
+
+fn image_span() -> Span {
+    // SAFETY: the linker script defines both symbols; only their addresses are taken.
+    let (start, end) = unsafe {
+        (
+            &__image_start as *const u8 as u64,
+            &__image_end as *const u8 as u64,
+        )
+    };
+    Span::new(start, end - start)
+}
+
+fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError> {
+    let profile = info.profile;
+    let mut reserved: heapless::Vec<Span, 4> = heapless::Vec::new();
+    let mut keep_mapped: heapless::Vec<Span, 2> = heapless::Vec::new();
+    if profile.low_reserved_bytes > 0 {
+        let _ = reserved.push(Span::new(0, profile.low_reserved_bytes));
+    }
+    if let Some(tree) = info.device_tree_span() {
+        let _ = reserved.push(tree);
+        let _ = keep_mapped.push(tree);
+    }
+    let plan = memory_plan::plan(&PlanRequest {
+        ram: &info.memory,
+        devices: profile.device_spans,
+        image: image_span(),
+        reserved: &reserved,
+        keep_mapped: &keep_mapped,
+        dma_limit: profile.dma_limit,
+        heap_bytes: HEAP_BYTES,
+        dma_pool_bytes: DMA_POOL_BYTES,
+    })?;
+    let parange = registers::physical_address_range();
+    let root_address = TRANSLATION_TABLES
+        .with(|tables| {
+            boot::mmu::build_identity_map(&plan.regions, tables)
+                .map(|root| &tables[root] as *const Table as u64)
+        })
+        .expect("translation tables are only built once");
+    let root_address = match root_address {
+        Ok(address) => address,
+        Err(error) => {
+            println!("error: cannot build the translation tables: {error:?}; stopping");
+            finish(ExitStatus::UnknownBoard)
+        }
+    };
+    // SAFETY: the tables identity-map all RAM (the image, stack and tables included), the DMA
+    // pool and every device the kernel uses, and live in a static for the rest of the run.
+    unsafe { boot::mmu::enable(root_address, boot::mmu::translation_control_value(parange)) };
+    // SAFETY: the heap range comes from the plan: mapped RAM used by nothing else.
+    unsafe {
+        HEAP.lock().init(
+            plan.heap.base as usize as *mut u8,
+            plan.heap.size_bytes as usize,
+        )
+    };
+    println!(
+        "memory     MMU on ({} regions, {}-bit PA); heap {} MiB at {:#x}; DMA pool {} MiB at {:#x} (non-cacheable)",
+        plan.regions.len(),
+        boot::cpu::physical_address_bits(parange),
+        plan.heap.size_bytes / MIB,
+        plan.heap.base,
+        plan.dma_pool.size_bytes / MIB,
+        plan.dma_pool.base
+    );
+    Ok(plan)
+}
+
+/// Reads the command line: the kernel's own settings here; the firmware's additions are left
+/// alone; anything else is named with the accepted forms and the run goes on.
+fn apply_command_line(info: &BoardInfo) -> KernelSettings {
+    let mut settings = KernelSettings::default();
+    let mut firmware_settings = 0usize;
+    for token in cmdline::tokens(&info.command_line) {
+        match token {
+            Token::Setting { key, value } if cmdline::is_kernel_key(key) => {
+                if let Err(error) = settings.apply(key, value) {
+                    println!("warning: {error}");
+                }
+            }
+            Token::Setting { key, .. } if cmdline::is_firmware_key(key) => firmware_settings += 1,
+            Token::Bare(word) if cmdline::is_firmware_key(word) => firmware_settings += 1,
+            Token::Setting { key, value } => {
+                println!(
+                    "warning: unknown setting {key}={value}; ignored. Accepted: {}",
+                    cmdline::KERNEL_KEYS_HELP
+                );
+            }
+            Token::Bare(word) => {
+                println!("warning: malformed setting \"{word}\" (expected key=value); ignored");
+            }
+        }
+    }
+    if firmware_settings > 0 {
+        println!("cmdline    {firmware_settings} firmware/Linux settings ignored");
+    }
+    let conduit = match info.device_tree.and_then(|tree| {
+        let node = tree.find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])?;
+        tree.string_property(node.offset, "method")
+    }) {
+        Some("smc") => PsciConduit::Smc,
+        _ => PsciConduit::Hvc,
+    };
+    exit::set_method(settings.exit, conduit);
+    settings
+}
+
+fn raise_test_fault(fault: TestFault) -> ! {
+    println!("test-fault: raising {fault:?} on purpose");
+    match fault {
+        TestFault::DataAbort => {
+            // An address no board maps (the tables cover nothing at 112 TiB).
+            let unmapped = 0x7000_0000_0000usize as *const u64;
+            // SAFETY: deliberately unsound: the load faults, which is what the test wants to see.
+            let value = unsafe { core::ptr::read_volatile(unmapped) };
+            panic!("the load from an unmapped address returned {value:#x}");
+        }
+        TestFault::UndefinedInstruction => {
+            // SAFETY: deliberately executes a permanently undefined encoding (UDF #0).
+            unsafe { core::arch::asm!("udf #0", options(nostack)) };
+            panic!("UDF did not trap");
+        }
+        TestFault::Panic => panic!("test-fault=panic asked for a panic"),
+    }
+}
+
+/// The unknown-board stop: say so where we can, touch nothing else.
+fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
+    // A device tree may still name a PL011 and the exit method (QEMU machines other than ours).
+    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+    // SAFETY: as in `discover`.
+    let tree = plausible
+        .then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok())
+        .flatten();
+    if let Some(tree) = tree {
+        if let Some((uart, _)) = tree
+            .find_compatible(&["arm,pl011"])
+            .and_then(|node| node.first_reg)
+        {
+            // SAFETY: the device tree names this PL011; its divisors are left as they are.
+            unsafe { console::init(uart, None) };
+            println!(
+                "{PROGRAM_NAME}: unknown board (MIDR {:#010x}: {}, compatible {:?}); stopping without touching any device",
+                unknown.main_id.0, unknown.main_id, unknown.root_compatible
+            );
+            let exit_requested = tree
+                .find_path("/chosen")
+                .and_then(|chosen| tree.string_property(chosen.offset, "bootargs"))
+                .map(|line| {
+                    line.split_ascii_whitespace()
+                        .any(|token| token == "exit=semihosting")
+                })
+                .unwrap_or(false);
+            if exit_requested {
+                exit::set_method(cmdline::ExitMethod::Semihosting, PsciConduit::Hvc);
+                finish(ExitStatus::UnknownBoard);
+            }
+        }
+    }
+    exit::idle()
+}

@@ -1,0 +1,111 @@
+//! The kernel's side of `drivers::platform::Platform`: the generic timer, the DMA pool (mapped
+//! normal non-cacheable, handed out by a bump allocator that never frees: drivers allocate at
+//! bring-up) and data-cache maintenance for memory outside the pool.
+
+use super::sync::SingleCoreCell;
+use super::timer::GenericTimer;
+use crate::board::Span;
+use blockdev::{Clock, DmaBuffer};
+use drivers::platform::{DmaAllocationError, Platform};
+
+pub struct KernelPlatform {
+    timer: GenericTimer,
+    pool: Span,
+    next_free: SingleCoreCell<u64>,
+}
+
+impl KernelPlatform {
+    /// # Safety
+    /// `pool` must be RAM mapped normal non-cacheable that nothing else uses.
+    pub unsafe fn new(timer: GenericTimer, pool: Span) -> Self {
+        KernelPlatform {
+            timer,
+            pool,
+            next_free: SingleCoreCell::new(pool.base),
+        }
+    }
+
+    pub fn timer(&self) -> GenericTimer {
+        self.timer
+    }
+
+    pub fn pool(&self) -> Span {
+        self.pool
+    }
+
+    pub fn pool_remaining_bytes(&self) -> u64 {
+        self.next_free
+            .with(|next| self.pool.end() - *next)
+            .unwrap_or(0)
+    }
+
+    fn in_pool(&self, buffer: &DmaBuffer) -> bool {
+        let start = buffer.physical_address;
+        start >= self.pool.base && start + buffer.length_bytes as u64 <= self.pool.end()
+    }
+}
+
+impl Clock for KernelPlatform {
+    fn now_ticks(&self) -> u64 {
+        self.timer.now_ticks()
+    }
+
+    fn ticks_per_second(&self) -> u64 {
+        self.timer.ticks_per_second()
+    }
+}
+
+impl Platform for KernelPlatform {
+    fn allocate_dma(
+        &self,
+        length_bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<DmaBuffer, DmaAllocationError> {
+        let alignment = alignment_bytes.max(64) as u64;
+        let error = |remaining_bytes| DmaAllocationError {
+            requested_bytes: length_bytes,
+            alignment_bytes,
+            remaining_bytes,
+        };
+        let start = self
+            .next_free
+            .with(|next| {
+                let start = next.div_ceil(alignment) * alignment;
+                let end = start
+                    .checked_add(length_bytes as u64)
+                    .filter(|end| *end <= self.pool.end());
+                match end {
+                    Some(end) => {
+                        *next = end;
+                        Ok(start)
+                    }
+                    None => Err(error((self.pool.end() - *next) as usize)),
+                }
+            })
+            .unwrap_or(Err(error(0)))?;
+        // SAFETY: [start, start + length) was just carved out of the pool, which the caller of
+        // `new` guaranteed is mapped RAM used by nothing else.
+        unsafe { core::ptr::write_bytes(start as usize as *mut u8, 0, length_bytes) };
+        Ok(DmaBuffer {
+            cpu_address: start as usize,
+            physical_address: start,
+            length_bytes,
+        })
+    }
+
+    fn clean_for_device(&self, buffer: &DmaBuffer) {
+        if self.in_pool(buffer) {
+            drivers::barrier::store_before_doorbell();
+        } else {
+            boot::mmu::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+        }
+    }
+
+    fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
+        if self.in_pool(buffer) {
+            drivers::barrier::full();
+        } else {
+            boot::mmu::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+        }
+    }
+}

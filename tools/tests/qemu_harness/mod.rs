@@ -1,0 +1,182 @@
+//! Runs the kernel images under QEMU for the end-to-end tests: serial captured to a file,
+//! semihosting on, a timeout, and the exit status passed back.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+pub enum Machine {
+    Raspi3b,
+    Raspi4b,
+    Virt,
+}
+
+pub struct Run {
+    machine: Machine,
+    append: String,
+    elf: bool,
+    cpu: Option<String>,
+    smp: Option<u32>,
+    extra: Vec<String>,
+    device_tree: Option<Vec<u8>>,
+    timeout: Duration,
+}
+
+pub struct Outcome {
+    pub status: Option<i32>,
+    pub output: String,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn assert_status(&self, expected: i32) {
+        assert_eq!(
+            self.status,
+            Some(expected),
+            "exit status; serial output:\n{}",
+            self.output
+        );
+    }
+}
+
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+pub fn scratch_dir() -> PathBuf {
+    let dir = repository_root().join("build").join("e2e");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn unique_name(stem: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{stem}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Run {
+    pub fn new(machine: Machine) -> Self {
+        Run {
+            machine,
+            append: String::new(),
+            elf: false,
+            cpu: None,
+            smp: None,
+            extra: Vec::new(),
+            device_tree: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+    pub fn append(mut self, line: &str) -> Self {
+        self.append = line.to_string();
+        self
+    }
+    pub fn elf(mut self) -> Self {
+        self.elf = true;
+        self
+    }
+    pub fn cpu(mut self, cpu: &str) -> Self {
+        self.cpu = Some(cpu.to_string());
+        self
+    }
+    pub fn smp(mut self, count: u32) -> Self {
+        self.smp = Some(count);
+        self
+    }
+    pub fn arg(mut self, argument: &str) -> Self {
+        self.extra.push(argument.to_string());
+        self
+    }
+    pub fn device_tree(mut self, blob: &[u8]) -> Self {
+        self.device_tree = Some(blob.to_vec());
+        self
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn go(self) -> Outcome {
+        let build = repository_root().join("build");
+        let (machine, image) = match self.machine {
+            Machine::Raspi3b => ("raspi3b", "kernel8"),
+            Machine::Raspi4b => ("raspi4b", "kernel8"),
+            Machine::Virt => ("virt", "kernel-virt"),
+        };
+        let image = build.join(format!("{image}.{}", if self.elf { "elf" } else { "img" }));
+        assert!(
+            image.exists(),
+            "{} is missing: run `make` first",
+            image.display()
+        );
+        let log = scratch_dir().join(unique_name(&format!("serial-{machine}")) + ".log");
+        let mut command = Command::new("qemu-system-aarch64");
+        command.args([
+            "-M",
+            machine,
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-semihosting",
+        ]);
+        command
+            .arg("-serial")
+            .arg(format!("file:{}", log.display()));
+        command.arg("-kernel").arg(&image);
+        command.args(["-append", &self.append]);
+        if let Machine::Virt = self.machine {
+            command.args([
+                "-cpu",
+                self.cpu.as_deref().unwrap_or("cortex-a72"),
+                "-m",
+                "1G",
+                "-nic",
+                "none",
+            ]);
+            if let Some(smp) = self.smp {
+                command.args(["-smp", &smp.to_string()]);
+            }
+        }
+        if let Some(blob) = &self.device_tree {
+            let path = scratch_dir().join(unique_name("tree") + ".dtb");
+            std::fs::write(&path, blob).unwrap();
+            command.arg("-dtb").arg(path);
+        }
+        command.args(&self.extra);
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .expect("qemu-system-aarch64 runs (make deps installs it)");
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status.code();
+            }
+            if started.elapsed() > self.timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let elapsed = started.elapsed();
+        let raw = std::fs::read(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        let output = String::from_utf8_lossy(&raw).replace("\r\n", "\n");
+        Outcome {
+            status,
+            output,
+            elapsed,
+        }
+    }
+}
