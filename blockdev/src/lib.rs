@@ -10,6 +10,7 @@
 #![no_std]
 
 pub mod crc32;
+pub mod pattern;
 
 use core::fmt;
 

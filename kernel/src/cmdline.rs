@@ -1,5 +1,5 @@
-//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, and the `sd.`/`nvme.`
-//! driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
+//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, and the
+//! `sd.`/`nvme.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
 //! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
 //! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
 
@@ -83,22 +83,70 @@ pub enum TestFault {
     Panic,
 }
 
-/// `crc=DEV:LBA:COUNT`: the CRC-32 of COUNT logical blocks from LBA on DEV.
+/// `crc=DEV:LBA:COUNT` (the CRC-32 of COUNT logical blocks from LBA on DEV) or
+/// `verify=DEV:LBA:COUNT` (compare them with the test pattern, `blockdev::pattern`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CrcRequest {
+pub struct BlockRange {
     pub device: heapless::String<16>,
     pub lba: u64,
     pub block_count: u64,
 }
 
-/// The most `crc=` settings one command line may carry.
+/// The most `crc=` (and `verify=`) settings one command line may carry.
 pub const MAX_CRC_REQUESTS: usize = 32;
+/// The most `sd.`/`nvme.` options one command line may carry.
+pub const MAX_DRIVER_OPTIONS: usize = 16;
+
+/// A driver option (`sd.mode=pio`), kept for the driver to interpret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverOption {
+    pub key: heapless::String<32>,
+    pub value: heapless::String<64>,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct KernelSettings {
     pub exit: ExitMethod,
     pub test_fault: Option<TestFault>,
-    pub crc_requests: heapless::Vec<CrcRequest, MAX_CRC_REQUESTS>,
+    pub crc_requests: heapless::Vec<BlockRange, MAX_CRC_REQUESTS>,
+    pub verify_requests: heapless::Vec<BlockRange, MAX_CRC_REQUESTS>,
+    pub driver_options: heapless::Vec<DriverOption, MAX_DRIVER_OPTIONS>,
+}
+
+impl KernelSettings {
+    /// Keeps a driver option (`is_driver_option(key)` must hold) for the driver to read.
+    pub fn add_driver_option<'a>(
+        &mut self,
+        key: &'a str,
+        value: &'a str,
+    ) -> Result<(), SettingError<'a>> {
+        let too_long = SettingError {
+            key,
+            value,
+            accepted: "a key under 32 bytes and a value under 64",
+            consequence: "ignored",
+        };
+        let option = DriverOption {
+            key: heapless::String::try_from(key).map_err(|_| too_long)?,
+            value: heapless::String::try_from(value).map_err(|_| too_long)?,
+        };
+        self.driver_options.push(option).map_err(|_| SettingError {
+            key,
+            value,
+            accepted: "at most 16 driver options",
+            consequence: "ignored",
+        })
+    }
+
+    /// The driver options under `prefix` (`"sd."`), with the prefix removed.
+    pub fn driver_options_for<'s>(
+        &'s self,
+        prefix: &'s str,
+    ) -> impl Iterator<Item = (&'s str, &'s str)> + 's {
+        self.driver_options
+            .iter()
+            .filter_map(move |o| o.key.strip_prefix(prefix).map(|k| (k, o.value.as_str())))
+    }
 }
 
 /// A kernel setting that could not be used; `Display` names it and the accepted forms.
@@ -122,12 +170,13 @@ impl fmt::Display for SettingError<'_> {
 
 /// Whether a key is one of the kernel's own.
 pub fn is_kernel_key(key: &str) -> bool {
-    matches!(key, "exit" | "test-fault" | "crc")
+    matches!(key, "exit" | "test-fault" | "crc" | "verify")
 }
 
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
-    "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT (repeatable), test-fault=data-abort|undefined-instruction|panic";
+    "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
+     sd.* and nvme.* driver options, test-fault=data-abort|undefined-instruction|panic";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -163,17 +212,22 @@ impl KernelSettings {
                     }
                 });
             }
-            "crc" => {
-                let request = parse_crc_request(value).ok_or(SettingError {
+            "crc" | "verify" => {
+                let request = parse_block_range(value).ok_or(SettingError {
                     key,
                     value,
                     accepted: "DEV:LBA:COUNT such as sd0:0:8 or nvme0:0x100:64 (LBA and COUNT in logical blocks, COUNT > 0)",
                     consequence: "this check is skipped",
                 })?;
-                self.crc_requests.push(request).map_err(|_| SettingError {
+                let list = if key == "crc" {
+                    &mut self.crc_requests
+                } else {
+                    &mut self.verify_requests
+                };
+                list.push(request).map_err(|_| SettingError {
                     key,
                     value,
-                    accepted: "at most 32 crc= settings",
+                    accepted: "at most 32 of these settings",
                     consequence: "this check is skipped",
                 })?;
             }
@@ -198,7 +252,7 @@ pub fn parse_number(text: &str) -> Option<u64> {
     }
 }
 
-fn parse_crc_request(value: &str) -> Option<CrcRequest> {
+fn parse_block_range(value: &str) -> Option<BlockRange> {
     let mut parts = value.split(':');
     let device = parts
         .next()
@@ -208,7 +262,7 @@ fn parse_crc_request(value: &str) -> Option<CrcRequest> {
     if parts.next().is_some() {
         return None;
     }
-    Some(CrcRequest {
+    Some(BlockRange {
         device: heapless::String::try_from(device).ok()?,
         lba,
         block_count,
@@ -287,6 +341,20 @@ mod tests {
             assert!(settings.apply("crc", bad).is_err(), "{bad} accepted");
         }
         assert_eq!(settings.crc_requests.len(), 2);
+        settings.apply("verify", "sd1:0:4").unwrap();
+        assert_eq!(settings.verify_requests[0].device.as_str(), "sd1");
+    }
+
+    #[test]
+    fn driver_options_are_kept_per_prefix() {
+        let mut settings = KernelSettings::default();
+        settings.add_driver_option("sd.mode", "pio").unwrap();
+        settings.add_driver_option("nvme.queues", "2").unwrap();
+        let sd: std::vec::Vec<_> = settings.driver_options_for("sd.").collect();
+        assert_eq!(sd, [("mode", "pio")]);
+        assert!(settings
+            .add_driver_option("nvme.x", &"y".repeat(80))
+            .is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod exceptions;
 pub mod exit;
 pub mod firmware;
 pub mod platform;
+pub mod storage;
 mod sync;
 pub mod timer;
 
@@ -104,17 +105,25 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     finish(status)
 }
 
-/// What the kernel does once the machine is up.
-fn run(_machine: &Machine, settings: &KernelSettings) -> ExitStatus {
+/// What the kernel does once the machine is up: find the storage devices, run the integrity
+/// checks asked for, then the benchmark.
+fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
+    let mut storage = storage::Storage::default();
+    attach_storage(machine, settings, &mut storage);
+    if storage.is_empty() {
+        println!("storage    no usable devices found");
+    }
     let mut status = ExitStatus::Success;
-    for request in &settings.crc_requests {
-        println!(
-            "crc {}: no such device (no storage drivers are built in yet)",
-            request.device
-        );
+    if !storage::run_block_checks(settings, &mut storage, machine.platform) {
         status = ExitStatus::DeviceErrors;
     }
+    storage.shut_down();
     status
+}
+
+/// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
+/// first (board table order, then PCI), then NVMe controllers in PCI order.
+fn attach_storage(_machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
 }
 
 fn discover(
@@ -358,6 +367,11 @@ fn apply_command_line(info: &BoardInfo) -> KernelSettings {
         match token {
             Token::Setting { key, value } if cmdline::is_kernel_key(key) => {
                 if let Err(error) = settings.apply(key, value) {
+                    println!("warning: {error}");
+                }
+            }
+            Token::Setting { key, value } if cmdline::is_driver_option(key) => {
+                if let Err(error) = settings.add_driver_option(key, value) {
                     println!("warning: {error}");
                 }
             }
