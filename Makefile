@@ -3,7 +3,7 @@
 
 CARGO        ?= cargo
 TARGET       := aarch64-unknown-none
-PROFILE_DIR  := target/$(TARGET)/release
+PROFILE_DIR  := $(or $(CARGO_TARGET_DIR),target)/$(TARGET)/release
 BUILD        := build
 OBJCOPY      ?= llvm-objcopy
 
