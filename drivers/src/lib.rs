@@ -9,3 +9,4 @@ pub mod mailbox;
 pub mod mmio;
 pub mod pl011;
 pub mod platform;
+pub mod sdhci;
