@@ -7,5 +7,6 @@ pub mod barrier;
 pub mod gpio;
 pub mod mailbox;
 pub mod mmio;
+pub mod pci;
 pub mod pl011;
 pub mod platform;

@@ -5,6 +5,7 @@ pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
+pub mod pci;
 pub mod platform;
 pub mod storage;
 mod sync;
@@ -86,21 +87,12 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     };
     // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
     let platform: &'static KernelPlatform =
-        alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe {
-            KernelPlatform::new(timer, plan.dma_pool)
-        }));
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
     let settings = apply_command_line(&info);
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine {
-        info,
-        timer,
-        platform,
-        firmware,
-        entry_level,
-        main_id,
-    };
+    let machine = Machine { info, timer, platform, firmware, entry_level, main_id };
     let status = run(&machine, &settings);
     finish(status)
 }
@@ -123,17 +115,19 @@ fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
 
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
-fn attach_storage(_machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
+fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
+    let _pci = pci::enumerate(machine);
 }
 
-fn discover(
-    boot_argument: u64,
-    entry_level: u64,
-    main_id: MainId,
-) -> Result<BoardInfo, UnknownBoard> {
-    // Only look at x0 when it is a plausible low RAM address: reading an arbitrary address with
-    // the MMU off could be a bus error before there is a console to report it.
-    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+/// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
+/// every supported firmware and QEMU put them. Reading an arbitrary address with the MMU off could
+/// be a bus error before there is a console to report it.
+fn is_plausible_boot_argument(boot_argument: u64) -> bool {
+    boot_argument != 0 && boot_argument.is_multiple_of(4) && boot_argument < (1 << 32)
+}
+
+fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<BoardInfo, UnknownBoard> {
+    let plausible = is_plausible_boot_argument(boot_argument);
     let mut corrupt_tree = None;
     if plausible {
         // SAFETY: x0 points into RAM on every supported start (firmware, QEMU), checked above.
@@ -142,10 +136,7 @@ fn discover(
             Err(crate::devicetree::DeviceTreeError::BadMagic { .. }) => {
                 // SAFETY: as above; the ATAGS parser stops at the first malformed tag.
                 let words = unsafe {
-                    core::slice::from_raw_parts(
-                        boot_argument as usize as *const u32,
-                        ATAGS_WINDOW_WORDS,
-                    )
+                    core::slice::from_raw_parts(boot_argument as usize as *const u32, ATAGS_WINDOW_WORDS)
                 };
                 if let Some(tags) = crate::atags::parse(words) {
                     return discovery::from_atags(&tags, boot_argument, main_id);
@@ -157,10 +148,7 @@ fn discover(
     // No parameters: the Pi firmware and QEMU's raspi machines start at EL2 or EL3, so a start at
     // EL1 without a device tree is some other machine whose addresses the kernel does not know.
     if entry_level < 2 {
-        return Err(UnknownBoard {
-            main_id,
-            root_compatible: None,
-        });
+        return Err(UnknownBoard { main_id, root_compatible: None });
     }
     let mut info = discovery::from_core(main_id, ConfigSource::Firmware)?;
     match corrupt_tree {
@@ -196,12 +184,10 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
                 info.memory.clear();
                 let _ = info.memory.push(Span::new(base, size_bytes));
             }
-            Ok(_) => info.warn(format_args!(
-                "firmware reports no ARM memory; using the board table"
-            )),
-            Err(error) => info.warn(format_args!(
-                "firmware memory split unavailable ({error}); using the board table"
-            )),
+            Ok(_) => info.warn(format_args!("firmware reports no ARM memory; using the board table")),
+            Err(error) => {
+                info.warn(format_args!("firmware memory split unavailable ({error}); using the board table"))
+            }
         }
         let mut line = heapless::String::new();
         match firmware.command_line(&mut line) {
@@ -219,9 +205,8 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
         // (hardware.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
         // SAFETY: the board table gives this board's GPIO block.
-        let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe {
-            drivers::mmio::Mmio::new(gpio_base as usize, 0xf4)
-        });
+        let gpio =
+            drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });
         gpio.set_functions(14..=15, drivers::gpio::PinFunction::Alt0);
     }
     let uart_clock_hz = match profile.uart_clock {
@@ -262,10 +247,7 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
     println!("family     {}", info.profile.name);
     println!("soc        {soc}");
     let plural = if info.core_count == 1 { "" } else { "s" };
-    println!(
-        "cpu        {main_id} (MIDR {:#010x}), {} core{plural}",
-        main_id.0, info.core_count
-    );
+    println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
     print!("ram        {} MiB", info.total_memory_bytes() / MIB);
     for bank in &info.memory {
         print!(" [{:#x}-{:#x}]", bank.base, bank.end());
@@ -283,21 +265,12 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
         println!("compatible {}", info.compatible);
     }
     println!("cmdline    \"{}\"", info.command_line);
-    println!(
-        "boot       {}.{:03} ms from reset to banner",
-        since_reset_us / 1000,
-        since_reset_us % 1000
-    );
+    println!("boot       {}.{:03} ms from reset to banner", since_reset_us / 1000, since_reset_us % 1000);
 }
 
 fn image_span() -> Span {
     // SAFETY: the linker script defines both symbols; only their addresses are taken.
-    let (start, end) = unsafe {
-        (
-            &__image_start as *const u8 as u64,
-            &__image_end as *const u8 as u64,
-        )
-    };
+    let (start, end) = unsafe { (&__image_start as *const u8 as u64, &__image_end as *const u8 as u64) };
     Span::new(start, end - start)
 }
 
@@ -340,12 +313,7 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
     // pool and every device the kernel uses, and live in a static for the rest of the run.
     unsafe { boot::mmu::enable(root_address, boot::mmu::translation_control_value(parange)) };
     // SAFETY: the heap range comes from the plan: mapped RAM used by nothing else.
-    unsafe {
-        HEAP.lock().init(
-            plan.heap.base as usize as *mut u8,
-            plan.heap.size_bytes as usize,
-        )
-    };
+    unsafe { HEAP.lock().init(plan.heap.base as usize as *mut u8, plan.heap.size_bytes as usize) };
     println!(
         "memory     MMU on ({} regions, {}-bit PA); heap {} MiB at {:#x}; DMA pool {} MiB at {:#x} (non-cacheable)",
         plan.regions.len(),
@@ -424,16 +392,11 @@ fn raise_test_fault(fault: TestFault) -> ! {
 /// The unknown-board stop: say so where we can, touch nothing else.
 fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
     // A device tree may still name a PL011 and the exit method (QEMU machines other than ours).
-    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+    let plausible = is_plausible_boot_argument(boot_argument);
     // SAFETY: as in `discover`.
-    let tree = plausible
-        .then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok())
-        .flatten();
+    let tree = plausible.then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok()).flatten();
     if let Some(tree) = tree {
-        if let Some((uart, _)) = tree
-            .find_compatible(&["arm,pl011"])
-            .and_then(|node| node.first_reg)
-        {
+        if let Some((uart, _)) = tree.find_compatible(&["arm,pl011"]).and_then(|node| node.first_reg) {
             // SAFETY: the device tree names this PL011; its divisors are left as they are.
             unsafe { console::init(uart, None) };
             println!(
@@ -443,10 +406,7 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
             let exit_requested = tree
                 .find_path("/chosen")
                 .and_then(|chosen| tree.string_property(chosen.offset, "bootargs"))
-                .map(|line| {
-                    line.split_ascii_whitespace()
-                        .any(|token| token == "exit=semihosting")
-                })
+                .map(|line| line.split_ascii_whitespace().any(|token| token == "exit=semihosting"))
                 .unwrap_or(false);
             if exit_requested {
                 exit::set_method(cmdline::ExitMethod::Semihosting, PsciConduit::Hvc);
