@@ -86,6 +86,10 @@ pub struct BoardProfile {
     pub dma_limit: u64,
     /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
     pub low_reserved_bytes: u64,
+    /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
+    /// armstub spin slots of Pi 3/4 (hardware.md §4.1, qemu.md §1). Empty where cores are held by
+    /// PSCI (Pi 5, QEMU virt).
+    pub spin_table: &'static [u64],
 }
 
 const ONE_GIB: u64 = 1 << 30;
@@ -113,6 +117,7 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
 pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
@@ -136,6 +141,7 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
 pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
@@ -162,6 +168,7 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     dma_limit: u64::MAX,
     // TF-A BL31 sits at 0x1000-0x80000 (hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
+    spin_table: &[],
 };
 
 pub static QEMU_VIRT: BoardProfile = BoardProfile {
@@ -186,6 +193,7 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     default_ram: Span::new(0x4000_0000, 0x2000_0000),
     dma_limit: u64::MAX,
     low_reserved_bytes: 0,
+    spin_table: &[],
 };
 
 /// The board family a root `compatible` names (Linux's and QEMU's device trees).
