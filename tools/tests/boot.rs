@@ -144,3 +144,33 @@ fn malformed_command_line_names_each_bad_setting_and_carries_on() {
     assert!(out.contains("2 firmware/Linux settings ignored"), "{out}");
     assert!(out.contains("finished") || !out.contains("EXCEPTION"), "{out}");
 }
+
+#[test]
+fn an_unknown_board_is_named_by_its_midr_and_nothing_is_touched() {
+    // A device tree that names no board we know, on a core we do not know (Neoverse-N1): the
+    // kernel must say so on the PL011 the tree names and stop with status 5.
+    let mut tree = kernel::devicetree::builder::Builder::new();
+    tree.begin("")
+        .cells("#address-cells", &[2])
+        .cells("#size-cells", &[2])
+        .strings("compatible", &["acme,toaster"]);
+    tree.begin("chosen").string("bootargs", "").end();
+    tree.begin("memory@40000000")
+        .string("device_type", "memory")
+        .cells("reg", &[0, 0x4000_0000, 0, 0x4000_0000])
+        .end();
+    tree.begin("pl011@9000000")
+        .strings("compatible", &["arm,pl011", "arm,primecell"])
+        .cells("reg", &[0, 0x0900_0000, 0, 0x1000])
+        .end();
+    tree.end();
+    let run = Run::new(Machine::Virt)
+        .cpu("neoverse-n1")
+        .device_tree(&tree.finish())
+        .append("exit=semihosting")
+        .go();
+    run.assert_status(5);
+    assert!(run.output.contains("unknown board (MIDR 0x414fd0c1"), "{}", run.output);
+    assert!(run.output.contains("\"acme,toaster\""), "{}", run.output);
+    assert!(run.output.contains("stopping without touching any device"), "{}", run.output);
+}
