@@ -119,8 +119,8 @@ fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt
         format_args!(
             "{}-{}-qd{}-{}-run{}",
             run.job.operation.fio_name(),
-            SizeText(run.block_bytes),
-            run.queue_depth,
+            SizeText(run.job.block_bytes),
+            run.job.queue_depth,
             run.device_name,
             run.run
         ),
@@ -519,7 +519,26 @@ mod tests {
             assert_eq!(extras.window_ns, run.window_ns);
             assert_eq!(extras.requested_queue_depth, run.job.queue_depth);
         }
-        // The SD device ran at queue depth 1 whatever was asked, and saw CRC errors.
+        // The SD device ran at queue depth 1 whatever was asked, said so, and saw CRC errors.
+        // The job name carries the workload as asked; the options and facts what ran.
+        let sd_qd32 = report
+            .jobs
+            .iter()
+            .find(|j| j.jobname == "randread-4k-qd32-sd0-run2")
+            .unwrap();
+        assert_eq!(
+            sd_qd32.job_options.get("iodepth").map(String::as_str),
+            Some("1")
+        );
+        let facts = sd_qd32.barebench.as_ref().unwrap();
+        assert_eq!((facts.requested_queue_depth, facts.queue_depth), (32, 1));
+        assert!(facts
+            .notes
+            .iter()
+            .any(|n| n.starts_with("sd0 has no command queueing")));
+        let names: std::collections::BTreeSet<&str> =
+            report.jobs.iter().map(|j| j.jobname.as_str()).collect();
+        assert_eq!(names.len(), report.jobs.len(), "job names are unique");
         assert!(report
             .jobs
             .iter()

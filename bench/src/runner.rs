@@ -361,14 +361,17 @@ pub fn run_benchmark(
         }
         report::print_job_header(console, job, job_index + 1, config.jobs.len());
         let mut plans: Vec<Option<DevicePlan>> = alloc::vec![None; devices.len()];
+        // The plan's messages (clamping, sharing) also go into each run's JSON notes.
+        let mut plan_notes: Vec<Vec<String>> = alloc::vec![Vec::new(); devices.len()];
         for &device_index in &selected {
             let device = &devices[device_index];
             let mut notes = Vec::new();
             let plan = plan_job(job, config, &device.geometry(), device.name(), &mut notes)
                 .and_then(|plan| check_buffer(&plan, &buffer_area, device.name(), &mut notes));
-            for note in notes {
-                say(console, &mut results.notes, note);
+            for note in &notes {
+                say(console, &mut results.notes, note.clone());
             }
+            plan_notes[device_index] = notes;
             match plan {
                 Ok(plan) => plans[device_index] = Some(plan),
                 Err(reason) => say(
@@ -411,7 +414,7 @@ pub fn run_benchmark(
                     device_index,
                     seed,
                 };
-                let result = run_once(
+                let mut result = run_once(
                     &mut *devices[device_index],
                     clock,
                     config,
@@ -422,6 +425,9 @@ pub fn run_benchmark(
                     &mut measurements,
                     console,
                 );
+                result
+                    .notes
+                    .splice(0..0, plan_notes[device_index].iter().cloned());
                 if matches!(result.ended_early, Some(RunEnd::DrainTimeout { .. })) {
                     stuck[device_index] = true;
                 }
