@@ -196,6 +196,7 @@ fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt
         let reason = match end {
             RunEnd::SubmitRefused { .. } => "submit refused",
             RunEnd::DrainTimeout { .. } => "drain timeout",
+            RunEnd::ClockStalled { .. } => "timer stopped",
         };
         json.string_field("ended_early", format_args!("{reason}"))?;
     }

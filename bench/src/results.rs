@@ -28,6 +28,9 @@ pub enum RunEnd {
     SubmitRefused { error: SubmitError, lba: u64 },
     /// Requests were still in flight long after the window; the device is not used again.
     DrainTimeout { in_flight: u32, waited_ns: u64 },
+    /// The timer returned the same value for [`crate::runner::STALLED_CLOCK_READINGS`]
+    /// readings in a row; nothing more can be measured.
+    ClockStalled { ticks: u64 },
 }
 
 /// One run: one device, one job, one repetition.

@@ -32,6 +32,10 @@ use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
 pub const DRAIN_TIMEOUT_NS: u64 = 10 * NS_PER_S;
 /// At most one progress update per this interval (≈ 2 per second).
 pub const PROGRESS_INTERVAL_NS: u64 = 500 * NS_PER_MS;
+/// This many identical timer readings in a row mean the timer has stopped (one loop iteration
+/// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
+/// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
+pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
 
 /// The message for a write job (nothing is ever written).
 pub const WRITES_REFUSED: &str =
@@ -73,6 +77,73 @@ pub struct DevicePlan {
     pub block_slots: u64,
 }
 
+/// Why a job cannot run on a device at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanError {
+    /// The geometry describes no readable blocks.
+    NoBlocks {
+        block_count: u64,
+        logical_block_bytes: u32,
+    },
+    /// The geometry allows no request at all.
+    NoRequests {
+        max_request_blocks: u32,
+        max_in_flight: u32,
+    },
+    /// The region (after fitting it to the device) holds no whole block.
+    RegionTooSmall {
+        region_offset_bytes: u64,
+        region_size_bytes: u64,
+        block_bytes: u64,
+    },
+    /// The DMA buffer area cannot hold one block.
+    BufferTooSmall {
+        buffer_bytes: usize,
+        block_bytes: u64,
+    },
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PlanError::NoBlocks {
+                block_count,
+                logical_block_bytes,
+            } => write!(
+                f,
+                "the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing \
+                 to read"
+            ),
+            PlanError::NoRequests {
+                max_request_blocks,
+                max_in_flight,
+            } => write!(
+                f,
+                "the device accepts requests of at most {max_request_blocks} blocks with \
+                 {max_in_flight} in flight"
+            ),
+            PlanError::RegionTooSmall {
+                region_offset_bytes,
+                region_size_bytes,
+                block_bytes,
+            } => write!(
+                f,
+                "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole \
+                 block of {}",
+                SizeText(block_bytes)
+            ),
+            PlanError::BufferTooSmall {
+                buffer_bytes,
+                block_bytes,
+            } => write!(
+                f,
+                "the buffer area of {buffer_bytes} bytes cannot hold one block of {}",
+                SizeText(block_bytes)
+            ),
+        }
+    }
+}
+
 /// Adapts `job` to a device: block size rounded up to the logical block and clamped to what one
 /// request may carry, queue depth clamped to `max_in_flight`, region moved or shrunk to fit the
 /// device and its start aligned to the block size. Every change is described in `notes`.
@@ -83,19 +154,19 @@ pub fn plan_job(
     geometry: &Geometry,
     device_name: &str,
     notes: &mut Vec<String>,
-) -> Result<DevicePlan, String> {
+) -> Result<DevicePlan, PlanError> {
     let logical_block_bytes = u64::from(geometry.logical_block_bytes);
     if logical_block_bytes == 0 || geometry.block_count == 0 {
-        return Err(format!(
-            "{device_name} reports {} blocks of {} bytes; nothing to read",
-            geometry.block_count, geometry.logical_block_bytes
-        ));
+        return Err(PlanError::NoBlocks {
+            block_count: geometry.block_count,
+            logical_block_bytes: geometry.logical_block_bytes,
+        });
     }
     if geometry.max_request_blocks == 0 || geometry.max_in_flight == 0 {
-        return Err(format!(
-            "{device_name} accepts requests of at most {} blocks with {} in flight; cannot run",
-            geometry.max_request_blocks, geometry.max_in_flight
-        ));
+        return Err(PlanError::NoRequests {
+            max_request_blocks: geometry.max_request_blocks,
+            max_in_flight: geometry.max_in_flight,
+        });
     }
 
     let mut block_bytes = job.block_bytes;
@@ -168,12 +239,11 @@ pub fn plan_job(
     let aligned_offset = offset_bytes.div_ceil(block_bytes) * block_bytes;
     let block_slots = region_end.saturating_sub(aligned_offset) / block_bytes;
     if block_slots == 0 {
-        return Err(format!(
-            "{device_name}: the region of {} bytes at {} holds no whole block of {}",
-            size_bytes,
-            offset_bytes,
-            SizeText(block_bytes)
-        ));
+        return Err(PlanError::RegionTooSmall {
+            region_offset_bytes: offset_bytes,
+            region_size_bytes: size_bytes,
+            block_bytes,
+        });
     }
     if aligned_offset != offset_bytes {
         notes.push(format!(
@@ -350,7 +420,11 @@ pub fn run_benchmark(
 
     let mut measurements = Measurements::new();
     let mut stuck = alloc::vec![false; devices.len()];
+    let mut clock_stalled = false;
     for (job_index, job) in config.jobs.iter().enumerate() {
+        if clock_stalled {
+            break;
+        }
         if job.operation.is_write() {
             say(
                 console,
@@ -403,7 +477,7 @@ pub fn run_benchmark(
                 let Some(plan) = plans[device_index] else {
                     continue;
                 };
-                if stuck[device_index] {
+                if stuck[device_index] || clock_stalled {
                     continue;
                 }
                 let label = RunLabel {
@@ -428,8 +502,10 @@ pub fn run_benchmark(
                 result
                     .notes
                     .splice(0..0, plan_notes[device_index].iter().cloned());
-                if matches!(result.ended_early, Some(RunEnd::DrainTimeout { .. })) {
-                    stuck[device_index] = true;
+                match result.ended_early {
+                    Some(RunEnd::DrainTimeout { .. }) => stuck[device_index] = true,
+                    Some(RunEnd::ClockStalled { .. }) => clock_stalled = true,
+                    _ => {}
                 }
                 results.runs.push(result);
             }
@@ -494,14 +570,13 @@ fn check_buffer(
     buffer_area: &DmaBuffer,
     device_name: &str,
     notes: &mut Vec<String>,
-) -> Result<DevicePlan, String> {
+) -> Result<DevicePlan, PlanError> {
     let buffers = buffer_area.length_bytes as u64 / plan.block_bytes;
     if buffers == 0 {
-        return Err(format!(
-            "the buffer area of {} bytes cannot hold one block of {}",
-            buffer_area.length_bytes,
-            SizeText(plan.block_bytes)
-        ));
+        return Err(PlanError::BufferTooSmall {
+            buffer_bytes: buffer_area.length_bytes,
+            block_bytes: plan.block_bytes,
+        });
     }
     if buffers < u64::from(plan.queue_depth) {
         notes.push(format!(
@@ -591,9 +666,28 @@ fn run_once(
     let mut submitting = true;
     let mut ended_early: Option<RunEnd> = None;
     let mut notes: Vec<String> = Vec::new();
+    let mut last_reading = start;
+    let mut identical_readings: u64 = 0;
 
     loop {
         let now = clock.now_ticks();
+        if now == last_reading {
+            identical_readings += 1;
+            if identical_readings >= STALLED_CLOCK_READINGS {
+                ended_early = Some(RunEnd::ClockStalled { ticks: now });
+                progress.interrupt(console);
+                let message = format!(
+                    "the timer stopped at tick {now} ({identical_readings} identical readings); \
+                     the benchmark stops here"
+                );
+                let _ = writeln!(console, "{message}");
+                notes.push(message);
+                break;
+            }
+        } else {
+            last_reading = now;
+            identical_readings = 0;
+        }
         if submitting && now >= window_end {
             submitting = false;
         }
@@ -1172,12 +1266,34 @@ mod tests {
         let mut tiny = config.clone();
         tiny.size_bytes = 4096;
         let error = plan_job(&big, &tiny, &nvme_geometry(), "nvme0", &mut notes).unwrap_err();
-        assert!(error.contains("holds no whole block of 128k"), "{error}");
+        assert_eq!(
+            error,
+            PlanError::RegionTooSmall {
+                region_offset_bytes: 0,
+                region_size_bytes: 4096,
+                block_bytes: 128 << 10
+            }
+        );
+        assert!(error.to_string().contains("holds no whole block of 128k"));
         let broken = Geometry {
             max_in_flight: 0,
             ..nvme_geometry()
         };
-        assert!(plan_job(&big, &config, &broken, "x", &mut notes).is_err());
+        assert_eq!(
+            plan_job(&big, &config, &broken, "x", &mut notes),
+            Err(PlanError::NoRequests {
+                max_request_blocks: 256,
+                max_in_flight: 0
+            })
+        );
+        let empty = Geometry {
+            block_count: 0,
+            ..nvme_geometry()
+        };
+        assert!(matches!(
+            plan_job(&big, &config, &empty, "x", &mut notes),
+            Err(PlanError::NoBlocks { block_count: 0, .. })
+        ));
     }
 
     #[test]
@@ -1321,6 +1437,24 @@ mod tests {
         let (results, console) = run(&config, &mut [&mut nvme], &dead, 1 << 20);
         assert!(results.runs.is_empty());
         assert!(console.contains("the timer reports a frequency of 0 Hz"));
+    }
+
+    #[test]
+    fn a_stopped_timer_ends_the_benchmark_instead_of_hanging() {
+        let clock = SimClock::frozen(GHZ);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 20 * US), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let config = config(&[job, job], 0, MS, 2);
+        let (results, console) = run(&config, &mut [&mut nvme, &mut sd], &clock, 1 << 20);
+        assert_eq!(results.runs.len(), 1);
+        assert_eq!(
+            results.runs[0].ended_early,
+            Some(RunEnd::ClockStalled { ticks: 0 })
+        );
+        assert!(console.contains("the timer stopped at tick 0"));
+        assert!(console.contains(crate::JSON_END_MARKER));
+        assert!(sd.accepted.is_empty());
     }
 
     const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;

@@ -18,6 +18,8 @@ pub struct SimClock {
     ticks: Cell<u64>,
     step_ticks: u64,
     ticks_per_second: u64,
+    /// A broken timer: always the same reading.
+    frozen: bool,
 }
 
 impl SimClock {
@@ -26,6 +28,15 @@ impl SimClock {
             ticks: Cell::new(0),
             step_ticks,
             ticks_per_second,
+            frozen: false,
+        }
+    }
+
+    /// A timer that never advances.
+    pub fn frozen(ticks_per_second: u64) -> SimClock {
+        SimClock {
+            frozen: true,
+            ..SimClock::new(ticks_per_second, 0)
         }
     }
 
@@ -34,7 +45,7 @@ impl SimClock {
     }
 
     fn advance_to(&self, ticks: u64) {
-        if ticks > self.ticks.get() {
+        if !self.frozen && ticks > self.ticks.get() {
             self.ticks.set(ticks);
         }
     }
