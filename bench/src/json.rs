@@ -105,8 +105,23 @@ pub fn write_fio_json(
         json.string_element(format_args!("{note}"))?;
     }
     json.close(']')?;
+    // Extra facts may not replace the fields above (a JSON object's keys must be unique).
+    const OWN_KEYS: [&str; 10] = [
+        "version",
+        "board",
+        "timer_frequency_hz",
+        "seed",
+        "runs",
+        "median_rule",
+        "latency",
+        "settings",
+        "devices",
+        "notes",
+    ];
     for (key, value) in context.extra {
-        json.string_field(key, format_args!("{value}"))?;
+        if !OWN_KEYS.contains(key) {
+            json.string_field(key, format_args!("{value}"))?;
+        }
     }
     json.close('}')?;
     json.close('}')
@@ -446,7 +461,7 @@ mod tests {
         let context = ReportContext {
             board: "simulated \"board\"",
             timer_frequency_hz: 54_000_000,
-            extra: &[("cpu", "host test")],
+            extra: &[("cpu", "host test"), ("board", "ignored duplicate")],
         };
         let mut devices: [&mut dyn BlockDevice; 2] = [&mut nvme, &mut sd];
         let results = run_benchmark(
