@@ -14,9 +14,8 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 10] = [
-    "jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress",
-];
+pub const KNOWN_KEYS: [&str; 10] =
+    ["jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress"];
 
 /// The smallest block size a job may ask for (one 512-byte sector).
 pub const MIN_BLOCK_BYTES: u64 = 512;
@@ -43,11 +42,10 @@ pub enum Setting<'a> {
 
 /// The words of a command line, split at whitespace and at the first `=` of each word.
 pub fn settings(line: &str) -> impl Iterator<Item = Setting<'_>> {
-    line.split_ascii_whitespace()
-        .map(|token| match token.split_once('=') {
-            Some((key, value)) => Setting::Pair { key, value },
-            None => Setting::Malformed { token },
-        })
+    line.split_ascii_whitespace().map(|token| match token.split_once('=') {
+        Some((key, value)) => Setting::Pair { key, value },
+        None => Setting::Malformed { token },
+    })
 }
 
 /// What a request reads (or would write).
@@ -102,24 +100,14 @@ pub struct JobSpec {
 
 impl JobSpec {
     pub const fn new(operation: JobOperation, block_bytes: u64, queue_depth: u32) -> JobSpec {
-        JobSpec {
-            operation,
-            block_bytes,
-            queue_depth,
-        }
+        JobSpec { operation, block_bytes, queue_depth }
     }
 }
 
 impl fmt::Display for JobSpec {
     /// `op:bs:qd`, as the command line writes it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}",
-            self.operation.fio_name(),
-            SizeText(self.block_bytes),
-            self.queue_depth
-        )
+        write!(f, "{}:{}:{}", self.operation.fio_name(), SizeText(self.block_bytes), self.queue_depth)
     }
 }
 
@@ -224,10 +212,7 @@ pub struct ConfigError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConfigProblem {
     /// A known key with a value it does not accept; `kept` is the value used instead.
-    Malformed {
-        expected: &'static str,
-        kept: String,
-    },
+    Malformed { expected: &'static str, kept: String },
     /// A key neither the benchmark nor the kernel knows.
     UnknownKey,
     /// A word without `=` that the kernel does not know (`key` holds the word).
@@ -245,11 +230,9 @@ impl fmt::Display for ConfigError {
             ConfigProblem::UnknownKey => {
                 write!(f, "{}", unknown_setting_message(&self.key, &self.value))
             }
-            ConfigProblem::NotKeyValue => write!(
-                f,
-                "bad setting {}: expected key=value (keys: {}); ignored",
-                self.key, KeyList
-            ),
+            ConfigProblem::NotKeyValue => {
+                write!(f, "bad setting {}: expected key=value (keys: {}); ignored", self.key, KeyList)
+            }
         }
     }
 }
@@ -266,11 +249,7 @@ struct UnknownSetting<'a> {
 
 impl fmt::Display for UnknownSetting<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown setting {}={}; accepted keys: {}",
-            self.key, self.value, KeyList
-        )
+        write!(f, "unknown setting {}={}; accepted keys: {}", self.key, self.value, KeyList)
     }
 }
 
@@ -290,7 +269,7 @@ impl fmt::Display for KeyList {
 
 const EXPECTED_JOBS: &str = "a comma-separated list of op:bs:qd with op read, randread, write \
      or randwrite, bs a size of at least 512 like 4k or 1m, qd 1 to 1024 \
-     (e.g. jobs=read:1m:16,randread:4k:32), at most 64 jobs";
+     (e.g. jobs=read:1m:16,randread:4k:32), at most 64 jobs, or none";
 const EXPECTED_DURATION: &str = "a duration like 10s or 500ms (0 allowed), at most 86400s";
 const EXPECTED_RUNTIME: &str = "a duration like 10s or 500ms, at least 1ms, at most 86400s";
 const EXPECTED_RUNS: &str = "a whole number of runs from 1 to 100";
@@ -362,16 +341,12 @@ impl Config {
             "ramp" => {
                 self.ramp_ns = parse_duration_ns(value)
                     .filter(|&ns| ns <= MAX_DURATION_NS)
-                    .ok_or_else(|| {
-                        malformed(EXPECTED_DURATION, DurationText(self.ramp_ns).to_string())
-                    })?
+                    .ok_or_else(|| malformed(EXPECTED_DURATION, DurationText(self.ramp_ns).to_string()))?
             }
             "runtime" => {
                 self.runtime_ns = parse_duration_ns(value)
                     .filter(|&ns| (NS_PER_MS..=MAX_DURATION_NS).contains(&ns))
-                    .ok_or_else(|| {
-                        malformed(EXPECTED_RUNTIME, DurationText(self.runtime_ns).to_string())
-                    })?
+                    .ok_or_else(|| malformed(EXPECTED_RUNTIME, DurationText(self.runtime_ns).to_string()))?
             }
             "runs" => {
                 self.runs = parse_plain_number(value)
@@ -380,28 +355,22 @@ impl Config {
                     .ok_or_else(|| malformed(EXPECTED_RUNS, self.runs.to_string()))?
             }
             "offset" => {
-                self.offset_bytes = parse_size_bytes(value).ok_or_else(|| {
-                    malformed(EXPECTED_OFFSET, SizeText(self.offset_bytes).to_string())
-                })?
+                self.offset_bytes = parse_size_bytes(value)
+                    .ok_or_else(|| malformed(EXPECTED_OFFSET, SizeText(self.offset_bytes).to_string()))?
             }
             "size" => {
                 self.size_bytes = parse_size_bytes(value)
                     .filter(|&bytes| bytes > 0)
-                    .ok_or_else(|| {
-                        malformed(EXPECTED_SIZE, SizeText(self.size_bytes).to_string())
-                    })?
+                    .ok_or_else(|| malformed(EXPECTED_SIZE, SizeText(self.size_bytes).to_string()))?
             }
             "devices" => {
                 self.devices = parse_devices(value).ok_or_else(|| {
-                    malformed(
-                        EXPECTED_DEVICES,
-                        DeviceSelectionText(&self.devices).to_string(),
-                    )
+                    malformed(EXPECTED_DEVICES, DeviceSelectionText(&self.devices).to_string())
                 })?
             }
             "seed" => {
-                self.seed = parse_seed(value)
-                    .ok_or_else(|| malformed(EXPECTED_SEED, self.seed.to_string()))?
+                self.seed =
+                    parse_seed(value).ok_or_else(|| malformed(EXPECTED_SEED, self.seed.to_string()))?
             }
             "preset" => {
                 let preset = Preset::from_name(value)
@@ -434,10 +403,7 @@ impl Config {
     ) -> Config {
         let mut config = Config::default();
         let last_preset = settings(line).filter_map(|setting| match setting {
-            Setting::Pair {
-                key: "preset",
-                value,
-            } => Some(value),
+            Setting::Pair { key: "preset", value } => Some(value),
             _ => None,
         });
         if let Some(preset) = last_preset.last() {
@@ -447,10 +413,7 @@ impl Config {
         }
         for setting in settings(line) {
             match setting {
-                Setting::Pair {
-                    key: "preset",
-                    value: _,
-                } => {}
+                Setting::Pair { key: "preset", value: _ } => {}
                 Setting::Pair { key, value } => match config.apply(key, value) {
                     Ok(Applied::Set) => {}
                     Ok(Applied::NotMine) if is_kernel_key(key) => {}
@@ -542,6 +505,10 @@ impl fmt::Display for DeviceSelectionText<'_> {
 
 fn parse_jobs(value: &str) -> Option<Vec<JobSpec>> {
     let mut jobs = Vec::new();
+    // `jobs=none`: no benchmark, only the device report and the checks (crc=, verify=).
+    if value == "none" {
+        return Some(jobs);
+    }
     for item in value.split(',') {
         let mut fields = item.split(':');
         let operation = JobOperation::from_name(fields.next()?)?;
@@ -581,9 +548,7 @@ fn parse_devices(value: &str) -> Option<DeviceSelection> {
     let mut names: Vec<String> = Vec::new();
     for name in value.split(',') {
         let valid = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
         if !valid {
             return None;
         }
@@ -611,13 +576,18 @@ mod tests {
     }
 
     #[test]
+    fn jobs_none_means_no_benchmark() {
+        let mut config = Config::default();
+        assert_eq!(config.apply("jobs", "none").unwrap(), Applied::Set);
+        assert!(config.jobs.is_empty());
+        assert!(config.apply("jobs", "none,read:4k:1").is_err());
+    }
+
+    #[test]
     fn defaults_are_the_reference_workload() {
         let config = Config::default();
         assert_eq!(config.jobs, REFERENCE_JOBS.to_vec());
-        assert_eq!(
-            JobListText(&config.jobs).to_string(),
-            "read:1m:16,randread:4k:1,randread:4k:32"
-        );
+        assert_eq!(JobListText(&config.jobs).to_string(), "read:1m:16,randread:4k:1,randread:4k:32");
         assert_eq!(config.ramp_ns, 2 * NS_PER_S);
         assert_eq!(config.runtime_ns, 10 * NS_PER_S);
         assert_eq!(config.runs, 3);
@@ -650,10 +620,7 @@ mod tests {
         assert_eq!(config.runs, 5);
         assert_eq!(config.offset_bytes, 4096);
         assert_eq!(config.size_bytes, 1 << 40);
-        assert_eq!(
-            config.devices,
-            DeviceSelection::Named(vec!["sd0".into(), "nvme0".into()])
-        );
+        assert_eq!(config.devices, DeviceSelection::Named(vec!["sd0".into(), "nvme0".into()]));
         assert!(config.selects_device("nvme0") && !config.selects_device("nvme1"));
         assert_eq!(config.seed, 42);
         assert!(!config.progress);
@@ -666,14 +633,8 @@ mod tests {
     #[test]
     fn each_malformed_value_keeps_the_default_and_says_what_is_accepted() {
         let cases: [(&str, &str); 30] = [
-            (
-                "jobs=read:1m",
-                "using the default read:1m:16,randread:4k:1,randread:4k:32",
-            ),
-            (
-                "jobs=read:1m:16:4",
-                "expected a comma-separated list of op:bs:qd",
-            ),
+            ("jobs=read:1m", "using the default read:1m:16,randread:4k:1,randread:4k:32"),
+            ("jobs=read:1m:16:4", "expected a comma-separated list of op:bs:qd"),
             ("jobs=copy:4k:1", "op read, randread, write or randwrite"),
             ("jobs=read:256:1", "bs a size of at least 512"),
             ("jobs=read:4x:1", "like 4k or 1m"),
@@ -681,22 +642,13 @@ mod tests {
             ("jobs=read:4k:1025", "qd 1 to 1024"),
             ("jobs=read:4k:1,", "op:bs:qd"),
             ("jobs=", "op:bs:qd"),
-            (
-                "ramp=2",
-                "expected a duration like 10s or 500ms (0 allowed)",
-            ),
+            ("ramp=2", "expected a duration like 10s or 500ms (0 allowed)"),
             ("ramp=2m", "using the default 2s"),
             ("ramp=86401s", "at most 86400s"),
-            (
-                "runtime=ten",
-                "expected a duration like 10s or 500ms, at least 1ms",
-            ),
+            ("runtime=ten", "expected a duration like 10s or 500ms, at least 1ms"),
             ("runtime=0", "using the default 10s"),
             ("runtime=0ms", "at least 1ms"),
-            (
-                "runs=0",
-                "expected a whole number of runs from 1 to 100; using the default 3",
-            ),
+            ("runs=0", "expected a whole number of runs from 1 to 100; using the default 3"),
             ("runs=101", "from 1 to 100"),
             ("runs=-1", "from 1 to 100"),
             ("runs=3.5", "from 1 to 100"),
@@ -709,10 +661,7 @@ mod tests {
             ("devices=sd/0", "like sd0,nvme0"),
             ("seed=", "decimal or 0x-prefixed hexadecimal"),
             ("seed=0xZZ", "using the default 7089073068225949283"),
-            (
-                "preset=fast",
-                "expected reference, quick or blocksizes; using the default reference",
-            ),
+            ("preset=fast", "expected reference, quick or blocksizes; using the default reference"),
             ("progress=yes", "expected on or off; using the default on"),
         ];
         let default = Config::default();
@@ -726,11 +675,7 @@ mod tests {
                 "{line}: {}",
                 messages[0]
             );
-            assert!(
-                messages[0].contains(expected_text),
-                "{line}: {}",
-                messages[0]
-            );
+            assert!(messages[0].contains(expected_text), "{line}: {}", messages[0]);
         }
     }
 
@@ -758,8 +703,7 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_bare_words_are_reported_unless_the_kernel_claims_them() {
-        let (config, messages) =
-            parse("foo=bar exit=poweroff nvme.mdts=8 quiet rootwait runs=2 =x");
+        let (config, messages) = parse("foo=bar exit=poweroff nvme.mdts=8 quiet rootwait runs=2 =x");
         assert_eq!(config.runs, 2);
         assert_eq!(
             messages,
@@ -814,10 +758,7 @@ mod tests {
         assert_eq!(before.seed, 9);
 
         // The last preset wins; a bad preset is reported and the reference stays.
-        assert_eq!(
-            parse("preset=quick preset=blocksizes").0.preset,
-            Preset::BlockSizes
-        );
+        assert_eq!(parse("preset=quick preset=blocksizes").0.preset, Preset::BlockSizes);
         let (config, messages) = parse("preset=nope runs=4");
         assert_eq!(config.preset, Preset::Reference);
         assert_eq!(config.runs, 4);
@@ -830,9 +771,8 @@ mod tests {
 
     #[test]
     fn the_display_form_reads_back_to_the_same_config() {
-        let (config, _) = parse(
-            "preset=quick jobs=read:4k:8,randwrite:64k:2 runs=7 devices=nvme0 seed=77 progress=off",
-        );
+        let (config, _) =
+            parse("preset=quick jobs=read:4k:8,randwrite:64k:2 runs=7 devices=nvme0 seed=77 progress=off");
         let text = config.to_string();
         let (again, messages) = parse(&text);
         assert!(messages.is_empty(), "{messages:?}");
@@ -845,15 +785,9 @@ mod tests {
         assert_eq!(
             words,
             vec![
-                Setting::Pair {
-                    key: "a",
-                    value: "b=c"
-                },
+                Setting::Pair { key: "a", value: "b=c" },
                 Setting::Malformed { token: "quiet" },
-                Setting::Pair {
-                    key: "x",
-                    value: ""
-                },
+                Setting::Pair { key: "x", value: "" },
             ]
         );
     }

@@ -228,23 +228,14 @@ const FIO_DEFAULT_QUEUE_DEPTH: u32 = 1;
 
 impl FioJob {
     /// The option `key` for this job: its own `"job options"` first, then `global_options`.
-    pub fn option<'a>(
-        &'a self,
-        global_options: &'a BTreeMap<String, String>,
-        key: &str,
-    ) -> Option<&'a str> {
-        self.job_options
-            .get(key)
-            .or_else(|| global_options.get(key))
-            .map(String::as_str)
+    pub fn option<'a>(&'a self, global_options: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+        self.job_options.get(key).or_else(|| global_options.get(key)).map(String::as_str)
     }
 
     fn resolve_settings(&self, global_options: &BTreeMap<String, String>) -> JobSettings {
         let option = |keys: &[&str]| keys.iter().find_map(|key| self.option(global_options, key));
         let extras = self.barebench.as_ref();
-        let rw = option(&["rw", "readwrite"])
-            .unwrap_or(FIO_DEFAULT_RW)
-            .to_string();
+        let rw = option(&["rw", "readwrite"]).unwrap_or(FIO_DEFAULT_RW).to_string();
         let block_bytes = extras
             .map(|e| e.block_bytes)
             .filter(|&b| b > 0)
@@ -277,25 +268,18 @@ pub enum FioJsonError {
     /// No line of the text starts with `{`.
     NoJsonObject { text_bytes: usize },
     /// The JSON is malformed or does not have fio's shape.
-    Json {
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Json { line: usize, column: usize, message: String },
 }
 
 impl fmt::Display for FioJsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FioJsonError::NoJsonObject { text_bytes } => write!(
-                f,
-                "no JSON object in the text ({text_bytes} bytes, no line starts with '{{')"
-            ),
-            FioJsonError::Json {
-                line,
-                column,
-                message,
-            } => write!(f, "not fio JSON at line {line}, column {column}: {message}"),
+            FioJsonError::NoJsonObject { text_bytes } => {
+                write!(f, "no JSON object in the text ({text_bytes} bytes, no line starts with '{{')")
+            }
+            FioJsonError::Json { line, column, message } => {
+                write!(f, "not fio JSON at line {line}, column {column}: {message}")
+            }
         }
     }
 }
@@ -307,9 +291,7 @@ impl std::error::Error for FioJsonError {}
 /// Text before the first line that starts with `{` is skipped (fio sometimes prints notes before
 /// its JSON, fio#731), and so is anything after the document.
 pub fn parse_fio_json(text: &str) -> Result<FioReport, FioJsonError> {
-    let start = json_start(text).ok_or(FioJsonError::NoJsonObject {
-        text_bytes: text.len(),
-    })?;
+    let start = json_start(text).ok_or(FioJsonError::NoJsonObject { text_bytes: text.len() })?;
     let body = &text[start..];
     let mut documents = serde_json::Deserializer::from_str(body).into_iter::<FioReport>();
     let mut report = match documents.next() {
@@ -322,11 +304,7 @@ pub fn parse_fio_json(text: &str) -> Result<FioReport, FioJsonError> {
                 message: error.to_string(),
             });
         }
-        None => {
-            return Err(FioJsonError::NoJsonObject {
-                text_bytes: text.len(),
-            })
-        }
+        None => return Err(FioJsonError::NoJsonObject { text_bytes: text.len() }),
     };
     let global_options = report.global_options.clone();
     for job in &mut report.jobs {
@@ -351,37 +329,22 @@ fn json_start(text: &str) -> Option<usize> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogError {
     /// The begin marker never appears (`end_marker_seen`: the end marker does, alone).
-    NoBeginMarker {
-        log_bytes: usize,
-        end_marker_seen: bool,
-    },
+    NoBeginMarker { log_bytes: usize, end_marker_seen: bool },
     /// The log stops after the begin marker without the end marker.
-    NoEndMarker {
-        log_bytes: usize,
-        bytes_after_begin: usize,
-    },
+    NoEndMarker { log_bytes: usize, bytes_after_begin: usize },
 }
 
 impl fmt::Display for LogError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LogError::NoBeginMarker {
-                log_bytes,
-                end_marker_seen,
-            } => {
-                write!(
-                    f,
-                    "no begin marker (\"{JSON_BEGIN_MARKER}\") in {log_bytes} bytes of log"
-                )?;
+            LogError::NoBeginMarker { log_bytes, end_marker_seen } => {
+                write!(f, "no begin marker (\"{JSON_BEGIN_MARKER}\") in {log_bytes} bytes of log")?;
                 if *end_marker_seen {
                     f.write_str("; an end marker is there, so the log starts too late")?;
                 }
                 Ok(())
             }
-            LogError::NoEndMarker {
-                log_bytes,
-                bytes_after_begin,
-            } => write!(
+            LogError::NoEndMarker { log_bytes, bytes_after_begin } => write!(
                 f,
                 "begin marker but no end marker (log truncated after {log_bytes} bytes; \
                  {bytes_after_begin} bytes of results after the begin marker)"
@@ -416,10 +379,9 @@ pub fn extract_json_from_log(log: &str) -> Result<String, LogError> {
     }
     match (last_complete, truncated_after_begin) {
         (Some(block), _) => Ok(clean_log_text(block)),
-        (None, Some(bytes_after_begin)) => Err(LogError::NoEndMarker {
-            log_bytes: log.len(),
-            bytes_after_begin,
-        }),
+        (None, Some(bytes_after_begin)) => {
+            Err(LogError::NoEndMarker { log_bytes: log.len(), bytes_after_begin })
+        }
         (None, None) => Err(LogError::NoBeginMarker {
             log_bytes: log.len(),
             end_marker_seen: log.contains(JSON_END_MARKER),
@@ -461,9 +423,7 @@ fn clean_log_text(block: &str) -> String {
 pub fn parse_fio_block_size(text: &str) -> Option<u64> {
     let first = text.split([',', ':']).next()?.trim();
     let first = first.split('-').next()?.trim().to_ascii_lowercase();
-    let digits_end = first
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(first.len());
+    let digits_end = first.find(|c: char| !c.is_ascii_digit()).unwrap_or(first.len());
     let number: u64 = first[..digits_end].parse().ok()?;
     let suffix = &first[digits_end..];
     let (prefix, decimal) = match suffix.strip_suffix("ib") {
@@ -490,9 +450,7 @@ pub fn parse_fio_block_size(text: &str) -> Option<u64> {
 /// suffix says otherwise: `d`, `h`, `m` (minutes), `s`, `ms`/`msec`, `us`/`usec`.
 pub fn parse_fio_time_ns(text: &str) -> Option<u64> {
     let text = text.trim().to_ascii_lowercase();
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let number: u64 = text[..digits_end].parse().ok()?;
     let ns_per_unit: u64 = match &text[digits_end..] {
         "" | "s" | "sec" => 1_000_000_000,
@@ -508,9 +466,7 @@ pub fn parse_fio_time_ns(text: &str) -> Option<u64> {
 
 /// An option map whose values are strings in fio's output; numbers and booleans are accepted and
 /// turned into their text.
-fn options_map<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<BTreeMap<String, String>, D::Error> {
+fn options_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
     let raw = BTreeMap::<String, serde_json::Value>::deserialize(deserializer)?;
     Ok(raw
         .into_iter()
@@ -528,10 +484,7 @@ fn options_map<'de, D: Deserializer<'de>>(
 fn lenient_u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
     let value = serde_json::Value::deserialize(deserializer)?;
     json_value_to_u64(&value).ok_or_else(|| {
-        de::Error::invalid_value(
-            de::Unexpected::Other(&value.to_string()),
-            &"a non-negative number",
-        )
+        de::Error::invalid_value(de::Unexpected::Other(&value.to_string()), &"a non-negative number")
     })
 }
 
@@ -545,17 +498,14 @@ fn json_value_to_u64(value: &serde_json::Value) -> Option<u64> {
     }
 }
 
-fn percentile_map<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<BTreeMap<String, u64>, D::Error> {
+fn percentile_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, u64>, D::Error> {
     let raw = BTreeMap::<String, serde_json::Value>::deserialize(deserializer)?;
     raw.into_iter()
         .map(|(key, value)| match json_value_to_u64(&value) {
             Some(number) => Ok((key, number)),
-            None => Err(de::Error::invalid_value(
-                de::Unexpected::Other(&value.to_string()),
-                &"a latency in ns",
-            )),
+            None => {
+                Err(de::Error::invalid_value(de::Unexpected::Other(&value.to_string()), &"a latency in ns"))
+            }
         })
         .collect()
 }
@@ -678,10 +628,7 @@ mod tests {
         assert_eq!(report.barebench_medians[0].iops, 2500.5);
         let info = report.barebench.as_ref().unwrap();
         assert_eq!(info.timer_frequency_hz, Some(62_500_000));
-        assert_eq!(
-            info.other.get("cpu"),
-            Some(&serde_json::Value::String("cortex-a72".into()))
-        );
+        assert_eq!(info.other.get("cpu"), Some(&serde_json::Value::String("cortex-a72".into())));
     }
 
     fn block(body: &str) -> String {
@@ -696,49 +643,27 @@ mod tests {
             block("{\"fio version\" : \"barebench-0.1.0\",\x1b[0m \"jobs\" : []}")
         );
         let json = extract_json_from_log(&log).unwrap();
-        assert_eq!(
-            json,
-            "{\"fio version\" : \"barebench-0.1.0\", \"jobs\" : []}"
-        );
+        assert_eq!(json, "{\"fio version\" : \"barebench-0.1.0\", \"jobs\" : []}");
         assert!(parse_fio_json(&json).unwrap().is_barebench());
     }
 
     #[test]
     fn takes_the_last_complete_block() {
-        let log = format!(
-            "{}reboot\n{}",
-            block("{\"first\": 1}"),
-            block("{\"second\": 2}")
-        );
+        let log = format!("{}reboot\n{}", block("{\"first\": 1}"), block("{\"second\": 2}"));
         assert_eq!(extract_json_from_log(&log).unwrap(), "{\"second\": 2}");
         let with_truncated_tail = format!("{}{JSON_BEGIN_MARKER}\n{{\"thi", block("{\"a\": 1}"));
-        assert_eq!(
-            extract_json_from_log(&with_truncated_tail).unwrap(),
-            "{\"a\": 1}"
-        );
+        assert_eq!(extract_json_from_log(&with_truncated_tail).unwrap(), "{\"a\": 1}");
     }
 
     #[test]
     fn says_what_is_missing() {
         let error = extract_json_from_log("boot\nno results\n").unwrap_err();
-        assert_eq!(
-            error,
-            LogError::NoBeginMarker {
-                log_bytes: 16,
-                end_marker_seen: false
-            }
-        );
+        assert_eq!(error, LogError::NoBeginMarker { log_bytes: 16, end_marker_seen: false });
         assert!(error.to_string().starts_with("no begin marker"));
 
         let truncated = format!("boot\n{JSON_BEGIN_MARKER}\n{{\"jobs\": [");
         let error = extract_json_from_log(&truncated).unwrap_err();
-        assert_eq!(
-            error,
-            LogError::NoEndMarker {
-                log_bytes: truncated.len(),
-                bytes_after_begin: 11
-            }
-        );
+        assert_eq!(error, LogError::NoEndMarker { log_bytes: truncated.len(), bytes_after_begin: 11 });
         assert!(error.to_string().starts_with(&format!(
             "begin marker but no end marker (log truncated after {} bytes",
             truncated.len()

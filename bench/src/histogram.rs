@@ -33,9 +33,8 @@ pub const HUNDRED_PERCENT: PercentMillionths = 100_000_000;
 
 /// fio's default `percentile_list` (nvme-and-fio.md §3.3), in millionths of a percent.
 pub const FIO_DEFAULT_PERCENTILES: [PercentMillionths; 17] = [
-    1_000_000, 5_000_000, 10_000_000, 20_000_000, 30_000_000, 40_000_000, 50_000_000, 60_000_000,
-    70_000_000, 80_000_000, 90_000_000, 95_000_000, 99_000_000, 99_500_000, 99_900_000, 99_950_000,
-    99_990_000,
+    1_000_000, 5_000_000, 10_000_000, 20_000_000, 30_000_000, 40_000_000, 50_000_000, 60_000_000, 70_000_000,
+    80_000_000, 90_000_000, 95_000_000, 99_000_000, 99_500_000, 99_900_000, 99_950_000, 99_990_000,
 ];
 
 /// Index of p50, p99 and p99.9 in [`FIO_DEFAULT_PERCENTILES`].
@@ -75,10 +74,7 @@ pub struct LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
-        LatencyHistogram {
-            counts: vec![0u64; BUCKETS].into_boxed_slice(),
-            samples: 0,
-        }
+        LatencyHistogram { counts: vec![0u64; BUCKETS].into_boxed_slice(), samples: 0 }
     }
 
     pub fn reset(&mut self) {
@@ -157,10 +153,7 @@ mod tests {
         assert_eq!(bucket_value_ns(191), 255);
         // 10 µs sits in a group of 128-ns buckets (nvme-and-fio.md §3.2 example).
         let at_10_us = bucket_index(10_000);
-        assert_eq!(
-            bucket_value_ns(at_10_us + 1) - bucket_value_ns(at_10_us),
-            128
-        );
+        assert_eq!(bucket_value_ns(at_10_us + 1) - bucket_value_ns(at_10_us), 128);
         // Percentile values seen in fio's own output are bucket midpoints.
         for fio_value in [110_080u64, 1_433_600, 71_168, 62_208] {
             assert_eq!(bucket_value_ns(bucket_index(fio_value)), fio_value);

@@ -49,20 +49,11 @@ pub fn write_fio_json(
 ) -> fmt::Result {
     let mut json = JsonWriter::new(out);
     json.open(None, '{')?;
-    json.string_field(
-        "fio version",
-        format_args!("barebench-{}", env!("CARGO_PKG_VERSION")),
-    )?;
+    json.string_field("fio version", format_args!("barebench-{}", env!("CARGO_PKG_VERSION")))?;
 
     json.open(Some("global options"), '{')?;
-    json.string_field(
-        "ramp_time",
-        format_args!("{}", DurationText(config.ramp_ns)),
-    )?;
-    json.string_field(
-        "runtime",
-        format_args!("{}", DurationText(config.runtime_ns)),
-    )?;
+    json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
+    json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
     json.string_field("time_based", format_args!("1"))?;
     json.string_field("readonly", format_args!("1"))?;
     json.string_field("randseed", format_args!("{}", config.seed))?;
@@ -141,32 +132,19 @@ fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt
         ),
     )?;
     json.number_field("groupid", 0u32)?;
-    let error = if run.ended_early.is_some() {
-        FIO_ERROR_EIO
-    } else {
-        0
-    };
+    let error = if run.ended_early.is_some() { FIO_ERROR_EIO } else { 0 };
     json.number_field("error", error)?;
 
     json.open(Some("job options"), '{')?;
-    json.string_field(
-        "name",
-        format_args!("{}-{}", run.job.operation.fio_name(), run.device_name),
-    )?;
+    json.string_field("name", format_args!("{}-{}", run.job.operation.fio_name(), run.device_name))?;
     json.string_field("filename", format_args!("{}", run.device_name))?;
     json.string_field("rw", format_args!("{}", run.job.operation.fio_name()))?;
     json.string_field("bs", format_args!("{}", SizeText(run.block_bytes)))?;
     json.string_field("iodepth", format_args!("{}", run.queue_depth))?;
     json.string_field("offset", format_args!("{}", run.region_offset_bytes))?;
     json.string_field("size", format_args!("{}", run.region_size_bytes))?;
-    json.string_field(
-        "ramp_time",
-        format_args!("{}", DurationText(config.ramp_ns)),
-    )?;
-    json.string_field(
-        "runtime",
-        format_args!("{}", DurationText(config.runtime_ns)),
-    )?;
+    json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
+    json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
     json.close('}')?;
 
     let runtime_ms = rounded_ms(run.window_ns);
@@ -247,12 +225,7 @@ fn write_latency(
             let mut key = crate::units::TextBuffer::<16>::new();
             // fio's "%f": six decimals of the percentage.
             let millionths_per_percent = HUNDRED_PERCENT / 100;
-            write!(
-                key,
-                "{}.{:06}",
-                percent / millionths_per_percent,
-                percent % millionths_per_percent
-            )?;
+            write!(key, "{}.{:06}", percent / millionths_per_percent, percent % millionths_per_percent)?;
             json.number_field(key.as_str(), value)?;
         }
         json.close('}')?;
@@ -284,10 +257,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     json.number_field("iodepth", median.queue_depth)?;
     json.number_field("runs", median.runs)?;
     json.fixed_field("iops", Fixed::new(median.iops_micro, RATE_DECIMALS))?;
-    json.fixed_field(
-        "bw_bytes",
-        Fixed::new(median.bandwidth_micro, RATE_DECIMALS),
-    )?;
+    json.fixed_field("bw_bytes", Fixed::new(median.bandwidth_micro, RATE_DECIMALS))?;
     json.fixed_field("clat_mean_ns", milli(median.clat_mean_milli_ns))?;
     json.fixed_field("clat_p50_ns", milli(median.clat_p50_milli_ns))?;
     json.fixed_field("clat_p99_ns", milli(median.clat_p99_milli_ns))?;
@@ -311,11 +281,7 @@ struct JsonWriter<'w> {
 
 impl<'w> JsonWriter<'w> {
     fn new(out: &'w mut dyn fmt::Write) -> JsonWriter<'w> {
-        JsonWriter {
-            out,
-            depth: 0,
-            empty: true,
-        }
+        JsonWriter { out, depth: 0, empty: true }
     }
 
     /// Starts a member: the comma after the previous one, a new line, indentation, the key.
@@ -391,9 +357,7 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
                     '\n' => self.0.write_str("\\n")?,
                     '\r' => self.0.write_str("\\r")?,
                     '\t' => self.0.write_str("\\t")?,
-                    c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                        write!(self.0, "\\u{:04x}", c as u32)?
-                    }
+                    c if (c as u32) < 0x20 || c == '\u{7f}' => write!(self.0, "\\u{:04x}", c as u32)?,
                     c => self.0.write_char(c)?,
                 }
             }
@@ -468,11 +432,7 @@ mod tests {
             &config,
             &mut devices,
             &clock,
-            DmaBuffer {
-                cpu_address: 0x1000_0000,
-                physical_address: 0x1000_0000,
-                length_bytes: 8 << 20,
-            },
+            DmaBuffer { cpu_address: 0x1000_0000, physical_address: 0x1000_0000, length_bytes: 8 << 20 },
             &context,
             &mut console,
         );
@@ -489,20 +449,14 @@ mod tests {
         let report = parse_fio_json(&json).unwrap();
 
         assert!(report.is_barebench());
-        assert_eq!(
-            report.fio_version,
-            std::format!("barebench-{}", env!("CARGO_PKG_VERSION"))
-        );
+        assert_eq!(report.fio_version, std::format!("barebench-{}", env!("CARGO_PKG_VERSION")));
         assert_eq!(report.jobs.len(), results.runs.len());
         assert_eq!(results.runs.len(), 3 * 2 * 3);
         for (job, run) in report.jobs.iter().zip(&results.runs) {
             let read = &job.read;
             assert_eq!(read.total_ios, run.ios);
             assert_eq!(read.io_bytes, run.bytes);
-            assert_eq!(
-                u128::from(read.bw_bytes),
-                run.bandwidth_micro() / MICRO_PER_UNIT
-            );
+            assert_eq!(u128::from(read.bw_bytes), run.bandwidth_micro() / MICRO_PER_UNIT);
             assert!((read.iops - run.iops_micro() as f64 / 1e6).abs() < 1e-6);
             assert_eq!(read.runtime, run.window_ns / NS_PER_MS);
             assert_eq!(read.clat_ns.samples, run.ios);
@@ -511,14 +465,8 @@ mod tests {
             assert!((read.lat_ns.mean - run.lat.mean_milli_ns as f64 / 1e3).abs() < 1e-9);
             assert!((read.clat_ns.stddev - run.clat.stddev_milli_ns as f64 / 1e3).abs() < 1e-9);
             assert!((read.slat_ns.mean - run.slat.mean_milli_ns as f64 / 1e3).abs() < 1e-9);
-            assert_eq!(
-                read.clat_ns.percentile(50.0),
-                Some(run.clat_percentiles_ns[P50_INDEX])
-            );
-            assert_eq!(
-                read.lat_ns.percentile(99.0),
-                Some(run.lat_percentiles_ns[P99_INDEX])
-            );
+            assert_eq!(read.clat_ns.percentile(50.0), Some(run.clat_percentiles_ns[P50_INDEX]));
+            assert_eq!(read.lat_ns.percentile(99.0), Some(run.lat_percentiles_ns[P99_INDEX]));
             assert_eq!(read.lat_ns.percentiles.len(), 17);
             assert_eq!(job.write.total_ios, 0);
             let settings = &job.settings;
@@ -537,21 +485,11 @@ mod tests {
         }
         // The SD device ran at queue depth 1 whatever was asked, said so, and saw CRC errors.
         // The job name carries the workload as asked; the options and facts what ran.
-        let sd_qd32 = report
-            .jobs
-            .iter()
-            .find(|j| j.jobname == "randread-4k-qd32-sd0-run2")
-            .unwrap();
-        assert_eq!(
-            sd_qd32.job_options.get("iodepth").map(String::as_str),
-            Some("1")
-        );
+        let sd_qd32 = report.jobs.iter().find(|j| j.jobname == "randread-4k-qd32-sd0-run2").unwrap();
+        assert_eq!(sd_qd32.job_options.get("iodepth").map(String::as_str), Some("1"));
         let facts = sd_qd32.barebench.as_ref().unwrap();
         assert_eq!((facts.requested_queue_depth, facts.queue_depth), (32, 1));
-        assert!(facts
-            .notes
-            .iter()
-            .any(|n| n.starts_with("sd0 has no command queueing")));
+        assert!(facts.notes.iter().any(|n| n.starts_with("sd0 has no command queueing")));
         let names: std::collections::BTreeSet<&str> =
             report.jobs.iter().map(|j| j.jobname.as_str()).collect();
         assert_eq!(names.len(), report.jobs.len(), "job names are unique");
@@ -575,10 +513,7 @@ mod tests {
         assert_eq!(info.board.as_deref(), Some("simulated \"board\""));
         assert_eq!(info.timer_frequency_hz, Some(54_000_000));
         assert_eq!(info.median_rule.as_deref(), Some(MEDIAN_RULE));
-        assert_eq!(
-            info.other.get("cpu"),
-            Some(&serde_json::Value::String("host test".into()))
-        );
+        assert_eq!(info.other.get("cpu"), Some(&serde_json::Value::String("host test".into())));
     }
 
     #[test]
@@ -591,51 +526,28 @@ mod tests {
         let jobs = value["jobs"].as_array().unwrap();
         assert_eq!(jobs.len(), results.runs.len());
         for job in jobs {
-            for key in [
-                "jobname",
-                "groupid",
-                "error",
-                "job options",
-                "read",
-                "write",
-            ] {
+            for key in ["jobname", "groupid", "error", "job options", "read", "write"] {
                 assert!(job.get(key).is_some(), "missing {key}");
             }
             for option in ["rw", "bs", "iodepth", "filename", "ramp_time", "runtime"] {
                 assert!(job["job options"][option].is_string(), "option {option}");
             }
             let read = &job["read"];
-            for key in [
-                "io_bytes",
-                "io_kbytes",
-                "bw_bytes",
-                "bw",
-                "runtime",
-                "total_ios",
-                "short_ios",
-                "drop_ios",
-            ] {
+            for key in
+                ["io_bytes", "io_kbytes", "bw_bytes", "bw", "runtime", "total_ios", "short_ios", "drop_ios"]
+            {
                 assert!(read[key].is_u64(), "read.{key}");
             }
             assert!(read["iops"].is_f64());
             for latency in ["slat_ns", "clat_ns", "lat_ns"] {
                 let stat = &read[latency];
                 assert!(stat["min"].is_u64() && stat["max"].is_u64() && stat["N"].is_u64());
-                assert!(
-                    stat["mean"].is_f64() && stat["stddev"].is_f64(),
-                    "{latency}"
-                );
+                assert!(stat["mean"].is_f64() && stat["stddev"].is_f64(), "{latency}");
             }
             assert!(read["slat_ns"].get("percentile").is_none());
             let percentiles = read["clat_ns"]["percentile"].as_object().unwrap();
             let keys: Vec<&str> = percentiles.keys().map(String::as_str).collect();
-            for key in [
-                "1.000000",
-                "50.000000",
-                "99.000000",
-                "99.500000",
-                "99.990000",
-            ] {
+            for key in ["1.000000", "50.000000", "99.000000", "99.500000", "99.990000"] {
                 assert!(keys.contains(&key), "{key} in {keys:?}");
             }
             assert!(job["write"]["iops"].is_f64());
@@ -659,13 +571,8 @@ mod tests {
     fn empty_results_are_still_a_valid_document() {
         let mut out = String::new();
         let config = Config::default();
-        write_results_block(
-            &mut out,
-            &config,
-            &ReportContext::default(),
-            &BenchmarkResults::default(),
-        )
-        .unwrap();
+        write_results_block(&mut out, &config, &ReportContext::default(), &BenchmarkResults::default())
+            .unwrap();
         let json = extract_json_from_log(&out).unwrap();
         let report = parse_fio_json(&json).unwrap();
         assert!(report.jobs.is_empty() && report.barebench_medians.is_empty());

@@ -45,12 +45,7 @@ pub fn print_start(console: &mut dyn fmt::Write, config: &Config, device_names: 
 }
 
 /// The line before each job's messages and runs.
-pub fn print_job_header(
-    console: &mut dyn fmt::Write,
-    job: &JobSpec,
-    job_number: usize,
-    jobs: usize,
-) {
+pub fn print_job_header(console: &mut dyn fmt::Write, job: &JobSpec, job_number: usize, jobs: usize) {
     let _ = writeln!(console, "\njob {job_number}/{jobs}: {job}");
 }
 
@@ -100,16 +95,7 @@ impl<'a> ProgressLine<'a> {
         total_ns: u64,
         enabled: bool,
     ) -> ProgressLine<'a> {
-        ProgressLine {
-            device_name,
-            job,
-            plan,
-            run,
-            runs,
-            total_ns,
-            enabled,
-            line_open: false,
-        }
+        ProgressLine { device_name, job, plan, run, runs, total_ns, enabled, line_open: false }
     }
 
     /// Rewrites the line: elapsed of total seconds and I/Os completed so far (ramp included).
@@ -285,10 +271,7 @@ fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &Benchma
     );
     for (job_index, job) in config.jobs.iter().enumerate() {
         let find = |name: &String| {
-            results
-                .medians
-                .iter()
-                .find(|m| m.job_index == job_index && &m.device_name == name)
+            results.medians.iter().find(|m| m.job_index == job_index && &m.device_name == name)
         };
         let (Some(a), Some(b)) = (find(first), find(second)) else {
             continue;
@@ -357,26 +340,18 @@ impl<'a> Ratio<'a> {
         numerator: u128,
         denominator: u128,
     ) -> Ratio<'a> {
-        let tenths = (numerator > 0 && denominator > 0)
-            .then(|| (numerator * 10 + denominator / 2) / denominator);
-        Ratio {
-            numerator_name,
-            denominator_name,
-            tenths,
-        }
+        let tenths =
+            (numerator > 0 && denominator > 0).then(|| (numerator * 10 + denominator / 2) / denominator);
+        Ratio { numerator_name, denominator_name, tenths }
     }
 }
 
 impl fmt::Display for Ratio<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.tenths {
-            Some(tenths) => write!(
-                f,
-                "{}/{} {}×",
-                self.numerator_name,
-                self.denominator_name,
-                Fixed::new(tenths, 1)
-            ),
+            Some(tenths) => {
+                write!(f, "{}/{} {}×", self.numerator_name, self.denominator_name, Fixed::new(tenths, 1))
+            }
             None => write!(f, "{}/{} n/a", self.numerator_name, self.denominator_name),
         }
     }

@@ -142,18 +142,13 @@ pub fn median(values: &mut [u128]) -> u128 {
 /// The medians of every (job, device) pair in `runs`, in order of first appearance by job, then
 /// by device index.
 pub fn medians_of(runs: &[RunResult]) -> Vec<MedianResult> {
-    let mut keys: Vec<(usize, usize)> = runs
-        .iter()
-        .map(|run| (run.job_index, run.device_index))
-        .collect();
+    let mut keys: Vec<(usize, usize)> = runs.iter().map(|run| (run.job_index, run.device_index)).collect();
     keys.sort_unstable();
     keys.dedup();
     keys.into_iter()
         .filter_map(|(job_index, device_index)| {
-            let group: Vec<&RunResult> = runs
-                .iter()
-                .filter(|r| r.job_index == job_index && r.device_index == device_index)
-                .collect();
+            let group: Vec<&RunResult> =
+                runs.iter().filter(|r| r.job_index == job_index && r.device_index == device_index).collect();
             median_of_group(&group)
         })
         .collect()

@@ -19,8 +19,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use blockdev::{
-    BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoErrorKind, Operation, Request,
-    SubmitError,
+    BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoErrorKind, Operation, Request, SubmitError,
 };
 
 use crate::cmdline::{Config, DeviceSelection, JobSpec};
@@ -85,61 +84,35 @@ pub struct DevicePlan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanError {
     /// The geometry describes no readable blocks.
-    NoBlocks {
-        block_count: u64,
-        logical_block_bytes: u32,
-    },
+    NoBlocks { block_count: u64, logical_block_bytes: u32 },
     /// The geometry allows no request at all.
-    NoRequests {
-        max_request_blocks: u32,
-        max_in_flight: u32,
-    },
+    NoRequests { max_request_blocks: u32, max_in_flight: u32 },
     /// The region (after fitting it to the device) holds no whole block.
-    RegionTooSmall {
-        region_offset_bytes: u64,
-        region_size_bytes: u64,
-        block_bytes: u64,
-    },
+    RegionTooSmall { region_offset_bytes: u64, region_size_bytes: u64, block_bytes: u64 },
     /// The DMA buffer area cannot hold one block.
-    BufferTooSmall {
-        buffer_bytes: usize,
-        block_bytes: u64,
-    },
+    BufferTooSmall { buffer_bytes: usize, block_bytes: u64 },
 }
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            PlanError::NoBlocks {
-                block_count,
-                logical_block_bytes,
-            } => write!(
+            PlanError::NoBlocks { block_count, logical_block_bytes } => write!(
                 f,
                 "the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing \
                  to read"
             ),
-            PlanError::NoRequests {
-                max_request_blocks,
-                max_in_flight,
-            } => write!(
+            PlanError::NoRequests { max_request_blocks, max_in_flight } => write!(
                 f,
                 "the device accepts requests of at most {max_request_blocks} blocks with \
                  {max_in_flight} in flight"
             ),
-            PlanError::RegionTooSmall {
-                region_offset_bytes,
-                region_size_bytes,
-                block_bytes,
-            } => write!(
+            PlanError::RegionTooSmall { region_offset_bytes, region_size_bytes, block_bytes } => write!(
                 f,
                 "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole \
                  block of {}",
                 SizeText(block_bytes)
             ),
-            PlanError::BufferTooSmall {
-                buffer_bytes,
-                block_bytes,
-            } => write!(
+            PlanError::BufferTooSmall { buffer_bytes, block_bytes } => write!(
                 f,
                 "the buffer area of {buffer_bytes} bytes cannot hold one block of {}",
                 SizeText(block_bytes)
@@ -403,13 +376,8 @@ pub fn run_benchmark(
     console: &mut dyn fmt::Write,
 ) -> BenchmarkResults {
     let mut results = BenchmarkResults::default();
-    let selected = select_devices(config, devices, &mut |message| {
-        say(console, &mut results.notes, message)
-    });
-    results.device_names = selected
-        .iter()
-        .map(|&index| devices[index].name().to_string())
-        .collect();
+    let selected = select_devices(config, devices, &mut |message| say(console, &mut results.notes, message));
+    results.device_names = selected.iter().map(|&index| devices[index].name().to_string()).collect();
     report::print_start(console, config, &results.device_names);
 
     if clock.ticks_per_second() == 0 {
@@ -430,11 +398,7 @@ pub fn run_benchmark(
             break;
         }
         if job.operation.is_write() {
-            say(
-                console,
-                &mut results.notes,
-                format!("job {job} skipped: {WRITES_REFUSED}"),
-            );
+            say(console, &mut results.notes, format!("job {job} skipped: {WRITES_REFUSED}"));
             continue;
         }
         report::print_job_header(console, job, job_index + 1, config.jobs.len());
@@ -459,12 +423,7 @@ pub fn run_benchmark(
                 ),
             }
         }
-        let deepest = plans
-            .iter()
-            .flatten()
-            .map(|plan| plan.queue_depth as usize)
-            .max()
-            .unwrap_or(0);
+        let deepest = plans.iter().flatten().map(|plan| plan.queue_depth as usize).max().unwrap_or(0);
         if deepest == 0 {
             continue;
         }
@@ -472,11 +431,8 @@ pub fn run_benchmark(
         let first_of_job = results.runs.len();
         let seed = derived_seed(config.seed, job_index as u64);
         for run in 1..=config.runs {
-            let order: Vec<usize> = if run % 2 == 1 {
-                selected.clone()
-            } else {
-                selected.iter().rev().copied().collect()
-            };
+            let order: Vec<usize> =
+                if run % 2 == 1 { selected.clone() } else { selected.iter().rev().copied().collect() };
             for device_index in order {
                 let Some(plan) = plans[device_index] else {
                     continue;
@@ -484,14 +440,7 @@ pub fn run_benchmark(
                 if stuck[device_index] || clock_stalled {
                     continue;
                 }
-                let label = RunLabel {
-                    job_index,
-                    job,
-                    run,
-                    runs: config.runs,
-                    device_index,
-                    seed,
-                };
+                let label = RunLabel { job_index, job, run, runs: config.runs, device_index, seed };
                 let mut result = run_once(
                     &mut *devices[device_index],
                     clock,
@@ -503,9 +452,7 @@ pub fn run_benchmark(
                     &mut measurements,
                     console,
                 );
-                result
-                    .notes
-                    .splice(0..0, plan_notes[device_index].iter().cloned());
+                result.notes.splice(0..0, plan_notes[device_index].iter().cloned());
                 match result.ended_early {
                     Some(RunEnd::DrainTimeout { .. }) => stuck[device_index] = true,
                     Some(RunEnd::ClockStalled { .. }) => clock_stalled = true,
@@ -555,11 +502,7 @@ fn select_devices(
                     let available: Vec<&str> = devices.iter().map(|d| d.name()).collect();
                     say(format!(
                         "devices={name}: no such device (found: {}); skipped",
-                        if available.is_empty() {
-                            String::from("none")
-                        } else {
-                            available.join(", ")
-                        }
+                        if available.is_empty() { String::from("none") } else { available.join(", ") }
                     ));
                 }
                 found
@@ -611,25 +554,14 @@ fn run_once(
     console: &mut dyn fmt::Write,
 ) -> RunResult {
     let device_name = device.name().to_string();
-    report::print_run_header(
-        console,
-        label.job,
-        plan,
-        &device_name,
-        label.run,
-        label.runs,
-        config,
-    );
+    report::print_run_header(console, label.job, plan, &device_name, label.run, label.runs, config);
 
     let geometry = device.geometry();
     let logical_block_bytes = u64::from(geometry.logical_block_bytes);
     let queue_depth = plan.queue_depth as usize;
     let buffer_count = (buffer_area.length_bytes as u64 / plan.block_bytes).max(1);
-    let pattern = if label.job.operation.is_random() {
-        AccessPattern::Random
-    } else {
-        AccessPattern::Sequential
-    };
+    let pattern =
+        if label.job.operation.is_random() { AccessPattern::Random } else { AccessPattern::Sequential };
     let mut offsets = OffsetGenerator::new(
         pattern,
         plan.region_offset_bytes,
@@ -637,9 +569,7 @@ fn run_once(
         plan.block_slots,
         label.seed,
     );
-    let converter = TickConverter {
-        ticks_per_second: clock.ticks_per_second(),
-    };
+    let converter = TickConverter { ticks_per_second: clock.ticks_per_second() };
     scratch.reset(queue_depth);
     measurements.reset();
 
@@ -734,10 +664,7 @@ fn run_once(
                     }
                     Err((request, error)) => {
                         scratch.free_tags.push(request.tag);
-                        ended_early = Some(RunEnd::SubmitRefused {
-                            error,
-                            lba: request.lba,
-                        });
+                        ended_early = Some(RunEnd::SubmitRefused { error, lba: request.lba });
                         let message = format!(
                             "{device_name}: request for {} blocks at LBA {} refused ({}); this \
                              run ends here for {device_name}",
@@ -792,9 +719,7 @@ fn run_once(
                         measurements.lat_histogram.record(lat_ns);
                         measurements.clat.record(clat_ns);
                         measurements.clat_histogram.record(clat_ns);
-                        measurements
-                            .slat
-                            .record(converter.ns(kicked.saturating_sub(submitted)));
+                        measurements.slat.record(converter.ns(kicked.saturating_sub(submitted)));
                         measurements.ios += 1;
                     }
                     Err(error) => measurements.errors[error.kind.index()] += 1,
@@ -845,12 +770,8 @@ fn run_once(
 
     let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
     let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
-    measurements
-        .clat_histogram
-        .percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut clat_percentiles_ns);
-    measurements
-        .lat_histogram
-        .percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut lat_percentiles_ns);
+    measurements.clat_histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut clat_percentiles_ns);
+    measurements.lat_histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut lat_percentiles_ns);
     RunResult {
         job_index: label.job_index,
         job: *label.job,
@@ -921,11 +842,7 @@ mod tests {
 
     /// A buffer area the simulated devices never touch (addresses only).
     fn buffer_area(length_bytes: usize) -> DmaBuffer {
-        DmaBuffer {
-            cpu_address: 0x4000_0000,
-            physical_address: 0x4000_0000,
-            length_bytes,
-        }
+        DmaBuffer { cpu_address: 0x4000_0000, physical_address: 0x4000_0000, length_bytes }
     }
 
     fn run(
@@ -940,14 +857,8 @@ mod tests {
             timer_frequency_hz: clock.ticks_per_second(),
             extra: &[("cpu", "host")],
         };
-        let results = run_benchmark(
-            config,
-            devices,
-            clock,
-            buffer_area(buffer_bytes),
-            &context,
-            &mut console,
-        );
+        let results =
+            run_benchmark(config, devices, clock, buffer_area(buffer_bytes), &context, &mut console);
         (results, console)
     }
 
@@ -962,20 +873,13 @@ mod tests {
         let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
 
         let window_end = MS + 10 * MS; // the run starts at tick 0 at 1 GHz
-        let in_window: Vec<&(u64, usize)> = device
-            .polls
-            .iter()
-            .filter(|(t, _)| *t < window_end)
-            .collect();
+        let in_window: Vec<&(u64, usize)> = device.polls.iter().filter(|(t, _)| *t < window_end).collect();
         assert!(in_window.len() > 100);
         assert!(in_window.iter().all(|&&(_, in_flight)| in_flight == 8));
         assert_eq!(device.max_in_flight_seen, 8);
         // After the window the queue drains and nothing new is submitted.
         assert_eq!(device.polls.last().map(|p| p.1), Some(1));
-        assert!(device
-            .accepted
-            .iter()
-            .all(|r| r.operation == Operation::Read));
+        assert!(device.accepted.iter().all(|r| r.operation == Operation::Read));
         let run = &results.runs[0];
         assert_eq!(run.queue_depth, 8);
         assert_eq!(run.window_ns, 10 * MS);
@@ -990,8 +894,7 @@ mod tests {
         // Clock advances only when the device jumps it to the next completion: I/O k of a
         // queue-depth-1 run completes at exactly k × 30 µs.
         let clock = SimClock::new(GHZ, 0);
-        let mut device =
-            SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 30 * US), &clock);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 30 * US), &clock);
         let job = JobSpec::new(JobOperation::Read, 4096, 1);
         // Window [45 µs, 135 µs): completions at 60, 90, 120 count; the one at 60 µs was
         // submitted at 30 µs, during the ramp, and counts with its whole 30 µs.
@@ -1017,8 +920,7 @@ mod tests {
     #[test]
     fn without_ramp_the_window_starts_at_once_and_its_end_is_exclusive() {
         let clock = SimClock::new(GHZ, 0);
-        let mut device =
-            SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 10 * US), &clock);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 10 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 4);
         let config = config(&[job], 0, 100 * US, 1);
         let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
@@ -1030,18 +932,14 @@ mod tests {
     fn devices_alternate_order_between_runs() {
         let clock = SimClock::new(GHZ, 50);
         let log = RefCell::new(Vec::new());
-        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock)
-            .with_order_log(&log);
-        let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 200 * US), &clock)
-            .with_order_log(&log);
+        let mut nvme =
+            SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock).with_order_log(&log);
+        let mut sd =
+            SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 200 * US), &clock).with_order_log(&log);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 4);
         let config = config(&[job], MS, 5 * MS, 4);
         let (results, _) = run(&config, &mut [&mut nvme, &mut sd], &clock, 1 << 20);
-        let order: Vec<(&str, u32)> = results
-            .runs
-            .iter()
-            .map(|r| (r.device_name.as_str(), r.run))
-            .collect();
+        let order: Vec<(&str, u32)> = results.runs.iter().map(|r| (r.device_name.as_str(), r.run)).collect();
         assert_eq!(
             order,
             vec![
@@ -1083,18 +981,9 @@ mod tests {
         assert_eq!(median.runs, runs);
         assert_eq!(median.iops_micro, median_of(&|r| r.iops_micro()));
         assert_eq!(median.bandwidth_micro, median_of(&|r| r.bandwidth_micro()));
-        assert_eq!(
-            median.lat_mean_milli_ns,
-            median_of(&|r| r.lat.mean_milli_ns)
-        );
-        assert_eq!(
-            median.clat_mean_milli_ns,
-            median_of(&|r| r.clat.mean_milli_ns)
-        );
-        assert_eq!(
-            median.lat_max_milli_ns,
-            median_of(&|r| u128::from(r.lat.max_ns) * 1000)
-        );
+        assert_eq!(median.lat_mean_milli_ns, median_of(&|r| r.lat.mean_milli_ns));
+        assert_eq!(median.clat_mean_milli_ns, median_of(&|r| r.clat.mean_milli_ns));
+        assert_eq!(median.lat_max_milli_ns, median_of(&|r| u128::from(r.lat.max_ns) * 1000));
         // The runs really differ, so the median is a real choice.
         let first = results.runs[0].iops_micro();
         assert!(results.runs.iter().any(|r| r.iops_micro() != first));
@@ -1119,11 +1008,7 @@ mod tests {
         let crc = run.errors[IoErrorKind::Crc.index()];
         assert!(crc > 0);
         assert_eq!(run.errors_total(), crc);
-        assert!(
-            run.ios >= 8 * crc && run.ios <= 10 * crc,
-            "{} ios, {crc} errors",
-            run.ios
-        );
+        assert!(run.ios >= 8 * crc && run.ios <= 10 * crc, "{} ios, {crc} errors", run.ios);
         assert!(run.ended_early.is_none());
         assert!(console.contains("\"crc\" : "));
     }
@@ -1138,10 +1023,7 @@ mod tests {
         let config = config(&[job], MS, 4 * MS, 1);
         let (results, console) = run(&config, &mut [&mut device], &clock, 1 << 20);
         let run = &results.runs[0];
-        assert_eq!(
-            (run.ios, run.iops_micro(), run.bandwidth_micro()),
-            (0, 0, 0)
-        );
+        assert_eq!((run.ios, run.iops_micro(), run.bandwidth_micro()), (0, 0, 0));
         assert_eq!(run.lat, crate::stats::LatencySummary::default());
         assert!(run.errors[IoErrorKind::Timeout.index()] >= 39);
         assert!(console.contains("sd0: no I/O completed successfully in the measured window"));
@@ -1160,18 +1042,11 @@ mod tests {
         let config = config(&[job], MS, 4 * MS, 2);
         let (results, console) = run(&config, &mut [&mut refusing, &mut sd], &clock, 1 << 20);
         assert_eq!(results.runs.len(), 4);
-        let nvme_runs: Vec<&RunResult> = results
-            .runs
-            .iter()
-            .filter(|r| r.device_name == "nvme0")
-            .collect();
+        let nvme_runs: Vec<&RunResult> = results.runs.iter().filter(|r| r.device_name == "nvme0").collect();
         for run in &nvme_runs {
             assert!(matches!(
                 run.ended_early,
-                Some(RunEnd::SubmitRefused {
-                    error: SubmitError::OutOfRange,
-                    ..
-                })
+                Some(RunEnd::SubmitRefused { error: SubmitError::OutOfRange, .. })
             ));
         }
         assert!(console.contains("refused (beyond the end of the device); this run ends here"));
@@ -1219,10 +1094,7 @@ mod tests {
         notes.clear();
         let big = JobSpec::new(JobOperation::Read, 1 << 20, 100);
         let plan = plan_job(&big, &config, &nvme_geometry(), "nvme0", &mut notes).unwrap();
-        assert_eq!(
-            (plan.block_bytes, plan.blocks_per_request),
-            (128 << 10, 256)
-        );
+        assert_eq!((plan.block_bytes, plan.blocks_per_request), (128 << 10, 256));
         assert_eq!(plan.queue_depth, 63);
         assert_eq!(notes.len(), 2, "{notes:?}");
         assert!(notes[0].contains("more than one request may carry (128k = 256 blocks"));
@@ -1240,10 +1112,7 @@ mod tests {
         notes.clear();
         let reference = Config::default();
         let plan = plan_job(&sd_job, &reference, &sd_geometry(), "sd0", &mut notes).unwrap();
-        assert_eq!(
-            (plan.region_offset_bytes, plan.region_size_bytes),
-            (0, 1 << 30)
-        );
+        assert_eq!((plan.region_offset_bytes, plan.region_size_bytes), (0, 1 << 30));
         assert!(notes[1].contains("region 2g at 1g does not fit its 1g; using the whole device"));
 
         // 256 MiB at 900 MiB on a 1 GiB card: moved to end at the end of the card.
@@ -1262,9 +1131,7 @@ mod tests {
         unaligned.offset_bytes = 1000;
         let plan = plan_job(&big, &unaligned, &nvme_geometry(), "nvme0", &mut notes).unwrap();
         assert_eq!(plan.region_offset_bytes, 128 << 10);
-        assert!(notes
-            .iter()
-            .any(|n| n.contains("region start 1000 aligned up to 131072")));
+        assert!(notes.iter().any(|n| n.contains("region start 1000 aligned up to 131072")));
 
         // A region smaller than a block cannot run.
         let mut tiny = config.clone();
@@ -1279,21 +1146,12 @@ mod tests {
             }
         );
         assert!(error.to_string().contains("holds no whole block of 128k"));
-        let broken = Geometry {
-            max_in_flight: 0,
-            ..nvme_geometry()
-        };
+        let broken = Geometry { max_in_flight: 0, ..nvme_geometry() };
         assert_eq!(
             plan_job(&big, &config, &broken, "x", &mut notes),
-            Err(PlanError::NoRequests {
-                max_request_blocks: 256,
-                max_in_flight: 0
-            })
+            Err(PlanError::NoRequests { max_request_blocks: 256, max_in_flight: 0 })
         );
-        let empty = Geometry {
-            block_count: 0,
-            ..nvme_geometry()
-        };
+        let empty = Geometry { block_count: 0, ..nvme_geometry() };
         assert!(matches!(
             plan_job(&big, &config, &empty, "x", &mut notes),
             Err(PlanError::NoBlocks { block_count: 0, .. })
@@ -1303,8 +1161,7 @@ mod tests {
     #[test]
     fn random_offsets_stay_aligned_inside_the_region() {
         let clock = SimClock::new(GHZ, 10);
-        let mut device =
-            SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 5 * US), &clock);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 5 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 16 << 10, 8);
         let mut config = config(&[job], 0, 2 * MS, 1);
         config.offset_bytes = 3 << 30;
@@ -1414,10 +1271,7 @@ mod tests {
         let progress = &console[progress_start..progress_end];
         // 2.5 s at one update per 0.5 s, plus the final one.
         let updates = progress.matches('\r').count();
-        assert!(
-            (5..=7).contains(&updates),
-            "{updates} updates: {progress:?}"
-        );
+        assert!((5..=7).contains(&updates), "{updates} updates: {progress:?}");
         assert!(progress.ends_with("I/Os "));
         assert!(progress.contains("2.5 of 2.5 s") || progress.contains("2.6 of 2.5 s"));
 
@@ -1452,10 +1306,7 @@ mod tests {
         let config = config(&[job, job], 0, MS, 2);
         let (results, console) = run(&config, &mut [&mut nvme, &mut sd], &clock, 1 << 20);
         assert_eq!(results.runs.len(), 1);
-        assert_eq!(
-            results.runs[0].ended_early,
-            Some(RunEnd::ClockStalled { ticks: 0 })
-        );
+        assert_eq!(results.runs[0].ended_early, Some(RunEnd::ClockStalled { ticks: 0 }));
         assert!(console.contains("the timer stopped at tick 0"));
         assert!(console.contains(crate::JSON_END_MARKER));
         assert!(sd.accepted.is_empty());

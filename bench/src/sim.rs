@@ -8,8 +8,7 @@ use std::string::String;
 use std::vec::Vec;
 
 use blockdev::{
-    check_request, BlockDevice, Clock, Completion, Geometry, IoError, IoErrorKind, Request,
-    SubmitError,
+    check_request, BlockDevice, Clock, Completion, Geometry, IoError, IoErrorKind, Request, SubmitError,
 };
 
 use crate::offsets::RandomGenerator;
@@ -24,20 +23,12 @@ pub struct SimClock {
 
 impl SimClock {
     pub fn new(ticks_per_second: u64, step_ticks: u64) -> SimClock {
-        SimClock {
-            ticks: Cell::new(0),
-            step_ticks,
-            ticks_per_second,
-            frozen: false,
-        }
+        SimClock { ticks: Cell::new(0), step_ticks, ticks_per_second, frozen: false }
     }
 
     /// A timer that never advances.
     pub fn frozen(ticks_per_second: u64) -> SimClock {
-        SimClock {
-            frozen: true,
-            ..SimClock::new(ticks_per_second, 0)
-        }
+        SimClock { frozen: true, ..SimClock::new(ticks_per_second, 0) }
     }
 
     fn peek(&self) -> u64 {
@@ -165,10 +156,7 @@ impl BlockDevice for SimDevice<'_> {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        let slots = self
-            .behaviour
-            .real_slots
-            .unwrap_or(self.behaviour.geometry.max_in_flight as usize);
+        let slots = self.behaviour.real_slots.unwrap_or(self.behaviour.geometry.max_in_flight as usize);
         if self.outstanding() >= slots {
             return Err((request, SubmitError::QueueFull));
         }
@@ -194,17 +182,14 @@ impl BlockDevice for SimDevice<'_> {
         self.kicks += 1;
         let now = self.clock.peek();
         for request in self.pending.drain(..) {
-            let stalled = self
-                .behaviour
-                .stall_after
-                .is_some_and(|after| self.accepted_submits > after);
+            let stalled = self.behaviour.stall_after.is_some_and(|after| self.accepted_submits > after);
             let jitter = if self.behaviour.random_latency_ticks > 0 {
                 self.random.below(self.behaviour.random_latency_ticks + 1)
             } else {
                 0
             };
-            let bytes = u64::from(request.block_count)
-                * u64::from(self.behaviour.geometry.logical_block_bytes);
+            let bytes =
+                u64::from(request.block_count) * u64::from(self.behaviour.geometry.logical_block_bytes);
             let transfer = bytes / 1024 * self.behaviour.transfer_ticks_per_kib;
             let ready = now + self.behaviour.fixed_latency_ticks + jitter;
             let complete_at = if stalled {
@@ -216,11 +201,7 @@ impl BlockDevice for SimDevice<'_> {
             } else {
                 ready
             };
-            self.in_flight.push(InFlight {
-                complete_at,
-                tag: request.tag,
-                result: Ok(()),
-            });
+            self.in_flight.push(InFlight { complete_at, tag: request.tag, result: Ok(()) });
         }
         self.max_in_flight_seen = self.max_in_flight_seen.max(self.in_flight.len());
     }
@@ -235,9 +216,7 @@ impl BlockDevice for SimDevice<'_> {
                     now = next;
                 }
                 // Nothing will ever complete: let a millisecond of simulated time pass.
-                Some(_) => self
-                    .clock
-                    .advance_to(now + self.clock.ticks_per_second / 1000),
+                Some(_) => self.clock.advance_to(now + self.clock.ticks_per_second / 1000),
                 None => {}
             }
         }
@@ -249,16 +228,12 @@ impl BlockDevice for SimDevice<'_> {
             let finished = self.in_flight.swap_remove(position);
             self.finished += 1;
             let result = match self.behaviour.error_every {
-                Some((every, kind)) if self.finished.is_multiple_of(every) => Err(IoError {
-                    kind,
-                    code: self.finished as u32,
-                }),
+                Some((every, kind)) if self.finished.is_multiple_of(every) => {
+                    Err(IoError { kind, code: self.finished as u32 })
+                }
                 _ => finished.result,
             };
-            completions[delivered] = Completion {
-                tag: finished.tag,
-                result,
-            };
+            completions[delivered] = Completion { tag: finished.tag, result };
             delivered += 1;
         }
         delivered

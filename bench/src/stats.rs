@@ -89,10 +89,7 @@ impl LatencyAccumulator {
         let exact = || -> Option<u128> {
             let q_squared_n = U256::product(q, q).checked_mul_u128(n)?;
             let two_q_r = U256::product(q, r).checked_mul_u128(2)?;
-            let a = self
-                .sum_squares_ns2
-                .checked_sub(q_squared_n)?
-                .checked_sub(two_q_r)?;
+            let a = self.sum_squares_ns2.checked_sub(q_squared_n)?.checked_sub(two_q_r)?;
             let numerator = a.checked_mul_u128(n)?.checked_sub(U256::product(r, r))?;
             // Variance in millionths of ns² so that its root is in thousandths of a ns.
             let scaled = numerator.checked_mul_u128(MILLI_PER_UNIT * MILLI_PER_UNIT)?;
@@ -125,10 +122,7 @@ mod tests {
     fn small_cases_are_exact() {
         assert_eq!(summary_of(&[]), LatencySummary::default());
         let one = summary_of(&[42]);
-        assert_eq!(
-            (one.min_ns, one.max_ns, one.mean_milli_ns),
-            (42, 42, 42_000)
-        );
+        assert_eq!((one.min_ns, one.max_ns, one.mean_milli_ns), (42, 42, 42_000));
         assert_eq!(one.stddev_milli_ns, 0);
         // 2, 4, 4, 4, 5, 5, 7, 9: mean 5, sample variance 32/7, stddev 2.138089935…
         let eight = summary_of(&[2, 4, 4, 4, 5, 5, 7, 9]);
@@ -147,10 +141,7 @@ mod tests {
         assert_eq!(summary.max_ns, u64::MAX);
         assert_eq!(summary.min_ns, 0);
         // mean = 2/3 · (2^64 − 1)
-        assert_eq!(
-            summary.mean_milli_ns,
-            (2 * u128::from(u64::MAX) * 1000 + 1) / 3
-        );
+        assert_eq!(summary.mean_milli_ns, (2 * u128::from(u64::MAX) * 1000 + 1) / 3);
         assert!(summary.stddev_milli_ns > 0 && summary.stddev_milli_ns < u128::MAX);
     }
 

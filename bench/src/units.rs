@@ -16,9 +16,7 @@ pub const NS_PER_S: u64 = 1_000_000_000;
 
 /// Parses a size: plain bytes, or a number with a binary suffix k/m/g/t (either case).
 pub fn parse_size_bytes(text: &str) -> Option<u64> {
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     if digits_end == 0 {
         return None;
     }
@@ -106,10 +104,7 @@ impl Fixed {
             return Fixed::new(self.value.saturating_mul(scale), decimals);
         }
         let scale = 10u128.pow(self.decimals - decimals);
-        Fixed::new(
-            self.value / scale + u128::from(self.value % scale >= scale / 2),
-            decimals,
-        )
+        Fixed::new(self.value / scale + u128::from(self.value % scale >= scale / 2), decimals)
     }
 }
 
@@ -120,14 +115,7 @@ impl fmt::Display for Fixed {
         }
         let scale = 10u128.pow(self.decimals);
         let fraction_width = self.decimals as usize;
-        pad(
-            f,
-            format_args!(
-                "{}.{:0fraction_width$}",
-                self.value / scale,
-                self.value % scale
-            ),
-        )
+        pad(f, format_args!("{}.{:0fraction_width$}", self.value / scale, self.value % scale))
     }
 }
 
@@ -178,10 +166,7 @@ pub struct TextBuffer<const CAPACITY: usize> {
 
 impl<const CAPACITY: usize> TextBuffer<CAPACITY> {
     pub fn new() -> Self {
-        TextBuffer {
-            bytes: [0; CAPACITY],
-            length: 0,
-        }
+        TextBuffer { bytes: [0; CAPACITY], length: 0 }
     }
 
     pub fn as_str(&self) -> &str {
@@ -222,16 +207,7 @@ mod tests {
         assert_eq!(parse_size_bytes("2g"), Some(2 * GIB));
         assert_eq!(parse_size_bytes("1t"), Some(TIB));
         assert_eq!(parse_size_bytes("0"), Some(0));
-        for bad in [
-            "",
-            "k",
-            "4kb",
-            "4 k",
-            "-1",
-            "1.5m",
-            "99999999999999999999",
-            "16777216t",
-        ] {
+        for bad in ["", "k", "4kb", "4 k", "-1", "1.5m", "99999999999999999999", "16777216t"] {
             assert_eq!(parse_size_bytes(bad), None, "{bad}");
         }
     }
@@ -242,29 +218,14 @@ mod tests {
         assert_eq!(parse_duration_ns("500ms"), Some(500 * NS_PER_MS));
         assert_eq!(parse_duration_ns("0"), Some(0));
         assert_eq!(parse_duration_ns("0s"), Some(0));
-        for bad in [
-            "10",
-            "ten",
-            "s",
-            "ms",
-            "1.5s",
-            "10m",
-            "-1s",
-            "99999999999999999999s",
-        ] {
+        for bad in ["10", "ten", "s", "ms", "1.5s", "10m", "-1s", "99999999999999999999s"] {
             assert_eq!(parse_duration_ns(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn sizes_and_durations_print_as_they_parse() {
-        for (bytes, text) in [
-            (4096, "4k"),
-            (MIB, "1m"),
-            (3 * GIB, "3g"),
-            (1536, "1536"),
-            (0, "0"),
-        ] {
+        for (bytes, text) in [(4096, "4k"), (MIB, "1m"), (3 * GIB, "3g"), (1536, "1536"), (0, "0")] {
             assert_eq!(format!("{}", SizeText(bytes)), text);
         }
         assert_eq!(format!("{}", DurationText(2 * NS_PER_S)), "2s");
@@ -285,28 +246,13 @@ mod tests {
 
     #[test]
     fn latencies_switch_to_whole_microseconds_at_10_ms() {
-        let us = |ns: u128| {
-            format!(
-                "{}",
-                LatencyMicros {
-                    milli_ns: ns * 1000
-                }
-            )
-        };
+        let us = |ns: u128| format!("{}", LatencyMicros { milli_ns: ns * 1000 });
         assert_eq!(us(71_806), "71.8");
         assert_eq!(us(71_850), "71.9");
         assert_eq!(us(9_999_940), "9999.9");
         assert_eq!(us(10_000_000), "10000");
         assert_eq!(us(36_305_121), "36305");
-        assert_eq!(
-            format!(
-                "{:>9}",
-                LatencyMicros {
-                    milli_ns: 1_500_000
-                }
-            ),
-            "      1.5"
-        );
+        assert_eq!(format!("{:>9}", LatencyMicros { milli_ns: 1_500_000 }), "      1.5");
     }
 
     #[test]

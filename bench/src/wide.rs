@@ -30,10 +30,7 @@ impl U256 {
     pub const ZERO: U256 = U256 { high: 0, low: 0 };
 
     pub fn from_u128(value: u128) -> U256 {
-        U256 {
-            high: 0,
-            low: value,
-        }
+        U256 { high: 0, low: value }
     }
 
     /// The full product of two 128-bit numbers (never overflows).
@@ -54,10 +51,7 @@ impl U256 {
 
     pub fn checked_add(self, other: U256) -> Option<U256> {
         let (low, carry) = self.low.overflowing_add(other.low);
-        let high = self
-            .high
-            .checked_add(other.high)?
-            .checked_add(u128::from(carry))?;
+        let high = self.high.checked_add(other.high)?.checked_add(u128::from(carry))?;
         Some(U256 { high, low })
     }
 
@@ -70,10 +64,7 @@ impl U256 {
 
     pub fn checked_sub(self, other: U256) -> Option<U256> {
         let (low, borrow) = self.low.overflowing_sub(other.low);
-        let high = self
-            .high
-            .checked_sub(other.high)?
-            .checked_sub(u128::from(borrow))?;
+        let high = self.high.checked_sub(other.high)?.checked_sub(u128::from(borrow))?;
         Some(U256 { high, low })
     }
 
@@ -83,10 +74,7 @@ impl U256 {
         if high_product.high != 0 {
             return None;
         }
-        low_product.checked_add(U256 {
-            high: high_product.low,
-            low: 0,
-        })
+        low_product.checked_add(U256 { high: high_product.low, low: 0 })
     }
 
     /// Quotient and remainder by a non-zero 128-bit divisor (restoring long division, bit by bit).
@@ -159,31 +147,17 @@ mod tests {
 
     #[test]
     fn division_and_square_root_at_the_edges() {
-        let big = U256 {
-            high: 5,
-            low: 12345,
-        };
+        let big = U256 { high: 5, low: 12345 };
         let (quotient, remainder) = big.div_rem_u128(u128::MAX).unwrap();
-        let back = quotient
-            .checked_mul_u128(u128::MAX)
-            .unwrap()
-            .checked_add(U256::from_u128(remainder))
-            .unwrap();
+        let back =
+            quotient.checked_mul_u128(u128::MAX).unwrap().checked_add(U256::from_u128(remainder)).unwrap();
         assert_eq!(back, big);
         assert!(big.div_rem_u128(0).is_none());
-        assert_eq!(
-            U256::product(u128::MAX, u128::MAX).integer_sqrt(),
-            u128::MAX
-        );
+        assert_eq!(U256::product(u128::MAX, u128::MAX).integer_sqrt(), u128::MAX);
         assert_eq!(U256::from_u128(99).integer_sqrt(), 9);
         assert_eq!(U256::from_u128(100).integer_sqrt(), 10);
         assert!(U256::ZERO.checked_sub(U256::from_u128(1)).is_none());
-        assert!(U256 {
-            high: u128::MAX,
-            low: 0
-        }
-        .checked_mul_u128(2)
-        .is_none());
+        assert!(U256 { high: u128::MAX, low: 0 }.checked_mul_u128(2).is_none());
     }
 
     #[test]

@@ -91,18 +91,18 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
     let platform: &'static KernelPlatform =
         alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
-    let settings = apply_command_line(&info);
+    let (settings, benchmark) = apply_command_line(&info);
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
     let machine = Machine { info, timer, platform, firmware, entry_level, main_id };
-    let status = run(&machine, &settings);
+    let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
 
 /// What the kernel does once the machine is up: find the storage devices, run the integrity
 /// checks asked for, then the benchmark.
-fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
+fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline::Config) -> ExitStatus {
     let mut storage = storage::Storage::default();
     attach_storage(machine, settings, &mut storage);
     if storage.is_empty() {
@@ -112,8 +112,67 @@ fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
     if !storage::run_block_checks(settings, &mut storage, machine.platform) {
         status = ExitStatus::DeviceErrors;
     }
+    if benchmark.jobs.is_empty() {
+        println!("benchmark  no jobs (jobs=none)");
+    } else if storage.is_empty() {
+        println!("benchmark  no devices to measure; not run");
+    } else if !run_benchmark(machine, benchmark, &mut storage) {
+        status = ExitStatus::DeviceErrors;
+    }
     storage.shut_down();
     status
+}
+
+/// Room left in the DMA pool after the benchmark's buffers, for anything allocated later.
+const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
+
+/// Runs the benchmark on every device (the runner applies `devices=`); false when some I/O
+/// failed or no buffer could be had.
+fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &mut storage::Storage) -> bool {
+    use blockdev::BlockDevice;
+    let geometries: alloc::vec::Vec<blockdev::Geometry> =
+        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
+    let wanted = bench::runner::buffer_bytes_needed(config, &geometries) as u64;
+    let minimum = bench::runner::minimum_buffer_bytes(config, &geometries) as u64;
+    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
+    let area_bytes = wanted.min(available).max(minimum).max(4096);
+    let area = match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
+        Ok(area) => area,
+        Err(error) => {
+            println!("benchmark  cannot allocate its buffers: {error}; not run");
+            return false;
+        }
+    };
+    let info = &machine.info;
+    let board = match info.profile.family {
+        BoardFamily::QemuVirt => "QEMU virt",
+        _ => info.model.as_str(),
+    };
+    let soc = soc_name(info);
+    let cpu = alloc::format!("{}", machine.main_id);
+    let entry = alloc::format!("EL{}", machine.entry_level);
+    let revision = info.board_revision.map(|r| alloc::format!("{r:#08x}")).unwrap_or_default();
+    let mut extra = alloc::vec![("soc", soc), ("cpu", cpu.as_str()), ("entry", entry.as_str())];
+    if !revision.is_empty() {
+        extra.push(("board_revision", revision.as_str()));
+    }
+    let context = bench::runner::ReportContext {
+        board,
+        timer_frequency_hz: machine.timer.ticks_per_second(),
+        extra: &extra,
+    };
+    let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
+        storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
+    let results = bench::runner::run_benchmark(
+        config,
+        &mut devices,
+        &machine.timer,
+        area,
+        &context,
+        &mut console::ConsoleWriter,
+    );
+    let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
+    errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
@@ -260,12 +319,8 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
         print!(" (revision {revision:#08x})");
     }
     println!();
-    let soc = info
-        .board_revision
-        .and_then(|r| drivers::mailbox::BoardRevision(r).processor_name())
-        .unwrap_or(info.profile.soc);
     println!("family     {}", info.profile.name);
-    println!("soc        {soc}");
+    println!("soc        {}", soc_name(info));
     let plural = if info.core_count == 1 { "" } else { "s" };
     println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
     print!("ram        {} MiB", info.total_memory_bytes() / MIB);
@@ -286,6 +341,13 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
     }
     println!("cmdline    \"{}\"", info.command_line);
     println!("boot       {}.{:03} ms from reset to banner", since_reset_us / 1000, since_reset_us % 1000);
+}
+
+/// The SoC as the firmware names it (board revision), else as the board table does.
+fn soc_name(info: &BoardInfo) -> &'static str {
+    info.board_revision
+        .and_then(|r| drivers::mailbox::BoardRevision(r).processor_name())
+        .unwrap_or(info.profile.soc)
 }
 
 fn image_span() -> Span {
@@ -346,9 +408,10 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
     Ok(plan)
 }
 
-/// Reads the command line: the kernel's own settings here; the firmware's additions are left
-/// alone; anything else is named with the accepted forms and the run goes on.
-fn apply_command_line(info: &BoardInfo) -> KernelSettings {
+/// Reads the command line: the kernel's own settings and the driver options here, the
+/// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
+/// the accepted forms and the run goes on with that key's default.
+fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
     for token in cmdline::tokens(&info.command_line) {
@@ -363,19 +426,25 @@ fn apply_command_line(info: &BoardInfo) -> KernelSettings {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, .. } if cmdline::is_firmware_key(key) => firmware_settings += 1,
-            Token::Bare(word) if cmdline::is_firmware_key(word) => firmware_settings += 1,
-            Token::Setting { key, value } => {
-                println!(
-                    "warning: unknown setting {key}={value}; ignored. Accepted: {}",
-                    cmdline::KERNEL_KEYS_HELP
-                );
+            Token::Setting { key, .. } | Token::Bare(key) if cmdline::is_firmware_key(key) => {
+                firmware_settings += 1
             }
-            Token::Bare(word) => {
-                println!("warning: malformed setting \"{word}\" (expected key=value); ignored");
-            }
+            Token::Setting { .. } | Token::Bare(_) => {}
         }
     }
+    let is_someone_elses = |key: &str| {
+        cmdline::is_kernel_key(key) || cmdline::is_driver_option(key) || cmdline::is_firmware_key(key)
+    };
+    let config =
+        bench::cmdline::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
+            use bench::cmdline::ConfigProblem;
+            match error.problem {
+                ConfigProblem::UnknownKey | ConfigProblem::NotKeyValue => {
+                    println!("warning: {error}; kernel settings: {}", cmdline::KERNEL_KEYS_HELP)
+                }
+                _ => println!("warning: {error}"),
+            }
+        });
     if firmware_settings > 0 {
         println!("cmdline    {firmware_settings} firmware/Linux settings ignored");
     }
@@ -387,7 +456,7 @@ fn apply_command_line(info: &BoardInfo) -> KernelSettings {
         _ => PsciConduit::Hvc,
     };
     exit::set_method(settings.exit, conduit);
-    settings
+    (settings, config)
 }
 
 fn raise_test_fault(fault: TestFault) -> ! {
