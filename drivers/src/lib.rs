@@ -7,6 +7,7 @@ pub mod barrier;
 pub mod gpio;
 pub mod mailbox;
 pub mod mmio;
+pub mod pci;
 pub mod pl011;
 pub mod platform;
 pub mod sdhci;
