@@ -72,25 +72,14 @@ impl fmt::Display for AdmaError {
         match self {
             AdmaError::Unreachable(error) => write!(f, "{error}"),
             AdmaError::Above4GiB { bus_address } => {
-                write!(
-                    f,
-                    "bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2"
-                )
+                write!(f, "bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")
             }
-            AdmaError::Misaligned {
-                bus_address,
-                alignment,
-            } => write!(
-                f,
-                "bus address {bus_address:#x} is not {alignment}-byte aligned"
-            ),
-            AdmaError::TooLong {
-                length_bytes,
-                capacity_bytes,
-            } => write!(
-                f,
-                "{length_bytes} bytes exceed the descriptor table's {capacity_bytes}"
-            ),
+            AdmaError::Misaligned { bus_address, alignment } => {
+                write!(f, "bus address {bus_address:#x} is not {alignment}-byte aligned")
+            }
+            AdmaError::TooLong { length_bytes, capacity_bytes } => {
+                write!(f, "{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")
+            }
         }
     }
 }
@@ -113,25 +102,13 @@ impl DescriptorTable {
         let table_bus_address = translation
             .to_bus(table.physical_address, table.length_bytes as u64)
             .map_err(AdmaError::Unreachable)?;
-        if format == AdmaFormat::Adma2Bits32
-            && table_bus_address + table.length_bytes as u64 > 1 << 32
-        {
-            return Err(AdmaError::Above4GiB {
-                bus_address: table_bus_address,
-            });
+        if format == AdmaFormat::Adma2Bits32 && table_bus_address + table.length_bytes as u64 > 1 << 32 {
+            return Err(AdmaError::Above4GiB { bus_address: table_bus_address });
         }
         if !table_bus_address.is_multiple_of(8) {
-            return Err(AdmaError::Misaligned {
-                bus_address: table_bus_address,
-                alignment: 8,
-            });
+            return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
         }
-        Ok(DescriptorTable {
-            table,
-            table_bus_address,
-            format,
-            data_translation: translation,
-        })
+        Ok(DescriptorTable { table, table_bus_address, format, data_translation: translation })
     }
 
     /// Table bytes needed for transfers of up to `max_transfer_bytes`.
@@ -159,10 +136,7 @@ impl DescriptorTable {
             .map_err(AdmaError::Unreachable)?;
         let alignment = self.format.data_alignment();
         if !bus_address.is_multiple_of(alignment) {
-            return Err(AdmaError::Misaligned {
-                bus_address,
-                alignment,
-            });
+            return Err(AdmaError::Misaligned { bus_address, alignment });
         }
         if self.format == AdmaFormat::Adma2Bits32 && bus_address + length_bytes as u64 > 1 << 32 {
             return Err(AdmaError::Above4GiB { bus_address });
@@ -189,9 +163,7 @@ impl DescriptorTable {
             let entry = &mut bytes[index * stride..(index + 1) * stride];
             entry[..4].copy_from_slice(&(attributes | (length << 16)).to_le_bytes());
             match self.format {
-                AdmaFormat::Adma2Bits32 => {
-                    entry[4..8].copy_from_slice(&(address as u32).to_le_bytes())
-                }
+                AdmaFormat::Adma2Bits32 => entry[4..8].copy_from_slice(&(address as u32).to_le_bytes()),
                 AdmaFormat::Adma2Bits64 => entry[4..12].copy_from_slice(&address.to_le_bytes()),
             }
         }
@@ -219,11 +191,7 @@ mod tests {
         let table = buffer(&mut memory, 0x4100_0000);
         let mut adma =
             DescriptorTable::new(table, AdmaFormat::Adma2Bits32, BusTranslation::IDENTITY).unwrap();
-        let data = DmaBuffer {
-            cpu_address: 0,
-            physical_address: 0x4200_0000,
-            length_bytes: 1 << 20,
-        };
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         assert_eq!(adma.describe(&data, 70_000), Ok(3));
         assert_eq!(memory[0], 0x4200_0000_8000_0021);
         assert_eq!(memory[1], 0x4200_8000_8000_0021);
@@ -231,47 +199,24 @@ mod tests {
         assert_eq!(memory[2], 0x4201_0000_1170_0023);
         // 8 descriptors of 32 KiB is all this table holds.
         assert_eq!(adma.describe(&data, 256 * 1024), Ok(8));
-        assert!(matches!(
-            adma.describe(&data, 256 * 1024 + 512),
-            Err(AdmaError::TooLong { .. })
-        ));
+        assert!(matches!(adma.describe(&data, 256 * 1024 + 512), Err(AdmaError::TooLong { .. })));
     }
 
     #[test]
     fn translation_alignment_and_reach_are_checked() {
         let mut memory = vec![0u64; 6];
         // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (hardware.md §2.4).
-        let b0 = BusTranslation {
-            cpu_base: 0,
-            bus_base: 0xc000_0000,
-            size_bytes: 1 << 30,
-        };
+        let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
         let table = buffer(&mut memory, 0x0010_0000);
         let mut adma = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, b0).unwrap();
         assert_eq!(adma.bus_address(), 0xc010_0000);
-        let low = DmaBuffer {
-            cpu_address: 0,
-            physical_address: 0x0020_0000,
-            length_bytes: 4096,
-        };
+        let low = DmaBuffer { cpu_address: 0, physical_address: 0x0020_0000, length_bytes: 4096 };
         assert_eq!(adma.describe(&low, 4096), Ok(1));
         assert_eq!(memory[0], 0xc020_0000_1000_0023);
-        let high = DmaBuffer {
-            physical_address: 0x4000_0000,
-            ..low
-        };
-        assert!(matches!(
-            adma.describe(&high, 4096),
-            Err(AdmaError::Unreachable(_))
-        ));
-        let odd = DmaBuffer {
-            physical_address: 0x0020_0002,
-            ..low
-        };
-        assert!(matches!(
-            adma.describe(&odd, 512),
-            Err(AdmaError::Misaligned { .. })
-        ));
+        let high = DmaBuffer { physical_address: 0x4000_0000, ..low };
+        assert!(matches!(adma.describe(&high, 4096), Err(AdmaError::Unreachable(_))));
+        let odd = DmaBuffer { physical_address: 0x0020_0002, ..low };
+        assert!(matches!(adma.describe(&odd, 512), Err(AdmaError::Misaligned { .. })));
     }
 
     #[test]
@@ -280,11 +225,7 @@ mod tests {
         let table = buffer(&mut memory, 0x1_0000_0000);
         let mut adma =
             DescriptorTable::new(table, AdmaFormat::Adma2Bits64, BusTranslation::IDENTITY).unwrap();
-        let data = DmaBuffer {
-            cpu_address: 0,
-            physical_address: 0x2_0000_0000,
-            length_bytes: 40_960,
-        };
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0x2_0000_0000, length_bytes: 40_960 };
         assert_eq!(adma.describe(&data, 40_960), Ok(2));
         let bytes: std::vec::Vec<u8> = memory.iter().flat_map(|w| w.to_le_bytes()).collect();
         assert_eq!(&bytes[0..4], &0x8000_0021u32.to_le_bytes());

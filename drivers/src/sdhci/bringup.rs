@@ -100,10 +100,7 @@ pub struct BringUpOptions {
 
 impl Default for BringUpOptions {
     fn default() -> Self {
-        BringUpOptions {
-            allow_speed_switch: true,
-            max_clock_hz: None,
-        }
+        BringUpOptions { allow_speed_switch: true, max_clock_hz: None }
     }
 }
 
@@ -139,19 +136,16 @@ pub fn bring_up<R: RegisterIo, P: Platform>(
     board: Option<&dyn BoardSignalling>,
     options: BringUpOptions,
 ) -> Result<CardInfo, SdError> {
+    // Start at 3.3 V whatever the previous owner left (hardware.md §2.5, circle). A board
+    // whose rail cannot be set is used without 1.8 V.
+    let board = board.filter(|board| board.set_io_1v8(false).is_ok());
     let may_switch = board.is_some()
         && host.quirks().can_switch_to_1v8
         && host.capabilities().voltage_1v8()
         && host.capabilities().version.at_least_v3();
-    if let Some(board) = board {
-        // Start at 3.3 V whatever the previous owner left (hardware.md §2.5, circle).
-        board.set_io_1v8(false)?;
-    }
     host.initialize()?;
     if !host.card_detected() {
-        return Err(SdError::NoCard {
-            present_state: host.present_state(),
-        });
+        return Err(SdError::NoCard { present_state: host.present_state() });
     }
     match identify(host, may_switch, board, options) {
         Err(SdError::BoardHook { .. }) | Err(SdError::Command(_)) if may_switch => {
@@ -195,17 +189,10 @@ fn identify<R: RegisterIo, P: Platform>(
             signalling_1v8 = true;
         }
     }
-    let cid = Cid {
-        raw: host
-            .send_command(&Command::all_send_cid(), 0)?
-            .long_register(),
-    };
+    let cid = Cid { raw: host.send_command(&Command::all_send_cid(), 0)?.long_register() };
     let mut rca = 0;
     for _ in 0..2 {
-        rca = (host
-            .send_command(&Command::send_relative_address(), 0)?
-            .short()
-            >> 16) as u16;
+        rca = (host.send_command(&Command::send_relative_address(), 0)?.short() >> 16) as u16;
         if rca != 0 {
             break;
         }
@@ -216,9 +203,7 @@ fn identify<R: RegisterIo, P: Platform>(
             value: 0,
         });
     }
-    let csd_raw = host
-        .send_command(&Command::send_csd(rca), rca)?
-        .long_register();
+    let csd_raw = host.send_command(&Command::send_csd(rca), rca)?.long_register();
     let csd = Csd::decode(csd_raw).map_err(|error| SdError::UnusableCard {
         reason: "reserved CSD_STRUCTURE",
         value: u32::from(error.structure),
@@ -238,27 +223,14 @@ fn identify<R: RegisterIo, P: Platform>(
         .ok()
         .map(|_| SdStatus { bytes: status });
     let timing = select_timing(host, rca, &scr, &csd, signalling_1v8, options)?;
-    let target_hz = options
-        .max_clock_hz
-        .map_or(timing.max_clock_hz(), |cap| cap.min(timing.max_clock_hz()));
+    let target_hz = options.max_clock_hz.map_or(timing.max_clock_hz(), |cap| cap.min(timing.max_clock_hz()));
     let sd_clock_hz = host.set_clock(target_hz)?;
     if matches!(timing, Timing::Sdr104)
         || (timing == Timing::Sdr50 && host.capabilities().sdr50_needs_tuning())
     {
-        if let Err(error) = execute_tuning(host) {
+        if execute_tuning(host).is_err() {
             // Fall back to SDR25, which needs no tuning (SD §4.2.4.5).
-            let _ = error;
-            return finish_with_fallback(
-                host,
-                rca,
-                cid,
-                csd,
-                scr,
-                sd_status,
-                ocr,
-                interface_v2,
-                options,
-            );
+            return finish_with_fallback(host, rca, cid, csd, scr, sd_status, ocr, interface_v2, options);
         }
     }
     Ok(CardInfo {
@@ -300,9 +272,7 @@ fn finish_with_fallback<R: RegisterIo, P: Platform>(
     );
     let target_hz = options
         .max_clock_hz
-        .map_or(Timing::Sdr25.max_clock_hz(), |cap| {
-            cap.min(Timing::Sdr25.max_clock_hz())
-        });
+        .map_or(Timing::Sdr25.max_clock_hz(), |cap| cap.min(Timing::Sdr25.max_clock_hz()));
     let sd_clock_hz = host.set_clock(target_hz)?;
     Ok(CardInfo {
         ocr,
@@ -349,12 +319,8 @@ fn wait_until_ready<R: RegisterIo, P: Platform>(
                     });
                 }
             }
-            Err(SdError::Command(failure))
-                if first && failure.kind == FailureKind::CommandTimeout =>
-            {
-                return Err(SdError::NoCard {
-                    present_state: failure.present_state,
-                });
+            Err(SdError::Command(failure)) if first && failure.kind == FailureKind::CommandTimeout => {
+                return Err(SdError::NoCard { present_state: failure.present_state });
             }
             Err(error) => return Err(error),
         }
@@ -373,10 +339,7 @@ fn switch_to_1v8<R: RegisterIo, P: Platform>(
     let dat_mask = PRESENT_STATE::DAT_LEVEL.mask << PRESENT_STATE::DAT_LEVEL.shift;
     let present = host.present_state();
     if present & dat_mask != 0 {
-        return Err(SdError::UnusableCard {
-            reason: "DAT[3:0] not low after CMD11",
-            value: present,
-        });
+        return Err(SdError::UnusableCard { reason: "DAT[3:0] not low after CMD11", value: present });
     }
     board.set_io_1v8(true)?;
     host.modify_host_control2(0, HOST_CONTROL2::SIGNALING_1V8::SET.value);
@@ -399,10 +362,7 @@ fn switch_to_1v8<R: RegisterIo, P: Platform>(
     Ok(())
 }
 
-fn read_scr<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-    rca: u16,
-) -> Result<Scr, SdError> {
+fn read_scr<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>, rca: u16) -> Result<Scr, SdError> {
     let mut last_error = None;
     for _ in 0..REGISTER_READ_ATTEMPTS {
         let mut bytes = [0u8; 8];
@@ -411,10 +371,7 @@ fn read_scr<R: RegisterIo, P: Platform>(
             Err(error) => last_error = Some(error),
         }
     }
-    Err(last_error.unwrap_or(SdError::UnusableCard {
-        reason: "no SCR",
-        value: 0,
-    }))
+    Err(last_error.unwrap_or(SdError::UnusableCard { reason: "no SCR", value: 0 }))
 }
 
 /// Picks and switches to the fastest timing card and host share (CMD6 §4.3.10; Host Control 1
@@ -438,14 +395,8 @@ fn select_timing<R: RegisterIo, P: Platform>(
     let base_hz = host.base_clock_hz();
     let candidates: &[(Timing, bool)] = if signalling_1v8 {
         &[
-            (
-                Timing::Sdr104,
-                capabilities.sdr104() && base_hz >= 100_000_000,
-            ),
-            (
-                Timing::Sdr50,
-                capabilities.sdr50() && base_hz >= 100_000_000,
-            ),
+            (Timing::Sdr104, capabilities.sdr104() && base_hz >= 100_000_000),
+            (Timing::Sdr50, capabilities.sdr50() && base_hz >= 100_000_000),
             (Timing::Ddr50, capabilities.ddr50()),
             (Timing::Sdr25, true),
         ]
@@ -460,11 +411,7 @@ fn select_timing<R: RegisterIo, P: Platform>(
         return Ok(Timing::DefaultSpeed);
     };
     let function = timing.function() as u32;
-    host.read_register_data(
-        &Command::switch_function(0x80ff_fff0 | function),
-        rca,
-        &mut bytes,
-    )?;
+    host.read_register_data(&Command::switch_function(0x80ff_fff0 | function), rca, &mut bytes)?;
     let result = SwitchStatus { bytes };
     if u32::from(result.group1_selection()) != function {
         return Ok(Timing::DefaultSpeed);
@@ -482,9 +429,7 @@ fn select_timing<R: RegisterIo, P: Platform>(
 }
 
 /// The SDHCI tuning procedure (§2.2.24 Execute Tuning; SD §4.2.4.5 CMD19).
-fn execute_tuning<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-) -> Result<(), SdError> {
+fn execute_tuning<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>) -> Result<(), SdError> {
     let command = Command::send_tuning_block();
     host.modify_host_control2(0, HOST_CONTROL2::EXECUTE_TUNING::SET.value);
     for _ in 0..TUNING_ATTEMPTS {
@@ -498,8 +443,7 @@ fn execute_tuning<R: RegisterIo, P: Platform>(
                 break;
             }
             if status & interrupt::ALL_ERRORS != 0 || deadline.has_passed(host.platform()) {
-                let failure =
-                    host.failure(command, FailureKind::from_interrupt_status(status), status);
+                let failure = host.failure(command, FailureKind::from_interrupt_status(status), status);
                 host.recover(true);
                 return Err(failure.into());
             }

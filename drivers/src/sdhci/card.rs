@@ -102,11 +102,7 @@ impl fmt::Display for CidDisplay<'_> {
         for byte in name {
             write!(f, "{}", ascii(byte))?;
         }
-        write!(
-            f,
-            "\" rev {major}.{minor} serial {:#010x} made {year}-{month:02}",
-            cid.serial_number()
-        )
+        write!(f, "\" rev {major}.{minor} serial {:#010x} made {year}-{month:02}", cid.serial_number())
     }
 }
 
@@ -165,11 +161,7 @@ pub struct CsdError {
 
 impl fmt::Display for CsdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "CSD {:#034x} has reserved CSD_STRUCTURE {}",
-            self.raw, self.structure
-        )
+        write!(f, "CSD {:#034x} has reserved CSD_STRUCTURE {}", self.raw, self.structure)
     }
 }
 
@@ -258,9 +250,7 @@ const SCR_CMD23_SUPPORT: u64 = 1 << 33;
 
 impl Scr {
     pub fn from_bytes(bytes: [u8; 8]) -> Scr {
-        Scr {
-            raw: u64::from_be_bytes(bytes),
-        }
+        Scr { raw: u64::from_be_bytes(bytes) }
     }
 
     /// The physical layer version the card implements, from SD_SPEC, SD_SPEC3, SD_SPEC4 and
@@ -503,9 +493,7 @@ mod tests {
 
     #[test]
     fn cid_of_a_sandisk_sdxc_card() {
-        let cid = Cid {
-            raw: hex128("035344534e35313280fff7b17b015700"),
-        };
+        let cid = Cid { raw: hex128("035344534e35313280fff7b17b015700") };
         assert_eq!(cid.manufacturer_id(), 0x03);
         assert_eq!(&cid.oem_id(), b"SD");
         assert_eq!(&cid.product_name(), b"SN512");
@@ -520,26 +508,20 @@ mod tests {
 
     #[test]
     fn cid_of_an_sdhc_card_and_a_transcend_card() {
-        let cid = Cid {
-            raw: hex128("275048534431364730da89b82900fb61"),
-        };
+        let cid = Cid { raw: hex128("275048534431364730da89b82900fb61") };
         assert_eq!(cid.manufacturer_id(), 0x27);
         assert_eq!(&cid.oem_id(), b"PH");
         assert_eq!(&cid.product_name(), b"SD16G");
         assert_eq!(cid.product_revision(), (3, 0));
         assert_eq!(cid.serial_number(), 0xda89_b829);
         assert_eq!(cid.manufacturing_date(), (2015, 11));
-        let transcend = Cid {
-            raw: hex128("744a605553442020104182bbc7010600"),
-        };
+        let transcend = Cid { raw: hex128("744a605553442020104182bbc7010600") };
         assert_eq!(transcend.manufacturer_id(), 0x74);
         assert_eq!(&transcend.product_name(), b"USD  ");
         assert_eq!(transcend.serial_number(), 1_099_086_791);
         assert_eq!(transcend.product_revision(), (1, 0));
         // A non-printable OID byte (0x60 is printable, so build one that is not).
-        let odd = Cid {
-            raw: 0x0001_0000_0000_0000_0000_0000_0000_0000,
-        };
+        let odd = Cid { raw: 0x0001_0000_0000_0000_0000_0000_0000_0000 };
         assert!(odd.describe().to_string().contains("OEM \"??\""));
     }
 
@@ -548,8 +530,7 @@ mod tests {
         // QEMU's card (hw/sd/sd.c sd_set_cid): MID 0xaa, OID "XY", PNM "QEMU!", PRV 0x01,
         // PSN 0xdeadbeef, MDT 2006-02. The SDHCI response registers hold bits 127:8.
         let register = u128::from_be_bytes([
-            0xaa, b'X', b'Y', b'Q', b'E', b'M', b'U', b'!', 0x01, 0xde, 0xad, 0xbe, 0xef, 0x00,
-            0x62, 0x3f,
+            0xaa, b'X', b'Y', b'Q', b'E', b'M', b'U', b'!', 0x01, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x62, 0x3f,
         ]);
         let response = register >> 8;
         let cid = Cid { raw: response << 8 };
@@ -624,22 +605,16 @@ mod tests {
         assert!(sn512.supports_4_bit_bus());
         assert!(sn512.supports_cmd23());
         assert!(sn512.supports_switch());
-        let sd16g = Scr {
-            raw: 0x0235_8002_0100_0000,
-        };
+        let sd16g = Scr { raw: 0x0235_8002_0100_0000 };
         assert_eq!(sd16g.spec_version(), "3.0x");
         assert!(sd16g.supports_cmd23());
-        let transcend = Scr {
-            raw: 0x0225_8000_0000_0000,
-        };
+        let transcend = Scr { raw: 0x0225_8000_0000_0000 };
         assert_eq!(transcend.spec_version(), "3.0x");
         assert!(!transcend.supports_cmd23());
         // QEMU's SCR (qemu.md §2: 0x02258000 in the first word): spec 3.0x, 1+4 bit, no CMD23.
         let qemu = Scr::from_bytes([0x02, 0x25, 0x80, 0x00, 0, 0, 0, 0]);
         assert_eq!(qemu, transcend);
-        let one_bit_v1 = Scr {
-            raw: 0x0001_0000_0000_0000,
-        };
+        let one_bit_v1 = Scr { raw: 0x0001_0000_0000_0000 };
         assert_eq!(one_bit_v1.spec_version(), "1.0x");
         assert!(!one_bit_v1.supports_4_bit_bus());
         assert!(!one_bit_v1.supports_switch());

@@ -43,13 +43,7 @@ pub struct Command {
 
 impl Command {
     const fn new(index: u8, argument: u32, response: ResponseKind) -> Command {
-        Command {
-            index,
-            application: false,
-            argument,
-            response,
-            data: DataPhase::None,
-        }
+        Command { index, application: false, argument, response, data: DataPhase::None }
     }
 
     const fn with_data(self, data: DataPhase) -> Command {
@@ -57,10 +51,7 @@ impl Command {
     }
 
     const fn application(self) -> Command {
-        Command {
-            application: true,
-            ..self
-        }
+        Command { application: true, ..self }
     }
 
     /// CMD0 GO_IDLE_STATE.
@@ -133,9 +124,7 @@ impl Command {
     }
     /// ACMD13 SD_STATUS: 64 bytes.
     pub const fn sd_status() -> Command {
-        Command::new(13, 0, ResponseKind::R1)
-            .with_data(DataPhase::ReadSingle)
-            .application()
+        Command::new(13, 0, ResponseKind::R1).with_data(DataPhase::ReadSingle).application()
     }
     /// ACMD41 SD_SEND_OP_COND (R3).
     pub const fn send_operating_condition(argument: u32) -> Command {
@@ -143,9 +132,7 @@ impl Command {
     }
     /// ACMD51 SEND_SCR: 8 bytes.
     pub const fn send_scr() -> Command {
-        Command::new(51, 0, ResponseKind::R1)
-            .with_data(DataPhase::ReadSingle)
-            .application()
+        Command::new(51, 0, ResponseKind::R1).with_data(DataPhase::ReadSingle).application()
     }
 
     /// The well-known name, for messages.
@@ -186,11 +173,7 @@ impl Command {
             ResponseKind::R2 => RESPONSE_TYPE::Long136 + CRC_CHECK::SET,
             ResponseKind::R3 => RESPONSE_TYPE::Short48,
         };
-        let kind = if self.index == 12 {
-            COMMAND_TYPE::Abort
-        } else {
-            COMMAND_TYPE::Normal
-        };
+        let kind = if self.index == 12 { COMMAND_TYPE::Abort } else { COMMAND_TYPE::Normal };
         let data = match self.data {
             DataPhase::None => DATA_PRESENT::CLEAR,
             DataPhase::ReadSingle | DataPhase::ReadMultiple => DATA_PRESENT::SET,
@@ -202,13 +185,7 @@ impl Command {
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let prefix = if self.application { "ACMD" } else { "CMD" };
-        write!(
-            f,
-            "{prefix}{} ({}) arg {:#010x}",
-            self.index,
-            self.name(),
-            self.argument
-        )
+        write!(f, "{prefix}{} ({}) arg {:#010x}", self.index, self.name(), self.argument)
     }
 }
 
@@ -223,29 +200,17 @@ mod tests {
         // (SDHCI Table 2-10; index in bits 13:8 of the 16-bit Command register, i.e. 29:24 here.)
         assert_eq!(Command::go_idle().command_field().value, 0x0000_0000);
         // CMD8, R7 = 48-bit with CRC and index checks: 0x081A.
-        assert_eq!(
-            Command::send_interface_condition().command_field().value,
-            0x081a_0000
-        );
+        assert_eq!(Command::send_interface_condition().command_field().value, 0x081a_0000);
         // CMD2, R2 = 136-bit with CRC check only: 0x0209.
         assert_eq!(Command::all_send_cid().command_field().value, 0x0209_0000);
         // ACMD41, R3 = 48-bit, no checks: 0x2902.
-        assert_eq!(
-            Command::send_operating_condition(0).command_field().value,
-            0x2902_0000
-        );
+        assert_eq!(Command::send_operating_condition(0).command_field().value, 0x2902_0000);
         // CMD7, R1b: 0x071B.
         assert_eq!(Command::select_card(1).command_field().value, 0x071b_0000);
         // CMD17 with data: 0x113A.
-        assert_eq!(
-            Command::read_single_block(0).command_field().value,
-            0x113a_0000
-        );
+        assert_eq!(Command::read_single_block(0).command_field().value, 0x113a_0000);
         // CMD12 is an abort command (type 3): 0x0CDB.
-        assert_eq!(
-            Command::stop_transmission().command_field().value,
-            0x0cdb_0000
-        );
+        assert_eq!(Command::stop_transmission().command_field().value, 0x0cdb_0000);
         // ACMD51 reads data: 0x333A.
         assert_eq!(Command::send_scr().command_field().value, 0x333a_0000);
     }
@@ -264,9 +229,6 @@ mod tests {
             Command::send_operating_condition(0x40ff_8000).to_string(),
             "ACMD41 (SD_SEND_OP_COND) arg 0x40ff8000"
         );
-        assert_eq!(
-            Command::set_block_count(8).to_string(),
-            "CMD23 (SET_BLOCK_COUNT) arg 0x00000008"
-        );
+        assert_eq!(Command::set_block_count(8).to_string(), "CMD23 (SET_BLOCK_COUNT) arg 0x00000008");
     }
 }

@@ -158,10 +158,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 (MAX_BLOCKS_PER_COMMAND * BLOCK_BYTES) as usize,
                 AdmaFormat::Adma2Bits64,
             );
-            let table = host
-                .platform()
-                .allocate_dma(bytes, 4096)
-                .map_err(DeviceSetupError::Dma)?;
+            let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
             let translation = host.dma_translation();
             adma = Some(
                 match DescriptorTable::new(table, format, translation) {
@@ -230,14 +227,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
         let address = self.data_address(request.lba + u64::from(first_block));
         let multi = blocks > 1;
-        let command = if multi {
-            Command::read_multiple_block(address)
-        } else {
-            Command::read_single_block(address)
-        };
+        let command =
+            if multi { Command::read_multiple_block(address) } else { Command::read_single_block(address) };
         if multi && self.use_cmd23 {
-            self.host
-                .send_command(&Command::set_block_count(blocks), self.card.rca)?;
+            self.host.send_command(&Command::set_block_count(blocks), self.card.rca)?;
         }
         use TRANSFER_MODE_COMMAND::*;
         let mut mode = READ::SET + BLOCK_COUNT_ENABLE::SET;
@@ -261,17 +254,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                     AdmaFormat::Adma2Bits64 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_64,
                 };
                 let control = self.host.read(offsets::HOST_CONTROL_POWER);
-                let select_mask =
-                    HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
-                self.host.write(
-                    offsets::HOST_CONTROL_POWER,
-                    (control & !select_mask) | select.value,
-                );
-                self.host
-                    .write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
+                let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
+                self.host.write(offsets::HOST_CONTROL_POWER, (control & !select_mask) | select.value);
+                self.host.write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
                 if table.format() == AdmaFormat::Adma2Bits64 {
-                    self.host
-                        .write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
+                    self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
                 }
                 if let Some(data) = slice {
                     // Nothing of the CPU's may be written back over what the device writes.
@@ -283,11 +270,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         self.host.issue(&command, mode.value, BLOCK_BYTES, blocks)?;
         self.host.wait_command_complete(&command)?;
-        let budget_us = if dma {
-            BLOCK_TIMEOUT_US + u64::from(blocks) * DMA_PER_BLOCK_US
-        } else {
-            BLOCK_TIMEOUT_US
-        };
+        let budget_us =
+            if dma { BLOCK_TIMEOUT_US + u64::from(blocks) * DMA_PER_BLOCK_US } else { BLOCK_TIMEOUT_US };
         Ok(ActiveCommand {
             command,
             first_block,
@@ -327,10 +311,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         // condition B). Errors here do not matter; the retry or the failure report follows.
         let rca = self.card.rca;
         if let Ok(response) = self.host.send_command(&Command::send_status(rca), rca) {
-            if matches!(
-                CardStatus(response.short()).state(),
-                CardState::SendingData | CardState::ReceiveData
-            ) {
+            if matches!(CardStatus(response.short()).state(), CardState::SendingData | CardState::ReceiveData)
+            {
                 let _ = self.host.send_command(&Command::stop_transmission(), rca);
             }
         }
@@ -340,27 +322,15 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     fn fail(&mut self, request: Request, error: SdError, attempts: u32) {
         let error = match error {
-            SdError::Command(failure) => SdError::Command(CommandFailure {
-                attempts,
-                ..failure
-            }),
+            SdError::Command(failure) => SdError::Command(CommandFailure { attempts, ..failure }),
             other => other,
         };
         self.last_error = Some(error);
-        self.state = State::Done(Completion {
-            tag: request.tag,
-            result: Err(error.io_error()),
-        });
+        self.state = State::Done(Completion { tag: request.tag, result: Err(error.io_error()) });
     }
 
     /// A data-phase failure of the running command.
-    fn data_failure(
-        &mut self,
-        request: Request,
-        active: ActiveCommand,
-        kind: FailureKind,
-        status: u32,
-    ) {
+    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, status: u32) {
         let mut failure = self.host.failure(active.command, kind, status);
         failure.blocks_done = active.blocks_done;
         failure.blocks = active.blocks;
@@ -386,8 +356,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 match self.host.read_block_if_ready(bytes) {
                     Ok(true) => {
                         active.blocks_done += 1;
-                        active.deadline =
-                            Deadline::after_us(self.host.platform(), BLOCK_TIMEOUT_US);
+                        active.deadline = Deadline::after_us(self.host.platform(), BLOCK_TIMEOUT_US);
                     }
                     Ok(false) => break,
                     Err(status) => {
@@ -402,8 +371,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             let kind = FailureKind::from_interrupt_status(status);
             return self.data_failure(request, active, kind, status);
         }
-        let finished = status & interrupt::TRANSFER_COMPLETE != 0
-            && (active.dma || active.blocks_done == active.blocks);
+        let finished =
+            status & interrupt::TRANSFER_COMPLETE != 0 && (active.dma || active.blocks_done == active.blocks);
         if !finished {
             if active.deadline.has_passed(self.host.platform()) {
                 return self.data_failure(request, active, FailureKind::NoCompletion, status);
@@ -411,15 +380,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             self.state = State::Running(request, active);
             return;
         }
-        self.host
-            .write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
+        self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
         if active.dma {
             active.blocks_done = active.blocks;
             let offset = (active.first_block * BLOCK_BYTES) as usize;
-            if let Some(data) = request
-                .buffer
-                .slice(offset, (active.blocks * BLOCK_BYTES) as usize)
-            {
+            if let Some(data) = request.buffer.slice(offset, (active.blocks * BLOCK_BYTES) as usize) {
                 self.host.platform().invalidate_for_cpu(&data);
             }
         }
@@ -427,10 +392,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         if next_block < request.block_count {
             self.start_with_retries(request, next_block, 1);
         } else {
-            self.state = State::Done(Completion {
-                tag: request.tag,
-                result: Ok(()),
-            });
+            self.state = State::Done(Completion { tag: request.tag, result: Ok(()) });
         }
     }
 
@@ -443,25 +405,18 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         buffer: DmaBuffer,
         timeout_us: u64,
     ) -> Result<(), ReadError> {
-        let request = Request {
-            tag: 0,
-            operation: Operation::Read,
-            lba,
-            block_count,
-            buffer,
-        };
-        self.submit(request)
-            .map_err(|(_, error)| ReadError::Refused(error))?;
+        let request = Request { tag: 0, operation: Operation::Read, lba, block_count, buffer };
+        self.submit(request).map_err(|(_, error)| ReadError::Refused(error))?;
         self.kick();
         let deadline = Deadline::after_us(self.host.platform(), timeout_us);
         let mut completions = [Completion::default()];
         loop {
             if self.poll(&mut completions) == 1 {
                 return completions[0].result.map_err(|_| {
-                    ReadError::Failed(self.last_error.unwrap_or(SdError::UnusableCard {
-                        reason: "unknown failure",
-                        value: 0,
-                    }))
+                    ReadError::Failed(
+                        self.last_error
+                            .unwrap_or(SdError::UnusableCard { reason: "unknown failure", value: 0 }),
+                    )
                 });
             }
             if deadline.has_passed(self.host.platform()) {

@@ -48,8 +48,7 @@ impl FailureKind {
     pub fn from_interrupt_status(status: u32) -> FailureKind {
         if status & interrupt::COMMAND_TIMEOUT != 0 {
             FailureKind::CommandTimeout
-        } else if status
-            & (interrupt::COMMAND_CRC | interrupt::COMMAND_END_BIT | interrupt::COMMAND_INDEX)
+        } else if status & (interrupt::COMMAND_CRC | interrupt::COMMAND_END_BIT | interrupt::COMMAND_INDEX)
             != 0
         {
             FailureKind::CommandLine
@@ -176,26 +175,13 @@ impl SdError {
     pub fn io_error(&self) -> IoError {
         match self {
             SdError::Command(failure) => failure.io_error(),
-            SdError::Controller { value, .. } => IoError {
-                kind: IoErrorKind::Timeout,
-                code: *value,
-            },
-            SdError::NoCard { present_state } => IoError {
-                kind: IoErrorKind::Timeout,
-                code: *present_state,
-            },
-            SdError::UnusableCard { value, .. } | SdError::UnusableHost { value, .. } => IoError {
-                kind: IoErrorKind::Protocol,
-                code: *value,
-            },
-            SdError::Clock(error) => IoError {
-                kind: IoErrorKind::Protocol,
-                code: error.target_hz,
-            },
-            SdError::BoardHook { code, .. } => IoError {
-                kind: IoErrorKind::Transfer,
-                code: *code,
-            },
+            SdError::Controller { value, .. } => IoError { kind: IoErrorKind::Timeout, code: *value },
+            SdError::NoCard { present_state } => IoError { kind: IoErrorKind::Timeout, code: *present_state },
+            SdError::UnusableCard { value, .. } | SdError::UnusableHost { value, .. } => {
+                IoError { kind: IoErrorKind::Protocol, code: *value }
+            }
+            SdError::Clock(error) => IoError { kind: IoErrorKind::Protocol, code: error.target_hz },
+            SdError::BoardHook { code, .. } => IoError { kind: IoErrorKind::Transfer, code: *code },
         }
     }
 }

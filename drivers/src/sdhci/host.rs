@@ -94,13 +94,7 @@ impl HostCapabilities {
 
 impl fmt::Display for HostCapabilities {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "SDHCI {}, caps {:#010x}/{:#010x}: ",
-            self.version.name(),
-            self.low,
-            self.high
-        )?;
+        write!(f, "SDHCI {}, caps {:#010x}/{:#010x}: ", self.version.name(), self.low, self.high)?;
         match self.base_clock_hz() {
             Some(hz) => write!(f, "base clock {} MHz", hz / 1_000_000)?,
             None => write!(f, "base clock not given")?,
@@ -189,20 +183,16 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         base_clock_hz: Option<u32>,
         dma: BusTranslation,
     ) -> Result<Self, SdError> {
-        let version =
-            SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
+        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
         let capabilities = HostCapabilities {
             low: registers.read32(offsets::CAPABILITIES),
             high: registers.read32(offsets::CAPABILITIES_HIGH),
             version,
         };
-        let base_clock_hz =
-            base_clock_hz
-                .or(capabilities.base_clock_hz())
-                .ok_or(SdError::UnusableHost {
-                    reason: "no base clock: capabilities give none and no other source",
-                    value: capabilities.low,
-                })?;
+        let base_clock_hz = base_clock_hz.or(capabilities.base_clock_hz()).ok_or(SdError::UnusableHost {
+            reason: "no base clock: capabilities give none and no other source",
+            value: capabilities.low,
+        })?;
         Ok(SdhciHost {
             registers,
             platform,
@@ -231,10 +221,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.platform
     }
     pub fn bus_mode(&self) -> BusMode {
-        BusMode {
-            width_bits: self.bus_width_bits,
-            sd_clock_hz: self.sd_clock_hz,
-        }
+        BusMode { width_bits: self.bus_width_bits, sd_clock_hz: self.sd_clock_hz }
     }
 
     pub fn read(&self, offset: usize) -> u32 {
@@ -246,11 +233,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.registers.write32(offset, value);
         let clocks = self.quirks.slow_clock_write_spacing_clocks;
         if clocks > 0 && offset != offsets::BUFFER_DATA_PORT {
-            let clock_hz = if self.sd_clock_hz == 0 {
-                IDENTIFICATION_CLOCK_HZ
-            } else {
-                self.sd_clock_hz
-            };
+            let clock_hz = if self.sd_clock_hz == 0 { IDENTIFICATION_CLOCK_HZ } else { self.sd_clock_hz };
             if clock_hz <= IDENTIFICATION_CLOCK_HZ {
                 let spacing_us = (u64::from(clocks) * 1_000_000).div_ceil(u64::from(clock_hz));
                 self.platform.delay_us(spacing_us);
@@ -346,36 +329,22 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         };
         // Power Control is bits 15:8 of the word: voltage first, then power (§3.3 steps 2-3).
         self.modify(offsets::HOST_CONTROL_POWER, 0xff00, voltage.value);
-        self.modify(
-            offsets::HOST_CONTROL_POWER,
-            0xff00,
-            (voltage + BUS_POWER::SET).value,
-        );
+        self.modify(offsets::HOST_CONTROL_POWER, 0xff00, (voltage + BUS_POWER::SET).value);
         self.platform.delay_us(POWER_RAMP_US);
         Ok(())
     }
 
     /// Switches bus power off (before a card power cycle).
     pub fn power_off(&mut self) {
-        self.modify(
-            offsets::HOST_CONTROL_POWER,
-            HOST_CONTROL_POWER::BUS_POWER::SET.value,
-            0,
-        );
+        self.modify(offsets::HOST_CONTROL_POWER, HOST_CONTROL_POWER::BUS_POWER::SET.value, 0);
     }
 
     /// Sets SDCLK to the fastest frequency not above `target_hz` (§3.2.1, §3.2.3): SD clock
     /// off, divider, internal clock on, wait for stable, SD clock on. Returns the frequency.
     pub fn set_clock(&mut self, target_hz: u32) -> Result<u32, SdError> {
         use CLOCK_TIMEOUT_RESET::*;
-        let ClockSetting {
-            divider_field,
-            sd_clock_hz,
-        } = divider_for(
-            self.base_clock_hz,
-            target_hz,
-            self.capabilities.version.at_least_v3(),
-        )?;
+        let ClockSetting { divider_field, sd_clock_hz } =
+            divider_for(self.base_clock_hz, target_hz, self.capabilities.version.at_least_v3())?;
         self.stop_sd_clock();
         let divider = u32::from(divider_field);
         let clock = DIVIDER_LOW.val(divider & 0xff)
@@ -419,22 +388,14 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
 
     /// Host Control 1 Data Transfer Width (§2.2.10).
     pub fn set_bus_width_4_bit(&mut self) {
-        self.modify(
-            offsets::HOST_CONTROL_POWER,
-            0,
-            HOST_CONTROL_POWER::DATA_WIDTH_4_BIT::SET.value,
-        );
+        self.modify(offsets::HOST_CONTROL_POWER, 0, HOST_CONTROL_POWER::DATA_WIDTH_4_BIT::SET.value);
         self.bus_width_bits = 4;
     }
 
     /// Host Control 1 High Speed Enable, unless the quirks forbid the bit (BCM2835 Arasan).
     pub fn set_high_speed(&mut self) {
         if !self.quirks.no_high_speed_bit {
-            self.modify(
-                offsets::HOST_CONTROL_POWER,
-                0,
-                HOST_CONTROL_POWER::HIGH_SPEED_ENABLE::SET.value,
-            );
+            self.modify(offsets::HOST_CONTROL_POWER, 0, HOST_CONTROL_POWER::HIGH_SPEED_ENABLE::SET.value);
         }
     }
 
@@ -442,10 +403,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     /// Status) is read-only, so it is written back as zero.
     pub fn modify_host_control2(&mut self, clear: u32, set: u32) {
         let value = self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2) & 0xffff_0000;
-        self.write(
-            offsets::AUTO_CMD_ERROR_HOST_CONTROL2,
-            (value & !clear) | set,
-        );
+        self.write(offsets::AUTO_CMD_ERROR_HOST_CONTROL2, (value & !clear) | set);
     }
 
     pub fn host_control2(&self) -> LocalRegisterCopy<u32, HOST_CONTROL2::Register> {
@@ -495,14 +453,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if uses_data_line {
             mask |= PRESENT_STATE::DATA_INHIBIT::SET.value;
         }
-        self.wait_for(
-            offsets::PRESENT_STATE,
-            mask,
-            0,
-            COMMAND_TIMEOUT_US,
-            "command/data inhibit to clear",
-        )
-        .map(|_| ())
+        self.wait_for(offsets::PRESENT_STATE, mask, 0, COMMAND_TIMEOUT_US, "command/data inhibit to clear")
+            .map(|_| ())
     }
 
     /// Writes block size/count, argument, then transfer mode and command as one word (the
@@ -514,15 +466,11 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         block_bytes: u32,
         blocks: u32,
     ) -> Result<(), SdError> {
-        let uses_data_line =
-            command.data != DataPhase::None || command.response == ResponseKind::R1b;
+        let uses_data_line = command.data != DataPhase::None || command.response == ResponseKind::R1b;
         self.wait_until_idle(uses_data_line)?;
         self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
         if command.data != DataPhase::None {
-            self.write(
-                offsets::BLOCK_SIZE_COUNT,
-                (blocks << 16) | (block_bytes & 0xfff),
-            );
+            self.write(offsets::BLOCK_SIZE_COUNT, (blocks << 16) | (block_bytes & 0xfff));
         }
         self.write(offsets::ARGUMENT, command.argument);
         self.write(
@@ -537,8 +485,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
         let status = loop {
             let status = self.read(offsets::INTERRUPT_STATUS);
-            if status
-                & (interrupt::COMMAND_COMPLETE | interrupt::ERROR_INTERRUPT | interrupt::ALL_ERRORS)
+            if status & (interrupt::COMMAND_COMPLETE | interrupt::ERROR_INTERRUPT | interrupt::ALL_ERRORS)
                 != 0
             {
                 break status;
@@ -555,8 +502,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             core::hint::spin_loop();
         };
         if status & interrupt::ALL_ERRORS != 0 {
-            let failure =
-                self.failure(*command, FailureKind::from_interrupt_status(status), status);
+            let failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
             self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
             return Err(failure.into());
         }
@@ -609,8 +555,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         loop {
             let status = self.read(offsets::INTERRUPT_STATUS);
             if status & interrupt::ALL_ERRORS != 0 {
-                let mut failure =
-                    self.failure(*command, FailureKind::from_interrupt_status(status), status);
+                let mut failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
                 failure.blocks_done = blocks_done;
                 failure.blocks = blocks;
                 self.recover(true);
@@ -643,12 +588,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
         self.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_READ_READY);
         for chunk in out.chunks_exact_mut(4) {
-            chunk.copy_from_slice(
-                &self
-                    .registers
-                    .read32(offsets::BUFFER_DATA_PORT)
-                    .to_le_bytes(),
-            );
+            chunk.copy_from_slice(&self.registers.read32(offsets::BUFFER_DATA_PORT).to_le_bytes());
         }
         Ok(true)
     }

@@ -62,21 +62,13 @@ pub const ARASAN_EMMC: HostQuirks = HostQuirks {
     name: "Arasan EMMC (BCM2835/2837/2711 legacy)",
     access_32_bit_only: true,
     slow_clock_write_spacing_clocks: 4,
-    base_clock: BaseClockSource::Mailbox {
-        clock_id: 1,
-        fallback_hz: 100_000_000,
-    },
+    base_clock: BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 100_000_000 },
     firmware_power_device: Some(0),
     broken_card_detect: true,
     no_high_speed_bit: true,
     can_switch_to_1v8: false,
     min_clock_hz: 100_000,
-    pins: Some(PinRouting {
-        first_pin: 48,
-        last_pin: 53,
-        function_bits: 0b111,
-        input_first: true,
-    }),
+    pins: Some(PinRouting { first_pin: 48, last_pin: 53, function_bits: 0b111, input_first: true }),
     config_block_offset: None,
 };
 
@@ -86,10 +78,7 @@ pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     name: "BCM2711 EMMC2",
     access_32_bit_only: true,
     slow_clock_write_spacing_clocks: 4,
-    base_clock: BaseClockSource::Mailbox {
-        clock_id: 12,
-        fallback_hz: 100_000_000,
-    },
+    base_clock: BaseClockSource::Mailbox { clock_id: 12, fallback_hz: 100_000_000 },
     firmware_power_device: Some(0),
     broken_card_detect: true,
     no_high_speed_bit: false,
@@ -105,10 +94,7 @@ pub const BCM2712_SDHCI: HostQuirks = HostQuirks {
     name: "BCM2712 SDHCI",
     access_32_bit_only: false,
     slow_clock_write_spacing_clocks: 0,
-    base_clock: BaseClockSource::Mailbox {
-        clock_id: 1,
-        fallback_hz: 200_000_000,
-    },
+    base_clock: BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 200_000_000 },
     firmware_power_device: None,
     broken_card_detect: false,
     no_high_speed_bit: false,
@@ -155,15 +141,9 @@ mod tests {
         // Clock IDs: EMMC = 1, EMMC2 = 12 (hardware.md §2.2).
         assert_eq!(
             ARASAN_EMMC.base_clock,
-            BaseClockSource::Mailbox {
-                clock_id: 1,
-                fallback_hz: 100_000_000
-            }
+            BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 100_000_000 }
         );
-        assert!(matches!(
-            BCM2711_EMMC2.base_clock,
-            BaseClockSource::Mailbox { clock_id: 12, .. }
-        ));
+        assert!(matches!(BCM2711_EMMC2.base_clock, BaseClockSource::Mailbox { clock_id: 12, .. }));
         assert_eq!(GENERIC_PCI.base_clock, BaseClockSource::Capabilities);
         // Only Pi ≤ 4 hosts are powered through the firmware.
         assert_eq!(ARASAN_EMMC.firmware_power_device, Some(0));
@@ -174,10 +154,7 @@ mod tests {
         const { assert!(!GENERIC_PCI.can_switch_to_1v8) };
         // The Arasan is the one behind the GPIO 48-53 mux, ALT3, inputs first for QEMU.
         let pins = ARASAN_EMMC.pins.unwrap();
-        assert_eq!(
-            (pins.first_pin, pins.last_pin, pins.function_bits),
-            (48, 53, 0b111)
-        );
+        assert_eq!((pins.first_pin, pins.last_pin, pins.function_bits), (48, 53, 0b111));
         assert!(pins.input_first);
         assert!(BCM2711_EMMC2.pins.is_none());
         assert_eq!(BCM2712_SDHCI.config_block_offset, Some(0x400));

@@ -23,9 +23,7 @@ pub struct TestClock {
 
 impl TestClock {
     pub fn new() -> Self {
-        TestClock {
-            ticks: Cell::new(0),
-        }
+        TestClock { ticks: Cell::new(0) }
     }
 }
 
@@ -177,8 +175,8 @@ impl SimCard {
             accepts_1v8: false,
             busy_polls: 1,
             cid: u128::from_be_bytes([
-                0xaa, b'X', b'Y', b'Q', b'E', b'M', b'U', b'!', 0x01, 0xde, 0xad, 0xbe, 0xef, 0x00,
-                0x62, 0x3f,
+                0xaa, b'X', b'Y', b'Q', b'E', b'M', b'U', b'!', 0x01, 0xde, 0xad, 0xbe, 0xef, 0x00, 0x62,
+                0x3f,
             ]),
             csd,
             scr: [0x02, 0x25, 0x80, 0x00, 0, 0, 0, 0],
@@ -311,12 +309,7 @@ impl<'a> SimHost<'a> {
 
     /// Commands seen, by index (ACMDs appear after their CMD55).
     pub fn command_indices(&self) -> Vec<u8> {
-        self.state
-            .borrow()
-            .log
-            .iter()
-            .map(|(index, _, _)| *index)
-            .collect()
+        self.state.borrow().log.iter().map(|(index, _, _)| *index).collect()
     }
 }
 
@@ -374,9 +367,10 @@ impl SimState {
     }
 
     fn take_injection(&mut self, index: u8, data: bool) -> Option<Injection> {
-        let position = self.injections.iter().position(|i| {
-            i.command_index == index && i.times > 0 && (i.at != InjectAt::Command) == data
-        })?;
+        let position = self
+            .injections
+            .iter()
+            .position(|i| i.command_index == index && i.times > 0 && (i.at != InjectAt::Command) == data)?;
         self.injections[position].times -= 1;
         Some(self.injections[position])
     }
@@ -392,11 +386,7 @@ impl SimState {
         self.app_command = false;
         if !self.card.present || self.register(offsets::HOST_CONTROL_POWER) & 0x100 == 0 {
             // A command without response "completes" with nobody listening.
-            self.raise(if index == 0 {
-                interrupt::COMMAND_COMPLETE
-            } else {
-                interrupt::COMMAND_TIMEOUT
-            });
+            self.raise(if index == 0 { interrupt::COMMAND_COMPLETE } else { interrupt::COMMAND_TIMEOUT });
             return;
         }
         if let Some(injection) = self.take_injection(index, false) {
@@ -469,17 +459,12 @@ impl SimState {
                 Source::Bytes(vec![0x5a; 64])
             }
             (false, 17 | 18) => {
-                let sector = if self.card.block_addressed {
-                    u64::from(argument)
-                } else {
-                    u64::from(argument) / 512
-                };
+                let sector =
+                    if self.card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
                 if let Some(count) = self.block_count_from_cmd23.take() {
                     blocks = count;
                 }
-                Source::Sectors {
-                    first_sector: sector,
-                }
+                Source::Sectors { first_sector: sector }
             }
             _ => return,
         };
@@ -509,10 +494,7 @@ impl SimState {
                 let mut out = vec![0u8; transfer.block_bytes];
                 for (i, chunk) in out.chunks_mut(512).enumerate() {
                     let mut sector = [0u8; 512];
-                    blockdev::pattern::fill_sector(
-                        first_sector + u64::from(block) + i as u64,
-                        &mut sector,
-                    );
+                    blockdev::pattern::fill_sector(first_sector + u64::from(block) + i as u64, &mut sector);
                     chunk.copy_from_slice(&sector[..chunk.len()]);
                 }
                 out
@@ -543,9 +525,11 @@ impl SimState {
                 }
                 _ => {
                     // Not yet: put it back for a later block.
-                    if let Some(i) = self.injections.iter_mut().find(|i| {
-                        i.command_index == injection.command_index && i.at == injection.at
-                    }) {
+                    if let Some(i) = self
+                        .injections
+                        .iter_mut()
+                        .find(|i| i.command_index == injection.command_index && i.at == injection.at)
+                    {
                         i.times += 1;
                     }
                 }
@@ -615,11 +599,7 @@ impl SimState {
                 u64::from(u32::from_le_bytes(entry[4..8].try_into().unwrap()))
             };
             assert_eq!(attributes & 1, 1, "descriptor not valid");
-            assert_eq!(
-                (attributes >> 4) & 0b11,
-                0b10,
-                "descriptor action is not Tran"
-            );
+            assert_eq!((attributes >> 4) & 0b11, 0b10, "descriptor action is not Tran");
             let length = if length == 0 { 65_536 } else { length };
             let chunk = length.min(total - written);
             let Some(target) = platform.cpu_pointer(address, chunk) else {
@@ -647,9 +627,7 @@ impl SimState {
                 self.acmd41_polls = 0;
                 None
             }
-            (false, 8) => card
-                .answers_cmd8
-                .then_some(Response::Short(argument & 0xfff)),
+            (false, 8) => card.answers_cmd8.then_some(Response::Short(argument & 0xfff)),
             (_, 55) => {
                 let status = self.card_status() | 1 << 5;
                 self.app_command = true;
@@ -709,11 +687,8 @@ impl SimState {
                 Some(Response::Short(self.card_status()))
             }
             (false, 17 | 18) => {
-                let sector = if card.block_addressed {
-                    u64::from(argument)
-                } else {
-                    u64::from(argument) / 512
-                };
+                let sector =
+                    if card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
                 if sector * 512 >= card.capacity_bytes {
                     return Some(Response::Short(self.card_status() | 1 << 31));
                 }
@@ -773,11 +748,8 @@ impl RegisterIo for SimHost<'_> {
                 let resets = value >> 24;
                 let mut value = value & 0x00ff_ffff;
                 if resets & 1 != 0 {
-                    let keep = [
-                        offsets::CAPABILITIES,
-                        offsets::CAPABILITIES_HIGH,
-                        offsets::SLOT_STATUS_VERSION,
-                    ];
+                    let keep =
+                        [offsets::CAPABILITIES, offsets::CAPABILITIES_HIGH, offsets::SLOT_STATUS_VERSION];
                     for (i, register) in state.registers.iter_mut().enumerate() {
                         if !keep.contains(&(i * 4)) {
                             *register = 0;
@@ -806,11 +778,8 @@ impl RegisterIo for SimHost<'_> {
             }
             offsets::INTERRUPT_STATUS => {
                 let status = state.register(offsets::INTERRUPT_STATUS) & !value;
-                let status = if status & 0xffff_0000 == 0 {
-                    status & !interrupt::ERROR_INTERRUPT
-                } else {
-                    status
-                };
+                let status =
+                    if status & 0xffff_0000 == 0 { status & !interrupt::ERROR_INTERRUPT } else { status };
                 state.registers[index] = status;
             }
             offsets::AUTO_CMD_ERROR_HOST_CONTROL2 => {

@@ -34,11 +34,7 @@ fn platform(bytes: usize) -> &'static TestPlatform {
     Box::leak(Box::new(TestPlatform::new(bytes)))
 }
 
-fn sim(
-    platform: &'static TestPlatform,
-    caps: (u32, u32),
-    card: SimCard,
-) -> &'static SimHost<'static> {
+fn sim(platform: &'static TestPlatform, caps: (u32, u32), card: SimCard) -> &'static SimHost<'static> {
     Box::leak(Box::new(SimHost::new(platform, caps, RASPI_VERSION, card)))
 }
 
@@ -50,14 +46,7 @@ fn host(
     quirks: &'static HostQuirks,
     base_clock_hz: Option<u32>,
 ) -> Host {
-    SdhciHost::new(
-        sim,
-        platform,
-        quirks,
-        base_clock_hz,
-        BusTranslation::IDENTITY,
-    )
-    .unwrap()
+    SdhciHost::new(sim, platform, quirks, base_clock_hz, BusTranslation::IDENTITY).unwrap()
 }
 
 fn card_device(
@@ -76,13 +65,7 @@ fn read(
     blocks: u32,
 ) -> (Completion, DmaBuffer) {
     let buffer = platform.allocate_dma(blocks as usize * 512, 4096).unwrap();
-    let request = Request {
-        tag: 42,
-        operation: Operation::Read,
-        lba,
-        block_count: blocks,
-        buffer,
-    };
+    let request = Request { tag: 42, operation: Operation::Read, lba, block_count: blocks, buffer };
     device.submit(request).unwrap();
     device.kick();
     let mut completions = [Completion::default(); 2];
@@ -121,18 +104,11 @@ fn arasan_bring_up_of_qemus_sdsc_card_with_write_spacing() {
     // Identification order (SD §4.2): CMD0, CMD8, CMD55+ACMD41 (busy once), CMD2, CMD3, CMD9,
     // CMD7, CMD16 (SDSC), ACMD51, ACMD6, ACMD13, CMD6 check, CMD6 switch.
     let indices: Vec<u8> = state.log.iter().map(|(i, _, _)| *i).collect();
-    assert_eq!(
-        indices,
-        [0, 8, 55, 41, 55, 41, 2, 3, 9, 7, 16, 55, 51, 55, 6, 55, 13, 6, 6]
-    );
+    assert_eq!(indices, [0, 8, 55, 41, 55, 41, 2, 3, 9, 7, 16, 55, 51, 55, 6, 55, 13, 6, 6]);
     // ACMD41 asked for SDHC support but not 1.8 V (the Arasan cannot switch).
     assert_eq!(state.log[3].1, 0x50ff_8000);
     // Quirk: at ≤ 400 kHz every register write is followed by ≥ 4 SD clocks (≈ 10 µs).
-    assert!(
-        state.min_slow_write_gap_ns >= 10_000,
-        "gap {} ns",
-        state.min_slow_write_gap_ns
-    );
+    assert!(state.min_slow_write_gap_ns >= 10_000, "gap {} ns", state.min_slow_write_gap_ns);
     assert!(!state.sdma_address_written);
     // No HISPD bit on the BCM2835 Arasan; 4-bit bus set.
     assert_eq!(state.registers[0x28 / 4] & 0b110, 0b010);
@@ -172,12 +148,8 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
     }
     let state = sim.state.borrow();
     // SDSC cards take byte addresses; single blocks use CMD17, several CMD18 with auto-CMD12.
-    let reads: Vec<(u8, u32, u16)> = state
-        .log
-        .iter()
-        .copied()
-        .filter(|(i, _, _)| matches!(i, 17 | 18))
-        .collect();
+    let reads: Vec<(u8, u32, u16)> =
+        state.log.iter().copied().filter(|(i, _, _)| matches!(i, 17 | 18)).collect();
     assert_eq!(reads[0], (17, 0, 0x0012));
     assert_eq!(reads[1], (18, 0, 0x0036));
     assert_eq!(reads[2].1 as u64, last * 512);
@@ -190,10 +162,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
-    assert_eq!(
-        device.transfer_mode(),
-        TransferMode::Adma2(AdmaFormat::Adma2Bits32)
-    );
+    assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
     let invalidates_before = platform.invalidates.get();
     let (completion, buffer) = read(&mut device, platform, 5_000_000, 2048);
     assert_eq!(completion.result, Ok(()));
@@ -206,13 +175,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     // A buffer ADMA2 cannot use (misaligned) goes by PIO instead of failing.
     let aligned = platform.allocate_dma(4 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 4 * 512).unwrap();
-    let request = Request {
-        tag: 7,
-        operation: Operation::Read,
-        lba: 10,
-        block_count: 4,
-        buffer: odd,
-    };
+    let request = Request { tag: 7, operation: Operation::Read, lba: 10, block_count: 4, buffer: odd };
     device.submit(request).unwrap();
     device.kick();
     let mut completions = [Completion::default()];
@@ -246,12 +209,8 @@ fn requests_above_65535_blocks_are_split() {
     assert_eq!(completion.result, Ok(()));
     assert_pattern(&buffer, 1000);
     let state = sim.state.borrow();
-    let reads: Vec<u32> = state
-        .log
-        .iter()
-        .filter(|(i, _, _)| *i == 18)
-        .map(|(_, argument, _)| *argument)
-        .collect();
+    let reads: Vec<u32> =
+        state.log.iter().filter(|(i, _, _)| *i == 18).map(|(_, argument, _)| *argument).collect();
     assert_eq!(reads, [1000, 1000 + MAX_BLOCKS_PER_COMMAND]);
 }
 
@@ -303,21 +262,10 @@ fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
     let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
-    sim.inject(Injection {
-        command_index: 18,
-        error_bits,
-        at,
-        times: 100,
-    });
+    sim.inject(Injection { command_index: 18, error_bits, at, times: 100 });
     let (completion, _) = read(&mut device, platform, 300, 16);
     let error = device.last_error().expect("the failure is kept");
-    let attempts = sim
-        .state
-        .borrow()
-        .log
-        .iter()
-        .filter(|(i, _, _)| *i == 18)
-        .count() as u32;
+    let attempts = sim.state.borrow().log.iter().filter(|(i, _, _)| *i == 18).count() as u32;
     // The device is usable again after the failure.
     sim.state.borrow_mut().injections.clear();
     let (after, buffer) = read(&mut device, platform, 301, 3);
@@ -328,8 +276,7 @@ fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
 
 #[test]
 fn a_persistent_data_crc_error_fails_the_request_after_bounded_retries() {
-    let (completion, error, attempts) =
-        failing_read(interrupt::DATA_CRC, InjectAt::Data { after_blocks: 3 });
+    let (completion, error, attempts) = failing_read(interrupt::DATA_CRC, InjectAt::Data { after_blocks: 3 });
     assert_eq!(attempts, super::device::MAX_ATTEMPTS);
     let io = completion.result.unwrap_err();
     assert_eq!(io.kind, IoErrorKind::Crc);
@@ -342,29 +289,20 @@ fn a_persistent_data_crc_error_fails_the_request_after_bounded_retries() {
     assert_eq!((failure.blocks_done, failure.blocks), (3, 16));
     assert_eq!(failure.attempts, 3);
     let text = error.to_string();
-    assert!(
-        text.starts_with("CMD18 (READ_MULTIPLE_BLOCK) arg 0x0000012c: data CRC/end-bit error"),
-        "{text}"
-    );
+    assert!(text.starts_with("CMD18 (READ_MULTIPLE_BLOCK) arg 0x0000012c: data CRC/end-bit error"), "{text}");
     assert!(text.contains("interrupt status 0x00208000"), "{text}");
     assert!(text.contains("after 3 of 16 blocks, 3 attempts"), "{text}");
 }
 
 #[test]
 fn end_bit_command_timeout_adma_and_silence_map_to_their_kinds() {
-    let (completion, error, _) =
-        failing_read(interrupt::DATA_END_BIT, InjectAt::Data { after_blocks: 0 });
+    let (completion, error, _) = failing_read(interrupt::DATA_END_BIT, InjectAt::Data { after_blocks: 0 });
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Crc);
-    assert!(
-        error.to_string().contains("interrupt status 0x00408"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("interrupt status 0x00408"), "{error}");
     let (completion, error, attempts) = failing_read(interrupt::COMMAND_END_BIT, InjectAt::Command);
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Crc);
     assert_eq!(attempts, 3);
-    assert!(error
-        .to_string()
-        .contains("command CRC/end-bit/index error"));
+    assert!(error.to_string().contains("command CRC/end-bit/index error"));
     let (completion, _, _) = failing_read(interrupt::COMMAND_TIMEOUT, InjectAt::Command);
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
     let (completion, _, _) = failing_read(interrupt::ADMA, InjectAt::Data { after_blocks: 1 });
@@ -372,10 +310,7 @@ fn end_bit_command_timeout_adma_and_silence_map_to_their_kinds() {
     // A card that stops sending without any status: the driver's own deadline ends it.
     let (completion, error, _) = failing_read(0, InjectAt::Stall { after_blocks: 2 });
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
-    assert!(
-        error.to_string().contains("no completion in time"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("no completion in time"), "{error}");
 }
 
 #[test]
@@ -386,10 +321,7 @@ fn no_card_is_reported_as_such() {
     card.present = false;
     let sim = sim(platform, PCI_CAPS, card.clone());
     let mut host = host(sim, platform, &GENERIC_PCI, None);
-    assert!(matches!(
-        bring_up(&mut host, None, BringUpOptions::default()),
-        Err(SdError::NoCard { .. })
-    ));
+    assert!(matches!(bring_up(&mut host, None, BringUpOptions::default()), Err(SdError::NoCard { .. })));
     assert!(sim.state.borrow().log.is_empty());
     // A host with broken card detect (Pi Arasan): the card is looked for and does not answer.
     let sim = self::sim(platform, RASPI_CAPS, card);
@@ -409,36 +341,15 @@ fn reads_beyond_the_card_are_refused_before_any_command() {
     let buffer = platform.allocate_dma(4096, 4096).unwrap();
     let blocks = device.geometry().block_count;
     for (lba, count) in [(blocks, 1), (blocks - 4, 8), (u64::MAX - 1, 4)] {
-        let request = Request {
-            tag: 1,
-            operation: Operation::Read,
-            lba,
-            block_count: count,
-            buffer,
-        };
+        let request = Request { tag: 1, operation: Operation::Read, lba, block_count: count, buffer };
         let (_, error) = device.submit(request).unwrap_err();
         assert_eq!(error, SubmitError::OutOfRange);
     }
-    let write = Request {
-        tag: 1,
-        operation: Operation::Write,
-        lba: 0,
-        block_count: 1,
-        buffer,
-    };
-    assert_eq!(
-        device.submit(write).unwrap_err().1,
-        SubmitError::Unsupported
-    );
+    let write = Request { tag: 1, operation: Operation::Write, lba: 0, block_count: 1, buffer };
+    assert_eq!(device.submit(write).unwrap_err().1, SubmitError::Unsupported);
     assert_eq!(sim.state.borrow().log.len(), commands_before);
     // One request in flight.
-    let ok = Request {
-        tag: 2,
-        operation: Operation::Read,
-        lba: 0,
-        block_count: 1,
-        buffer,
-    };
+    let ok = Request { tag: 2, operation: Operation::Read, lba: 0, block_count: 1, buffer };
     device.submit(ok).unwrap();
     assert_eq!(device.submit(ok).unwrap_err().1, SubmitError::QueueFull);
 }
@@ -467,10 +378,7 @@ fn a_card_accepting_1v8_switches_and_runs_uhs() {
     card.switch_support = 0x801f; // SDR12..DDR50
     let sim = sim(platform, UHS_CAPS, card);
     let mut host = host(sim, platform, &BCM2711_EMMC2, Some(200_000_000));
-    let board = RecordingBoard {
-        io_1v8: Cell::new(None),
-        power_cycles: Cell::new(0),
-    };
+    let board = RecordingBoard { io_1v8: Cell::new(None), power_cycles: Cell::new(0) };
     let info = bring_up(&mut host, Some(&board), BringUpOptions::default()).unwrap();
     assert!(info.signalling_1v8);
     assert_eq!(board.io_1v8.get(), Some(true));
@@ -490,10 +398,7 @@ fn a_card_without_s18a_stays_at_3v3_even_with_the_hook() {
     let platform = platform(8 << 20);
     let sim = sim(platform, UHS_CAPS, SimCard::qemu_like(4 << 30));
     let mut host = host(sim, platform, &BCM2711_EMMC2, Some(200_000_000));
-    let board = RecordingBoard {
-        io_1v8: Cell::new(None),
-        power_cycles: Cell::new(0),
-    };
+    let board = RecordingBoard { io_1v8: Cell::new(None), power_cycles: Cell::new(0) };
     let info = bring_up(&mut host, Some(&board), BringUpOptions::default()).unwrap();
     assert!(!info.signalling_1v8);
     assert_eq!(board.io_1v8.get(), Some(false));
@@ -507,20 +412,12 @@ fn options_cap_the_clock_and_keep_default_speed() {
     let platform = platform(8 << 20);
     let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
     let mut host = host(sim, platform, &GENERIC_PCI, Some(100_000_000));
-    let options = BringUpOptions {
-        allow_speed_switch: false,
-        max_clock_hz: Some(10_000_000),
-    };
+    let options = BringUpOptions { allow_speed_switch: false, max_clock_hz: Some(10_000_000) };
     let info = bring_up(&mut host, None, options).unwrap();
     assert_eq!(info.timing, Timing::DefaultSpeed);
     assert_eq!(info.sd_clock_hz, 10_000_000);
     // ACMD6 (bus width, argument 2) but no CMD6 (switch).
-    assert!(!sim
-        .state
-        .borrow()
-        .log
-        .iter()
-        .any(|(i, a, _)| *i == 6 && *a != 2));
+    assert!(!sim.state.borrow().log.iter().any(|(i, a, _)| *i == 6 && *a != 2));
 }
 
 #[test]
@@ -528,11 +425,7 @@ fn descriptor_table_lives_where_the_host_can_reach_it() {
     let platform = platform(1 << 20);
     let table = platform.allocate_dma(4096, 4096).unwrap();
     // A translation that excludes the test memory makes ADMA2 set-up fail cleanly.
-    let narrow = BusTranslation {
-        cpu_base: 0,
-        bus_base: 0,
-        size_bytes: 0x1000,
-    };
+    let narrow = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
     assert!(matches!(
         adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, narrow),
         Err(adma::AdmaError::Unreachable(_))

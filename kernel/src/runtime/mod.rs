@@ -7,6 +7,7 @@ pub mod exit;
 pub mod firmware;
 pub mod pci;
 pub mod platform;
+pub mod sd;
 pub mod storage;
 mod sync;
 pub mod timer;
@@ -179,6 +180,7 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
 fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
     let _pci = pci::enumerate(machine);
+    sd::attach(machine, _settings, _pci.as_ref(), _storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
