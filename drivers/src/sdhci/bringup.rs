@@ -225,13 +225,11 @@ fn identify<R: RegisterIo, P: Platform>(
     let timing = select_timing(host, rca, &scr, &csd, signalling_1v8, options)?;
     let target_hz = options.max_clock_hz.map_or(timing.max_clock_hz(), |cap| cap.min(timing.max_clock_hz()));
     let sd_clock_hz = host.set_clock(target_hz)?;
-    if matches!(timing, Timing::Sdr104)
-        || (timing == Timing::Sdr50 && host.capabilities().sdr50_needs_tuning())
-    {
-        if execute_tuning(host).is_err() {
-            // Fall back to SDR25, which needs no tuning (SD §4.2.4.5).
-            return finish_with_fallback(host, rca, cid, csd, scr, sd_status, ocr, interface_v2, options);
-        }
+    let needs_tuning =
+        timing == Timing::Sdr104 || (timing == Timing::Sdr50 && host.capabilities().sdr50_needs_tuning());
+    if needs_tuning && execute_tuning(host).is_err() {
+        // Fall back to SDR25, which needs no tuning (SD §4.2.4.5).
+        return finish_with_fallback(host, rca, cid, csd, scr, sd_status, ocr, interface_v2, options);
     }
     Ok(CardInfo {
         ocr,

@@ -14,6 +14,7 @@ pub mod command;
 pub mod device;
 pub mod error;
 pub mod host;
+pub mod options;
 pub mod quirks;
 pub mod regs;
 

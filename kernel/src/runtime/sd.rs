@@ -16,10 +16,9 @@ use blockdev::{BlockDevice, Clock, Completion, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::{BusTranslation, Platform};
+use drivers::sdhci::options::SdOptions;
 use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
-use drivers::sdhci::{
-    bring_up, BoardSignalling, BringUpOptions, Cmd23Request, ModeRequest, SdCard, SdError, SdhciHost,
-};
+use drivers::sdhci::{bring_up, BoardSignalling, ModeRequest, SdCard, SdError, SdhciHost};
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
 const REGISTER_BLOCK_BYTES: usize = 0x100;
@@ -32,38 +31,14 @@ const MIB: usize = 1 << 20;
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
 
-/// The `sd.*` options.
-#[derive(Clone, Copy, Debug, Default)]
-struct SdOptions {
-    mode: ModeRequest,
-    cmd23: Cmd23Request,
-    bring_up: BringUpOptions,
-}
-
-const ACCEPTED_OPTIONS: &str =
-    "sd.mode=auto|pio|adma2, sd.cmd23=auto|on|off, sd.speed=auto|default, sd.max-clock-hz=N";
-
 fn parse_options(settings: &KernelSettings) -> SdOptions {
     let mut options = SdOptions::default();
     for (key, value) in settings.driver_options_for("sd.") {
-        let understood = match (key, value) {
-            ("mode", "auto") => Some(options.mode = ModeRequest::Auto),
-            ("mode", "pio") => Some(options.mode = ModeRequest::Pio),
-            ("mode", "adma2") => Some(options.mode = ModeRequest::Adma2),
-            ("cmd23", "auto") => Some(options.cmd23 = Cmd23Request::Auto),
-            ("cmd23", "on") => Some(options.cmd23 = Cmd23Request::On),
-            ("cmd23", "off") => Some(options.cmd23 = Cmd23Request::Off),
-            ("speed", "auto") => Some(options.bring_up.allow_speed_switch = true),
-            ("speed", "default") => Some(options.bring_up.allow_speed_switch = false),
-            ("max-clock-hz", text) => text
-                .parse::<u32>()
-                .ok()
-                .filter(|hz| *hz >= 400_000)
-                .map(|hz| options.bring_up.max_clock_hz = Some(hz)),
-            _ => None,
-        };
-        if understood.is_none() {
-            println!("warning: bad setting sd.{key}={value}: expected {ACCEPTED_OPTIONS}; ignored");
+        if options.apply(key, value).is_err() {
+            println!(
+                "warning: bad setting sd.{key}={value}: expected {}; ignored",
+                drivers::sdhci::options::ACCEPTED
+            );
         }
     }
     options
