@@ -113,7 +113,7 @@ fn raspi3b_arasan_reads_an_sdsc_card_by_pio() {
     let ranges = ranges(blocks, 3);
     let image = Image::new("sd-raspi3b", 1 << 30, &ranges);
     let run = Run::new(Machine::Raspi3b)
-        .append(&format!("exit=semihosting jobs=none {}", checks("sd0", &ranges, 5)))
+        .append(&format!("exit=semihosting jobs=none sd.mode=adma2 {}", checks("sd0", &ranges, 5)))
         .arg("-drive")
         .arg(&format!("if=sd,{}", image.drive()))
         .go();
@@ -130,6 +130,11 @@ fn raspi3b_arasan_reads_an_sdsc_card_by_pio() {
     );
     let mode = line_with(out, "sd0        mode");
     assert!(mode.contains("4-bit bus") && mode.contains("High Speed (HS)") && mode.contains("PIO"), "{mode}");
+    // QEMU's raspi hosts advertise no DMA: ADMA2 asked for, PIO used, and said so.
+    assert!(
+        out.contains("sd0        sd.mode=adma2 asked for, but this host advertises no ADMA2: using PIO"),
+        "{out}"
+    );
     assert_eq!(image.blocks, blocks);
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "raspi3b PIO", "sd0");
@@ -201,12 +206,15 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
 }
 
 #[test]
-fn virt_sdhci_pci_with_forced_pio_and_cmd23() {
+fn virt_sdhci_pci_with_forced_pio_cmd23_and_default_speed() {
     let blocks = (4u64 << 30) / SECTOR;
     let ranges = ranges(blocks, 6);
     let image = Image::new("sd-virt-pio", 4 << 30, &ranges);
     let run = Run::new(Machine::Virt)
-        .append(&format!("exit=semihosting jobs=none sd.mode=pio sd.cmd23=on {}", checks("sd0", &ranges, 5)))
+        .append(&format!(
+            "exit=semihosting jobs=none sd.mode=pio sd.cmd23=on sd.speed=default {}",
+            checks("sd0", &ranges, 5)
+        ))
         .args(&["-drive", &format!("if=none,id=sdc,{}", image.drive())])
         .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
         .go();
@@ -214,6 +222,8 @@ fn virt_sdhci_pci_with_forced_pio_and_cmd23() {
     let out = &run.output;
     let mode = line_with(out, "sd0        mode");
     assert!(mode.contains(", PIO,") && mode.contains("end by CMD23"), "{mode}");
+    // sd.speed=default keeps Default Speed: 25 MHz at most from the 52 MHz base, i.e. 13 MHz.
+    assert!(mode.contains("13000000 Hz, Default Speed (DS)"), "{mode}");
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "virt PIO", "sd0");
 }

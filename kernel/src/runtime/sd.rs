@@ -158,7 +158,7 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
         }
     };
     describe(&name, &device, options.mode);
-    let mut device = ReportingSdCard { card: device };
+    let mut device = ReportingSdCard { card: device, errors_reported: 0 };
     measure(&name, &mut device.card, machine.platform);
     storage.add(DeviceClass::Sd, Box::new(device));
 }
@@ -377,7 +377,11 @@ fn measure(name: &str, device: &mut KernelSdCard, platform: &'static KernelPlatf
 /// status bits whenever a request fails (the interface itself only carries a kind and a code).
 struct ReportingSdCard {
     card: KernelSdCard,
+    errors_reported: u32,
 }
+
+/// Failed requests described on the console before the rest are only counted by the caller.
+const ERRORS_DESCRIBED: u32 = 8;
 
 impl BlockDevice for ReportingSdCard {
     fn name(&self) -> &str {
@@ -395,9 +399,13 @@ impl BlockDevice for ReportingSdCard {
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         let finished = self.card.poll(completions);
         for completion in &completions[..finished] {
-            if completion.result.is_err() {
+            if completion.result.is_err() && self.errors_reported < ERRORS_DESCRIBED {
+                self.errors_reported += 1;
                 if let Some(error) = self.card.last_error() {
                     println!("{}: read failed: {error}", self.card.name());
+                }
+                if self.errors_reported == ERRORS_DESCRIBED {
+                    println!("{}: further failures are counted, not described", self.card.name());
                 }
             }
         }
