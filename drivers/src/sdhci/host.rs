@@ -308,7 +308,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.write(offsets::INTERRUPT_SIGNAL_ENABLE, 0);
         self.write(offsets::INTERRUPT_STATUS_ENABLE, interrupt::ENABLED);
         self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
-        self.set_clock(IDENTIFICATION_CLOCK_HZ.max(self.quirks.min_clock_hz))?;
+        self.set_clock(IDENTIFICATION_CLOCK_HZ)?;
         // 74 clocks before the first command (SD §6.4.1); the power ramp covers them.
         self.platform.delay_us(POWER_RAMP_US);
         Ok(())
@@ -632,5 +632,46 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
         self.check_card_status(command, &response)?;
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn qemu_capabilities_decode_as_documented() {
+        // qemu.md §2: raspi Arasan/EMMC2 0x052134b4 (v3), sdhci-pci 0x057834b4 (v2 by default).
+        let raspi = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2) };
+        assert_eq!(raspi.base_clock_hz(), Some(52_000_000));
+        assert_eq!(raspi.max_block_bytes(), 1024);
+        assert!(raspi.high_speed() && raspi.voltage_3v3() && raspi.voltage_1v8());
+        assert!(!raspi.adma2() && !raspi.sdma() && !raspi.system_bus_64_bit());
+        assert_eq!(
+            raspi.to_string(),
+            "SDHCI 3.00, caps 0x052134b4/0x00000000: base clock 52 MHz, max block 1024 B, high speed, \
+             3.3 V, 1.8 V, no DMA"
+        );
+        let pci = HostCapabilities { low: 0x0578_34b4, high: 0, version: SpecVersion(1) };
+        assert_eq!(pci.max_block_bytes(), 512);
+        assert!(pci.adma2() && pci.sdma());
+        assert!(pci.to_string().ends_with("SDMA, ADMA2"));
+        // Before v3 the base clock field is 6 bits wide (bits 13:8).
+        let v2_wide_field = HostCapabilities { low: 0x0000_f200, high: 0, version: SpecVersion(1) };
+        assert_eq!(v2_wide_field.base_clock_hz(), Some(50_000_000));
+        assert_eq!(HostCapabilities { low: 0, high: 0, version: SpecVersion(2) }.base_clock_hz(), None);
+        // UHS bits only count from v3.
+        let uhs = HostCapabilities { low: 0, high: 0b111, version: SpecVersion(2) };
+        assert!(uhs.sdr50() && uhs.sdr104() && uhs.ddr50());
+        assert!(!HostCapabilities { version: SpecVersion(1), ..uhs }.sdr50());
+    }
+
+    #[test]
+    fn long_responses_become_the_register_without_crc() {
+        let response = Response { words: [0x4433_2211, 0x8877_6655, 0xccbb_aa99, 0x00ff_eedd] };
+        assert_eq!(response.long_register(), 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100);
+        assert_eq!(response.short(), 0x4433_2211);
     }
 }

@@ -47,9 +47,6 @@ pub struct HostQuirks {
     /// The SD I/O rail can switch to 1.8 V through a board hook (Pi 4 EMMC2: firmware expander
     /// line 4; Pi 5: AON GPIO 3; hardware.md §2.5). Without it ACMD41 never asks for S18R.
     pub can_switch_to_1v8: bool,
-    /// Lowest SD clock the controller tolerates while identifying (BCM2711 EMMC2 hangs when
-    /// the divider is too large: Linux floors it at 200 kHz, hardware.md §2.2).
-    pub min_clock_hz: u32,
     /// Pins to route before use (BCM2835/7 and BCM2711's legacy Arasan on GPIO 48-53).
     pub pins: Option<PinRouting>,
     /// Offset of the BCM2712 "cfg" block from the host registers (hardware.md §2.7).
@@ -67,13 +64,12 @@ pub const ARASAN_EMMC: HostQuirks = HostQuirks {
     broken_card_detect: true,
     no_high_speed_bit: true,
     can_switch_to_1v8: false,
-    min_clock_hz: 100_000,
     pins: Some(PinRouting { first_pin: 48, last_pin: 53, function_bits: 0b111, input_first: true }),
     config_block_offset: None,
 };
 
 /// BCM2711 EMMC2, the Pi 4 SD slot: clock ID 12, 32-bit access, write spacing, broken card
-/// detect, 1.8 V through the firmware GPIO expander, 200 kHz floor.
+/// detect, 1.8 V through the firmware GPIO expander.
 pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     name: "BCM2711 EMMC2",
     access_32_bit_only: true,
@@ -83,7 +79,6 @@ pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     broken_card_detect: true,
     no_high_speed_bit: false,
     can_switch_to_1v8: true,
-    min_clock_hz: 200_000,
     pins: None,
     config_block_offset: None,
 };
@@ -99,7 +94,6 @@ pub const BCM2712_SDHCI: HostQuirks = HostQuirks {
     broken_card_detect: false,
     no_high_speed_bit: false,
     can_switch_to_1v8: true,
-    min_clock_hz: 100_000,
     pins: None,
     config_block_offset: Some(0x400),
 };
@@ -115,7 +109,6 @@ pub const GENERIC_PCI: HostQuirks = HostQuirks {
     broken_card_detect: false,
     no_high_speed_bit: false,
     can_switch_to_1v8: false,
-    min_clock_hz: 100_000,
     pins: None,
     config_block_offset: None,
 };
@@ -159,6 +152,5 @@ mod tests {
         assert!(BCM2711_EMMC2.pins.is_none());
         assert_eq!(BCM2712_SDHCI.config_block_offset, Some(0x400));
         const { assert!(ARASAN_EMMC.no_high_speed_bit && !BCM2711_EMMC2.no_high_speed_bit) };
-        assert_eq!(BCM2711_EMMC2.min_clock_hz, 200_000);
     }
 }
