@@ -203,6 +203,17 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
     assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("auto-CMD12"), "{mode}");
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "virt ADMA2", "sd0");
+    // ADMA2 with CMD23 announcing the count (QEMU's v3 card accepts it: qemu.md §2).
+    let some = &ranges[1..5];
+    let run = Run::new(Machine::Virt)
+        .append(&format!("exit=semihosting jobs=none sd.cmd23=on {}", checks("sd0", some, 2)))
+        .args(&["-drive", &format!("if=none,id=sdc,{}", image.drive())])
+        .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
+        .go();
+    run.assert_status(0);
+    let mode = line_with(&run.output, "sd0        mode");
+    assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("end by CMD23"), "{mode}");
+    assert_checks(&run.output, "sd0", &image, some, 2);
 }
 
 #[test]
