@@ -381,11 +381,15 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             return;
         }
         self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
-        if active.dma {
-            active.blocks_done = active.blocks;
-            let offset = (active.first_block * BLOCK_BYTES) as usize;
-            if let Some(data) = request.buffer.slice(offset, (active.blocks * BLOCK_BYTES) as usize) {
+        let offset = (active.first_block * BLOCK_BYTES) as usize;
+        if let Some(data) = request.buffer.slice(offset, (active.blocks * BLOCK_BYTES) as usize) {
+            if active.dma {
+                active.blocks_done = active.blocks;
                 self.host.platform().invalidate_for_cpu(&data);
+            } else {
+                // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
+                // invalidate-after-read (which it does for every device) cannot discard them.
+                self.host.platform().clean_for_device(&data);
             }
         }
         let next_block = active.first_block + active.blocks;
