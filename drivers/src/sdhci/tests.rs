@@ -140,16 +140,16 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let last = device.geometry().block_count - 1;
     assert_eq!(device.geometry().block_count, 2 * 1024 * 1024);
-    // PIO data is written by the CPU: it is cleaned to memory when the command completes.
-    let cleans_before = platform.cleans.get();
-    read(&mut device, platform, 0, 1);
-    assert_eq!(platform.cleans.get(), cleans_before + 1);
     for (lba, blocks) in [(0, 1), (0, 8), (last, 1), (last - 15, 16), (123_457, 2048)] {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.tag, 42);
         assert_eq!(completion.result, Ok(()));
         assert_pattern(&buffer, lba);
     }
+    // PIO data is written by the CPU: it is cleaned to memory when the command completes.
+    let cleans_before = platform.cleans.get();
+    read(&mut device, platform, 0, 1);
+    assert_eq!(platform.cleans.get(), cleans_before + 1);
     let state = sim.state.borrow();
     // SDSC cards take byte addresses; single blocks use CMD17, several CMD18 with auto-CMD12.
     let reads: Vec<(u8, u32, u16)> =
