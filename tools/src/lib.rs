@@ -1,0 +1,5 @@
+//! barebench host library: SD card image, QEMU runs, serial capture, reports (design.md "tools/").
+
+pub mod disk;
+pub mod pattern;
+pub mod qemu;
