@@ -1,5 +1,6 @@
 //! barebench host library: SD card image, QEMU runs, serial capture, reports (design.md "tools/").
 
 pub mod disk;
+pub mod image;
 pub mod pattern;
 pub mod qemu;
