@@ -4,3 +4,4 @@ pub mod disk;
 pub mod image;
 pub mod pattern;
 pub mod qemu;
+pub mod serial;
