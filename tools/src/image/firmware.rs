@@ -433,15 +433,14 @@ impl DebianFetch {
                 let (package, version, deb) = apt.download("raspi-firmware", status)?;
                 let dir = firmware_root.join(&version);
                 unpack(&deb, &dir, &package, &version, |path| {
+                    if path == "./usr/share/doc/raspi-firmware/copyright" {
+                        return Some("copyright".to_string());
+                    }
                     let name = path.strip_prefix("./usr/lib/raspi-firmware/")?;
                     FIRMWARE_FILES
                         .iter()
                         .any(|(file, _)| *file == name)
                         .then(|| name.to_string())
-                        .or_else(|| {
-                            (path == "./usr/share/doc/raspi-firmware/copyright")
-                                .then(|| "copyright".to_string())
-                        })
                 })?;
                 firmware_dir = Some(dir);
             }
@@ -772,10 +771,13 @@ fn unpack(
             output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         });
     }
-    if unpacked == 0 {
+    // The copyright file is always selected: without it the licence cannot travel.
+    if unpacked < 2 || !dest.join("copyright").is_file() {
         return Err(FirmwareError::Package {
             package: package.to_string(),
-            problem: "none of the expected files were in the package".to_string(),
+            problem: format!(
+                "only {unpacked} of the expected files (firmware or DTBs, and the copyright file) were in it"
+            ),
         });
     }
     let marker = dest.join(COMPLETE_MARKER);
