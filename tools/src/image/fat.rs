@@ -240,6 +240,18 @@ pub fn build_image(
             .write_all(&PARTITION_START_LBA.to_le_bytes())
             .map_err(io_error("cannot patch the boot sector", &temporary))?;
     }
+    let mut top_directories: Vec<&str> = files
+        .iter()
+        .filter_map(|file| file.path.split_once('/'))
+        .map(|(directory, _)| directory)
+        .collect();
+    top_directories.dedup();
+    for directory in top_directories {
+        fix_dot_entries(&mut image, partition_offset, directory).map_err(io_error(
+            "cannot fix a directory in the image",
+            Path::new(directory),
+        ))?;
+    }
     image
         .sync_all()
         .map_err(io_error("cannot flush the image", &temporary))?;
@@ -252,6 +264,137 @@ pub fn build_image(
         cluster_bytes,
         files: written,
     })
+}
+
+/// Size of a FAT directory entry.
+const DIR_ENTRY_BYTES: usize = 32;
+/// Directory entry attribute of a long-file-name slot (FAT spec "ATTR_LONG_NAME").
+const ATTR_LONG_NAME: u8 = 0x0F;
+/// First byte of a free (deleted) directory entry.
+const DIR_ENTRY_FREE: u8 = 0xE5;
+
+/// The geometry of a FAT32 volume, from its BPB (FAT specification section 3).
+struct Fat32Geometry {
+    bytes_per_sector: u64,
+    cluster_bytes: u64,
+    fat_offset: u64,
+    data_offset: u64,
+    root_cluster: u32,
+}
+
+impl Fat32Geometry {
+    fn read(image: &mut File, partition_offset: u64) -> io::Result<Self> {
+        let mut boot = [0u8; 512];
+        image.seek(SeekFrom::Start(partition_offset))?;
+        image.read_exact(&mut boot)?;
+        let u16_at =
+            |offset: usize| u64::from(u16::from_le_bytes([boot[offset], boot[offset + 1]]));
+        let u32_at = |offset: usize| {
+            u32::from_le_bytes([
+                boot[offset],
+                boot[offset + 1],
+                boot[offset + 2],
+                boot[offset + 3],
+            ])
+        };
+        let bytes_per_sector = u16_at(11);
+        let sectors_per_cluster = u64::from(boot[13]);
+        let reserved_sectors = u16_at(14);
+        let fat_count = u64::from(boot[16]);
+        let sectors_per_fat = u64::from(u32_at(36));
+        let fat_offset = partition_offset + reserved_sectors * bytes_per_sector;
+        Ok(Fat32Geometry {
+            bytes_per_sector,
+            cluster_bytes: sectors_per_cluster * bytes_per_sector,
+            fat_offset,
+            data_offset: fat_offset + fat_count * sectors_per_fat * bytes_per_sector,
+            root_cluster: u32_at(44),
+        })
+    }
+
+    fn cluster_offset(&self, cluster: u32) -> u64 {
+        self.data_offset + u64::from(cluster - 2) * self.cluster_bytes
+    }
+
+    /// The clusters of a chain, from the first FAT.
+    fn chain(&self, image: &mut File, first_cluster: u32) -> io::Result<Vec<u32>> {
+        let mut clusters = vec![first_cluster];
+        let mut entry = [0u8; 4];
+        loop {
+            let current = *clusters.last().unwrap_or(&first_cluster);
+            image.seek(SeekFrom::Start(self.fat_offset + u64::from(current) * 4))?;
+            image.read_exact(&mut entry)?;
+            let next = u32::from_le_bytes(entry) & 0x0FFF_FFFF;
+            if !(2..0x0FFF_FFF8).contains(&next)
+                || clusters.len() as u64 > self.bytes_per_sector * 1024
+            {
+                return Ok(clusters);
+            }
+            clusters.push(next);
+        }
+    }
+}
+
+/// fatfs 0.3.6 writes long-name slots before the "." and ".." entries of a new directory and
+/// points ".." of a top-level directory at the root cluster; fsck.fat rejects both. The FAT
+/// specification (section 6.x, "dot and dotdot entries") wants "." and ".." as the first two
+/// entries, and ".." of a directory in the root to have cluster 0. This moves the two short
+/// entries to the front, frees the two slots after them and clears the ".." cluster, for the
+/// top-level directory `name`. A directory without the stray slots is left as it is.
+fn fix_dot_entries(image: &mut File, partition_offset: u64, name: &str) -> io::Result<()> {
+    let geometry = Fat32Geometry::read(image, partition_offset)?;
+    let mut short_name = [b' '; 11];
+    for (slot, byte) in short_name.iter_mut().zip(name.bytes().take(8)) {
+        *slot = byte.to_ascii_uppercase();
+    }
+    let mut directory_cluster = None;
+    'search: for cluster in geometry.chain(image, geometry.root_cluster)? {
+        let mut bytes = vec![0u8; geometry.cluster_bytes as usize];
+        image.seek(SeekFrom::Start(geometry.cluster_offset(cluster)))?;
+        image.read_exact(&mut bytes)?;
+        for entry in bytes.chunks(DIR_ENTRY_BYTES) {
+            if entry[0] == 0 {
+                break 'search;
+            }
+            if entry[11] != ATTR_LONG_NAME && entry[11] & 0x10 != 0 && entry[..11] == short_name {
+                let high = u32::from(u16::from_le_bytes([entry[20], entry[21]]));
+                let low = u32::from(u16::from_le_bytes([entry[26], entry[27]]));
+                directory_cluster = Some((high << 16) | low);
+                break 'search;
+            }
+        }
+    }
+    let Some(directory_cluster) = directory_cluster else {
+        return Ok(());
+    };
+    let start = geometry.cluster_offset(directory_cluster);
+    let mut slots = [0u8; 4 * DIR_ENTRY_BYTES];
+    image.seek(SeekFrom::Start(start))?;
+    image.read_exact(&mut slots)?;
+    let slot = |index: usize| &slots[index * DIR_ENTRY_BYTES..(index + 1) * DIR_ENTRY_BYTES];
+    let stray_long_names = slot(0)[11] == ATTR_LONG_NAME
+        && slot(1)[..11] == *b".          "
+        && slot(2)[11] == ATTR_LONG_NAME
+        && slot(3)[..11] == *b"..         ";
+    if !stray_long_names {
+        return Ok(());
+    }
+    let mut fixed = [0u8; 4 * DIR_ENTRY_BYTES];
+    fixed[..DIR_ENTRY_BYTES].copy_from_slice(slot(1));
+    fixed[DIR_ENTRY_BYTES..2 * DIR_ENTRY_BYTES].copy_from_slice(slot(3));
+    // ".." of a directory in the root names cluster 0 (high word at 20, low word at 26).
+    for offset in [
+        DIR_ENTRY_BYTES + 20,
+        DIR_ENTRY_BYTES + 21,
+        DIR_ENTRY_BYTES + 26,
+        DIR_ENTRY_BYTES + 27,
+    ] {
+        fixed[offset] = 0;
+    }
+    fixed[2 * DIR_ENTRY_BYTES] = DIR_ENTRY_FREE;
+    fixed[3 * DIR_ENTRY_BYTES] = DIR_ENTRY_FREE;
+    image.seek(SeekFrom::Start(start))?;
+    image.write_all(&fixed)
 }
 
 /// Reads a file back out of an image's FAT partition (for checks and tests).
