@@ -4,4 +4,5 @@ pub mod disk;
 pub mod image;
 pub mod pattern;
 pub mod qemu;
+pub mod report;
 pub mod serial;
