@@ -395,8 +395,28 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
 }
 
 fn run_report(args: &ReportArgs) -> Result<ExitCode> {
-    let _ = args;
-    bail!("report is not built yet")
+    let report = tools::report::build_report(&args.inputs);
+    for source in &report.sources {
+        for problem in &source.problems {
+            eprintln!(
+                "barebench: {} ({}): {problem}",
+                source.label,
+                source.path.display()
+            );
+        }
+    }
+    let written = tools::report::write_report(&report, &args.output)?;
+    print!("{}", tools::report::table::markdown(&report));
+    println!();
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    let row_count = report.rows().count();
+    if row_count == 0 {
+        eprintln!("barebench: no results in any input");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {

@@ -2,11 +2,66 @@
 //! CSV, JSON and bar charts (design.md "Output"; ecosystem.md §4.2–4.3 for what readers expect).
 
 pub mod chart;
+pub mod input;
 pub mod table;
 
-use std::path::PathBuf;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+/// Errors writing the report files.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Chart(#[from] chart::ChartError),
+}
+
+/// Reads every input (logs and fio JSON) into one report, labels made unique.
+pub fn build_report(inputs: &[PathBuf]) -> Report {
+    let mut report = Report {
+        sources: inputs.iter().map(|path| input::load_source(path)).collect(),
+    };
+    report.make_labels_unique();
+    report
+}
+
+/// Writes report.md, report.csv, report.json and the charts (SVG and PNG) into `dir`;
+/// returns the paths written.
+pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        fs::write(&path, text).map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        Ok::<PathBuf, ReportError>(path)
+    };
+    fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let charts = chart::charts(report);
+    let mut markdown = table::markdown(report);
+    if !charts.is_empty() {
+        markdown.push_str("\n## Charts\n\n");
+        for chart in &charts {
+            markdown.push_str(&format!("![{}]({}.svg)\n", chart.title, chart.name));
+        }
+    }
+    let mut written = vec![
+        write("report.md", markdown)?,
+        write("report.csv", table::csv(report))?,
+        write("report.json", table::json(report))?,
+    ];
+    for chart in &charts {
+        written.extend(chart::write_chart(chart, dir)?);
+    }
+    Ok(written)
+}
 
 /// Bytes in a MiB (the unit of the published Pi benchmark tables, ecosystem.md §4.2).
 pub const BYTES_PER_MIB: f64 = 1_048_576.0;

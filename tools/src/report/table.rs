@@ -11,6 +11,7 @@ fn figure(value: f64) -> String {
         return "-".to_string();
     }
     match value.abs() {
+        magnitude if magnitude == 0.0 => "0".to_string(),
         magnitude if magnitude >= 100.0 => format!("{value:.0}"),
         magnitude if magnitude >= 10.0 => format!("{value:.1}"),
         _ => format!("{value:.2}"),
@@ -165,6 +166,7 @@ mod tests {
         assert_eq!(figure(48.25), "48.2");
         assert_eq!(figure(1.234), "1.23");
         assert_eq!(figure(f64::NAN), "-");
+        assert_eq!(figure(0.0), "0");
     }
 
     #[test]
