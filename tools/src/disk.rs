@@ -69,7 +69,7 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
     for (shift, name) in UNITS {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {name}", bytes >> shift);
         }
     }

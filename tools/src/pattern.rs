@@ -77,7 +77,7 @@ pub fn write_pattern(
     mut progress: impl FnMut(u64),
 ) -> io::Result<()> {
     const CHUNK_SECTORS: u64 = 2048;
-    if length_bytes % SECTOR_BYTES as u64 != 0 {
+    if !length_bytes.is_multiple_of(SECTOR_BYTES as u64) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("pattern length {length_bytes} bytes is not a multiple of {SECTOR_BYTES}"),

@@ -115,7 +115,7 @@ pub fn build_image(
         }
     };
     let partition_offset = u64::from(PARTITION_START_LBA) * SECTOR_BYTES;
-    let partition_bytes = image_bytes.checked_sub(partition_offset).unwrap_or(0);
+    let partition_bytes = image_bytes.saturating_sub(partition_offset);
     let partition_sectors =
         u32::try_from(partition_bytes / SECTOR_BYTES).map_err(|_| FatError::TooLarge {
             size_bytes: image_bytes,

@@ -655,7 +655,7 @@ impl AptRoot {
         let depends = field(&show, "Depends").unwrap_or_default();
         depends
             .split(',')
-            .map(|dependency| dependency.trim().split_whitespace().next().unwrap_or(""))
+            .map(|dependency| dependency.split_whitespace().next().unwrap_or(""))
             .find(|name| name.starts_with("linux-image-") && name.ends_with("-arm64"))
             .map(String::from)
             .ok_or_else(|| FirmwareError::Package {

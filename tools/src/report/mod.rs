@@ -116,7 +116,7 @@ impl ResultRow {
 pub fn format_block(bytes: u64) -> String {
     const UNITS: [(u32, &str); 3] = [(30, "G"), (20, "M"), (10, "K")];
     for (shift, unit) in UNITS {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

@@ -10,8 +10,10 @@ fn figure(value: f64) -> String {
     if !value.is_finite() {
         return "-".to_string();
     }
+    if value == 0.0 {
+        return "0".to_string();
+    }
     match value.abs() {
-        magnitude if magnitude == 0.0 => "0".to_string(),
         magnitude if magnitude >= 100.0 => format!("{value:.0}"),
         magnitude if magnitude >= 10.0 => format!("{value:.1}"),
         _ => format!("{value:.2}"),
