@@ -106,3 +106,52 @@ fn a_kernel_that_never_exits_is_killed_at_the_timeout() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
 }
+
+#[test]
+fn the_cli_exits_with_the_kernel_status_and_124_on_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("exit.img");
+    write_semihosting_exit_kernel(&kernel, Machine::Raspi3b, b"cli run\n", 42).unwrap();
+    let log = dir.path().join("cli.log");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_barebench"))
+        .args([
+            "qemu",
+            "--machine",
+            "raspi3b",
+            "--timeout",
+            "60",
+            "--kernel",
+        ])
+        .arg(&kernel)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--log")
+        .arg(&log)
+        .args(["--sd", "48M:zeros", "--", "preset=quick"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(42), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "cli run\n");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "cli run\n");
+    assert!(stderr.contains("not a power of two"), "{stderr}");
+    assert!(stderr.contains("preset=quick exit=semihosting"), "{stderr}");
+
+    let spin = dir.path().join("spin.img");
+    std::fs::write(&spin, 0x1400_0000u32.to_le_bytes()).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_barebench"))
+        .args(["qemu", "--machine", "raspi3b", "--timeout", "1", "--kernel"])
+        .arg(&spin)
+        .arg("--workdir")
+        .arg(dir.path())
+        .arg("--log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(124),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
