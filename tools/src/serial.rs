@@ -43,7 +43,7 @@ pub fn open_port(port: &str, baud: u32) -> Result<serialport::TTYPort, SerialErr
         .open_native()
         .map_err(|error| {
             let hint = match error.kind() {
-                serialport::ErrorKind::NoDevice => {
+                serialport::ErrorKind::NoDevice | serialport::ErrorKind::Io(io::ErrorKind::NotFound) => {
                     let ports = serialport::available_ports()
                         .map(|ports| ports.into_iter().map(|port| port.port_name).collect::<Vec<_>>().join(", "))
                         .unwrap_or_default();
