@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -357,7 +357,7 @@ impl QemuRun {
         if let Some(parent) = self.log_path.parent() {
             fs::create_dir_all(parent).map_err(log_error)?;
         }
-        let mut log = BufWriter::new(File::create(&self.log_path).map_err(log_error)?);
+        let mut log = File::create(&self.log_path).map_err(log_error)?;
 
         let started = Instant::now();
         let mut child = Command::new(&self.qemu_binary)
@@ -375,20 +375,28 @@ impl QemuRun {
 
         let mut log_bytes = Vec::new();
         let mut stderr_bytes = Vec::new();
+        // Every chunk goes to the log at once (flushed, so an interrupted run keeps it) and to
+        // the live view (best effort: a closed terminal must not stop the capture).
+        let mut record = |chunk: Vec<u8>, log_bytes: &mut Vec<u8>| -> Result<(), QemuError> {
+            log.write_all(&chunk)
+                .and_then(|_| log.flush())
+                .map_err(log_error)?;
+            let _ = live.write_all(&chunk).and_then(|_| live.flush());
+            log_bytes.extend_from_slice(&chunk);
+            Ok(())
+        };
         let deadline = self.timeout.map(|timeout| started + timeout);
         let mut serial_open = true;
         let mut exited: Option<(ExitStatus, Instant)> = None;
         let exit_status = loop {
-            match serial_chunks.recv_timeout(Duration::from_millis(20)) {
-                Ok(chunk) => {
-                    log.write_all(&chunk).map_err(log_error)?;
-                    // The live view is best effort: a closed terminal must not stop the capture.
-                    let _ = live.write_all(&chunk).and_then(|_| live.flush());
-                    log_bytes.extend_from_slice(&chunk);
-                    continue;
+            if serial_open {
+                match serial_chunks.recv_timeout(POLL_INTERVAL) {
+                    Ok(chunk) => record(chunk, &mut log_bytes)?,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => serial_open = false,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => serial_open = false,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            } else {
+                thread::sleep(POLL_INTERVAL);
             }
             stderr_bytes.extend(stderr_chunks.try_iter().flatten());
             if exited.is_none() {
@@ -406,9 +414,9 @@ impl QemuRun {
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 kill_and_reap(&mut child);
-                log_bytes.extend(serial_chunks.try_iter().flatten());
-                log.write_all(&log_bytes).map_err(log_error)?;
-                log.flush().map_err(log_error)?;
+                for chunk in serial_chunks.try_iter() {
+                    record(chunk, &mut log_bytes)?;
+                }
                 return Err(QemuError::TimedOut {
                     timeout_s: self.timeout.unwrap_or_default().as_secs(),
                     log_path: self.log_path.clone(),
@@ -416,15 +424,10 @@ impl QemuRun {
                 });
             }
         };
-        // QEMU has exited: whatever is still in the pipes belongs to the log.
-        for chunk in serial_chunks.iter() {
-            log.write_all(&chunk).map_err(log_error)?;
-            let _ = live.write_all(&chunk);
-            log_bytes.extend_from_slice(&chunk);
+        for chunk in serial_chunks.try_iter() {
+            record(chunk, &mut log_bytes)?;
         }
-        let _ = live.flush();
-        log.flush().map_err(log_error)?;
-        stderr_bytes.extend(stderr_chunks.iter().flatten());
+        stderr_bytes.extend(stderr_chunks.try_iter().flatten());
         let qemu_stderr = String::from_utf8_lossy(&stderr_bytes).into_owned();
         if !qemu_stderr.is_empty() {
             eprint!("{qemu_stderr}");
@@ -439,6 +442,8 @@ impl QemuRun {
     }
 }
 
+/// How often the run loop checks QEMU, the pipes and the deadline.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// How long the serial pipe may stay open after QEMU has exited.
 const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -155,3 +155,37 @@ fn the_cli_exits_with_the_kernel_status_and_124_on_timeout() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn a_kernel_that_prints_for_ever_is_still_killed_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = dir.path().join("chatty.img");
+    // movz x2,#0x3f20,lsl#16; movk x2,#0x1000; movz w3,#'x'; str w3,[x2]; b .-4 (raspi3b PL011)
+    let words: [u32; 5] = [
+        0xD2A7_E402,
+        0xF282_0002,
+        0x5280_0F03,
+        0xB900_0043,
+        0x17FF_FFFF,
+    ];
+    let image: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    std::fs::write(&kernel, image).unwrap();
+    let mut run = QemuRun::new(Machine::Raspi3b);
+    run.kernel = kernel;
+    run.workdir = dir.path().to_path_buf();
+    run.log_path = dir.path().join("serial.log");
+    run.timeout = Some(Duration::from_secs(1));
+    let started = std::time::Instant::now();
+    let error = run.run(&mut std::io::sink()).unwrap_err();
+    let QemuError::TimedOut { log_text, .. } = error else {
+        panic!("{error}")
+    };
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(log_text.starts_with("xxxx"));
+    assert_eq!(
+        std::fs::metadata(dir.path().join("serial.log"))
+            .unwrap()
+            .len(),
+        log_text.len() as u64
+    );
+}
