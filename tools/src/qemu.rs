@@ -417,6 +417,8 @@ impl QemuRun {
                 for chunk in serial_chunks.try_iter() {
                     record(chunk, &mut log_bytes)?;
                 }
+                stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+                eprint!("{}", String::from_utf8_lossy(&stderr_bytes));
                 return Err(QemuError::TimedOut {
                     timeout_s: self.timeout.unwrap_or_default().as_secs(),
                     log_path: self.log_path.clone(),
