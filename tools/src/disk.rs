@@ -18,14 +18,8 @@ pub enum DiskError {
     SizeOutOfRange { text: String },
     #[error("disk size {size_bytes} bytes is not a multiple of 512")]
     NotWholeSectors { size_bytes: u64 },
-    #[error(
-        "content file {path} is {file_bytes} bytes, larger than the disk size {size_bytes} bytes"
-    )]
-    ContentTooLarge {
-        path: PathBuf,
-        file_bytes: u64,
-        size_bytes: u64,
-    },
+    #[error("content file {path} is {file_bytes} bytes, larger than the disk size {size_bytes} bytes")]
+    ContentTooLarge { path: PathBuf, file_bytes: u64, size_bytes: u64 },
     #[error("cannot read content file {path}: {source}")]
     ContentFile { path: PathBuf, source: io::Error },
     #[error("cannot create disk image {path}: {source}")]
@@ -35,13 +29,9 @@ pub enum DiskError {
 /// Parses a byte count: a plain number of bytes or a number with a binary unit
 /// (`K`, `M`, `G`, `T`, optionally followed by `iB` or `B`, case-insensitive).
 pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
-    let malformed = || DiskError::MalformedSize {
-        text: text.to_string(),
-    };
+    let malformed = || DiskError::MalformedSize { text: text.to_string() };
     let trimmed = text.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
+    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
     let (digits, unit) = trimmed.split_at(digits_end);
     if digits.is_empty() {
         return Err(malformed());
@@ -59,9 +49,7 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
     let bytes = number
         .checked_mul(1u64 << shift)
         .filter(|bytes| *bytes > 0)
-        .ok_or_else(|| DiskError::SizeOutOfRange {
-            text: text.to_string(),
-        })?;
+        .ok_or_else(|| DiskError::SizeOutOfRange { text: text.to_string() })?;
     Ok(bytes)
 }
 
@@ -114,10 +102,7 @@ impl FromStr for DiskSpec {
             Some("zeros") | Some("zero") => DiskContent::Zeros,
             Some(path) => DiskContent::File(PathBuf::from(path)),
         };
-        Ok(DiskSpec {
-            size_bytes,
-            content,
-        })
+        Ok(DiskSpec { size_bytes, content })
     }
 }
 
@@ -139,24 +124,14 @@ impl DiskSpec {
         if self.size_bytes.is_power_of_two() {
             return None;
         }
-        Some(DiskSpec {
-            size_bytes: self.size_bytes.next_power_of_two(),
-            content: self.content.clone(),
-        })
+        Some(DiskSpec { size_bytes: self.size_bytes.next_power_of_two(), content: self.content.clone() })
     }
 
     /// Creates the image at `path`, reusing an existing one made from the same pattern/zeros
     /// spec (recorded in a `.spec` file beside it); `progress(done, total)` is called while
     /// pattern bytes are written. A file-content image is always rebuilt.
-    pub fn create_image(
-        &self,
-        path: &Path,
-        mut progress: impl FnMut(u64, u64),
-    ) -> Result<(), DiskError> {
-        let create_error = |source| DiskError::Create {
-            path: path.to_path_buf(),
-            source,
-        };
+    pub fn create_image(&self, path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<(), DiskError> {
+        let create_error = |source| DiskError::Create { path: path.to_path_buf(), source };
         let stamp_path = path.with_extension("spec");
         let stamp_text = self.to_string();
         let reusable = !matches!(self.content, DiskContent::File(_))
@@ -167,9 +142,7 @@ impl DiskSpec {
         }
         // The stamp goes away first, so an interrupted build is never reused.
         match fs::remove_file(&stamp_path) {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => {
-                return Err(create_error(error))
-            }
+            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(create_error(error)),
             _ => {}
         }
         if let Some(parent) = path.parent() {
@@ -179,16 +152,11 @@ impl DiskSpec {
         match &self.content {
             DiskContent::Zeros => {}
             DiskContent::Pattern => {
-                pattern::write_pattern(&mut file, self.size_bytes, |done| {
-                    progress(done, self.size_bytes)
-                })
-                .map_err(create_error)?;
+                pattern::write_pattern(&mut file, self.size_bytes, |done| progress(done, self.size_bytes))
+                    .map_err(create_error)?;
             }
             DiskContent::File(source_path) => {
-                let content_error = |source| DiskError::ContentFile {
-                    path: source_path.clone(),
-                    source,
-                };
+                let content_error = |source| DiskError::ContentFile { path: source_path.clone(), source };
                 let mut source = File::open(source_path).map_err(content_error)?;
                 let file_bytes = source.metadata().map_err(content_error)?.len();
                 if file_bytes > self.size_bytes {
@@ -239,19 +207,10 @@ mod tests {
     #[test]
     fn bad_sizes_are_refused() {
         for text in ["", "M", "12X", "1.5G", "-4M", "4MM"] {
-            assert!(
-                matches!(parse_size_bytes(text), Err(DiskError::MalformedSize { .. })),
-                "{text}"
-            );
+            assert!(matches!(parse_size_bytes(text), Err(DiskError::MalformedSize { .. })), "{text}");
         }
-        assert!(matches!(
-            parse_size_bytes("0"),
-            Err(DiskError::SizeOutOfRange { .. })
-        ));
-        assert!(matches!(
-            parse_size_bytes("99999999999T"),
-            Err(DiskError::SizeOutOfRange { .. })
-        ));
+        assert!(matches!(parse_size_bytes("0"), Err(DiskError::SizeOutOfRange { .. })));
+        assert!(matches!(parse_size_bytes("99999999999T"), Err(DiskError::SizeOutOfRange { .. })));
     }
 
     #[test]
@@ -268,13 +227,7 @@ mod tests {
     #[test]
     fn disk_specs_parse_content_kinds() {
         let pattern: DiskSpec = "64M".parse().unwrap();
-        assert_eq!(
-            pattern,
-            DiskSpec {
-                size_bytes: 64 << 20,
-                content: DiskContent::Pattern
-            }
-        );
+        assert_eq!(pattern, DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern });
         let zeros: DiskSpec = "1G:zeros".parse().unwrap();
         assert_eq!(zeros.content, DiskContent::Zeros);
         let file: DiskSpec = "8M:/tmp/x.img".parse().unwrap();
@@ -289,10 +242,7 @@ mod tests {
     #[test]
     fn rounding_to_a_power_of_two() {
         let spec: DiskSpec = "300M".parse().unwrap();
-        assert_eq!(
-            spec.rounded_to_power_of_two().unwrap().size_bytes,
-            512 << 20
-        );
+        assert_eq!(spec.rounded_to_power_of_two().unwrap().size_bytes, 512 << 20);
         let exact: DiskSpec = "256M".parse().unwrap();
         assert_eq!(exact.rounded_to_power_of_two(), None);
     }
@@ -309,8 +259,8 @@ mod tests {
         let spec: DiskSpec = "1M".parse().unwrap();
         spec.create_image(&pattern_path, |_, _| {}).unwrap();
         let data = fs::read(&pattern_path).unwrap();
-        assert_eq!(&data[512..521], b"BAREBENCH");
-        assert_eq!(data[521], 1);
+        assert_eq!(&data[512..520], b"BAREBNCH");
+        assert_eq!(data[520], 1);
         // A reused image is not rewritten: mark it and check the mark survives.
         let mut marked = data.clone();
         marked[0] = b'X';
@@ -328,27 +278,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().join("source.bin");
         fs::write(&source, b"hello").unwrap();
-        let spec = DiskSpec {
-            size_bytes: 4096,
-            content: DiskContent::File(source.clone()),
-        };
+        let spec = DiskSpec { size_bytes: 4096, content: DiskContent::File(source.clone()) };
         let image = dir.path().join("f.img");
         spec.create_image(&image, |_, _| {}).unwrap();
         let data = fs::read(&image).unwrap();
         assert_eq!(data.len(), 4096);
         assert_eq!(&data[..5], b"hello");
         assert!(data[5..].iter().all(|byte| *byte == 0));
-        let small = DiskSpec {
-            size_bytes: 4,
-            content: DiskContent::File(source),
-        };
+        let small = DiskSpec { size_bytes: 4, content: DiskContent::File(source) };
         assert!(matches!(
             small.create_image(&image, |_, _| {}),
-            Err(DiskError::ContentTooLarge {
-                file_bytes: 5,
-                size_bytes: 4,
-                ..
-            })
+            Err(DiskError::ContentTooLarge { file_bytes: 5, size_bytes: 4, .. })
         ));
     }
 }

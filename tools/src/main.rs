@@ -170,21 +170,15 @@ fn parse_size_arg(text: &str) -> Result<u64, String> {
 }
 
 fn settings_from(cmdline: &Option<String>, settings: &[String]) -> Vec<String> {
-    cmdline
-        .iter()
-        .cloned()
-        .chain(settings.iter().cloned())
-        .collect()
+    cmdline.iter().cloned().chain(settings.iter().cloned()).collect()
 }
 
 fn byte_bar(total: u64, message: &str) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{msg:10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
+        ProgressStyle::with_template("{msg:10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
     );
     bar.set_message(message.to_string());
     bar
@@ -194,18 +188,12 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     let firmware = match &args.firmware {
         Some(dir) => FirmwareSource::Directory(dir.clone()),
         None => {
-            let mut fetch = DebianFetch::new(
-                args.cache_dir
-                    .clone()
-                    .unwrap_or_else(DebianFetch::default_cache_dir),
-            );
+            let mut fetch =
+                DebianFetch::new(args.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir));
             fetch.refresh = args.refresh_firmware;
             if let (Some(uri), Some(codename)) = (&args.debian_mirror, &args.debian_suite) {
-                fetch.archive = Some(DebianArchive {
-                    uri: uri.clone(),
-                    codename: codename.clone(),
-                    security_uri: None,
-                });
+                fetch.archive =
+                    Some(DebianArchive { uri: uri.clone(), codename: codename.clone(), security_uri: None });
             }
             FirmwareSource::Debian(fetch)
         }
@@ -220,8 +208,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     };
     let spinner = ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let result =
-        tools::image::create_image(&request, &mut |line| spinner.set_message(line.to_string()));
+    let result = tools::image::create_image(&request, &mut |line| spinner.set_message(line.to_string()));
     spinner.finish_and_clear();
     let report = result?;
     for warning in &report.warnings {
@@ -239,19 +226,9 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     for (name, size) in &layout.files {
         println!("  {name:<28} {size:>10} bytes");
     }
-    println!(
-        "check it with: mdir -i {}@@{} ::",
-        args.output.display(),
-        layout.partition_offset_bytes()
-    );
+    println!("check it with: mdir -i {}@@{} ::", args.output.display(), layout.partition_offset_bytes());
     if let Some(device) = &args.write {
-        write_card(
-            &args.output,
-            device,
-            layout.image_bytes,
-            args.yes,
-            args.force,
-        )?;
+        write_card(&args.output, device, layout.image_bytes, args.yes, args.force)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -261,10 +238,7 @@ fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: b
     println!("target: {}", target.describe());
     if !yes {
         if !io::stdin().is_terminal() {
-            bail!(
-                "not asking for confirmation without a terminal: add --yes to write {}",
-                device.display()
-            );
+            bail!("not asking for confirmation without a terminal: add --yes to write {}", device.display());
         }
         print!(
             "Write {} to {}? Everything on it will be lost. Type yes to continue: ",
@@ -285,10 +259,9 @@ fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: b
     card::verify_image(image, &target, |done, _| bar.set_position(done))?;
     bar.finish();
     match target {
-        WriteTarget::BlockDevice { .. } => println!(
-            "{} written, synced and verified; it can be removed",
-            device.display()
-        ),
+        WriteTarget::BlockDevice { .. } => {
+            println!("{} written, synced and verified; it can be removed", device.display())
+        }
         WriteTarget::File { .. } => println!("{} written and verified", device.display()),
     }
     Ok(())
@@ -353,13 +326,9 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
         "barebench: saving the console to {}; waiting for the results (power the Pi on now)",
         args.log.display()
     );
-    let outcome = serial::capture(
-        &mut port,
-        &mut io::stdout(),
-        &mut log,
-        args.timeout.map(Duration::from_secs),
-    )
-    .with_context(|| format!("writing {}", args.log.display()))?;
+    let outcome =
+        serial::capture(&mut port, &mut io::stdout(), &mut log, args.timeout.map(Duration::from_secs))
+            .with_context(|| format!("writing {}", args.log.display()))?;
     match outcome.end {
         CaptureEnd::EndMarker => {
             eprintln!(
@@ -367,10 +336,7 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
-            eprintln!(
-                "barebench: next: barebench report -o build/report {}",
-                args.log.display()
-            );
+            eprintln!("barebench: next: barebench report -o build/report {}", args.log.display());
             Ok(ExitCode::SUCCESS)
         }
         CaptureEnd::Disconnected { reason } => {
@@ -398,11 +364,7 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
     let report = tools::report::build_report(&args.inputs);
     for source in &report.sources {
         for problem in &source.problems {
-            eprintln!(
-                "barebench: {} ({}): {problem}",
-                source.label,
-                source.path.display()
-            );
+            eprintln!("barebench: {} ({}): {problem}", source.label, source.path.display());
         }
     }
     let written = tools::report::write_report(&report, &args.output)?;

@@ -58,11 +58,7 @@ pub enum QemuError {
     #[error("kernel image {path} not found: run `make` to build it (or pass --kernel PATH)")]
     KernelMissing { path: PathBuf },
     #[error("{device} is not available on {machine}: {reason}")]
-    DeviceNotOnMachine {
-        device: &'static str,
-        machine: &'static str,
-        reason: &'static str,
-    },
+    DeviceNotOnMachine { device: &'static str, machine: &'static str, reason: &'static str },
     #[error(transparent)]
     Disk(#[from] DiskError),
     #[error("cannot start {binary}: {source} (tools/scripts/deps.sh installs qemu-system-aarch64 >= 9.0)")]
@@ -72,11 +68,7 @@ pub enum QemuError {
     #[error("waiting for QEMU failed: {source}")]
     Wait { source: io::Error },
     #[error("QEMU did not finish within {timeout_s} s and was killed; serial log so far in {}", log_path.display())]
-    TimedOut {
-        timeout_s: u64,
-        log_path: PathBuf,
-        log_text: String,
-    },
+    TimedOut { timeout_s: u64, log_path: PathBuf, log_text: String },
 }
 
 /// The result of a QEMU run that ended by itself.
@@ -195,10 +187,7 @@ impl QemuRun {
     /// The kernel command line actually passed: the settings plus `exit=semihosting` unless an
     /// `exit=` setting is already there.
     pub fn effective_append(&self) -> String {
-        let has_exit = self
-            .append
-            .split_whitespace()
-            .any(|token| token.starts_with("exit="));
+        let has_exit = self.append.split_whitespace().any(|token| token.starts_with("exit="));
         let mut append = self.append.split_whitespace().collect::<Vec<_>>().join(" ");
         if !has_exit {
             if !append.is_empty() {
@@ -228,11 +217,7 @@ impl QemuRun {
             });
         }
         let mut planned = Vec::new();
-        let disks = [
-            (DiskRole::Sd, &self.sd),
-            (DiskRole::Emmc2, &self.emmc2),
-            (DiskRole::Nvme, &self.nvme),
-        ];
+        let disks = [(DiskRole::Sd, &self.sd), (DiskRole::Emmc2, &self.emmc2), (DiskRole::Nvme, &self.nvme)];
         for (role, spec) in disks {
             let Some(spec) = spec else { continue };
             let (spec, requested_size_bytes) = match role {
@@ -248,16 +233,9 @@ impl QemuRun {
                 DiskContent::File(_) => "file",
             };
             let size_name = format_size(spec.size_bytes).replace(' ', "");
-            let image_path = self.workdir.join(format!(
-                "disk-{}-{size_name}-{content_name}.img",
-                role.name()
-            ));
-            planned.push(PlannedDisk {
-                role,
-                spec,
-                image_path,
-                requested_size_bytes,
-            });
+            let image_path =
+                self.workdir.join(format!("disk-{}-{size_name}-{content_name}.img", role.name()));
+            planned.push(PlannedDisk { role, spec, image_path, requested_size_bytes });
         }
         Ok(planned)
     }
@@ -334,9 +312,7 @@ impl QemuRun {
     /// and returns QEMU's exit status with the log.
     pub fn run(&self, live: &mut dyn Write) -> Result<Outcome, QemuError> {
         if !self.kernel.is_file() {
-            return Err(QemuError::KernelMissing {
-                path: self.kernel.clone(),
-            });
+            return Err(QemuError::KernelMissing { path: self.kernel.clone() });
         }
         let disks = self.plan_disks()?;
         for disk in &disks {
@@ -350,10 +326,7 @@ impl QemuRun {
             }
             create_disk_image(disk, self.show_progress)?;
         }
-        let log_error = |source| QemuError::Log {
-            path: self.log_path.clone(),
-            source,
-        };
+        let log_error = |source| QemuError::Log { path: self.log_path.clone(), source };
         if let Some(parent) = self.log_path.parent() {
             fs::create_dir_all(parent).map_err(log_error)?;
         }
@@ -366,10 +339,7 @@ impl QemuRun {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|source| QemuError::Spawn {
-                binary: self.qemu_binary.clone(),
-                source,
-            })?;
+            .map_err(|source| QemuError::Spawn { binary: self.qemu_binary.clone(), source })?;
         let serial_chunks = spawn_pipe_reader(child.stdout.take());
         let stderr_chunks = spawn_pipe_reader(child.stderr.take());
 
@@ -378,9 +348,7 @@ impl QemuRun {
         // Every chunk goes to the log at once (flushed, so an interrupted run keeps it) and to
         // the live view (best effort: a closed terminal must not stop the capture).
         let mut record = |chunk: Vec<u8>, log_bytes: &mut Vec<u8>| -> Result<(), QemuError> {
-            log.write_all(&chunk)
-                .and_then(|_| log.flush())
-                .map_err(log_error)?;
+            log.write_all(&chunk).and_then(|_| log.flush()).map_err(log_error)?;
             let _ = live.write_all(&chunk).and_then(|_| live.flush());
             log_bytes.extend_from_slice(&chunk);
             Ok(())
@@ -400,9 +368,7 @@ impl QemuRun {
             }
             stderr_bytes.extend(stderr_chunks.try_iter().flatten());
             if exited.is_none() {
-                let status = child
-                    .try_wait()
-                    .map_err(|source| QemuError::Wait { source })?;
+                let status = child.try_wait().map_err(|source| QemuError::Wait { source })?;
                 exited = status.map(|status| (status, Instant::now()));
             }
             // After the exit, wait for the pipe to drain (a child of QEMU could keep it open,
@@ -453,10 +419,8 @@ fn create_disk_image(disk: &PlannedDisk, show_progress: bool) -> Result<(), Qemu
     let bar = (show_progress && disk.spec.content == DiskContent::Pattern).then(|| {
         let bar = indicatif::ProgressBar::new(disk.spec.size_bytes);
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         bar.set_message(format!("{} image", disk.role.name()));
         bar
@@ -510,9 +474,8 @@ pub fn semihosting_exit_kernel(machine: Machine, message: &[u8], exit_code: u32)
     const X1: u32 = 1;
     const X2: u32 = 2;
     const W3: u32 = 3;
-    let movz_x = |rd: u32, imm16: u32, shift_halfwords: u32| {
-        0xD280_0000 | (shift_halfwords << 21) | (imm16 << 5) | rd
-    };
+    let movz_x =
+        |rd: u32, imm16: u32, shift_halfwords: u32| 0xD280_0000 | (shift_halfwords << 21) | (imm16 << 5) | rd;
     let movk_x = |rd: u32, imm16: u32| 0xF280_0000 | (imm16 << 5) | rd;
     let movz_w = |rd: u32, imm16: u32| 0x5280_0000 | (imm16 << 5) | rd;
     let str_w = |rt: u32, rn: u32| 0xB900_0000 | (rn << 5) | rt;
@@ -556,15 +519,11 @@ mod tests {
 
     fn args_text(run: &QemuRun) -> Vec<String> {
         let disks = run.plan_disks().unwrap();
-        run.command_args(&disks)
-            .iter()
-            .map(|arg| arg.to_string_lossy().into_owned())
-            .collect()
+        run.command_args(&disks).iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
     }
 
     fn follows(args: &[String], flag: &str, value: &str) -> bool {
-        args.windows(2)
-            .any(|pair| pair[0] == flag && pair[1] == value)
+        args.windows(2).any(|pair| pair[0] == flag && pair[1] == value)
     }
 
     #[test]
@@ -572,10 +531,7 @@ mod tests {
         let mut run = QemuRun::new(Machine::Raspi3b);
         assert_eq!(run.effective_append(), "exit=semihosting");
         run.append = "preset=quick  devices=sd0".to_string();
-        assert_eq!(
-            run.effective_append(),
-            "preset=quick devices=sd0 exit=semihosting"
-        );
+        assert_eq!(run.effective_append(), "preset=quick devices=sd0 exit=semihosting");
         run.append = "exit=halt preset=quick".to_string();
         assert_eq!(run.effective_append(), "exit=halt preset=quick");
     }
@@ -635,11 +591,7 @@ mod tests {
             "-drive",
             "if=none,id=e2,file=build/disk-emmc2-64MiB-zeros.img,format=raw,snapshot=on"
         ));
-        assert!(follows(
-            &args,
-            "-device",
-            "sd-card,drive=e2,bus=/generic-sdhci/sd-bus"
-        ));
+        assert!(follows(&args, "-device", "sd-card,drive=e2,bus=/generic-sdhci/sd-bus"));
     }
 
     #[test]
@@ -655,11 +607,7 @@ mod tests {
             "-drive",
             "if=none,id=nv,file=build/disk-nvme-100MiB-pattern.img,format=raw,snapshot=on,aio=io_uring"
         ));
-        assert!(follows(
-            &args,
-            "-device",
-            "nvme,drive=nv,serial=barebench0,mdts=9"
-        ));
+        assert!(follows(&args, "-device", "nvme,drive=nv,serial=barebench0,mdts=9"));
         assert!(follows(&args, "-device", "sdhci-pci,sd-spec-version=3"));
         assert!(follows(&args, "-device", "sd-card,drive=sdc"));
         assert_eq!(&args[args.len() - 2..], ["-d", "guest_errors"]);
@@ -671,19 +619,10 @@ mod tests {
     fn devices_missing_on_a_machine_are_refused() {
         let mut run = QemuRun::new(Machine::Raspi4b);
         run.nvme = Some("64M".parse().unwrap());
-        assert!(matches!(
-            run.plan_disks(),
-            Err(QemuError::DeviceNotOnMachine { device: "NVMe", .. })
-        ));
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "NVMe", .. })));
         let mut run = QemuRun::new(Machine::Raspi3b);
         run.emmc2 = Some("64M".parse().unwrap());
-        assert!(matches!(
-            run.plan_disks(),
-            Err(QemuError::DeviceNotOnMachine {
-                device: "EMMC2",
-                ..
-            })
-        ));
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "EMMC2", .. })));
     }
 
     #[test]
@@ -697,24 +636,12 @@ mod tests {
     #[test]
     fn exit_kernel_encodes_the_semihosting_call() {
         let image = semihosting_exit_kernel(Machine::Raspi3b, b"", 7);
-        let words: Vec<u32> = image
-            .chunks(4)
-            .map(|bytes| u32::from_le_bytes(bytes.try_into().unwrap()))
-            .collect();
+        let words: Vec<u32> =
+            image.chunks(4).map(|bytes| u32::from_le_bytes(bytes.try_into().unwrap())).collect();
         // movz x2,#0x3f20,lsl#16; movk x2,#0x1000; movz x0,#0x18; adr x1,+12; hlt #0xf000; b .
-        let expected = [
-            0xD2A7_E402,
-            0xF282_0002,
-            0xD280_0300,
-            0x1000_0061,
-            0xD45E_0000,
-            0x1400_0000,
-        ];
+        let expected = [0xD2A7_E402, 0xF282_0002, 0xD280_0300, 0x1000_0061, 0xD45E_0000, 0x1400_0000];
         assert_eq!(&words[..6], &expected);
-        assert_eq!(
-            u64::from_le_bytes(image[24..32].try_into().unwrap()),
-            0x20026
-        );
+        assert_eq!(u64::from_le_bytes(image[24..32].try_into().unwrap()), 0x20026);
         assert_eq!(u64::from_le_bytes(image[32..40].try_into().unwrap()), 7);
     }
 }

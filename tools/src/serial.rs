@@ -18,11 +18,7 @@ const MAX_LINE_BYTES: usize = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum SerialError {
     #[error("cannot open {port}: {message}{hint}")]
-    Open {
-        port: String,
-        message: String,
-        hint: String,
-    },
+    Open { port: String, message: String, hint: String },
     #[error("cannot write the log {path}: {source}")]
     Log { path: PathBuf, source: io::Error },
 }
@@ -45,7 +41,9 @@ pub fn open_port(port: &str, baud: u32) -> Result<serialport::TTYPort, SerialErr
             let hint = match error.kind() {
                 serialport::ErrorKind::NoDevice | serialport::ErrorKind::Io(io::ErrorKind::NotFound) => {
                     let ports = serialport::available_ports()
-                        .map(|ports| ports.into_iter().map(|port| port.port_name).collect::<Vec<_>>().join(", "))
+                        .map(|ports| {
+                            ports.into_iter().map(|port| port.port_name).collect::<Vec<_>>().join(", ")
+                        })
                         .unwrap_or_default();
                     if ports.is_empty() {
                         " (no serial ports found: is the USB-UART plugged in?)".to_string()
@@ -54,7 +52,8 @@ pub fn open_port(port: &str, baud: u32) -> Result<serialport::TTYPort, SerialErr
                     }
                 }
                 serialport::ErrorKind::Io(io::ErrorKind::PermissionDenied) => {
-                    " (add yourself to the dialout group: sudo adduser $USER dialout, then log in again)".to_string()
+                    " (add yourself to the dialout group: sudo adduser $USER dialout, then log in again)"
+                        .to_string()
                 }
                 _ => String::new(),
             };
@@ -140,28 +139,20 @@ pub fn capture(
     };
     loop {
         if timeout.is_some_and(|timeout| started.elapsed() >= timeout) {
-            return Ok(CaptureOutcome {
-                end: CaptureEnd::TimedOut,
-                bytes_captured,
-            });
+            return Ok(CaptureOutcome { end: CaptureEnd::TimedOut, bytes_captured });
         }
         let hangup_reason = match source.read_chunk(&mut buffer) {
             Ok(0) => "end of file".to_string(),
             Ok(count) => {
                 if record(&buffer[..count], &mut bytes_captured)? {
-                    return Ok(CaptureOutcome {
-                        end: CaptureEnd::EndMarker,
-                        bytes_captured,
-                    });
+                    return Ok(CaptureOutcome { end: CaptureEnd::EndMarker, bytes_captured });
                 }
                 continue;
             }
             Err(error)
                 if matches!(
                     error.kind(),
-                    io::ErrorKind::TimedOut
-                        | io::ErrorKind::WouldBlock
-                        | io::ErrorKind::Interrupted
+                    io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                 ) =>
             {
                 continue
@@ -169,9 +160,7 @@ pub fn capture(
             Err(error) => error.to_string(),
         };
         return Ok(CaptureOutcome {
-            end: CaptureEnd::Disconnected {
-                reason: hangup_reason,
-            },
+            end: CaptureEnd::Disconnected { reason: hangup_reason },
             bytes_captured,
         });
     }
@@ -179,14 +168,8 @@ pub fn capture(
 
 /// Opens the log for a capture (parent directories created).
 pub fn create_log(path: &Path) -> Result<std::fs::File, SerialError> {
-    let log_error = |source| SerialError::Log {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = path
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-    {
+    let log_error = |source| SerialError::Log { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(log_error)?;
     }
     std::fs::File::create(path).map_err(log_error)
@@ -217,9 +200,7 @@ mod tests {
     }
 
     fn scripted(steps: Vec<io::Result<Vec<u8>>>) -> ScriptedSource {
-        ScriptedSource {
-            steps: steps.into(),
-        }
+        ScriptedSource { steps: steps.into() }
     }
 
     #[test]
@@ -265,26 +246,15 @@ mod tests {
 
     #[test]
     fn a_silent_port_times_out() {
-        let steps = (0..1000)
-            .map(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "quiet")))
-            .collect();
+        let steps = (0..1000).map(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "quiet"))).collect();
         let mut source = scripted(steps);
-        let outcome = capture(
-            &mut source,
-            &mut io::sink(),
-            &mut io::sink(),
-            Some(Duration::ZERO),
-        )
-        .unwrap();
+        let outcome = capture(&mut source, &mut io::sink(), &mut io::sink(), Some(Duration::ZERO)).unwrap();
         assert_eq!(outcome.end, CaptureEnd::TimedOut);
     }
 
     #[test]
     fn picocom_line_names_port_and_speed() {
-        assert_eq!(
-            picocom_command("/dev/ttyUSB0", 115_200),
-            "picocom -b 115200 /dev/ttyUSB0"
-        );
+        assert_eq!(picocom_command("/dev/ttyUSB0", 115_200), "picocom -b 115200 /dev/ttyUSB0");
     }
 
     #[test]
@@ -292,26 +262,14 @@ mod tests {
         let (mut master, mut slave) = serialport::TTYPort::pair().expect("pty pair");
         slave.set_timeout(READ_POLL).unwrap();
         let writer = thread::spawn(move || {
-            for piece in [
-                "booting\r\n",
-                "{\"jobs\": []}\r\n",
-                END_MARKER,
-                "\r\n",
-                "after\r\n",
-            ] {
+            for piece in ["booting\r\n", "{\"jobs\": []}\r\n", END_MARKER, "\r\n", "after\r\n"] {
                 io::Write::write_all(&mut master, piece.as_bytes()).unwrap();
                 thread::sleep(Duration::from_millis(20));
             }
             master
         });
         let mut log = Vec::new();
-        let outcome = capture(
-            &mut slave,
-            &mut io::sink(),
-            &mut log,
-            Some(Duration::from_secs(20)),
-        )
-        .unwrap();
+        let outcome = capture(&mut slave, &mut io::sink(), &mut log, Some(Duration::from_secs(20))).unwrap();
         let _master = writer.join().unwrap();
         assert_eq!(outcome.end, CaptureEnd::EndMarker);
         let text = String::from_utf8(log).unwrap();
@@ -329,18 +287,9 @@ mod tests {
             drop(master);
         });
         let mut log = Vec::new();
-        let outcome = capture(
-            &mut slave,
-            &mut io::sink(),
-            &mut log,
-            Some(Duration::from_secs(20)),
-        )
-        .unwrap();
+        let outcome = capture(&mut slave, &mut io::sink(), &mut log, Some(Duration::from_secs(20))).unwrap();
         writer.join().unwrap();
-        assert!(
-            matches!(outcome.end, CaptureEnd::Disconnected { .. }),
-            "{outcome:?}"
-        );
+        assert!(matches!(outcome.end, CaptureEnd::Disconnected { .. }), "{outcome:?}");
         assert!(String::from_utf8(log).unwrap().contains("42.0 MiB/s"));
     }
 }

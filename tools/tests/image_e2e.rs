@@ -9,11 +9,7 @@ use std::process::{Command, Output};
 const PARTITION_OFFSET: u64 = 8192 * 512;
 
 fn barebench(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_barebench"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("run barebench")
+    Command::new(env!("CARGO_BIN_EXE_barebench")).args(args).current_dir(cwd).output().expect("run barebench")
 }
 
 fn text(output: &Output) -> String {
@@ -40,20 +36,13 @@ fn fake_firmware(dir: &Path) -> Vec<(String, Vec<u8>)> {
         "LICENCE.broadcom",
         "COPYING.linux",
     ] {
-        let bytes: Vec<u8> = format!("fake {name} ")
-            .bytes()
-            .cycle()
-            .take(3000 + name.len() * 97)
-            .collect();
+        let bytes: Vec<u8> = format!("fake {name} ").bytes().cycle().take(3000 + name.len() * 97).collect();
         fs::write(dir.join(name), &bytes).unwrap();
         files.push((name.to_string(), bytes));
     }
     fs::create_dir_all(dir.join("overlays")).unwrap();
     fs::write(dir.join("overlays/disable-bt.dtbo"), b"fake overlay").unwrap();
-    files.push((
-        "overlays/disable-bt.dtbo".to_string(),
-        b"fake overlay".to_vec(),
-    ));
+    files.push(("overlays/disable-bt.dtbo".to_string(), b"fake overlay".to_vec()));
     files
 }
 
@@ -61,11 +50,8 @@ fn fsck_partition(image: &Path) {
     let bytes = fs::read(image).unwrap();
     let partition = image.with_extension("part");
     fs::write(&partition, &bytes[PARTITION_OFFSET as usize..]).unwrap();
-    let output = Command::new("fsck.fat")
-        .arg("-n")
-        .arg(&partition)
-        .output()
-        .expect("fsck.fat (dosfstools) installed");
+    let output =
+        Command::new("fsck.fat").arg("-n").arg(&partition).output().expect("fsck.fat (dosfstools) installed");
     assert!(output.status.success(), "fsck.fat -n: {}", text(&output));
     fs::remove_file(partition).unwrap();
 }
@@ -127,22 +113,13 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
         work.path(),
     );
     assert!(output.status.success(), "{}", text(&output));
-    assert_eq!(
-        fs::metadata(&image).unwrap().len(),
-        128 << 20,
-        "rounded up to a power of two"
-    );
+    assert_eq!(fs::metadata(&image).unwrap().len(), 128 << 20, "rounded up to a power of two");
     fsck_partition(&image);
 
     let root = mdir_listing(&image, "/");
-    for name in [
-        "bootcode.bin",
-        "config.txt",
-        "cmdline.txt",
-        "kernel8.img",
-        "kernel_2712.img",
-        "bcm2712-rpi-5-b.dtb",
-    ] {
+    for name in
+        ["bootcode.bin", "config.txt", "cmdline.txt", "kernel8.img", "kernel_2712.img", "bcm2712-rpi-5-b.dtb"]
+    {
         assert!(root.contains(name), "{name} missing from {root}");
     }
     for (name, bytes) in &firmware {
@@ -150,15 +127,9 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
     }
     assert_eq!(mtools_file(&image, "kernel8.img"), kernel_bytes);
     assert_eq!(mtools_file(&image, "kernel_2712.img"), kernel_bytes);
-    assert_eq!(
-        mtools_file(&image, "cmdline.txt"),
-        b"preset=quick devices=sd0\n"
-    );
+    assert_eq!(mtools_file(&image, "cmdline.txt"), b"preset=quick devices=sd0\n");
     let config = String::from_utf8(mtools_file(&image, "config.txt")).unwrap();
-    assert!(
-        config.contains("dtoverlay=disable-bt"),
-        "the overlay is on the card: {config}"
-    );
+    assert!(config.contains("dtoverlay=disable-bt"), "the overlay is on the card: {config}");
     assert!(config.contains("kernel_address=0x80000"));
     assert!(config.contains("os_check=0"));
 }
@@ -169,22 +140,11 @@ fn missing_kernel_tells_to_run_make() {
     let firmware_dir = work.path().join("boot");
     fs::create_dir_all(&firmware_dir).unwrap();
     fake_firmware(&firmware_dir);
-    let output = barebench(
-        &[
-            "image",
-            "-o",
-            "x.img",
-            "--firmware",
-            firmware_dir.to_str().unwrap(),
-        ],
-        work.path(),
-    );
+    let output =
+        barebench(&["image", "-o", "x.img", "--firmware", firmware_dir.to_str().unwrap()], work.path());
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("build/kernel8.img") && stderr.contains("run `make`"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("build/kernel8.img") && stderr.contains("run `make`"), "{stderr}");
 }
 
 #[test]
@@ -226,15 +186,9 @@ fn image_from_debian_packages_holds_firmware_dtbs_and_licences() {
     }
     // Firmware blobs are ELF files / binaries of plausible size; the DTBs are flattened trees.
     assert_eq!(&mtools_file(&image, "start4.elf")[..4], b"\x7fELF");
-    assert_eq!(
-        &mtools_file(&image, "bcm2712-rpi-5-b.dtb")[..4],
-        &[0xd0, 0x0d, 0xfe, 0xed]
-    );
+    assert_eq!(&mtools_file(&image, "bcm2712-rpi-5-b.dtb")[..4], &[0xd0, 0x0d, 0xfe, 0xed]);
     let licence = String::from_utf8(mtools_file(&image, "LICENCE.broadcom")).unwrap();
-    assert!(
-        licence.contains("Broadcom Corporation") && licence.contains("DISCLAIMER"),
-        "{licence}"
-    );
+    assert!(licence.contains("Broadcom Corporation") && licence.contains("DISCLAIMER"), "{licence}");
     let config = String::from_utf8(mtools_file(&image, "config.txt")).unwrap();
     assert!(config.contains("upstream_kernel=1"));
     assert!(!config.contains("dtoverlay=disable-bt"));
@@ -309,19 +263,11 @@ fn write_to_a_loop_device_needs_force_and_verifies() {
     let work = tempfile::tempdir().unwrap();
     let backing = work.path().join("loop-backing.bin");
     fs::write(&backing, vec![0u8; 80 << 20]).unwrap();
-    let attach = Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(&backing)
-        .output();
+    let attach = Command::new("losetup").args(["--find", "--show"]).arg(&backing).output();
     let device = match attach {
-        Ok(output) if output.status.success() => {
-            String::from_utf8_lossy(&output.stdout).trim().to_string()
-        }
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout).trim().to_string(),
         Ok(output) => {
-            eprintln!(
-                "skipping: losetup failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
+            eprintln!("skipping: losetup failed: {}", String::from_utf8_lossy(&output.stderr).trim());
             return;
         }
         Err(error) => {
@@ -356,11 +302,7 @@ fn write_to_a_loop_device_needs_force_and_verifies() {
     let forced = barebench(&forced_args, work.path());
     detach(&device);
     assert!(!refused.status.success(), "{}", text(&refused));
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("--force"),
-        "{}",
-        text(&refused)
-    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"), "{}", text(&refused));
     assert!(forced.status.success(), "{}", text(&forced));
     let image = fs::read(work.path().join("card.img")).unwrap();
     let written = fs::read(&backing).unwrap();

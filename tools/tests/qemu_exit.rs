@@ -9,8 +9,7 @@ use tools::qemu::{write_semihosting_exit_kernel, Machine, QemuError, QemuRun};
 fn run_exit_kernel(machine: Machine, exit_code: u32) -> tools::qemu::Outcome {
     let dir = tempfile::tempdir().unwrap();
     let kernel = dir.path().join("exit.img");
-    write_semihosting_exit_kernel(&kernel, machine, b"hello from exit kernel\n", exit_code)
-        .unwrap();
+    write_semihosting_exit_kernel(&kernel, machine, b"hello from exit kernel\n", exit_code).unwrap();
     let mut run = QemuRun::new(machine);
     run.kernel = kernel;
     run.workdir = dir.path().to_path_buf();
@@ -19,10 +18,7 @@ fn run_exit_kernel(machine: Machine, exit_code: u32) -> tools::qemu::Outcome {
     let mut live = Vec::new();
     let outcome = run.run(&mut live).unwrap();
     assert_eq!(String::from_utf8(live).unwrap(), outcome.log_text);
-    assert_eq!(
-        std::fs::read_to_string(&outcome.log_path).unwrap(),
-        outcome.log_text
-    );
+    assert_eq!(std::fs::read_to_string(&outcome.log_path).unwrap(), outcome.log_text);
     outcome
 }
 
@@ -66,10 +62,7 @@ fn virt_with_nvme_and_sd_boots() {
     assert_eq!(std::fs::metadata(sd_image).unwrap().len(), 64 << 20);
     let nvme = std::fs::read(dir.path().join("disk-nvme-16MiB-pattern.img")).unwrap();
     let last_sector: &[u8; 512] = nvme[nvme.len() - 512..].try_into().unwrap();
-    assert_eq!(
-        tools::pattern::identify_sector(last_sector),
-        Some((16 << 20) / 512 - 1)
-    );
+    assert_eq!(tools::pattern::identify_sector(last_sector), Some((16 << 20) / 512 - 1));
 }
 
 #[test]
@@ -100,10 +93,7 @@ fn a_kernel_that_never_exits_is_killed_at_the_timeout() {
     run.timeout = Some(Duration::from_secs(1));
     let started = std::time::Instant::now();
     let error = run.run(&mut std::io::sink()).unwrap_err();
-    assert!(
-        matches!(error, QemuError::TimedOut { timeout_s: 1, .. }),
-        "{error}"
-    );
+    assert!(matches!(error, QemuError::TimedOut { timeout_s: 1, .. }), "{error}");
     assert!(started.elapsed() < Duration::from_secs(20));
 }
 
@@ -114,14 +104,7 @@ fn the_cli_exits_with_the_kernel_status_and_124_on_timeout() {
     write_semihosting_exit_kernel(&kernel, Machine::Raspi3b, b"cli run\n", 42).unwrap();
     let log = dir.path().join("cli.log");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_barebench"))
-        .args([
-            "qemu",
-            "--machine",
-            "raspi3b",
-            "--timeout",
-            "60",
-            "--kernel",
-        ])
+        .args(["qemu", "--machine", "raspi3b", "--timeout", "60", "--kernel"])
         .arg(&kernel)
         .arg("--workdir")
         .arg(dir.path())
@@ -148,12 +131,7 @@ fn the_cli_exits_with_the_kernel_status_and_124_on_timeout() {
         .arg(&log)
         .output()
         .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(124),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_eq!(output.status.code(), Some(124), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 #[test]
@@ -161,13 +139,7 @@ fn a_kernel_that_prints_for_ever_is_still_killed_at_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let kernel = dir.path().join("chatty.img");
     // movz x2,#0x3f20,lsl#16; movk x2,#0x1000; movz w3,#'x'; str w3,[x2]; b .-4 (raspi3b PL011)
-    let words: [u32; 5] = [
-        0xD2A7_E402,
-        0xF282_0002,
-        0x5280_0F03,
-        0xB900_0043,
-        0x17FF_FFFF,
-    ];
+    let words: [u32; 5] = [0xD2A7_E402, 0xF282_0002, 0x5280_0F03, 0xB900_0043, 0x17FF_FFFF];
     let image: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
     std::fs::write(&kernel, image).unwrap();
     let mut run = QemuRun::new(Machine::Raspi3b);
@@ -177,15 +149,8 @@ fn a_kernel_that_prints_for_ever_is_still_killed_at_the_timeout() {
     run.timeout = Some(Duration::from_secs(1));
     let started = std::time::Instant::now();
     let error = run.run(&mut std::io::sink()).unwrap_err();
-    let QemuError::TimedOut { log_text, .. } = error else {
-        panic!("{error}")
-    };
+    let QemuError::TimedOut { log_text, .. } = error else { panic!("{error}") };
     assert!(started.elapsed() < Duration::from_secs(20));
     assert!(log_text.starts_with("xxxx"));
-    assert_eq!(
-        std::fs::metadata(dir.path().join("serial.log"))
-            .unwrap()
-            .len(),
-        log_text.len() as u64
-    );
+    assert_eq!(std::fs::metadata(dir.path().join("serial.log")).unwrap().len(), log_text.len() as u64);
 }

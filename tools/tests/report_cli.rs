@@ -20,11 +20,7 @@ fn report_from_a_log_and_linux_fio() {
         .arg(data("../bench/tests/data/fio-3.36-nvme-randread.json"))
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
 
     let markdown = fs::read_to_string(out.path().join("report.md")).unwrap();
     let expected_rows = [
@@ -39,10 +35,7 @@ fn report_from_a_log_and_linux_fio() {
         assert!(markdown.contains(row), "missing {row:?} in\n{markdown}");
     }
     assert_eq!(
-        markdown
-            .lines()
-            .filter(|line| line.starts_with("| pi5 ") || line.starts_with("| linux fio"))
-            .count(),
+        markdown.lines().filter(|line| line.starts_with("| pi5 ") || line.starts_with("| linux fio")).count(),
         8
     );
 
@@ -55,21 +48,11 @@ fn report_from_a_log_and_linux_fio() {
 
     for name in ["sequential-mib-s", "random-4k-iops", "latency-qd1-us"] {
         let svg = fs::read_to_string(out.path().join(format!("{name}.svg"))).unwrap();
-        let document =
-            roxmltree::Document::parse(&svg).unwrap_or_else(|error| panic!("{name}.svg: {error}"));
+        let document = roxmltree::Document::parse(&svg).unwrap_or_else(|error| panic!("{name}.svg: {error}"));
         assert_eq!(document.root_element().tag_name().name(), "svg");
-        assert!(
-            document
-                .descendants()
-                .filter(|node| node.has_tag_name("rect"))
-                .count()
-                >= 3,
-            "{name}: bars"
-        );
+        assert!(document.descendants().filter(|node| node.has_tag_name("rect")).count() >= 3, "{name}: bars");
         let png = fs::File::open(out.path().join(format!("{name}.png"))).unwrap();
-        let mut reader = png::Decoder::new(std::io::BufReader::new(png))
-            .read_info()
-            .unwrap();
+        let mut reader = png::Decoder::new(std::io::BufReader::new(png)).read_info().unwrap();
         let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
         let frame = reader.next_frame(&mut pixels).unwrap();
         assert!(frame.width > 0 && frame.height > 0);
@@ -90,10 +73,7 @@ fn report_on_a_log_without_results_says_what_is_missing() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("no results in this log") && stderr.contains("nvme0: no link"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("no results in this log") && stderr.contains("nvme0: no link"), "{stderr}");
     let markdown = fs::read_to_string(out.path().join("report/report.md")).unwrap();
     assert!(markdown.contains("(no results found)"));
     assert!(markdown.contains("## Missing or incomplete"));

@@ -7,9 +7,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use blockdev::{
-    check_request, BlockDevice, Clock, Completion, DmaBuffer, Geometry, Request, SubmitError,
-};
+use blockdev::{check_request, BlockDevice, Clock, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use tools::report::input::load_source;
 use tools::report::SourceKind;
 
@@ -76,10 +74,7 @@ impl BlockDevice for FixedLatencyDevice<'_> {
             match self.in_flight.front() {
                 Some(&(tag, due)) if due <= now => {
                     self.in_flight.pop_front();
-                    completions[count] = Completion {
-                        tag,
-                        result: Ok(()),
-                    };
+                    completions[count] = Completion { tag, result: Ok(()) };
                     count += 1;
                 }
                 _ => break,
@@ -92,11 +87,7 @@ impl BlockDevice for FixedLatencyDevice<'_> {
 #[test]
 fn report_reads_the_benchmarks_own_console_output() {
     const TICKS_PER_SECOND: u64 = 1_000_000;
-    let clock = SteppingClock {
-        ticks: Cell::new(0),
-        step_ticks: 5,
-        ticks_per_second: TICKS_PER_SECOND,
-    };
+    let clock = SteppingClock { ticks: Cell::new(0), step_ticks: 5, ticks_per_second: TICKS_PER_SECOND };
     let geometry = |max_in_flight| Geometry {
         logical_block_bytes: 512,
         block_count: 16 << 21,
@@ -152,19 +143,12 @@ fn report_reads_the_benchmarks_own_console_output() {
     }
     std::fs::write(&log, serial_text).unwrap();
     let source = load_source(&log);
-    assert!(
-        source.problems.is_empty(),
-        "{:?}\n{console}",
-        source.problems
-    );
+    assert!(source.problems.is_empty(), "{:?}\n{console}", source.problems);
     assert_eq!(source.kind, SourceKind::BarebenchLog);
     assert_eq!(source.board.as_deref(), Some("simulated-pi"));
     assert_eq!(source.label, "simulated-pi");
-    let rows: Vec<(String, String)> = source
-        .rows
-        .iter()
-        .map(|row| (row.device.clone(), row.workload()))
-        .collect();
+    let rows: Vec<(String, String)> =
+        source.rows.iter().map(|row| (row.device.clone(), row.workload())).collect();
     assert_eq!(rows.len(), 6, "{rows:?}");
     for device in ["sd0", "nvme0"] {
         for workload in ["read 1M QD16", "randread 4K QD1", "randread 4K QD32"] {
@@ -178,11 +162,7 @@ fn report_reads_the_benchmarks_own_console_output() {
         }
     }
     // 4 KiB at QD1 on the SD-like device: one I/O per 400 µs plus polling, so below 2500 IOPS.
-    let sd_qd1 = source
-        .rows
-        .iter()
-        .find(|row| row.device == "sd0" && row.iodepth == 1)
-        .unwrap();
+    let sd_qd1 = source.rows.iter().find(|row| row.device == "sd0" && row.iodepth == 1).unwrap();
     assert!(sd_qd1.iops < 2500.0 && sd_qd1.iops > 1000.0, "{sd_qd1:?}");
     assert!(sd_qd1.clat_mean_us >= 400.0, "{sd_qd1:?}");
 }

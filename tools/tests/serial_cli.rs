@@ -23,21 +23,14 @@ fn serial_stops_at_the_marker_and_saves_the_log() {
         .unwrap();
     // Give the tool time to open the port before the kernel "talks".
     thread::sleep(Duration::from_millis(500));
-    master
-        .write_all(b"barebench 0.1.0\r\n{\"jobs\": []}\r\n")
-        .unwrap();
-    master
-        .write_all(tools::serial::END_MARKER.as_bytes())
-        .unwrap();
+    master.write_all(b"barebench 0.1.0\r\n{\"jobs\": []}\r\n").unwrap();
+    master.write_all(tools::serial::END_MARKER.as_bytes()).unwrap();
     master.write_all(b"\r\n").unwrap();
     let output = child.wait_with_output().unwrap();
     drop(slave);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(&format!("picocom -b 115200 {port}")),
-        "{stderr}"
-    );
+    assert!(stderr.contains(&format!("picocom -b 115200 {port}")), "{stderr}");
     let saved = std::fs::read_to_string(&log).unwrap();
     assert!(saved.starts_with("barebench 0.1.0"), "{saved:?}");
     assert!(saved.contains(tools::serial::END_MARKER));
@@ -53,8 +46,5 @@ fn serial_on_a_missing_port_fails_clearly() {
         .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("cannot open /dev/ttyDOESNOTEXIST"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("cannot open /dev/ttyDOESNOTEXIST"), "{stderr}");
 }

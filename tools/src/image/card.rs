@@ -12,15 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::disk::format_size;
 
 /// Mount points whose device holds the running system.
-const SYSTEM_MOUNT_POINTS: [&str; 7] = [
-    "/",
-    "/boot",
-    "/boot/firmware",
-    "/boot/efi",
-    "/usr",
-    "/var",
-    "/home",
-];
+const SYSTEM_MOUNT_POINTS: [&str; 7] = ["/", "/boot", "/boot/firmware", "/boot/efi", "/usr", "/var", "/home"];
 /// Bytes per write/verify chunk.
 const CHUNK_BYTES: usize = 4 << 20;
 /// sysfs `size` unit (sysfs-block ABI: always 512-byte sectors).
@@ -34,37 +26,19 @@ pub enum CardError {
     #[error("{path} is neither a block device nor a regular file")]
     NotADevice { path: PathBuf },
     #[error("{path} is partition {partition} of /dev/{disk}: give the whole card, /dev/{disk}")]
-    Partition {
-        path: PathBuf,
-        partition: String,
-        disk: String,
-    },
-    #[error(
-        "/dev/{device} holds the running system (mounted on {mount_point}); refusing to write it"
-    )]
+    Partition { path: PathBuf, partition: String, disk: String },
+    #[error("/dev/{device} holds the running system (mounted on {mount_point}); refusing to write it")]
     SystemDevice { device: String, mount_point: String },
     #[error("/dev/{device} is mounted on {mount_point}: unmount it first (e.g. `udisksctl unmount -b /dev/{device}` or `umount {mount_point}`)")]
     Mounted { device: String, mount_point: String },
     #[error("/dev/{device} is in use ({usage})")]
     InUse { device: String, usage: String },
     #[error("/dev/{device} ({model}, {}) is not a removable device; if it really is the SD card, repeat with --force", format_size(*size_bytes))]
-    NotRemovable {
-        device: String,
-        model: String,
-        size_bytes: u64,
-    },
+    NotRemovable { device: String, model: String, size_bytes: u64 },
     #[error("the image ({}) is larger than {path} ({})", format_size(*image_bytes), format_size(*device_bytes))]
-    TooSmall {
-        path: PathBuf,
-        image_bytes: u64,
-        device_bytes: u64,
-    },
+    TooSmall { path: PathBuf, image_bytes: u64, device_bytes: u64 },
     #[error("{context} {path}: {source}")]
-    Io {
-        context: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
+    Io { context: &'static str, path: PathBuf, source: io::Error },
     #[error("verification failed: {path} differs from the image at byte {offset}")]
     VerifyMismatch { path: PathBuf, offset: u64 },
 }
@@ -84,9 +58,7 @@ pub struct BlockDeviceInfo {
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
-    fs::read_to_string(path)
-        .ok()
-        .map(|text| text.trim().to_string())
+    fs::read_to_string(path).ok().map(|text| text.trim().to_string())
 }
 
 fn dir_names(path: &Path) -> Vec<String> {
@@ -107,10 +79,7 @@ impl BlockDeviceInfo {
     /// Counted as removable: `removable` = 1, an MMC/SD slot (`mmcblk*`, many report 0), or a
     /// device on a USB bus (card readers).
     pub fn from_sysfs(sys_dir: &Path) -> BlockDeviceInfo {
-        let name = sys_dir
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = sys_dir.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
         let size_bytes = read_trimmed(&sys_dir.join("size"))
             .and_then(|text| text.parse::<u64>().ok())
             .map_or(0, |sectors| sectors * SYSFS_SECTOR_BYTES);
@@ -118,13 +87,8 @@ impl BlockDeviceInfo {
         let model = read_trimmed(&sys_dir.join("device/model"))
             .or_else(|| read_trimmed(&sys_dir.join("device/name")))
             .unwrap_or_else(|| "unknown model".to_string());
-        let model = if vendor.is_empty() {
-            model
-        } else {
-            format!("{vendor} {model}")
-        };
-        let on_usb =
-            fs::canonicalize(sys_dir).is_ok_and(|path| path.to_string_lossy().contains("/usb"));
+        let model = if vendor.is_empty() { model } else { format!("{vendor} {model}") };
+        let on_usb = fs::canonicalize(sys_dir).is_ok_and(|path| path.to_string_lossy().contains("/usb"));
         let removable = read_trimmed(&sys_dir.join("removable")).as_deref() == Some("1")
             || name.starts_with("mmcblk")
             || on_usb;
@@ -136,14 +100,7 @@ impl BlockDeviceInfo {
         for partition in &partitions {
             holders.extend(dir_names(&sys_dir.join(partition).join("holders")));
         }
-        BlockDeviceInfo {
-            name,
-            size_bytes,
-            model,
-            removable,
-            partitions,
-            holders,
-        }
+        BlockDeviceInfo { name, size_bytes, model, removable, partitions, holders }
     }
 }
 
@@ -162,13 +119,10 @@ fn unescape_mount_field(field: &str) -> String {
     while index < bytes.len() {
         if bytes[index] == b'\\'
             && index + 3 < bytes.len()
-            && bytes[index + 1..index + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
+            && bytes[index + 1..index + 4].iter().all(|b| (b'0'..=b'7').contains(b))
         {
-            let value = (bytes[index + 1] - b'0') * 64
-                + (bytes[index + 2] - b'0') * 8
-                + (bytes[index + 3] - b'0');
+            let value =
+                (bytes[index + 1] - b'0') * 64 + (bytes[index + 2] - b'0') * 8 + (bytes[index + 3] - b'0');
             out.push(value);
             index += 4;
         } else {
@@ -181,25 +135,16 @@ fn unescape_mount_field(field: &str) -> String {
 
 /// The devices in a /proc/mounts text; `resolve(source, mount_point)` names the kernel devices
 /// behind one entry (a `/dev/disk/by-uuid/…` link, `/dev/root`, …).
-pub fn mounted_devices(
-    proc_mounts: &str,
-    resolve: impl Fn(&str, &str) -> Vec<String>,
-) -> Vec<MountedDevice> {
+pub fn mounted_devices(proc_mounts: &str, resolve: impl Fn(&str, &str) -> Vec<String>) -> Vec<MountedDevice> {
     let mut mounted = Vec::new();
     for line in proc_mounts.lines() {
         let mut fields = line.split_whitespace();
         let (Some(source), Some(mount_point)) = (fields.next(), fields.next()) else {
             continue;
         };
-        let (source, mount_point) = (
-            unescape_mount_field(source),
-            unescape_mount_field(mount_point),
-        );
+        let (source, mount_point) = (unescape_mount_field(source), unescape_mount_field(mount_point));
         for device in resolve(&source, &mount_point) {
-            mounted.push(MountedDevice {
-                device,
-                mount_point: mount_point.clone(),
-            });
+            mounted.push(MountedDevice { device, mount_point: mount_point.clone() });
         }
     }
     mounted
@@ -232,8 +177,8 @@ fn resolve_mount_on_this_system(source: &str, mount_point: &str) -> Vec<String> 
         names.push(name);
     }
     if let Ok(meta) = fs::metadata(mount_point) {
-        if let Some(name) = sysfs_dir_of(meta.dev())
-            .and_then(|dir| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
+        if let Some(name) =
+            sysfs_dir_of(meta.dev()).and_then(|dir| dir.file_name().map(|n| n.to_string_lossy().into_owned()))
         {
             names.push(name);
         }
@@ -253,12 +198,12 @@ pub fn check_block_device(
     let mut own_names = vec![device.name.clone()];
     own_names.extend(device.partitions.iter().cloned());
     let is_ours = |name: &str| {
-        own_names.iter().any(|own| own == name)
-            || device.holders.iter().any(|holder| holder == name)
+        own_names.iter().any(|own| own == name) || device.holders.iter().any(|holder| holder == name)
     };
-    if let Some(system) = mounted.iter().find(|entry| {
-        is_ours(&entry.device) && SYSTEM_MOUNT_POINTS.contains(&entry.mount_point.as_str())
-    }) {
+    if let Some(system) = mounted
+        .iter()
+        .find(|entry| is_ours(&entry.device) && SYSTEM_MOUNT_POINTS.contains(&entry.mount_point.as_str()))
+    {
         return Err(CardError::SystemDevice {
             device: device.name.clone(),
             mount_point: system.mount_point.clone(),
@@ -271,10 +216,7 @@ pub fn check_block_device(
         });
     }
     if let Some(swap) = swap_devices.iter().find(|name| is_ours(name)) {
-        return Err(CardError::InUse {
-            device: device.name.clone(),
-            usage: format!("swap on /dev/{swap}"),
-        });
+        return Err(CardError::InUse { device: device.name.clone(), usage: format!("swap on /dev/{swap}") });
     }
     if let Some(holder) = device.holders.first() {
         return Err(CardError::InUse {
@@ -298,10 +240,7 @@ pub enum WriteTarget {
     /// A plain file (for tests, or to copy the image).
     File { path: PathBuf },
     /// A whole block device that passed the checks.
-    BlockDevice {
-        path: PathBuf,
-        info: BlockDeviceInfo,
-    },
+    BlockDevice { path: PathBuf, info: BlockDeviceInfo },
 }
 
 impl WriteTarget {
@@ -320,45 +259,27 @@ impl WriteTarget {
                 path.display(),
                 info.model,
                 format_size(info.size_bytes),
-                if info.removable {
-                    ", removable"
-                } else {
-                    ", NOT removable"
-                }
+                if info.removable { ", removable" } else { ", NOT removable" }
             ),
         }
     }
 }
 
 /// Looks at `path` on this system and applies every check for an image of `image_bytes`.
-pub fn inspect_target(
-    path: &Path,
-    image_bytes: u64,
-    force: bool,
-) -> Result<WriteTarget, CardError> {
-    let io_error = |context, source| CardError::Io {
-        context,
-        path: path.to_path_buf(),
-        source,
-    };
+pub fn inspect_target(path: &Path, image_bytes: u64, force: bool) -> Result<WriteTarget, CardError> {
+    let io_error = |context, source| CardError::Io { context, path: path.to_path_buf(), source };
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            return Err(CardError::NotFound {
-                path: path.to_path_buf(),
-            })
+            return Err(CardError::NotFound { path: path.to_path_buf() })
         }
         Err(error) => return Err(io_error("cannot inspect", error)),
     };
     if meta.file_type().is_file() {
-        return Ok(WriteTarget::File {
-            path: path.to_path_buf(),
-        });
+        return Ok(WriteTarget::File { path: path.to_path_buf() });
     }
     if !meta.file_type().is_block_device() {
-        return Err(CardError::NotADevice {
-            path: path.to_path_buf(),
-        });
+        return Err(CardError::NotADevice { path: path.to_path_buf() });
     }
     let sys_dir = sysfs_dir_of(meta.rdev()).ok_or_else(|| {
         io_error(
@@ -367,20 +288,13 @@ pub fn inspect_target(
         )
     })?;
     if sys_dir.join("partition").is_file() {
-        let partition = sys_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let partition = sys_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let disk = sys_dir
             .parent()
             .and_then(|parent| parent.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        return Err(CardError::Partition {
-            path: path.to_path_buf(),
-            partition,
-            disk,
-        });
+        return Err(CardError::Partition { path: path.to_path_buf(), partition, disk });
     }
     let info = BlockDeviceInfo::from_sysfs(&sys_dir);
     let proc_mounts = fs::read_to_string("/proc/mounts")
@@ -402,10 +316,7 @@ pub fn inspect_target(
             device_bytes: info.size_bytes,
         });
     }
-    Ok(WriteTarget::BlockDevice {
-        path: path.to_path_buf(),
-        info,
-    })
+    Ok(WriteTarget::BlockDevice { path: path.to_path_buf(), info })
 }
 
 /// Writes `image` to the target, then flushes it to the medium (fsync).
@@ -416,21 +327,10 @@ pub fn write_image(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(), CardError> {
     let target_path = target.path();
-    let image_error = |context, source| CardError::Io {
-        context,
-        path: image.to_path_buf(),
-        source,
-    };
-    let target_error = |context, source| CardError::Io {
-        context,
-        path: target_path.to_path_buf(),
-        source,
-    };
+    let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
+    let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
     let mut source = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = source
-        .metadata()
-        .map_err(|error| image_error("cannot inspect", error))?
-        .len();
+    let total = source.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
     let mut options = OpenOptions::new();
     options.write(true);
     match target {
@@ -443,26 +343,20 @@ pub fn write_image(
             options.truncate(true);
         }
     }
-    let mut destination = options
-        .open(target_path)
-        .map_err(|error| target_error("cannot open for writing", error))?;
+    let mut destination =
+        options.open(target_path).map_err(|error| target_error("cannot open for writing", error))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
     let mut done = 0;
     loop {
-        let count = read_full(&mut source, &mut buffer)
-            .map_err(|error| image_error("cannot read", error))?;
+        let count = read_full(&mut source, &mut buffer).map_err(|error| image_error("cannot read", error))?;
         if count == 0 {
             break;
         }
-        destination
-            .write_all(&buffer[..count])
-            .map_err(|error| target_error("cannot write", error))?;
+        destination.write_all(&buffer[..count]).map_err(|error| target_error("cannot write", error))?;
         done += count as u64;
         progress(done, total);
     }
-    destination
-        .sync_all()
-        .map_err(|error| target_error("cannot sync", error))?;
+    destination.sync_all().map_err(|error| target_error("cannot sync", error))?;
     drop_cached_pages(&destination);
     Ok(())
 }
@@ -474,27 +368,14 @@ pub fn verify_image(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(), CardError> {
     let target_path = target.path();
-    let image_error = |context, source| CardError::Io {
-        context,
-        path: image.to_path_buf(),
-        source,
-    };
-    let target_error = |context, source| CardError::Io {
-        context,
-        path: target_path.to_path_buf(),
-        source,
-    };
+    let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
+    let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
     let mut expected = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = expected
-        .metadata()
-        .map_err(|error| image_error("cannot inspect", error))?
-        .len();
+    let total = expected.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
     let mut actual =
         File::open(target_path).map_err(|error| target_error("cannot open for reading", error))?;
     drop_cached_pages(&actual);
-    actual
-        .seek(SeekFrom::Start(0))
-        .map_err(|error| target_error("cannot seek", error))?;
+    actual.seek(SeekFrom::Start(0)).map_err(|error| target_error("cannot seek", error))?;
     let mut expected_buffer = vec![0u8; CHUNK_BYTES];
     let mut actual_buffer = vec![0u8; CHUNK_BYTES];
     let mut offset = 0u64;
@@ -506,9 +387,9 @@ pub fn verify_image(
         }
         let actual_count = read_full(&mut actual, &mut actual_buffer[..count])
             .map_err(|error| target_error("cannot read back", error))?;
-        if let Some(position) = (0..count).find(|index| {
-            *index >= actual_count || expected_buffer[*index] != actual_buffer[*index]
-        }) {
+        if let Some(position) = (0..count)
+            .find(|index| *index >= actual_count || expected_buffer[*index] != actual_buffer[*index])
+        {
             return Err(CardError::VerifyMismatch {
                 path: target_path.to_path_buf(),
                 offset: offset + position as u64,
@@ -562,17 +443,13 @@ mod tests {
     }
 
     fn mount(device: &str, mount_point: &str) -> MountedDevice {
-        MountedDevice {
-            device: device.to_string(),
-            mount_point: mount_point.to_string(),
-        }
+        MountedDevice { device: device.to_string(), mount_point: mount_point.to_string() }
     }
 
     #[test]
     fn sysfs_facts_are_read() {
         let root = tempfile::tempdir().unwrap();
-        let info =
-            BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sdb", "1", &["sdb1", "sdb2"]));
+        let info = BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sdb", "1", &["sdb1", "sdb2"]));
         assert_eq!(info.name, "sdb");
         assert_eq!(info.size_bytes, 62_333_952 * 512);
         assert_eq!(info.model, "Generic SD/MMC Reader");
@@ -584,12 +461,8 @@ mod tests {
     #[test]
     fn an_sd_slot_counts_as_removable_even_when_sysfs_says_0() {
         let root = tempfile::tempdir().unwrap();
-        assert!(
-            BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "mmcblk0", "0", &[])).removable
-        );
-        assert!(
-            !BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "nvme0n1", "0", &[])).removable
-        );
+        assert!(BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "mmcblk0", "0", &[])).removable);
+        assert!(!BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "nvme0n1", "0", &[])).removable);
     }
 
     #[test]
@@ -598,25 +471,20 @@ mod tests {
         let info = BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sdb", "1", &["sdb1"]));
         let mounts = [mount("sda1", "/"), mount("sdb1", "/media/user/boot")];
         let error = check_block_device(&info, &mounts, &[], false).unwrap_err();
-        assert!(
-            matches!(&error, CardError::Mounted { device, .. } if device == "sdb1"),
-            "{error}"
-        );
+        assert!(matches!(&error, CardError::Mounted { device, .. } if device == "sdb1"), "{error}");
         assert!(check_block_device(&info, &mounts[..1], &[], false).is_ok());
     }
 
     #[test]
     fn the_system_disk_is_refused_even_with_force() {
         let root = tempfile::tempdir().unwrap();
-        let info =
-            BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sda", "0", &["sda1", "sda2"]));
+        let info = BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sda", "0", &["sda1", "sda2"]));
         let error = check_block_device(&info, &[mount("sda2", "/")], &[], true).unwrap_err();
         assert!(
             matches!(&error, CardError::SystemDevice { mount_point, .. } if mount_point == "/"),
             "{error}"
         );
-        let error =
-            check_block_device(&info, &[mount("sda1", "/boot/efi")], &[], true).unwrap_err();
+        let error = check_block_device(&info, &[mount("sda1", "/boot/efi")], &[], true).unwrap_err();
         assert!(matches!(error, CardError::SystemDevice { .. }));
     }
 
@@ -629,10 +497,7 @@ mod tests {
         assert_eq!(info.holders, ["dm-0"]);
         let error = check_block_device(&info, &[mount("dm-0", "/")], &[], true).unwrap_err();
         assert!(matches!(error, CardError::SystemDevice { .. }), "{error}");
-        assert!(matches!(
-            check_block_device(&info, &[], &[], true),
-            Err(CardError::InUse { .. })
-        ));
+        assert!(matches!(check_block_device(&info, &[], &[], true), Err(CardError::InUse { .. })));
         let plain = BlockDeviceInfo::from_sysfs(&fake_disk(root.path(), "sdd", "1", &["sdd1"]));
         let error = check_block_device(&plain, &[], &["sdd1".to_string()], true).unwrap_err();
         assert!(matches!(error, CardError::InUse { .. }), "{error}");
@@ -651,10 +516,7 @@ mod tests {
     fn proc_mounts_is_parsed_with_escapes() {
         let text = "/dev/sdb1 /media/my\\040card vfat rw 0 0\nproc /proc proc rw 0 0\n";
         let mounted = mounted_devices(text, |source, _| {
-            source
-                .strip_prefix("/dev/")
-                .map(|name| vec![name.to_string()])
-                .unwrap_or_default()
+            source.strip_prefix("/dev/").map(|name| vec![name.to_string()]).unwrap_or_default()
         });
         assert_eq!(mounted, [mount("sdb1", "/media/my card")]);
     }
@@ -676,12 +538,7 @@ mod tests {
         let target_path = dir.path().join("target.bin");
         fs::write(&target_path, vec![0xFFu8; 16 << 20]).unwrap();
         let target = inspect_target(&target_path, bytes.len() as u64, false).unwrap();
-        assert_eq!(
-            target,
-            WriteTarget::File {
-                path: target_path.clone()
-            }
-        );
+        assert_eq!(target, WriteTarget::File { path: target_path.clone() });
         let mut reports = Vec::new();
         write_image(&image, &target, |done, total| reports.push((done, total))).unwrap();
         assert_eq!(reports.last(), Some(&(9 << 20, 9 << 20)));
@@ -698,9 +555,7 @@ mod tests {
         let mut changed = vec![7u8; 5 << 20];
         changed[(4 << 20) + 12] = 8;
         fs::write(&target_path, &changed).unwrap();
-        let target = WriteTarget::File {
-            path: target_path.clone(),
-        };
+        let target = WriteTarget::File { path: target_path.clone() };
         let error = verify_image(&image, &target, |_, _| {}).unwrap_err();
         assert!(
             matches!(error, CardError::VerifyMismatch { offset, .. } if offset == (4 << 20) + 12),
@@ -708,10 +563,7 @@ mod tests {
         );
         fs::write(&target_path, vec![7u8; 100]).unwrap();
         let error = verify_image(&image, &target, |_, _| {}).unwrap_err();
-        assert!(
-            matches!(error, CardError::VerifyMismatch { offset: 100, .. }),
-            "{error}"
-        );
+        assert!(matches!(error, CardError::VerifyMismatch { offset: 100, .. }), "{error}");
     }
 
     #[test]

@@ -92,9 +92,7 @@ pub fn cmdline_txt(settings: &[String]) -> Result<(String, Vec<String>), Cmdline
     let mut warnings = Vec::new();
     for setting in settings {
         if setting.contains(['\n', '\r']) {
-            return Err(CmdlineError::LineBreak {
-                setting: setting.clone(),
-            });
+            return Err(CmdlineError::LineBreak { setting: setting.clone() });
         }
         for token in setting.split_whitespace() {
             if !token.contains('=') {
@@ -128,35 +126,22 @@ mod tests {
     fn all_section_sets_64_bit_load_address_and_uart() {
         let text = config_txt(&ConfigOptions::default());
         let all = section(&text, "all");
-        assert_eq!(
-            all,
-            ["arm_64bit=1", "kernel_address=0x80000", "enable_uart=1"]
-        );
-        assert!(
-            text.ends_with("[all]\n"),
-            "settings after the board sections apply to all"
-        );
+        assert_eq!(all, ["arm_64bit=1", "kernel_address=0x80000", "enable_uart=1"]);
+        assert!(text.ends_with("[all]\n"), "settings after the board sections apply to all");
     }
 
     #[test]
     fn pi3_and_pi4_sections_name_the_kernel_and_uart_clock() {
         let text = config_txt(&ConfigOptions::default());
         for board in ["pi3", "pi02", "pi4"] {
-            assert_eq!(
-                section(&text, board),
-                ["kernel=kernel8.img", "init_uart_clock=48000000"],
-                "{board}"
-            );
+            assert_eq!(section(&text, board), ["kernel=kernel8.img", "init_uart_clock=48000000"], "{board}");
         }
         assert!(!text.contains("dtoverlay"));
     }
 
     #[test]
     fn disable_bt_only_when_the_overlay_is_on_the_card() {
-        let options = ConfigOptions {
-            has_disable_bt_overlay: true,
-            ..Default::default()
-        };
+        let options = ConfigOptions { has_disable_bt_overlay: true, ..Default::default() };
         let text = config_txt(&options);
         assert!(section(&text, "pi3").contains(&"dtoverlay=disable-bt"));
         assert!(section(&text, "pi4").contains(&"dtoverlay=disable-bt"));
@@ -166,10 +151,7 @@ mod tests {
     #[test]
     fn pi5_section_skips_the_os_check() {
         let text = config_txt(&ConfigOptions::default());
-        assert_eq!(
-            section(&text, "pi5"),
-            ["kernel=kernel_2712.img", "os_check=0"]
-        );
+        assert_eq!(section(&text, "pi5"), ["kernel=kernel_2712.img", "os_check=0"]);
     }
 
     #[test]
@@ -186,10 +168,7 @@ mod tests {
 
     #[test]
     fn cmdline_is_one_line_of_settings() {
-        let settings = vec![
-            "preset=quick".to_string(),
-            "devices=sd0  runs=3".to_string(),
-        ];
+        let settings = vec!["preset=quick".to_string(), "devices=sd0  runs=3".to_string()];
         let (text, warnings) = cmdline_txt(&settings).unwrap();
         assert_eq!(text, "preset=quick devices=sd0 runs=3\n");
         assert!(warnings.is_empty());
@@ -202,9 +181,6 @@ mod tests {
         assert_eq!(text, "quick\n");
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("\"quick\""));
-        assert!(matches!(
-            cmdline_txt(&["a=1\nb=2".to_string()]),
-            Err(CmdlineError::LineBreak { .. })
-        ));
+        assert!(matches!(cmdline_txt(&["a=1\nb=2".to_string()]), Err(CmdlineError::LineBreak { .. })));
     }
 }

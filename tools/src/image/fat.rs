@@ -34,11 +34,7 @@ pub enum FatError {
     #[error("image size {size_bytes} bytes does not fit an MBR (2 TiB at most)")]
     TooLarge { size_bytes: u64 },
     #[error("{context} ({path}): {source}")]
-    Io {
-        context: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
+    Io { context: &'static str, path: PathBuf, source: io::Error },
     #[error("partition table: {0}")]
     Mbr(String),
 }
@@ -64,27 +60,18 @@ impl ImageLayout {
 /// The smallest image that holds `files`, before rounding to a power of two: partition start,
 /// the files in whole 4 KiB clusters, FATs and directories (generous), and 25% room.
 pub fn minimum_image_bytes(files: &[ImageFile]) -> u64 {
-    let data_bytes: u64 = files
-        .iter()
-        .map(|file| (file.bytes.len() as u64).div_ceil(4096) * 4096)
-        .sum();
+    let data_bytes: u64 = files.iter().map(|file| (file.bytes.len() as u64).div_ceil(4096) * 4096).sum();
     let metadata_bytes = 2 << 20;
     u64::from(PARTITION_START_LBA) * SECTOR_BYTES + (data_bytes + metadata_bytes) * 5 / 4
 }
 
 /// The image size to use: the request (or the default), at least the minimum, rounded up to a
 /// power of two so QEMU also accepts the image as an SD card (qemu.md §2).
-pub fn choose_image_bytes(
-    files: &[ImageFile],
-    requested_bytes: Option<u64>,
-) -> Result<u64, FatError> {
+pub fn choose_image_bytes(files: &[ImageFile], requested_bytes: Option<u64>) -> Result<u64, FatError> {
     let needed_bytes = minimum_image_bytes(files);
     let size_bytes = requested_bytes.unwrap_or(DEFAULT_IMAGE_BYTES.max(needed_bytes));
     if size_bytes < needed_bytes {
-        return Err(FatError::TooSmall {
-            size_bytes,
-            needed_bytes,
-        });
+        return Err(FatError::TooSmall { size_bytes, needed_bytes });
     }
     Ok(size_bytes.next_power_of_two())
 }
@@ -108,36 +95,21 @@ pub fn build_image(
 ) -> Result<ImageLayout, FatError> {
     let io_error = |context: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source| FatError::Io {
-            context,
-            path,
-            source,
-        }
+        move |source| FatError::Io { context, path, source }
     };
     let partition_offset = u64::from(PARTITION_START_LBA) * SECTOR_BYTES;
     let partition_bytes = image_bytes.saturating_sub(partition_offset);
-    let partition_sectors =
-        u32::try_from(partition_bytes / SECTOR_BYTES).map_err(|_| FatError::TooLarge {
-            size_bytes: image_bytes,
-        })?;
-    let cluster_bytes = cluster_bytes_for(partition_bytes).ok_or(FatError::TooFewClusters {
-        size_bytes: image_bytes,
-        clusters: partition_bytes / 512,
-    })?;
+    let partition_sectors = u32::try_from(partition_bytes / SECTOR_BYTES)
+        .map_err(|_| FatError::TooLarge { size_bytes: image_bytes })?;
+    let cluster_bytes = cluster_bytes_for(partition_bytes)
+        .ok_or(FatError::TooFewClusters { size_bytes: image_bytes, clusters: partition_bytes / 512 })?;
     if image_bytes < minimum_image_bytes(files) {
-        return Err(FatError::TooSmall {
-            size_bytes: image_bytes,
-            needed_bytes: minimum_image_bytes(files),
-        });
+        return Err(FatError::TooSmall { size_bytes: image_bytes, needed_bytes: minimum_image_bytes(files) });
     }
 
     let temporary = output.with_extension(format!("tmp.{}", std::process::id()));
-    if let Some(parent) = output
-        .parent()
-        .filter(|parent| !parent.as_os_str().is_empty())
-    {
-        fs::create_dir_all(parent)
-            .map_err(io_error("cannot create the output directory", parent))?;
+    if let Some(parent) = output.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io_error("cannot create the output directory", parent))?;
     }
     let mut image = OpenOptions::new()
         .read(true)
@@ -146,16 +118,10 @@ pub fn build_image(
         .truncate(true)
         .open(&temporary)
         .map_err(io_error("cannot create the image", &temporary))?;
-    image
-        .set_len(image_bytes)
-        .map_err(io_error("cannot size the image", &temporary))?;
+    image.set_len(image_bytes).map_err(io_error("cannot size the image", &temporary))?;
 
-    let mut mbr = mbrman::MBR::new_from(
-        &mut image,
-        SECTOR_BYTES as u32,
-        disk_signature.to_le_bytes(),
-    )
-    .map_err(|error| FatError::Mbr(error.to_string()))?;
+    let mut mbr = mbrman::MBR::new_from(&mut image, SECTOR_BYTES as u32, disk_signature.to_le_bytes())
+        .map_err(|error| FatError::Mbr(error.to_string()))?;
     mbr[1] = mbrman::MBRPartitionEntry {
         boot: mbrman::BOOT_ACTIVE,
         first_chs: mbrman::CHS::empty(),
@@ -164,8 +130,7 @@ pub fn build_image(
         starting_lba: PARTITION_START_LBA,
         sectors: partition_sectors,
     };
-    mbr.write_into(&mut image)
-        .map_err(|error| FatError::Mbr(error.to_string()))?;
+    mbr.write_into(&mut image).map_err(|error| FatError::Mbr(error.to_string()))?;
 
     {
         let partition = fscommon::StreamSlice::new(&mut image, partition_offset, image_bytes)
@@ -195,66 +160,46 @@ pub fn build_image(
             for component in components {
                 directory = match directory.open_dir(component) {
                     Ok(existing) => existing,
-                    Err(_) => directory.create_dir(component).map_err(io_error(
-                        "cannot create a directory in the image",
-                        Path::new(&file.path),
-                    ))?,
+                    Err(_) => directory
+                        .create_dir(component)
+                        .map_err(io_error("cannot create a directory in the image", Path::new(&file.path)))?,
                 };
             }
-            let mut entry = directory.create_file(name).map_err(io_error(
-                "cannot create a file in the image",
-                Path::new(&file.path),
-            ))?;
-            entry.truncate().map_err(io_error(
-                "cannot truncate a file in the image",
-                Path::new(&file.path),
-            ))?;
-            entry.write_all(&file.bytes).map_err(io_error(
-                "cannot write a file in the image",
-                Path::new(&file.path),
-            ))?;
-            entry.flush().map_err(io_error(
-                "cannot write a file in the image",
-                Path::new(&file.path),
-            ))?;
+            let mut entry = directory
+                .create_file(name)
+                .map_err(io_error("cannot create a file in the image", Path::new(&file.path)))?;
+            entry
+                .truncate()
+                .map_err(io_error("cannot truncate a file in the image", Path::new(&file.path)))?;
+            entry
+                .write_all(&file.bytes)
+                .map_err(io_error("cannot write a file in the image", Path::new(&file.path)))?;
+            entry.flush().map_err(io_error("cannot write a file in the image", Path::new(&file.path)))?;
             written.push((file.path.clone(), file.bytes.len() as u64));
         }
         drop(root);
         // Counting the free clusters lets unmount store a valid FSInfo free count.
-        filesystem
-            .stats()
-            .map_err(io_error("cannot read the FAT back", &temporary))?;
-        filesystem
-            .unmount()
-            .map_err(io_error("cannot finish the FAT32", &temporary))?;
+        filesystem.stats().map_err(io_error("cannot read the FAT back", &temporary))?;
+        filesystem.unmount().map_err(io_error("cannot finish the FAT32", &temporary))?;
     }
     // fatfs leaves BPB_HiddSec at 0; strict tools want the partition's start LBA there, in the
     // boot sector and its backup (ecosystem.md §1.8).
     for sector in [0, BACKUP_BOOT_SECTOR] {
         image
-            .seek(SeekFrom::Start(
-                partition_offset + sector * SECTOR_BYTES + BPB_HIDDEN_SECTORS_OFFSET,
-            ))
+            .seek(SeekFrom::Start(partition_offset + sector * SECTOR_BYTES + BPB_HIDDEN_SECTORS_OFFSET))
             .map_err(io_error("cannot patch the boot sector", &temporary))?;
         image
             .write_all(&PARTITION_START_LBA.to_le_bytes())
             .map_err(io_error("cannot patch the boot sector", &temporary))?;
     }
-    let mut top_directories: Vec<&str> = files
-        .iter()
-        .filter_map(|file| file.path.split_once('/'))
-        .map(|(directory, _)| directory)
-        .collect();
+    let mut top_directories: Vec<&str> =
+        files.iter().filter_map(|file| file.path.split_once('/')).map(|(directory, _)| directory).collect();
     top_directories.dedup();
     for directory in top_directories {
-        fix_dot_entries(&mut image, partition_offset, directory).map_err(io_error(
-            "cannot fix a directory in the image",
-            Path::new(directory),
-        ))?;
+        fix_dot_entries(&mut image, partition_offset, directory)
+            .map_err(io_error("cannot fix a directory in the image", Path::new(directory)))?;
     }
-    image
-        .sync_all()
-        .map_err(io_error("cannot flush the image", &temporary))?;
+    image.sync_all().map_err(io_error("cannot flush the image", &temporary))?;
     drop(image);
     fs::rename(&temporary, output).map_err(io_error("cannot move the image into place", output))?;
     Ok(ImageLayout {
@@ -287,15 +232,9 @@ impl Fat32Geometry {
         let mut boot = [0u8; 512];
         image.seek(SeekFrom::Start(partition_offset))?;
         image.read_exact(&mut boot)?;
-        let u16_at =
-            |offset: usize| u64::from(u16::from_le_bytes([boot[offset], boot[offset + 1]]));
+        let u16_at = |offset: usize| u64::from(u16::from_le_bytes([boot[offset], boot[offset + 1]]));
         let u32_at = |offset: usize| {
-            u32::from_le_bytes([
-                boot[offset],
-                boot[offset + 1],
-                boot[offset + 2],
-                boot[offset + 3],
-            ])
+            u32::from_le_bytes([boot[offset], boot[offset + 1], boot[offset + 2], boot[offset + 3]])
         };
         let bytes_per_sector = u16_at(11);
         let sectors_per_cluster = u64::from(boot[13]);
@@ -325,9 +264,7 @@ impl Fat32Geometry {
             image.seek(SeekFrom::Start(self.fat_offset + u64::from(current) * 4))?;
             image.read_exact(&mut entry)?;
             let next = u32::from_le_bytes(entry) & 0x0FFF_FFFF;
-            if !(2..0x0FFF_FFF8).contains(&next)
-                || clusters.len() as u64 > self.bytes_per_sector * 1024
-            {
+            if !(2..0x0FFF_FFF8).contains(&next) || clusters.len() as u64 > self.bytes_per_sector * 1024 {
                 return Ok(clusters);
             }
             clusters.push(next);
@@ -383,12 +320,7 @@ fn fix_dot_entries(image: &mut File, partition_offset: u64, name: &str) -> io::R
     fixed[..DIR_ENTRY_BYTES].copy_from_slice(slot(1));
     fixed[DIR_ENTRY_BYTES..2 * DIR_ENTRY_BYTES].copy_from_slice(slot(3));
     // ".." of a directory in the root names cluster 0 (high word at 20, low word at 26).
-    for offset in [
-        DIR_ENTRY_BYTES + 20,
-        DIR_ENTRY_BYTES + 21,
-        DIR_ENTRY_BYTES + 26,
-        DIR_ENTRY_BYTES + 27,
-    ] {
+    for offset in [DIR_ENTRY_BYTES + 20, DIR_ENTRY_BYTES + 21, DIR_ENTRY_BYTES + 26, DIR_ENTRY_BYTES + 27] {
         fixed[offset] = 0;
     }
     fixed[2 * DIR_ENTRY_BYTES] = DIR_ENTRY_FREE;
@@ -420,18 +352,9 @@ mod tests {
 
     fn sample_files() -> Vec<ImageFile> {
         vec![
-            ImageFile {
-                path: "config.txt".to_string(),
-                bytes: b"arm_64bit=1\n".to_vec(),
-            },
-            ImageFile {
-                path: "kernel8.img".to_string(),
-                bytes: (0..200_000u32).map(|i| i as u8).collect(),
-            },
-            ImageFile {
-                path: "overlays/disable-bt.dtbo".to_string(),
-                bytes: vec![0xd0, 0x0d, 0xfe, 0xed],
-            },
+            ImageFile { path: "config.txt".to_string(), bytes: b"arm_64bit=1\n".to_vec() },
+            ImageFile { path: "kernel8.img".to_string(), bytes: (0..200_000u32).map(|i| i as u8).collect() },
+            ImageFile { path: "overlays/disable-bt.dtbo".to_string(), bytes: vec![0xd0, 0x0d, 0xfe, 0xed] },
         ]
     }
 
@@ -447,18 +370,9 @@ mod tests {
     fn image_size_is_a_power_of_two_and_big_enough() {
         let files = sample_files();
         assert_eq!(choose_image_bytes(&files, None).unwrap(), 256 << 20);
-        assert_eq!(
-            choose_image_bytes(&files, Some(100 << 20)).unwrap(),
-            128 << 20
-        );
-        assert!(matches!(
-            choose_image_bytes(&files, Some(1 << 20)),
-            Err(FatError::TooSmall { .. })
-        ));
-        let big = vec![ImageFile {
-            path: "big".to_string(),
-            bytes: vec![0; 300 << 20],
-        }];
+        assert_eq!(choose_image_bytes(&files, Some(100 << 20)).unwrap(), 128 << 20);
+        assert!(matches!(choose_image_bytes(&files, Some(1 << 20)), Err(FatError::TooSmall { .. })));
+        let big = vec![ImageFile { path: "big".to_string(), bytes: vec![0; 300 << 20] }];
         assert_eq!(choose_image_bytes(&big, None).unwrap(), 512 << 20);
     }
 
@@ -483,31 +397,19 @@ mod tests {
         let data = fs::read(&path).unwrap();
         let boot = 4 << 20;
         assert_eq!(&data[boot + 0x1C..boot + 0x20], &8192u32.to_le_bytes());
-        assert_eq!(
-            &data[boot + 6 * 512 + 0x1C..boot + 6 * 512 + 0x20],
-            &8192u32.to_le_bytes()
-        );
+        assert_eq!(&data[boot + 6 * 512 + 0x1C..boot + 6 * 512 + 0x20], &8192u32.to_le_bytes());
         assert_eq!(&data[boot + 0x52..boot + 0x5A], b"FAT32   ");
 
         for file in &files {
-            assert_eq!(
-                read_file_from_image(&path, &file.path).unwrap(),
-                file.bytes,
-                "{}",
-                file.path
-            );
+            assert_eq!(read_file_from_image(&path, &file.path).unwrap(), file.bytes, "{}", file.path);
         }
-        assert!(!dir
-            .path()
-            .join(format!("card.tmp.{}", std::process::id()))
-            .exists());
+        assert!(!dir.path().join(format!("card.tmp.{}", std::process::id())).exists());
     }
 
     #[test]
     fn a_too_small_image_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let error =
-            build_image(&dir.path().join("x.img"), &sample_files(), 16 << 20, 1).unwrap_err();
+        let error = build_image(&dir.path().join("x.img"), &sample_files(), 16 << 20, 1).unwrap_err();
         assert!(matches!(error, FatError::TooFewClusters { .. }), "{error}");
     }
 }

@@ -45,11 +45,7 @@ pub enum FirmwareError {
     #[error("no Debian archive found in the APT sources (/etc/apt/sources.list{{,.d/*}}); pass --debian-mirror URI and --debian-suite CODENAME, or use --firmware DIR")]
     NoDebianSource,
     #[error("`{command}` failed ({status}): {output}")]
-    Tool {
-        command: String,
-        status: String,
-        output: String,
-    },
+    Tool { command: String, status: String, output: String },
     #[error("cannot run `{command}`: {source} (the Debian package tools apt-get and dpkg-deb are needed; or use --firmware DIR)")]
     ToolMissing { command: String, source: io::Error },
     #[error("package {package}: {problem}")]
@@ -83,17 +79,13 @@ impl FirmwareSet {
 
     /// True when the DTBs carry upstream Linux names (Debian), not the firmware's.
     pub fn has_upstream_dtb_names(&self) -> bool {
-        self.files
-            .iter()
-            .any(|file| file.path.starts_with("bcm2837-"))
+        self.files.iter().any(|file| file.path.starts_with("bcm2837-"))
     }
 
     fn check_boards(&mut self) {
         for (file, board) in FIRMWARE_FILES {
             if !self.has_file(file) {
-                self.warnings.push(format!(
-                    "{file} is missing: the card will not boot a {board}"
-                ));
+                self.warnings.push(format!("{file} is missing: the card will not boot a {board}"));
             }
         }
         for (board, names) in BOARD_DTBS {
@@ -103,53 +95,35 @@ impl FirmwareSet {
                 } else {
                     "the firmware boots without it, but the kernel gets no device tree"
                 };
-                self.warnings
-                    .push(format!("no {} device tree: {note}", names[0]));
+                self.warnings.push(format!("no {} device tree: {note}", names[0]));
             }
         }
     }
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, FirmwareError> {
-    fs::read(path).map_err(|source| FirmwareError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
+    fs::read(path).map_err(|source| FirmwareError::Read { path: path.to_path_buf(), source })
 }
 
 fn is_board_dtb(name: &str) -> bool {
     name.ends_with(".dtb")
-        && [
-            "bcm2710-rpi-",
-            "bcm2711-rpi-",
-            "bcm2712-rpi-",
-            "bcm2712d0-rpi-",
-            "bcm2837-rpi-",
-        ]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
+        && ["bcm2710-rpi-", "bcm2711-rpi-", "bcm2712-rpi-", "bcm2712d0-rpi-", "bcm2837-rpi-"]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
 }
 
 /// Reads the firmware, DTBs and licences from a directory laid out like the Raspberry Pi
 /// firmware repository's `boot/` (or an existing Pi OS boot partition).
 pub fn from_directory(dir: &Path) -> Result<FirmwareSet, FirmwareError> {
-    let mut set = FirmwareSet {
-        origin: format!("directory {}", dir.display()),
-        ..Default::default()
-    };
+    let mut set = FirmwareSet { origin: format!("directory {}", dir.display()), ..Default::default() };
     for (name, _) in FIRMWARE_FILES {
         let path = dir.join(name);
         if path.is_file() {
-            set.files.push(ImageFile {
-                path: name.to_string(),
-                bytes: read_file(&path)?,
-            });
+            set.files.push(ImageFile { path: name.to_string(), bytes: read_file(&path)? });
         }
     }
-    let entries = fs::read_dir(dir).map_err(|source| FirmwareError::Read {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let entries =
+        fs::read_dir(dir).map_err(|source| FirmwareError::Read { path: dir.to_path_buf(), source })?;
     let mut dtb_names: Vec<String> = entries
         .filter_map(|entry| entry.ok())
         .filter_map(|entry| entry.file_name().into_string().ok())
@@ -163,16 +137,12 @@ pub fn from_directory(dir: &Path) -> Result<FirmwareSet, FirmwareError> {
     if set.files.is_empty() {
         return Err(FirmwareError::EmptyDirectory {
             path: dir.to_path_buf(),
-            expected: "bootcode.bin, start.elf, fixup.dat, start4.elf, fixup4.dat, bcm27*.dtb"
-                .to_string(),
+            expected: "bootcode.bin, start.elf, fixup.dat, start4.elf, fixup4.dat, bcm27*.dtb".to_string(),
         });
     }
     let overlay = dir.join(DISABLE_BT_OVERLAY);
     if overlay.is_file() {
-        set.files.push(ImageFile {
-            path: DISABLE_BT_OVERLAY.to_string(),
-            bytes: read_file(&overlay)?,
-        });
+        set.files.push(ImageFile { path: DISABLE_BT_OVERLAY.to_string(), bytes: read_file(&overlay)? });
     }
     set.licence_broadcom = match fs::read_to_string(dir.join("LICENCE.broadcom")) {
         Ok(text) => text,
@@ -261,9 +231,7 @@ pub struct AptSource {
 /// commented entries are skipped.
 pub fn parse_apt_sources(text: &str) -> Vec<AptSource> {
     let mut sources = Vec::new();
-    let is_deb822 = text
-        .lines()
-        .any(|line| line.trim_start().starts_with("Types:"));
+    let is_deb822 = text.lines().any(|line| line.trim_start().starts_with("Types:"));
     if is_deb822 {
         for stanza in text.split("\n\n") {
             let mut fields: BTreeMap<String, String> = BTreeMap::new();
@@ -287,10 +255,7 @@ pub fn parse_apt_sources(text: &str) -> Vec<AptSource> {
                         .map(|value| value.split_whitespace().map(String::from).collect())
                         .unwrap_or_default()
                 };
-                sources.push(AptSource {
-                    uris: list("uris"),
-                    suites: list("suites"),
-                });
+                sources.push(AptSource { uris: list("uris"), suites: list("suites") });
             }
         }
     } else {
@@ -307,10 +272,7 @@ pub fn parse_apt_sources(text: &str) -> Vec<AptSource> {
                 }
             }
             if let (Some(uri), Some(suite)) = (words.next(), words.next()) {
-                sources.push(AptSource {
-                    uris: vec![uri.to_string()],
-                    suites: vec![suite.to_string()],
-                });
+                sources.push(AptSource { uris: vec![uri.to_string()], suites: vec![suite.to_string()] });
             }
         }
     }
@@ -330,10 +292,7 @@ pub struct DebianArchive {
 pub fn find_debian_archive(sources: &[AptSource]) -> Option<DebianArchive> {
     const CODENAMES: [&str; 4] = ["bookworm", "trixie", "forky", "sid"];
     let (uri, codename) = sources.iter().find_map(|source| {
-        let codename = source
-            .suites
-            .iter()
-            .find(|suite| CODENAMES.contains(&suite.as_str()))?;
+        let codename = source.suites.iter().find(|suite| CODENAMES.contains(&suite.as_str()))?;
         Some((source.uris.first()?.clone(), codename.clone()))
     })?;
     let security_suite = format!("{codename}-security");
@@ -341,11 +300,7 @@ pub fn find_debian_archive(sources: &[AptSource]) -> Option<DebianArchive> {
         .iter()
         .find(|source| source.suites.contains(&security_suite))
         .and_then(|source| source.uris.first().cloned());
-    Some(DebianArchive {
-        uri,
-        codename,
-        security_uri,
-    })
+    Some(DebianArchive { uri, codename, security_uri })
 }
 
 /// Reads the system's APT sources and finds the Debian archive in them.
@@ -355,10 +310,8 @@ pub fn system_debian_archive() -> Option<DebianArchive> {
         texts.push(text);
     }
     if let Ok(entries) = fs::read_dir("/etc/apt/sources.list.d") {
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok())
-            .map(|entry| entry.path())
-            .collect();
+        let mut paths: Vec<PathBuf> =
+            entries.filter_map(|entry| entry.ok()).map(|entry| entry.path()).collect();
         paths.sort();
         for path in paths {
             let name = path.to_string_lossy();
@@ -369,10 +322,7 @@ pub fn system_debian_archive() -> Option<DebianArchive> {
             }
         }
     }
-    let sources: Vec<AptSource> = texts
-        .iter()
-        .flat_map(|text| parse_apt_sources(text))
-        .collect();
+    let sources: Vec<AptSource> = texts.iter().flat_map(|text| parse_apt_sources(text)).collect();
     find_debian_archive(&sources)
 }
 
@@ -397,10 +347,7 @@ impl DebianFetch {
             cache_dir,
             refresh: false,
             archive: None,
-            kernel_packages: vec![
-                "linux-image-6.12-arm64".to_string(),
-                "linux-image-arm64".to_string(),
-            ],
+            kernel_packages: vec!["linux-image-6.12-arm64".to_string(), "linux-image-arm64".to_string()],
         }
     }
 
@@ -421,12 +368,8 @@ impl DebianFetch {
     pub fn fetch(&self, status: &mut dyn FnMut(&str)) -> Result<FirmwareSet, FirmwareError> {
         let firmware_root = self.cache_dir.join("raspi-firmware");
         let dtb_root = self.cache_dir.join("dtbs");
-        let mut firmware_dir = (!self.refresh)
-            .then(|| newest_complete(&firmware_root))
-            .flatten();
-        let mut dtb_dir = (!self.refresh)
-            .then(|| newest_complete(&dtb_root))
-            .flatten();
+        let mut firmware_dir = (!self.refresh).then(|| newest_complete(&firmware_root)).flatten();
+        let mut dtb_dir = (!self.refresh).then(|| newest_complete(&dtb_root)).flatten();
         if firmware_dir.is_none() || dtb_dir.is_none() {
             let apt = self.prepare_apt_root(status)?;
             if firmware_dir.is_none() {
@@ -437,10 +380,7 @@ impl DebianFetch {
                         return Some("copyright".to_string());
                     }
                     let name = path.strip_prefix("./usr/lib/raspi-firmware/")?;
-                    FIRMWARE_FILES
-                        .iter()
-                        .any(|(file, _)| *file == name)
-                        .then(|| name.to_string())
+                    FIRMWARE_FILES.iter().any(|(file, _)| *file == name).then(|| name.to_string())
                 })?;
                 firmware_dir = Some(dir);
             }
@@ -449,7 +389,9 @@ impl DebianFetch {
                 for meta_package in &self.kernel_packages {
                     match apt.resolve_kernel_package(meta_package) {
                         Ok(package) => {
-                            status(&format!("downloading {package} for its device trees (about 93 MB, cached afterwards)"));
+                            status(&format!(
+                                "downloading {package} for its device trees (about 93 MB, cached afterwards)"
+                            ));
                             let (package, version, deb) = apt.download(&package, status)?;
                             let dir = dtb_root.join(format!("{package}_{version}"));
                             let copyright = format!("./usr/share/doc/{package}/copyright");
@@ -457,9 +399,7 @@ impl DebianFetch {
                                 let name = path.rsplit('/').next()?;
                                 (path.contains("/broadcom/") && is_board_dtb(name))
                                     .then(|| name.to_string())
-                                    .or_else(|| {
-                                        (path == copyright).then(|| "copyright".to_string())
-                                    })
+                                    .or_else(|| (path == copyright).then(|| "copyright".to_string()))
                             })?;
                             // The download is not needed once unpacked.
                             let _ = fs::remove_file(&deb);
@@ -480,31 +420,20 @@ impl DebianFetch {
     }
 
     fn assemble(&self, firmware_dir: &Path, dtb_dir: &Path) -> Result<FirmwareSet, FirmwareError> {
-        let firmware_origin =
-            fs::read_to_string(firmware_dir.join(COMPLETE_MARKER)).unwrap_or_default();
+        let firmware_origin = fs::read_to_string(firmware_dir.join(COMPLETE_MARKER)).unwrap_or_default();
         let dtb_origin = fs::read_to_string(dtb_dir.join(COMPLETE_MARKER)).unwrap_or_default();
         let mut set = FirmwareSet {
-            origin: format!(
-                "Debian {} and {}",
-                firmware_origin.trim(),
-                dtb_origin.trim()
-            ),
+            origin: format!("Debian {} and {}", firmware_origin.trim(), dtb_origin.trim()),
             ..Default::default()
         };
         for (name, _) in FIRMWARE_FILES {
             let path = firmware_dir.join(name);
             if path.is_file() {
-                set.files.push(ImageFile {
-                    path: name.to_string(),
-                    bytes: read_file(&path)?,
-                });
+                set.files.push(ImageFile { path: name.to_string(), bytes: read_file(&path)? });
             }
         }
         let mut dtb_names: Vec<String> = fs::read_dir(dtb_dir)
-            .map_err(|source| FirmwareError::Read {
-                path: dtb_dir.to_path_buf(),
-                source,
-            })?
+            .map_err(|source| FirmwareError::Read { path: dtb_dir.to_path_buf(), source })?
             .filter_map(|entry| entry.ok())
             .filter_map(|entry| entry.file_name().into_string().ok())
             .filter(|name| is_board_dtb(name))
@@ -514,20 +443,18 @@ impl DebianFetch {
             let bytes = read_file(&dtb_dir.join(&name))?;
             set.files.push(ImageFile { path: name, bytes });
         }
-        let copyright =
-            String::from_utf8_lossy(&read_file(&firmware_dir.join("copyright"))?).into_owned();
+        let copyright = String::from_utf8_lossy(&read_file(&firmware_dir.join("copyright"))?).into_owned();
         set.licence_broadcom =
             broadcom_licence_from_copyright(&copyright).ok_or_else(|| FirmwareError::Package {
                 package: firmware_origin.trim().to_string(),
                 problem: "its copyright file has no `Files: boot/*` stanza".to_string(),
             })?;
         let kernel_copyright = fs::read_to_string(dtb_dir.join("copyright")).ok();
-        set.copying_linux = copying_linux_note(
-            &format!("Debian package {}", dtb_origin.trim()),
-            kernel_copyright.as_deref(),
-        );
+        set.copying_linux =
+            copying_linux_note(&format!("Debian package {}", dtb_origin.trim()), kernel_copyright.as_deref());
         set.warnings.push(
-            "Debian ships no overlays/disable-bt.dtbo: the kernel moves the PL011 to GPIO14/15 itself".to_string(),
+            "Debian ships no overlays/disable-bt.dtbo: the kernel moves the PL011 to GPIO14/15 itself"
+                .to_string(),
         );
         set.check_boards();
         Ok(set)
@@ -584,10 +511,7 @@ impl DebianFetch {
         );
         let config_path = root.join("apt.conf");
         write(config_path.clone(), config)?;
-        let apt = AptRoot {
-            config: config_path,
-            downloads: root.join("downloads"),
-        };
+        let apt = AptRoot { config: config_path, downloads: root.join("downloads") };
         status(&format!(
             "updating package lists for Debian {codename} (private APT root {})",
             root.display()
@@ -604,11 +528,7 @@ fn newest_complete(root: &Path) -> Option<PathBuf> {
         .map(|entry| entry.path())
         .filter(|path| path.join(COMPLETE_MARKER).is_file())
         .collect();
-    dirs.sort_by_key(|path| {
-        fs::metadata(path.join(COMPLETE_MARKER))
-            .and_then(|meta| meta.modified())
-            .ok()
-    });
+    dirs.sort_by_key(|path| fs::metadata(path.join(COMPLETE_MARKER)).and_then(|meta| meta.modified()).ok());
     dirs.pop()
 }
 
@@ -626,10 +546,7 @@ impl AptRoot {
             .current_dir(&self.downloads)
             .stdin(Stdio::null())
             .output()
-            .map_err(|source| FirmwareError::ToolMissing {
-                command: command.clone(),
-                source,
-            })?;
+            .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
         if !output.status.success() {
             return Err(FirmwareError::Tool {
                 command,
@@ -672,14 +589,9 @@ impl AptRoot {
     ) -> Result<(String, String, PathBuf), FirmwareError> {
         let version = self.candidate_version(package)?;
         status(&format!("downloading {package} {version}"));
-        self.run(
-            "apt-get",
-            &["-q", "download", &format!("{package}={version}")],
-        )?;
-        let entries = fs::read_dir(&self.downloads).map_err(|source| FirmwareError::Read {
-            path: self.downloads.clone(),
-            source,
-        })?;
+        self.run("apt-get", &["-q", "download", &format!("{package}={version}")])?;
+        let entries = fs::read_dir(&self.downloads)
+            .map_err(|source| FirmwareError::Read { path: self.downloads.clone(), source })?;
         let prefix = format!("{package}_");
         let deb = entries
             .filter_map(|entry| entry.ok())
@@ -691,10 +603,7 @@ impl AptRoot {
             })
             .ok_or_else(|| FirmwareError::Package {
                 package: package.to_string(),
-                problem: format!(
-                    "apt-get download left no .deb in {}",
-                    self.downloads.display()
-                ),
+                problem: format!("apt-get download left no .deb in {}", self.downloads.display()),
             })?;
         Ok((package.to_string(), version, deb))
     }
@@ -702,10 +611,7 @@ impl AptRoot {
 
 fn field(control: &str, name: &str) -> Option<String> {
     let prefix = format!("{name}:");
-    control
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(|value| value.trim().to_string())
+    control.lines().find_map(|line| line.strip_prefix(&prefix)).map(|value| value.trim().to_string())
 }
 
 /// Unpacks the entries of `deb` selected by `select(path) -> Some(file name)` into `dest`
@@ -717,10 +623,7 @@ fn unpack(
     version: &str,
     select: impl Fn(&str) -> Option<String>,
 ) -> Result<(), FirmwareError> {
-    let write_error = |path: &Path, source| FirmwareError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
+    let write_error = |path: &Path, source| FirmwareError::Write { path: path.to_path_buf(), source };
     fs::create_dir_all(dest).map_err(|source| write_error(dest, source))?;
     let command = format!("dpkg-deb --fsys-tarfile {}", deb.display());
     let mut child = Command::new("dpkg-deb")
@@ -729,41 +632,27 @@ fn unpack(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| FirmwareError::ToolMissing {
-            command: command.clone(),
-            source,
-        })?;
+        .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
     let stdout = child.stdout.take().ok_or_else(|| FirmwareError::Package {
         package: package.to_string(),
         problem: "dpkg-deb gave no output pipe".to_string(),
     })?;
     let mut archive = tar::Archive::new(stdout);
-    let read_error = |source| FirmwareError::Read {
-        path: deb.to_path_buf(),
-        source,
-    };
+    let read_error = |source| FirmwareError::Read { path: deb.to_path_buf(), source };
     let mut unpacked = 0;
     for entry in archive.entries().map_err(read_error)? {
         let mut entry = entry.map_err(read_error)?;
-        let path = entry
-            .path()
-            .map_err(read_error)?
-            .to_string_lossy()
-            .into_owned();
+        let path = entry.path().map_err(read_error)?.to_string_lossy().into_owned();
         if let Some(name) = select(&path) {
             let target = dest.join(name);
-            let mut file =
-                fs::File::create(&target).map_err(|source| write_error(&target, source))?;
+            let mut file = fs::File::create(&target).map_err(|source| write_error(&target, source))?;
             io::copy(&mut entry, &mut file).map_err(|source| write_error(&target, source))?;
             unpacked += 1;
         }
     }
     let output = child
         .wait_with_output()
-        .map_err(|source| FirmwareError::ToolMissing {
-            command: command.clone(),
-            source,
-        })?;
+        .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
     if !output.status.success() {
         return Err(FirmwareError::Tool {
             command,
@@ -781,8 +670,7 @@ fn unpack(
         });
     }
     let marker = dest.join(COMPLETE_MARKER);
-    fs::write(&marker, format!("{package} {version}\n"))
-        .map_err(|source| write_error(&marker, source))
+    fs::write(&marker, format!("{package} {version}\n")).map_err(|source| write_error(&marker, source))
 }
 
 #[cfg(test)]
@@ -860,10 +748,7 @@ mod tests {
         let archive = find_debian_archive(&sources).unwrap();
         assert_eq!(archive.codename, "trixie");
         assert_eq!(archive.security_uri, None);
-        assert_eq!(
-            find_debian_archive(&parse_apt_sources("deb http://x.example jammy main\n")),
-            None
-        );
+        assert_eq!(find_debian_archive(&parse_apt_sources("deb http://x.example jammy main\n")), None);
     }
 
     #[test]
@@ -877,28 +762,16 @@ mod tests {
         let paths: Vec<&str> = set.files.iter().map(|file| file.path.as_str()).collect();
         assert_eq!(paths, ["start4.elf", "fixup4.dat", "bcm2711-rpi-4-b.dtb"]);
         assert!(set.licence_broadcom.contains("Broadcom"));
-        assert!(set
-            .warnings
-            .iter()
-            .any(|warning| warning.contains("bootcode.bin")));
-        assert!(set
-            .warnings
-            .iter()
-            .any(|warning| warning.contains("bcm2712-rpi-5-b.dtb")));
-        assert!(set
-            .warnings
-            .iter()
-            .any(|warning| warning.contains("LICENCE.broadcom")));
+        assert!(set.warnings.iter().any(|warning| warning.contains("bootcode.bin")));
+        assert!(set.warnings.iter().any(|warning| warning.contains("bcm2712-rpi-5-b.dtb")));
+        assert!(set.warnings.iter().any(|warning| warning.contains("LICENCE.broadcom")));
         assert!(!set.has_upstream_dtb_names());
     }
 
     #[test]
     fn an_empty_firmware_directory_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(matches!(
-            from_directory(dir.path()),
-            Err(FirmwareError::EmptyDirectory { .. })
-        ));
+        assert!(matches!(from_directory(dir.path()), Err(FirmwareError::EmptyDirectory { .. })));
     }
 
     #[test]

@@ -65,18 +65,12 @@ pub struct ImageReport {
 /// The kernel image, with a clear message when `make` has not been run.
 pub fn read_kernel(path: &Path) -> Result<Vec<u8>, ImageError> {
     if !path.exists() {
-        return Err(ImageError::KernelMissing {
-            path: path.to_path_buf(),
-        });
+        return Err(ImageError::KernelMissing { path: path.to_path_buf() });
     }
-    let bytes = fs::read(path).map_err(|source| ImageError::KernelRead {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes =
+        fs::read(path).map_err(|source| ImageError::KernelRead { path: path.to_path_buf(), source })?;
     if bytes.is_empty() {
-        return Err(ImageError::KernelEmpty {
-            path: path.to_path_buf(),
-        });
+        return Err(ImageError::KernelEmpty { path: path.to_path_buf() });
     }
     Ok(bytes)
 }
@@ -95,20 +89,12 @@ pub fn boot_files(
         firmware_boot_log,
     };
     let mut files = firmware.files.clone();
-    let mut add = |path: &str, bytes: Vec<u8>| {
-        files.push(ImageFile {
-            path: path.to_string(),
-            bytes,
-        })
-    };
+    let mut add = |path: &str, bytes: Vec<u8>| files.push(ImageFile { path: path.to_string(), bytes });
     add("config.txt", config::config_txt(&options).into_bytes());
     add("cmdline.txt", cmdline.as_bytes().to_vec());
     add(KERNEL_PI3_PI4, kernel.to_vec());
     add(KERNEL_PI5, kernel.to_vec());
-    add(
-        "LICENCE.broadcom",
-        firmware.licence_broadcom.clone().into_bytes(),
-    );
+    add("LICENCE.broadcom", firmware.licence_broadcom.clone().into_bytes());
     add("COPYING.linux", firmware.copying_linux.clone().into_bytes());
     add("README.txt", readme(firmware).into_bytes());
     files
@@ -131,10 +117,7 @@ fn readme(firmware: &FirmwareSet) -> String {
 }
 
 /// Builds the image described by `request`; `status` receives progress lines.
-pub fn create_image(
-    request: &ImageRequest,
-    status: &mut dyn FnMut(&str),
-) -> Result<ImageReport, ImageError> {
+pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Result<ImageReport, ImageError> {
     let kernel = read_kernel(&request.kernel)?;
     let (cmdline, mut warnings) = config::cmdline_txt(&request.settings)?;
     let firmware = match &request.firmware {
@@ -144,27 +127,15 @@ pub fn create_image(
     warnings.extend(firmware.warnings.iter().cloned());
     let files = boot_files(&firmware, &kernel, &cmdline, request.firmware_boot_log);
     let image_bytes = fat::choose_image_bytes(&files, request.size_bytes)?;
-    if let Some(requested) = request
-        .size_bytes
-        .filter(|requested| *requested != image_bytes)
-    {
+    if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
         warnings.push(format!(
             "image size {} rounded up to {} (a power of two, so QEMU accepts it as an SD card)",
             crate::disk::format_size(requested),
             crate::disk::format_size(image_bytes)
         ));
     }
-    let layout = fat::build_image(
-        &request.output,
-        &files,
-        image_bytes,
-        disk_signature(&kernel, &cmdline),
-    )?;
-    Ok(ImageReport {
-        layout,
-        firmware_origin: firmware.origin,
-        warnings,
-    })
+    let layout = fat::build_image(&request.output, &files, image_bytes, disk_signature(&kernel, &cmdline))?;
+    Ok(ImageReport { layout, firmware_origin: firmware.origin, warnings })
 }
 
 /// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernel and settings, so
@@ -175,9 +146,7 @@ fn disk_signature(kernel: &[u8], cmdline: &str) -> u32 {
     kernel
         .iter()
         .chain(cmdline.as_bytes())
-        .fold(FNV_OFFSET_BASIS, |hash, byte| {
-            (hash ^ u32::from(*byte)).wrapping_mul(FNV_PRIME)
-        })
+        .fold(FNV_OFFSET_BASIS, |hash, byte| (hash ^ u32::from(*byte)).wrapping_mul(FNV_PRIME))
 }
 
 #[cfg(test)]
@@ -189,11 +158,7 @@ mod tests {
         for (name, _) in firmware::FIRMWARE_FILES {
             fs::write(dir.path().join(name), format!("fake {name}")).unwrap();
         }
-        for dtb in [
-            "bcm2710-rpi-3-b.dtb",
-            "bcm2711-rpi-4-b.dtb",
-            "bcm2712-rpi-5-b.dtb",
-        ] {
+        for dtb in ["bcm2710-rpi-3-b.dtb", "bcm2711-rpi-4-b.dtb", "bcm2712-rpi-5-b.dtb"] {
             fs::write(dir.path().join(dtb), format!("fake {dtb}")).unwrap();
         }
         fs::write(dir.path().join("LICENCE.broadcom"), "fake licence\n").unwrap();
@@ -205,10 +170,7 @@ mod tests {
         let error = read_kernel(Path::new("/nonexistent/build/kernel8.img")).unwrap_err();
         let message = error.to_string();
         assert!(message.contains("run `make`"), "{message}");
-        assert!(
-            message.contains("/nonexistent/build/kernel8.img"),
-            "{message}"
-        );
+        assert!(message.contains("/nonexistent/build/kernel8.img"), "{message}");
     }
 
     #[test]
@@ -237,13 +199,8 @@ mod tests {
         assert_eq!(read("LICENCE.broadcom"), b"fake licence\n");
         let config = String::from_utf8(read("config.txt")).unwrap();
         assert!(config.contains("os_check=0"));
-        assert!(
-            !config.contains("upstream_kernel=1"),
-            "firmware-style DTB names"
-        );
-        assert!(String::from_utf8(read("COPYING.linux"))
-            .unwrap()
-            .contains("GPL-2.0"));
+        assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
+        assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
     }
 
     #[test]
@@ -263,9 +220,6 @@ mod tests {
         create_image(&request, &mut |_| {}).unwrap();
         request.output = work.path().join("b.img");
         create_image(&request, &mut |_| {}).unwrap();
-        assert!(
-            fs::read(work.path().join("a.img")).unwrap()
-                == fs::read(work.path().join("b.img")).unwrap()
-        );
+        assert!(fs::read(work.path().join("a.img")).unwrap() == fs::read(work.path().join("b.img")).unwrap());
     }
 }

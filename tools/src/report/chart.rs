@@ -42,8 +42,7 @@ fn register_font() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // The font bytes are compiled in and valid; a failure would only mean no text.
-        let _ =
-            plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, dejavu::sans::regular());
     });
 }
 
@@ -63,10 +62,7 @@ fn build_chart(
         let Some(category_name) = category(row) else {
             continue;
         };
-        let category_index = match categories
-            .iter()
-            .position(|existing| *existing == category_name)
-        {
+        let category_index = match categories.iter().position(|existing| *existing == category_name) {
             Some(index) => index,
             None => {
                 categories.push(category_name);
@@ -77,15 +73,9 @@ fn build_chart(
             }
         };
         for (suffix, value) in values(row) {
-            let series_name = if suffix.is_empty() {
-                row.source.clone()
-            } else {
-                format!("{} {suffix}", row.source)
-            };
-            let series_index = match series
-                .iter()
-                .position(|(existing, _)| *existing == series_name)
-            {
+            let series_name =
+                if suffix.is_empty() { row.source.clone() } else { format!("{} {suffix}", row.source) };
+            let series_index = match series.iter().position(|(existing, _)| *existing == series_name) {
                 Some(index) => index,
                 None => {
                     series.push((series_name, vec![None; categories.len()]));
@@ -111,10 +101,7 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
         "sequential-mib-s",
         "Sequential throughput",
         "MiB/s",
-        |row| {
-            row.is_sequential()
-                .then(|| format!("{}\n{}", row.device, row.workload()))
-        },
+        |row| row.is_sequential().then(|| format!("{}\n{}", row.device, row.workload())),
         |row| vec![("", Some(row.mib_per_s))],
     );
     let random_iops = build_chart(
@@ -136,17 +123,11 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
         |row| (row.iodepth == 1).then(|| format!("{}\n{}", row.device, row.workload())),
         |row| vec![("mean", Some(row.clat_mean_us)), ("p99", row.clat_p99_us)],
     );
-    [sequential, random_iops, latency]
-        .into_iter()
-        .flatten()
-        .collect()
+    [sequential, random_iops, latency].into_iter().flatten().collect()
 }
 
 fn draw_error(path: &Path) -> impl Fn(String) -> ChartError + '_ {
-    move |message| ChartError::Draw {
-        path: path.to_path_buf(),
-        message,
-    }
+    move |message| ChartError::Draw { path: path.to_path_buf(), message }
 }
 
 fn draw<DB: DrawingBackend>(chart: &BarChart, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
@@ -186,9 +167,8 @@ fn draw<DB: DrawingBackend>(chart: &BarChart, root: &DrawingArea<DB, Shift>) -> 
             .iter()
             .enumerate()
             .filter_map(|(category_index, value)| {
-                let left = category_index as f64
-                    + (1.0 - GROUP_WIDTH) / 2.0
-                    + series_index as f64 * bar_width;
+                let left =
+                    category_index as f64 + (1.0 - GROUP_WIDTH) / 2.0 + series_index as f64 * bar_width;
                 value.map(|value| (left, value))
             })
             .collect();
@@ -218,17 +198,12 @@ fn draw<DB: DrawingBackend>(chart: &BarChart, root: &DrawingArea<DB, Shift>) -> 
         .draw()
         .map_err(to_text)?;
     // Category names under the axis, at the centre of each group, one line per text line.
-    let label_style =
-        TextStyle::from((FONT_FAMILY, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    let label_style = TextStyle::from((FONT_FAMILY, 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
     for (category_index, category) in chart.categories.iter().enumerate() {
         let (x, y) = context.backend_coord(&(category_index as f64 + 0.5, 0.0));
         for (line_index, line) in category.lines().enumerate() {
-            root.draw(&Text::new(
-                line.to_string(),
-                (x, y + 6 + 16 * line_index as i32),
-                label_style.clone(),
-            ))
-            .map_err(to_text)?;
+            root.draw(&Text::new(line.to_string(), (x, y + 6 + 16 * line_index as i32), label_style.clone()))
+                .map_err(to_text)?;
         }
     }
     root.present().map_err(to_text)
@@ -259,36 +234,19 @@ mod tests {
     fn charts_group_rows_by_device_workload_and_source() {
         let charts = charts(&sample_report());
         let names: Vec<&str> = charts.iter().map(|chart| chart.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["sequential-mib-s", "random-4k-iops", "latency-qd1-us"]
-        );
+        assert_eq!(names, ["sequential-mib-s", "random-4k-iops", "latency-qd1-us"]);
         let sequential = &charts[0];
         assert_eq!(
             sequential.categories,
-            [
-                "sd0\nread 1M QD16",
-                "nvme0\nread 1M QD16",
-                "/dev/nvme0n1\nread 1M QD16"
-            ]
+            ["sd0\nread 1M QD16", "nvme0\nread 1M QD16", "/dev/nvme0n1\nread 1M QD16"]
         );
         assert_eq!(sequential.series.len(), 2);
-        assert_eq!(
-            sequential.series[0],
-            ("pi5".to_string(), vec![Some(88.4), Some(823.7), None])
-        );
-        assert_eq!(
-            sequential.series[1],
-            ("linux fio".to_string(), vec![None, None, Some(780.1)])
-        );
+        assert_eq!(sequential.series[0], ("pi5".to_string(), vec![Some(88.4), Some(823.7), None]));
+        assert_eq!(sequential.series[1], ("linux fio".to_string(), vec![None, None, Some(780.1)]));
         let iops = &charts[1];
         assert_eq!(iops.categories.len(), 4);
         let latency = &charts[2];
-        let series_names: Vec<&str> = latency
-            .series
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let series_names: Vec<&str> = latency.series.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(series_names, ["pi5 mean", "pi5 p99"]);
     }
 
@@ -312,22 +270,14 @@ mod tests {
             .filter(|node| node.has_tag_name("text"))
             .filter_map(|node| node.text().map(|text| text.trim().to_string()))
             .collect();
-        assert!(
-            texts.iter().any(|text| text == "Sequential throughput"),
-            "{texts:?}"
-        );
+        assert!(texts.iter().any(|text| text == "Sequential throughput"), "{texts:?}");
         assert!(texts.iter().any(|text| text == "nvme0"), "{texts:?}");
         assert!(texts.iter().any(|text| text == "824"), "{texts:?}");
-        let decoder = png::Decoder::new(std::io::BufReader::new(
-            std::fs::File::open(&paths[1]).unwrap(),
-        ));
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&paths[1]).unwrap()));
         let mut reader = decoder.read_info().unwrap();
         let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
         let frame = reader.next_frame(&mut pixels).unwrap();
         assert_eq!((frame.width, frame.height), CHART_SIZE);
-        assert!(
-            pixels.iter().any(|byte| *byte != 255),
-            "the PNG is not blank"
-        );
+        assert!(pixels.iter().any(|byte| *byte != 255), "the PNG is not blank");
     }
 }

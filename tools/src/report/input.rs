@@ -16,10 +16,7 @@ const NS_PER_US: f64 = 1000.0;
 /// Reads one input file; problems (unreadable, no results, truncated) are recorded in the
 /// source rather than returned, so the report goes on with the other inputs.
 pub fn load_source(path: &Path) -> Source {
-    let stem = path
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
     let mut source = Source {
         label: stem.clone(),
         path: path.to_path_buf(),
@@ -31,9 +28,7 @@ pub fn load_source(path: &Path) -> Source {
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(error) => {
-            source
-                .problems
-                .push(format!("cannot read {}: {error}", path.display()));
+            source.problems.push(format!("cannot read {}: {error}", path.display()));
             return source;
         }
     };
@@ -51,9 +46,7 @@ pub fn load_source(path: &Path) -> Source {
     match extract_json_from_log(&text) {
         Ok(json) => match parse_fio_json(&json) {
             Ok(report) => fill_from_report(&mut source, &report),
-            Err(error) => source
-                .problems
-                .push(format!("the results block is not valid JSON: {error}")),
+            Err(error) => source.problems.push(format!("the results block is not valid JSON: {error}")),
         },
         Err(error @ LogError::NoBeginMarker { .. }) => {
             source.problems.push(format!(
@@ -96,10 +89,7 @@ fn partial_report(log: &str) -> FioReport {
     let Some(jobs_key) = block.find("\"jobs\"") else {
         return FioReport::default();
     };
-    let Some(array_start) = block[jobs_key..]
-        .find('[')
-        .map(|offset| jobs_key + offset + 1)
-    else {
+    let Some(array_start) = block[jobs_key..].find('[').map(|offset| jobs_key + offset + 1) else {
         return FioReport::default();
     };
     let mut complete_jobs: Vec<&str> = Vec::new();
@@ -109,8 +99,7 @@ fn partial_report(log: &str) -> FioReport {
         if !rest.starts_with('{') {
             break;
         }
-        let mut stream =
-            serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
         match stream.next() {
             Some(Ok(_)) => {
                 let end = stream.byte_offset();
@@ -135,11 +124,7 @@ fn partial_report(log: &str) -> FioReport {
 /// Rows from a parsed document: the medians when present, otherwise one row per job and
 /// direction that did I/O.
 pub fn fill_from_report(source: &mut Source, report: &FioReport) {
-    if let Some(board) = report
-        .barebench
-        .as_ref()
-        .and_then(|info| info.board.clone())
-    {
+    if let Some(board) = report.barebench.as_ref().and_then(|info| info.board.clone()) {
         source.label = board.clone();
         source.board = Some(board);
     }
@@ -155,14 +140,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                         && job.settings.queue_depth == median.iodepth
                 })
                 .map(|job| job.jobname.clone())
-                .unwrap_or_else(|| {
-                    format!(
-                        "{}-{}-qd{}",
-                        median.rw,
-                        format_block(median.bs),
-                        median.iodepth
-                    )
-                });
+                .unwrap_or_else(|| format!("{}-{}-qd{}", median.rw, format_block(median.bs), median.iodepth));
             let p99 = (median.clat_p99_ns > 0.0).then_some(median.clat_p99_ns / NS_PER_US);
             source.rows.push(ResultRow {
                 source: source.label.clone(),
@@ -186,10 +164,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     }
     for job in &report.jobs {
         let settings = &job.settings;
-        let mixed = matches!(
-            settings.rw.as_str(),
-            "rw" | "readwrite" | "randrw" | "trimwrite"
-        );
+        let mixed = matches!(settings.rw.as_str(), "rw" | "readwrite" | "randrw" | "trimwrite");
         let directions = [("read", &job.read), ("write", &job.write)];
         let mut any = false;
         for (direction_name, direction) in directions {
@@ -197,17 +172,10 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 continue;
             }
             any = true;
-            let rw = if mixed {
-                format!("{}:{direction_name}", settings.rw)
-            } else {
-                settings.rw.clone()
-            };
+            let rw = if mixed { format!("{}:{direction_name}", settings.rw) } else { settings.rw.clone() };
             let (clat_mean_us, clat_p99_us) = latency_us(direction);
             if clat_p99_us.is_none() {
-                source.problems.push(format!(
-                    "job {}: no 99th percentile latency in the input",
-                    job.jobname
-                ));
+                source.problems.push(format!("job {}: no 99th percentile latency in the input", job.jobname));
             }
             source.rows.push(ResultRow {
                 source: source.label.clone(),
@@ -221,17 +189,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 iops: direction.iops,
                 clat_mean_us,
                 clat_p99_us,
-                errors: job
-                    .barebench
-                    .as_ref()
-                    .map_or(u64::from(job.error != 0), |extra| extra.errors_total),
+                errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
             });
         }
         if !any {
-            source.problems.push(format!(
-                "job {} did no I/O (fio error {})",
-                job.jobname, job.error
-            ));
+            source.problems.push(format!("job {} did no I/O (fio error {})", job.jobname, job.error));
         }
     }
 }
@@ -244,10 +206,7 @@ fn latency_us(direction: &FioDirection) -> (f64, Option<f64>) {
     } else {
         direction.lat_ns.mean
     };
-    let p99_ns = direction
-        .clat_ns
-        .percentile(99.0)
-        .or_else(|| direction.lat_ns.percentile(99.0));
+    let p99_ns = direction.clat_ns.percentile(99.0).or_else(|| direction.lat_ns.percentile(99.0));
     (mean_ns / NS_PER_US, p99_ns.map(|ns| ns as f64 / NS_PER_US))
 }
 
@@ -290,11 +249,8 @@ mod tests {
         assert_eq!(source.kind, SourceKind::BarebenchLog);
         assert_eq!(source.label, "pi5");
         assert_eq!(source.board.as_deref(), Some("pi5"));
-        let rows: Vec<(String, String, u32)> = source
-            .rows
-            .iter()
-            .map(|row| (row.device.clone(), row.workload(), row.runs))
-            .collect();
+        let rows: Vec<(String, String, u32)> =
+            source.rows.iter().map(|row| (row.device.clone(), row.workload(), row.runs)).collect();
         assert_eq!(
             rows,
             [
@@ -318,38 +274,19 @@ mod tests {
         let source = load_source(&path);
         assert!(source.rows.is_empty());
         assert_eq!(source.problems.len(), 1);
-        assert!(
-            source.problems[0].contains("no results"),
-            "{:?}",
-            source.problems
-        );
+        assert!(source.problems[0].contains("no results"), "{:?}", source.problems);
         assert!(source.problems[0].contains("sd0: card init failed"));
     }
 
     #[test]
     fn a_truncated_log_keeps_the_complete_jobs() {
-        let end = BAREBENCH_LOG
-            .find("\"jobname\" : \"nvme0-read-1m-qd16\"")
-            .unwrap();
+        let end = BAREBENCH_LOG.find("\"jobname\" : \"nvme0-read-1m-qd16\"").unwrap();
         let (_dir, path) = write_temp("cut.log", &BAREBENCH_LOG[..end + 10]);
         let source = load_source(&path);
-        assert_eq!(
-            source.label, "pi5",
-            "the top-level barebench object came before the jobs"
-        );
+        assert_eq!(source.label, "pi5", "the top-level barebench object came before the jobs");
         let devices: Vec<&str> = source.rows.iter().map(|row| row.device.as_str()).collect();
-        assert!(
-            !devices.is_empty() && devices.iter().all(|device| *device == "sd0"),
-            "{devices:?}"
-        );
-        assert!(
-            source
-                .problems
-                .iter()
-                .any(|problem| problem.contains("truncated")),
-            "{:?}",
-            source.problems
-        );
+        assert!(!devices.is_empty() && devices.iter().all(|device| *device == "sd0"), "{devices:?}");
+        assert!(source.problems.iter().any(|problem| problem.contains("truncated")), "{:?}", source.problems);
     }
 
     #[test]

@@ -22,9 +22,7 @@ pub enum ReportError {
 
 /// Reads every input (logs and fio JSON) into one report, labels made unique.
 pub fn build_report(inputs: &[PathBuf]) -> Report {
-    let mut report = Report {
-        sources: inputs.iter().map(|path| input::load_source(path)).collect(),
-    };
+    let mut report = Report { sources: inputs.iter().map(|path| input::load_source(path)).collect() };
     report.make_labels_unique();
     report
 }
@@ -34,16 +32,10 @@ pub fn build_report(inputs: &[PathBuf]) -> Report {
 pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        fs::write(&path, text).map_err(|source| ReportError::Write {
-            path: path.clone(),
-            source,
-        })?;
+        fs::write(&path, text).map_err(|source| ReportError::Write { path: path.clone(), source })?;
         Ok::<PathBuf, ReportError>(path)
     };
-    fs::create_dir_all(dir).map_err(|source| ReportError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
     let charts = chart::charts(report);
     let mut markdown = table::markdown(report);
     if !charts.is_empty() {
@@ -103,12 +95,7 @@ impl ResultRow {
 
     /// `read 1M QD16` style description.
     pub fn workload(&self) -> String {
-        format!(
-            "{} {} QD{}",
-            self.rw,
-            format_block(self.block_bytes),
-            self.iodepth
-        )
+        format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.iodepth)
     }
 }
 

@@ -44,11 +44,11 @@ pub fn markdown(report: &Report) -> String {
         })
         .collect();
     text.push_str(&sources.join("\n"));
-    text.push_str(
-        "\n\nMiB/s = 2^20 bytes per second. Latency is completion latency (fio's clat) in µs. ",
-    );
+    text.push_str("\n\nMiB/s = 2^20 bytes per second. Latency is completion latency (fio's clat) in µs. ");
     text.push_str("Figures are the median of the runs when a job ran more than once.\n\n");
-    text.push_str("| Source | Device | Job | Workload | Runs | MiB/s | IOPS | Lat mean (µs) | Lat p99 (µs) |\n");
+    text.push_str(
+        "| Source | Device | Job | Workload | Runs | MiB/s | IOPS | Lat mean (µs) | Lat p99 (µs) |\n",
+    );
     text.push_str("|---|---|---|---|---:|---:|---:|---:|---:|\n");
     for row in report.rows() {
         let _ = writeln!(
@@ -72,10 +72,7 @@ pub fn markdown(report: &Report) -> String {
         .sources
         .iter()
         .flat_map(|source| {
-            source
-                .problems
-                .iter()
-                .map(move |problem| format!("- {}: {problem}", source.label))
+            source.problems.iter().map(move |problem| format!("- {}: {problem}", source.label))
         })
         .collect();
     if !problems.is_empty() {
@@ -131,8 +128,7 @@ pub fn csv(report: &Report) -> String {
 
 /// The whole report (sources, rows, problems) as pretty JSON.
 pub fn json(report: &Report) -> String {
-    serde_json::to_string_pretty(report)
-        .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"))
+    serde_json::to_string_pretty(report).unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"))
 }
 
 #[cfg(test)]
@@ -143,10 +139,8 @@ mod tests {
     #[test]
     fn markdown_has_one_row_per_device_and_job() {
         let text = markdown(&sample_report());
-        let table_rows: Vec<&str> = text
-            .lines()
-            .filter(|line| line.starts_with("| ") && !line.starts_with("| Source"))
-            .collect();
+        let table_rows: Vec<&str> =
+            text.lines().filter(|line| line.starts_with("| ") && !line.starts_with("| Source")).collect();
         assert_eq!(table_rows.len(), 7);
         assert_eq!(
             table_rows[0],
