@@ -178,9 +178,9 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
-fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
-    let _pci = pci::enumerate(machine);
-    sd::attach(machine, _settings, _pci.as_ref(), _storage);
+fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
+    let pci = pci::enumerate(machine);
+    sd::attach(machine, settings, pci.as_ref(), storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
