@@ -242,6 +242,14 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
         }
         Err(error) => info.warn(format_args!("firmware board revision unavailable: {error}")),
     }
+    // QEMU's raspi machines hand the same -append to ATAGS and to the mailbox, but the ATAGS copy
+    // is cut where it meets the secondary-core stub at 0x300; the mailbox's copy is whole.
+    if let ConfigSource::Atags { .. } = info.source {
+        let mut line = heapless::String::new();
+        if firmware.command_line(&mut line).is_ok() && line.len() > info.command_line.len() {
+            info.set_command_line(&line);
+        }
+    }
     if info.source == ConfigSource::Firmware {
         match firmware.arm_memory() {
             Ok((base, size_bytes)) if size_bytes > 0 => {
