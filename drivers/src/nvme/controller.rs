@@ -20,9 +20,7 @@ use super::ring::{CompletionRing, SubmissionRing};
 use super::status::{code_type, generic, Status};
 use crate::barrier;
 use crate::mmio::RegisterIo;
-use crate::platform::{
-    BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress,
-};
+use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -61,9 +59,13 @@ pub enum ReadyWait {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NvmeError {
     /// CAP reads as all ones: nothing answers at BAR0.
-    NoController { cap: u64 },
+    NoController {
+        cap: u64,
+    },
     /// CAP.CSS bit 0 clear.
-    NoNvmCommandSet { cap: u64 },
+    NoNvmCommandSet {
+        cap: u64,
+    },
     /// BAR0 is too small for the doorbells needed.
     RegistersTooSmall {
         register_bytes: usize,
@@ -78,7 +80,11 @@ pub enum NvmeError {
         csts: u32,
     },
     /// CSTS.CFS set.
-    FatalStatus { cap: u64, cc: u32, csts: u32 },
+    FatalStatus {
+        cap: u64,
+        cc: u32,
+        csts: u32,
+    },
     Allocation(DmaAllocationError),
     Unreachable(UnreachableAddress),
     /// An admin command did not complete.
@@ -103,9 +109,14 @@ pub enum NvmeError {
     /// An earlier admin timeout left the admin queue in an unknown state.
     AdminQueueUnusable,
     /// The controller needs SQ/CQ entry sizes other than 64/16 bytes.
-    UnsupportedEntrySizes { sqes: u8, cqes: u8 },
+    UnsupportedEntrySizes {
+        sqes: u8,
+        cqes: u8,
+    },
     /// All granted I/O queues are in use, or Set Features was not issued.
-    NoQueueLeft { granted: u16 },
+    NoQueueLeft {
+        granted: u16,
+    },
     /// The namespace's format cannot be read by this driver.
     UnusableNamespace {
         namespace_id: u32,
@@ -382,7 +393,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         if !capabilities.nvm_command_set {
             return Err(NvmeError::NoNvmCommandSet { cap });
         }
-        let admin_doorbells_end = regs::completion_doorbell(0, capabilities.doorbell_stride_bytes) + 4;
+        let admin_doorbells_end =
+            regs::completion_doorbell(0, capabilities.doorbell_stride_bytes) + 4;
         if register_bytes < admin_doorbells_end {
             return Err(NvmeError::RegistersTooSmall {
                 register_bytes,
@@ -403,10 +415,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
         let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
-        let submission_bus =
-            dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
-        let completion_bus =
-            dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        let submission_bus = dma.to_bus(
+            submission.physical_address(),
+            submission.length_bytes() as u64,
+        )?;
+        let completion_bus = dma.to_bus(
+            completion.physical_address(),
+            completion.length_bytes() as u64,
+        )?;
         platform.clean_for_device(&completion.buffer());
 
         registers.write32(
@@ -497,7 +513,11 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         self.registers.read32(offsets::CSTS)
     }
 
-    fn identify(&mut self, cns_value: u8, namespace_id: u32) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
+    fn identify(
+        &mut self,
+        cns_value: u8,
+        namespace_id: u32,
+    ) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
         let buffer = self.identify_buffer.buffer();
         let bus = self
             .dma
@@ -565,10 +585,12 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             reason,
         };
         let format = namespace.format();
-        let block_bytes = format.data_bytes().ok_or(problem(NamespaceProblem::InvalidFormat {
-            format_index: namespace.format_index,
-            data_shift: format.data_shift,
-        }))?;
+        let block_bytes = format
+            .data_bytes()
+            .ok_or(problem(NamespaceProblem::InvalidFormat {
+                format_index: namespace.format_index,
+                data_shift: format.data_shift,
+            }))?;
         if format.metadata_bytes != 0 {
             return Err(problem(NamespaceProblem::Metadata {
                 metadata_bytes: format.metadata_bytes,
@@ -633,7 +655,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let max_command_blocks =
             (command_bytes / u64::from(block_bytes)).min(MAX_BLOCKS_PER_COMMAND) as u32;
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
-        let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
+        let list_pages_per_command =
+            prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
         let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
             let buffer = self.platform.allocate_dma(bytes, page_bytes)?;
@@ -1002,7 +1025,9 @@ mod tests {
         };
         let cap = config.cap();
         let sim = SimController::new(&platform, config);
-        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        let error = bring_up(&sim, &platform, &DiscardEvents)
+            .err()
+            .expect("fails");
         match error {
             NvmeError::NotReady {
                 waiting_for: ReadyWait::Enabled,
@@ -1035,7 +1060,9 @@ mod tests {
             ..SimConfig::default()
         };
         let sim = SimController::new(&platform, config);
-        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        let error = bring_up(&sim, &platform, &DiscardEvents)
+            .err()
+            .expect("fails");
         assert!(
             matches!(error, NvmeError::FatalStatus { csts, .. } if csts & 2 != 0),
             "{error:?}"
@@ -1195,7 +1222,11 @@ mod tests {
             let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
             let namespaces = controller.active_namespaces().unwrap();
             let ids: std::vec::Vec<u32> = namespaces.iter().map(|n| n.namespace_id).collect();
-            assert_eq!(ids, [2, 5, 7], "active list supported: {supports_active_list}");
+            assert_eq!(
+                ids,
+                [2, 5, 7],
+                "active list supported: {supports_active_list}"
+            );
             assert_eq!(controller.check_namespace(&namespaces[1]), Ok(4096));
             let metadata = controller.check_namespace(&namespaces[2]).unwrap_err();
             assert!(
@@ -1248,7 +1279,10 @@ mod tests {
                 cc,
                 csts,
             } => {
-                assert!((12_500..12_700).contains(&waited_ms), "RTD3E is longer than 10 s: {waited_ms}");
+                assert!(
+                    (12_500..12_700).contains(&waited_ms),
+                    "RTD3E is longer than 10 s: {waited_ms}"
+                );
                 assert_eq!(cc & (3 << 14), 1 << 14);
                 assert_eq!(csts & (3 << 2), 1 << 2);
             }

@@ -17,7 +17,7 @@ impl DmaRegion {
     /// the run, aligned to at least 8 bytes, and that only this driver and its controller use.
     pub unsafe fn new(buffer: DmaBuffer) -> Self {
         assert!(
-            buffer.cpu_address % 8 == 0,
+            buffer.cpu_address.is_multiple_of(8),
             "DMA region at {:#x} is not 8-byte aligned",
             buffer.cpu_address
         );
@@ -50,7 +50,7 @@ impl DmaRegion {
 
     fn address_of(&self, offset_bytes: usize, size: usize) -> usize {
         assert!(
-            offset_bytes % size == 0 && offset_bytes + size <= self.buffer.length_bytes,
+            offset_bytes.is_multiple_of(size) && offset_bytes + size <= self.buffer.length_bytes,
             "DMA access at {offset_bytes:#x} ({size} bytes) outside or misaligned in a {:#x}-byte region",
             self.buffer.length_bytes
         );

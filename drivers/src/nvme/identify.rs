@@ -391,11 +391,7 @@ mod tests {
         assert_eq!(identity.capacity_bytes(), Some(131_000 * 4096));
         assert!(identity.is_active());
         assert!(!identity.metadata_inline);
-        let shown: Vec<_> = identity
-            .formats()
-            .iter()
-            .map(|f| format!("{f}"))
-            .collect();
+        let shown: Vec<_> = identity.formats().iter().map(|f| format!("{f}")).collect();
         assert_eq!(
             shown,
             ["512+0", "512+8", "512+16", "512+64", "4096+0", "4096+8", "4096+16", "4096+64"]

@@ -10,7 +10,9 @@
 //! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
 //! more than the pair can keep.
 
-use super::command::{phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES};
+use super::command::{
+    phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
+};
 use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::prp;
@@ -300,8 +302,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         let data_bus = request.data_bus + u64::from(first_block) * u64::from(setup.block_bytes);
         let length_bytes = block_count as usize * setup.block_bytes as usize;
         let command_id = self.free_commands.pop().expect("checked by the caller");
-        let list_offset =
-            usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
+        let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
         let lists = setup.lists;
         let built = prp::build(
             data_bus,
@@ -355,7 +356,8 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
-        self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
+        self.statistics.max_commands_in_flight =
+            self.statistics.max_commands_in_flight.max(in_flight);
         true
     }
 
@@ -553,7 +555,8 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
             self.statistics.requests_split += 1;
         }
         let in_flight = self.requests_in_flight();
-        self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
+        self.statistics.max_requests_in_flight =
+            self.statistics.max_requests_in_flight.max(in_flight);
         Ok(())
     }
 
@@ -729,21 +732,34 @@ mod tests {
                         device.submit(read(tag, lba, blocks, data)).unwrap();
                         device.kick();
                         let done = wait_for(&mut device, 1);
-                        assert_eq!(done[0], Completion { tag, result: Ok(()) });
+                        assert_eq!(
+                            done[0],
+                            Completion {
+                                tag,
+                                result: Ok(())
+                            }
+                        );
                         check_pattern(&platform, &data, lba * block, *size as usize);
                     }
                 }
             }
             sim.assert_no_violations();
             let statistics = sim.statistics();
-            let limit = if mdts == 0 { 4 << 20 } else { 4096usize << mdts };
+            let limit = if mdts == 0 {
+                4 << 20
+            } else {
+                4096usize << mdts
+            };
             assert!(
                 statistics.read_bytes_max <= limit,
                 "mdts {mdts}: {} > {limit}",
                 statistics.read_bytes_max
             );
             if mdts == 0 {
-                assert!(statistics.chained_lists > 0, "4 MiB commands chain list pages");
+                assert!(
+                    statistics.chained_lists > 0,
+                    "4 MiB commands chain list pages"
+                );
             }
             if mdts == 3 {
                 assert!(device.statistics().requests_split > 0);
@@ -761,9 +777,15 @@ mod tests {
         sim.hold_io_completions(true);
         for tag in 0..16u32 {
             let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
-            device.submit(read(tag, u64::from(tag) * 8, 8, data)).unwrap();
+            device
+                .submit(read(tag, u64::from(tag) * 8, 8, data))
+                .unwrap();
         }
-        assert_eq!(sim.statistics().sq_doorbell_writes, 0, "submit alone rings nothing");
+        assert_eq!(
+            sim.statistics().sq_doorbell_writes,
+            0,
+            "submit alone rings nothing"
+        );
         device.kick();
         assert_eq!(sim.statistics().sq_doorbell_writes, 1);
         assert_eq!(sim.held_count(), 16);
@@ -771,8 +793,16 @@ mod tests {
         assert_eq!(device.poll(&mut out), 0, "poll never blocks");
         sim.release_held(16);
         assert_eq!(device.poll(&mut out), 16);
-        assert_eq!(sim.statistics().cq_doorbell_writes, 1, "one CQ head write for 16");
-        assert_eq!(sim.statistics().register_reads, 0, "no MMIO reads on the I/O path");
+        assert_eq!(
+            sim.statistics().cq_doorbell_writes,
+            1,
+            "one CQ head write for 16"
+        );
+        assert_eq!(
+            sim.statistics().register_reads,
+            0,
+            "no MMIO reads on the I/O path"
+        );
         let mut tags: StdVec<u32> = out[..16].iter().map(|c| c.tag).collect();
         tags.sort_unstable();
         assert_eq!(tags, (0..16).collect::<StdVec<_>>());
@@ -787,12 +817,10 @@ mod tests {
         let mut device = pair(&sim, &platform, &DiscardEvents, 4);
         assert_eq!(device.geometry().max_in_flight, 3);
         let buffer = platform.allocate_dma(3 * 4096, 4096).unwrap();
-        let mut next_tag = 0u32;
         let mut done = 0;
-        for _ in 0..3 {
-            let data = buffer.slice(next_tag as usize * 4096, 4096).unwrap();
-            device.submit(read(next_tag, u64::from(next_tag), 8, data)).unwrap();
-            next_tag += 1;
+        for tag in 0..3u32 {
+            let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
+            device.submit(read(tag, u64::from(tag), 8, data)).unwrap();
         }
         device.kick();
         let mut out = [Completion::default(); 4];
@@ -832,7 +860,9 @@ mod tests {
         sim.hold_io_completions(true);
         for tag in 0..slots {
             let data = buffer.slice((tag as usize) << 20, 1 << 20).unwrap();
-            device.submit(read(tag, u64::from(tag) * 2048, 2048, data)).unwrap();
+            device
+                .submit(read(tag, u64::from(tag) * 2048, 2048, data))
+                .unwrap();
         }
         let refused = device.submit(read(99, 0, 8, buffer.slice(0, 4096).unwrap()));
         assert_eq!(refused.unwrap_err().1, SubmitError::QueueFull);
@@ -851,8 +881,15 @@ mod tests {
         assert_eq!(completed.len(), slots as usize);
         for completion in &completed {
             assert_eq!(completion.result, Ok(()));
-            let data = buffer.slice((completion.tag as usize) << 20, 1 << 20).unwrap();
-            check_pattern(&platform, &data, u64::from(completion.tag) * 2048 * 512, 1 << 20);
+            let data = buffer
+                .slice((completion.tag as usize) << 20, 1 << 20)
+                .unwrap();
+            check_pattern(
+                &platform,
+                &data,
+                u64::from(completion.tag) * 2048 * 512,
+                1 << 20,
+            );
         }
         let statistics = device.statistics();
         assert_eq!(statistics.commands_submitted, 15 * 32);
@@ -944,7 +981,10 @@ mod tests {
         assert_eq!(statistics.command_errors, 1);
         assert_eq!(statistics.requests_failed, 1);
         assert_eq!(statistics.errors_by_status.len(), 1);
-        assert!(statistics.commands_submitted < 32, "pieces after the failure not sent");
+        assert!(
+            statistics.commands_submitted < 32,
+            "pieces after the failure not sent"
+        );
         // The queue still works afterwards.
         device.submit(read(6, 4096, 8, buffer)).unwrap();
         device.kick();
@@ -963,7 +1003,11 @@ mod tests {
         sim.corrupt_next_completion(Corruption::UnknownCommandId);
         device.submit(read(1, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()), "the real one still counts");
+        assert_eq!(
+            wait_for(&mut device, 1)[0].result,
+            Ok(()),
+            "the real one still counts"
+        );
         assert!(events.any_contains("unknown command identifier 65520"));
 
         sim.corrupt_next_completion(Corruption::WrongSubmissionQueue);
@@ -1003,7 +1047,10 @@ mod tests {
             wait_for(&mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
-        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
+        assert_eq!(
+            events.messages.borrow().len(),
+            MAX_REPORTS_PER_QUEUE as usize + 1
+        );
         assert!(events.any_contains("further errors are only counted"));
         assert_eq!(device.statistics().errors_by_status[0].1, 40);
     }
@@ -1045,6 +1092,9 @@ mod tests {
         total.add(&one);
         assert_eq!(total.commands_submitted, 6);
         assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
-        assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+        assert_eq!(
+            format!("{}", total.errors_by_status[0].0),
+            "Invalid Field in Command (00/02) dnr"
+        );
     }
 }

@@ -27,7 +27,11 @@ pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
 
 impl<'p, R: RegisterIo, P: Platform> NamespaceDevice<'p, R, P> {
     /// `pairs` must be non-empty and all read `identity`'s namespace.
-    pub fn new(name: String, identity: NamespaceIdentity, pairs: Vec<IoQueuePair<'p, R, P>>) -> Self {
+    pub fn new(
+        name: String,
+        identity: NamespaceIdentity,
+        pairs: Vec<IoQueuePair<'p, R, P>>,
+    ) -> Self {
         assert!(!pairs.is_empty(), "a namespace device needs a queue pair");
         let mut geometry = pairs[0].geometry();
         geometry.max_in_flight = pairs.iter().map(|p| p.geometry().max_in_flight).sum();

@@ -57,7 +57,8 @@ impl fmt::Display for OptionError<'_> {
     }
 }
 
-const ACCEPTED_KEYS: &str = "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, nvme.measure=on|off";
+const ACCEPTED_KEYS: &str =
+    "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, nvme.measure=on|off";
 
 fn number(text: &str) -> Option<u64> {
     match text.strip_prefix("0x") {

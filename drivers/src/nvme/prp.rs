@@ -65,12 +65,18 @@ pub fn list_pages_for_entries(list_entries: usize, page_bytes: usize) -> usize {
     if list_entries == 0 {
         0
     } else {
-        (list_entries.saturating_sub(1)).div_ceil(per_page - 1).max(1)
+        (list_entries.saturating_sub(1))
+            .div_ceil(per_page - 1)
+            .max(1)
     }
 }
 
 /// Data entries a list must hold for this transfer (0 when PRP1 and PRP2 suffice).
-pub fn list_entries_for(first_offset_bytes: usize, length_bytes: usize, page_bytes: usize) -> usize {
+pub fn list_entries_for(
+    first_offset_bytes: usize,
+    length_bytes: usize,
+    page_bytes: usize,
+) -> usize {
     match pages_spanned(first_offset_bytes, length_bytes, page_bytes) {
         0..=2 => 0,
         pages => pages - 1,
@@ -179,13 +185,23 @@ mod tests {
     /// independent walker read them back, and checks that the walk covers exactly the buffer.
     fn build_and_walk(data_bus: u64, length: usize, capacity_pages: usize) -> PrpPointers {
         let mut list = BTreeMap::new();
-        let prps = build(data_bus, length, PAGE, LIST_BUS, capacity_pages, |index, value| {
-            assert!(
-                index < capacity_pages * PAGE / ENTRY_BYTES,
-                "entry {index} outside the list memory"
-            );
-            assert!(list.insert(index, value).is_none(), "slot {index} written twice");
-        })
+        let prps = build(
+            data_bus,
+            length,
+            PAGE,
+            LIST_BUS,
+            capacity_pages,
+            |index, value| {
+                assert!(
+                    index < capacity_pages * PAGE / ENTRY_BYTES,
+                    "entry {index} outside the list memory"
+                );
+                assert!(
+                    list.insert(index, value).is_none(),
+                    "slot {index} written twice"
+                );
+            },
+        )
         .unwrap_or_else(|e| panic!("{length} bytes at {data_bus:#x}: {e}"));
         let read_qword = |bus: u64| -> Option<u64> {
             let offset = bus.checked_sub(LIST_BUS)? as usize;
@@ -204,7 +220,10 @@ mod tests {
             left -= chunk;
         }
         assert_eq!(segments, expected, "{length} bytes at {data_bus:#x}");
-        assert_eq!(list.len(), prps.list_entries + prps.list_pages.saturating_sub(1));
+        assert_eq!(
+            list.len(),
+            prps.list_entries + prps.list_pages.saturating_sub(1)
+        );
         prps
     }
 
@@ -244,9 +263,17 @@ mod tests {
         let p = build_and_walk(base, 1 << 20, capacity);
         assert_eq!((p.list_entries, p.list_pages), (255, 1));
         let p = build_and_walk(base, 2 << 20, capacity);
-        assert_eq!((p.list_entries, p.list_pages), (511, 1), "511 entries fit one page");
+        assert_eq!(
+            (p.list_entries, p.list_pages),
+            (511, 1),
+            "511 entries fit one page"
+        );
         let p = build_and_walk(base, (2 << 20) + 4096, capacity);
-        assert_eq!((p.list_entries, p.list_pages), (512, 1), "512 fill all slots");
+        assert_eq!(
+            (p.list_entries, p.list_pages),
+            (512, 1),
+            "512 fill all slots"
+        );
         let p = build_and_walk(base, (2 << 20) + 8192, capacity);
         assert_eq!((p.list_entries, p.list_pages), (513, 2), "513 need a chain");
         // Unaligned start: one extra page.
@@ -293,7 +320,10 @@ mod tests {
     #[test]
     fn bad_transfers_are_refused() {
         let noop = |_: usize, _: u64| {};
-        assert_eq!(build(0x1000, 0, PAGE, LIST_BUS, 1, noop), Err(PrpError::Empty));
+        assert_eq!(
+            build(0x1000, 0, PAGE, LIST_BUS, 1, noop),
+            Err(PrpError::Empty)
+        );
         assert_eq!(
             build(0x1002, 512, PAGE, LIST_BUS, 1, noop),
             Err(PrpError::MisalignedData {

@@ -4,7 +4,9 @@
 //! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
 //! (fio's clat plus the submit, nvme-and-fio.md §3.1).
 
-use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError};
+use blockdev::{
+    BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError,
+};
 use core::fmt;
 
 /// A run gives up when no read completes for this long.
@@ -53,7 +55,11 @@ pub struct LatencySummary {
 
 impl LatencySummary {
     fn record(&mut self, ns: u64) {
-        self.min_ns = if self.count == 0 { ns } else { self.min_ns.min(ns) };
+        self.min_ns = if self.count == 0 {
+            ns
+        } else {
+            self.min_ns.min(ns)
+        };
         self.max_ns = self.max_ns.max(ns);
         self.count += 1;
         self.total_ns += ns;
@@ -101,12 +107,26 @@ impl RunReport {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunError {
-    ScratchTooSmall { needed_bytes: usize, available_bytes: usize },
+    ScratchTooSmall {
+        needed_bytes: usize,
+        available_bytes: usize,
+    },
     /// The device is smaller than one request.
-    DeviceTooSmall { block_count: u64, request_blocks: u32 },
-    Refused { lba: u64, block_count: u32, error: SubmitError },
+    DeviceTooSmall {
+        block_count: u64,
+        request_blocks: u32,
+    },
+    Refused {
+        lba: u64,
+        block_count: u32,
+        error: SubmitError,
+    },
     /// Reads stopped completing.
-    Timeout { in_flight: u32, completed: u32, waited_ms: u64 },
+    Timeout {
+        in_flight: u32,
+        completed: u32,
+        waited_ms: u64,
+    },
 }
 
 impl fmt::Display for RunError {
@@ -405,7 +425,9 @@ mod tests {
             verify: true,
             seed: 7,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = platform
+            .allocate_dma(workload.scratch_bytes(), 4096)
+            .unwrap();
         sim.hold_io_completions(true);
         // Release completions a few at a time from the clock's side: the runner polls, so
         // every poll of an empty queue releases some.
@@ -461,7 +483,9 @@ mod tests {
             verify: true,
             seed: 3,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = platform
+            .allocate_dma(workload.scratch_bytes(), 4096)
+            .unwrap();
         let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
         assert!(report.failed > 0, "{report:?}");
         assert_eq!(report.first_failure.unwrap().0, 3);
@@ -485,7 +509,9 @@ mod tests {
             verify: false,
             seed: 1,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = platform
+            .allocate_dma(workload.scratch_bytes(), 4096)
+            .unwrap();
         let error = run(&mut nvme0, &platform, scratch, &workload).unwrap_err();
         assert!(
             matches!(error, RunError::Timeout { in_flight: 2, completed: 0, waited_ms } if waited_ms >= IDLE_TIMEOUT_MS),

@@ -65,7 +65,7 @@ pub fn walk_prps(
         return Ok(segments);
     }
     if remaining <= page {
-        if prp2 % page64 != 0 {
+        if !prp2.is_multiple_of(page64) {
             return Err(PrpWalkError::MisalignedEntry { entry: prp2 });
         }
         segments.push((prp2, remaining));
@@ -87,7 +87,7 @@ pub fn walk_prps(
             entry_address = value;
             continue;
         }
-        if value % page64 != 0 {
+        if !value.is_multiple_of(page64) {
             return Err(PrpWalkError::MisalignedEntry { entry: value });
         }
         let bytes = remaining.min(page);
@@ -251,7 +251,9 @@ pub struct RecordingEvents {
 
 impl EventSink for RecordingEvents {
     fn report(&self, source: &str, event: &Event) {
-        self.messages.borrow_mut().push(format!("{source}: {event}"));
+        self.messages
+            .borrow_mut()
+            .push(format!("{source}: {event}"));
     }
 }
 
@@ -601,7 +603,7 @@ impl<'a> SimController<'a> {
         let page = Self::page_bytes(state);
         let mps = cc_field(state.cc, CC::MPS) as u8;
         let mut problems = Vec::new();
-        if state.asq % page != 0 || state.acq % page != 0 {
+        if !state.asq.is_multiple_of(page) || !state.acq.is_multiple_of(page) {
             problems.push(format!(
                 "admin queues at {:#x}/{:#x} not aligned to {page}",
                 state.asq, state.acq
@@ -669,7 +671,7 @@ impl<'a> SimController<'a> {
     fn doorbell(&self, state: &mut State, offset: usize, value: u32) {
         let stride = 4usize << state.config.dstrd;
         let index = (offset - offsets::DOORBELLS) / stride;
-        if (offset - offsets::DOORBELLS) % stride != 0 {
+        if !(offset - offsets::DOORBELLS).is_multiple_of(stride) {
             state
                 .violations
                 .push(format!("doorbell write at {offset:#x} between doorbells"));
@@ -682,7 +684,7 @@ impl<'a> SimController<'a> {
                 .push(format!("doorbell {offset:#x} written while not ready"));
             return;
         }
-        if index % 2 == 0 {
+        if index.is_multiple_of(2) {
             state.statistics.sq_doorbell_writes += 1;
             self.submission_doorbell(state, queue, value);
         } else {
@@ -693,9 +695,9 @@ impl<'a> SimController<'a> {
 
     fn submission_doorbell(&self, state: &mut State, queue: u16, value: u32) {
         let Some(sq) = state.submission_queues.get_mut(&queue) else {
-            state
-                .violations
-                .push(format!("SQ {queue} tail doorbell {value} for a queue that does not exist"));
+            state.violations.push(format!(
+                "SQ {queue} tail doorbell {value} for a queue that does not exist"
+            ));
             return;
         };
         if value >= sq.entries {
@@ -737,10 +739,13 @@ impl<'a> SimController<'a> {
                 (Status::new(code_type::GENERIC, 0x03, true), 0)
             } else {
                 state.outstanding.insert(key);
-                state.statistics.max_outstanding = state
-                    .statistics
-                    .max_outstanding
-                    .max(state.outstanding.iter().filter(|(q, _)| *q == queue).count());
+                state.statistics.max_outstanding = state.statistics.max_outstanding.max(
+                    state
+                        .outstanding
+                        .iter()
+                        .filter(|(q, _)| *q == queue)
+                        .count(),
+                );
                 if queue == 0 {
                     self.execute_admin(state, &entry)
                 } else {
@@ -766,9 +771,9 @@ impl<'a> SimController<'a> {
 
     fn completion_doorbell(&self, state: &mut State, queue: u16, value: u32) {
         let Some(cq) = state.completion_queues.get_mut(&queue) else {
-            state
-                .violations
-                .push(format!("CQ {queue} head doorbell {value} for a queue that does not exist"));
+            state.violations.push(format!(
+                "CQ {queue} head doorbell {value} for a queue that does not exist"
+            ));
             return;
         };
         let posted = (cq.tail + cq.entries - cq.head) % cq.entries;
@@ -884,7 +889,7 @@ impl<'a> SimController<'a> {
         let chained = Cell::new(false);
         let segments = walk_prps(entry.prp1(), entry.prp2(), data.len(), page, |address| {
             list_reads.set(list_reads.get() + 1);
-            if address % page as u64 == 0 && list_reads.get() > 1 {
+            if address.is_multiple_of(page as u64) && list_reads.get() > 1 {
                 chained.set(true);
             }
             platform.read_bus_u64(address)
@@ -978,7 +983,9 @@ impl<'a> SimController<'a> {
                     Err(status) => (status, 0),
                 }
             }
-            admin_opcode::SET_FEATURES if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) => {
+            admin_opcode::SET_FEATURES
+                if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) =>
+            {
                 if state.completion_queues.keys().any(|q| *q != 0) {
                     return (
                         Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true),
@@ -1019,7 +1026,7 @@ impl<'a> SimController<'a> {
                 if flags >> 16 != 0 {
                     return (specific(command_specific::INVALID_INTERRUPT_VECTOR), 0);
                 }
-                if entry.prp1() % page != 0 {
+                if !entry.prp1().is_multiple_of(page) {
                     return (
                         Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true),
                         0,
@@ -1059,7 +1066,7 @@ impl<'a> SimController<'a> {
                 if entries < 2 || entries > u32::from(state.config.mqes) + 1 {
                     return (specific(command_specific::INVALID_QUEUE_SIZE), 0);
                 }
-                if entry.prp1() % page != 0 {
+                if !entry.prp1().is_multiple_of(page) {
                     return (
                         Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true),
                         0,
@@ -1114,10 +1121,16 @@ impl<'a> SimController<'a> {
             state
                 .violations
                 .push(String::from("the driver sent a Write command"));
-            return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
+            return (
+                Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true),
+                0,
+            );
         }
         if opcode != io_opcode::READ {
-            return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
+            return (
+                Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true),
+                0,
+            );
         }
         let Some(namespace) = state
             .config
@@ -1127,7 +1140,11 @@ impl<'a> SimController<'a> {
             .cloned()
         else {
             return (
-                Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true),
+                Status::new(
+                    code_type::GENERIC,
+                    generic::INVALID_NAMESPACE_OR_FORMAT,
+                    true,
+                ),
                 0,
             );
         };
@@ -1137,7 +1154,10 @@ impl<'a> SimController<'a> {
                 "read of {blocks} blocks at {lba} beyond {} blocks reached the controller",
                 namespace.blocks
             ));
-            return (Status::new(code_type::GENERIC, generic::LBA_OUT_OF_RANGE, true), 0);
+            return (
+                Status::new(code_type::GENERIC, generic::LBA_OUT_OF_RANGE, true),
+                0,
+            );
         }
         let bytes = (blocks as usize) << namespace.lba_shift;
         let max_bytes = (Self::page_bytes(state) as usize) << state.config.mdts;
@@ -1145,7 +1165,10 @@ impl<'a> SimController<'a> {
             state
                 .violations
                 .push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
-            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
+            return (
+                Status::new(code_type::GENERIC, generic::INVALID_FIELD, true),
+                0,
+            );
         }
         state.statistics.reads += 1;
         *state.statistics.reads_per_queue.entry(queue).or_default() += 1;
@@ -1166,7 +1189,11 @@ impl<'a> SimController<'a> {
             .any(|(id, bad)| *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad));
         if hit {
             return (
-                Status::new(code_type::MEDIA_AND_DATA_INTEGRITY, media::UNRECOVERED_READ_ERROR, true),
+                Status::new(
+                    code_type::MEDIA_AND_DATA_INTEGRITY,
+                    media::UNRECOVERED_READ_ERROR,
+                    true,
+                ),
                 0,
             );
         }
