@@ -28,10 +28,14 @@ $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img &: FORCE
 
 FORCE:
 
+# The main job: the benchmark (preset=quick) on QEMU virt with an emulated NVMe drive and SD card
+# (sdhci-pci), both filled with the test pattern. SETTINGS adds or overrides settings, e.g.
+# `make qemu SETTINGS="preset=reference"`.
+SETTINGS ?=
+QEMU_DISK ?= 512M
 qemu: deps kernel
-	@mkdir -p $(BUILD)
-	qemu-system-aarch64 -M virt -cpu cortex-a72 -m 1G -nic none -display none -monitor none \
-	  -serial stdio -semihosting -kernel $(BUILD)/kernel-virt.img -append "exit=semihosting"
+	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
+	  --nvme $(QEMU_DISK):pattern --sd $(QEMU_DISK):pattern --timeout 1800 -- preset=quick $(SETTINGS)
 
 test: deps
 	$(MAKE) test-host

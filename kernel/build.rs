@@ -2,9 +2,7 @@
 //! any directory). Only the bare-metal target links with them.
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
-    let linker_dir = std::path::Path::new(&manifest_dir)
-        .join("..")
-        .join("linker");
+    let linker_dir = std::path::Path::new(&manifest_dir).join("..").join("linker");
     println!("cargo:rerun-if-changed={}", linker_dir.display());
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("none") {
         println!("cargo:rustc-link-search={}", linker_dir.display());

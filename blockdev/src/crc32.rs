@@ -12,11 +12,7 @@ const fn build_table() -> [u32; 256] {
         let mut value = index as u32;
         let mut bit = 0;
         while bit < 8 {
-            value = if value & 1 != 0 {
-                (value >> 1) ^ POLYNOMIAL_REFLECTED
-            } else {
-                value >> 1
-            };
+            value = if value & 1 != 0 { (value >> 1) ^ POLYNOMIAL_REFLECTED } else { value >> 1 };
             bit += 1;
         }
         table[index] = value;
@@ -71,10 +67,7 @@ mod tests {
         // The standard check value for "123456789" and zlib's results for simple inputs.
         assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32(b""), 0);
-        assert_eq!(
-            crc32(b"The quick brown fox jumps over the lazy dog"),
-            0x414F_A339
-        );
+        assert_eq!(crc32(b"The quick brown fox jumps over the lazy dog"), 0x414F_A339);
         assert_eq!(crc32(&[0u8; 512]), 0xB2AA_7578);
     }
 

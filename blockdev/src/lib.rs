@@ -168,10 +168,7 @@ pub struct Completion {
 
 impl Default for Completion {
     fn default() -> Self {
-        Completion {
-            tag: 0,
-            result: Ok(()),
-        }
+        Completion { tag: 0, result: Ok(()) }
     }
 }
 
@@ -207,10 +204,7 @@ pub fn check_request(geometry: &Geometry, request: &Request) -> Result<(), Submi
     if request.block_count == 0 || request.block_count > geometry.max_request_blocks {
         return Err(SubmitError::BadLength);
     }
-    let end = request
-        .lba
-        .checked_add(u64::from(request.block_count))
-        .ok_or(SubmitError::OutOfRange)?;
+    let end = request.lba.checked_add(u64::from(request.block_count)).ok_or(SubmitError::OutOfRange)?;
     if end > geometry.block_count {
         return Err(SubmitError::OutOfRange);
     }
@@ -277,12 +271,7 @@ mod tests {
     use super::*;
 
     fn geometry() -> Geometry {
-        Geometry {
-            logical_block_bytes: 512,
-            block_count: 1000,
-            max_request_blocks: 256,
-            max_in_flight: 1,
-        }
+        Geometry { logical_block_bytes: 512, block_count: 1000, max_request_blocks: 256, max_in_flight: 1 }
     }
 
     fn request(lba: u64, block_count: u32, buffer_bytes: usize) -> Request {
@@ -291,11 +280,7 @@ mod tests {
             operation: Operation::Read,
             lba,
             block_count,
-            buffer: DmaBuffer {
-                cpu_address: 0x1000,
-                physical_address: 0x1000,
-                length_bytes: buffer_bytes,
-            },
+            buffer: DmaBuffer { cpu_address: 0x1000, physical_address: 0x1000, length_bytes: buffer_bytes },
         }
     }
 
@@ -304,44 +289,19 @@ mod tests {
         let g = geometry();
         assert_eq!(check_request(&g, &request(0, 1, 512)), Ok(()));
         assert_eq!(check_request(&g, &request(999, 1, 512)), Ok(()));
-        assert_eq!(
-            check_request(&g, &request(1000, 1, 512)),
-            Err(SubmitError::OutOfRange)
-        );
-        assert_eq!(
-            check_request(&g, &request(999, 2, 1024)),
-            Err(SubmitError::OutOfRange)
-        );
-        assert_eq!(
-            check_request(&g, &request(u64::MAX, 1, 512)),
-            Err(SubmitError::OutOfRange)
-        );
-        assert_eq!(
-            check_request(&g, &request(0, 0, 512)),
-            Err(SubmitError::BadLength)
-        );
-        assert_eq!(
-            check_request(&g, &request(0, 257, 257 * 512)),
-            Err(SubmitError::BadLength)
-        );
-        assert_eq!(
-            check_request(&g, &request(0, 2, 1000)),
-            Err(SubmitError::BadBuffer)
-        );
+        assert_eq!(check_request(&g, &request(1000, 1, 512)), Err(SubmitError::OutOfRange));
+        assert_eq!(check_request(&g, &request(999, 2, 1024)), Err(SubmitError::OutOfRange));
+        assert_eq!(check_request(&g, &request(u64::MAX, 1, 512)), Err(SubmitError::OutOfRange));
+        assert_eq!(check_request(&g, &request(0, 0, 512)), Err(SubmitError::BadLength));
+        assert_eq!(check_request(&g, &request(0, 257, 257 * 512)), Err(SubmitError::BadLength));
+        assert_eq!(check_request(&g, &request(0, 2, 1000)), Err(SubmitError::BadBuffer));
     }
 
     #[test]
     fn buffer_slices_stay_inside() {
-        let b = DmaBuffer {
-            cpu_address: 0x1000,
-            physical_address: 0x8000_1000,
-            length_bytes: 4096,
-        };
+        let b = DmaBuffer { cpu_address: 0x1000, physical_address: 0x8000_1000, length_bytes: 4096 };
         let s = b.slice(512, 1024).unwrap();
-        assert_eq!(
-            (s.cpu_address, s.physical_address, s.length_bytes),
-            (0x1200, 0x8000_1200, 1024)
-        );
+        assert_eq!((s.cpu_address, s.physical_address, s.length_bytes), (0x1200, 0x8000_1200, 1024));
         assert!(b.slice(4096, 1).is_none());
         assert!(b.slice(usize::MAX, 2).is_none());
         assert_eq!(b.slice(4096, 0).unwrap().length_bytes, 0);
@@ -367,10 +327,7 @@ mod tests {
         assert_eq!(FixedClock(0, 62_500_000).ns_to_ticks(17), 2); // rounds up
         assert_eq!(FixedClock(0, 54_000_000).ns_to_ticks(1_000_000), 54_000);
         // A day at 1 GHz does not overflow.
-        assert_eq!(
-            ticks_to_ns(86_400 * 1_000_000_000, 1_000_000_000),
-            86_400 * 1_000_000_000
-        );
+        assert_eq!(ticks_to_ns(86_400 * 1_000_000_000, 1_000_000_000), 86_400 * 1_000_000_000);
         assert_eq!(ticks_to_ns(5, 0), 0);
     }
 

@@ -53,10 +53,7 @@ mod tests {
         assert_ne!(a[16..], b[16..]);
         // Values from an independent Python implementation of the definition above, so that a
         // change of the generator is caught (the host tools use it too).
-        assert_eq!(
-            u64::from_le_bytes(a[16..24].try_into().unwrap()),
-            0x0D2B_DACD_E1D0_71BA
-        );
+        assert_eq!(u64::from_le_bytes(a[16..24].try_into().unwrap()), 0x0D2B_DACD_E1D0_71BA);
         assert_eq!(crate::crc32::crc32(&a), 0x5931_2D4B);
     }
 

@@ -61,13 +61,7 @@ impl MainId {
 impl core::fmt::Display for MainId {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.core_model() {
-            Some(model) => write!(
-                f,
-                "{} r{}p{}",
-                model.name(),
-                self.variant(),
-                self.revision()
-            ),
+            Some(model) => write!(f, "{} r{}p{}", model.name(), self.variant(), self.revision()),
             None => write!(
                 f,
                 "unknown core (implementer {:#04x}, part {:#05x})",
@@ -94,9 +88,7 @@ pub fn physical_address_bits(parange: u64) -> u32 {
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub mod registers {
     //! Reads of the system registers the kernel reports (target only).
-    use aarch64_cpu::registers::{
-        Readable, CNTFRQ_EL0, CNTPCT_EL0, ID_AA64MMFR0_EL1, MIDR_EL1, MPIDR_EL1,
-    };
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, ID_AA64MMFR0_EL1, MIDR_EL1, MPIDR_EL1};
 
     pub fn main_id() -> super::MainId {
         super::MainId(MIDR_EL1.get())

@@ -18,7 +18,7 @@ pub struct ExceptionFrame {
     pub stack_pointer: u64,
 }
 
-const _: () = assert!(FRAME_BYTES == 288 && FRAME_BYTES % 16 == 0);
+const _: () = assert!(FRAME_BYTES == 288 && FRAME_BYTES.is_multiple_of(16));
 
 /// Which of the 16 vector entries was taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl VectorEntry {
     }
 
     pub fn is_synchronous(self) -> bool {
-        self.0 % 4 == 0
+        self.0.is_multiple_of(4)
     }
 }
 
@@ -111,23 +111,10 @@ impl fmt::Display for ExceptionReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let frame = self.frame;
         let class = exception_class(frame.esr);
-        writeln!(
-            f,
-            "*** EXCEPTION: {} exception from {}",
-            self.vector.kind(),
-            self.vector.origin()
-        )?;
-        write!(
-            f,
-            "    class  EC {class:#04x}: {}",
-            exception_class_name(class)
-        )?;
+        writeln!(f, "*** EXCEPTION: {} exception from {}", self.vector.kind(), self.vector.origin())?;
+        write!(f, "    class  EC {class:#04x}: {}", exception_class_name(class))?;
         if let Some(fault) = fault_status_name(frame.esr) {
-            let access = if frame.esr & (1 << 6) != 0 {
-                "write"
-            } else {
-                "read"
-            };
+            let access = if frame.esr & (1 << 6) != 0 { "write" } else { "read" };
             write!(f, " ({fault}, {access})")?;
         }
         writeln!(f)?;
@@ -135,11 +122,7 @@ impl fmt::Display for ExceptionReport<'_> {
         writeln!(f, "    ELR    {:#018x}", frame.elr)?;
         writeln!(f, "    FAR    {:#018x}", frame.far)?;
         writeln!(f, "    SPSR   {:#018x}", frame.spsr)?;
-        write!(
-            f,
-            "    SP     {:#018x}  LR {:#018x}",
-            frame.stack_pointer, frame.general_registers[30]
-        )
+        write!(f, "    SP     {:#018x}  LR {:#018x}", frame.stack_pointer, frame.general_registers[30])
     }
 }
 
@@ -152,10 +135,7 @@ mod tests {
         // A translation fault at level 1 on a read, taken at EL1: EC 0x25, DFSC 0x05.
         let esr = (0x25 << 26) | (1 << 25) | 0x05;
         assert_eq!(exception_class(esr), 0x25);
-        assert_eq!(
-            exception_class_name(0x25),
-            "data abort without a change of EL"
-        );
+        assert_eq!(exception_class_name(0x25), "data abort without a change of EL");
         assert_eq!(fault_status_name(esr), Some("translation fault"));
         assert_eq!(fault_status_name(0x3c << 26), None);
     }
@@ -181,13 +161,7 @@ mod tests {
             ..Default::default()
         };
         frame.general_registers[30] = 0x8_0000;
-        let text = std::format!(
-            "{}",
-            ExceptionReport {
-                frame: &frame,
-                vector: VectorEntry(4)
-            }
-        );
+        let text = std::format!("{}", ExceptionReport { frame: &frame, vector: VectorEntry(4) });
         for needle in [
             "EC 0x25",
             "ESR    0x0000000096000045",

@@ -18,3 +18,12 @@ pub mod mmu;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 mod entry;
+
+/// The address of `park_core`, the WFI loop secondary cores are sent to (target only).
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub fn park_core_address() -> u64 {
+    extern "C" {
+        fn park_core() -> !;
+    }
+    park_core as *const () as u64
+}

@@ -112,15 +112,10 @@ fn kind_over(regions: &[Region], start: u64, length: u64) -> Option<MemoryKind> 
 
 /// The kind of a whole 1 GiB block when one kind covers all of it (or nothing does).
 fn uniform_kind_of_gigabyte(regions: &[Region], start: u64) -> Option<Option<MemoryKind>> {
-    let last_overlapping = regions
-        .iter()
-        .rev()
-        .find(|r| r.base < start + BLOCK_1G && r.end() > start);
+    let last_overlapping = regions.iter().rev().find(|r| r.base < start + BLOCK_1G && r.end() > start);
     match last_overlapping {
         None => Some(None),
-        Some(region) if region.base <= start && region.end() >= start + BLOCK_1G => {
-            Some(Some(region.kind))
-        }
+        Some(region) if region.base <= start && region.end() >= start + BLOCK_1G => Some(Some(region.kind)),
         Some(_) => None,
     }
 }
@@ -131,16 +126,10 @@ fn uniform_kind_of_gigabyte(regions: &[Region], start: u64) -> Option<Option<Mem
 pub fn build_identity_map(regions: &[Region], tables: &mut [Table]) -> Result<usize, MapError> {
     for region in regions {
         if region.base % BLOCK_2M != 0 || region.size_bytes % BLOCK_2M != 0 {
-            return Err(MapError::Misaligned {
-                base: region.base,
-                size_bytes: region.size_bytes,
-            });
+            return Err(MapError::Misaligned { base: region.base, size_bytes: region.size_bytes });
         }
         if region.end() > ADDRESS_LIMIT || region.base.checked_add(region.size_bytes).is_none() {
-            return Err(MapError::OutOfRange {
-                base: region.base,
-                size_bytes: region.size_bytes,
-            });
+            return Err(MapError::OutOfRange { base: region.base, size_bytes: region.size_bytes });
         }
     }
     let available = tables.len();
@@ -160,11 +149,7 @@ pub fn build_identity_map(regions: &[Region], tables: &mut [Table]) -> Result<us
     let mut gigabyte = 0u64;
     while gigabyte < ADDRESS_LIMIT / BLOCK_1G {
         let start = gigabyte * BLOCK_1G;
-        let next_region_start = regions
-            .iter()
-            .filter(|r| r.end() > start)
-            .map(|r| r.base.max(start))
-            .min();
+        let next_region_start = regions.iter().filter(|r| r.end() > start).map(|r| r.base.max(start)).min();
         let Some(next_start) = next_region_start else {
             break;
         };
@@ -215,13 +200,12 @@ pub fn translate(tables: &[Table], root: usize, address: u64) -> Option<(u64, Me
     if level0 & DESCRIPTOR_VALID == 0 {
         return None;
     }
-    let level1 = tables[index_of(tables, level0 & OUTPUT_ADDRESS_MASK)].0
-        [((address >> 30) & 0x1ff) as usize];
+    let level1 = tables[index_of(tables, level0 & OUTPUT_ADDRESS_MASK)].0[((address >> 30) & 0x1ff) as usize];
     let (descriptor, block_size) = match level1 & 0b11 {
         DESCRIPTOR_BLOCK => (level1, BLOCK_1G),
         DESCRIPTOR_TABLE => {
-            let level2 = tables[index_of(tables, level1 & OUTPUT_ADDRESS_MASK)].0
-                [((address >> 21) & 0x1ff) as usize];
+            let level2 =
+                tables[index_of(tables, level1 & OUTPUT_ADDRESS_MASK)].0[((address >> 21) & 0x1ff) as usize];
             if level2 & 0b11 != DESCRIPTOR_BLOCK {
                 return None;
             }
@@ -234,8 +218,7 @@ pub fn translate(tables: &[Table], root: usize, address: u64) -> Option<(u64, Me
         1 => MemoryKind::Normal,
         _ => MemoryKind::NormalNonCacheable,
     };
-    let output =
-        (descriptor & OUTPUT_ADDRESS_MASK & !(block_size - 1)) | (address & (block_size - 1));
+    let output = (descriptor & OUTPUT_ADDRESS_MASK & !(block_size - 1)) | (address & (block_size - 1));
     Some((output, kind))
 }
 
@@ -262,9 +245,7 @@ pub fn translation_control_value(parange: u64) -> u64 {
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 mod target {
     use aarch64_cpu::asm::barrier;
-    use aarch64_cpu::registers::{
-        ReadWriteable, Writeable, MAIR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1,
-    };
+    use aarch64_cpu::registers::{ReadWriteable, Writeable, MAIR_EL1, SCTLR_EL1, TCR_EL1, TTBR0_EL1};
 
     /// Loads the tables and turns on the MMU with data and instruction caches.
     ///
@@ -301,9 +282,7 @@ mod target {
         while cursor < address + length_bytes {
             // SAFETY: cleaning a cache line by address writes back dirty data and nothing else;
             // the address is inside the range the caller handed to a device.
-            unsafe {
-                core::arch::asm!("dc cvac, {0}", in(reg) cursor, options(nostack, preserves_flags))
-            };
+            unsafe { core::arch::asm!("dc cvac, {0}", in(reg) cursor, options(nostack, preserves_flags)) };
             cursor += line;
         }
         // SAFETY: a barrier has no other effect.
@@ -318,9 +297,7 @@ mod target {
         let mut cursor = address & !(line - 1);
         while cursor < address + length_bytes {
             // SAFETY: as for `clean_data_cache_range`; clean-and-invalidate loses no data.
-            unsafe {
-                core::arch::asm!("dc civac, {0}", in(reg) cursor, options(nostack, preserves_flags))
-            };
+            unsafe { core::arch::asm!("dc civac, {0}", in(reg) cursor, options(nostack, preserves_flags)) };
             cursor += line;
         }
         // SAFETY: a barrier has no other effect.
@@ -329,9 +306,7 @@ mod target {
 }
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
-pub use target::{
-    clean_data_cache_range, data_cache_line_bytes, enable, invalidate_data_cache_range,
-};
+pub use target::{clean_data_cache_range, data_cache_line_bytes, enable, invalidate_data_cache_range};
 
 #[cfg(test)]
 mod tests {
@@ -339,11 +314,7 @@ mod tests {
     use std::vec;
 
     fn region(base: u64, size_bytes: u64, kind: MemoryKind) -> Region {
-        Region {
-            base,
-            size_bytes,
-            kind,
-        }
+        Region { base, size_bytes, kind }
     }
 
     #[test]
@@ -357,26 +328,14 @@ mod tests {
         ];
         let mut tables = vec![Table::EMPTY; 8];
         let root = build_identity_map(&regions, &mut tables).unwrap();
-        assert_eq!(
-            translate(&tables, root, 0x8_0000),
-            Some((0x8_0000, MemoryKind::Normal))
-        );
+        assert_eq!(translate(&tables, root, 0x8_0000), Some((0x8_0000, MemoryKind::Normal)));
         assert_eq!(
             translate(&tables, root, 0x0200_1234),
             Some((0x0200_1234, MemoryKind::NormalNonCacheable))
         );
-        assert_eq!(
-            translate(&tables, root, 0x0500_0000),
-            Some((0x0500_0000, MemoryKind::Normal))
-        );
-        assert_eq!(
-            translate(&tables, root, 0x3f20_1000),
-            Some((0x3f20_1000, MemoryKind::Device))
-        );
-        assert_eq!(
-            translate(&tables, root, 0x4000_0040),
-            Some((0x4000_0040, MemoryKind::Device))
-        );
+        assert_eq!(translate(&tables, root, 0x0500_0000), Some((0x0500_0000, MemoryKind::Normal)));
+        assert_eq!(translate(&tables, root, 0x3f20_1000), Some((0x3f20_1000, MemoryKind::Device)));
+        assert_eq!(translate(&tables, root, 0x4000_0040), Some((0x4000_0040, MemoryKind::Device)));
         assert_eq!(translate(&tables, root, 0x4020_0000), None);
         assert_eq!(translate(&tables, root, 0x8000_0000), None);
     }
@@ -392,32 +351,14 @@ mod tests {
         ];
         let mut tables = vec![Table::EMPTY; 8];
         let root = build_identity_map(&regions, &mut tables).unwrap();
-        assert_eq!(
-            translate(&tables, root, 0x0900_0000).map(|t| t.1),
-            Some(MemoryKind::Device)
-        );
-        assert_eq!(
-            translate(&tables, root, 0x7fff_fff8).map(|t| t.1),
-            Some(MemoryKind::Normal)
-        );
-        assert_eq!(
-            translate(&tables, root, 0x40_1000_8000).map(|t| t.1),
-            Some(MemoryKind::Device)
-        );
+        assert_eq!(translate(&tables, root, 0x0900_0000).map(|t| t.1), Some(MemoryKind::Device));
+        assert_eq!(translate(&tables, root, 0x7fff_fff8).map(|t| t.1), Some(MemoryKind::Normal));
+        assert_eq!(translate(&tables, root, 0x40_1000_8000).map(|t| t.1), Some(MemoryKind::Device));
         assert_eq!(translate(&tables, root, 0x40_0fff_f000), None);
-        assert_eq!(
-            translate(&tables, root, 0xff_ffff_f000).map(|t| t.1),
-            Some(MemoryKind::Device)
-        );
+        assert_eq!(translate(&tables, root, 0xff_ffff_f000).map(|t| t.1), Some(MemoryKind::Device));
         assert_eq!(translate(&tables, root, 0x100_0000_0000), None);
         // Root, one level-1 table per 512 GiB, one level-2 table for the ECAM's partial gigabyte.
-        assert!(
-            tables
-                .iter()
-                .filter(|t| t.0.iter().any(|&d| d != 0))
-                .count()
-                <= 4
-        );
+        assert!(tables.iter().filter(|t| t.0.iter().any(|&d| d != 0)).count() <= 4);
     }
 
     #[test]
@@ -426,10 +367,7 @@ mod tests {
             let descriptor = block_descriptor(0x20_0000, kind);
             assert_ne!(descriptor & PRIVILEGED_EXECUTE_NEVER, 0, "{kind:?}");
         }
-        assert_eq!(
-            block_descriptor(0x20_0000, MemoryKind::Normal) & PRIVILEGED_EXECUTE_NEVER,
-            0
-        );
+        assert_eq!(block_descriptor(0x20_0000, MemoryKind::Normal) & PRIVILEGED_EXECUTE_NEVER, 0);
     }
 
     #[test]
@@ -437,26 +375,14 @@ mod tests {
         let mut tables = vec![Table::EMPTY; 2];
         assert_eq!(
             build_identity_map(&[region(0x1000, BLOCK_2M, MemoryKind::Normal)], &mut tables),
-            Err(MapError::Misaligned {
-                base: 0x1000,
-                size_bytes: BLOCK_2M
-            })
+            Err(MapError::Misaligned { base: 0x1000, size_bytes: BLOCK_2M })
         );
-        let scattered = [
-            region(0, BLOCK_2M, MemoryKind::Normal),
-            region(BLOCK_1G, BLOCK_2M, MemoryKind::Normal),
-        ];
-        assert_eq!(
-            build_identity_map(&scattered, &mut tables),
-            Err(MapError::OutOfTables { available: 2 })
-        );
+        let scattered =
+            [region(0, BLOCK_2M, MemoryKind::Normal), region(BLOCK_1G, BLOCK_2M, MemoryKind::Normal)];
+        assert_eq!(build_identity_map(&scattered, &mut tables), Err(MapError::OutOfTables { available: 2 }));
         assert!(matches!(
             build_identity_map(
-                &[region(
-                    ADDRESS_LIMIT - BLOCK_2M,
-                    2 * BLOCK_2M,
-                    MemoryKind::Device
-                )],
+                &[region(ADDRESS_LIMIT - BLOCK_2M, 2 * BLOCK_2M, MemoryKind::Device)],
                 &mut tables
             ),
             Err(MapError::OutOfRange { .. })

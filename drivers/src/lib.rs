@@ -10,5 +10,7 @@ pub mod gpio;
 pub mod mailbox;
 pub mod mmio;
 pub mod nvme;
+pub mod pci;
 pub mod pl011;
 pub mod platform;
+pub mod sdhci;

@@ -54,9 +54,7 @@ pub struct PropertyBuffer {
 
 impl Default for PropertyBuffer {
     fn default() -> Self {
-        PropertyBuffer {
-            words: [0; BUFFER_WORDS],
-        }
+        PropertyBuffer { words: [0; BUFFER_WORDS] }
     }
 }
 
@@ -84,10 +82,7 @@ impl fmt::Display for MailboxError {
                 write!(f, "no mailbox answer (status {status:#010x})")
             }
             MailboxError::RequestFailed { response_code } => {
-                write!(
-                    f,
-                    "firmware refused the request (code {response_code:#010x})"
-                )
+                write!(f, "firmware refused the request (code {response_code:#010x})")
             }
             MailboxError::TagNotAnswered { tag } => {
                 write!(f, "firmware did not answer tag {tag:#010x}")
@@ -126,18 +121,14 @@ impl PropertyBuffer {
     /// (as many as the firmware says it wrote, up to the room there was).
     pub fn single_tag_response(&self) -> Result<&[u32], MailboxError> {
         if self.words[1] != RESPONSE_SUCCESS {
-            return Err(MailboxError::RequestFailed {
-                response_code: self.words[1],
-            });
+            return Err(MailboxError::RequestFailed { response_code: self.words[1] });
         }
         let length_word = self.words[4];
         if length_word & TAG_RESPONSE_BIT == 0 {
             return Err(MailboxError::TagNotAnswered { tag: self.words[2] });
         }
         let room_words = (self.words[3] / 4) as usize;
-        let answered_words = ((length_word & !TAG_RESPONSE_BIT) as usize)
-            .div_ceil(4)
-            .min(room_words);
+        let answered_words = ((length_word & !TAG_RESPONSE_BIT) as usize).div_ceil(4).min(room_words);
         Ok(&self.words[5..5 + answered_words])
     }
 }
@@ -158,11 +149,7 @@ impl<R: RegisterIo> Mailbox<R> {
     /// Sends the buffer at `buffer_bus_address` (as the VideoCore sees it; 16-byte aligned) on
     /// the property channel and waits for the answer. The caller makes the buffer visible to the
     /// VideoCore before (cache clean) and to the CPU after (cache invalidate).
-    pub fn call<C: Clock + ?Sized>(
-        &self,
-        clock: &C,
-        buffer_bus_address: u32,
-    ) -> Result<(), MailboxError> {
+    pub fn call<C: Clock + ?Sized>(&self, clock: &C, buffer_bus_address: u32) -> Result<(), MailboxError> {
         barrier::full();
         // Drop stale answers left by the firmware or an earlier stage.
         let mut stale = 0;
@@ -173,9 +160,7 @@ impl<R: RegisterIo> Mailbox<R> {
         if !wait_until(clock, CALL_TIMEOUT_US, || {
             self.registers.read32(offsets::WRITE_STATUS) & STATUS_FULL == 0
         }) {
-            return Err(MailboxError::WriteTimeout {
-                status: self.registers.read32(offsets::WRITE_STATUS),
-            });
+            return Err(MailboxError::WriteTimeout { status: self.registers.read32(offsets::WRITE_STATUS) });
         }
         let message = (buffer_bus_address & !0xf) | PROPERTY_CHANNEL;
         self.registers.write32(offsets::WRITE, message);
@@ -187,9 +172,7 @@ impl<R: RegisterIo> Mailbox<R> {
         if answered {
             Ok(())
         } else {
-            Err(MailboxError::ReadTimeout {
-                status: self.registers.read32(offsets::READ_STATUS),
-            })
+            Err(MailboxError::ReadTimeout { status: self.registers.read32(offsets::READ_STATUS) })
         }
     }
 }
@@ -276,10 +259,7 @@ mod tests {
         assert_eq!(pi4.memory_bytes(), Some(2 << 30));
         assert_eq!(pi4.pcb_revision(), 5);
         // Pi 5 8 GB: c04170.
-        assert_eq!(
-            BoardRevision(0x00d0_4170).model_name(),
-            Some("Raspberry Pi 5")
-        );
+        assert_eq!(BoardRevision(0x00d0_4170).model_name(), Some("Raspberry Pi 5"));
         assert_eq!(BoardRevision(0x00d0_4170).memory_bytes(), Some(8 << 30));
         assert_eq!(BoardRevision(0x000e).model_name(), None);
     }
@@ -287,24 +267,14 @@ mod tests {
     #[test]
     fn buffer_layout_and_answer() {
         let mut buffer = PropertyBuffer::default();
-        let value_index = buffer
-            .prepare_single_tag(tags::GET_CLOCK_RATE, &[clocks::EMMC2], 2)
-            .unwrap();
+        let value_index = buffer.prepare_single_tag(tags::GET_CLOCK_RATE, &[clocks::EMMC2], 2).unwrap();
         assert_eq!(value_index, 5);
-        assert_eq!(
-            &buffer.words[..8],
-            &[32, 0, tags::GET_CLOCK_RATE, 8, 4, 12, 0, 0]
-        );
-        assert_eq!(
-            buffer.single_tag_response(),
-            Err(MailboxError::RequestFailed { response_code: 0 })
-        );
+        assert_eq!(&buffer.words[..8], &[32, 0, tags::GET_CLOCK_RATE, 8, 4, 12, 0, 0]);
+        assert_eq!(buffer.single_tag_response(), Err(MailboxError::RequestFailed { response_code: 0 }));
         buffer.words[1] = RESPONSE_SUCCESS;
         assert_eq!(
             buffer.single_tag_response(),
-            Err(MailboxError::TagNotAnswered {
-                tag: tags::GET_CLOCK_RATE
-            })
+            Err(MailboxError::TagNotAnswered { tag: tags::GET_CLOCK_RATE })
         );
         buffer.words[4] = TAG_RESPONSE_BIT | 8;
         buffer.words[6] = 100_000_000;
@@ -372,9 +342,6 @@ mod tests {
             answer_after_reads: Cell::new(3),
             respond: false,
         });
-        assert!(matches!(
-            silent.call(&clock, 0xc000_1000),
-            Err(MailboxError::ReadTimeout { .. })
-        ));
+        assert!(matches!(silent.call(&clock, 0xc000_1000), Err(MailboxError::ReadTimeout { .. })));
     }
 }

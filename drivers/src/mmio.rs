@@ -51,10 +51,7 @@ impl Mmio {
     /// mapped as device memory for as long as this value (or a copy) is used, and the registers
     /// must tolerate 32-bit accesses.
     pub const unsafe fn new(base_address: usize, length_bytes: usize) -> Self {
-        Mmio {
-            base_address,
-            length_bytes,
-        }
+        Mmio { base_address, length_bytes }
     }
 
     pub fn base_address(&self) -> usize {
@@ -67,7 +64,7 @@ impl Mmio {
 
     fn register_address(&self, offset_bytes: usize) -> usize {
         assert!(
-            offset_bytes % 4 == 0 && offset_bytes + 4 <= self.length_bytes,
+            offset_bytes.is_multiple_of(4) && offset_bytes + 4 <= self.length_bytes,
             "register offset {offset_bytes:#x} outside a {:#x}-byte block",
             self.length_bytes
         );

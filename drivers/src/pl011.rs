@@ -72,19 +72,15 @@ impl<R: RegisterIo> Pl011<R> {
         self.registers.write32(offsets::CONTROL, 0);
         self.registers.write32(offsets::INTERRUPT_MASK, 0);
         self.registers.write32(offsets::INTERRUPT_CLEAR, 0x7ff);
-        if let Some((integer, fraction)) =
-            uart_clock_hz.and_then(|clock| baud_divisors(clock, baud))
-        {
+        if let Some((integer, fraction)) = uart_clock_hz.and_then(|clock| baud_divisors(clock, baud)) {
             self.registers.write32(offsets::INTEGER_BAUD_RATE, integer);
-            self.registers
-                .write32(offsets::FRACTIONAL_BAUD_RATE, fraction);
+            self.registers.write32(offsets::FRACTIONAL_BAUD_RATE, fraction);
         }
         // LCRH must be written after the divisors for them to take effect (TRM §3.3.7).
         let line = LINE_CONTROL::WORD_LENGTH::EightBits + LINE_CONTROL::FIFO_ENABLE::SET;
         self.registers.write32(offsets::LINE_CONTROL, line.value);
-        let control = CONTROL::UART_ENABLE::SET
-            + CONTROL::TRANSMIT_ENABLE::SET
-            + CONTROL::RECEIVE_ENABLE::SET;
+        let control =
+            CONTROL::UART_ENABLE::SET + CONTROL::TRANSMIT_ENABLE::SET + CONTROL::RECEIVE_ENABLE::SET;
         self.registers.write32(offsets::CONTROL, control.value);
     }
 
@@ -185,10 +181,7 @@ mod tests {
 
     #[test]
     fn configure_writes_divisors_before_line_control_and_enables_last() {
-        let uart = Pl011::new(FakeUart {
-            written: RefCell::new(Vec::new()),
-            flag: 0,
-        });
+        let uart = Pl011::new(FakeUart { written: RefCell::new(Vec::new()), flag: 0 });
         uart.configure(Some(48_000_000), 115_200);
         let writes = uart.registers.written.borrow().clone();
         let position = |offset| writes.iter().position(|w| w.0 == offset).unwrap();
@@ -200,23 +193,11 @@ mod tests {
 
     #[test]
     fn newlines_become_crlf_and_a_full_fifo_drops_bytes() {
-        let uart = Pl011::new(FakeUart {
-            written: RefCell::new(Vec::new()),
-            flag: 0,
-        });
+        let uart = Pl011::new(FakeUart { written: RefCell::new(Vec::new()), flag: 0 });
         uart.write_text("a\n");
-        let data: Vec<u32> = uart
-            .registers
-            .written
-            .borrow()
-            .iter()
-            .map(|w| w.1)
-            .collect();
+        let data: Vec<u32> = uart.registers.written.borrow().iter().map(|w| w.1).collect();
         assert_eq!(data, [b'a' as u32, b'\r' as u32, b'\n' as u32]);
-        let stuck = Pl011::new(FakeUart {
-            written: RefCell::new(Vec::new()),
-            flag: 1 << 5,
-        });
+        let stuck = Pl011::new(FakeUart { written: RefCell::new(Vec::new()), flag: 1 << 5 });
         assert!(!stuck.write_byte(b'x'));
         assert!(stuck.registers.written.borrow().is_empty());
     }

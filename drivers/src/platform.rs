@@ -77,35 +77,18 @@ impl fmt::Display for UnreachableAddress {
         write!(
             f,
             "{:#x}+{:#x} is outside the device's DMA window {:#x}+{:#x}",
-            self.physical_address,
-            self.length_bytes,
-            self.translation.cpu_base,
-            self.translation.size_bytes
+            self.physical_address, self.length_bytes, self.translation.cpu_base, self.translation.size_bytes
         )
     }
 }
 
 impl BusTranslation {
-    pub const IDENTITY: BusTranslation = BusTranslation {
-        cpu_base: 0,
-        bus_base: 0,
-        size_bytes: u64::MAX,
-    };
+    pub const IDENTITY: BusTranslation = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: u64::MAX };
 
     /// The bus address of `physical_address .. physical_address + length_bytes`.
-    pub fn to_bus(
-        &self,
-        physical_address: u64,
-        length_bytes: u64,
-    ) -> Result<u64, UnreachableAddress> {
-        let unreachable = UnreachableAddress {
-            physical_address,
-            length_bytes,
-            translation: *self,
-        };
-        let offset = physical_address
-            .checked_sub(self.cpu_base)
-            .ok_or(unreachable)?;
+    pub fn to_bus(&self, physical_address: u64, length_bytes: u64) -> Result<u64, UnreachableAddress> {
+        let unreachable = UnreachableAddress { physical_address, length_bytes, translation: *self };
+        let offset = physical_address.checked_sub(self.cpu_base).ok_or(unreachable)?;
         let end = offset.checked_add(length_bytes).ok_or(unreachable)?;
         if end > self.size_bytes {
             return Err(unreachable);
@@ -124,12 +107,8 @@ pub struct Deadline {
 impl Deadline {
     pub fn after_us<C: Clock + ?Sized>(clock: &C, microseconds: u64) -> Self {
         let start_ticks = clock.now_ticks();
-        let end_ticks =
-            start_ticks.saturating_add(clock.ns_to_ticks(microseconds.saturating_mul(1000)));
-        Deadline {
-            start_ticks,
-            end_ticks,
-        }
+        let end_ticks = start_ticks.saturating_add(clock.ns_to_ticks(microseconds.saturating_mul(1000)));
+        Deadline { start_ticks, end_ticks }
     }
 
     pub fn has_passed<C: Clock + ?Sized>(&self, clock: &C) -> bool {
@@ -184,43 +163,26 @@ mod tests {
     #[test]
     fn translations_add_the_offset_and_refuse_what_is_outside() {
         // BCM2711 EMMC2 on B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (hardware.md §1.4).
-        let emmc2_b0 = BusTranslation {
-            cpu_base: 0,
-            bus_base: 0xC000_0000,
-            size_bytes: 0x4000_0000,
-        };
+        let emmc2_b0 = BusTranslation { cpu_base: 0, bus_base: 0xC000_0000, size_bytes: 0x4000_0000 };
         assert_eq!(emmc2_b0.to_bus(0x0100_0000, 4096), Ok(0xC100_0000));
         assert!(emmc2_b0.to_bus(0x3FFF_F000, 0x2000).is_err());
         // BCM2712 pcie1: DMA address = CPU + 0x10_0000_0000 for 64 GiB.
-        let pcie1 = BusTranslation {
-            cpu_base: 0,
-            bus_base: 0x10_0000_0000,
-            size_bytes: 64 << 30,
-        };
+        let pcie1 = BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 << 30 };
         assert_eq!(pcie1.to_bus(0x8_0000, 512), Ok(0x10_0008_0000));
-        let virt = BusTranslation {
-            cpu_base: 0x4000_0000,
-            bus_base: 0x4000_0000,
-            size_bytes: 1 << 30,
-        };
+        let virt = BusTranslation { cpu_base: 0x4000_0000, bus_base: 0x4000_0000, size_bytes: 1 << 30 };
         assert!(virt.to_bus(0x3FFF_FFFF, 1).is_err());
         assert_eq!(BusTranslation::IDENTITY.to_bus(0x1234, 8), Ok(0x1234));
     }
 
     #[test]
     fn waits_end_at_the_deadline() {
-        let clock = SteppingClock {
-            ticks: Cell::new(0),
-        };
+        let clock = SteppingClock { ticks: Cell::new(0) };
         let mut polls = 0;
         assert!(!wait_until(&clock, 50, || {
             polls += 1;
             false
         }));
-        assert!(
-            (40..=60).contains(&polls),
-            "{polls} polls for 50 µs at 1 µs per poll"
-        );
+        assert!((40..=60).contains(&polls), "{polls} polls for 50 µs at 1 µs per poll");
         let mut countdown = 3;
         assert!(wait_until(&clock, 50, || {
             countdown -= 1;

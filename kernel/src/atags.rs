@@ -58,9 +58,7 @@ pub fn parse(words: &[u32]) -> Option<BootTags<'_>> {
 fn words_as_bytes(words: &[u32]) -> &[u8] {
     // SAFETY: u32 has no padding and any byte pattern is a valid u8; the length covers exactly
     // the words' bytes and the lifetime is the input's.
-    unsafe {
-        core::slice::from_raw_parts(words.as_ptr() as *const u8, core::mem::size_of_val(words))
-    }
+    unsafe { core::slice::from_raw_parts(words.as_ptr() as *const u8, core::mem::size_of_val(words)) }
 }
 
 #[cfg(test)]
@@ -72,16 +70,12 @@ mod tests {
         let mut words = vec![5, ATAG_CORE, 0, 0, 0, 4, ATAG_MEM, 0x3c00_0000, 0];
         let mut bytes = command_line.as_bytes().to_vec();
         bytes.push(0);
-        while bytes.len() % 4 != 0 {
+        while !bytes.len().is_multiple_of(4) {
             bytes.push(0);
         }
         words.push(2 + (bytes.len() / 4) as u32);
         words.push(ATAG_CMDLINE);
-        words.extend(
-            bytes
-                .chunks(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-        );
+        words.extend(bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
         words.extend([0, ATAG_NONE]);
         words
     }

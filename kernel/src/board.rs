@@ -86,16 +86,17 @@ pub struct BoardProfile {
     pub dma_limit: u64,
     /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
     pub low_reserved_bytes: u64,
+    /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
+    /// armstub spin slots of Pi 3/4 (hardware.md §4.1, qemu.md §1). Empty where cores are held by
+    /// PSCI (Pi 5, QEMU virt).
+    pub spin_table: &'static [u64],
 }
 
 const ONE_GIB: u64 = 1 << 30;
 
 /// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (hardware.md §2.4, §4.6).
-pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation = BusTranslation {
-    cpu_base: 0,
-    bus_base: 0xc000_0000,
-    size_bytes: ONE_GIB,
-};
+pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation =
+    BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: ONE_GIB };
 /// BCM2711 EMMC2 on the B0 stepping (the safe default when the device tree does not say):
 /// bus 0xC000_0000 -> CPU 0, 1 GiB (hardware.md §1.4).
 pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
@@ -106,25 +107,17 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     soc: "BCM2837",
     core: CoreModel::CortexA53,
     core_count: 4,
-    device_spans: &[
-        Span::new(0x3f00_0000, 0x0100_0000),
-        Span::new(0x4000_0000, 0x0020_0000),
-    ],
+    device_spans: &[Span::new(0x3f00_0000, 0x0100_0000), Span::new(0x4000_0000, 0x0020_0000)],
     console_uart: 0x3f20_1000,
-    uart_clock: UartClock::FromMailbox {
-        fallback_hz: 48_000_000,
-    },
+    uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
     mailbox: Some(0x3f00_b880),
     gpio: Some(0x3f20_0000),
     system_timer: Some(0x3f00_3000),
-    sd_hosts: &[SdHost {
-        kind: SdHostKind::ArasanEmmc,
-        base: 0x3f30_0000,
-        dma: VIDEOCORE_UNCACHED_ALIAS,
-    }],
+    sd_hosts: &[SdHost { kind: SdHostKind::ArasanEmmc, base: 0x3f30_0000, dma: VIDEOCORE_UNCACHED_ALIAS }],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
 pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
@@ -135,32 +128,20 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     core_count: 4,
     // 0xFC00_0000-0xFFFF_FFFF holds PCIe, the peripherals, ARM-local and the GIC; the CM4's PCIe
     // outbound window is at 0x6_0000_0000 (hardware.md §1.2, §1.4).
-    device_spans: &[
-        Span::new(0xfc00_0000, 0x0400_0000),
-        Span::new(0x6_0000_0000, ONE_GIB),
-    ],
+    device_spans: &[Span::new(0xfc00_0000, 0x0400_0000), Span::new(0x6_0000_0000, ONE_GIB)],
     console_uart: 0xfe20_1000,
-    uart_clock: UartClock::FromMailbox {
-        fallback_hz: 48_000_000,
-    },
+    uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
     mailbox: Some(0xfe00_b880),
     gpio: Some(0xfe20_0000),
     system_timer: Some(0xfe00_3000),
     sd_hosts: &[
-        SdHost {
-            kind: SdHostKind::Bcm2711Emmc2,
-            base: 0xfe34_0000,
-            dma: EMMC2_B0_DMA,
-        },
-        SdHost {
-            kind: SdHostKind::ArasanEmmc,
-            base: 0xfe30_0000,
-            dma: VIDEOCORE_UNCACHED_ALIAS,
-        },
+        SdHost { kind: SdHostKind::Bcm2711Emmc2, base: 0xfe34_0000, dma: EMMC2_B0_DMA },
+        SdHost { kind: SdHostKind::ArasanEmmc, base: 0xfe30_0000, dma: VIDEOCORE_UNCACHED_ALIAS },
     ],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
 pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
@@ -171,14 +152,9 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     core_count: 4,
     // SoC and AXI peripherals 0x10_0000_0000-0x10_7FFF_FFFF; PCIe outbound windows and RP1
     // 0x18_0000_0000-0x1F_FFFF_FFFF (hardware.md §1.3, §1.4).
-    device_spans: &[
-        Span::new(0x10_0000_0000, 2 * ONE_GIB),
-        Span::new(0x18_0000_0000, 32 * ONE_GIB),
-    ],
+    device_spans: &[Span::new(0x10_0000_0000, 2 * ONE_GIB), Span::new(0x18_0000_0000, 32 * ONE_GIB)],
     console_uart: 0x10_7d00_1000,
-    uart_clock: UartClock::KeepFirmware {
-        fallback_hz: 44_236_800,
-    },
+    uart_clock: UartClock::KeepFirmware { fallback_hz: 44_236_800 },
     mailbox: Some(0x10_7c01_3880),
     gpio: None,
     system_timer: Some(0x10_7c00_3000),
@@ -192,6 +168,7 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     dma_limit: u64::MAX,
     // TF-A BL31 sits at 0x1000-0x80000 (hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
+    spin_table: &[],
 };
 
 pub static QEMU_VIRT: BoardProfile = BoardProfile {
@@ -216,6 +193,7 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     default_ram: Span::new(0x4000_0000, 0x2000_0000),
     dma_limit: u64::MAX,
     low_reserved_bytes: 0,
+    spin_table: &[],
 };
 
 /// The board family a root `compatible` names (Linux's and QEMU's device trees).
@@ -228,14 +206,12 @@ pub fn family_from_compatible(compatible: &str) -> Option<BoardFamily> {
         | "raspberrypi,3-model-a-plus"
         | "raspberrypi,model-zero-2-w"
         | "raspberrypi,3-compute-module" => Some(BoardFamily::RaspberryPi3),
-        "brcm,bcm2711"
-        | "raspberrypi,4-model-b"
-        | "raspberrypi,400"
-        | "raspberrypi,4-compute-module" => Some(BoardFamily::RaspberryPi4),
-        "brcm,bcm2712"
-        | "raspberrypi,5-model-b"
-        | "raspberrypi,500"
-        | "raspberrypi,5-compute-module" => Some(BoardFamily::RaspberryPi5),
+        "brcm,bcm2711" | "raspberrypi,4-model-b" | "raspberrypi,400" | "raspberrypi,4-compute-module" => {
+            Some(BoardFamily::RaspberryPi4)
+        }
+        "brcm,bcm2712" | "raspberrypi,5-model-b" | "raspberrypi,500" | "raspberrypi,5-compute-module" => {
+            Some(BoardFamily::RaspberryPi5)
+        }
         "linux,dummy-virt" => Some(BoardFamily::QemuVirt),
         _ => None,
     }
@@ -266,41 +242,22 @@ mod tests {
 
     #[test]
     fn every_fixed_address_lies_in_a_device_span() {
-        for profile in [
-            &RASPBERRY_PI_3,
-            &RASPBERRY_PI_4,
-            &RASPBERRY_PI_5,
-            &QEMU_VIRT,
-        ] {
-            let addresses = [
-                Some(profile.console_uart),
-                profile.mailbox,
-                profile.gpio,
-                profile.system_timer,
-            ]
-            .into_iter()
-            .flatten()
-            .chain(profile.sd_hosts.iter().map(|h| h.base));
+        for profile in [&RASPBERRY_PI_3, &RASPBERRY_PI_4, &RASPBERRY_PI_5, &QEMU_VIRT] {
+            let addresses = [Some(profile.console_uart), profile.mailbox, profile.gpio, profile.system_timer]
+                .into_iter()
+                .flatten()
+                .chain(profile.sd_hosts.iter().map(|h| h.base));
             for address in addresses {
                 assert!(
-                    profile
-                        .device_spans
-                        .iter()
-                        .any(|s| address >= s.base && address < s.end()),
+                    profile.device_spans.iter().any(|s| address >= s.base && address < s.end()),
                     "{}: {address:#x} not in a device span",
                     profile.name
                 );
             }
             for span in profile.device_spans {
-                assert_eq!(
-                    span.base % (2 << 20),
-                    0,
-                    "{}: {span:?} not 2 MiB aligned",
-                    profile.name
-                );
+                assert_eq!(span.base % (2 << 20), 0, "{}: {span:?} not 2 MiB aligned", profile.name);
                 assert!(
-                    span.end() <= profile.default_ram.base
-                        || span.base >= profile.default_ram.end(),
+                    span.end() <= profile.default_ram.base || span.base >= profile.default_ram.end(),
                     "{}: device span overlaps default RAM",
                     profile.name
                 );
@@ -310,23 +267,11 @@ mod tests {
 
     #[test]
     fn compatibles_and_cores_pick_families() {
-        assert_eq!(
-            family_from_compatible("brcm,bcm2711"),
-            Some(BoardFamily::RaspberryPi4)
-        );
-        assert_eq!(
-            family_from_compatible("raspberrypi,5-model-b"),
-            Some(BoardFamily::RaspberryPi5)
-        );
-        assert_eq!(
-            family_from_compatible("linux,dummy-virt"),
-            Some(BoardFamily::QemuVirt)
-        );
+        assert_eq!(family_from_compatible("brcm,bcm2711"), Some(BoardFamily::RaspberryPi4));
+        assert_eq!(family_from_compatible("raspberrypi,5-model-b"), Some(BoardFamily::RaspberryPi5));
+        assert_eq!(family_from_compatible("linux,dummy-virt"), Some(BoardFamily::QemuVirt));
         assert_eq!(family_from_compatible("acme,board"), None);
-        assert_eq!(
-            family_from_core(CoreModel::CortexA53),
-            Some(BoardFamily::RaspberryPi3)
-        );
+        assert_eq!(family_from_core(CoreModel::CortexA53), Some(BoardFamily::RaspberryPi3));
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
         // The Pi 4 SD slot (EMMC2) is named first (issue: "on a Pi 4 the EMMC2 slot comes first").
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);

@@ -17,11 +17,10 @@ pub enum Token<'a> {
 }
 
 pub fn tokens(line: &str) -> impl Iterator<Item = Token<'_>> {
-    line.split_ascii_whitespace()
-        .map(|token| match token.split_once('=') {
-            Some((key, value)) => Token::Setting { key, value },
-            None => Token::Bare(token),
-        })
+    line.split_ascii_whitespace().map(|token| match token.split_once('=') {
+        Some((key, value)) => Token::Setting { key, value },
+        None => Token::Bare(token),
+    })
 }
 
 /// Settings the Pi firmware and Linux put on the command line; the kernel ignores them silently.
@@ -115,11 +114,7 @@ pub struct KernelSettings {
 
 impl KernelSettings {
     /// Keeps a driver option (`is_driver_option(key)` must hold) for the driver to read.
-    pub fn add_driver_option<'a>(
-        &mut self,
-        key: &'a str,
-        value: &'a str,
-    ) -> Result<(), SettingError<'a>> {
+    pub fn add_driver_option<'a>(&mut self, key: &'a str, value: &'a str) -> Result<(), SettingError<'a>> {
         let too_long = SettingError {
             key,
             value,
@@ -160,11 +155,7 @@ pub struct SettingError<'a> {
 
 impl fmt::Display for SettingError<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad setting {}={}: expected {}; {}",
-            self.key, self.value, self.accepted, self.consequence
-        )
+        write!(f, "bad setting {}={}: expected {}; {}", self.key, self.value, self.accepted, self.consequence)
     }
 }
 
@@ -219,11 +210,7 @@ impl KernelSettings {
                     accepted: "DEV:LBA:COUNT such as sd0:0:8 or nvme0:0x100:64 (LBA and COUNT in logical blocks, COUNT > 0)",
                     consequence: "this check is skipped",
                 })?;
-                let list = if key == "crc" {
-                    &mut self.crc_requests
-                } else {
-                    &mut self.verify_requests
-                };
+                let list = if key == "crc" { &mut self.crc_requests } else { &mut self.verify_requests };
                 list.push(request).map_err(|_| SettingError {
                     key,
                     value,
@@ -232,12 +219,7 @@ impl KernelSettings {
                 })?;
             }
             _ => {
-                return Err(SettingError {
-                    key,
-                    value,
-                    accepted: KERNEL_KEYS_HELP,
-                    consequence: "ignored",
-                });
+                return Err(SettingError { key, value, accepted: KERNEL_KEYS_HELP, consequence: "ignored" });
             }
         }
         Ok(())
@@ -254,19 +236,13 @@ pub fn parse_number(text: &str) -> Option<u64> {
 
 fn parse_block_range(value: &str) -> Option<BlockRange> {
     let mut parts = value.split(':');
-    let device = parts
-        .next()
-        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_alphanumeric()))?;
+    let device = parts.next().filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_alphanumeric()))?;
     let lba = parse_number(parts.next()?)?;
     let block_count = parse_number(parts.next()?).filter(|&count| count > 0)?;
     if parts.next().is_some() {
         return None;
     }
-    Some(BlockRange {
-        device: heapless::String::try_from(device).ok()?,
-        lba,
-        block_count,
-    })
+    Some(BlockRange { device: heapless::String::try_from(device).ok()?, lba, block_count })
 }
 
 #[cfg(test)]
@@ -275,24 +251,14 @@ mod tests {
 
     #[test]
     fn tokens_split_settings_and_bare_words() {
-        let all: std::vec::Vec<Token> =
-            tokens("  exit=semihosting  quiet crc=sd0:0:8 a=b=c").collect();
+        let all: std::vec::Vec<Token> = tokens("  exit=semihosting  quiet crc=sd0:0:8 a=b=c").collect();
         assert_eq!(
             all,
             [
-                Token::Setting {
-                    key: "exit",
-                    value: "semihosting"
-                },
+                Token::Setting { key: "exit", value: "semihosting" },
                 Token::Bare("quiet"),
-                Token::Setting {
-                    key: "crc",
-                    value: "sd0:0:8"
-                },
-                Token::Setting {
-                    key: "a",
-                    value: "b=c"
-                },
+                Token::Setting { key: "crc", value: "sd0:0:8" },
+                Token::Setting { key: "a", value: "b=c" },
             ]
         );
     }
@@ -306,10 +272,7 @@ mod tests {
         let error = settings.apply("exit", "now").unwrap_err();
         assert_eq!(settings.exit, ExitMethod::Semihosting);
         let message = std::format!("{error}");
-        assert!(
-            message.contains("exit=now") && message.contains("semihosting, psci or idle"),
-            "{message}"
-        );
+        assert!(message.contains("exit=now") && message.contains("semihosting, psci or idle"), "{message}");
         settings.apply("test-fault", "data-abort").unwrap();
         assert_eq!(settings.test_fault, Some(TestFault::DataAbort));
         assert!(settings.apply("test-fault", "sideways").is_err());
@@ -321,23 +284,9 @@ mod tests {
         settings.apply("crc", "nvme0:0x100:64").unwrap();
         settings.apply("crc", "sd0:2047:1").unwrap();
         assert_eq!(settings.crc_requests[0].device.as_str(), "nvme0");
-        assert_eq!(
-            (
-                settings.crc_requests[0].lba,
-                settings.crc_requests[0].block_count
-            ),
-            (0x100, 64)
-        );
+        assert_eq!((settings.crc_requests[0].lba, settings.crc_requests[0].block_count), (0x100, 64));
         assert_eq!(settings.crc_requests[1].lba, 2047);
-        for bad in [
-            "sd0:1",
-            "sd0:1:0",
-            ":1:2",
-            "sd0:x:2",
-            "sd0:1:2:3",
-            "s d:1:1",
-            "sd0:-1:2",
-        ] {
+        for bad in ["sd0:1", "sd0:1:0", ":1:2", "sd0:x:2", "sd0:1:2:3", "s d:1:1", "sd0:-1:2"] {
             assert!(settings.apply("crc", bad).is_err(), "{bad} accepted");
         }
         assert_eq!(settings.crc_requests.len(), 2);
@@ -352,9 +301,7 @@ mod tests {
         settings.add_driver_option("nvme.queues", "2").unwrap();
         let sd: std::vec::Vec<_> = settings.driver_options_for("sd.").collect();
         assert_eq!(sd, [("mode", "pio")]);
-        assert!(settings
-            .add_driver_option("nvme.x", &"y".repeat(80))
-            .is_err());
+        assert!(settings.add_driver_option("nvme.x", &"y".repeat(80)).is_err());
     }
 
     #[test]

@@ -55,9 +55,7 @@ impl fmt::Display for DeviceTreeError {
 }
 
 fn be32(bytes: &[u8], offset: usize) -> Result<u32, DeviceTreeError> {
-    let word = bytes
-        .get(offset..offset + 4)
-        .ok_or(DeviceTreeError::Truncated { offset })?;
+    let word = bytes.get(offset..offset + 4).ok_or(DeviceTreeError::Truncated { offset })?;
     Ok(u32::from_be_bytes([word[0], word[1], word[2], word[3]]))
 }
 
@@ -76,10 +74,7 @@ pub fn read_cells(bytes: &[u8], cells: usize) -> Option<u64> {
 
 /// The strings of a string-list property (`compatible`), without empty trailing entries.
 pub fn string_list(value: &[u8]) -> impl Iterator<Item = &str> {
-    value
-        .split(|&b| b == 0)
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| core::str::from_utf8(s).ok())
+    value.split(|&b| b == 0).filter(|s| !s.is_empty()).filter_map(|s| core::str::from_utf8(s).ok())
 }
 
 /// A validated device tree blob.
@@ -128,9 +123,7 @@ pub struct DeviceNode<'a> {
 
 impl<'a> DeviceNode<'a> {
     pub fn is_compatible(&self, wanted: &str) -> bool {
-        self.compatible
-            .map(|c| string_list(c).any(|s| s == wanted))
-            .unwrap_or(false)
+        self.compatible.map(|c| string_list(c).any(|s| s == wanted)).unwrap_or(false)
     }
 
     pub fn first_compatible(&self) -> Option<&'a str> {
@@ -156,28 +149,14 @@ impl<'a> DeviceTree<'a> {
         let strings_bytes = be32(blob, 32)? as usize;
         let structure_bytes = be32(blob, 36)? as usize;
         let structure = blob
-            .get(
-                structure_offset
-                    ..structure_offset
-                        .checked_add(structure_bytes)
-                        .ok_or(bad_header)?,
-            )
+            .get(structure_offset..structure_offset.checked_add(structure_bytes).ok_or(bad_header)?)
             .filter(|_| structure_offset + structure_bytes <= total)
             .ok_or(bad_header)?;
         let strings = blob
-            .get(
-                strings_offset
-                    ..strings_offset
-                        .checked_add(strings_bytes)
-                        .ok_or(bad_header)?,
-            )
+            .get(strings_offset..strings_offset.checked_add(strings_bytes).ok_or(bad_header)?)
             .filter(|_| strings_offset + strings_bytes <= total)
             .ok_or(bad_header)?;
-        let tree = DeviceTree {
-            structure,
-            strings,
-            total_bytes: total,
-        };
+        let tree = DeviceTree { structure, strings, total_bytes: total };
         tree.validate()?;
         Ok(tree)
     }
@@ -188,7 +167,7 @@ impl<'a> DeviceTree<'a> {
     /// `address` must be readable for 8 bytes and, when the magic matches, for the header's total
     /// size (capped at [`MAX_TOTAL_BYTES`]); that memory must not change while the tree is used.
     pub unsafe fn from_address(address: usize) -> Result<DeviceTree<'static>, DeviceTreeError> {
-        if address == 0 || address % 4 != 0 {
+        if address == 0 || !address.is_multiple_of(4) {
             return Err(DeviceTreeError::BadMagic { found: 0 });
         }
         // SAFETY: the caller guarantees the first 8 bytes are readable.
@@ -199,9 +178,7 @@ impl<'a> DeviceTree<'a> {
         }
         let total = be32(header, 4)? as usize;
         if !(HEADER_BYTES..=MAX_TOTAL_BYTES).contains(&total) {
-            return Err(DeviceTreeError::BadHeader {
-                total_bytes: total as u32,
-            });
+            return Err(DeviceTreeError::BadHeader { total_bytes: total as u32 });
         }
         // SAFETY: the magic matched, so by the caller's guarantee `total` bytes are readable.
         let blob = unsafe { core::slice::from_raw_parts(address as *const u8, total) };
@@ -213,14 +190,8 @@ impl<'a> DeviceTree<'a> {
     }
 
     fn string_at(&self, offset: usize) -> Result<&'a str, DeviceTreeError> {
-        let tail = self
-            .strings
-            .get(offset..)
-            .ok_or(DeviceTreeError::BadString { offset })?;
-        let end = tail
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(DeviceTreeError::BadString { offset })?;
+        let tail = self.strings.get(offset..).ok_or(DeviceTreeError::BadString { offset })?;
+        let end = tail.iter().position(|&b| b == 0).ok_or(DeviceTreeError::BadString { offset })?;
         core::str::from_utf8(&tail[..end]).map_err(|_| DeviceTreeError::BadString { offset })
     }
 
@@ -232,14 +203,10 @@ impl<'a> DeviceTree<'a> {
                 TOKEN_NOP => offset += 4,
                 TOKEN_BEGIN_NODE => {
                     let name_start = offset + 4;
-                    let tail = self
-                        .structure
-                        .get(name_start..)
-                        .ok_or(DeviceTreeError::Truncated { offset })?;
-                    let length = tail
-                        .iter()
-                        .position(|&b| b == 0)
-                        .ok_or(DeviceTreeError::BadString { offset })?;
+                    let tail =
+                        self.structure.get(name_start..).ok_or(DeviceTreeError::Truncated { offset })?;
+                    let length =
+                        tail.iter().position(|&b| b == 0).ok_or(DeviceTreeError::BadString { offset })?;
                     let name = core::str::from_utf8(&tail[..length])
                         .map_err(|_| DeviceTreeError::BadString { offset: name_start })?;
                     let next = (name_start + length + 1).next_multiple_of(4);
@@ -259,19 +226,11 @@ impl<'a> DeviceTree<'a> {
                         )
                         .ok_or(DeviceTreeError::Truncated { offset })?;
                     let name = self.string_at(name_offset)?;
-                    return Ok((
-                        Token::Property { name, value },
-                        (value_start + length).next_multiple_of(4),
-                    ));
+                    return Ok((Token::Property { name, value }, (value_start + length).next_multiple_of(4)));
                 }
                 TOKEN_END_NODE => return Ok((Token::EndNode, offset + 4)),
                 TOKEN_END => return Ok((Token::End, offset + 4)),
-                other => {
-                    return Err(DeviceTreeError::BadToken {
-                        token: other,
-                        offset,
-                    })
-                }
+                other => return Err(DeviceTreeError::BadToken { token: other, offset }),
             }
         }
     }
@@ -285,10 +244,7 @@ impl<'a> DeviceTree<'a> {
             match token {
                 Token::BeginNode { .. } => {
                     if depth == 0 && seen_root {
-                        return Err(DeviceTreeError::BadToken {
-                            token: TOKEN_BEGIN_NODE,
-                            offset,
-                        });
+                        return Err(DeviceTreeError::BadToken { token: TOKEN_BEGIN_NODE, offset });
                     }
                     seen_root = true;
                     depth += 1;
@@ -297,16 +253,12 @@ impl<'a> DeviceTree<'a> {
                     }
                 }
                 Token::EndNode => {
-                    depth = depth.checked_sub(1).ok_or(DeviceTreeError::BadToken {
-                        token: TOKEN_END_NODE,
-                        offset,
-                    })?;
+                    depth = depth
+                        .checked_sub(1)
+                        .ok_or(DeviceTreeError::BadToken { token: TOKEN_END_NODE, offset })?;
                 }
                 Token::Property { .. } if depth == 0 => {
-                    return Err(DeviceTreeError::BadToken {
-                        token: TOKEN_PROPERTY,
-                        offset,
-                    });
+                    return Err(DeviceTreeError::BadToken { token: TOKEN_PROPERTY, offset });
                 }
                 Token::Property { .. } => {}
                 Token::End => {
@@ -340,9 +292,7 @@ impl<'a> DeviceTree<'a> {
     }
 
     pub fn property(&self, node_offset: usize, wanted: &str) -> Option<&'a [u8]> {
-        self.properties(node_offset)
-            .find(|(name, _)| *name == wanted)
-            .map(|(_, value)| value)
+        self.properties(node_offset).find(|(name, _)| *name == wanted).map(|(_, value)| value)
     }
 
     /// A string property, without its terminating NUL.
@@ -357,28 +307,17 @@ impl<'a> DeviceTree<'a> {
     pub fn walk(&self, mut visit: impl FnMut(&DeviceNode<'a>) -> bool) {
         let mut frames = [Frame::default(); MAX_DEPTH + 1];
         // The root's parent: the spec's defaults are 2 address cells and 1 size cell.
-        frames[0] = Frame {
-            address_cells: 2,
-            size_cells: 1,
-            ranges: Some(&[]),
-        };
+        frames[0] = Frame { address_cells: 2, size_cells: 1, ranges: Some(&[]) };
         let mut depth = 0usize;
         let mut offset = 0usize;
         while let Ok((token, next)) = self.token_at(offset) {
             match token {
-                Token::BeginNode {
-                    name,
-                    offset: node_offset,
-                } => {
+                Token::BeginNode { name, offset: node_offset } => {
                     depth += 1;
                     if depth > MAX_DEPTH {
                         return;
                     }
-                    let mut frame = Frame {
-                        address_cells: 2,
-                        size_cells: 1,
-                        ranges: None,
-                    };
+                    let mut frame = Frame { address_cells: 2, size_cells: 1, ranges: None };
                     let mut reg = None;
                     let mut compatible = None;
                     for (property, value) in self.properties(node_offset) {
@@ -386,9 +325,7 @@ impl<'a> DeviceTree<'a> {
                             "#address-cells" => {
                                 frame.address_cells = read_cells(value, 1).unwrap_or(2) as usize
                             }
-                            "#size-cells" => {
-                                frame.size_cells = read_cells(value, 1).unwrap_or(1) as usize
-                            }
+                            "#size-cells" => frame.size_cells = read_cells(value, 1).unwrap_or(1) as usize,
                             "ranges" => frame.ranges = Some(value),
                             "reg" => reg = Some(value),
                             "compatible" => compatible = Some(value),
@@ -399,8 +336,7 @@ impl<'a> DeviceTree<'a> {
                     let parent = frames[depth - 1];
                     let first_reg = reg.and_then(|value| {
                         let address = read_cells(value, parent.address_cells)?;
-                        let size =
-                            read_cells(value.get(parent.address_cells * 4..)?, parent.size_cells)?;
+                        let size = read_cells(value.get(parent.address_cells * 4..)?, parent.size_cells)?;
                         Some((translate(&frames[..depth], address)?, size))
                     });
                     let node = DeviceNode {
@@ -477,11 +413,8 @@ impl<'a> DeviceTree<'a> {
         let entry_bytes = (node.parent_address_cells + node.parent_size_cells) * 4;
         let (address_cells, size_cells) = (node.parent_address_cells, node.parent_size_cells);
         let value = self.property(node.offset, "reg").unwrap_or(&[]);
-        let chunks = if entry_bytes == 0 {
-            value[..0].chunks_exact(1)
-        } else {
-            value.chunks_exact(entry_bytes)
-        };
+        let chunks =
+            if entry_bytes == 0 { value[..0].chunks_exact(1) } else { value.chunks_exact(entry_bytes) };
         chunks.filter_map(move |entry| {
             let address = read_cells(entry, address_cells)?;
             let size = read_cells(entry.get(address_cells * 4..)?, size_cells)?;
@@ -492,8 +425,7 @@ impl<'a> DeviceTree<'a> {
     /// Nodes directly under the root whose `device_type` is "memory".
     pub fn for_each_memory_node(&self, mut visit: impl FnMut(&DeviceNode<'a>)) {
         self.walk(|node| {
-            if node.depth == 2 && self.string_property(node.offset, "device_type") == Some("memory")
-            {
+            if node.depth == 2 && self.string_property(node.offset, "device_type") == Some("memory") {
                 visit(node);
             }
             true
@@ -528,10 +460,7 @@ fn translate(frames: &[Frame<'_>], mut address: u64) -> Option<u64> {
         for entry in ranges.chunks_exact(entry_bytes) {
             let child = read_cells(entry, bus.address_cells)?;
             let parent_address = read_cells(&entry[bus.address_cells * 4..], parent.address_cells)?;
-            let size = read_cells(
-                &entry[(bus.address_cells + parent.address_cells) * 4..],
-                bus.size_cells,
-            )?;
+            let size = read_cells(&entry[(bus.address_cells + parent.address_cells) * 4..], bus.size_cells)?;
             if address >= child && address - child < size {
                 translated = Some(parent_address + (address - child));
                 break;
@@ -564,7 +493,7 @@ pub mod builder {
         }
 
         fn pad(&mut self) {
-            while self.structure.len() % 4 != 0 {
+            while !self.structure.len().is_multiple_of(4) {
                 self.structure.push(0);
             }
         }
@@ -660,10 +589,7 @@ pub mod builder {
             .string("model", "Raspberry Pi 4 Model B Rev 1.5")
             .strings("compatible", &["raspberrypi,4-model-b", "brcm,bcm2711"]);
         b.begin("chosen").string("bootargs", bootargs).end();
-        b.begin("memory@0")
-            .string("device_type", "memory")
-            .cells("reg", &[0, 0, 0x3b40_0000])
-            .end();
+        b.begin("memory@0").string("device_type", "memory").cells("reg", &[0, 0, 0x3b40_0000]).end();
         b.begin("soc")
             .strings("compatible", &["simple-bus"])
             .cells("#address-cells", &[1])
@@ -699,24 +625,15 @@ mod tests {
         let blob = pi4_like("preset=quick exit=semihosting");
         let tree = DeviceTree::parse(&blob).unwrap();
         let root = tree.root().unwrap();
-        assert_eq!(
-            tree.string_property(root.offset, "model"),
-            Some("Raspberry Pi 4 Model B Rev 1.5")
-        );
+        assert_eq!(tree.string_property(root.offset, "model"), Some("Raspberry Pi 4 Model B Rev 1.5"));
         assert!(root.is_compatible("brcm,bcm2711"));
         let chosen = tree.find_path("/chosen").unwrap();
-        assert_eq!(
-            tree.string_property(chosen.offset, "bootargs"),
-            Some("preset=quick exit=semihosting")
-        );
+        assert_eq!(tree.string_property(chosen.offset, "bootargs"), Some("preset=quick exit=semihosting"));
         let uart = tree.find_compatible(&["arm,pl011"]).unwrap();
         assert_eq!(uart.first_reg, Some((0xfe20_1000, 0x200)));
         let emmc2 = tree.find_compatible(&["brcm,bcm2711-emmc2"]).unwrap();
         assert_eq!(emmc2.first_reg, Some((0xfe34_0000, 0x100)));
-        assert_eq!(
-            tree.find_path("/memory@0").unwrap().first_reg,
-            Some((0, 0x3b40_0000))
-        );
+        assert_eq!(tree.find_path("/memory@0").unwrap().first_reg, Some((0, 0x3b40_0000)));
         let mut memory = std::vec::Vec::new();
         tree.for_each_memory_node(|node| memory.extend(tree.reg_entries(node)));
         assert_eq!(memory, [(0, 0x3b40_0000)]);
@@ -728,9 +645,7 @@ mod tests {
     #[test]
     fn a_node_outside_every_range_has_no_address() {
         let mut b = Builder::new();
-        b.begin("")
-            .cells("#address-cells", &[1])
-            .cells("#size-cells", &[1]);
+        b.begin("").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
         b.begin("bus")
             .cells("#address-cells", &[1])
             .cells("#size-cells", &[1])
@@ -738,17 +653,12 @@ mod tests {
         b.begin("inside").cells("reg", &[0x1010, 4]).end();
         b.begin("outside").cells("reg", &[0x2000, 4]).end();
         b.end();
-        b.begin("nobus")
-            .cells("#address-cells", &[1])
-            .cells("#size-cells", &[1]);
+        b.begin("nobus").cells("#address-cells", &[1]).cells("#size-cells", &[1]);
         b.begin("dev").cells("reg", &[0x10, 4]).end();
         b.end().end();
         let blob = b.finish();
         let tree = DeviceTree::parse(&blob).unwrap();
-        assert_eq!(
-            tree.find_path("/bus/inside").unwrap().first_reg,
-            Some((0x8010, 4))
-        );
+        assert_eq!(tree.find_path("/bus/inside").unwrap().first_reg, Some((0x8010, 4)));
         assert_eq!(tree.find_path("/bus/outside").unwrap().first_reg, None);
         assert_eq!(tree.find_path("/nobus/dev").unwrap().first_reg, None);
     }
@@ -756,16 +666,10 @@ mod tests {
     #[test]
     fn corrupt_blobs_are_errors_not_panics() {
         let blob = pi4_like("x");
-        assert!(matches!(
-            DeviceTree::parse(&blob[..blob.len() - 8]),
-            Err(DeviceTreeError::BadHeader { .. })
-        ));
+        assert!(matches!(DeviceTree::parse(&blob[..blob.len() - 8]), Err(DeviceTreeError::BadHeader { .. })));
         let mut bad_magic = blob.clone();
         bad_magic[0] = 0;
-        assert!(matches!(
-            DeviceTree::parse(&bad_magic),
-            Err(DeviceTreeError::BadMagic { .. })
-        ));
+        assert!(matches!(DeviceTree::parse(&bad_magic), Err(DeviceTreeError::BadMagic { .. })));
         // Every single-byte corruption in the structure block must be handled without panicking.
         for index in 40..blob.len() {
             for value in [0x00, 0x03, 0xff] {
@@ -773,9 +677,7 @@ mod tests {
                 corrupt[index] = value;
                 if let Ok(tree) = DeviceTree::parse(&corrupt) {
                     tree.walk(|_| true);
-                    let _ = tree
-                        .find_path("/chosen")
-                        .map(|n| tree.string_property(n.offset, "bootargs"));
+                    let _ = tree.find_path("/chosen").map(|n| tree.string_property(n.offset, "bootargs"));
                 }
             }
         }
@@ -790,16 +692,7 @@ mod tests {
     #[test]
     fn tokens_have_the_specification_values() {
         // Devicetree Specification v0.4 §5.4.1: BEGIN_NODE 1, END_NODE 2, PROP 3, NOP 4, END 9.
-        assert_eq!(
-            (
-                TOKEN_BEGIN_NODE,
-                TOKEN_END_NODE,
-                TOKEN_PROPERTY,
-                TOKEN_NOP,
-                TOKEN_END
-            ),
-            (1, 2, 3, 4, 9)
-        );
+        assert_eq!((TOKEN_BEGIN_NODE, TOKEN_END_NODE, TOKEN_PROPERTY, TOKEN_NOP, TOKEN_END), (1, 2, 3, 4, 9));
         let blob = Builder::new().begin("").end().finish();
         let structure_end = 56 + 16; // header and reservation map, then BEGIN "" (8), END_NODE, END
         assert_eq!(&blob[structure_end - 4..structure_end], &[0, 0, 0, 9]);
@@ -807,10 +700,7 @@ mod tests {
 
     #[test]
     fn cells_and_string_lists() {
-        assert_eq!(
-            read_cells(&[0, 0, 0, 0x40, 0x10, 0, 0, 0], 2),
-            Some(0x40_1000_0000)
-        );
+        assert_eq!(read_cells(&[0, 0, 0, 0x40, 0x10, 0, 0, 0], 2), Some(0x40_1000_0000));
         assert_eq!(read_cells(&[1, 2], 1), None);
         let list: std::vec::Vec<&str> = string_list(b"a,b\0c\0").collect();
         assert_eq!(list, ["a,b", "c"]);

@@ -29,17 +29,13 @@ pub enum ConfigSource {
 impl core::fmt::Display for ConfigSource {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ConfigSource::DeviceTree {
-                address,
-                total_bytes,
-            } => {
+            ConfigSource::DeviceTree { address, total_bytes } => {
                 write!(f, "device tree at {address:#x} ({total_bytes} bytes)")
             }
             ConfigSource::Atags { address } => write!(f, "ATAGS at {address:#x} (no device tree)"),
-            ConfigSource::Firmware => write!(
-                f,
-                "board table and VideoCore mailbox (no device tree or ATAGS)"
-            ),
+            ConfigSource::Firmware => {
+                write!(f, "board table and VideoCore mailbox (no device tree or ATAGS)")
+            }
         }
     }
 }
@@ -101,10 +97,7 @@ impl BoardInfo {
     /// The device tree's span in memory, when there is one.
     pub fn device_tree_span(&self) -> Option<Span> {
         match self.source {
-            ConfigSource::DeviceTree {
-                address,
-                total_bytes,
-            } => Some(Span::new(address, total_bytes as u64)),
+            ConfigSource::DeviceTree { address, total_bytes } => Some(Span::new(address, total_bytes as u64)),
             _ => None,
         }
     }
@@ -145,10 +138,7 @@ pub fn from_device_tree(
             root_compatible: compatible.and_then(|c| string_list(c).next()),
         });
     };
-    let source = ConfigSource::DeviceTree {
-        address,
-        total_bytes: tree.total_bytes(),
-    };
+    let source = ConfigSource::DeviceTree { address, total_bytes: tree.total_bytes() };
     let mut info = BoardInfo::new(board::profile(family), source);
     if let Some(root) = root {
         if let Some(model) = tree.string_property(root.offset, "model") {
@@ -166,9 +156,7 @@ pub fn from_device_tree(
         }
     });
     if info.memory.is_empty() {
-        info.warn(format_args!(
-            "device tree has no memory node; assuming the board table's RAM"
-        ));
+        info.warn(format_args!("device tree has no memory node; assuming the board table's RAM"));
         let _ = info.memory.push(info.profile.default_ram);
     }
     if let Some(chosen) = tree.find_path("/chosen") {
@@ -191,11 +179,7 @@ pub fn from_device_tree(
 }
 
 /// Builds the board description from QEMU's ATAGS and the CPU.
-pub fn from_atags(
-    tags: &BootTags<'_>,
-    address: u64,
-    main_id: MainId,
-) -> Result<BoardInfo, UnknownBoard> {
+pub fn from_atags(tags: &BootTags<'_>, address: u64, main_id: MainId) -> Result<BoardInfo, UnknownBoard> {
     let mut info = from_core(main_id, ConfigSource::Atags { address })?;
     if let Some((base, size_bytes)) = tags.memory {
         info.memory.clear();
@@ -213,10 +197,7 @@ pub fn from_core(main_id: MainId, source: ConfigSource) -> Result<BoardInfo, Unk
         .core_model()
         .and_then(board::family_from_core)
         .filter(|family| *family != BoardFamily::QemuVirt)
-        .ok_or(UnknownBoard {
-            main_id,
-            root_compatible: None,
-        })?;
+        .ok_or(UnknownBoard { main_id, root_compatible: None })?;
     let mut info = BoardInfo::new(board::profile(family), source);
     let _ = info.memory.push(info.profile.default_ram);
     Ok(info)
@@ -239,17 +220,8 @@ mod tests {
         assert_eq!(info.model.as_str(), "Raspberry Pi 4 Model B Rev 1.5");
         assert_eq!(info.compatible.as_str(), "raspberrypi,4-model-b");
         assert_eq!(info.memory.as_slice(), &[Span::new(0, 0x3b40_0000)]);
-        assert_eq!(
-            info.command_line.as_str(),
-            "jobs=read:4k:1 exit=semihosting"
-        );
-        assert!(matches!(
-            info.source,
-            ConfigSource::DeviceTree {
-                address: 0x2eff_0000,
-                ..
-            }
-        ));
+        assert_eq!(info.command_line.as_str(), "jobs=read:4k:1 exit=semihosting");
+        assert!(matches!(info.source, ConfigSource::DeviceTree { address: 0x2eff_0000, .. }));
     }
 
     #[test]
@@ -263,9 +235,7 @@ mod tests {
             .string("device_type", "memory")
             .cells("reg", &[0, 0x4000_0000, 0, 0x4000_0000])
             .end();
-        b.begin("cpus")
-            .cells("#address-cells", &[1])
-            .cells("#size-cells", &[0]);
+        b.begin("cpus").cells("#address-cells", &[1]).cells("#size-cells", &[0]);
         for index in 0..2 {
             b.begin(if index == 0 { "cpu@0" } else { "cpu@1" })
                 .string("device_type", "cpu")
@@ -281,23 +251,15 @@ mod tests {
         assert!(info.command_line.is_empty());
 
         let mut other = Builder::new();
-        other
-            .begin("")
-            .strings("compatible", &["acme,toaster"])
-            .end();
+        other.begin("").strings("compatible", &["acme,toaster"]).end();
         let tree = DeviceTree::parse(leak(other.finish())).unwrap();
-        let error = from_device_tree(tree, 0, MainId(0x510f_8000))
-            .err()
-            .unwrap();
+        let error = from_device_tree(tree, 0, MainId(0x510f_8000)).err().unwrap();
         assert_eq!(error.root_compatible, Some("acme,toaster"));
     }
 
     #[test]
     fn atags_and_bare_cores() {
-        let tags = BootTags {
-            memory: Some((0, 0x3c00_0000)),
-            command_line: Some("runs=1"),
-        };
+        let tags = BootTags { memory: Some((0, 0x3c00_0000)), command_line: Some("runs=1") };
         let info = from_atags(&tags, 0x100, MainId(0x410f_d034)).unwrap();
         assert_eq!(info.profile.family, BoardFamily::RaspberryPi3);
         assert_eq!(info.command_line.as_str(), "runs=1");

@@ -35,12 +35,7 @@ impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PlanError::ImageOutsideRam { image } => {
-                write!(
-                    f,
-                    "the kernel image at {:#x}-{:#x} is not in any RAM bank",
-                    image.base,
-                    image.end()
-                )
+                write!(f, "the kernel image at {:#x}-{:#x} is not in any RAM bank", image.base, image.end())
             }
             PlanError::NoRoom { what, bytes } => {
                 write!(f, "no room for the {what} ({bytes} bytes)")
@@ -94,61 +89,34 @@ fn place(ram: &[Span], avoid: &[Span], floor: u64, limit: u64, bytes: u64) -> Op
 }
 
 pub fn plan(request: &PlanRequest<'_>) -> Result<MemoryPlan, PlanError> {
-    if !request
-        .ram
-        .iter()
-        .any(|bank| request.image.base >= bank.base && request.image.end() <= bank.end())
-    {
-        return Err(PlanError::ImageOutsideRam {
-            image: request.image,
-        });
+    if !request.ram.iter().any(|bank| request.image.base >= bank.base && request.image.end() <= bank.end()) {
+        return Err(PlanError::ImageOutsideRam { image: request.image });
     }
     let mut avoid: heapless::Vec<Span, { MAX_SPANS + 3 }> = heapless::Vec::new();
-    for span in request
-        .reserved
-        .iter()
-        .chain(core::iter::once(&request.image))
-    {
+    for span in request.reserved.iter().chain(core::iter::once(&request.image)) {
         avoid.push(*span).map_err(|_| PlanError::TooManyRanges)?;
     }
     let floor = request.image.end();
-    let heap = place(request.ram, &avoid, floor, u64::MAX, request.heap_bytes).ok_or(
-        PlanError::NoRoom {
-            what: "heap",
-            bytes: request.heap_bytes,
-        },
-    )?;
+    let heap = place(request.ram, &avoid, floor, u64::MAX, request.heap_bytes)
+        .ok_or(PlanError::NoRoom { what: "heap", bytes: request.heap_bytes })?;
     avoid.push(heap).map_err(|_| PlanError::TooManyRanges)?;
     let smallest_pool = request.dma_pool_bytes.last().copied().unwrap_or(0);
     let dma_pool = request
         .dma_pool_bytes
         .iter()
         .find_map(|&bytes| place(request.ram, &avoid, floor, request.dma_limit, bytes))
-        .ok_or(PlanError::NoRoom {
-            what: "DMA pool",
-            bytes: smallest_pool,
-        })?;
+        .ok_or(PlanError::NoRoom { what: "DMA pool", bytes: smallest_pool })?;
 
     let mut regions: heapless::Vec<Region, MAX_REGIONS> = heapless::Vec::new();
     let mut add = |span: Span, kind: MemoryKind, round_outward: bool| -> Result<(), PlanError> {
         let (base, end) = if round_outward {
-            (
-                align_down(span.base, BLOCK_2M),
-                align_up(span.end(), BLOCK_2M),
-            )
+            (align_down(span.base, BLOCK_2M), align_up(span.end(), BLOCK_2M))
         } else {
-            (
-                align_up(span.base, BLOCK_2M),
-                align_down(span.end(), BLOCK_2M),
-            )
+            (align_up(span.base, BLOCK_2M), align_down(span.end(), BLOCK_2M))
         };
         if end > base {
             regions
-                .push(Region {
-                    base,
-                    size_bytes: end - base,
-                    kind,
-                })
+                .push(Region { base, size_bytes: end - base, kind })
                 .map_err(|_| PlanError::TooManyRanges)?;
         }
         Ok(())
@@ -165,11 +133,7 @@ pub fn plan(request: &PlanRequest<'_>) -> Result<MemoryPlan, PlanError> {
         add(*span, MemoryKind::Device, true)?;
     }
     add(dma_pool, MemoryKind::NormalNonCacheable, false)?;
-    Ok(MemoryPlan {
-        heap,
-        dma_pool,
-        regions,
-    })
+    Ok(MemoryPlan { heap, dma_pool, regions })
 }
 
 #[cfg(test)]
@@ -194,14 +158,8 @@ mod tests {
         let plan = plan(&request).unwrap();
         assert_eq!(plan.heap, Span::new(0x40_0000, 16 * MIB));
         assert_eq!(plan.dma_pool, Span::new(0x140_0000, 128 * MIB));
-        assert_eq!(
-            plan.regions.last().unwrap().kind,
-            MemoryKind::NormalNonCacheable
-        );
-        assert!(plan
-            .regions
-            .iter()
-            .any(|r| r.kind == MemoryKind::Device && r.base == 0x3f00_0000));
+        assert_eq!(plan.regions.last().unwrap().kind, MemoryKind::NormalNonCacheable);
+        assert!(plan.regions.iter().any(|r| r.kind == MemoryKind::Device && r.base == 0x3f00_0000));
     }
 
     #[test]
@@ -237,24 +195,9 @@ mod tests {
             dma_pool_bytes: &[128 * MIB, 32 * MIB],
         };
         assert_eq!(plan(&small).unwrap().dma_pool.size_bytes, 32 * MIB);
-        let tiny = PlanRequest {
-            dma_pool_bytes: &[128 * MIB],
-            ..small
-        };
-        assert_eq!(
-            plan(&tiny).unwrap_err(),
-            PlanError::NoRoom {
-                what: "DMA pool",
-                bytes: 128 * MIB
-            }
-        );
-        let lost = PlanRequest {
-            image: Span::new(1 << 33, MIB),
-            ..small
-        };
-        assert!(matches!(
-            plan(&lost),
-            Err(PlanError::ImageOutsideRam { .. })
-        ));
+        let tiny = PlanRequest { dma_pool_bytes: &[128 * MIB], ..small };
+        assert_eq!(plan(&tiny).unwrap_err(), PlanError::NoRoom { what: "DMA pool", bytes: 128 * MIB });
+        let lost = PlanRequest { image: Span::new(1 << 33, MIB), ..small };
+        assert!(matches!(plan(&lost), Err(PlanError::ImageOutsideRam { .. })));
     }
 }

@@ -1,1 +1,408 @@
-fn main() {}
+//! `barebench`: the host CLI — SD card image, QEMU runs, serial capture and reports
+//! (design.md "Layout", tools/; the issue "host tool barebench").
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use tools::disk::{format_size, parse_size_bytes, DiskSpec};
+use tools::image::card::{self, WriteTarget};
+use tools::image::firmware::{DebianArchive, DebianFetch};
+use tools::image::{FirmwareSource, ImageRequest};
+use tools::qemu::{Machine, QemuError, QemuRun};
+use tools::serial::{self, CaptureEnd};
+
+/// Exit status for a run stopped by --timeout (the habit of timeout(1)).
+const TIMEOUT_EXIT_STATUS: u8 = 124;
+
+#[derive(Parser)]
+#[command(
+    name = "barebench",
+    version,
+    about = "barebench host tool: SD card image, QEMU runs, serial capture, reports"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
+    Image(ImageArgs),
+    /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
+    Qemu(QemuArgs),
+    /// Capture the serial console until the end-of-results marker.
+    Serial(SerialArgs),
+    /// Turn serial logs (and fio JSON from Linux) into tables and charts.
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+struct ImageArgs {
+    /// The image file to write.
+    #[arg(short, long, default_value = "build/barebench-sd.img")]
+    output: PathBuf,
+    /// Kernel image (copied as kernel8.img and kernel_2712.img).
+    #[arg(long, default_value = "build/kernel8.img")]
+    kernel: PathBuf,
+    /// Image size, e.g. 256M (rounded up to a power of two; default 256 MiB or what the files need).
+    #[arg(long, value_parser = parse_size_arg)]
+    size: Option<u64>,
+    /// Take firmware, DTBs and licences from this directory (e.g. the firmware repository's
+    /// boot/) instead of Debian's packages.
+    #[arg(long, value_name = "DIR")]
+    firmware: Option<PathBuf>,
+    /// Cache for the Debian downloads [default: $XDG_CACHE_HOME/barebench or ~/.cache/barebench].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Download the Debian packages again even when the cache has them.
+    #[arg(long)]
+    refresh_firmware: bool,
+    /// Debian archive URI to use instead of the one in the system's APT sources.
+    #[arg(long, value_name = "URI", requires = "debian_suite")]
+    debian_mirror: Option<String>,
+    /// Debian release codename for --debian-mirror (e.g. bookworm).
+    #[arg(long, value_name = "CODENAME", requires = "debian_mirror")]
+    debian_suite: Option<String>,
+    /// Have the firmware print its boot log on the UART too (uart_2ndstage=1).
+    #[arg(long)]
+    firmware_log: bool,
+    /// Benchmark settings for cmdline.txt, as one string.
+    #[arg(long, value_name = "SETTINGS")]
+    cmdline: Option<String>,
+    /// Also write the image to this card (e.g. /dev/sdX or /dev/mmcblk0), then verify it.
+    #[arg(long, value_name = "DEVICE")]
+    write: Option<PathBuf>,
+    /// Do not ask before writing the card.
+    #[arg(long)]
+    yes: bool,
+    /// Write even to a device that does not report itself removable.
+    #[arg(long)]
+    force: bool,
+    /// Benchmark settings for cmdline.txt (after `--`), e.g. `-- preset=quick devices=sd0`.
+    #[arg(last = true, value_name = "SETTINGS")]
+    settings: Vec<String>,
+}
+
+#[derive(Args)]
+struct QemuArgs {
+    #[arg(long, value_enum, default_value = "raspi3b")]
+    machine: Machine,
+    /// Kernel image [default: build/kernel8.img for raspi*, build/kernel-virt.img for virt].
+    #[arg(long)]
+    kernel: Option<PathBuf>,
+    /// SD card: SIZE[:pattern|zeros|FILE] (size rounded up to a power of two).
+    #[arg(long, value_name = "SPEC")]
+    sd: Option<DiskSpec>,
+    /// Card on the raspi4b EMMC2 controller: SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    emmc2: Option<DiskSpec>,
+    /// NVMe namespace (virt only): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    nvme: Option<DiskSpec>,
+    /// Extra properties of the nvme device, e.g. mdts=9 (repeatable).
+    #[arg(long = "nvme-opts", value_name = "PROP=VALUE")]
+    nvme_options: Vec<String>,
+    /// aio backend of the NVMe drive.
+    #[arg(long, default_value = "io_uring")]
+    nvme_aio: String,
+    /// CPU model for virt.
+    #[arg(long, default_value = "cortex-a53")]
+    cpu: String,
+    /// RAM for virt.
+    #[arg(long, default_value = "1G")]
+    memory: String,
+    /// Serial log [default: build/qemu-<machine>.log].
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Where disk images are created.
+    #[arg(long, default_value = "build")]
+    workdir: PathBuf,
+    /// Kill QEMU after this many seconds (exit status 124).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
+    #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
+    extra_args: Vec<String>,
+    /// The QEMU binary.
+    #[arg(long, default_value = "qemu-system-aarch64")]
+    qemu: PathBuf,
+    /// Benchmark settings as one string.
+    #[arg(long, value_name = "SETTINGS")]
+    cmdline: Option<String>,
+    /// Benchmark settings (after `--`), e.g. `-- preset=quick devices=nvme0`.
+    #[arg(last = true, value_name = "SETTINGS")]
+    settings: Vec<String>,
+}
+
+#[derive(Args)]
+struct SerialArgs {
+    /// The serial port, e.g. /dev/ttyUSB0 (USB-UART) or /dev/ttyACM0 (Raspberry Pi Debug Probe).
+    port: String,
+    #[arg(long, default_value_t = serial::DEFAULT_BAUD)]
+    baud: u32,
+    /// Where to save the console.
+    #[arg(long, default_value = "build/serial.log")]
+    log: PathBuf,
+    /// Stop after this many seconds even without the end marker.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// Output directory for report.md, report.csv, report.json and the charts.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Serial logs of barebench runs and fio JSON files from Linux runs.
+    #[arg(required = true, value_name = "LOG_OR_FIO_JSON")]
+    inputs: Vec<PathBuf>,
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    parse_size_bytes(text).map_err(|error| error.to_string())
+}
+
+fn settings_from(cmdline: &Option<String>, settings: &[String]) -> Vec<String> {
+    cmdline.iter().cloned().chain(settings.iter().cloned()).collect()
+}
+
+fn byte_bar(total: u64, message: &str) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:10} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+fn run_image(args: &ImageArgs) -> Result<ExitCode> {
+    let firmware = match &args.firmware {
+        Some(dir) => FirmwareSource::Directory(dir.clone()),
+        None => {
+            let mut fetch =
+                DebianFetch::new(args.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir));
+            fetch.refresh = args.refresh_firmware;
+            if let (Some(uri), Some(codename)) = (&args.debian_mirror, &args.debian_suite) {
+                fetch.archive =
+                    Some(DebianArchive { uri: uri.clone(), codename: codename.clone(), security_uri: None });
+            }
+            FirmwareSource::Debian(fetch)
+        }
+    };
+    let request = ImageRequest {
+        output: args.output.clone(),
+        kernel: args.kernel.clone(),
+        settings: settings_from(&args.cmdline, &args.settings),
+        size_bytes: args.size,
+        firmware,
+        firmware_boot_log: args.firmware_log,
+    };
+    let spinner = ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(120));
+    let result = tools::image::create_image(&request, &mut |line| spinner.set_message(line.to_string()));
+    spinner.finish_and_clear();
+    let report = result?;
+    for warning in &report.warnings {
+        eprintln!("barebench: note: {warning}");
+    }
+    let layout = &report.layout;
+    println!(
+        "wrote {} ({}, FAT32 partition at byte offset {}, {}-byte clusters); boot files from {}:",
+        args.output.display(),
+        format_size(layout.image_bytes),
+        layout.partition_offset_bytes(),
+        layout.cluster_bytes,
+        report.firmware_origin
+    );
+    for (name, size) in &layout.files {
+        println!("  {name:<28} {size:>10} bytes");
+    }
+    println!("check it with: mdir -i {}@@{} ::", args.output.display(), layout.partition_offset_bytes());
+    if let Some(device) = &args.write {
+        write_card(&args.output, device, layout.image_bytes, args.yes, args.force)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: bool) -> Result<()> {
+    let target = card::inspect_target(device, image_bytes, force)?;
+    println!("target: {}", target.describe());
+    if !yes {
+        if !io::stdin().is_terminal() {
+            bail!("not asking for confirmation without a terminal: add --yes to write {}", device.display());
+        }
+        print!(
+            "Write {} to {}? Everything on it will be lost. Type yes to continue: ",
+            format_size(image_bytes),
+            device.display()
+        );
+        io::stdout().flush()?;
+        let mut answer = String::new();
+        io::stdin().lock().read_line(&mut answer)?;
+        if answer.trim() != "yes" {
+            bail!("not written: the answer was not `yes`");
+        }
+    }
+    let bar = byte_bar(image_bytes, "writing");
+    card::write_image(image, &target, |done, _| bar.set_position(done))?;
+    bar.finish();
+    let bar = byte_bar(image_bytes, "verifying");
+    card::verify_image(image, &target, |done, _| bar.set_position(done))?;
+    bar.finish();
+    match target {
+        WriteTarget::BlockDevice { .. } => {
+            println!("{} written, synced and verified; it can be removed", device.display())
+        }
+        WriteTarget::File { .. } => println!("{} written and verified", device.display()),
+    }
+    Ok(())
+}
+
+fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
+    let mut run = QemuRun::new(args.machine);
+    if let Some(kernel) = &args.kernel {
+        run.kernel = kernel.clone();
+    }
+    run.append = settings_from(&args.cmdline, &args.settings).join(" ");
+    run.sd = args.sd.clone();
+    run.emmc2 = args.emmc2.clone();
+    run.nvme = args.nvme.clone();
+    run.nvme_options = args.nvme_options.clone();
+    run.nvme_aio = args.nvme_aio.clone();
+    run.virt_cpu = args.cpu.clone();
+    run.virt_memory = args.memory.clone();
+    run.extra_args = args.extra_args.clone();
+    run.workdir = args.workdir.clone();
+    if let Some(log) = &args.log {
+        run.log_path = log.clone();
+    }
+    run.timeout = args.timeout.map(Duration::from_secs);
+    run.qemu_binary = args.qemu.clone();
+    run.show_progress = true;
+    eprintln!(
+        "barebench: {} -M {} -append {:?}; serial log {}",
+        run.qemu_binary.display(),
+        args.machine.qemu_name(),
+        run.effective_append(),
+        run.log_path.display()
+    );
+    match run.run(&mut io::stdout()) {
+        Ok(outcome) => {
+            let code = outcome.exit_code();
+            eprintln!(
+                "barebench: QEMU exited with status {code} after {:.2} s; log in {}",
+                outcome.elapsed.as_secs_f64(),
+                outcome.log_path.display()
+            );
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
+        Err(error @ QemuError::TimedOut { .. }) => {
+            eprintln!("barebench: {error}");
+            Ok(ExitCode::from(TIMEOUT_EXIT_STATUS))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
+    eprintln!(
+        "barebench: reading {} at {} 8N1; the same with picocom: {}  (exit with Ctrl-A Ctrl-X)",
+        args.port,
+        args.baud,
+        serial::picocom_command(&args.port, args.baud)
+    );
+    let mut port = serial::open_port(&args.port, args.baud)?;
+    let mut log = serial::create_log(&args.log)?;
+    eprintln!(
+        "barebench: saving the console to {}; waiting for the results (power the Pi on now)",
+        args.log.display()
+    );
+    let outcome =
+        serial::capture(&mut port, &mut io::stdout(), &mut log, args.timeout.map(Duration::from_secs))
+            .with_context(|| format!("writing {}", args.log.display()))?;
+    match outcome.end {
+        CaptureEnd::EndMarker => {
+            eprintln!(
+                "barebench: results complete; {} bytes saved in {}",
+                outcome.bytes_captured,
+                args.log.display()
+            );
+            eprintln!("barebench: next: barebench report -o build/report {}", args.log.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        CaptureEnd::Disconnected { reason } => {
+            eprintln!(
+                "barebench: {} went away ({reason}) before the end of the results; the {} bytes received so far are in {}",
+                args.port,
+                outcome.bytes_captured,
+                args.log.display()
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        CaptureEnd::TimedOut => {
+            eprintln!(
+                "barebench: no end-of-results marker within {} s; the {} bytes received are in {}",
+                args.timeout.unwrap_or_default(),
+                outcome.bytes_captured,
+                args.log.display()
+            );
+            Ok(ExitCode::from(TIMEOUT_EXIT_STATUS))
+        }
+    }
+}
+
+fn run_report(args: &ReportArgs) -> Result<ExitCode> {
+    let report = tools::report::build_report(&args.inputs);
+    for source in &report.sources {
+        for problem in &source.problems {
+            eprintln!("barebench: {} ({}): {problem}", source.label, source.path.display());
+        }
+    }
+    let written = tools::report::write_report(&report, &args.output)?;
+    print!("{}", tools::report::table::markdown(&report));
+    println!();
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    let row_count = report.rows().count();
+    if row_count == 0 {
+        eprintln!("barebench: no results in any input");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Image(args) => run_image(args),
+        Command::Qemu(args) => run_qemu(args),
+        Command::Serial(args) => run_serial(args),
+        Command::Report(args) => run_report(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            // Typed errors already quote their cause; print each cause only once.
+            let mut message = error.to_string();
+            for cause in error.chain().skip(1) {
+                let cause = cause.to_string();
+                if !message.contains(&cause) {
+                    message.push_str(": ");
+                    message.push_str(&cause);
+                }
+            }
+            eprintln!("barebench: error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

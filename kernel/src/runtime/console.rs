@@ -27,9 +27,7 @@ pub unsafe fn init(base: u64, uart_clock_hz: Option<u32>) {
 
 /// The PL011's divisors as programmed (IBRD, FBRD).
 pub fn divisors() -> Option<(u32, u32)> {
-    CONSOLE
-        .with(|console| console.as_ref().map(|uart| uart.divisors()))
-        .flatten()
+    CONSOLE.with(|console| console.as_ref().map(|uart| uart.divisors())).flatten()
 }
 
 /// Writes formatted text; silently drops it before `init`.
@@ -43,9 +41,7 @@ pub fn write_fmt(args: fmt::Arguments<'_>) {
 
 /// A received byte, if any.
 pub fn read_byte() -> Option<u8> {
-    CONSOLE
-        .with(|console| console.as_ref().and_then(|uart| uart.read_byte()))
-        .flatten()
+    CONSOLE.with(|console| console.as_ref().and_then(|uart| uart.read_byte())).flatten()
 }
 
 struct Writer<'a>(&'a Pl011<Mmio>);

@@ -10,15 +10,8 @@ use core::fmt::Write;
 #[no_mangle]
 extern "C" fn barebench_exception(frame: &ExceptionFrame, vector: u64) -> ! {
     if let Some(mut console) = emergency_writer() {
-        let report = ExceptionReport {
-            frame,
-            vector: VectorEntry(vector),
-        };
-        let _ = write!(
-            console,
-            "\n{report}\n*** stopping: exit status {}\n",
-            ExitStatus::Exception as u32
-        );
+        let report = ExceptionReport { frame, vector: VectorEntry(vector) };
+        let _ = write!(console, "\n{report}\n*** stopping: exit status {}\n", ExitStatus::Exception as u32);
     }
     finish_after_fault(ExitStatus::Exception)
 }
@@ -26,11 +19,8 @@ extern "C" fn barebench_exception(frame: &ExceptionFrame, vector: u64) -> ! {
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     if let Some(mut console) = emergency_writer() {
-        let _ = write!(
-            console,
-            "\n*** PANIC: {info}\n*** stopping: exit status {}\n",
-            ExitStatus::Panic as u32
-        );
+        let _ =
+            write!(console, "\n*** PANIC: {info}\n*** stopping: exit status {}\n", ExitStatus::Panic as u32);
     }
     finish_after_fault(ExitStatus::Panic)
 }

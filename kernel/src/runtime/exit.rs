@@ -89,20 +89,12 @@ pub fn finish(status: ExitStatus) -> ! {
             semihosting_exit(status as u32)
         }
         ExitMethod::Psci => {
-            crate::println!(
-                "barebench: finished with status {} ({:?}); powering off",
-                status as u32,
-                status
-            );
+            crate::println!("barebench: finished with status {} ({:?}); powering off", status as u32, status);
             console::flush();
             psci_system_off()
         }
         ExitMethod::Idle => {
-            crate::println!(
-                "barebench: finished with status {} ({:?}); idling",
-                status as u32,
-                status
-            );
+            crate::println!("barebench: finished with status {} ({:?}); idling", status as u32, status);
             console::flush();
             idle()
         }

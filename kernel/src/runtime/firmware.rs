@@ -7,9 +7,8 @@ use crate::board::VIDEOCORE_UNCACHED_ALIAS;
 use drivers::mailbox::{Mailbox, MailboxError, PropertyBuffer};
 use drivers::mmio::Mmio;
 
-static BUFFER: SingleCoreCell<PropertyBuffer> = SingleCoreCell::new(PropertyBuffer {
-    words: [0; drivers::mailbox::BUFFER_WORDS],
-});
+static BUFFER: SingleCoreCell<PropertyBuffer> =
+    SingleCoreCell::new(PropertyBuffer { words: [0; drivers::mailbox::BUFFER_WORDS] });
 
 /// Longest answer [`property`] hands back.
 pub const MAX_RESPONSE_WORDS: usize = 256;
@@ -25,10 +24,7 @@ impl Firmware {
     /// # Safety
     /// `mailbox_base` must be the board's VideoCore mailbox register block.
     pub unsafe fn new(mailbox_base: u64, timer: GenericTimer) -> Self {
-        Firmware {
-            mailbox_base,
-            timer,
-        }
+        Firmware { mailbox_base, timer }
     }
 
     /// Sends one tag and returns its answer words.
@@ -60,9 +56,10 @@ impl Firmware {
 
     pub fn board_revision(&self) -> Result<u32, MailboxError> {
         let answer = self.property(drivers::mailbox::tags::GET_BOARD_REVISION, &[], 1)?;
-        answer.first().copied().ok_or(MailboxError::TagNotAnswered {
-            tag: drivers::mailbox::tags::GET_BOARD_REVISION,
-        })
+        answer
+            .first()
+            .copied()
+            .ok_or(MailboxError::TagNotAnswered { tag: drivers::mailbox::tags::GET_BOARD_REVISION })
     }
 
     /// The ARM's share of RAM: (base, size).
@@ -70,9 +67,7 @@ impl Firmware {
         let answer = self.property(drivers::mailbox::tags::GET_ARM_MEMORY, &[], 2)?;
         match answer.as_slice() {
             [base, size, ..] => Ok((u64::from(*base), u64::from(*size))),
-            _ => Err(MailboxError::TagNotAnswered {
-                tag: drivers::mailbox::tags::GET_ARM_MEMORY,
-            }),
+            _ => Err(MailboxError::TagNotAnswered { tag: drivers::mailbox::tags::GET_ARM_MEMORY }),
         }
     }
 
@@ -80,9 +75,7 @@ impl Firmware {
         let answer = self.property(drivers::mailbox::tags::GET_CLOCK_RATE, &[clock_id], 2)?;
         match answer.as_slice() {
             [_, rate, ..] if *rate > 0 => Ok(*rate),
-            _ => Err(MailboxError::TagNotAnswered {
-                tag: drivers::mailbox::tags::GET_CLOCK_RATE,
-            }),
+            _ => Err(MailboxError::TagNotAnswered { tag: drivers::mailbox::tags::GET_CLOCK_RATE }),
         }
     }
 

@@ -5,7 +5,9 @@ pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
+pub mod pci;
 pub mod platform;
+pub mod sd;
 pub mod storage;
 mod sync;
 pub mod timer;
@@ -72,6 +74,9 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
+    if entry_level == 2 {
+        park_secondary_cores(info.profile.spin_table);
+    }
     init_console(&info, firmware.as_ref());
     print_banner(&info, main_id, entry_level, &timer);
     for warning in &info.warnings {
@@ -86,28 +91,19 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     };
     // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
     let platform: &'static KernelPlatform =
-        alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe {
-            KernelPlatform::new(timer, plan.dma_pool)
-        }));
-    let settings = apply_command_line(&info);
+        alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
+    let (settings, benchmark) = apply_command_line(&info);
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine {
-        info,
-        timer,
-        platform,
-        firmware,
-        entry_level,
-        main_id,
-    };
-    let status = run(&machine, &settings);
+    let machine = Machine { info, timer, platform, firmware, entry_level, main_id };
+    let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
 
 /// What the kernel does once the machine is up: find the storage devices, run the integrity
 /// checks asked for, then the benchmark.
-fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
+fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline::Config) -> ExitStatus {
     let mut storage = storage::Storage::default();
     attach_storage(machine, settings, &mut storage);
     if storage.is_empty() {
@@ -117,23 +113,85 @@ fn run(machine: &Machine, settings: &KernelSettings) -> ExitStatus {
     if !storage::run_block_checks(settings, &mut storage, machine.platform) {
         status = ExitStatus::DeviceErrors;
     }
+    if benchmark.jobs.is_empty() {
+        println!("benchmark  no jobs (jobs=none)");
+    } else if storage.is_empty() {
+        println!("benchmark  no devices to measure; not run");
+    } else if !run_benchmark(machine, benchmark, &mut storage) {
+        status = ExitStatus::DeviceErrors;
+    }
     storage.shut_down();
     status
 }
 
-/// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
-/// first (board table order, then PCI), then NVMe controllers in PCI order.
-fn attach_storage(_machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
+/// Room left in the DMA pool after the benchmark's buffers, for anything allocated later.
+const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
+
+/// Runs the benchmark on every device (the runner applies `devices=`); false when some I/O
+/// failed or no buffer could be had.
+fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &mut storage::Storage) -> bool {
+    use blockdev::BlockDevice;
+    let geometries: alloc::vec::Vec<blockdev::Geometry> =
+        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
+    let wanted = bench::runner::buffer_bytes_needed(config, &geometries) as u64;
+    let minimum = bench::runner::minimum_buffer_bytes(config, &geometries) as u64;
+    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
+    let area_bytes = wanted.min(available).max(minimum).max(4096);
+    let area = match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
+        Ok(area) => area,
+        Err(error) => {
+            println!("benchmark  cannot allocate its buffers: {error}; not run");
+            return false;
+        }
+    };
+    let info = &machine.info;
+    let board = match info.profile.family {
+        BoardFamily::QemuVirt => "QEMU virt",
+        _ => info.model.as_str(),
+    };
+    let soc = soc_name(info);
+    let cpu = alloc::format!("{}", machine.main_id);
+    let entry = alloc::format!("EL{}", machine.entry_level);
+    let revision = info.board_revision.map(|r| alloc::format!("{r:#08x}")).unwrap_or_default();
+    let mut extra = alloc::vec![("soc", soc), ("cpu", cpu.as_str()), ("entry", entry.as_str())];
+    if !revision.is_empty() {
+        extra.push(("board_revision", revision.as_str()));
+    }
+    let context = bench::runner::ReportContext {
+        board,
+        timer_frequency_hz: machine.timer.ticks_per_second(),
+        extra: &extra,
+    };
+    let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
+        storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
+    let results = bench::runner::run_benchmark(
+        config,
+        &mut devices,
+        &machine.timer,
+        area,
+        &context,
+        &mut console::ConsoleWriter,
+    );
+    let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
+    errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
-fn discover(
-    boot_argument: u64,
-    entry_level: u64,
-    main_id: MainId,
-) -> Result<BoardInfo, UnknownBoard> {
-    // Only look at x0 when it is a plausible low RAM address: reading an arbitrary address with
-    // the MMU off could be a bus error before there is a console to report it.
-    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+/// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
+/// first (board table order, then PCI), then NVMe controllers in PCI order.
+fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
+    let _pci = pci::enumerate(machine);
+    sd::attach(machine, _settings, _pci.as_ref(), _storage);
+}
+
+/// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
+/// every supported firmware and QEMU put them. Reading an arbitrary address with the MMU off could
+/// be a bus error before there is a console to report it.
+fn is_plausible_boot_argument(boot_argument: u64) -> bool {
+    boot_argument != 0 && boot_argument.is_multiple_of(4) && boot_argument < (1 << 32)
+}
+
+fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<BoardInfo, UnknownBoard> {
+    let plausible = is_plausible_boot_argument(boot_argument);
     let mut corrupt_tree = None;
     if plausible {
         // SAFETY: x0 points into RAM on every supported start (firmware, QEMU), checked above.
@@ -142,10 +200,7 @@ fn discover(
             Err(crate::devicetree::DeviceTreeError::BadMagic { .. }) => {
                 // SAFETY: as above; the ATAGS parser stops at the first malformed tag.
                 let words = unsafe {
-                    core::slice::from_raw_parts(
-                        boot_argument as usize as *const u32,
-                        ATAGS_WINDOW_WORDS,
-                    )
+                    core::slice::from_raw_parts(boot_argument as usize as *const u32, ATAGS_WINDOW_WORDS)
                 };
                 if let Some(tags) = crate::atags::parse(words) {
                     return discovery::from_atags(&tags, boot_argument, main_id);
@@ -157,10 +212,7 @@ fn discover(
     // No parameters: the Pi firmware and QEMU's raspi machines start at EL2 or EL3, so a start at
     // EL1 without a device tree is some other machine whose addresses the kernel does not know.
     if entry_level < 2 {
-        return Err(UnknownBoard {
-            main_id,
-            root_compatible: None,
-        });
+        return Err(UnknownBoard { main_id, root_compatible: None });
     }
     let mut info = discovery::from_core(main_id, ConfigSource::Firmware)?;
     match corrupt_tree {
@@ -196,18 +248,33 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
                 info.memory.clear();
                 let _ = info.memory.push(Span::new(base, size_bytes));
             }
-            Ok(_) => info.warn(format_args!(
-                "firmware reports no ARM memory; using the board table"
-            )),
-            Err(error) => info.warn(format_args!(
-                "firmware memory split unavailable ({error}); using the board table"
-            )),
+            Ok(_) => info.warn(format_args!("firmware reports no ARM memory; using the board table")),
+            Err(error) => {
+                info.warn(format_args!("firmware memory split unavailable ({error}); using the board table"))
+            }
         }
         let mut line = heapless::String::new();
         match firmware.command_line(&mut line) {
             Ok(()) => info.set_command_line(&line),
             Err(error) => info.warn(format_args!("firmware command line unavailable: {error}")),
         }
+    }
+}
+
+/// Moves cores 1-3 from the firmware's WFE spin loop into `boot`'s WFI loop. Under QEMU a core
+/// waiting in WFE spins a host CPU (TCG treats WFE as a yield); in WFI it sleeps, which made SD
+/// PIO about four times faster in qemu.md §1's measurements. Done before the MMU is on, so the
+/// slots are written straight to memory where the waiting cores read them.
+fn park_secondary_cores(spin_table: &[u64]) {
+    let park = boot::park_core_address();
+    for &slot in spin_table {
+        // SAFETY: the slots are the firmware's release words in low RAM (board table); writing
+        // the address of a WFI loop releases a waiting core into it and touches nothing else.
+        unsafe { core::ptr::write_volatile(slot as usize as *mut u64, park) };
+    }
+    if !spin_table.is_empty() {
+        drivers::barrier::full();
+        aarch64_cpu::asm::sev();
     }
 }
 
@@ -219,9 +286,8 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
         // (hardware.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
         // SAFETY: the board table gives this board's GPIO block.
-        let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe {
-            drivers::mmio::Mmio::new(gpio_base as usize, 0xf4)
-        });
+        let gpio =
+            drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });
         gpio.set_functions(14..=15, drivers::gpio::PinFunction::Alt0);
     }
     let uart_clock_hz = match profile.uart_clock {
@@ -255,17 +321,10 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
         print!(" (revision {revision:#08x})");
     }
     println!();
-    let soc = info
-        .board_revision
-        .and_then(|r| drivers::mailbox::BoardRevision(r).processor_name())
-        .unwrap_or(info.profile.soc);
     println!("family     {}", info.profile.name);
-    println!("soc        {soc}");
+    println!("soc        {}", soc_name(info));
     let plural = if info.core_count == 1 { "" } else { "s" };
-    println!(
-        "cpu        {main_id} (MIDR {:#010x}), {} core{plural}",
-        main_id.0, info.core_count
-    );
+    println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
     print!("ram        {} MiB", info.total_memory_bytes() / MIB);
     for bank in &info.memory {
         print!(" [{:#x}-{:#x}]", bank.base, bank.end());
@@ -283,21 +342,19 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
         println!("compatible {}", info.compatible);
     }
     println!("cmdline    \"{}\"", info.command_line);
-    println!(
-        "boot       {}.{:03} ms from reset to banner",
-        since_reset_us / 1000,
-        since_reset_us % 1000
-    );
+    println!("boot       {}.{:03} ms from reset to banner", since_reset_us / 1000, since_reset_us % 1000);
+}
+
+/// The SoC as the firmware names it (board revision), else as the board table does.
+fn soc_name(info: &BoardInfo) -> &'static str {
+    info.board_revision
+        .and_then(|r| drivers::mailbox::BoardRevision(r).processor_name())
+        .unwrap_or(info.profile.soc)
 }
 
 fn image_span() -> Span {
     // SAFETY: the linker script defines both symbols; only their addresses are taken.
-    let (start, end) = unsafe {
-        (
-            &__image_start as *const u8 as u64,
-            &__image_end as *const u8 as u64,
-        )
-    };
+    let (start, end) = unsafe { (&__image_start as *const u8 as u64, &__image_end as *const u8 as u64) };
     Span::new(start, end - start)
 }
 
@@ -340,12 +397,7 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
     // pool and every device the kernel uses, and live in a static for the rest of the run.
     unsafe { boot::mmu::enable(root_address, boot::mmu::translation_control_value(parange)) };
     // SAFETY: the heap range comes from the plan: mapped RAM used by nothing else.
-    unsafe {
-        HEAP.lock().init(
-            plan.heap.base as usize as *mut u8,
-            plan.heap.size_bytes as usize,
-        )
-    };
+    unsafe { HEAP.lock().init(plan.heap.base as usize as *mut u8, plan.heap.size_bytes as usize) };
     println!(
         "memory     MMU on ({} regions, {}-bit PA); heap {} MiB at {:#x}; DMA pool {} MiB at {:#x} (non-cacheable)",
         plan.regions.len(),
@@ -358,9 +410,10 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
     Ok(plan)
 }
 
-/// Reads the command line: the kernel's own settings here; the firmware's additions are left
-/// alone; anything else is named with the accepted forms and the run goes on.
-fn apply_command_line(info: &BoardInfo) -> KernelSettings {
+/// Reads the command line: the kernel's own settings and the driver options here, the
+/// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
+/// the accepted forms and the run goes on with that key's default.
+fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
     for token in cmdline::tokens(&info.command_line) {
@@ -375,19 +428,25 @@ fn apply_command_line(info: &BoardInfo) -> KernelSettings {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, .. } if cmdline::is_firmware_key(key) => firmware_settings += 1,
-            Token::Bare(word) if cmdline::is_firmware_key(word) => firmware_settings += 1,
-            Token::Setting { key, value } => {
-                println!(
-                    "warning: unknown setting {key}={value}; ignored. Accepted: {}",
-                    cmdline::KERNEL_KEYS_HELP
-                );
+            Token::Setting { key, .. } | Token::Bare(key) if cmdline::is_firmware_key(key) => {
+                firmware_settings += 1
             }
-            Token::Bare(word) => {
-                println!("warning: malformed setting \"{word}\" (expected key=value); ignored");
-            }
+            Token::Setting { .. } | Token::Bare(_) => {}
         }
     }
+    let is_someone_elses = |key: &str| {
+        cmdline::is_kernel_key(key) || cmdline::is_driver_option(key) || cmdline::is_firmware_key(key)
+    };
+    let config =
+        bench::cmdline::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
+            use bench::cmdline::ConfigProblem;
+            match error.problem {
+                ConfigProblem::UnknownKey | ConfigProblem::NotKeyValue => {
+                    println!("warning: {error}; kernel settings: {}", cmdline::KERNEL_KEYS_HELP)
+                }
+                _ => println!("warning: {error}"),
+            }
+        });
     if firmware_settings > 0 {
         println!("cmdline    {firmware_settings} firmware/Linux settings ignored");
     }
@@ -399,7 +458,7 @@ fn apply_command_line(info: &BoardInfo) -> KernelSettings {
         _ => PsciConduit::Hvc,
     };
     exit::set_method(settings.exit, conduit);
-    settings
+    (settings, config)
 }
 
 fn raise_test_fault(fault: TestFault) -> ! {
@@ -424,16 +483,11 @@ fn raise_test_fault(fault: TestFault) -> ! {
 /// The unknown-board stop: say so where we can, touch nothing else.
 fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
     // A device tree may still name a PL011 and the exit method (QEMU machines other than ours).
-    let plausible = boot_argument != 0 && boot_argument % 4 == 0 && boot_argument < (1 << 32);
+    let plausible = is_plausible_boot_argument(boot_argument);
     // SAFETY: as in `discover`.
-    let tree = plausible
-        .then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok())
-        .flatten();
+    let tree = plausible.then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok()).flatten();
     if let Some(tree) = tree {
-        if let Some((uart, _)) = tree
-            .find_compatible(&["arm,pl011"])
-            .and_then(|node| node.first_reg)
-        {
+        if let Some((uart, _)) = tree.find_compatible(&["arm,pl011"]).and_then(|node| node.first_reg) {
             // SAFETY: the device tree names this PL011; its divisors are left as they are.
             unsafe { console::init(uart, None) };
             println!(
@@ -443,10 +497,7 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
             let exit_requested = tree
                 .find_path("/chosen")
                 .and_then(|chosen| tree.string_property(chosen.offset, "bootargs"))
-                .map(|line| {
-                    line.split_ascii_whitespace()
-                        .any(|token| token == "exit=semihosting")
-                })
+                .map(|line| line.split_ascii_whitespace().any(|token| token == "exit=semihosting"))
                 .unwrap_or(false);
             if exit_requested {
                 exit::set_method(cmdline::ExitMethod::Semihosting, PsciConduit::Hvc);

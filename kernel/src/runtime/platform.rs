@@ -18,11 +18,7 @@ impl KernelPlatform {
     /// # Safety
     /// `pool` must be RAM mapped normal non-cacheable that nothing else uses.
     pub unsafe fn new(timer: GenericTimer, pool: Span) -> Self {
-        KernelPlatform {
-            timer,
-            pool,
-            next_free: SingleCoreCell::new(pool.base),
-        }
+        KernelPlatform { timer, pool, next_free: SingleCoreCell::new(pool.base) }
     }
 
     pub fn timer(&self) -> GenericTimer {
@@ -34,9 +30,7 @@ impl KernelPlatform {
     }
 
     pub fn pool_remaining_bytes(&self) -> u64 {
-        self.next_free
-            .with(|next| self.pool.end() - *next)
-            .unwrap_or(0)
+        self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
     }
 
     fn in_pool(&self, buffer: &DmaBuffer) -> bool {
@@ -71,9 +65,7 @@ impl Platform for KernelPlatform {
             .next_free
             .with(|next| {
                 let start = next.div_ceil(alignment) * alignment;
-                let end = start
-                    .checked_add(length_bytes as u64)
-                    .filter(|end| *end <= self.pool.end());
+                let end = start.checked_add(length_bytes as u64).filter(|end| *end <= self.pool.end());
                 match end {
                     Some(end) => {
                         *next = end;
@@ -86,11 +78,7 @@ impl Platform for KernelPlatform {
         // SAFETY: [start, start + length) was just carved out of the pool, which the caller of
         // `new` guaranteed is mapped RAM used by nothing else.
         unsafe { core::ptr::write_bytes(start as usize as *mut u8, 0, length_bytes) };
-        Ok(DmaBuffer {
-            cpu_address: start as usize,
-            physical_address: start,
-            length_bytes,
-        })
+        Ok(DmaBuffer { cpu_address: start as usize, physical_address: start, length_bytes })
     }
 
     fn clean_for_device(&self, buffer: &DmaBuffer) {

@@ -124,10 +124,7 @@ impl core::fmt::Display for CheckFailure {
                 write!(f, "read at LBA {lba} did not complete in time")
             }
             CheckFailure::Mismatch { byte_offset } => {
-                write!(
-                    f,
-                    "MISMATCH: first differing byte at device offset {byte_offset}"
-                )
+                write!(f, "MISMATCH: first differing byte at device offset {byte_offset}")
             }
         }
     }
@@ -143,11 +140,7 @@ enum CheckKind {
 /// Runs every `crc=` and `verify=` request. Prints `crc DEV LBA COUNT 0xXXXXXXXX` or
 /// `verify DEV LBA COUNT ok` for each success and a message naming the failure otherwise.
 /// Returns whether all succeeded.
-pub fn run_block_checks(
-    settings: &KernelSettings,
-    storage: &mut Storage,
-    platform: &KernelPlatform,
-) -> bool {
+pub fn run_block_checks(settings: &KernelSettings, storage: &mut Storage, platform: &KernelPlatform) -> bool {
     if settings.crc_requests.is_empty() && settings.verify_requests.is_empty() {
         return true;
     }
@@ -162,29 +155,18 @@ pub fn run_block_checks(
         .crc_requests
         .iter()
         .map(|r| (CheckKind::Crc, r))
-        .chain(
-            settings
-                .verify_requests
-                .iter()
-                .map(|r| (CheckKind::Verify, r)),
-        );
+        .chain(settings.verify_requests.iter().map(|r| (CheckKind::Verify, r)));
     let mut all_passed = true;
     for (kind, request) in checks {
         let label = match kind {
             CheckKind::Crc => "crc",
             CheckKind::Verify => "verify",
         };
-        let BlockRange {
-            device,
-            lba,
-            block_count,
-        } = request;
+        let BlockRange { device, lba, block_count } = request;
         let result = match storage.find_mut(device) {
             Some(entry) => match kind {
-                CheckKind::Crc => {
-                    crc_of_blocks(entry.device.as_mut(), platform, buffer, *lba, *block_count)
-                        .map(|crc| alloc::format!("{crc:#010x}"))
-                }
+                CheckKind::Crc => crc_of_blocks(entry.device.as_mut(), platform, buffer, *lba, *block_count)
+                    .map(|crc| alloc::format!("{crc:#010x}")),
                 CheckKind::Verify => {
                     verify_blocks(entry.device.as_mut(), platform, buffer, *lba, *block_count)
                         .map(|()| String::from("ok"))
@@ -197,11 +179,7 @@ pub fn run_block_checks(
             Err(CheckFailure::NoSuchDevice) => {
                 all_passed = false;
                 let known: Vec<&str> = storage.names().collect();
-                let known = if known.is_empty() {
-                    String::from("none")
-                } else {
-                    known.join(", ")
-                };
+                let known = if known.is_empty() { String::from("none") } else { known.join(", ") };
                 println!("{label} {device} {lba} {block_count}: no such device (devices: {known})");
             }
             Err(failure) => {
@@ -222,9 +200,7 @@ pub fn crc_of_blocks(
     block_count: u64,
 ) -> Result<u32, CheckFailure> {
     let mut crc = Crc32::new();
-    for_each_chunk(device, platform, buffer, lba, block_count, |_, bytes| {
-        crc.update(bytes)
-    })?;
+    for_each_chunk(device, platform, buffer, lba, block_count, |_, bytes| crc.update(bytes))?;
     Ok(crc.finish())
 }
 
@@ -238,22 +214,13 @@ pub fn verify_blocks(
 ) -> Result<(), CheckFailure> {
     let block_bytes = u64::from(device.geometry().logical_block_bytes);
     let mut mismatch = None;
-    for_each_chunk(
-        device,
-        platform,
-        buffer,
-        lba,
-        block_count,
-        |chunk_lba, bytes| {
-            if mismatch.is_none() {
-                if let Some(offset) =
-                    blockdev::pattern::first_mismatch(chunk_lba * block_bytes, bytes)
-                {
-                    mismatch = Some(chunk_lba * block_bytes + offset as u64);
-                }
+    for_each_chunk(device, platform, buffer, lba, block_count, |chunk_lba, bytes| {
+        if mismatch.is_none() {
+            if let Some(offset) = blockdev::pattern::first_mismatch(chunk_lba * block_bytes, bytes) {
+                mismatch = Some(chunk_lba * block_bytes + offset as u64);
             }
-        },
-    )?;
+        }
+    })?;
     match mismatch {
         None => Ok(()),
         Some(byte_offset) => Err(CheckFailure::Mismatch { byte_offset }),
@@ -271,26 +238,20 @@ fn for_each_chunk(
     mut consume: impl FnMut(u64, &[u8]),
 ) -> Result<(), CheckFailure> {
     let geometry = device.geometry();
-    let end = lba
-        .checked_add(block_count)
-        .filter(|end| *end <= geometry.block_count);
+    let end = lba.checked_add(block_count).filter(|end| *end <= geometry.block_count);
     if end.is_none() {
-        return Err(CheckFailure::OutOfRange {
-            block_count: geometry.block_count,
-        });
+        return Err(CheckFailure::OutOfRange { block_count: geometry.block_count });
     }
     let block_bytes = u64::from(geometry.logical_block_bytes);
-    let chunk_blocks = (buffer.length_bytes as u64 / block_bytes)
-        .min(u64::from(geometry.max_request_blocks))
-        .max(1);
+    let chunk_blocks =
+        (buffer.length_bytes as u64 / block_bytes).min(u64::from(geometry.max_request_blocks)).max(1);
     let mut next = lba;
     let mut remaining = block_count;
     while remaining > 0 {
         let blocks = remaining.min(chunk_blocks);
         let bytes = (blocks * block_bytes) as usize;
-        let chunk = buffer.slice(0, bytes).ok_or(CheckFailure::OutOfRange {
-            block_count: geometry.block_count,
-        })?;
+        let chunk =
+            buffer.slice(0, bytes).ok_or(CheckFailure::OutOfRange { block_count: geometry.block_count })?;
         read_blocking(device, platform, chunk, next, blocks as u32)?;
         platform.invalidate_for_cpu(&chunk);
         // SAFETY: the read completed, so no device writes the chunk; it is pool memory owned here.
@@ -310,25 +271,15 @@ pub fn read_blocking(
     block_count: u32,
 ) -> Result<(), CheckFailure> {
     const TAG: u32 = 0x0c8c_0001;
-    let request = Request {
-        tag: TAG,
-        operation: Operation::Read,
-        lba,
-        block_count,
-        buffer,
-    };
-    device
-        .submit(request)
-        .map_err(|(_, error)| CheckFailure::Refused(error))?;
+    let request = Request { tag: TAG, operation: Operation::Read, lba, block_count, buffer };
+    device.submit(request).map_err(|(_, error)| CheckFailure::Refused(error))?;
     device.kick();
     let deadline = drivers::platform::Deadline::after_us(platform, CHECK_CHUNK_TIMEOUT_US);
     let mut completions = [Completion::default(); 4];
     loop {
         let finished = device.poll(&mut completions);
         if let Some(completion) = completions[..finished].iter().find(|c| c.tag == TAG) {
-            return completion
-                .result
-                .map_err(|error| CheckFailure::Failed { lba, error });
+            return completion.result.map_err(|error| CheckFailure::Failed { lba, error });
         }
         if deadline.has_passed(platform) {
             return Err(CheckFailure::Timeout { lba });

@@ -20,10 +20,7 @@ unsafe impl<T: Send> Sync for SingleCoreCell<T> {}
 
 impl<T> SingleCoreCell<T> {
     pub const fn new(value: T) -> Self {
-        SingleCoreCell {
-            value: UnsafeCell::new(value),
-            in_use: AtomicBool::new(false),
-        }
+        SingleCoreCell { value: UnsafeCell::new(value), in_use: AtomicBool::new(false) }
     }
 
     /// Runs `f` with exclusive access; `None` if the cell is already in use (re-entry).

@@ -14,9 +14,7 @@ pub struct GenericTimer {
 impl GenericTimer {
     /// Reads CNTFRQ_EL0. A zero frequency (firmware that never set it) is reported by the caller.
     pub fn new() -> Self {
-        GenericTimer {
-            ticks_per_second: registers::counter_frequency_hz(),
-        }
+        GenericTimer { ticks_per_second: registers::counter_frequency_hz() }
     }
 }
 

@@ -21,6 +21,7 @@ pub struct Run {
     smp: Option<u32>,
     extra: Vec<String>,
     device_tree: Option<Vec<u8>>,
+    machine_options: Option<String>,
     timeout: Duration,
 }
 
@@ -32,20 +33,12 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn assert_status(&self, expected: i32) {
-        assert_eq!(
-            self.status,
-            Some(expected),
-            "exit status; serial output:\n{}",
-            self.output
-        );
+        assert_eq!(self.status, Some(expected), "exit status; serial output:\n{}", self.output);
     }
 }
 
 pub fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 pub fn scratch_dir() -> PathBuf {
@@ -57,11 +50,7 @@ pub fn scratch_dir() -> PathBuf {
 fn unique_name(stem: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{stem}-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{stem}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
 }
 
 impl Run {
@@ -74,6 +63,7 @@ impl Run {
             smp: None,
             extra: Vec::new(),
             device_tree: None,
+            machine_options: None,
             timeout: Duration::from_secs(60),
         }
     }
@@ -97,6 +87,15 @@ impl Run {
         self.extra.push(argument.to_string());
         self
     }
+    pub fn args(mut self, arguments: &[&str]) -> Self {
+        self.extra.extend(arguments.iter().map(|a| a.to_string()));
+        self
+    }
+    /// Extra `-M` options, e.g. "highmem=off".
+    pub fn machine_options(mut self, options: &str) -> Self {
+        self.machine_options = Some(options.to_string());
+        self
+    }
     pub fn device_tree(mut self, blob: &[u8]) -> Self {
         self.device_tree = Some(blob.to_vec());
         self
@@ -114,36 +113,19 @@ impl Run {
             Machine::Virt => ("virt", "kernel-virt"),
         };
         let image = build.join(format!("{image}.{}", if self.elf { "elf" } else { "img" }));
-        assert!(
-            image.exists(),
-            "{} is missing: run `make` first",
-            image.display()
-        );
+        assert!(image.exists(), "{} is missing: run `make` first", image.display());
         let log = scratch_dir().join(unique_name(&format!("serial-{machine}")) + ".log");
         let mut command = Command::new("qemu-system-aarch64");
-        command.args([
-            "-M",
-            machine,
-            "-display",
-            "none",
-            "-monitor",
-            "none",
-            "-semihosting",
-        ]);
-        command
-            .arg("-serial")
-            .arg(format!("file:{}", log.display()));
+        let machine_argument = match &self.machine_options {
+            Some(options) => format!("{machine},{options}"),
+            None => machine.to_string(),
+        };
+        command.args(["-M", &machine_argument, "-display", "none", "-monitor", "none", "-semihosting"]);
+        command.arg("-serial").arg(format!("file:{}", log.display()));
         command.arg("-kernel").arg(&image);
         command.args(["-append", &self.append]);
         if let Machine::Virt = self.machine {
-            command.args([
-                "-cpu",
-                self.cpu.as_deref().unwrap_or("cortex-a72"),
-                "-m",
-                "1G",
-                "-nic",
-                "none",
-            ]);
+            command.args(["-cpu", self.cpu.as_deref().unwrap_or("cortex-a72"), "-m", "1G", "-nic", "none"]);
             if let Some(smp) = self.smp {
                 command.args(["-smp", &smp.to_string()]);
             }
@@ -155,9 +137,7 @@ impl Run {
         }
         command.args(&self.extra);
         let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .expect("qemu-system-aarch64 runs (make deps installs it)");
+        let mut child = command.spawn().expect("qemu-system-aarch64 runs (make deps installs it)");
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
                 break status.code();
@@ -173,10 +153,6 @@ impl Run {
         let raw = std::fs::read(&log).unwrap_or_default();
         let _ = std::fs::remove_file(&log);
         let output = String::from_utf8_lossy(&raw).replace("\r\n", "\n");
-        Outcome {
-            status,
-            output,
-            elapsed,
-        }
+        Outcome { status, output, elapsed }
     }
 }

@@ -1,0 +1,794 @@
+//! The benchmark's settings from the kernel command line: `key=value` words, presets, defaults (design.md "Configuration"; issue 5, point 4).
+//!
+//! The reference workload is the default. A `preset=` sets defaults that explicit keys then
+//! override wherever they stand on the line. A malformed value is reported with the accepted
+//! forms and the key keeps its default; keys that are not the benchmark's are handed back as
+//! [`Applied::NotMine`] so the kernel can claim its own (`exit=`, `nvme.*`, ...).
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use crate::units::{
+    parse_duration_ns, parse_size_bytes, DurationText, SizeText, GIB, KIB, MIB, NS_PER_MS, NS_PER_S,
+};
+
+/// The keys this module owns, in the order the help text lists them.
+pub const KNOWN_KEYS: [&str; 10] =
+    ["jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress"];
+
+/// The smallest block size a job may ask for (one 512-byte sector).
+pub const MIN_BLOCK_BYTES: u64 = 512;
+/// The deepest queue a job may ask for; devices clamp further to what they allow.
+pub const MAX_QUEUE_DEPTH: u32 = 1024;
+/// Most jobs one command line may list (keeps the results table and memory bounded).
+pub const MAX_JOBS: usize = 64;
+/// Most repetitions of each job.
+pub const MAX_RUNS: u32 = 100;
+/// Longest ramp or measured window (one day), so that tick arithmetic cannot overflow.
+pub const MAX_DURATION_NS: u64 = 86_400 * NS_PER_S;
+/// The default seed of the offset generator: fixed, so that runs repeat exactly (as fio's
+/// `randrepeat=1` default does); printed at the start and settable with `seed=`.
+pub const DEFAULT_SEED: u64 = 0x6261_7265_6265_6e63; // "barebenc" in ASCII
+
+/// One word of the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting<'a> {
+    /// `key=value` (the value may be empty).
+    Pair { key: &'a str, value: &'a str },
+    /// A word without `=`.
+    Malformed { token: &'a str },
+}
+
+/// The words of a command line, split at whitespace and at the first `=` of each word.
+pub fn settings(line: &str) -> impl Iterator<Item = Setting<'_>> {
+    line.split_ascii_whitespace().map(|token| match token.split_once('=') {
+        Some((key, value)) => Setting::Pair { key, value },
+        None => Setting::Malformed { token },
+    })
+}
+
+/// What a request reads (or would write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobOperation {
+    Read,
+    RandRead,
+    /// Accepted by the grammar, refused at run time (nothing is ever written).
+    Write,
+    /// Accepted by the grammar, refused at run time (nothing is ever written).
+    RandWrite,
+}
+
+impl JobOperation {
+    /// fio's `rw=` name.
+    pub fn fio_name(self) -> &'static str {
+        match self {
+            JobOperation::Read => "read",
+            JobOperation::RandRead => "randread",
+            JobOperation::Write => "write",
+            JobOperation::RandWrite => "randwrite",
+        }
+    }
+
+    pub fn is_random(self) -> bool {
+        matches!(self, JobOperation::RandRead | JobOperation::RandWrite)
+    }
+
+    pub fn is_write(self) -> bool {
+        matches!(self, JobOperation::Write | JobOperation::RandWrite)
+    }
+
+    fn from_name(name: &str) -> Option<JobOperation> {
+        match name {
+            "read" => Some(JobOperation::Read),
+            "randread" => Some(JobOperation::RandRead),
+            "write" => Some(JobOperation::Write),
+            "randwrite" => Some(JobOperation::RandWrite),
+            _ => None,
+        }
+    }
+}
+
+/// One workload as the command line asks for it (`op:bs:qd`); devices may round the block size
+/// and clamp the queue depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobSpec {
+    pub operation: JobOperation,
+    pub block_bytes: u64,
+    pub queue_depth: u32,
+}
+
+impl JobSpec {
+    pub const fn new(operation: JobOperation, block_bytes: u64, queue_depth: u32) -> JobSpec {
+        JobSpec { operation, block_bytes, queue_depth }
+    }
+}
+
+impl fmt::Display for JobSpec {
+    /// `op:bs:qd`, as the command line writes it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.operation.fio_name(), SizeText(self.block_bytes), self.queue_depth)
+    }
+}
+
+/// Which devices run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceSelection {
+    /// Every device the kernel passes, in its order.
+    All,
+    /// These names, in this order (the first is "device A" of the alternation).
+    Named(Vec<String>),
+}
+
+/// A named set of defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// The published reference workload (design.md): the defaults.
+    Reference,
+    /// The reference jobs, shortened for emulators (about a minute on QEMU with two devices).
+    Quick,
+    /// 4k, 64k and 1m × read and randread at QD 64 (other published Pi storage tests).
+    BlockSizes,
+}
+
+impl Preset {
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Reference => "reference",
+            Preset::Quick => "quick",
+            Preset::BlockSizes => "blocksizes",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Preset> {
+        match name {
+            "reference" => Some(Preset::Reference),
+            "quick" => Some(Preset::Quick),
+            "blocksizes" => Some(Preset::BlockSizes),
+            _ => None,
+        }
+    }
+}
+
+/// The reference jobs: sequential 1 MiB QD16, 4 KiB random QD1 and QD32 (design.md).
+pub const REFERENCE_JOBS: [JobSpec; 3] = [
+    JobSpec::new(JobOperation::Read, MIB, 16),
+    JobSpec::new(JobOperation::RandRead, 4 * KIB, 1),
+    JobSpec::new(JobOperation::RandRead, 4 * KIB, 32),
+];
+
+/// The `blocksizes` preset's queue depth (the published iodepth=64 tests).
+const BLOCK_SIZES_QUEUE_DEPTH: u32 = 64;
+/// The `blocksizes` preset's jobs.
+pub const BLOCK_SIZE_JOBS: [JobSpec; 6] = [
+    JobSpec::new(JobOperation::Read, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Read, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Read, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+];
+
+/// Everything the benchmark runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub jobs: Vec<JobSpec>,
+    pub ramp_ns: u64,
+    pub runtime_ns: u64,
+    pub runs: u32,
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+    pub devices: DeviceSelection,
+    pub seed: u64,
+    pub preset: Preset,
+    /// Whether the in-place progress line is printed during runs (barebench's own key).
+    pub progress: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::for_preset(Preset::Reference)
+    }
+}
+
+/// The outcome of [`Config::apply`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The key is the benchmark's and its value was taken.
+    Set,
+    /// The key is not the benchmark's: the kernel decides whether it knows it.
+    NotMine,
+}
+
+/// A setting that could not be used; its `Display` is the message for the console.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub key: String,
+    pub value: String,
+    pub problem: ConfigProblem,
+}
+
+/// What is wrong with a setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigProblem {
+    /// A known key with a value it does not accept; `kept` is the value used instead.
+    Malformed { expected: &'static str, kept: String },
+    /// A key neither the benchmark nor the kernel knows.
+    UnknownKey,
+    /// A word without `=` that the kernel does not know (`key` holds the word).
+    NotKeyValue,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.problem {
+            ConfigProblem::Malformed { expected, kept } => write!(
+                f,
+                "bad setting {}={}: expected {expected}; using the default {kept}",
+                self.key, self.value
+            ),
+            ConfigProblem::UnknownKey => {
+                write!(f, "{}", unknown_setting_message(&self.key, &self.value))
+            }
+            ConfigProblem::NotKeyValue => {
+                write!(f, "bad setting {}: expected key=value (keys: {}); ignored", self.key, KeyList)
+            }
+        }
+    }
+}
+
+/// The message for a key nobody knows: `unknown setting foo=bar; accepted keys: jobs, ramp, ...`.
+pub fn unknown_setting_message<'a>(key: &'a str, value: &'a str) -> impl fmt::Display + 'a {
+    UnknownSetting { key, value }
+}
+
+struct UnknownSetting<'a> {
+    key: &'a str,
+    value: &'a str,
+}
+
+impl fmt::Display for UnknownSetting<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown setting {}={}; accepted keys: {}", self.key, self.value, KeyList)
+    }
+}
+
+struct KeyList;
+
+impl fmt::Display for KeyList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, key) in KNOWN_KEYS.iter().enumerate() {
+            if index > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(key)?;
+        }
+        Ok(())
+    }
+}
+
+const EXPECTED_JOBS: &str = "a comma-separated list of op:bs:qd with op read, randread, write \
+     or randwrite, bs a size of at least 512 like 4k or 1m, qd 1 to 1024 \
+     (e.g. jobs=read:1m:16,randread:4k:32), at most 64 jobs, or none";
+const EXPECTED_DURATION: &str = "a duration like 10s or 500ms (0 allowed), at most 86400s";
+const EXPECTED_RUNTIME: &str = "a duration like 10s or 500ms, at least 1ms, at most 86400s";
+const EXPECTED_RUNS: &str = "a whole number of runs from 1 to 100";
+const EXPECTED_OFFSET: &str = "a size in bytes or with k, m, g or t (binary) like 1g";
+const EXPECTED_SIZE: &str = "a non-zero size in bytes or with k, m, g or t (binary) like 2g";
+const EXPECTED_DEVICES: &str =
+    "all, or a comma-separated list of device names like sd0,nvme0 (letters, digits, '.', '_', '-')";
+const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 42 or 0x2a";
+const EXPECTED_PRESET: &str = "reference, quick or blocksizes";
+const EXPECTED_PROGRESS: &str = "on or off";
+
+impl Config {
+    /// The defaults of a preset (devices all, default seed, progress on).
+    pub fn for_preset(preset: Preset) -> Config {
+        let mut config = Config {
+            jobs: Vec::new(),
+            ramp_ns: 0,
+            runtime_ns: 0,
+            runs: 0,
+            offset_bytes: 0,
+            size_bytes: 0,
+            devices: DeviceSelection::All,
+            seed: DEFAULT_SEED,
+            preset,
+            progress: true,
+        };
+        config.apply_preset(preset);
+        config
+    }
+
+    /// Sets the fields a preset governs: jobs, ramp, runtime, runs, offset, size.
+    fn apply_preset(&mut self, preset: Preset) {
+        self.preset = preset;
+        match preset {
+            Preset::Reference | Preset::BlockSizes => {
+                self.ramp_ns = 2 * NS_PER_S;
+                self.runtime_ns = 10 * NS_PER_S;
+                self.runs = 3;
+                self.offset_bytes = GIB;
+                self.size_bytes = 2 * GIB;
+            }
+            Preset::Quick => {
+                self.ramp_ns = 500 * NS_PER_MS;
+                self.runtime_ns = 2 * NS_PER_S;
+                self.runs = 3;
+                self.offset_bytes = 0;
+                self.size_bytes = 256 * MIB;
+            }
+        }
+        self.jobs = match preset {
+            Preset::Reference | Preset::Quick => REFERENCE_JOBS.to_vec(),
+            Preset::BlockSizes => BLOCK_SIZE_JOBS.to_vec(),
+        };
+    }
+
+    /// Applies one `key=value`. On error the configuration is unchanged. `preset=` resets the
+    /// fields it governs, so apply it before other keys ([`Config::from_command_line`] does).
+    pub fn apply(&mut self, key: &str, value: &str) -> Result<Applied, ConfigError> {
+        let malformed = |expected: &'static str, kept: String| ConfigError {
+            key: key.to_string(),
+            value: value.to_string(),
+            problem: ConfigProblem::Malformed { expected, kept },
+        };
+        match key {
+            "jobs" => {
+                self.jobs = parse_jobs(value)
+                    .ok_or_else(|| malformed(EXPECTED_JOBS, JobListText(&self.jobs).to_string()))?
+            }
+            "ramp" => {
+                self.ramp_ns = parse_duration_ns(value)
+                    .filter(|&ns| ns <= MAX_DURATION_NS)
+                    .ok_or_else(|| malformed(EXPECTED_DURATION, DurationText(self.ramp_ns).to_string()))?
+            }
+            "runtime" => {
+                self.runtime_ns = parse_duration_ns(value)
+                    .filter(|&ns| (NS_PER_MS..=MAX_DURATION_NS).contains(&ns))
+                    .ok_or_else(|| malformed(EXPECTED_RUNTIME, DurationText(self.runtime_ns).to_string()))?
+            }
+            "runs" => {
+                self.runs = parse_plain_number(value)
+                    .and_then(|runs| u32::try_from(runs).ok())
+                    .filter(|runs| (1..=MAX_RUNS).contains(runs))
+                    .ok_or_else(|| malformed(EXPECTED_RUNS, self.runs.to_string()))?
+            }
+            "offset" => {
+                self.offset_bytes = parse_size_bytes(value)
+                    .ok_or_else(|| malformed(EXPECTED_OFFSET, SizeText(self.offset_bytes).to_string()))?
+            }
+            "size" => {
+                self.size_bytes = parse_size_bytes(value)
+                    .filter(|&bytes| bytes > 0)
+                    .ok_or_else(|| malformed(EXPECTED_SIZE, SizeText(self.size_bytes).to_string()))?
+            }
+            "devices" => {
+                self.devices = parse_devices(value).ok_or_else(|| {
+                    malformed(EXPECTED_DEVICES, DeviceSelectionText(&self.devices).to_string())
+                })?
+            }
+            "seed" => {
+                self.seed =
+                    parse_seed(value).ok_or_else(|| malformed(EXPECTED_SEED, self.seed.to_string()))?
+            }
+            "preset" => {
+                let preset = Preset::from_name(value)
+                    .ok_or_else(|| malformed(EXPECTED_PRESET, self.preset.name().to_string()))?;
+                self.apply_preset(preset);
+            }
+            "progress" => {
+                self.progress = match value {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        let kept = if self.progress { "on" } else { "off" };
+                        return Err(malformed(EXPECTED_PROGRESS, kept.to_string()));
+                    }
+                }
+            }
+            _ => return Ok(Applied::NotMine),
+        }
+        Ok(Applied::Set)
+    }
+
+    /// Reads a whole command line: the last `preset=` first, then every other key in order (the
+    /// last of a repeated key wins). Keys that are not the benchmark's and for which
+    /// `is_kernel_key` is false are reported as unknown; so are words without `=` that
+    /// `is_kernel_key` does not claim. Every problem goes to `diagnostics`; nothing stops.
+    pub fn from_command_line(
+        line: &str,
+        is_kernel_key: impl Fn(&str) -> bool,
+        diagnostics: &mut impl FnMut(&ConfigError),
+    ) -> Config {
+        let mut config = Config::default();
+        let last_preset = settings(line).filter_map(|setting| match setting {
+            Setting::Pair { key: "preset", value } => Some(value),
+            _ => None,
+        });
+        if let Some(preset) = last_preset.last() {
+            if let Err(error) = config.apply("preset", preset) {
+                diagnostics(&error);
+            }
+        }
+        for setting in settings(line) {
+            match setting {
+                Setting::Pair { key: "preset", value: _ } => {}
+                Setting::Pair { key, value } => match config.apply(key, value) {
+                    Ok(Applied::Set) => {}
+                    Ok(Applied::NotMine) if is_kernel_key(key) => {}
+                    Ok(Applied::NotMine) => diagnostics(&ConfigError {
+                        key: key.to_string(),
+                        value: value.to_string(),
+                        problem: ConfigProblem::UnknownKey,
+                    }),
+                    Err(error) => diagnostics(&error),
+                },
+                Setting::Malformed { token } => {
+                    if !is_kernel_key(token) {
+                        diagnostics(&ConfigError {
+                            key: token.to_string(),
+                            value: String::new(),
+                            problem: ConfigProblem::NotKeyValue,
+                        });
+                    }
+                }
+            }
+        }
+        config
+    }
+
+    /// True when `name` is one of the devices to run.
+    pub fn selects_device(&self, name: &str) -> bool {
+        match &self.devices {
+            DeviceSelection::All => true,
+            DeviceSelection::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+impl fmt::Display for Config {
+    /// The settings as a command line that reproduces them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
+             progress={}",
+            self.preset.name(),
+            JobListText(&self.jobs),
+            DurationText(self.ramp_ns),
+            DurationText(self.runtime_ns),
+            self.runs,
+            SizeText(self.offset_bytes),
+            SizeText(self.size_bytes),
+            DeviceSelectionText(&self.devices),
+            self.seed,
+            if self.progress { "on" } else { "off" },
+        )
+    }
+}
+
+/// A job list as the command line writes it.
+pub struct JobListText<'a>(pub &'a [JobSpec]);
+
+impl fmt::Display for JobListText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, job) in self.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{job}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A device selection as the command line writes it.
+pub struct DeviceSelectionText<'a>(pub &'a DeviceSelection);
+
+impl fmt::Display for DeviceSelectionText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            DeviceSelection::All => f.write_str("all"),
+            DeviceSelection::Named(names) => {
+                for (index, name) in names.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(",")?;
+                    }
+                    f.write_str(name)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+fn parse_jobs(value: &str) -> Option<Vec<JobSpec>> {
+    let mut jobs = Vec::new();
+    // `jobs=none`: no benchmark, only the device report and the checks (crc=, verify=).
+    if value == "none" {
+        return Some(jobs);
+    }
+    for item in value.split(',') {
+        let mut fields = item.split(':');
+        let operation = JobOperation::from_name(fields.next()?)?;
+        let block_bytes = parse_size_bytes(fields.next()?).filter(|&b| b >= MIN_BLOCK_BYTES)?;
+        let queue_depth = parse_plain_number(fields.next()?)
+            .and_then(|qd| u32::try_from(qd).ok())
+            .filter(|qd| (1..=MAX_QUEUE_DEPTH).contains(qd))?;
+        if fields.next().is_some() || jobs.len() == MAX_JOBS {
+            return None;
+        }
+        jobs.push(JobSpec::new(operation, block_bytes, queue_depth));
+    }
+    Some(jobs)
+}
+
+fn parse_plain_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn parse_seed(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            u64::from_str_radix(hex, 16).ok()
+        }
+        Some(_) => None,
+        None => parse_plain_number(text),
+    }
+}
+
+fn parse_devices(value: &str) -> Option<DeviceSelection> {
+    if value == "all" {
+        return Some(DeviceSelection::All);
+    }
+    let mut names: Vec<String> = Vec::new();
+    for name in value.split(',') {
+        let valid = !name.is_empty()
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return None;
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Some(DeviceSelection::Named(names))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::vec;
+
+    fn parse(line: &str) -> (Config, Vec<String>) {
+        let mut messages = Vec::new();
+        let config = Config::from_command_line(
+            line,
+            |key| key == "exit" || key.starts_with("nvme.") || key == "quiet",
+            &mut |error: &ConfigError| messages.push(error.to_string()),
+        );
+        (config, messages)
+    }
+
+    #[test]
+    fn jobs_none_means_no_benchmark() {
+        let mut config = Config::default();
+        assert_eq!(config.apply("jobs", "none").unwrap(), Applied::Set);
+        assert!(config.jobs.is_empty());
+        assert!(config.apply("jobs", "none,read:4k:1").is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_reference_workload() {
+        let config = Config::default();
+        assert_eq!(config.jobs, REFERENCE_JOBS.to_vec());
+        assert_eq!(JobListText(&config.jobs).to_string(), "read:1m:16,randread:4k:1,randread:4k:32");
+        assert_eq!(config.ramp_ns, 2 * NS_PER_S);
+        assert_eq!(config.runtime_ns, 10 * NS_PER_S);
+        assert_eq!(config.runs, 3);
+        assert_eq!(config.offset_bytes, GIB);
+        assert_eq!(config.size_bytes, 2 * GIB);
+        assert_eq!(config.devices, DeviceSelection::All);
+        assert_eq!(config.seed, DEFAULT_SEED);
+        assert!(config.progress);
+        assert_eq!(parse("").0, config);
+    }
+
+    #[test]
+    fn every_key_takes_its_accepted_forms() {
+        let (config, messages) = parse(
+            "jobs=randread:512:1024,read:3m:2,write:4k:1,randwrite:1g:8 ramp=500ms runtime=3s \
+             runs=5 offset=4096 size=1t devices=sd0,nvme0,sd0 seed=0x2A progress=off",
+        );
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(
+            config.jobs,
+            vec![
+                JobSpec::new(JobOperation::RandRead, 512, 1024),
+                JobSpec::new(JobOperation::Read, 3 * MIB, 2),
+                JobSpec::new(JobOperation::Write, 4 * KIB, 1),
+                JobSpec::new(JobOperation::RandWrite, GIB, 8),
+            ]
+        );
+        assert_eq!(config.ramp_ns, 500 * NS_PER_MS);
+        assert_eq!(config.runtime_ns, 3 * NS_PER_S);
+        assert_eq!(config.runs, 5);
+        assert_eq!(config.offset_bytes, 4096);
+        assert_eq!(config.size_bytes, 1 << 40);
+        assert_eq!(config.devices, DeviceSelection::Named(vec!["sd0".into(), "nvme0".into()]));
+        assert!(config.selects_device("nvme0") && !config.selects_device("nvme1"));
+        assert_eq!(config.seed, 42);
+        assert!(!config.progress);
+        assert_eq!(parse("seed=12345 ramp=0").0.seed, 12345);
+        assert_eq!(parse("ramp=0").0.ramp_ns, 0);
+        assert_eq!(parse("devices=all").0.devices, DeviceSelection::All);
+        assert!(parse("progress=on").0.progress);
+    }
+
+    #[test]
+    fn each_malformed_value_keeps_the_default_and_says_what_is_accepted() {
+        let cases: [(&str, &str); 30] = [
+            ("jobs=read:1m", "using the default read:1m:16,randread:4k:1,randread:4k:32"),
+            ("jobs=read:1m:16:4", "expected a comma-separated list of op:bs:qd"),
+            ("jobs=copy:4k:1", "op read, randread, write or randwrite"),
+            ("jobs=read:256:1", "bs a size of at least 512"),
+            ("jobs=read:4x:1", "like 4k or 1m"),
+            ("jobs=read:4k:0", "qd 1 to 1024"),
+            ("jobs=read:4k:1025", "qd 1 to 1024"),
+            ("jobs=read:4k:1,", "op:bs:qd"),
+            ("jobs=", "op:bs:qd"),
+            ("ramp=2", "expected a duration like 10s or 500ms (0 allowed)"),
+            ("ramp=2m", "using the default 2s"),
+            ("ramp=86401s", "at most 86400s"),
+            ("runtime=ten", "expected a duration like 10s or 500ms, at least 1ms"),
+            ("runtime=0", "using the default 10s"),
+            ("runtime=0ms", "at least 1ms"),
+            ("runs=0", "expected a whole number of runs from 1 to 100; using the default 3"),
+            ("runs=101", "from 1 to 100"),
+            ("runs=-1", "from 1 to 100"),
+            ("runs=3.5", "from 1 to 100"),
+            ("offset=1.5g", "using the default 1g"),
+            ("offset=", "like 1g"),
+            ("size=0", "a non-zero size"),
+            ("size=2gb", "using the default 2g"),
+            ("devices=", "using the default all"),
+            ("devices=sd0,,nvme0", "comma-separated list of device names"),
+            ("devices=sd/0", "like sd0,nvme0"),
+            ("seed=", "decimal or 0x-prefixed hexadecimal"),
+            ("seed=0xZZ", "using the default 7089073068225949283"),
+            ("preset=fast", "expected reference, quick or blocksizes; using the default reference"),
+            ("progress=yes", "expected on or off; using the default on"),
+        ];
+        let default = Config::default();
+        for (line, expected_text) in cases {
+            let (config, messages) = parse(line);
+            assert_eq!(config, default, "{line} must leave the defaults");
+            assert_eq!(messages.len(), 1, "{line}: {messages:?}");
+            let key_value = line;
+            assert!(
+                messages[0].starts_with(&format!("bad setting {key_value}: expected ")),
+                "{line}: {}",
+                messages[0]
+            );
+            assert!(messages[0].contains(expected_text), "{line}: {}", messages[0]);
+        }
+    }
+
+    #[test]
+    fn the_runtime_message_reads_as_documented() {
+        let (_, messages) = parse("runtime=ten");
+        assert_eq!(
+            messages,
+            vec![String::from(
+                "bad setting runtime=ten: expected a duration like 10s or 500ms, at least 1ms, \
+                 at most 86400s; using the default 10s"
+            )]
+        );
+    }
+
+    #[test]
+    fn too_many_jobs_are_refused() {
+        let many = vec!["read:4k:1"; MAX_JOBS + 1].join(",");
+        let (config, messages) = parse(&format!("jobs={many}"));
+        assert_eq!(config.jobs, REFERENCE_JOBS.to_vec());
+        assert_eq!(messages.len(), 1);
+        let enough = vec!["read:4k:1"; MAX_JOBS].join(",");
+        assert_eq!(parse(&format!("jobs={enough}")).0.jobs.len(), MAX_JOBS);
+    }
+
+    #[test]
+    fn unknown_keys_and_bare_words_are_reported_unless_the_kernel_claims_them() {
+        let (config, messages) = parse("foo=bar exit=poweroff nvme.mdts=8 quiet rootwait runs=2 =x");
+        assert_eq!(config.runs, 2);
+        assert_eq!(
+            messages,
+            vec![
+                String::from(
+                    "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
+                     size, devices, seed, preset, progress"
+                ),
+                String::from(
+                    "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
+                     offset, size, devices, seed, preset, progress); ignored"
+                ),
+                String::from(
+                    "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
+                     devices, seed, preset, progress"
+                ),
+            ]
+        );
+        let mut config = Config::default();
+        assert_eq!(config.apply("exit", "1"), Ok(Applied::NotMine));
+        assert_eq!(config.apply("runs", "7"), Ok(Applied::Set));
+        assert_eq!(
+            unknown_setting_message("a", "b").to_string(),
+            "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
+             devices, seed, preset, progress"
+        );
+    }
+
+    #[test]
+    fn presets_set_defaults_that_explicit_keys_override_in_any_order() {
+        let quick = Config::for_preset(Preset::Quick);
+        assert_eq!(quick.jobs, REFERENCE_JOBS.to_vec());
+        assert_eq!(quick.ramp_ns, 500 * NS_PER_MS);
+        assert_eq!(quick.runtime_ns, 2 * NS_PER_S);
+        assert_eq!(quick.runs, 3);
+        assert_eq!(quick.offset_bytes, 0);
+        assert_eq!(quick.size_bytes, 256 * MIB);
+
+        let blocksizes = Config::for_preset(Preset::BlockSizes);
+        assert_eq!(
+            JobListText(&blocksizes.jobs).to_string(),
+            "read:4k:64,read:64k:64,read:1m:64,randread:4k:64,randread:64k:64,randread:1m:64"
+        );
+        assert_eq!(blocksizes.runtime_ns, 10 * NS_PER_S);
+
+        let before = parse("runtime=1s preset=quick seed=9").0;
+        let after = parse("preset=quick runtime=1s seed=9").0;
+        assert_eq!(before, after);
+        assert_eq!(before.preset, Preset::Quick);
+        assert_eq!(before.runtime_ns, NS_PER_S);
+        assert_eq!(before.ramp_ns, 500 * NS_PER_MS);
+        assert_eq!(before.seed, 9);
+
+        // The last preset wins; a bad preset is reported and the reference stays.
+        assert_eq!(parse("preset=quick preset=blocksizes").0.preset, Preset::BlockSizes);
+        let (config, messages) = parse("preset=nope runs=4");
+        assert_eq!(config.preset, Preset::Reference);
+        assert_eq!(config.runs, 4);
+        assert_eq!(messages.len(), 1);
+        // A preset keeps devices and seed: they are not preset fields.
+        let (config, _) = parse("devices=sd0 seed=5 preset=quick");
+        assert_eq!(config.devices, DeviceSelection::Named(vec!["sd0".into()]));
+        assert_eq!(config.seed, 5);
+    }
+
+    #[test]
+    fn the_display_form_reads_back_to_the_same_config() {
+        let (config, _) =
+            parse("preset=quick jobs=read:4k:8,randwrite:64k:2 runs=7 devices=nvme0 seed=77 progress=off");
+        let text = config.to_string();
+        let (again, messages) = parse(&text);
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(again, config);
+    }
+
+    #[test]
+    fn words_split_at_the_first_equals_sign() {
+        let words: Vec<Setting<'_>> = settings("  a=b=c  quiet\tx= ").collect();
+        assert_eq!(
+            words,
+            vec![
+                Setting::Pair { key: "a", value: "b=c" },
+                Setting::Malformed { token: "quiet" },
+                Setting::Pair { key: "x", value: "" },
+            ]
+        );
+    }
+}

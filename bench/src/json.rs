@@ -1,0 +1,581 @@
+//! The machine-readable results: fio-compatible JSON between two marker lines (nvme-and-fio.md §3.5; issue 5, point 6).
+//!
+//! Field names and units follow fio 3.x's `--output-format=json`: per job `jobname`, `groupid`,
+//! `error`, `"job options"` (strings), and a `read` object with `io_bytes`, `io_kbytes`,
+//! `bw_bytes`, `bw` (KiB/s), `iops`, `runtime` (ms), `total_ios`, `short_ios`, `drop_ios`,
+//! `slat_ns`, `clat_ns`, `lat_ns` (`min`, `max`, `mean`, `stddev`, `N`, and for clat and lat
+//! `percentile` keyed `"99.000000"`); `write` is all zeros, as fio writes it for read jobs.
+//! barebench adds a `"barebench"` object per job, `"barebench medians"` and a top-level
+//! `"barebench"` object. Every number comes from integers; floats are printed as fixed decimals.
+//! `bw_bytes` and `iops` are computed from the window in nanoseconds (fio uses milliseconds).
+
+use core::fmt::{self, Write};
+
+use blockdev::IoErrorKind;
+
+use crate::cmdline::Config;
+use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
+use crate::results::{MedianResult, RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
+use crate::runner::{BenchmarkResults, ReportContext};
+use crate::stats::LatencySummary;
+use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS};
+use crate::{JSON_BEGIN_MARKER, JSON_END_MARKER};
+
+/// fio's `error` for a run that ended early: EIO (Linux errno 5, `asm-generic/errno-base.h`).
+const FIO_ERROR_EIO: u32 = 5;
+
+/// Decimals of the fixed-point means (thousandths of a ns) and rates (millionths).
+const MEAN_DECIMALS: u32 = 3;
+const RATE_DECIMALS: u32 = 6;
+
+/// Writes the marker lines and the JSON document between them.
+pub fn write_results_block(
+    out: &mut dyn fmt::Write,
+    config: &Config,
+    context: &ReportContext<'_>,
+    results: &BenchmarkResults,
+) -> fmt::Result {
+    writeln!(out, "\n{JSON_BEGIN_MARKER}")?;
+    write_fio_json(out, config, context, results)?;
+    writeln!(out, "\n{JSON_END_MARKER}")
+}
+
+/// Writes the JSON document alone.
+pub fn write_fio_json(
+    out: &mut dyn fmt::Write,
+    config: &Config,
+    context: &ReportContext<'_>,
+    results: &BenchmarkResults,
+) -> fmt::Result {
+    let mut json = JsonWriter::new(out);
+    json.open(None, '{')?;
+    json.string_field("fio version", format_args!("barebench-{}", env!("CARGO_PKG_VERSION")))?;
+
+    json.open(Some("global options"), '{')?;
+    json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
+    json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
+    json.string_field("time_based", format_args!("1"))?;
+    json.string_field("readonly", format_args!("1"))?;
+    json.string_field("randseed", format_args!("{}", config.seed))?;
+    json.close('}')?;
+
+    json.open(Some("jobs"), '[')?;
+    for run in &results.runs {
+        write_job(&mut json, config, run)?;
+    }
+    json.close(']')?;
+
+    json.open(Some("barebench medians"), '[')?;
+    for median in &results.medians {
+        write_median(&mut json, median)?;
+    }
+    json.close(']')?;
+
+    json.open(Some("barebench"), '{')?;
+    json.string_field("version", format_args!("{}", env!("CARGO_PKG_VERSION")))?;
+    json.string_field("board", format_args!("{}", context.board))?;
+    json.number_field("timer_frequency_hz", context.timer_frequency_hz)?;
+    json.number_field("seed", config.seed)?;
+    json.number_field("runs", config.runs)?;
+    json.string_field("median_rule", format_args!("{MEDIAN_RULE}"))?;
+    json.string_field(
+        "latency",
+        format_args!(
+            "lat = submit to completion seen; clat = doorbell to completion seen; slat = submit \
+             to doorbell"
+        ),
+    )?;
+    json.string_field("settings", format_args!("{config}"))?;
+    json.open(Some("devices"), '[')?;
+    for name in &results.device_names {
+        json.string_element(format_args!("{name}"))?;
+    }
+    json.close(']')?;
+    json.open(Some("notes"), '[')?;
+    for note in &results.notes {
+        json.string_element(format_args!("{note}"))?;
+    }
+    json.close(']')?;
+    // Extra facts may not replace the fields above (a JSON object's keys must be unique).
+    const OWN_KEYS: [&str; 10] = [
+        "version",
+        "board",
+        "timer_frequency_hz",
+        "seed",
+        "runs",
+        "median_rule",
+        "latency",
+        "settings",
+        "devices",
+        "notes",
+    ];
+    for (key, value) in context.extra {
+        if !OWN_KEYS.contains(key) {
+            json.string_field(key, format_args!("{value}"))?;
+        }
+    }
+    json.close('}')?;
+    json.close('}')
+}
+
+fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt::Result {
+    json.open(None, '{')?;
+    json.string_field(
+        "jobname",
+        format_args!(
+            "{}-{}-qd{}-{}-run{}",
+            run.job.operation.fio_name(),
+            SizeText(run.job.block_bytes),
+            run.job.queue_depth,
+            run.device_name,
+            run.run
+        ),
+    )?;
+    json.number_field("groupid", 0u32)?;
+    let error = if run.ended_early.is_some() { FIO_ERROR_EIO } else { 0 };
+    json.number_field("error", error)?;
+
+    json.open(Some("job options"), '{')?;
+    json.string_field("name", format_args!("{}-{}", run.job.operation.fio_name(), run.device_name))?;
+    json.string_field("filename", format_args!("{}", run.device_name))?;
+    json.string_field("rw", format_args!("{}", run.job.operation.fio_name()))?;
+    json.string_field("bs", format_args!("{}", SizeText(run.block_bytes)))?;
+    json.string_field("iodepth", format_args!("{}", run.queue_depth))?;
+    json.string_field("offset", format_args!("{}", run.region_offset_bytes))?;
+    json.string_field("size", format_args!("{}", run.region_size_bytes))?;
+    json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
+    json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
+    json.close('}')?;
+
+    let runtime_ms = rounded_ms(run.window_ns);
+    json.open(Some("read"), '{')?;
+    json.number_field("io_bytes", run.bytes)?;
+    json.number_field("io_kbytes", run.bytes / KIB)?;
+    let bw_bytes = run.bandwidth_micro() / MICRO_PER_UNIT;
+    json.number_field("bw_bytes", bw_bytes)?;
+    json.number_field("bw", bw_bytes / u128::from(KIB))?;
+    json.fixed_field("iops", Fixed::new(run.iops_micro(), RATE_DECIMALS))?;
+    json.number_field("runtime", runtime_ms)?;
+    json.number_field("total_ios", run.ios)?;
+    json.number_field("short_ios", 0u32)?;
+    json.number_field("drop_ios", 0u32)?;
+    write_latency(json, "slat_ns", &run.slat, None)?;
+    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns))?;
+    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns))?;
+    json.close('}')?;
+
+    write_zero_direction(json, "write")?;
+    json.number_field("job_runtime", runtime_ms)?;
+
+    json.open(Some("barebench"), '{')?;
+    json.string_field("device", format_args!("{}", run.device_name))?;
+    json.number_field("run", run.run)?;
+    json.number_field("block_bytes", run.block_bytes)?;
+    json.number_field("queue_depth", run.queue_depth)?;
+    json.number_field("requested_block_bytes", run.job.block_bytes)?;
+    json.number_field("requested_queue_depth", run.job.queue_depth)?;
+    json.number_field("window_ns", run.window_ns)?;
+    json.number_field("ramp_ns", run.ramp_ns)?;
+    json.number_field("region_offset_bytes", run.region_offset_bytes)?;
+    json.number_field("region_size_bytes", run.region_size_bytes)?;
+    json.number_field("seed", run.seed)?;
+    json.open(Some("errors"), '{')?;
+    for kind in IoErrorKind::ALL {
+        json.number_field(kind.name(), run.errors[kind.index()])?;
+    }
+    json.close('}')?;
+    json.number_field("errors_total", run.errors_total())?;
+    if let Some(end) = run.ended_early {
+        let reason = match end {
+            RunEnd::SubmitRefused { .. } => "submit refused",
+            RunEnd::DrainTimeout { .. } => "drain timeout",
+            RunEnd::ClockStalled { .. } => "timer stopped",
+        };
+        json.string_field("ended_early", format_args!("{reason}"))?;
+    }
+    json.open(Some("notes"), '[')?;
+    for note in &run.notes {
+        json.string_element(format_args!("{note}"))?;
+    }
+    json.close(']')?;
+    json.close('}')?;
+    json.close('}')
+}
+
+fn rounded_ms(ns: u64) -> u64 {
+    (ns + NS_PER_MS / 2) / NS_PER_MS
+}
+
+fn write_latency(
+    json: &mut JsonWriter<'_>,
+    key: &str,
+    summary: &LatencySummary,
+    percentiles_ns: Option<&[u64; FIO_DEFAULT_PERCENTILES.len()]>,
+) -> fmt::Result {
+    json.open(Some(key), '{')?;
+    json.number_field("min", summary.min_ns)?;
+    json.number_field("max", summary.max_ns)?;
+    json.fixed_field("mean", Fixed::new(summary.mean_milli_ns, MEAN_DECIMALS))?;
+    json.fixed_field("stddev", Fixed::new(summary.stddev_milli_ns, MEAN_DECIMALS))?;
+    json.number_field("N", summary.samples)?;
+    // fio leaves the percentiles out when there are no samples.
+    if let Some(values) = percentiles_ns.filter(|_| summary.samples > 0) {
+        json.open(Some("percentile"), '{')?;
+        for (&percent, &value) in FIO_DEFAULT_PERCENTILES.iter().zip(values.iter()) {
+            let mut key = crate::units::TextBuffer::<16>::new();
+            // fio's "%f": six decimals of the percentage.
+            let millionths_per_percent = HUNDRED_PERCENT / 100;
+            write!(key, "{}.{:06}", percent / millionths_per_percent, percent % millionths_per_percent)?;
+            json.number_field(key.as_str(), value)?;
+        }
+        json.close('}')?;
+    }
+    json.close('}')
+}
+
+fn write_zero_direction(json: &mut JsonWriter<'_>, key: &str) -> fmt::Result {
+    json.open(Some(key), '{')?;
+    for field in ["io_bytes", "io_kbytes", "bw_bytes", "bw"] {
+        json.number_field(field, 0u32)?;
+    }
+    json.fixed_field("iops", Fixed::new(0, RATE_DECIMALS))?;
+    for field in ["runtime", "total_ios", "short_ios", "drop_ios"] {
+        json.number_field(field, 0u32)?;
+    }
+    for latency in ["slat_ns", "clat_ns", "lat_ns"] {
+        write_latency(json, latency, &LatencySummary::default(), None)?;
+    }
+    json.close('}')
+}
+
+fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result {
+    let milli = |value: u128| Fixed::new(value, MEAN_DECIMALS);
+    json.open(None, '{')?;
+    json.string_field("device", format_args!("{}", median.device_name))?;
+    json.string_field("rw", format_args!("{}", median.job.operation.fio_name()))?;
+    json.number_field("bs", median.block_bytes)?;
+    json.number_field("iodepth", median.queue_depth)?;
+    json.number_field("runs", median.runs)?;
+    json.fixed_field("iops", Fixed::new(median.iops_micro, RATE_DECIMALS))?;
+    json.fixed_field("bw_bytes", Fixed::new(median.bandwidth_micro, RATE_DECIMALS))?;
+    json.fixed_field("clat_mean_ns", milli(median.clat_mean_milli_ns))?;
+    json.fixed_field("clat_p50_ns", milli(median.clat_p50_milli_ns))?;
+    json.fixed_field("clat_p99_ns", milli(median.clat_p99_milli_ns))?;
+    json.fixed_field("clat_p99_9_ns", milli(median.clat_p99_9_milli_ns))?;
+    json.fixed_field("lat_mean_ns", milli(median.lat_mean_milli_ns))?;
+    json.fixed_field("lat_p50_ns", milli(median.lat_p50_milli_ns))?;
+    json.fixed_field("lat_p99_ns", milli(median.lat_p99_milli_ns))?;
+    json.fixed_field("lat_p99_9_ns", milli(median.lat_p99_9_milli_ns))?;
+    json.fixed_field("lat_max_ns", milli(median.lat_max_milli_ns))?;
+    json.number_field("errors_total", median.errors_total)?;
+    json.close('}')
+}
+
+/// A streaming JSON writer with fio's layout (`"key" : value`, two-space indentation).
+struct JsonWriter<'w> {
+    out: &'w mut dyn fmt::Write,
+    depth: usize,
+    /// Whether the current object or array has no member yet.
+    empty: bool,
+}
+
+impl<'w> JsonWriter<'w> {
+    fn new(out: &'w mut dyn fmt::Write) -> JsonWriter<'w> {
+        JsonWriter { out, depth: 0, empty: true }
+    }
+
+    /// Starts a member: the comma after the previous one, a new line, indentation, the key.
+    fn member(&mut self, key: Option<&str>) -> fmt::Result {
+        if self.depth > 0 {
+            if !self.empty {
+                self.out.write_char(',')?;
+            }
+            self.out.write_char('\n')?;
+            for _ in 0..self.depth {
+                self.out.write_str("  ")?;
+            }
+        }
+        self.empty = false;
+        if let Some(key) = key {
+            write_escaped(self.out, format_args!("{key}"))?;
+            self.out.write_str(" : ")?;
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, key: Option<&str>, bracket: char) -> fmt::Result {
+        self.member(key)?;
+        self.out.write_char(bracket)?;
+        self.depth += 1;
+        self.empty = true;
+        Ok(())
+    }
+
+    fn close(&mut self, bracket: char) -> fmt::Result {
+        self.depth -= 1;
+        if !self.empty {
+            self.out.write_char('\n')?;
+            for _ in 0..self.depth {
+                self.out.write_str("  ")?;
+            }
+        }
+        self.out.write_char(bracket)?;
+        self.empty = false;
+        Ok(())
+    }
+
+    fn string_field(&mut self, key: &str, value: fmt::Arguments<'_>) -> fmt::Result {
+        self.member(Some(key))?;
+        write_escaped(self.out, value)
+    }
+
+    fn string_element(&mut self, value: fmt::Arguments<'_>) -> fmt::Result {
+        self.member(None)?;
+        write_escaped(self.out, value)
+    }
+
+    fn number_field(&mut self, key: &str, value: impl Into<u128>) -> fmt::Result {
+        self.member(Some(key))?;
+        write!(self.out, "{}", value.into())
+    }
+
+    fn fixed_field(&mut self, key: &str, value: Fixed) -> fmt::Result {
+        self.member(Some(key))?;
+        write!(self.out, "{value}")
+    }
+}
+
+/// Writes a JSON string (RFC 8259 §7): quotes, with `"`, `\` and control characters escaped.
+fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Result {
+    struct Escaper<'a>(&'a mut dyn fmt::Write);
+    impl fmt::Write for Escaper<'_> {
+        fn write_str(&mut self, text: &str) -> fmt::Result {
+            for c in text.chars() {
+                match c {
+                    '"' => self.0.write_str("\\\"")?,
+                    '\\' => self.0.write_str("\\\\")?,
+                    '\n' => self.0.write_str("\\n")?,
+                    '\r' => self.0.write_str("\\r")?,
+                    '\t' => self.0.write_str("\\t")?,
+                    c if (c as u32) < 0x20 || c == '\u{7f}' => write!(self.0, "\\u{:04x}", c as u32)?,
+                    c => self.0.write_char(c)?,
+                }
+            }
+            Ok(())
+        }
+    }
+    out.write_char('"')?;
+    Escaper(out).write_fmt(value)?;
+    out.write_char('"')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmdline::{JobOperation, JobSpec, Preset};
+    use crate::fio_json::{extract_json_from_log, parse_fio_json};
+    use crate::histogram::{P50_INDEX, P99_INDEX};
+    use crate::runner::run_benchmark;
+    use crate::sim::{SimBehaviour, SimClock, SimDevice};
+    use crate::units::NS_PER_S;
+    use blockdev::{BlockDevice, DmaBuffer, Geometry};
+    use std::string::String;
+    use std::vec::Vec;
+
+    /// Two simulated devices (an NVMe-like and an SD-like one) through a shortened reference
+    /// workload; returns the console text and the results.
+    fn simulated_benchmark() -> (String, BenchmarkResults, Config) {
+        let clock = SimClock::new(54_000_000, 2);
+        let mut nvme_behaviour = SimBehaviour::new(
+            Geometry {
+                logical_block_bytes: 512,
+                block_count: 8 << 21,
+                max_request_blocks: 2048,
+                max_in_flight: 63,
+            },
+            4_000, // 74 µs at 54 MHz
+        );
+        nvme_behaviour.random_latency_ticks = 2_000;
+        nvme_behaviour.transfer_ticks_per_kib = 54; // ≈ 1 GB/s
+
+        let mut sd_behaviour = SimBehaviour::new(
+            Geometry {
+                logical_block_bytes: 512,
+                block_count: 1 << 21,
+                max_request_blocks: 65_535,
+                max_in_flight: 1,
+            },
+            20_000, // 370 µs
+        );
+        sd_behaviour.random_latency_ticks = 10_000;
+        sd_behaviour.error_every = Some((50, IoErrorKind::Crc));
+        sd_behaviour.transfer_ticks_per_kib = 600; // ≈ 90 MB/s
+        let mut nvme = SimDevice::new("nvme0", nvme_behaviour, &clock);
+        let mut sd = SimDevice::new("sd0", sd_behaviour, &clock);
+        let mut config = Config::for_preset(Preset::Quick);
+        config.ramp_ns = 100 * NS_PER_MS;
+        config.runtime_ns = 1_000 * NS_PER_MS;
+        config.jobs = [
+            JobSpec::new(JobOperation::Read, 1 << 20, 16),
+            JobSpec::new(JobOperation::RandRead, 4096, 1),
+            JobSpec::new(JobOperation::RandRead, 4096, 32),
+        ]
+        .to_vec();
+        let mut console = String::new();
+        let context = ReportContext {
+            board: "simulated \"board\"",
+            timer_frequency_hz: 54_000_000,
+            extra: &[("cpu", "host test"), ("board", "ignored duplicate")],
+        };
+        let mut devices: [&mut dyn BlockDevice; 2] = [&mut nvme, &mut sd];
+        let results = run_benchmark(
+            &config,
+            &mut devices,
+            &clock,
+            DmaBuffer { cpu_address: 0x1000_0000, physical_address: 0x1000_0000, length_bytes: 8 << 20 },
+            &context,
+            &mut console,
+        );
+        (console, results, config)
+    }
+
+    #[test]
+    fn json_round_trips_through_the_log_extractor_and_parser() {
+        let (console, results, _) = simulated_benchmark();
+        std::println!("{console}");
+        assert_eq!(console.matches(JSON_BEGIN_MARKER).count(), 1);
+        assert_eq!(console.matches(JSON_END_MARKER).count(), 1);
+        let json = extract_json_from_log(&console).unwrap();
+        let report = parse_fio_json(&json).unwrap();
+
+        assert!(report.is_barebench());
+        assert_eq!(report.fio_version, std::format!("barebench-{}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(report.jobs.len(), results.runs.len());
+        assert_eq!(results.runs.len(), 3 * 2 * 3);
+        for (job, run) in report.jobs.iter().zip(&results.runs) {
+            let read = &job.read;
+            assert_eq!(read.total_ios, run.ios);
+            assert_eq!(read.io_bytes, run.bytes);
+            assert_eq!(u128::from(read.bw_bytes), run.bandwidth_micro() / MICRO_PER_UNIT);
+            assert!((read.iops - run.iops_micro() as f64 / 1e6).abs() < 1e-6);
+            assert_eq!(read.runtime, run.window_ns / NS_PER_MS);
+            assert_eq!(read.clat_ns.samples, run.ios);
+            assert_eq!(read.lat_ns.min, run.lat.min_ns);
+            assert_eq!(read.lat_ns.max, run.lat.max_ns);
+            assert!((read.lat_ns.mean - run.lat.mean_milli_ns as f64 / 1e3).abs() < 1e-9);
+            assert!((read.clat_ns.stddev - run.clat.stddev_milli_ns as f64 / 1e3).abs() < 1e-9);
+            assert!((read.slat_ns.mean - run.slat.mean_milli_ns as f64 / 1e3).abs() < 1e-9);
+            assert_eq!(read.clat_ns.percentile(50.0), Some(run.clat_percentiles_ns[P50_INDEX]));
+            assert_eq!(read.lat_ns.percentile(99.0), Some(run.lat_percentiles_ns[P99_INDEX]));
+            assert_eq!(read.lat_ns.percentiles.len(), 17);
+            assert_eq!(job.write.total_ios, 0);
+            let settings = &job.settings;
+            assert_eq!(settings.rw, run.job.operation.fio_name());
+            assert_eq!(settings.block_bytes, run.block_bytes);
+            assert_eq!(settings.queue_depth, run.queue_depth);
+            assert_eq!(settings.device.as_deref(), Some(run.device_name.as_str()));
+            assert_eq!(settings.run, Some(run.run));
+            assert_eq!(settings.runtime_ns, Some(NS_PER_S));
+            assert_eq!(settings.ramp_time_ns, Some(100 * NS_PER_MS));
+            let extras = job.barebench.as_ref().unwrap();
+            assert_eq!(extras.errors_total, run.errors_total());
+            assert_eq!(extras.errors.get("crc").copied(), Some(run.errors[1]));
+            assert_eq!(extras.window_ns, run.window_ns);
+            assert_eq!(extras.requested_queue_depth, run.job.queue_depth);
+        }
+        // The SD device ran at queue depth 1 whatever was asked, said so, and saw CRC errors.
+        // The job name carries the workload as asked; the options and facts what ran.
+        let sd_qd32 = report.jobs.iter().find(|j| j.jobname == "randread-4k-qd32-sd0-run2").unwrap();
+        assert_eq!(sd_qd32.job_options.get("iodepth").map(String::as_str), Some("1"));
+        let facts = sd_qd32.barebench.as_ref().unwrap();
+        assert_eq!((facts.requested_queue_depth, facts.queue_depth), (32, 1));
+        assert!(facts.notes.iter().any(|n| n.starts_with("sd0 has no command queueing")));
+        let names: std::collections::BTreeSet<&str> =
+            report.jobs.iter().map(|j| j.jobname.as_str()).collect();
+        assert_eq!(names.len(), report.jobs.len(), "job names are unique");
+        assert!(report
+            .jobs
+            .iter()
+            .filter(|j| j.settings.device.as_deref() == Some("sd0"))
+            .all(|j| j.settings.queue_depth == 1));
+        assert!(results.runs.iter().any(|r| r.errors[1] > 0));
+
+        assert_eq!(report.barebench_medians.len(), results.medians.len());
+        for (parsed, median) in report.barebench_medians.iter().zip(&results.medians) {
+            assert_eq!(parsed.device, median.device_name);
+            assert_eq!(parsed.runs, 3);
+            assert!((parsed.iops - median.iops_micro as f64 / 1e6).abs() < 1e-6);
+            assert!((parsed.bw_bytes - median.bandwidth_micro as f64 / 1e6).abs() < 1e-6);
+            assert!((parsed.lat_p99_ns - median.lat_p99_milli_ns as f64 / 1e3).abs() < 1e-9);
+            assert!((parsed.clat_mean_ns - median.clat_mean_milli_ns as f64 / 1e3).abs() < 1e-9);
+        }
+        let info = report.barebench.as_ref().unwrap();
+        assert_eq!(info.board.as_deref(), Some("simulated \"board\""));
+        assert_eq!(info.timer_frequency_hz, Some(54_000_000));
+        assert_eq!(info.median_rule.as_deref(), Some(MEDIAN_RULE));
+        assert_eq!(info.other.get("cpu"), Some(&serde_json::Value::String("host test".into())));
+    }
+
+    #[test]
+    fn the_json_has_fio_field_names_and_types() {
+        let (console, results, _) = simulated_benchmark();
+        let json = extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        assert!(value["fio version"].is_string());
+        assert!(value["global options"]["ramp_time"].is_string());
+        let jobs = value["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), results.runs.len());
+        for job in jobs {
+            for key in ["jobname", "groupid", "error", "job options", "read", "write"] {
+                assert!(job.get(key).is_some(), "missing {key}");
+            }
+            for option in ["rw", "bs", "iodepth", "filename", "ramp_time", "runtime"] {
+                assert!(job["job options"][option].is_string(), "option {option}");
+            }
+            let read = &job["read"];
+            for key in
+                ["io_bytes", "io_kbytes", "bw_bytes", "bw", "runtime", "total_ios", "short_ios", "drop_ios"]
+            {
+                assert!(read[key].is_u64(), "read.{key}");
+            }
+            assert!(read["iops"].is_f64());
+            for latency in ["slat_ns", "clat_ns", "lat_ns"] {
+                let stat = &read[latency];
+                assert!(stat["min"].is_u64() && stat["max"].is_u64() && stat["N"].is_u64());
+                assert!(stat["mean"].is_f64() && stat["stddev"].is_f64(), "{latency}");
+            }
+            assert!(read["slat_ns"].get("percentile").is_none());
+            let percentiles = read["clat_ns"]["percentile"].as_object().unwrap();
+            let keys: Vec<&str> = percentiles.keys().map(String::as_str).collect();
+            for key in ["1.000000", "50.000000", "99.000000", "99.500000", "99.990000"] {
+                assert!(keys.contains(&key), "{key} in {keys:?}");
+            }
+            assert!(job["write"]["iops"].is_f64());
+            assert!(job["barebench"]["errors"]["timeout"].is_u64());
+        }
+        let medians = value["barebench medians"].as_array().unwrap();
+        assert_eq!(medians.len(), 6);
+        assert!(medians[0]["lat_p99_ns"].is_f64());
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let mut out = String::new();
+        write_escaped(&mut out, format_args!("a\"b\\c\nd\u{1}é")).unwrap();
+        assert_eq!(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
+        let parsed: String = serde_json::from_str(&out).unwrap();
+        assert_eq!(parsed, "a\"b\\c\nd\u{1}é");
+    }
+
+    #[test]
+    fn empty_results_are_still_a_valid_document() {
+        let mut out = String::new();
+        let config = Config::default();
+        write_results_block(&mut out, &config, &ReportContext::default(), &BenchmarkResults::default())
+            .unwrap();
+        let json = extract_json_from_log(&out).unwrap();
+        let report = parse_fio_json(&json).unwrap();
+        assert!(report.jobs.is_empty() && report.barebench_medians.is_empty());
+        assert!(json.contains("\"jobs\" : [],") || json.contains("\"jobs\" : []"));
+    }
+}

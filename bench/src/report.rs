@@ -1,0 +1,377 @@
+//! Console output for people: run lines, the in-place progress line, per-job tables, the summary and device ratios (design.md "Output"; issue 5, point 5).
+//!
+//! Latencies in the tables are submit → completion (fio's `lat`), in µs with one decimal below
+//! 10 ms and whole µs above. Console write errors are ignored: there is nowhere to report them.
+
+use alloc::string::String;
+use core::fmt::{self, Write};
+
+use crate::cmdline::{Config, JobSpec};
+use crate::histogram::{P50_INDEX, P99_9_INDEX, P99_INDEX};
+use crate::results::{MedianResult, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
+use crate::runner::{BenchmarkResults, DevicePlan};
+use crate::stats::MILLI_PER_UNIT;
+use crate::units::{DurationText, Fixed, LatencyMicros, SizeText, MIB, NS_PER_S};
+
+/// Nanoseconds per tenth of a second (progress shows seconds with one decimal).
+const NS_PER_DECISECOND: u64 = NS_PER_S / 10;
+
+/// The opening lines: what will run.
+pub fn print_start(console: &mut dyn fmt::Write, config: &Config, device_names: &[String]) {
+    let _ = writeln!(
+        console,
+        "barebench {}: {} jobs × {} devices × {} runs (device order alternates between runs); \
+         ramp {} then {} measured; region {} bytes at {}; seed {}",
+        env!("CARGO_PKG_VERSION"),
+        config.jobs.len(),
+        device_names.len(),
+        config.runs,
+        DurationText(config.ramp_ns),
+        DurationText(config.runtime_ns),
+        SizeText(config.size_bytes),
+        SizeText(config.offset_bytes),
+        config.seed
+    );
+    let _ = writeln!(console, "settings: {config}");
+    if device_names.is_empty() {
+        let _ = writeln!(console, "no devices to run");
+    } else {
+        let _ = write!(console, "devices:");
+        for name in device_names {
+            let _ = write!(console, " {name}");
+        }
+        let _ = writeln!(console);
+    }
+}
+
+/// The line before each job's messages and runs.
+pub fn print_job_header(console: &mut dyn fmt::Write, job: &JobSpec, job_number: usize, jobs: usize) {
+    let _ = writeln!(console, "\njob {job_number}/{jobs}: {job}");
+}
+
+/// The line before each run.
+pub fn print_run_header(
+    console: &mut dyn fmt::Write,
+    job: &JobSpec,
+    plan: &DevicePlan,
+    device_name: &str,
+    run: u32,
+    runs: u32,
+    config: &Config,
+) {
+    let _ = writeln!(
+        console,
+        "run {run}/{runs}: {} {} qd{} on {device_name}, region {} bytes at {}, ramp {} then {} \
+         measured",
+        job.operation.fio_name(),
+        SizeText(plan.block_bytes),
+        plan.queue_depth,
+        SizeText(plan.region_size_bytes),
+        plan.region_offset_bytes,
+        DurationText(config.ramp_ns),
+        DurationText(config.runtime_ns),
+    );
+}
+
+/// The progress line of a run, rewritten in place with `\r`.
+pub struct ProgressLine<'a> {
+    device_name: &'a str,
+    job: &'a JobSpec,
+    plan: &'a DevicePlan,
+    run: u32,
+    runs: u32,
+    total_ns: u64,
+    enabled: bool,
+    line_open: bool,
+}
+
+impl<'a> ProgressLine<'a> {
+    pub fn new(
+        device_name: &'a str,
+        job: &'a JobSpec,
+        plan: &'a DevicePlan,
+        run: u32,
+        runs: u32,
+        total_ns: u64,
+        enabled: bool,
+    ) -> ProgressLine<'a> {
+        ProgressLine { device_name, job, plan, run, runs, total_ns, enabled, line_open: false }
+    }
+
+    /// Rewrites the line: elapsed of total seconds and I/Os completed so far (ramp included).
+    pub fn update(&mut self, console: &mut dyn fmt::Write, elapsed_ns: u64, ios: u64) {
+        if !self.enabled {
+            return;
+        }
+        let _ = write!(
+            console,
+            "\r  {} {} {} qd{} run {}/{}: {} of {} s, {ios} I/Os ",
+            self.device_name,
+            self.job.operation.fio_name(),
+            SizeText(self.plan.block_bytes),
+            self.plan.queue_depth,
+            self.run,
+            self.runs,
+            Fixed::new(u128::from(elapsed_ns / NS_PER_DECISECOND), 1),
+            Fixed::new(u128::from(self.total_ns / NS_PER_DECISECOND), 1),
+        );
+        self.line_open = true;
+    }
+
+    /// Ends the line so that a message can be printed below it.
+    pub fn interrupt(&mut self, console: &mut dyn fmt::Write) {
+        if self.line_open {
+            let _ = writeln!(console);
+            self.line_open = false;
+        }
+    }
+
+    /// The last update and the end of the line.
+    pub fn finish(&mut self, console: &mut dyn fmt::Write, elapsed_ns: u64, ios: u64) {
+        self.update(console, elapsed_ns, ios);
+        self.interrupt(console);
+    }
+}
+
+fn mib_per_s(bandwidth_micro: u128) -> Fixed {
+    Fixed::new(bandwidth_micro / u128::from(MIB), 6).rounded_to(1)
+}
+
+fn mb_per_s(bandwidth_micro: u128) -> Fixed {
+    // bytes/s × 10^6 / 10^6 = bytes/s, which is MB/s with six decimals.
+    Fixed::new(bandwidth_micro / MICRO_PER_UNIT, 6).rounded_to(1)
+}
+
+fn iops(iops_micro: u128) -> Fixed {
+    Fixed::new(iops_micro, 6).rounded_to(0)
+}
+
+fn micros(milli_ns: u128) -> LatencyMicros {
+    LatencyMicros { milli_ns }
+}
+
+fn ns_to_milli(ns: u64) -> u128 {
+    u128::from(ns) * MILLI_PER_UNIT
+}
+
+const JOB_TABLE_HEADER: &str = "job          bs    qd  device       run      MiB/s       IOPS    \
+     mean µs     p50 µs     p99 µs   p99.9 µs     max µs  errors";
+
+/// The table after a job: a row per device and run, then the device's median row.
+pub fn print_job_table(
+    console: &mut dyn fmt::Write,
+    job: &JobSpec,
+    runs: &[RunResult],
+    medians: &[MedianResult],
+    device_names: &[String],
+) {
+    let _ = writeln!(
+        console,
+        "\nresults for {job} (latency = submit to completion; median row: each column's median, \
+         errors summed)"
+    );
+    let _ = writeln!(console, "{JOB_TABLE_HEADER}");
+    for name in device_names {
+        let mut device_runs: alloc::vec::Vec<&RunResult> =
+            runs.iter().filter(|r| &r.device_name == name).collect();
+        device_runs.sort_by_key(|r| r.run);
+        for run in device_runs {
+            let _ = writeln!(
+                console,
+                "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} \
+                 {:>7}",
+                run.job.operation.fio_name(),
+                SizeText(run.block_bytes).to_padded(),
+                run.queue_depth,
+                name,
+                run.run,
+                mib_per_s(run.bandwidth_micro()),
+                iops(run.iops_micro()),
+                micros(run.lat.mean_milli_ns),
+                micros(ns_to_milli(run.lat_percentiles_ns[P50_INDEX])),
+                micros(ns_to_milli(run.lat_percentiles_ns[P99_INDEX])),
+                micros(ns_to_milli(run.lat_percentiles_ns[P99_9_INDEX])),
+                micros(ns_to_milli(run.lat.max_ns)),
+                run.errors_total(),
+            );
+        }
+        for median in medians.iter().filter(|m| &m.device_name == name) {
+            let _ = writeln!(
+                console,
+                "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} \
+                 {:>7}",
+                median.job.operation.fio_name(),
+                SizeText(median.block_bytes).to_padded(),
+                median.queue_depth,
+                name,
+                "median",
+                mib_per_s(median.bandwidth_micro),
+                iops(median.iops_micro),
+                micros(median.lat_mean_milli_ns),
+                micros(median.lat_p50_milli_ns),
+                micros(median.lat_p99_milli_ns),
+                micros(median.lat_p99_9_milli_ns),
+                micros(median.lat_max_milli_ns),
+                median.errors_total,
+            );
+        }
+    }
+}
+
+/// The summary of medians per device and job, and the ratios when two devices ran.
+pub fn print_summary(console: &mut dyn fmt::Write, config: &Config, results: &BenchmarkResults) {
+    let _ = writeln!(
+        console,
+        "\nsummary: medians per device and job ({MEDIAN_RULE}; latency = submit to completion)"
+    );
+    if results.medians.is_empty() {
+        let _ = writeln!(console, "no results");
+        return;
+    }
+    let _ = writeln!(
+        console,
+        "device   job                  bs    qd  runs      MiB/s       MB/s       IOPS    mean µs     \
+         p99 µs  errors"
+    );
+    for name in &results.device_names {
+        for median in results.medians.iter().filter(|m| &m.device_name == name) {
+            let _ = writeln!(
+                console,
+                "{:<8} {:<16} {:>6} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+                name,
+                JobLabel(&median.job).to_padded(),
+                SizeText(median.block_bytes).to_padded(),
+                median.queue_depth,
+                median.runs,
+                mib_per_s(median.bandwidth_micro),
+                mb_per_s(median.bandwidth_micro),
+                iops(median.iops_micro),
+                micros(median.lat_mean_milli_ns),
+                micros(median.lat_p99_milli_ns),
+                median.errors_total,
+            );
+        }
+    }
+    print_ratios(console, config, results);
+}
+
+fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &BenchmarkResults) {
+    let [first, second] = results.device_names.as_slice() else {
+        return;
+    };
+    let _ = writeln!(
+        console,
+        "\nratios between {first} and {second} (larger ÷ smaller value: throughput better ÷ worse, \
+         latency slower ÷ faster; each reads \"how many times better\"):"
+    );
+    let _ = writeln!(
+        console,
+        "job                  MiB/s                IOPS                 mean latency         p99 \
+         latency"
+    );
+    for (job_index, job) in config.jobs.iter().enumerate() {
+        let find = |name: &String| {
+            results.medians.iter().find(|m| m.job_index == job_index && &m.device_name == name)
+        };
+        let (Some(a), Some(b)) = (find(first), find(second)) else {
+            continue;
+        };
+        let _ = writeln!(
+            console,
+            "{:<20} {:<20} {:<20} {:<20} {}",
+            JobLabel(job).to_padded(),
+            Ratio::higher_is_better(a, b, a.bandwidth_micro, b.bandwidth_micro).to_padded(),
+            Ratio::higher_is_better(a, b, a.iops_micro, b.iops_micro).to_padded(),
+            Ratio::lower_is_better(a, b, a.lat_mean_milli_ns, b.lat_mean_milli_ns).to_padded(),
+            Ratio::lower_is_better(a, b, a.lat_p99_milli_ns, b.lat_p99_milli_ns),
+        );
+    }
+}
+
+/// `op:bs:qd` of a job as configured.
+struct JobLabel<'a>(&'a JobSpec);
+
+impl fmt::Display for JobLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// "`better`/`worse` N.N×": the larger value over the smaller one, so always ≥ 1.
+pub struct Ratio<'a> {
+    numerator_name: &'a str,
+    denominator_name: &'a str,
+    tenths: Option<u128>,
+}
+
+impl<'a> Ratio<'a> {
+    /// For throughput: the device with the larger value is better.
+    pub fn higher_is_better(
+        a: &'a MedianResult,
+        b: &'a MedianResult,
+        a_value: u128,
+        b_value: u128,
+    ) -> Ratio<'a> {
+        if a_value >= b_value {
+            Ratio::of(&a.device_name, &b.device_name, a_value, b_value)
+        } else {
+            Ratio::of(&b.device_name, &a.device_name, b_value, a_value)
+        }
+    }
+
+    /// For latency: the slower device's value over the faster one's.
+    pub fn lower_is_better(
+        a: &'a MedianResult,
+        b: &'a MedianResult,
+        a_value: u128,
+        b_value: u128,
+    ) -> Ratio<'a> {
+        // The slower device's latency is the numerator, the faster one's the denominator.
+        if a_value <= b_value {
+            Ratio::of(&b.device_name, &a.device_name, b_value, a_value)
+        } else {
+            Ratio::of(&a.device_name, &b.device_name, a_value, b_value)
+        }
+    }
+
+    fn of(
+        numerator_name: &'a str,
+        denominator_name: &'a str,
+        numerator: u128,
+        denominator: u128,
+    ) -> Ratio<'a> {
+        let tenths =
+            (numerator > 0 && denominator > 0).then(|| (numerator * 10 + denominator / 2) / denominator);
+        Ratio { numerator_name, denominator_name, tenths }
+    }
+}
+
+impl fmt::Display for Ratio<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.tenths {
+            Some(tenths) => {
+                write!(f, "{}/{} {}×", self.numerator_name, self.denominator_name, Fixed::new(tenths, 1))
+            }
+            None => write!(f, "{}/{} n/a", self.numerator_name, self.denominator_name),
+        }
+    }
+}
+
+/// Renders a `Display` value first so that width and alignment apply to its whole text.
+trait ToPadded: fmt::Display + Sized {
+    fn to_padded(self) -> Padded<Self> {
+        Padded(self)
+    }
+}
+
+impl<T: fmt::Display> ToPadded for T {}
+
+struct Padded<T>(T);
+
+impl<T: fmt::Display> fmt::Display for Padded<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = crate::units::TextBuffer::<96>::new();
+        write!(text, "{}", self.0)?;
+        f.pad(text.as_str())
+    }
+}

@@ -1,0 +1,273 @@
+//! Results of runs and their medians, in unrounded fixed-point integers (nvme-and-fio.md §3.4, §3.6).
+//!
+//! Rates are kept in millionths (IOPS × 10^6, bytes/s × 10^6) and latencies in thousandths of a
+//! nanosecond, so medians are taken from the unrounded values; only printing rounds.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use blockdev::{IoErrorKind, SubmitError};
+
+use crate::cmdline::JobSpec;
+use crate::histogram::{FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX};
+use crate::stats::{LatencySummary, MILLI_PER_UNIT};
+use crate::units::NS_PER_S;
+
+/// Millionths per unit: the fixed-point scale of rates.
+pub const MICRO_PER_UNIT: u128 = 1_000_000;
+
+/// How medians are taken; printed with the summary and put in the JSON.
+pub const MEDIAN_RULE: &str = "median of the runs for each metric independently; for an even \
+     number of runs, the mean of the two middle values";
+
+/// Why a run stopped before its window was over, or could not be drained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The device refused a request with something other than "queue full" (or refused with
+    /// "queue full" while nothing was in flight, so retrying could never succeed).
+    SubmitRefused { error: SubmitError, lba: u64 },
+    /// Requests were still in flight long after the window; the device is not used again.
+    DrainTimeout { in_flight: u32, waited_ns: u64 },
+    /// The timer returned the same value for [`crate::runner::STALLED_CLOCK_READINGS`]
+    /// readings in a row; nothing more can be measured.
+    ClockStalled { ticks: u64 },
+}
+
+/// One run: one device, one job, one repetition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunResult {
+    pub job_index: usize,
+    /// The job as configured.
+    pub job: JobSpec,
+    /// Index into the device slice given to the runner.
+    pub device_index: usize,
+    pub device_name: String,
+    /// Repetition number, from 1.
+    pub run: u32,
+    /// Block size and queue depth used on this device (after rounding and clamping).
+    pub block_bytes: u64,
+    pub queue_depth: u32,
+    pub region_offset_bytes: u64,
+    pub region_size_bytes: u64,
+    pub seed: u64,
+    pub ramp_ns: u64,
+    /// Length of the measured window.
+    pub window_ns: u64,
+    /// Successful I/Os completed inside the window, and their bytes.
+    pub ios: u64,
+    pub bytes: u64,
+    /// Submit → doorbell.
+    pub slat: LatencySummary,
+    /// Doorbell → completion seen (fio's clat).
+    pub clat: LatencySummary,
+    /// Submit → completion seen (fio's lat; what the console tables show).
+    pub lat: LatencySummary,
+    /// fio's default percentile list ([`FIO_DEFAULT_PERCENTILES`]), ns.
+    pub clat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
+    pub lat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
+    /// Failed I/Os completed inside the window, indexed by [`IoErrorKind::index`].
+    pub errors: [u64; IoErrorKind::ALL.len()],
+    pub ended_early: Option<RunEnd>,
+    /// Messages about this run, as printed.
+    pub notes: Vec<String>,
+}
+
+impl RunResult {
+    /// I/Os per second × 10^6.
+    pub fn iops_micro(&self) -> u128 {
+        per_second_micro(u128::from(self.ios), self.window_ns)
+    }
+
+    /// Bytes per second × 10^6.
+    pub fn bandwidth_micro(&self) -> u128 {
+        per_second_micro(u128::from(self.bytes), self.window_ns)
+    }
+
+    pub fn errors_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+/// `amount / window` per second, × 10^6; 0 for an empty window.
+fn per_second_micro(amount: u128, window_ns: u64) -> u128 {
+    if window_ns == 0 {
+        return 0;
+    }
+    amount * MICRO_PER_UNIT * u128::from(NS_PER_S) / u128::from(window_ns)
+}
+
+/// The median over the runs of one device and job, each metric independently.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MedianResult {
+    pub job_index: usize,
+    pub job: JobSpec,
+    pub device_index: usize,
+    pub device_name: String,
+    pub block_bytes: u64,
+    pub queue_depth: u32,
+    /// Runs the median is taken over.
+    pub runs: u32,
+    pub iops_micro: u128,
+    pub bandwidth_micro: u128,
+    pub clat_mean_milli_ns: u128,
+    pub clat_p50_milli_ns: u128,
+    pub clat_p99_milli_ns: u128,
+    pub clat_p99_9_milli_ns: u128,
+    pub lat_mean_milli_ns: u128,
+    pub lat_p50_milli_ns: u128,
+    pub lat_p99_milli_ns: u128,
+    pub lat_p99_9_milli_ns: u128,
+    pub lat_max_milli_ns: u128,
+    /// Failed I/Os summed over the runs (a count, not a median).
+    pub errors_total: u64,
+}
+
+/// The median of `values` ([`MEDIAN_RULE`]): the middle value, or for an even count the mean
+/// of the two middle values rounded half up in the last fixed-point digit. 0 when empty.
+pub fn median(values: &mut [u128]) -> u128 {
+    if values.is_empty() {
+        return 0;
+    }
+    values.sort_unstable();
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        let (lower, upper) = (values[middle - 1], values[middle]);
+        // ⌈(lower + upper) / 2⌉ without overflow.
+        lower / 2 + upper / 2 + (lower % 2 + upper % 2).div_ceil(2)
+    }
+}
+
+/// The medians of every (job, device) pair in `runs`, in order of first appearance by job, then
+/// by device index.
+pub fn medians_of(runs: &[RunResult]) -> Vec<MedianResult> {
+    let mut keys: Vec<(usize, usize)> = runs.iter().map(|run| (run.job_index, run.device_index)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|(job_index, device_index)| {
+            let group: Vec<&RunResult> =
+                runs.iter().filter(|r| r.job_index == job_index && r.device_index == device_index).collect();
+            median_of_group(&group)
+        })
+        .collect()
+}
+
+fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
+    let first = group.first()?;
+    let metric = |value: &dyn Fn(&RunResult) -> u128| {
+        let mut values: Vec<u128> = group.iter().map(|run| value(run)).collect();
+        median(&mut values)
+    };
+    let ns = |value: u64| u128::from(value) * MILLI_PER_UNIT;
+    Some(MedianResult {
+        job_index: first.job_index,
+        job: first.job,
+        device_index: first.device_index,
+        device_name: first.device_name.clone(),
+        block_bytes: first.block_bytes,
+        queue_depth: first.queue_depth,
+        runs: group.len() as u32,
+        iops_micro: metric(&|r| r.iops_micro()),
+        bandwidth_micro: metric(&|r| r.bandwidth_micro()),
+        clat_mean_milli_ns: metric(&|r| r.clat.mean_milli_ns),
+        clat_p50_milli_ns: metric(&|r| ns(r.clat_percentiles_ns[P50_INDEX])),
+        clat_p99_milli_ns: metric(&|r| ns(r.clat_percentiles_ns[P99_INDEX])),
+        clat_p99_9_milli_ns: metric(&|r| ns(r.clat_percentiles_ns[P99_9_INDEX])),
+        lat_mean_milli_ns: metric(&|r| r.lat.mean_milli_ns),
+        lat_p50_milli_ns: metric(&|r| ns(r.lat_percentiles_ns[P50_INDEX])),
+        lat_p99_milli_ns: metric(&|r| ns(r.lat_percentiles_ns[P99_INDEX])),
+        lat_p99_9_milli_ns: metric(&|r| ns(r.lat_percentiles_ns[P99_9_INDEX])),
+        lat_max_milli_ns: metric(&|r| ns(r.lat.max_ns)),
+        errors_total: group.iter().map(|r| r.errors_total()).sum(),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cmdline::JobOperation;
+    use std::vec;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&mut []), 0);
+        assert_eq!(median(&mut [7]), 7);
+        assert_eq!(median(&mut [9, 1, 5]), 5);
+        assert_eq!(median(&mut [4, 1, 3, 2]), 3); // (2 + 3) / 2 = 2.5 → rounds half up
+        assert_eq!(median(&mut [10, 20]), 15);
+        assert_eq!(median(&mut [u128::MAX, u128::MAX - 2]), u128::MAX - 1);
+        assert_eq!(median(&mut [1, 100, 2, 1000, 3]), 3);
+    }
+
+    pub(crate) fn run_result(device_index: usize, run: u32, ios: u64, lat_ns: u64) -> RunResult {
+        let latency = LatencySummary {
+            samples: ios,
+            min_ns: lat_ns,
+            max_ns: lat_ns * 2,
+            mean_milli_ns: u128::from(lat_ns) * 1000,
+            stddev_milli_ns: 0,
+        };
+        RunResult {
+            job_index: 0,
+            job: JobSpec::new(JobOperation::RandRead, 4096, 1),
+            device_index,
+            device_name: ["nvme0", "sd0"][device_index].into(),
+            run,
+            block_bytes: 4096,
+            queue_depth: 1,
+            region_offset_bytes: 0,
+            region_size_bytes: 1 << 20,
+            seed: 1,
+            ramp_ns: 0,
+            window_ns: NS_PER_S,
+            ios,
+            bytes: ios * 4096,
+            slat: LatencySummary::default(),
+            clat: latency,
+            lat: latency,
+            clat_percentiles_ns: [lat_ns; 17],
+            lat_percentiles_ns: [lat_ns; 17],
+            errors: [0, 1, 0, 0, 0],
+            ended_early: None,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn medians_are_per_metric_and_per_device() {
+        // Run 2 has the most I/Os but run 3 has the lowest latency: each metric independently.
+        let runs = vec![
+            run_result(0, 1, 1000, 300),
+            run_result(1, 1, 10, 90_000),
+            run_result(0, 2, 3000, 200),
+            run_result(1, 2, 30, 70_000),
+            run_result(0, 3, 2000, 100),
+        ];
+        let medians = medians_of(&runs);
+        assert_eq!(medians.len(), 2);
+        let nvme = &medians[0];
+        assert_eq!((nvme.device_name.as_str(), nvme.runs), ("nvme0", 3));
+        assert_eq!(nvme.iops_micro, 2000 * MICRO_PER_UNIT);
+        assert_eq!(nvme.bandwidth_micro, 2000 * 4096 * MICRO_PER_UNIT);
+        assert_eq!(nvme.lat_mean_milli_ns, 200_000);
+        assert_eq!(nvme.lat_max_milli_ns, 400_000);
+        assert_eq!(nvme.errors_total, 3);
+        let sd = &medians[1];
+        assert_eq!(sd.runs, 2);
+        assert_eq!(sd.iops_micro, 20 * MICRO_PER_UNIT);
+        assert_eq!(sd.lat_p99_milli_ns, 80_000_000);
+    }
+
+    #[test]
+    fn rates_of_an_empty_window_are_zero() {
+        let mut run = run_result(0, 1, 5, 100);
+        run.window_ns = 0;
+        assert_eq!(run.iops_micro(), 0);
+        assert_eq!(run.bandwidth_micro(), 0);
+        // 5 I/Os in 3 s: 1.666666… IOPS, kept to the millionth.
+        run.window_ns = 3 * NS_PER_S;
+        assert_eq!(run.iops_micro(), 1_666_666);
+    }
+}

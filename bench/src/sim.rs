@@ -1,0 +1,241 @@
+//! A simulated clock and block device with a latency model, for host tests of the runner (issue 5, "Tests").
+//!
+//! The clock advances by a fixed step at every reading, and the device jumps it forward to the
+//! next completion when a poll would otherwise find nothing, so runs are deterministic and fast.
+
+use core::cell::{Cell, RefCell};
+use std::string::String;
+use std::vec::Vec;
+
+use blockdev::{
+    check_request, BlockDevice, Clock, Completion, Geometry, IoError, IoErrorKind, Request, SubmitError,
+};
+
+use crate::offsets::RandomGenerator;
+
+pub struct SimClock {
+    ticks: Cell<u64>,
+    step_ticks: u64,
+    ticks_per_second: u64,
+    /// A broken timer: always the same reading.
+    frozen: bool,
+}
+
+impl SimClock {
+    pub fn new(ticks_per_second: u64, step_ticks: u64) -> SimClock {
+        SimClock { ticks: Cell::new(0), step_ticks, ticks_per_second, frozen: false }
+    }
+
+    /// A timer that never advances.
+    pub fn frozen(ticks_per_second: u64) -> SimClock {
+        SimClock { frozen: true, ..SimClock::new(ticks_per_second, 0) }
+    }
+
+    fn peek(&self) -> u64 {
+        self.ticks.get()
+    }
+
+    fn advance_to(&self, ticks: u64) {
+        if !self.frozen && ticks > self.ticks.get() {
+            self.ticks.set(ticks);
+        }
+    }
+}
+
+impl Clock for SimClock {
+    fn now_ticks(&self) -> u64 {
+        let now = self.ticks.get();
+        self.ticks.set(now + self.step_ticks);
+        now
+    }
+
+    fn ticks_per_second(&self) -> u64 {
+        self.ticks_per_second
+    }
+}
+
+/// How the simulated device behaves.
+#[derive(Clone)]
+pub struct SimBehaviour {
+    pub geometry: Geometry,
+    /// Every request takes `fixed + uniform(0..=random)` ticks from the kick.
+    pub fixed_latency_ticks: u64,
+    pub random_latency_ticks: u64,
+    /// Every n-th completion fails with this kind.
+    pub error_every: Option<(u64, IoErrorKind)>,
+    /// After this many accepted submits, every submit is refused with this error.
+    pub refuse_after: Option<(u64, SubmitError)>,
+    /// After this many accepted submits, requests never complete.
+    pub stall_after: Option<u64>,
+    /// Answer "queue full" below the geometry's `max_in_flight` (a driver with fewer slots).
+    pub real_slots: Option<usize>,
+    /// Data moves over one channel at this many ticks per KiB, one request after another, so
+    /// large or deep jobs are limited by bandwidth (0: no limit).
+    pub transfer_ticks_per_kib: u64,
+}
+
+impl SimBehaviour {
+    pub fn new(geometry: Geometry, fixed_latency_ticks: u64) -> SimBehaviour {
+        SimBehaviour {
+            geometry,
+            fixed_latency_ticks,
+            random_latency_ticks: 0,
+            error_every: None,
+            refuse_after: None,
+            stall_after: None,
+            real_slots: None,
+            transfer_ticks_per_kib: 0,
+        }
+    }
+}
+
+struct InFlight {
+    complete_at: u64,
+    tag: u32,
+    result: Result<(), IoError>,
+}
+
+pub struct SimDevice<'c> {
+    name: String,
+    behaviour: SimBehaviour,
+    clock: &'c SimClock,
+    random: RandomGenerator,
+    pending: Vec<Request>,
+    in_flight: Vec<InFlight>,
+    accepted_submits: u64,
+    finished: u64,
+    channel_busy_until: u64,
+    /// (clock time, requests in flight) at every poll.
+    pub polls: Vec<(u64, usize)>,
+    pub max_in_flight_seen: usize,
+    /// Every accepted request.
+    pub accepted: Vec<Request>,
+    pub kicks: u64,
+    order_log: Option<&'c RefCell<Vec<String>>>,
+}
+
+impl<'c> SimDevice<'c> {
+    pub fn new(name: &str, behaviour: SimBehaviour, clock: &'c SimClock) -> SimDevice<'c> {
+        SimDevice {
+            name: name.into(),
+            behaviour,
+            clock,
+            random: RandomGenerator::new(0x51_u64),
+            pending: Vec::new(),
+            in_flight: Vec::new(),
+            accepted_submits: 0,
+            finished: 0,
+            channel_busy_until: 0,
+            polls: Vec::new(),
+            max_in_flight_seen: 0,
+            accepted: Vec::new(),
+            kicks: 0,
+            order_log: None,
+        }
+    }
+
+    /// Appends this device's name to `log` whenever it accepts a request right after another
+    /// device did (so the log reads as the order in which devices ran).
+    pub fn with_order_log(mut self, log: &'c RefCell<Vec<String>>) -> Self {
+        self.order_log = Some(log);
+        self
+    }
+
+    fn outstanding(&self) -> usize {
+        self.pending.len() + self.in_flight.len()
+    }
+}
+
+impl BlockDevice for SimDevice<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.behaviour.geometry
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        let slots = self.behaviour.real_slots.unwrap_or(self.behaviour.geometry.max_in_flight as usize);
+        if self.outstanding() >= slots {
+            return Err((request, SubmitError::QueueFull));
+        }
+        if let Some((after, error)) = self.behaviour.refuse_after {
+            if self.accepted_submits >= after {
+                return Err((request, error));
+            }
+        }
+        check_request(&self.behaviour.geometry, &request).map_err(|e| (request, e))?;
+        if let Some(log) = self.order_log {
+            let mut log = log.borrow_mut();
+            if log.last() != Some(&self.name) {
+                log.push(self.name.clone());
+            }
+        }
+        self.accepted_submits += 1;
+        self.accepted.push(request);
+        self.pending.push(request);
+        Ok(())
+    }
+
+    fn kick(&mut self) {
+        self.kicks += 1;
+        let now = self.clock.peek();
+        for request in self.pending.drain(..) {
+            let stalled = self.behaviour.stall_after.is_some_and(|after| self.accepted_submits > after);
+            let jitter = if self.behaviour.random_latency_ticks > 0 {
+                self.random.below(self.behaviour.random_latency_ticks + 1)
+            } else {
+                0
+            };
+            let bytes =
+                u64::from(request.block_count) * u64::from(self.behaviour.geometry.logical_block_bytes);
+            let transfer = bytes / 1024 * self.behaviour.transfer_ticks_per_kib;
+            let ready = now + self.behaviour.fixed_latency_ticks + jitter;
+            let complete_at = if stalled {
+                u64::MAX
+            } else if transfer > 0 {
+                let done = ready.max(self.channel_busy_until + transfer);
+                self.channel_busy_until = done;
+                done
+            } else {
+                ready
+            };
+            self.in_flight.push(InFlight { complete_at, tag: request.tag, result: Ok(()) });
+        }
+        self.max_in_flight_seen = self.max_in_flight_seen.max(self.in_flight.len());
+    }
+
+    fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        self.polls.push((self.clock.peek(), self.in_flight.len()));
+        let mut now = self.clock.peek();
+        if !self.in_flight.iter().any(|r| r.complete_at <= now) {
+            match self.in_flight.iter().map(|r| r.complete_at).min() {
+                Some(next) if next != u64::MAX => {
+                    self.clock.advance_to(next);
+                    now = next;
+                }
+                // Nothing will ever complete: let a millisecond of simulated time pass.
+                Some(_) => self.clock.advance_to(now + self.clock.ticks_per_second / 1000),
+                None => {}
+            }
+        }
+        let mut delivered = 0;
+        while delivered < completions.len() {
+            let Some(position) = self.in_flight.iter().position(|r| r.complete_at <= now) else {
+                break;
+            };
+            let finished = self.in_flight.swap_remove(position);
+            self.finished += 1;
+            let result = match self.behaviour.error_every {
+                Some((every, kind)) if self.finished.is_multiple_of(every) => {
+                    Err(IoError { kind, code: self.finished as u32 })
+                }
+                _ => finished.result,
+            };
+            completions[delivered] = Completion { tag: finished.tag, result };
+            delivered += 1;
+        }
+        delivered
+    }
+}

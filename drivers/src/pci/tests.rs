@@ -1,0 +1,313 @@
+//! Host tests of the bus walk and BAR assignment against a simulated configuration space.
+
+extern crate std;
+
+use super::ecam::Ecam;
+use super::ranges;
+use super::*;
+use crate::mmio::RegisterIo;
+use core::cell::RefCell;
+use std::collections::BTreeMap;
+use std::vec;
+use std::vec::Vec;
+
+/// A function's configuration space with BARs that behave like hardware: the address bits below
+/// the size read back as zero, the type bits are fixed.
+#[derive(Clone)]
+struct SimulatedFunction {
+    registers: [u32; 64],
+    /// (size, type bits) per BAR slot; 64-bit BARs occupy two slots (upper slot size 0).
+    bar_sizes: [(u64, u32); 6],
+    header_type: u8,
+}
+
+impl SimulatedFunction {
+    fn endpoint(vendor: u16, device: u16, class: u32, bars: &[(usize, u64, u32)]) -> Self {
+        let mut function = SimulatedFunction { registers: [0; 64], bar_sizes: [(0, 0); 6], header_type: 0 };
+        function.registers[0] = u32::from(vendor) | (u32::from(device) << 16);
+        function.registers[2] = class << 8 | 0x02;
+        for &(slot, size, type_bits) in bars {
+            function.bar_sizes[slot] = (size, type_bits);
+            function.registers[4 + slot] = type_bits;
+        }
+        function
+    }
+
+    fn bridge() -> Self {
+        let mut function = Self::endpoint(0x1b36, 0x000c, 0x06_04_00, &[]);
+        function.header_type = 1;
+        function.registers[3] = 1 << 16;
+        function
+    }
+
+    fn read(&self, offset: u16) -> u32 {
+        self.registers[usize::from(offset) / 4]
+    }
+
+    fn write(&mut self, offset: u16, value: u32) {
+        let index = usize::from(offset) / 4;
+        let limit = if self.header_type == 1 { 2 } else { 6 };
+        if (4..4 + limit).contains(&index) {
+            let slot = index - 4;
+            let (size, type_bits) = self.bar_sizes[slot];
+            let is_upper_half = slot > 0 && self.bar_sizes[slot - 1].1 & 0b110 == 0b100 && size == 0;
+            if is_upper_half {
+                let full = self.bar_sizes[slot - 1].0;
+                self.registers[index] = value & !((full.saturating_sub(1) >> 32) as u32);
+            } else if size == 0 {
+                self.registers[index] = 0;
+            } else {
+                self.registers[index] = (value & !((size - 1) as u32) & !0xf) | type_bits;
+            }
+            return;
+        }
+        if index == 2 || index == 0 {
+            return;
+        }
+        self.registers[index] = value;
+    }
+}
+
+/// Functions behind each bridge: (device, function, configuration space).
+type BehindBridge = BTreeMap<(u8, u8, u8), Vec<(u8, u8, SimulatedFunction)>>;
+
+struct SimulatedBus {
+    functions: RefCell<BTreeMap<(u8, u8, u8), SimulatedFunction>>,
+    /// Bridges forward config cycles to their secondary bus: (bridge address) -> functions behind.
+    behind_bridge: RefCell<BehindBridge>,
+}
+
+impl SimulatedBus {
+    fn key(address: FunctionAddress) -> (u8, u8, u8) {
+        (address.bus, address.device, address.function)
+    }
+
+    /// Moves functions behind a bridge to the bus number the enumerator gave it.
+    fn route_bridges(&self) {
+        let behind = self.behind_bridge.borrow();
+        let mut functions = self.functions.borrow_mut();
+        for (bridge, children) in behind.iter() {
+            let secondary = ((functions[bridge].registers[6] >> 8) & 0xff) as u8;
+            if secondary == 0 {
+                continue;
+            }
+            for (device, function, simulated) in children {
+                functions.entry((secondary, *device, *function)).or_insert_with(|| simulated.clone());
+            }
+        }
+    }
+}
+
+impl ConfigAccess for SimulatedBus {
+    fn read32(&self, function: FunctionAddress, offset: u16) -> u32 {
+        self.route_bridges();
+        self.functions.borrow().get(&Self::key(function)).map(|f| f.read(offset)).unwrap_or(0xffff_ffff)
+    }
+
+    fn write32(&self, function: FunctionAddress, offset: u16, value: u32) {
+        if let Some(f) = self.functions.borrow_mut().get_mut(&Self::key(function)) {
+            f.write(offset, value);
+        }
+    }
+
+    fn first_bus(&self) -> u8 {
+        0
+    }
+
+    fn last_bus(&self) -> u8 {
+        255
+    }
+}
+
+fn virt_like_windows() -> HostWindows {
+    HostWindows {
+        memory32: Some(Window {
+            cpu_base: 0x1000_0000,
+            pci_base: 0x1000_0000,
+            size_bytes: 0x2eff_0000,
+            prefetchable: false,
+        }),
+        memory64: Some(Window {
+            cpu_base: 0x80_0000_0000,
+            pci_base: 0x80_0000_0000,
+            size_bytes: 0x80_0000_0000,
+            prefetchable: false,
+        }),
+    }
+}
+
+fn qemu_virt_bus() -> SimulatedBus {
+    let mut functions = BTreeMap::new();
+    // 00:00.0 gpex host bridge, 00:01.0 NVMe (64-bit 16 KiB BAR0 + 32-bit BAR... none), 00:02.0 sdhci-pci (32-bit 256 B BAR0).
+    functions.insert((0, 0, 0), SimulatedFunction::endpoint(0x1b36, 0x0008, 0x06_00_00, &[]));
+    functions.insert(
+        (0, 1, 0),
+        SimulatedFunction::endpoint(0x1b36, 0x0010, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)]),
+    );
+    functions
+        .insert((0, 2, 0), SimulatedFunction::endpoint(0x1b36, 0x0007, 0x08_05_01, &[(0, 0x100, 0b000)]));
+    SimulatedBus { functions: RefCell::new(functions), behind_bridge: RefCell::new(BTreeMap::new()) }
+}
+
+#[test]
+fn bar_sizing_decodes_32_and_64_bit_bars() {
+    assert_eq!(
+        decode_bar_sizing(0xffff_ff00, None),
+        Some(Ok(BarSizing { size_bytes: 256, is_64_bit: false, prefetchable: false }))
+    );
+    assert_eq!(
+        decode_bar_sizing(0xffff_c004, Some(0xffff_ffff)),
+        Some(Ok(BarSizing { size_bytes: 16 << 10, is_64_bit: true, prefetchable: false }))
+    );
+    assert_eq!(
+        decode_bar_sizing(0x0000_000c, Some(0xffff_fff0)),
+        Some(Ok(BarSizing { size_bytes: 64 << 30, is_64_bit: true, prefetchable: true }))
+    );
+    assert_eq!(decode_bar_sizing(0, None), None);
+    assert_eq!(decode_bar_sizing(0xffff_0f00, None), Some(Err(0xffff_0f00)));
+}
+
+#[test]
+fn walk_assigns_bars_in_the_right_windows_and_enables_functions() {
+    let bus = qemu_virt_bus();
+    let topology = Enumerator::new(&bus, virt_like_windows()).run();
+    assert_eq!(topology.functions.len(), 3);
+    let nvme = topology.with_class(ClassCode::NVME).next().unwrap();
+    assert_eq!(nvme.address, FunctionAddress { bus: 0, device: 1, function: 0 });
+    let bar0 = nvme.bar(0).unwrap();
+    assert!(bar0.is_64_bit);
+    assert_eq!((bar0.cpu_address, bar0.size_bytes), (0x80_0000_0000, 0x4000));
+    assert!(nvme.bar(1).is_none(), "the upper half of a 64-bit BAR is not a BAR");
+    let sdhci = topology.with_class(ClassCode::SDHCI).next().unwrap();
+    let sd_bar = sdhci.bar(0).unwrap();
+    assert_eq!(sd_bar.cpu_address, 0x1000_0000);
+    assert_eq!(sd_bar.size_bytes, 0x100);
+    // What the hardware now holds: the addresses and memory + bus master enabled.
+    let functions = bus.functions.borrow();
+    assert_eq!(functions[&(0, 1, 0)].registers[4], 0x0000_0004);
+    assert_eq!(functions[&(0, 1, 0)].registers[5], 0x80);
+    assert_eq!(functions[&(0, 2, 0)].registers[4], 0x1000_0000);
+    for key in [(0, 1, 0), (0, 2, 0)] {
+        let command = functions[&key].registers[1];
+        assert_eq!(command & 0b110, 0b110, "{key:?} command {command:#x}");
+    }
+}
+
+#[test]
+fn without_a_64_bit_window_everything_lands_below_4_gib() {
+    let bus = qemu_virt_bus();
+    let windows = HostWindows { memory64: None, ..virt_like_windows() };
+    let topology = Enumerator::new(&bus, windows).run();
+    let nvme = topology.with_class(ClassCode::NVME).next().unwrap().bar(0).unwrap();
+    let sdhci = topology.with_class(ClassCode::SDHCI).next().unwrap().bar(0).unwrap();
+    assert_eq!(nvme.cpu_address, 0x1000_0000);
+    // Aligned to its own size after the 16 KiB BAR.
+    assert_eq!(sdhci.cpu_address, 0x1000_4000);
+}
+
+#[test]
+fn a_window_too_small_leaves_the_bar_unassigned_and_says_why() {
+    let bus = qemu_virt_bus();
+    let windows = HostWindows {
+        memory32: Some(Window {
+            cpu_base: 0x1000_0000,
+            pci_base: 0x1000_0000,
+            size_bytes: 0x1000,
+            prefetchable: false,
+        }),
+        memory64: None,
+    };
+    let topology = Enumerator::new(&bus, windows).run();
+    let nvme = topology.with_class(ClassCode::NVME).next().unwrap();
+    assert!(nvme.bar(0).is_none());
+    assert_eq!(
+        nvme.bar_problems[0],
+        Some(BarProblem::NoRoom { index: 0, size_bytes: 0x4000, is_64_bit: true })
+    );
+    // The function without memory is not given bus mastering.
+    assert_eq!(bus.functions.borrow()[&(0, 1, 0)].registers[1] & COMMAND_BUS_MASTER, 0);
+}
+
+#[test]
+fn functions_behind_a_bridge_get_a_bus_number_and_a_forwarding_window() {
+    let bus = qemu_virt_bus();
+    bus.functions.borrow_mut().insert((0, 3, 0), SimulatedFunction::bridge());
+    bus.behind_bridge.borrow_mut().insert(
+        (0, 3, 0),
+        vec![(0, 0, SimulatedFunction::endpoint(0x1b36, 0x0010, 0x01_08_02, &[(0, 0x4000, 0b000)]))],
+    );
+    let topology = Enumerator::new(&bus, virt_like_windows()).run();
+    let behind = topology.functions.iter().find(|f| f.address.bus == 1).expect("function behind the bridge");
+    assert_eq!(behind.class, ClassCode::NVME);
+    let bar = behind.bar(0).unwrap();
+    let functions = bus.functions.borrow();
+    let bridge = &functions[&(0, 3, 0)];
+    assert_eq!(bridge.registers[6] & 0x00ff_ffff, 0x01_01_00, "primary 0, secondary 1, subordinate 1");
+    let window = bridge.registers[8];
+    let base = u64::from(window & 0xfff0) << 16;
+    let limit = (u64::from(window >> 20) << 20) | 0xf_ffff;
+    assert!(
+        bar.pci_address >= base && bar.pci_address + bar.size_bytes - 1 <= limit,
+        "{window:#x} vs {bar:?}"
+    );
+}
+
+#[test]
+fn ecam_addresses_functions_and_refuses_other_buses() {
+    struct Recorder(RefCell<Vec<usize>>);
+    impl RegisterIo for Recorder {
+        fn read32(&self, offset_bytes: usize) -> u32 {
+            self.0.borrow_mut().push(offset_bytes);
+            0x1234
+        }
+        fn write32(&self, offset_bytes: usize, _value: u32) {
+            self.0.borrow_mut().push(offset_bytes);
+        }
+    }
+    let ecam = Ecam::new(Recorder(RefCell::new(Vec::new())), 0, 15);
+    assert_eq!(ecam.read32(FunctionAddress { bus: 2, device: 3, function: 4 }, 0x10), 0x1234);
+    assert_eq!(ecam.read32(FunctionAddress { bus: 16, device: 0, function: 0 }, 0), 0xffff_ffff);
+    let recorded = ecam.region().0.borrow().clone();
+    assert_eq!(recorded, [(2 << 20) | (3 << 15) | (4 << 12) | 0x10]);
+}
+
+#[test]
+fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
+    // QEMU virt's /pcie ranges: I/O, 32-bit memory and 64-bit memory (qemu.md §3), with the
+    // root's 2 address cells and the node's 2 size cells.
+    let words: [u32; 21] = [
+        0x0100_0000,
+        0,
+        0,
+        0,
+        0x3eff_0000,
+        0,
+        0x0001_0000,
+        0x0200_0000,
+        0,
+        0x1000_0000,
+        0,
+        0x1000_0000,
+        0,
+        0x2eff_0000,
+        0x0300_0000,
+        0x80,
+        0,
+        0x80,
+        0,
+        0x80,
+        0,
+    ];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    let windows = ranges::host_windows(&bytes, 2, 2);
+    assert_eq!(windows.memory32.unwrap().cpu_base, 0x1000_0000);
+    assert_eq!(windows.memory32.unwrap().size_bytes, 0x2eff_0000);
+    assert_eq!(windows.memory64.unwrap().pci_base, 0x80_0000_0000);
+    assert_eq!(windows.memory64.unwrap().size_bytes, 0x80_0000_0000);
+    assert_eq!(ranges::dma_translation(None, 2, 2), crate::platform::BusTranslation::IDENTITY);
+    // A Pi 5 style inbound window: PCI 0x10_0000_0000 -> CPU 0, 64 GiB (hardware.md §1.4).
+    let inbound: Vec<u8> =
+        [0x0200_0000u32, 0x10, 0, 0, 0, 0x10, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let dma = ranges::dma_translation(Some(&inbound), 2, 2);
+    assert_eq!(dma.to_bus(0x8_0000, 512), Ok(0x10_0008_0000));
+}

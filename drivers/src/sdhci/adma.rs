@@ -1,0 +1,242 @@
+//! ADMA2 descriptor tables (SD Host Controller Simplified Specification v4.20 §1.13.4: 32-bit
+//! descriptors of 64 bits, and the v3-mode 64-bit descriptors of 96 bits; attribute Valid, End,
+//! Act = Tran; length 16 bits). Each descriptor here moves at most 32 KiB so that the length
+//! field is never 0 (which some hosts read as 65536 and others do not).
+
+use crate::platform::{BusTranslation, UnreachableAddress};
+use blockdev::DmaBuffer;
+use core::fmt;
+
+/// Bytes one descriptor moves at most.
+pub const DESCRIPTOR_MAX_BYTES: usize = 32 * 1024;
+
+const ATTRIBUTE_VALID: u32 = 1 << 0;
+const ATTRIBUTE_END: u32 = 1 << 1;
+const ACTION_TRANSFER: u32 = 0b10 << 4;
+
+/// The descriptor layout, chosen by Host Control 1 DMA Select.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmaFormat {
+    /// 32-bit addresses, 8-byte descriptors.
+    Adma2Bits32,
+    /// 64-bit addresses, 12-byte descriptors (v3 mode: Capabilities bit 28).
+    Adma2Bits64,
+}
+
+impl AdmaFormat {
+    pub fn descriptor_bytes(self) -> usize {
+        match self {
+            AdmaFormat::Adma2Bits32 => 8,
+            AdmaFormat::Adma2Bits64 => 12,
+        }
+    }
+
+    /// Data addresses must be aligned to 4 (32-bit) or 8 (64-bit) bytes (§1.13.4).
+    pub fn data_alignment(self) -> u64 {
+        match self {
+            AdmaFormat::Adma2Bits32 => 4,
+            AdmaFormat::Adma2Bits64 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AdmaFormat::Adma2Bits32 => "ADMA2 (32-bit)",
+            AdmaFormat::Adma2Bits64 => "ADMA2 (64-bit)",
+        }
+    }
+}
+
+/// Why a transfer cannot be described.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmaError {
+    /// The buffer is outside the host's DMA window.
+    Unreachable(UnreachableAddress),
+    /// A 32-bit table cannot address it.
+    Above4GiB {
+        bus_address: u64,
+    },
+    Misaligned {
+        bus_address: u64,
+        alignment: u64,
+    },
+    /// More descriptors than the table holds.
+    TooLong {
+        length_bytes: usize,
+        capacity_bytes: usize,
+    },
+}
+
+impl fmt::Display for AdmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdmaError::Unreachable(error) => write!(f, "{error}"),
+            AdmaError::Above4GiB { bus_address } => {
+                write!(f, "bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")
+            }
+            AdmaError::Misaligned { bus_address, alignment } => {
+                write!(f, "bus address {bus_address:#x} is not {alignment}-byte aligned")
+            }
+            AdmaError::TooLong { length_bytes, capacity_bytes } => {
+                write!(f, "{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")
+            }
+        }
+    }
+}
+
+/// A descriptor table in DMA memory, rewritten for each transfer.
+pub struct DescriptorTable {
+    table: DmaBuffer,
+    table_bus_address: u64,
+    format: AdmaFormat,
+    data_translation: BusTranslation,
+}
+
+impl DescriptorTable {
+    /// `table` must be DMA memory the host reaches through `translation`, aligned to 8 bytes.
+    pub fn new(
+        table: DmaBuffer,
+        format: AdmaFormat,
+        translation: BusTranslation,
+    ) -> Result<DescriptorTable, AdmaError> {
+        let table_bus_address = translation
+            .to_bus(table.physical_address, table.length_bytes as u64)
+            .map_err(AdmaError::Unreachable)?;
+        if format == AdmaFormat::Adma2Bits32 && table_bus_address + table.length_bytes as u64 > 1 << 32 {
+            return Err(AdmaError::Above4GiB { bus_address: table_bus_address });
+        }
+        if !table_bus_address.is_multiple_of(8) {
+            return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
+        }
+        Ok(DescriptorTable { table, table_bus_address, format, data_translation: translation })
+    }
+
+    /// Table bytes needed for transfers of up to `max_transfer_bytes`.
+    pub fn bytes_for(max_transfer_bytes: usize, format: AdmaFormat) -> usize {
+        max_transfer_bytes.div_ceil(DESCRIPTOR_MAX_BYTES) * format.descriptor_bytes()
+    }
+
+    pub fn format(&self) -> AdmaFormat {
+        self.format
+    }
+
+    pub fn bus_address(&self) -> u64 {
+        self.table_bus_address
+    }
+
+    pub fn buffer(&self) -> &DmaBuffer {
+        &self.table
+    }
+
+    /// Writes descriptors for `data` (its first `length_bytes`); returns how many.
+    pub fn describe(&mut self, data: &DmaBuffer, length_bytes: usize) -> Result<usize, AdmaError> {
+        let bus_address = self
+            .data_translation
+            .to_bus(data.physical_address, length_bytes as u64)
+            .map_err(AdmaError::Unreachable)?;
+        let alignment = self.format.data_alignment();
+        if !bus_address.is_multiple_of(alignment) {
+            return Err(AdmaError::Misaligned { bus_address, alignment });
+        }
+        if self.format == AdmaFormat::Adma2Bits32 && bus_address + length_bytes as u64 > 1 << 32 {
+            return Err(AdmaError::Above4GiB { bus_address });
+        }
+        let count = length_bytes.div_ceil(DESCRIPTOR_MAX_BYTES);
+        let stride = self.format.descriptor_bytes();
+        if count * stride > self.table.length_bytes || count == 0 {
+            return Err(AdmaError::TooLong {
+                length_bytes,
+                capacity_bytes: self.table.length_bytes / stride * DESCRIPTOR_MAX_BYTES,
+            });
+        }
+        // SAFETY: the table is DMA memory owned by this driver; no transfer is running while it
+        // is rewritten (one request in flight, and this runs before the command is issued).
+        let bytes = unsafe { self.table.as_bytes_mut() };
+        for index in 0..count {
+            let offset = index * DESCRIPTOR_MAX_BYTES;
+            let length = (length_bytes - offset).min(DESCRIPTOR_MAX_BYTES) as u32;
+            let mut attributes = ATTRIBUTE_VALID | ACTION_TRANSFER;
+            if index + 1 == count {
+                attributes |= ATTRIBUTE_END;
+            }
+            let address = bus_address + offset as u64;
+            let entry = &mut bytes[index * stride..(index + 1) * stride];
+            entry[..4].copy_from_slice(&(attributes | (length << 16)).to_le_bytes());
+            match self.format {
+                AdmaFormat::Adma2Bits32 => entry[4..8].copy_from_slice(&(address as u32).to_le_bytes()),
+                AdmaFormat::Adma2Bits64 => entry[4..12].copy_from_slice(&address.to_le_bytes()),
+            }
+        }
+        Ok(count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+
+    fn buffer(memory: &mut [u64], physical_address: u64) -> DmaBuffer {
+        DmaBuffer {
+            cpu_address: memory.as_mut_ptr() as usize,
+            physical_address,
+            length_bytes: memory.len() * 8,
+        }
+    }
+
+    #[test]
+    fn thirty_two_bit_descriptors_split_at_32_kib_and_end() {
+        let mut memory = vec![0u64; 8];
+        let table = buffer(&mut memory, 0x4100_0000);
+        let mut adma =
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, BusTranslation::IDENTITY).unwrap();
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
+        assert_eq!(adma.describe(&data, 70_000), Ok(3));
+        assert_eq!(memory[0], 0x4200_0000_8000_0021);
+        assert_eq!(memory[1], 0x4200_8000_8000_0021);
+        // 70 000 - 65 536 = 4 464 = 0x1170 bytes, with End.
+        assert_eq!(memory[2], 0x4201_0000_1170_0023);
+        // 8 descriptors of 32 KiB is all this table holds.
+        assert_eq!(adma.describe(&data, 256 * 1024), Ok(8));
+        assert!(matches!(adma.describe(&data, 256 * 1024 + 512), Err(AdmaError::TooLong { .. })));
+    }
+
+    #[test]
+    fn translation_alignment_and_reach_are_checked() {
+        let mut memory = vec![0u64; 6];
+        // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (hardware.md §2.4).
+        let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
+        let table = buffer(&mut memory, 0x0010_0000);
+        let mut adma = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, b0).unwrap();
+        assert_eq!(adma.bus_address(), 0xc010_0000);
+        let low = DmaBuffer { cpu_address: 0, physical_address: 0x0020_0000, length_bytes: 4096 };
+        assert_eq!(adma.describe(&low, 4096), Ok(1));
+        assert_eq!(memory[0], 0xc020_0000_1000_0023);
+        let high = DmaBuffer { physical_address: 0x4000_0000, ..low };
+        assert!(matches!(adma.describe(&high, 4096), Err(AdmaError::Unreachable(_))));
+        let odd = DmaBuffer { physical_address: 0x0020_0002, ..low };
+        assert!(matches!(adma.describe(&odd, 512), Err(AdmaError::Misaligned { .. })));
+    }
+
+    #[test]
+    fn sixty_four_bit_descriptors_carry_wide_addresses() {
+        let mut memory = vec![0u64; 3];
+        let table = buffer(&mut memory, 0x1_0000_0000);
+        let mut adma =
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits64, BusTranslation::IDENTITY).unwrap();
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0x2_0000_0000, length_bytes: 40_960 };
+        assert_eq!(adma.describe(&data, 40_960), Ok(2));
+        let bytes: std::vec::Vec<u8> = memory.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(&bytes[0..4], &0x8000_0021u32.to_le_bytes());
+        assert_eq!(&bytes[4..12], &0x2_0000_0000u64.to_le_bytes());
+        assert_eq!(&bytes[12..16], &0x2000_0023u32.to_le_bytes());
+        assert_eq!(&bytes[16..24], &0x2_0000_8000u64.to_le_bytes());
+        // The same table cannot be used for 32-bit ADMA2.
+        let table = buffer(&mut memory, 0x1_0000_0000);
+        assert!(matches!(
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, BusTranslation::IDENTITY),
+            Err(AdmaError::Above4GiB { .. })
+        ));
+    }
+}

@@ -1,0 +1,677 @@
+//! The SDHCI host controller: reset, bus power, SD clock, command issue with error recovery, and
+//! PIO register reads (SD Host Controller Simplified Specification v4.20: §3.2 SD clock control,
+//! §3.3 power, §3.7.1 command issue, §3.7.2 data transfer without DMA, §3.10 error recovery).
+
+use super::clock::{divider_for, ClockSetting};
+use super::command::{Command, DataPhase, ResponseKind};
+use super::error::{CommandFailure, FailureKind, SdError};
+use super::quirks::HostQuirks;
+use super::regs::TRANSFER_MODE_COMMAND;
+use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
+use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
+use crate::mmio::RegisterIo;
+use crate::platform::{BusTranslation, Deadline, Platform};
+use core::fmt;
+use tock_registers::LocalRegisterCopy;
+
+/// How long the controller may take to leave reset or stabilise its clock (SDHCI gives no
+/// figure; Linux waits 100 ms for reset, 150 ms for the clock: read for facts only).
+pub const CONTROLLER_TIMEOUT_US: u64 = 150_000;
+/// How long a command may take to complete (the card answers within 64 clocks; at 100 kHz
+/// that is 640 µs: this leaves room for slow emulation).
+pub const COMMAND_TIMEOUT_US: u64 = 100_000;
+/// How long a card may stay busy after R1b (SD §4.12.3: 250 ms write, 1 s erase are the
+/// worst cases named; no erase is ever sent).
+pub const BUSY_TIMEOUT_US: u64 = 1_000_000;
+/// How long one data block may take to arrive (SD §4.6.2.1: 100 ms read timeout for SDHC).
+pub const BLOCK_TIMEOUT_US: u64 = 500_000;
+/// Power ramp-up after switching bus power on (SD §6.4.1: 1 ms + 74 clocks at 400 kHz).
+pub const POWER_RAMP_US: u64 = 2_000;
+/// Identification clock (SD §4.2: ≤ 400 kHz).
+pub const IDENTIFICATION_CLOCK_HZ: u32 = 400_000;
+
+/// What the controller says it can do (Capabilities §2.2.26, Version §2.2.34).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCapabilities {
+    pub low: u32,
+    pub high: u32,
+    pub version: SpecVersion,
+}
+
+impl HostCapabilities {
+    fn low(&self) -> LocalRegisterCopy<u32, CAPABILITIES::Register> {
+        LocalRegisterCopy::new(self.low)
+    }
+    fn high(&self) -> LocalRegisterCopy<u32, CAPABILITIES_HIGH::Register> {
+        LocalRegisterCopy::new(self.high)
+    }
+
+    /// Base Clock Frequency in Hz (6 bits before v3, 8 bits from v3), `None` when 0.
+    pub fn base_clock_hz(&self) -> Option<u32> {
+        let mut mhz = self.low().read(CAPABILITIES::BASE_CLOCK_MHZ);
+        if !self.version.at_least_v3() {
+            mhz &= 0x3f;
+        }
+        (mhz > 0).then_some(mhz * 1_000_000)
+    }
+    pub fn max_block_bytes(&self) -> u32 {
+        512 << self.low().read(CAPABILITIES::MAX_BLOCK_LENGTH).min(2)
+    }
+    pub fn adma2(&self) -> bool {
+        self.low().is_set(CAPABILITIES::ADMA2)
+    }
+    pub fn sdma(&self) -> bool {
+        self.low().is_set(CAPABILITIES::SDMA)
+    }
+    pub fn system_bus_64_bit(&self) -> bool {
+        self.low().is_set(CAPABILITIES::SYSTEM_BUS_64_BIT)
+    }
+    pub fn high_speed(&self) -> bool {
+        self.low().is_set(CAPABILITIES::HIGH_SPEED)
+    }
+    pub fn voltage_3v3(&self) -> bool {
+        self.low().is_set(CAPABILITIES::VOLTAGE_3V3)
+    }
+    pub fn voltage_3v0(&self) -> bool {
+        self.low().is_set(CAPABILITIES::VOLTAGE_3V0)
+    }
+    pub fn voltage_1v8(&self) -> bool {
+        self.low().is_set(CAPABILITIES::VOLTAGE_1V8)
+    }
+    pub fn sdr50(&self) -> bool {
+        self.version.at_least_v3() && self.high().is_set(CAPABILITIES_HIGH::SDR50)
+    }
+    pub fn sdr104(&self) -> bool {
+        self.version.at_least_v3() && self.high().is_set(CAPABILITIES_HIGH::SDR104)
+    }
+    pub fn ddr50(&self) -> bool {
+        self.version.at_least_v3() && self.high().is_set(CAPABILITIES_HIGH::DDR50)
+    }
+    pub fn sdr50_needs_tuning(&self) -> bool {
+        self.high().is_set(CAPABILITIES_HIGH::SDR50_NEEDS_TUNING)
+    }
+}
+
+impl fmt::Display for HostCapabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SDHCI {}, caps {:#010x}/{:#010x}: ", self.version.name(), self.low, self.high)?;
+        match self.base_clock_hz() {
+            Some(hz) => write!(f, "base clock {} MHz", hz / 1_000_000)?,
+            None => write!(f, "base clock not given")?,
+        }
+        write!(f, ", max block {} B", self.max_block_bytes())?;
+        if self.high_speed() {
+            write!(f, ", high speed")?;
+        }
+        for (present, name) in [
+            (self.sdr50(), ", SDR50"),
+            (self.sdr104(), ", SDR104"),
+            (self.ddr50(), ", DDR50"),
+            (self.voltage_3v3(), ", 3.3 V"),
+            (self.voltage_3v0(), ", 3.0 V"),
+            (self.voltage_1v8(), ", 1.8 V"),
+        ] {
+            if present {
+                write!(f, "{name}")?;
+            }
+        }
+        match (self.sdma(), self.adma2(), self.system_bus_64_bit()) {
+            (false, false, _) => write!(f, ", no DMA"),
+            (sdma, adma2, wide) => {
+                if sdma {
+                    write!(f, ", SDMA")?;
+                }
+                if adma2 {
+                    write!(f, ", ADMA2")?;
+                }
+                if wide {
+                    write!(f, ", 64-bit DMA")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The response registers after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub words: [u32; 4],
+}
+
+impl Response {
+    pub fn short(&self) -> u32 {
+        self.words[0]
+    }
+    /// A 136-bit response as the 128-bit register it carries (CRC byte zero: the controller
+    /// keeps bits 127:8 in RESPONSE[119:0], SDHCI §2.2.7).
+    pub fn long_register(&self) -> u128 {
+        let value = u128::from(self.words[0])
+            | u128::from(self.words[1]) << 32
+            | u128::from(self.words[2]) << 64
+            | u128::from(self.words[3]) << 96;
+        value << 8
+    }
+}
+
+/// The host-side bus mode the driver programmed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusMode {
+    pub width_bits: u8,
+    pub sd_clock_hz: u32,
+}
+
+/// One SDHCI controller.
+pub struct SdhciHost<'p, R: RegisterIo, P: Platform> {
+    registers: R,
+    platform: &'p P,
+    quirks: &'static HostQuirks,
+    capabilities: HostCapabilities,
+    base_clock_hz: u32,
+    dma: BusTranslation,
+    sd_clock_hz: u32,
+    bus_width_bits: u8,
+}
+
+impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
+    /// Reads the capabilities; `base_clock_hz` overrides the capabilities' base clock (the
+    /// firmware's figure on the Pi: hardware.md §2.2).
+    pub fn new(
+        registers: R,
+        platform: &'p P,
+        quirks: &'static HostQuirks,
+        base_clock_hz: Option<u32>,
+        dma: BusTranslation,
+    ) -> Result<Self, SdError> {
+        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
+        let capabilities = HostCapabilities {
+            low: registers.read32(offsets::CAPABILITIES),
+            high: registers.read32(offsets::CAPABILITIES_HIGH),
+            version,
+        };
+        let base_clock_hz = base_clock_hz.or(capabilities.base_clock_hz()).ok_or(SdError::UnusableHost {
+            reason: "no base clock: capabilities give none and no other source",
+            value: capabilities.low,
+        })?;
+        Ok(SdhciHost {
+            registers,
+            platform,
+            quirks,
+            capabilities,
+            base_clock_hz,
+            dma,
+            sd_clock_hz: 0,
+            bus_width_bits: 1,
+        })
+    }
+
+    pub fn capabilities(&self) -> HostCapabilities {
+        self.capabilities
+    }
+    pub fn quirks(&self) -> &'static HostQuirks {
+        self.quirks
+    }
+    pub fn base_clock_hz(&self) -> u32 {
+        self.base_clock_hz
+    }
+    pub fn dma_translation(&self) -> BusTranslation {
+        self.dma
+    }
+    pub fn platform(&self) -> &'p P {
+        self.platform
+    }
+    pub fn bus_mode(&self) -> BusMode {
+        BusMode { width_bits: self.bus_width_bits, sd_clock_hz: self.sd_clock_hz }
+    }
+
+    pub fn read(&self, offset: usize) -> u32 {
+        self.registers.read32(offset)
+    }
+
+    /// A register write, followed by the slow-clock spacing the quirks ask for.
+    pub fn write(&self, offset: usize, value: u32) {
+        self.registers.write32(offset, value);
+        let clocks = self.quirks.slow_clock_write_spacing_clocks;
+        if clocks > 0 && offset != offsets::BUFFER_DATA_PORT {
+            let clock_hz = if self.sd_clock_hz == 0 { IDENTIFICATION_CLOCK_HZ } else { self.sd_clock_hz };
+            if clock_hz <= IDENTIFICATION_CLOCK_HZ {
+                let spacing_us = (u64::from(clocks) * 1_000_000).div_ceil(u64::from(clock_hz));
+                self.platform.delay_us(spacing_us);
+            }
+        }
+    }
+
+    fn modify(&self, offset: usize, clear: u32, set: u32) {
+        let value = self.read(offset);
+        self.write(offset, (value & !clear) | set);
+    }
+
+    pub fn present_state(&self) -> u32 {
+        self.read(offsets::PRESENT_STATE)
+    }
+
+    /// Waits until `(register & mask) == expected`, or fails naming what it waited for.
+    fn wait_for(
+        &self,
+        offset: usize,
+        mask: u32,
+        expected: u32,
+        timeout_us: u64,
+        waiting_for: &'static str,
+    ) -> Result<u32, SdError> {
+        let deadline = Deadline::after_us(self.platform, timeout_us);
+        loop {
+            let value = self.read(offset);
+            if value & mask == expected {
+                return Ok(value);
+            }
+            if deadline.has_passed(self.platform) {
+                let value = self.read(offset);
+                if value & mask == expected {
+                    return Ok(value);
+                }
+                return Err(SdError::Controller {
+                    waiting_for,
+                    register_offset: offset,
+                    value,
+                    waited_us: deadline.elapsed_us(self.platform),
+                });
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Software Reset (§2.2.16): `lines` is a mask of RESET_ALL / RESET_COMMAND_LINE /
+    /// RESET_DATA_LINE; waits for the bits to clear.
+    pub fn reset(&mut self, lines: u32) -> Result<(), SdError> {
+        self.modify(offsets::CLOCK_TIMEOUT_RESET, 0, lines);
+        self.wait_for(
+            offsets::CLOCK_TIMEOUT_RESET,
+            lines,
+            0,
+            CONTROLLER_TIMEOUT_US,
+            "software reset to finish",
+        )?;
+        if lines & CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value != 0 {
+            self.sd_clock_hz = 0;
+            self.bus_width_bits = 1;
+        }
+        Ok(())
+    }
+
+    /// Reset all, bus power at the highest voltage the capabilities list, status bits enabled
+    /// for polling (signals off), data timeout at its maximum, identification clock
+    /// (hardware.md §2.9 steps 2-5).
+    pub fn initialize(&mut self) -> Result<(), SdError> {
+        self.reset(CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value)?;
+        self.power_on()?;
+        self.write(offsets::INTERRUPT_SIGNAL_ENABLE, 0);
+        self.write(offsets::INTERRUPT_STATUS_ENABLE, interrupt::ENABLED);
+        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+        self.set_clock(IDENTIFICATION_CLOCK_HZ)?;
+        // 74 clocks before the first command (SD §6.4.1); the power ramp covers them.
+        self.platform.delay_us(POWER_RAMP_US);
+        Ok(())
+    }
+
+    /// Power Control (§2.2.11): select a supported voltage, then switch bus power on.
+    pub fn power_on(&mut self) -> Result<(), SdError> {
+        use HOST_CONTROL_POWER::*;
+        let voltage = if self.capabilities.voltage_3v3() {
+            BUS_VOLTAGE::V3_3
+        } else if self.capabilities.voltage_3v0() {
+            BUS_VOLTAGE::V3_0
+        } else {
+            return Err(SdError::UnusableHost {
+                reason: "neither 3.3 V nor 3.0 V in the capabilities",
+                value: self.capabilities.low,
+            });
+        };
+        // Power Control is bits 15:8 of the word: voltage first, then power (§3.3 steps 2-3).
+        self.modify(offsets::HOST_CONTROL_POWER, 0xff00, voltage.value);
+        self.modify(offsets::HOST_CONTROL_POWER, 0xff00, (voltage + BUS_POWER::SET).value);
+        self.platform.delay_us(POWER_RAMP_US);
+        Ok(())
+    }
+
+    /// Switches bus power off (before a card power cycle).
+    pub fn power_off(&mut self) {
+        self.modify(offsets::HOST_CONTROL_POWER, HOST_CONTROL_POWER::BUS_POWER::SET.value, 0);
+    }
+
+    /// Sets SDCLK to the fastest frequency not above `target_hz` (§3.2.1, §3.2.3): SD clock
+    /// off, divider, internal clock on, wait for stable, SD clock on. Returns the frequency.
+    pub fn set_clock(&mut self, target_hz: u32) -> Result<u32, SdError> {
+        use CLOCK_TIMEOUT_RESET::*;
+        let ClockSetting { divider_field, sd_clock_hz } =
+            divider_for(self.base_clock_hz, target_hz, self.capabilities.version.at_least_v3())?;
+        self.stop_sd_clock();
+        let divider = u32::from(divider_field);
+        let clock = DIVIDER_LOW.val(divider & 0xff)
+            + DIVIDER_HIGH.val(divider >> 8)
+            + INTERNAL_CLOCK_ENABLE::SET
+            + DATA_TIMEOUT.val(0xe);
+        // Keep the reset bits at zero (writing one would reset); replace the clock fields.
+        self.write(offsets::CLOCK_TIMEOUT_RESET, clock.value);
+        self.wait_for(
+            offsets::CLOCK_TIMEOUT_RESET,
+            INTERNAL_CLOCK_STABLE::SET.value,
+            INTERNAL_CLOCK_STABLE::SET.value,
+            CONTROLLER_TIMEOUT_US,
+            "internal clock stable",
+        )?;
+        self.sd_clock_hz = sd_clock_hz;
+        self.start_sd_clock();
+        Ok(sd_clock_hz)
+    }
+
+    pub fn stop_sd_clock(&mut self) {
+        self.modify(
+            offsets::CLOCK_TIMEOUT_RESET,
+            CLOCK_TIMEOUT_RESET::SD_CLOCK_ENABLE::SET.value
+                | CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value
+                | CLOCK_TIMEOUT_RESET::RESET_COMMAND_LINE::SET.value
+                | CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value,
+            0,
+        );
+    }
+
+    pub fn start_sd_clock(&mut self) {
+        self.modify(
+            offsets::CLOCK_TIMEOUT_RESET,
+            CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value
+                | CLOCK_TIMEOUT_RESET::RESET_COMMAND_LINE::SET.value
+                | CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value,
+            CLOCK_TIMEOUT_RESET::SD_CLOCK_ENABLE::SET.value,
+        );
+    }
+
+    /// Host Control 1 Data Transfer Width (§2.2.10).
+    pub fn set_bus_width_4_bit(&mut self) {
+        self.modify(offsets::HOST_CONTROL_POWER, 0, HOST_CONTROL_POWER::DATA_WIDTH_4_BIT::SET.value);
+        self.bus_width_bits = 4;
+    }
+
+    /// Host Control 1 High Speed Enable, unless the quirks forbid the bit (BCM2835 Arasan).
+    pub fn set_high_speed(&mut self) {
+        if !self.quirks.no_high_speed_bit {
+            self.modify(offsets::HOST_CONTROL_POWER, 0, HOST_CONTROL_POWER::HIGH_SPEED_ENABLE::SET.value);
+        }
+    }
+
+    /// Host Control 2 (§2.2.24), bits 31:16 of word 0x3C; the low half (Auto CMD Error
+    /// Status) is read-only, so it is written back as zero.
+    pub fn modify_host_control2(&mut self, clear: u32, set: u32) {
+        let value = self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2) & 0xffff_0000;
+        self.write(offsets::AUTO_CMD_ERROR_HOST_CONTROL2, (value & !clear) | set);
+    }
+
+    pub fn host_control2(&self) -> LocalRegisterCopy<u32, HOST_CONTROL2::Register> {
+        LocalRegisterCopy::new(self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2))
+    }
+
+    /// Whether card detect says a card is there (always true with broken card detect).
+    pub fn card_detected(&self) -> bool {
+        if self.quirks.broken_card_detect {
+            return true;
+        }
+        LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(self.present_state())
+            .is_set(PRESENT_STATE::CARD_INSERTED)
+    }
+
+    /// A failure record for `command` with the registers as they are now.
+    pub fn failure(&self, command: Command, kind: FailureKind, status: u32) -> CommandFailure {
+        CommandFailure {
+            command,
+            kind,
+            interrupt_status: status,
+            present_state: self.present_state(),
+            response: self.read(offsets::RESPONSE0),
+            auto_command_status: (self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2) & 0xffff) as u16,
+            adma_error_status: self.read(offsets::ADMA_ERROR_STATUS),
+            blocks_done: 0,
+            blocks: 0,
+            attempts: 1,
+        }
+    }
+
+    /// Error recovery (§3.10.1): reset the CMD line, and the DAT line when a data phase or
+    /// busy was involved, then clear every status bit.
+    pub fn recover(&mut self, data_involved: bool) {
+        let mut lines = CLOCK_TIMEOUT_RESET::RESET_COMMAND_LINE::SET.value;
+        if data_involved {
+            lines |= CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value;
+        }
+        // A reset that does not finish shows up as a timeout on the next command.
+        let _ = self.reset(lines);
+        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+    }
+
+    /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4).
+    fn wait_until_idle(&self, uses_data_line: bool) -> Result<(), SdError> {
+        let mut mask = PRESENT_STATE::COMMAND_INHIBIT::SET.value;
+        if uses_data_line {
+            mask |= PRESENT_STATE::DATA_INHIBIT::SET.value;
+        }
+        self.wait_for(offsets::PRESENT_STATE, mask, 0, COMMAND_TIMEOUT_US, "command/data inhibit to clear")
+            .map(|_| ())
+    }
+
+    /// Writes block size/count, argument, then transfer mode and command as one word (the
+    /// 0x00 register is never written: qemu.md §2).
+    pub fn issue(
+        &mut self,
+        command: &Command,
+        transfer_mode: u32,
+        block_bytes: u32,
+        blocks: u32,
+    ) -> Result<(), SdError> {
+        let uses_data_line = command.data != DataPhase::None || command.response == ResponseKind::R1b;
+        self.wait_until_idle(uses_data_line)?;
+        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+        if command.data != DataPhase::None {
+            self.write(offsets::BLOCK_SIZE_COUNT, (blocks << 16) | (block_bytes & 0xfff));
+        }
+        self.write(offsets::ARGUMENT, command.argument);
+        self.write(
+            offsets::TRANSFER_MODE_COMMAND,
+            (command.command_field().value & 0xffff_0000) | (transfer_mode & 0xffff),
+        );
+        Ok(())
+    }
+
+    /// Waits for Command Complete or an error; on error recovers and reports it.
+    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
+        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
+        let status = loop {
+            let status = self.read(offsets::INTERRUPT_STATUS);
+            if status & (interrupt::COMMAND_COMPLETE | interrupt::ERROR_INTERRUPT | interrupt::ALL_ERRORS)
+                != 0
+            {
+                break status;
+            }
+            if deadline.has_passed(self.platform) {
+                let status = self.read(offsets::INTERRUPT_STATUS);
+                if status & (interrupt::COMMAND_COMPLETE | interrupt::ALL_ERRORS) != 0 {
+                    break status;
+                }
+                let failure = self.failure(*command, FailureKind::NoCompletion, status);
+                self.recover(command.data != DataPhase::None);
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        };
+        if status & interrupt::ALL_ERRORS != 0 {
+            let failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
+            self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
+            return Err(failure.into());
+        }
+        self.write(offsets::INTERRUPT_STATUS, interrupt::COMMAND_COMPLETE);
+        let mut words = [self.read(offsets::RESPONSE0), 0, 0, 0];
+        if command.response == ResponseKind::R2 {
+            for (index, word) in words.iter_mut().enumerate().skip(1) {
+                *word = self.read(offsets::RESPONSE0 + 4 * index);
+            }
+        }
+        Ok(Response { words })
+    }
+
+    /// Checks the card status of an R1/R1b answer (R6 and R7 carry no full status).
+    fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
+        let r6_or_r7 = !command.application && matches!(command.index, 3 | 8);
+        let full_r1 = matches!(command.response, ResponseKind::R1 | ResponseKind::R1b) && !r6_or_r7;
+        let errors = super::card::CardStatus(response.short()).errors();
+        if full_r1 && errors != 0 {
+            let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
+            failure.response = response.short();
+            return Err(failure.into());
+        }
+        Ok(())
+    }
+
+    /// Sends a command without data (CMD55 first for an ACMD) and returns its response.
+    pub fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
+        if command.application {
+            self.send_command(&Command::app_command(rca), rca)?;
+        }
+        self.issue(command, 0, 0, 0)?;
+        let response = self.wait_command_complete(command)?;
+        if command.response == ResponseKind::R1b {
+            self.wait_transfer_complete(command, BUSY_TIMEOUT_US, 0, 0)?;
+        }
+        self.check_card_status(command, &response)?;
+        Ok(response)
+    }
+
+    /// Waits for Transfer Complete (end of busy, or end of a data transfer).
+    pub fn wait_transfer_complete(
+        &mut self,
+        command: &Command,
+        timeout_us: u64,
+        blocks_done: u32,
+        blocks: u32,
+    ) -> Result<(), SdError> {
+        let deadline = Deadline::after_us(self.platform, timeout_us);
+        loop {
+            let status = self.read(offsets::INTERRUPT_STATUS);
+            if status & interrupt::ALL_ERRORS != 0 {
+                let mut failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
+                failure.blocks_done = blocks_done;
+                failure.blocks = blocks;
+                self.recover(true);
+                return Err(failure.into());
+            }
+            if status & interrupt::TRANSFER_COMPLETE != 0 {
+                self.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
+                return Ok(());
+            }
+            if deadline.has_passed(self.platform) {
+                let mut failure = self.failure(*command, FailureKind::NoCompletion, status);
+                failure.blocks_done = blocks_done;
+                failure.blocks = blocks;
+                self.recover(true);
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Reads one block of `out.len()` bytes (a multiple of 4) from the buffer data port once
+    /// Buffer Read Ready is set (§3.7.2.2 steps 5-8). `Ok(false)` if not ready yet.
+    pub fn read_block_if_ready(&mut self, out: &mut [u8]) -> Result<bool, u32> {
+        let status = self.read(offsets::INTERRUPT_STATUS);
+        if status & interrupt::ALL_ERRORS != 0 {
+            return Err(status);
+        }
+        if status & interrupt::BUFFER_READ_READY == 0 {
+            return Ok(false);
+        }
+        self.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_READ_READY);
+        for chunk in out.chunks_exact_mut(4) {
+            chunk.copy_from_slice(&self.registers.read32(offsets::BUFFER_DATA_PORT).to_le_bytes());
+        }
+        Ok(true)
+    }
+
+    /// A command with a small data phase read by PIO (SCR, SD Status, switch status, tuning):
+    /// one block of `out.len()` bytes.
+    pub fn read_register_data(
+        &mut self,
+        command: &Command,
+        rca: u16,
+        out: &mut [u8],
+    ) -> Result<Response, SdError> {
+        if command.application {
+            self.send_command(&Command::app_command(rca), rca)?;
+        }
+        let mode = TRANSFER_MODE_COMMAND::READ::SET.value;
+        self.issue(command, mode, out.len() as u32, 1)?;
+        let response = self.wait_command_complete(command)?;
+        let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
+        loop {
+            match self.read_block_if_ready(out) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(status) => {
+                    let mut failure =
+                        self.failure(*command, FailureKind::from_interrupt_status(status), status);
+                    failure.blocks = 1;
+                    self.recover(true);
+                    return Err(failure.into());
+                }
+            }
+            if deadline.has_passed(self.platform) {
+                let status = self.read(offsets::INTERRUPT_STATUS);
+                let mut failure = self.failure(*command, FailureKind::NoCompletion, status);
+                failure.blocks = 1;
+                self.recover(true);
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        }
+        self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
+        self.check_card_status(command, &response)?;
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn qemu_capabilities_decode_as_documented() {
+        // qemu.md §2: raspi Arasan/EMMC2 0x052134b4 (v3), sdhci-pci 0x057834b4 (v2 by default).
+        let raspi = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2) };
+        assert_eq!(raspi.base_clock_hz(), Some(52_000_000));
+        assert_eq!(raspi.max_block_bytes(), 1024);
+        assert!(raspi.high_speed() && raspi.voltage_3v3() && raspi.voltage_1v8());
+        assert!(!raspi.adma2() && !raspi.sdma() && !raspi.system_bus_64_bit());
+        assert_eq!(
+            raspi.to_string(),
+            "SDHCI 3.00, caps 0x052134b4/0x00000000: base clock 52 MHz, max block 1024 B, high speed, \
+             3.3 V, 1.8 V, no DMA"
+        );
+        let pci = HostCapabilities { low: 0x0578_34b4, high: 0, version: SpecVersion(1) };
+        assert_eq!(pci.max_block_bytes(), 512);
+        assert!(pci.adma2() && pci.sdma());
+        assert!(pci.to_string().ends_with("SDMA, ADMA2"));
+        // Before v3 the base clock field is 6 bits wide (bits 13:8).
+        let v2_wide_field = HostCapabilities { low: 0x0000_f200, high: 0, version: SpecVersion(1) };
+        assert_eq!(v2_wide_field.base_clock_hz(), Some(50_000_000));
+        assert_eq!(HostCapabilities { low: 0, high: 0, version: SpecVersion(2) }.base_clock_hz(), None);
+        // UHS bits only count from v3.
+        let uhs = HostCapabilities { low: 0, high: 0b111, version: SpecVersion(2) };
+        assert!(uhs.sdr50() && uhs.sdr104() && uhs.ddr50());
+        assert!(!HostCapabilities { version: SpecVersion(1), ..uhs }.sdr50());
+    }
+
+    #[test]
+    fn long_responses_become_the_register_without_crc() {
+        let response = Response { words: [0x4433_2211, 0x8877_6655, 0xccbb_aa99, 0x00ff_eedd] };
+        assert_eq!(response.long_register(), 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100);
+        assert_eq!(response.short(), 0x4433_2211);
+    }
+}

@@ -1,0 +1,122 @@
+//! PCIe on the running machine: finds the generic ECAM host in the device tree (QEMU virt's
+//! `pci-host-ecam-generic` node: `reg`, `bus-range`, `ranges`, `dma-ranges`), walks it with
+//! `drivers::pci`, and lists every function with the BARs it was given (issue 4).
+
+use super::Machine;
+use crate::println;
+use alloc::vec::Vec;
+use drivers::pci::{ecam::Ecam, ranges, Enumerator};
+pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
+use drivers::platform::BusTranslation;
+
+/// The functions found behind one host bridge, and how they see RAM for DMA.
+pub struct PciTopology {
+    pub functions: Vec<PciFunction>,
+    pub dma: BusTranslation,
+}
+
+impl PciTopology {
+    pub fn with_class(&self, base: u8, sub: u8, prog_if: u8) -> impl Iterator<Item = &PciFunction> {
+        let wanted = ClassCode { base, sub, prog_if };
+        self.functions.iter().filter(move |f| f.class == wanted)
+    }
+}
+
+/// Walks the machine's ECAM host bridge, if its device tree names one.
+pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
+    let tree = machine.info.device_tree?;
+    let node = tree.find_compatible(&["pci-host-ecam-generic"])?;
+    let Some((ecam_base, ecam_bytes)) = node.first_reg else {
+        println!("pci        {}: no usable reg property; PCIe skipped", node.name);
+        return None;
+    };
+    let (first_bus, last_bus) = match tree.property(node.offset, "bus-range") {
+        Some(value) if value.len() == 8 => (value[3], value[7]),
+        _ => (0, ((ecam_bytes >> 20).saturating_sub(1)).min(255) as u8),
+    };
+    let decoded_buses = u64::from(last_bus - first_bus) + 1;
+    if decoded_buses << 20 > ecam_bytes {
+        println!(
+            "pci        ECAM at {ecam_base:#x} is {ecam_bytes:#x} bytes, too small for buses {first_bus}-{last_bus}; PCIe skipped"
+        );
+        return None;
+    }
+    let windows = tree
+        .property(node.offset, "ranges")
+        .map(|value| ranges::host_windows(value, node.parent_address_cells, node.size_cells))
+        .unwrap_or_default();
+    let dma = ranges::dma_translation(
+        tree.property(node.offset, "dma-ranges"),
+        node.parent_address_cells,
+        node.size_cells,
+    );
+    if windows.memory32.is_none() && windows.memory64.is_none() {
+        println!(
+            "pci        host at {ecam_base:#x} has no memory window in its ranges; BARs cannot be assigned"
+        );
+    }
+    // SAFETY: the device tree names this ECAM region, and the memory map covers it as device memory.
+    let region = unsafe { drivers::mmio::Mmio::new(ecam_base as usize, (decoded_buses << 20) as usize) };
+    let config = Ecam::new(region, first_bus, last_bus);
+    let topology = Enumerator::new(&config, windows).run();
+    println!(
+        "pci        ECAM host at {ecam_base:#x}, buses {first_bus}-{last_bus}, {} function{}",
+        topology.functions.len(),
+        if topology.functions.len() == 1 { "" } else { "s" }
+    );
+    for window in [windows.memory32, windows.memory64].into_iter().flatten() {
+        println!(
+            "pci          window cpu {:#x} -> pci {:#x}, {}{}",
+            window.cpu_base,
+            window.pci_base,
+            human_size(window.size_bytes),
+            if window.prefetchable { ", prefetchable" } else { "" }
+        );
+    }
+    for function in &topology.functions {
+        println!(
+            "pci        {} {:04x}:{:04x} class {} ({})",
+            function.address,
+            function.vendor_id,
+            function.device_id,
+            function.class,
+            function.class.name()
+        );
+        for bar in function.bars.iter().flatten() {
+            println!(
+                "pci          BAR{} {}-bit memory{} at {:#x}, {}",
+                bar.index,
+                if bar.is_64_bit { 64 } else { 32 },
+                if bar.prefetchable { " (prefetchable)" } else { "" },
+                bar.cpu_address,
+                human_size(bar.size_bytes)
+            );
+        }
+        for problem in function.bar_problems.iter().flatten() {
+            match problem {
+                BarProblem::IoSpace { index } => println!("pci          BAR{index} is I/O space: left unassigned"),
+                BarProblem::NoRoom { index, size_bytes, is_64_bit } => println!(
+                    "pci          BAR{index} ({}-bit, {}) does not fit in the host's windows: left unassigned",
+                    if *is_64_bit { 64 } else { 32 },
+                    human_size(*size_bytes)
+                ),
+                BarProblem::Nonsense { index, value } => {
+                    println!("pci          BAR{index} reads back {value:#010x}, not a valid size: left unassigned")
+                }
+            }
+        }
+    }
+    if topology.truncated {
+        println!("pci        more functions than the kernel records; the rest are ignored");
+    }
+    Some(PciTopology { functions: topology.functions.iter().copied().collect(), dma })
+}
+
+fn human_size(bytes: u64) -> alloc::string::String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => alloc::format!("{} GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => alloc::format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => alloc::format!("{} KiB", b >> 10),
+        b => alloc::format!("{b} bytes"),
+    }
+}

@@ -1,0 +1,414 @@
+//! SD cards on the running machine (issue 3): every SD host of the board table (hardware.md §2:
+//! pins, firmware power, base clock from the VideoCore mailbox, 1.8 V hooks) and every PCI
+//! function of class 08:05:01 (`sdhci-pci` on QEMU virt), brought up with `drivers::sdhci`,
+//! described on the console, timed once, and registered as `sd0`, `sd1`, … in discovery order.
+
+use super::firmware::Firmware;
+use super::pci::PciTopology;
+use super::platform::KernelPlatform;
+use super::storage::{DeviceClass, Storage};
+use super::Machine;
+use crate::board::{SdHost, SdHostKind};
+use crate::cmdline::KernelSettings;
+use crate::println;
+use alloc::boxed::Box;
+use blockdev::{BlockDevice, Clock, Completion, Geometry, Request, SubmitError};
+use drivers::mailbox::tags;
+use drivers::mmio::{Mmio, RegisterIo};
+use drivers::platform::{BusTranslation, Platform};
+use drivers::sdhci::options::SdOptions;
+use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
+use drivers::sdhci::{bring_up, BoardSignalling, ModeRequest, SdCard, SdError, SdhciHost};
+
+/// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
+const REGISTER_BLOCK_BYTES: usize = 0x100;
+/// PCI class of a standard SD host controller: base 08 (system peripheral), sub 05 (SD host),
+/// interface 01 (standard SDHCI with DMA).
+const SDHCI_PCI_CLASS: (u8, u8, u8) = (0x08, 0x05, 0x01);
+/// Time allowed for the bring-up measurement reads.
+const MEASUREMENT_TIMEOUT_US: u64 = 30_000_000;
+const MIB: usize = 1 << 20;
+
+type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
+
+fn parse_options(settings: &KernelSettings) -> SdOptions {
+    let mut options = SdOptions::default();
+    for (key, value) in settings.driver_options_for("sd.") {
+        if options.apply(key, value).is_err() {
+            println!(
+                "warning: bad setting sd.{key}={value}: expected {}; ignored",
+                drivers::sdhci::options::ACCEPTED
+            );
+        }
+    }
+    options
+}
+
+/// One SD host to look at.
+struct HostSite {
+    base: u64,
+    quirks: &'static HostQuirks,
+    dma: BusTranslation,
+    origin: &'static str,
+}
+
+fn quirks_for(kind: SdHostKind) -> &'static HostQuirks {
+    match kind {
+        SdHostKind::ArasanEmmc => &quirks::ARASAN_EMMC,
+        SdHostKind::Bcm2711Emmc2 => &quirks::BCM2711_EMMC2,
+        SdHostKind::Bcm2712Sdhci => &quirks::BCM2712_SDHCI,
+    }
+}
+
+/// Finds the SD hosts (board table first, in its order, then PCI) and registers every card.
+pub fn attach(
+    machine: &Machine,
+    settings: &KernelSettings,
+    pci: Option<&PciTopology>,
+    storage: &mut Storage,
+) {
+    let options = parse_options(settings);
+    let board_hosts = machine.info.profile.sd_hosts.iter().map(|SdHost { kind, base, dma }| HostSite {
+        base: *base,
+        quirks: quirks_for(*kind),
+        dma: *dma,
+        origin: "board table",
+    });
+    let (base, sub, prog_if) = SDHCI_PCI_CLASS;
+    let pci_hosts = pci.into_iter().flat_map(|topology| {
+        topology.with_class(base, sub, prog_if).filter_map(move |function| match function.bar(0) {
+            Some(bar) => Some(HostSite {
+                base: bar.cpu_address,
+                quirks: &quirks::GENERIC_PCI,
+                dma: topology.dma,
+                origin: "PCI",
+            }),
+            None => {
+                println!("sdhci      PCI {}: SD host without an assigned BAR 0; skipped", function.address);
+                None
+            }
+        })
+    });
+    let sites: alloc::vec::Vec<HostSite> = board_hosts.chain(pci_hosts).collect();
+    for site in sites {
+        attach_host(machine, &options, &site, storage);
+    }
+}
+
+fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage: &mut Storage) {
+    let quirks = site.quirks;
+    let base = site.base;
+    let mut notes: heapless::String<192> = heapless::String::new();
+    if let (Some(pins), Some(gpio_base)) = (quirks.pins, machine.info.profile.gpio) {
+        route_pins(gpio_base, pins);
+        let _ = core::fmt::Write::write_fmt(
+            &mut notes,
+            format_args!(
+                "; SD pins GPIO {}-{} routed to this SDHCI (input, then ALT3), not to sdhost",
+                pins.first_pin, pins.last_pin
+            ),
+        );
+    }
+    if let (Some(device), Some(firmware)) = (quirks.firmware_power_device, machine.firmware.as_ref()) {
+        if let Err(message) = power_on(firmware, device) {
+            println!("sdhci at {base:#x}: {message}; trying anyway");
+        }
+    }
+    let (base_clock_hz, clock_source) = base_clock(machine.firmware.as_ref(), quirks.base_clock);
+    // SAFETY: the board table or a PCI BAR gives this SDHCI register block, and the memory map
+    // covers it as device memory.
+    let registers = unsafe { Mmio::new(base as usize, REGISTER_BLOCK_BYTES) };
+    if let Some(offset) = quirks.config_block_offset {
+        // SAFETY: the BCM2712 cfg block sits at this offset from the host (hardware.md §2.7).
+        let config = unsafe { Mmio::new(base as usize + offset, 0x200) };
+        prepare_bcm2712_config(&config);
+    }
+    let mut host = match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma) {
+        Ok(host) => host,
+        Err(error) => {
+            println!("sdhci at {base:#x}: {error}; skipped");
+            return;
+        }
+    };
+    println!("sdhci at {base:#x}: {} ({}), {}", quirks.name, site.origin, host.capabilities());
+    let detect = if quirks.broken_card_detect { "card detect not wired (probing)" } else { "card detect" };
+    let width = if quirks.access_32_bit_only { "32-bit register access only" } else { "any access width" };
+    println!(
+        "sdhci        base clock {} Hz ({clock_source}); {width}; {detect}{notes}",
+        host.base_clock_hz()
+    );
+    let hook = board_hook(machine, quirks);
+    let info = match bring_up(&mut host, hook.as_ref().map(|h| h as &dyn BoardSignalling), options.bring_up) {
+        Ok(info) => info,
+        Err(SdError::NoCard { .. }) => {
+            println!("sdhci at {base:#x}: no card");
+            return;
+        }
+        Err(error) => {
+            println!("sdhci at {base:#x}: card unusable: {error}");
+            return;
+        }
+    };
+    let name = storage.next_name(DeviceClass::Sd);
+    let device = match SdCard::new(host, info, &name, options.mode, options.cmd23) {
+        Ok(device) => device,
+        Err(error) => {
+            println!("{name}: cannot set up transfers: {error}");
+            return;
+        }
+    };
+    describe(&name, &device, options.mode);
+    let mut device = ReportingSdCard { card: device, errors_reported: 0 };
+    measure(&name, &mut device.card, machine.platform);
+    storage.add(DeviceClass::Sd, Box::new(device));
+}
+
+/// GPIO 48-53: input first (QEMU's condition for the Arasan), then the real hardware's ALT3
+/// (hardware.md §2.1, qemu.md §2).
+fn route_pins(gpio_base: u64, pins: quirks::PinRouting) {
+    // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
+    let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
+    let range = pins.first_pin..=pins.last_pin;
+    if pins.input_first {
+        gpio.set_functions(range.clone(), drivers::gpio::PinFunction::Input);
+    }
+    gpio.set_functions(range, drivers::gpio::PinFunction::from_bits(pins.function_bits));
+}
+
+/// SET_POWER_STATE {device, on | wait} (hardware.md §2.9 step 1).
+fn power_on(firmware: &Firmware, device: u32) -> Result<(), alloc::string::String> {
+    const ON: u32 = 1;
+    const WAIT: u32 = 2;
+    const NO_DEVICE: u32 = 2;
+    let answer = firmware
+        .property(tags::SET_POWER_STATE, &[device, ON | WAIT], 2)
+        .map_err(|error| alloc::format!("firmware power-on of device {device} failed: {error}"))?;
+    match answer.as_slice() {
+        [_, state, ..] if state & NO_DEVICE != 0 => {
+            Err(alloc::format!("firmware says power device {device} does not exist"))
+        }
+        [_, state, ..] if state & ON == 0 => Err(alloc::format!("firmware left power device {device} off")),
+        _ => Ok(()),
+    }
+}
+
+/// The base clock per the quirks: the mailbox's answer (or the fallback), or the capabilities.
+fn base_clock(firmware: Option<&Firmware>, source: BaseClockSource) -> (Option<u32>, alloc::string::String) {
+    match source {
+        BaseClockSource::Capabilities => (None, alloc::string::String::from("capabilities")),
+        BaseClockSource::Mailbox { clock_id, fallback_hz } => {
+            match firmware.map(|f| f.clock_rate_hz(clock_id)) {
+                Some(Ok(hz)) => (Some(hz), alloc::format!("mailbox clock {clock_id}")),
+                Some(Err(error)) => {
+                    (Some(fallback_hz), alloc::format!("mailbox clock {clock_id} failed ({error}); fallback"))
+                }
+                None => (Some(fallback_hz), alloc::format!("no mailbox; fallback for clock {clock_id}")),
+            }
+        }
+    }
+}
+
+/// BCM2712 cfg block: select the SD function of the pins and force "card present", so the
+/// controller runs; a missing card then shows as a command timeout (hardware.md §2.7).
+fn prepare_bcm2712_config(config: &Mmio) {
+    let pins = config.read32(bcm2712_config::SD_PIN_SEL);
+    config.write32(bcm2712_config::SD_PIN_SEL, (pins & !0b11) | bcm2712_config::SD_PIN_SEL_SD);
+    let control = config.read32(bcm2712_config::CTRL);
+    config.write32(
+        bcm2712_config::CTRL,
+        (control & !bcm2712_config::CTRL_CARD_DETECT_TEST_LEVEL)
+            | bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE,
+    );
+}
+
+/// The 1.8 V and card-power controls of the board, where it has them.
+enum BoardHook {
+    /// Pi 4: firmware GPIO expander lines 4 (VDD_SD_IO_SEL) and 6 (SD_PWR_ON), i.e. GPIO 132 and
+    /// 134 for SET_GPIO_STATE (hardware.md §2.5).
+    Pi4Expander { firmware: Firmware, platform: &'static KernelPlatform },
+    /// Pi 5: AON GPIO 3 (SD_IOVDD_SEL) and 4 (SD_PWR_ON), brcmstb GPIO bank 0 at 0x10_7D51_7C00:
+    /// DATA +0x04, IODIR +0x08 (set = input) (hardware.md §2.5).
+    Pi5Aon { bank: Mmio, platform: &'static KernelPlatform },
+}
+
+const PI4_IO_1V8_GPIO: u32 = 128 + 4;
+const PI4_CARD_POWER_GPIO: u32 = 128 + 6;
+const PI5_AON_GPIO_BANK: usize = 0x10_7d51_7c00;
+const PI5_IO_1V8_BIT: u32 = 1 << 3;
+const PI5_CARD_POWER_BIT: u32 = 1 << 4;
+/// Card power off time for a power cycle (SD §6.4.1.2: at least 1 ms below 0.5 V; generous).
+const CARD_POWER_OFF_US: u64 = 100_000;
+const CARD_POWER_ON_US: u64 = 10_000;
+/// Settling of the 1.8 V regulator (hardware.md §2.5: 5 ms).
+const REGULATOR_SETTLE_US: u64 = 5_000;
+
+fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHook> {
+    if !quirks.can_switch_to_1v8 {
+        return None;
+    }
+    match machine.info.profile.family {
+        crate::board::BoardFamily::RaspberryPi4 => {
+            machine.firmware.map(|firmware| BoardHook::Pi4Expander { firmware, platform: machine.platform })
+        }
+        crate::board::BoardFamily::RaspberryPi5 => Some(BoardHook::Pi5Aon {
+            // SAFETY: the AON GPIO bank lies in the Pi 5's mapped peripheral span (board table).
+            bank: unsafe { Mmio::new(PI5_AON_GPIO_BANK, 0x20) },
+            platform: machine.platform,
+        }),
+        _ => None,
+    }
+}
+
+impl BoardHook {
+    fn set_line(&self, line: u32, high: bool) -> Result<(), SdError> {
+        match self {
+            BoardHook::Pi4Expander { firmware, .. } => firmware
+                .property(tags::SET_GPIO_STATE, &[line, u32::from(high)], 2)
+                .map(|_| ())
+                .map_err(|_| SdError::BoardHook { what: "firmware SET_GPIO_STATE", code: line }),
+            BoardHook::Pi5Aon { bank, .. } => {
+                let data = bank.read32(0x04);
+                bank.write32(0x04, if high { data | line } else { data & !line });
+                let direction = bank.read32(0x08);
+                bank.write32(0x08, direction & !line);
+                Ok(())
+            }
+        }
+    }
+
+    fn platform(&self) -> &'static KernelPlatform {
+        match self {
+            BoardHook::Pi4Expander { platform, .. } | BoardHook::Pi5Aon { platform, .. } => platform,
+        }
+    }
+
+    fn lines(&self) -> (u32, u32) {
+        match self {
+            BoardHook::Pi4Expander { .. } => (PI4_IO_1V8_GPIO, PI4_CARD_POWER_GPIO),
+            BoardHook::Pi5Aon { .. } => (PI5_IO_1V8_BIT, PI5_CARD_POWER_BIT),
+        }
+    }
+}
+
+impl BoardSignalling for BoardHook {
+    fn set_io_1v8(&self, enable: bool) -> Result<(), SdError> {
+        self.set_line(self.lines().0, enable)?;
+        self.platform().delay_us(REGULATOR_SETTLE_US);
+        Ok(())
+    }
+
+    fn power_cycle_card(&self) -> Result<(), SdError> {
+        let power = self.lines().1;
+        self.set_line(power, false)?;
+        self.platform().delay_us(CARD_POWER_OFF_US);
+        self.set_line(power, true)?;
+        self.platform().delay_us(CARD_POWER_ON_US);
+        Ok(())
+    }
+}
+
+fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
+    let card = device.card();
+    println!("{name}        card {}", card.cid.describe());
+    let bytes = card.capacity_bytes();
+    let hundredths_gib = bytes * 100 / (1 << 30);
+    println!(
+        "{name}        capacity {bytes} bytes ({}.{:02} GiB), CSD {}, {}, SD spec {}, OCR {:#010x}, RCA {:#06x}",
+        hundredths_gib / 100,
+        hundredths_gib % 100,
+        card.csd.version.name(),
+        card.capacity_class().name(),
+        card.scr.spec_version(),
+        card.ocr,
+        card.rca
+    );
+    match card.sd_status {
+        Some(status) => println!("{name}        {}", status.describe()),
+        None => println!("{name}        SD Status (ACMD13) unavailable: classes unknown"),
+    }
+    let ending = if device.uses_cmd23() { "CMD23" } else { "auto-CMD12" };
+    let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
+    println!(
+        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {}, multi-block reads end by {ending}",
+        card.bus_width_bits,
+        card.sd_clock_hz,
+        card.timing.name(),
+        device.transfer_mode().name()
+    );
+    if mode_request == ModeRequest::Adma2 && device.transfer_mode() == drivers::sdhci::TransferMode::Pio {
+        println!("{name}        sd.mode=adma2 asked for, but this host advertises no ADMA2: using PIO");
+    }
+}
+
+/// Times a 1 MiB and a single 4 KiB read through the block interface (issue 3, "Done means").
+fn measure(name: &str, device: &mut KernelSdCard, platform: &'static KernelPlatform) {
+    let geometry = device.geometry();
+    if geometry.capacity_bytes() < MIB as u64 {
+        println!("{name}: smaller than 1 MiB; no timing read");
+        return;
+    }
+    let buffer = match platform.allocate_dma(MIB, 4096) {
+        Ok(buffer) => buffer,
+        Err(error) => {
+            println!("{name}: no buffer for the timing read: {error}");
+            return;
+        }
+    };
+    let blocks_per_mib = (MIB as u64 / u64::from(geometry.logical_block_bytes)) as u32;
+    let mut timed = |blocks: u32| -> Result<u64, alloc::string::String> {
+        let slice = buffer
+            .slice(0, blocks as usize * geometry.logical_block_bytes as usize)
+            .ok_or_else(|| alloc::string::String::from("buffer too small"))?;
+        let start = platform.now_ticks();
+        device
+            .read_blocking(0, blocks, slice, MEASUREMENT_TIMEOUT_US)
+            .map_err(|error| alloc::format!("{error}"))?;
+        Ok(platform.ticks_to_ns(platform.now_ticks() - start) / 1000)
+    };
+    match (timed(blocks_per_mib), timed(blocks_per_mib / 256)) {
+        (Ok(mib_us), Ok(small_us)) => {
+            println!("{name}: 1 MiB read in {mib_us} µs, 4 KiB read in {small_us} µs")
+        }
+        (Err(error), _) | (_, Err(error)) => println!("{name}: timing read failed: {error}"),
+    }
+}
+
+/// The SD card as registered: the block interface, plus a console line naming the command and
+/// status bits whenever a request fails (the interface itself only carries a kind and a code).
+struct ReportingSdCard {
+    card: KernelSdCard,
+    errors_reported: u32,
+}
+
+/// Failed requests described on the console before the rest are only counted by the caller.
+const ERRORS_DESCRIBED: u32 = 8;
+
+impl BlockDevice for ReportingSdCard {
+    fn name(&self) -> &str {
+        self.card.name()
+    }
+    fn geometry(&self) -> Geometry {
+        self.card.geometry()
+    }
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        self.card.submit(request)
+    }
+    fn kick(&mut self) {
+        self.card.kick()
+    }
+    fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        let finished = self.card.poll(completions);
+        for completion in &completions[..finished] {
+            if completion.result.is_err() && self.errors_reported < ERRORS_DESCRIBED {
+                self.errors_reported += 1;
+                if let Some(error) = self.card.last_error() {
+                    println!("{}: read failed: {error}", self.card.name());
+                }
+                if self.errors_reported == ERRORS_DESCRIBED {
+                    println!("{}: further failures are counted, not described", self.card.name());
+                }
+            }
+        }
+        finished
+    }
+}

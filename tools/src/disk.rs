@@ -1,0 +1,294 @@
+//! Emulated-disk specifications (`SIZE[:pattern|zeros|FILE]`) and the image files made from them
+//! for QEMU (qemu.md §0, §2: SD card sizes must be a power of two).
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::pattern;
+
+/// Errors from parsing a size or disk specification, or from creating a disk image.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error("size {text:?} is not a size; accepted forms: 4096, 512K, 64M, 4G, 1T (binary units, optional 'iB'/'B')")]
+    MalformedSize { text: String },
+    #[error("size {text:?} is zero or too large")]
+    SizeOutOfRange { text: String },
+    #[error("disk size {size_bytes} bytes is not a multiple of 512")]
+    NotWholeSectors { size_bytes: u64 },
+    #[error("content file {path} is {file_bytes} bytes, larger than the disk size {size_bytes} bytes")]
+    ContentTooLarge { path: PathBuf, file_bytes: u64, size_bytes: u64 },
+    #[error("cannot read content file {path}: {source}")]
+    ContentFile { path: PathBuf, source: io::Error },
+    #[error("cannot create disk image {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+}
+
+/// Parses a byte count: a plain number of bytes or a number with a binary unit
+/// (`K`, `M`, `G`, `T`, optionally followed by `iB` or `B`, case-insensitive).
+pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
+    let malformed = || DiskError::MalformedSize { text: text.to_string() };
+    let trimmed = text.trim();
+    let digits_end = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(malformed());
+    }
+    let number: u64 = digits.parse().map_err(|_| malformed())?;
+    let unit_lower = unit.to_ascii_lowercase();
+    let shift = match unit_lower.trim_end_matches("ib").trim_end_matches('b') {
+        "" if unit_lower.is_empty() || unit_lower == "b" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(malformed()),
+    };
+    let bytes = number
+        .checked_mul(1u64 << shift)
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| DiskError::SizeOutOfRange { text: text.to_string() })?;
+    Ok(bytes)
+}
+
+/// A byte count in the largest binary unit that divides it exactly, e.g. `64 MiB`.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
+    for (shift, name) in UNITS {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {name}", bytes >> shift);
+        }
+    }
+    if bytes >= 1 << 20 {
+        return format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20));
+    }
+    format!("{bytes} bytes")
+}
+
+/// What an emulated disk holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiskContent {
+    /// [`crate::pattern`]: every 512-byte sector tagged with its number.
+    Pattern,
+    /// All zeros (a sparse file).
+    Zeros,
+    /// The bytes of a file, followed by zeros up to the disk size.
+    File(PathBuf),
+}
+
+/// `SIZE[:pattern|zeros|FILE]`: the size of an emulated disk and what it holds (default: pattern).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSpec {
+    pub size_bytes: u64,
+    pub content: DiskContent,
+}
+
+impl FromStr for DiskSpec {
+    type Err = DiskError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (size_text, content_text) = match text.split_once(':') {
+            Some((size, content)) => (size, Some(content)),
+            None => (text, None),
+        };
+        let size_bytes = parse_size_bytes(size_text)?;
+        if size_bytes % pattern::SECTOR_BYTES as u64 != 0 {
+            return Err(DiskError::NotWholeSectors { size_bytes });
+        }
+        let content = match content_text {
+            None | Some("pattern") => DiskContent::Pattern,
+            Some("zeros") | Some("zero") => DiskContent::Zeros,
+            Some(path) => DiskContent::File(PathBuf::from(path)),
+        };
+        Ok(DiskSpec { size_bytes, content })
+    }
+}
+
+impl fmt::Display for DiskSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let size = format_size(self.size_bytes).replace(' ', "");
+        match &self.content {
+            DiskContent::Pattern => write!(f, "{size}:pattern"),
+            DiskContent::Zeros => write!(f, "{size}:zeros"),
+            DiskContent::File(path) => write!(f, "{size}:{}", path.display()),
+        }
+    }
+}
+
+impl DiskSpec {
+    /// The same spec with the size rounded up to a power of two (QEMU's SD card model refuses
+    /// other sizes, qemu.md §2 "Card model"); `None` when it already is one.
+    pub fn rounded_to_power_of_two(&self) -> Option<DiskSpec> {
+        if self.size_bytes.is_power_of_two() {
+            return None;
+        }
+        Some(DiskSpec { size_bytes: self.size_bytes.next_power_of_two(), content: self.content.clone() })
+    }
+
+    /// Creates the image at `path`, reusing an existing one made from the same pattern/zeros
+    /// spec (recorded in a `.spec` file beside it); `progress(done, total)` is called while
+    /// pattern bytes are written. A file-content image is always rebuilt.
+    pub fn create_image(&self, path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<(), DiskError> {
+        let create_error = |source| DiskError::Create { path: path.to_path_buf(), source };
+        let stamp_path = path.with_extension("spec");
+        let stamp_text = self.to_string();
+        let reusable = !matches!(self.content, DiskContent::File(_))
+            && fs::read_to_string(&stamp_path).is_ok_and(|stamp| stamp == stamp_text)
+            && fs::metadata(path).is_ok_and(|meta| meta.len() == self.size_bytes);
+        if reusable {
+            return Ok(());
+        }
+        // The stamp goes away first, so an interrupted build is never reused.
+        match fs::remove_file(&stamp_path) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(create_error(error)),
+            _ => {}
+        }
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(create_error)?;
+        }
+        let mut file = File::create(path).map_err(create_error)?;
+        match &self.content {
+            DiskContent::Zeros => {}
+            DiskContent::Pattern => {
+                pattern::write_pattern(&mut file, self.size_bytes, |done| progress(done, self.size_bytes))
+                    .map_err(create_error)?;
+            }
+            DiskContent::File(source_path) => {
+                let content_error = |source| DiskError::ContentFile { path: source_path.clone(), source };
+                let mut source = File::open(source_path).map_err(content_error)?;
+                let file_bytes = source.metadata().map_err(content_error)?.len();
+                if file_bytes > self.size_bytes {
+                    return Err(DiskError::ContentTooLarge {
+                        path: source_path.clone(),
+                        file_bytes,
+                        size_bytes: self.size_bytes,
+                    });
+                }
+                let mut buffer = vec![0u8; 1 << 20];
+                let mut copied = 0;
+                loop {
+                    let count = source.read(&mut buffer).map_err(content_error)?;
+                    if count == 0 {
+                        break;
+                    }
+                    file.write_all(&buffer[..count]).map_err(create_error)?;
+                    copied += count as u64;
+                    progress(copied, self.size_bytes);
+                }
+            }
+        }
+        // set_len extends with a hole, so zeros cost no disk space.
+        file.set_len(self.size_bytes).map_err(create_error)?;
+        file.sync_all().map_err(create_error)?;
+        if !matches!(self.content, DiskContent::File(_)) {
+            fs::write(&stamp_path, stamp_text).map_err(create_error)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_size_bytes("512K").unwrap(), 512 * 1024);
+        assert_eq!(parse_size_bytes("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size_bytes("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size_bytes("4g").unwrap(), 4 << 30);
+        assert_eq!(parse_size_bytes("1TB").unwrap(), 1 << 40);
+        assert_eq!(parse_size_bytes("100B").unwrap(), 100);
+    }
+
+    #[test]
+    fn bad_sizes_are_refused() {
+        for text in ["", "M", "12X", "1.5G", "-4M", "4MM"] {
+            assert!(matches!(parse_size_bytes(text), Err(DiskError::MalformedSize { .. })), "{text}");
+        }
+        assert!(matches!(parse_size_bytes("0"), Err(DiskError::SizeOutOfRange { .. })));
+        assert!(matches!(parse_size_bytes("99999999999T"), Err(DiskError::SizeOutOfRange { .. })));
+    }
+
+    #[test]
+    fn sizes_format_in_the_largest_exact_unit() {
+        assert_eq!(format_size(64 << 20), "64 MiB");
+        assert_eq!(format_size(4 << 30), "4 GiB");
+        assert_eq!(format_size(1536), "1536 bytes");
+        assert_eq!(format_size((3 << 20) + (1 << 19)), "3584 KiB");
+        assert_eq!(format_size((3 << 20) + 512), "3.0 MiB");
+        assert_eq!(format_size(3 << 10), "3 KiB");
+        assert_eq!(format_size(100), "100 bytes");
+    }
+
+    #[test]
+    fn disk_specs_parse_content_kinds() {
+        let pattern: DiskSpec = "64M".parse().unwrap();
+        assert_eq!(pattern, DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern });
+        let zeros: DiskSpec = "1G:zeros".parse().unwrap();
+        assert_eq!(zeros.content, DiskContent::Zeros);
+        let file: DiskSpec = "8M:/tmp/x.img".parse().unwrap();
+        assert_eq!(file.content, DiskContent::File(PathBuf::from("/tmp/x.img")));
+        assert!(matches!(
+            "1000:zeros".parse::<DiskSpec>(),
+            Err(DiskError::NotWholeSectors { size_bytes: 1000 })
+        ));
+        assert_eq!(zeros.to_string(), "1GiB:zeros");
+    }
+
+    #[test]
+    fn rounding_to_a_power_of_two() {
+        let spec: DiskSpec = "300M".parse().unwrap();
+        assert_eq!(spec.rounded_to_power_of_two().unwrap().size_bytes, 512 << 20);
+        let exact: DiskSpec = "256M".parse().unwrap();
+        assert_eq!(exact.rounded_to_power_of_two(), None);
+    }
+
+    #[test]
+    fn images_hold_their_content_and_are_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let zeros_path = dir.path().join("z.img");
+        let spec: DiskSpec = "2M:zeros".parse().unwrap();
+        spec.create_image(&zeros_path, |_, _| {}).unwrap();
+        assert_eq!(fs::read(&zeros_path).unwrap(), vec![0u8; 2 << 20]);
+
+        let pattern_path = dir.path().join("p.img");
+        let spec: DiskSpec = "1M".parse().unwrap();
+        spec.create_image(&pattern_path, |_, _| {}).unwrap();
+        let data = fs::read(&pattern_path).unwrap();
+        assert_eq!(&data[512..520], b"BAREBNCH");
+        assert_eq!(data[520], 1);
+        // A reused image is not rewritten: mark it and check the mark survives.
+        let mut marked = data.clone();
+        marked[0] = b'X';
+        fs::write(&pattern_path, &marked).unwrap();
+        spec.create_image(&pattern_path, |_, _| {}).unwrap();
+        assert_eq!(fs::read(&pattern_path).unwrap()[0], b'X');
+        // A different spec at the same path rebuilds it.
+        let bigger: DiskSpec = "2M".parse().unwrap();
+        bigger.create_image(&pattern_path, |_, _| {}).unwrap();
+        assert_eq!(fs::read(&pattern_path).unwrap()[0], b'B');
+    }
+
+    #[test]
+    fn file_content_is_copied_and_padded() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source.bin");
+        fs::write(&source, b"hello").unwrap();
+        let spec = DiskSpec { size_bytes: 4096, content: DiskContent::File(source.clone()) };
+        let image = dir.path().join("f.img");
+        spec.create_image(&image, |_, _| {}).unwrap();
+        let data = fs::read(&image).unwrap();
+        assert_eq!(data.len(), 4096);
+        assert_eq!(&data[..5], b"hello");
+        assert!(data[5..].iter().all(|byte| *byte == 0));
+        let small = DiskSpec { size_bytes: 4, content: DiskContent::File(source) };
+        assert!(matches!(
+            small.create_image(&image, |_, _| {}),
+            Err(DiskError::ContentTooLarge { file_bytes: 5, size_bytes: 4, .. })
+        ));
+    }
+}

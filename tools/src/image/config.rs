@@ -1,0 +1,186 @@
+//! `config.txt` and `cmdline.txt` for the one SD card that boots Pi 3, Pi 4 and Pi 5
+//! (hardware.md §4.1–4.4, ecosystem.md §1.5–1.7, §4.1; Raspberry Pi config.txt documentation).
+
+use std::fmt::Write;
+
+/// What the generated `config.txt` depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ConfigOptions {
+    /// `overlays/disable-bt.dtbo` is on the card, so `dtoverlay=disable-bt` can give the PL011
+    /// back to GPIO14/15 on Pi 3/4 (hardware.md §4.1).
+    pub has_disable_bt_overlay: bool,
+    /// The DTBs carry upstream Linux names (`bcm2837-rpi-3-b.dtb`, as in Debian's kernel
+    /// package): `upstream_kernel=1` makes the firmware look for those names (ecosystem.md §1.3).
+    pub upstream_dtb_names: bool,
+    /// `uart_2ndstage=1`: the firmware prints its own boot log on the UART (ecosystem.md §4.1),
+    /// useful when nothing appears; off by default so benchmark logs stay clean.
+    pub firmware_boot_log: bool,
+}
+
+/// The kernel file name Pi 3 and Pi 4 load (the default for 64-bit kernels).
+pub const KERNEL_PI3_PI4: &str = "kernel8.img";
+/// The kernel file name the Pi 5 firmware prefers (hardware.md §4.3).
+pub const KERNEL_PI5: &str = "kernel_2712.img";
+/// Where the kernel is linked and must be loaded (hardware.md §4.1: set it explicitly).
+pub const KERNEL_LOAD_ADDRESS: u32 = 0x8_0000;
+/// PL011 reference clock on Pi 3/4; 115200 baud is IBRD 26, FBRD 3 (hardware.md §4.1).
+pub const PL011_CLOCK_HZ: u32 = 48_000_000;
+
+/// `config.txt` with an `[all]` part and per-board sections.
+pub fn config_txt(options: &ConfigOptions) -> String {
+    let mut text = String::new();
+    let mut line = |content: &str| {
+        text.push_str(content);
+        text.push('\n');
+    };
+    line("# barebench boot configuration, written by `barebench image`.");
+    line("# One card for Raspberry Pi 3 / 3+ / Zero 2 W, Pi 4 / 400 / CM4 and Pi 5.");
+    line("# Serial console: 115200 8N1, e.g. picocom -b 115200 /dev/ttyUSB0");
+    line("");
+    line("[all]");
+    line("# 64-bit kernel (arm_64bit defaults to 0 on Pi 3), loaded where it is linked.");
+    line("arm_64bit=1");
+    line(&format!("kernel_address={KERNEL_LOAD_ADDRESS:#x}"));
+    line("enable_uart=1");
+    if options.upstream_dtb_names {
+        line("# The device trees come from Debian's Linux package and use upstream names");
+        line("# (bcm2837-rpi-3-b.dtb); this makes the firmware look for them.");
+        line("upstream_kernel=1");
+    }
+    if options.firmware_boot_log {
+        line("# The firmware prints its own boot log on the same UART.");
+        line("uart_2ndstage=1");
+    }
+    for section in ["pi3", "pi02", "pi4"] {
+        line("");
+        line(&format!("[{section}]"));
+        line(&format!("kernel={KERNEL_PI3_PI4}"));
+        line("# PL011 (UART0) clock: 115200 baud = IBRD 26, FBRD 3.");
+        line(&format!("init_uart_clock={PL011_CLOCK_HZ}"));
+        if options.has_disable_bt_overlay {
+            line("# Bluetooth gives up the PL011, which moves to GPIO14/15 (pins 8/10).");
+            line("dtoverlay=disable-bt");
+        } else {
+            line("# No overlays/disable-bt.dtbo on this card (Debian ships none): Bluetooth keeps");
+            line("# the PL011 pins and the mini UART sits on GPIO14/15 until the barebench kernel");
+            line("# switches GPIO14/15 to ALT0 (PL011) and GPIO32/33 away from it at start.");
+        }
+    }
+    line("");
+    line("[pi5]");
+    line(&format!("kernel={KERNEL_PI5}"));
+    line("# Bare-metal kernel: do not require an OS-compatible device tree.");
+    line("os_check=0");
+    line("# Console on the 3-pin debug UART (UART10) between the HDMI ports, 115200 8N1.");
+    line("");
+    line("[all]");
+    text
+}
+
+/// Errors in the benchmark settings for `cmdline.txt`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CmdlineError {
+    #[error("setting {setting:?} contains a line break; cmdline.txt is one line")]
+    LineBreak { setting: String },
+}
+
+/// `cmdline.txt`: the settings joined by single spaces on one line (the firmware passes it to
+/// the kernel as `/chosen/bootargs`, design.md "Configuration"). Returns the text and warnings
+/// for settings that are not `key=value`.
+pub fn cmdline_txt(settings: &[String]) -> Result<(String, Vec<String>), CmdlineError> {
+    let mut tokens = Vec::new();
+    let mut warnings = Vec::new();
+    for setting in settings {
+        if setting.contains(['\n', '\r']) {
+            return Err(CmdlineError::LineBreak { setting: setting.clone() });
+        }
+        for token in setting.split_whitespace() {
+            if !token.contains('=') {
+                warnings.push(format!(
+                    "setting {token:?} is not key=value; the kernel will report it and ignore it"
+                ));
+            }
+            tokens.push(token);
+        }
+    }
+    let mut text = tokens.join(" ");
+    let _ = writeln!(text);
+    Ok((text, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        let header = format!("[{name}]");
+        text.lines()
+            .skip_while(|line| *line != header)
+            .skip(1)
+            .take_while(|line| !line.starts_with('['))
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .collect()
+    }
+
+    #[test]
+    fn all_section_sets_64_bit_load_address_and_uart() {
+        let text = config_txt(&ConfigOptions::default());
+        let all = section(&text, "all");
+        assert_eq!(all, ["arm_64bit=1", "kernel_address=0x80000", "enable_uart=1"]);
+        assert!(text.ends_with("[all]\n"), "settings after the board sections apply to all");
+    }
+
+    #[test]
+    fn pi3_and_pi4_sections_name_the_kernel_and_uart_clock() {
+        let text = config_txt(&ConfigOptions::default());
+        for board in ["pi3", "pi02", "pi4"] {
+            assert_eq!(section(&text, board), ["kernel=kernel8.img", "init_uart_clock=48000000"], "{board}");
+        }
+        assert!(!text.contains("dtoverlay"));
+    }
+
+    #[test]
+    fn disable_bt_only_when_the_overlay_is_on_the_card() {
+        let options = ConfigOptions { has_disable_bt_overlay: true, ..Default::default() };
+        let text = config_txt(&options);
+        assert!(section(&text, "pi3").contains(&"dtoverlay=disable-bt"));
+        assert!(section(&text, "pi4").contains(&"dtoverlay=disable-bt"));
+        assert!(!section(&text, "pi5").contains(&"dtoverlay=disable-bt"));
+    }
+
+    #[test]
+    fn pi5_section_skips_the_os_check() {
+        let text = config_txt(&ConfigOptions::default());
+        assert_eq!(section(&text, "pi5"), ["kernel=kernel_2712.img", "os_check=0"]);
+    }
+
+    #[test]
+    fn optional_settings_follow_the_options() {
+        let text = config_txt(&ConfigOptions {
+            upstream_dtb_names: true,
+            firmware_boot_log: true,
+            ..Default::default()
+        });
+        let all = section(&text, "all");
+        assert!(all.contains(&"upstream_kernel=1"));
+        assert!(all.contains(&"uart_2ndstage=1"));
+    }
+
+    #[test]
+    fn cmdline_is_one_line_of_settings() {
+        let settings = vec!["preset=quick".to_string(), "devices=sd0  runs=3".to_string()];
+        let (text, warnings) = cmdline_txt(&settings).unwrap();
+        assert_eq!(text, "preset=quick devices=sd0 runs=3\n");
+        assert!(warnings.is_empty());
+        assert_eq!(cmdline_txt(&[]).unwrap().0, "\n");
+    }
+
+    #[test]
+    fn cmdline_warns_about_bare_words_and_refuses_line_breaks() {
+        let (text, warnings) = cmdline_txt(&["quick".to_string()]).unwrap();
+        assert_eq!(text, "quick\n");
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("\"quick\""));
+        assert!(matches!(cmdline_txt(&["a=1\nb=2".to_string()]), Err(CmdlineError::LineBreak { .. })));
+    }
+}

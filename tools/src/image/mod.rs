@@ -1,0 +1,225 @@
+//! `barebench image`: one bootable SD card image for Pi 3, Pi 4 and Pi 5 (ecosystem.md §1,
+//! hardware.md §4), and writing it to a card with the checks a careful user expects.
+
+pub mod card;
+pub mod config;
+pub mod fat;
+pub mod firmware;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use config::{CmdlineError, ConfigOptions, KERNEL_PI3_PI4, KERNEL_PI5};
+use fat::{FatError, ImageLayout};
+use firmware::{FirmwareError, FirmwareSet, ImageFile, DISABLE_BT_OVERLAY};
+
+/// Errors creating an image.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("kernel image {path} not found: run `make` to build it (or pass --kernel PATH)")]
+    KernelMissing { path: PathBuf },
+    #[error("cannot read kernel image {path}: {source}")]
+    KernelRead { path: PathBuf, source: io::Error },
+    #[error("kernel image {path} is empty")]
+    KernelEmpty { path: PathBuf },
+    #[error(transparent)]
+    Firmware(#[from] FirmwareError),
+    #[error(transparent)]
+    Cmdline(#[from] CmdlineError),
+    #[error(transparent)]
+    Fat(#[from] FatError),
+}
+
+/// Where the firmware comes from.
+#[derive(Debug, Clone)]
+pub enum FirmwareSource {
+    /// Debian's packages, through the cache.
+    Debian(firmware::DebianFetch),
+    /// A directory like the firmware repository's `boot/`.
+    Directory(PathBuf),
+}
+
+/// Everything `barebench image` needs.
+#[derive(Debug, Clone)]
+pub struct ImageRequest {
+    pub output: PathBuf,
+    pub kernel: PathBuf,
+    /// Benchmark settings for cmdline.txt.
+    pub settings: Vec<String>,
+    /// Requested image size (rounded up to a power of two); `None` = default.
+    pub size_bytes: Option<u64>,
+    pub firmware: FirmwareSource,
+    /// `uart_2ndstage=1` in config.txt.
+    pub firmware_boot_log: bool,
+}
+
+/// What was built.
+#[derive(Debug, Clone)]
+pub struct ImageReport {
+    pub layout: ImageLayout,
+    pub firmware_origin: String,
+    pub warnings: Vec<String>,
+}
+
+/// The kernel image, with a clear message when `make` has not been run.
+pub fn read_kernel(path: &Path) -> Result<Vec<u8>, ImageError> {
+    if !path.exists() {
+        return Err(ImageError::KernelMissing { path: path.to_path_buf() });
+    }
+    let bytes =
+        fs::read(path).map_err(|source| ImageError::KernelRead { path: path.to_path_buf(), source })?;
+    if bytes.is_empty() {
+        return Err(ImageError::KernelEmpty { path: path.to_path_buf() });
+    }
+    Ok(bytes)
+}
+
+/// The files of the boot partition: firmware, DTBs, config.txt, cmdline.txt, the kernel under
+/// both names (Pi 3/4 and Pi 5 load the same bytes) and the licence files.
+pub fn boot_files(
+    firmware: &FirmwareSet,
+    kernel: &[u8],
+    cmdline: &str,
+    firmware_boot_log: bool,
+) -> Vec<ImageFile> {
+    let options = ConfigOptions {
+        has_disable_bt_overlay: firmware.has_file(DISABLE_BT_OVERLAY),
+        upstream_dtb_names: firmware.has_upstream_dtb_names(),
+        firmware_boot_log,
+    };
+    let mut files = firmware.files.clone();
+    let mut add = |path: &str, bytes: Vec<u8>| files.push(ImageFile { path: path.to_string(), bytes });
+    add("config.txt", config::config_txt(&options).into_bytes());
+    add("cmdline.txt", cmdline.as_bytes().to_vec());
+    add(KERNEL_PI3_PI4, kernel.to_vec());
+    add(KERNEL_PI5, kernel.to_vec());
+    add("LICENCE.broadcom", firmware.licence_broadcom.clone().into_bytes());
+    add("COPYING.linux", firmware.copying_linux.clone().into_bytes());
+    add("README.txt", readme(firmware).into_bytes());
+    files
+}
+
+fn readme(firmware: &FirmwareSet) -> String {
+    format!(
+        "barebench: bare-metal storage benchmark for Raspberry Pi 3, 4 and 5.\n\
+         \n\
+         Boot files from {}.\n\
+         cmdline.txt holds the benchmark settings (space-separated key=value).\n\
+         \n\
+         Serial console, 115200 8N1, 3.3 V only:\n\
+         - Pi 3 / Pi 4: GPIO14 TXD (pin 8), GPIO15 RXD (pin 10), GND (pin 6); cross TX and RX.\n\
+         - Pi 5: the 3-pin UART debug connector between the HDMI ports.\n\
+         Then: picocom -b 115200 /dev/ttyUSB0   (or barebench serial /dev/ttyUSB0)\n\
+         Nothing appears? Add uart_2ndstage=1 to config.txt for the firmware's own log.\n",
+        firmware.origin
+    )
+}
+
+/// Builds the image described by `request`; `status` receives progress lines.
+pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Result<ImageReport, ImageError> {
+    let kernel = read_kernel(&request.kernel)?;
+    let (cmdline, mut warnings) = config::cmdline_txt(&request.settings)?;
+    let firmware = match &request.firmware {
+        FirmwareSource::Debian(fetch) => fetch.fetch(status)?,
+        FirmwareSource::Directory(dir) => firmware::from_directory(dir)?,
+    };
+    warnings.extend(firmware.warnings.iter().cloned());
+    let files = boot_files(&firmware, &kernel, &cmdline, request.firmware_boot_log);
+    let image_bytes = fat::choose_image_bytes(&files, request.size_bytes)?;
+    if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
+        warnings.push(format!(
+            "image size {} rounded up to {} (a power of two, so QEMU accepts it as an SD card)",
+            crate::disk::format_size(requested),
+            crate::disk::format_size(image_bytes)
+        ));
+    }
+    let layout = fat::build_image(&request.output, &files, image_bytes, disk_signature(&kernel, &cmdline))?;
+    Ok(ImageReport { layout, firmware_origin: firmware.origin, warnings })
+}
+
+/// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernel and settings, so
+/// the same inputs give the same image bytes.
+fn disk_signature(kernel: &[u8], cmdline: &str) -> u32 {
+    const FNV_OFFSET_BASIS: u32 = 0x811C_9DC5;
+    const FNV_PRIME: u32 = 0x0100_0193;
+    kernel
+        .iter()
+        .chain(cmdline.as_bytes())
+        .fold(FNV_OFFSET_BASIS, |hash, byte| (hash ^ u32::from(*byte)).wrapping_mul(FNV_PRIME))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_firmware_dir() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, _) in firmware::FIRMWARE_FILES {
+            fs::write(dir.path().join(name), format!("fake {name}")).unwrap();
+        }
+        for dtb in ["bcm2710-rpi-3-b.dtb", "bcm2711-rpi-4-b.dtb", "bcm2712-rpi-5-b.dtb"] {
+            fs::write(dir.path().join(dtb), format!("fake {dtb}")).unwrap();
+        }
+        fs::write(dir.path().join("LICENCE.broadcom"), "fake licence\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn missing_kernel_says_to_run_make() {
+        let error = read_kernel(Path::new("/nonexistent/build/kernel8.img")).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("run `make`"), "{message}");
+        assert!(message.contains("/nonexistent/build/kernel8.img"), "{message}");
+    }
+
+    #[test]
+    fn image_from_a_firmware_directory_holds_every_file() {
+        let firmware_dir = fake_firmware_dir();
+        let work = tempfile::tempdir().unwrap();
+        let kernel = work.path().join("kernel8.img");
+        fs::write(&kernel, b"\x00\x00\x00\x14kernel").unwrap();
+        let output = work.path().join("card.img");
+        let request = ImageRequest {
+            output: output.clone(),
+            kernel,
+            settings: vec!["preset=quick".to_string(), "devices=sd0".to_string()],
+            size_bytes: Some(64 << 20),
+            firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
+            firmware_boot_log: false,
+        };
+        let report = create_image(&request, &mut |_| {}).unwrap();
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        let read = |name: &str| fat::read_file_from_image(&output, name).unwrap();
+        assert_eq!(read("cmdline.txt"), b"preset=quick devices=sd0\n");
+        assert_eq!(read("kernel8.img"), b"\x00\x00\x00\x14kernel");
+        assert_eq!(read("kernel_2712.img"), b"\x00\x00\x00\x14kernel");
+        assert_eq!(read("bootcode.bin"), b"fake bootcode.bin");
+        assert_eq!(read("bcm2712-rpi-5-b.dtb"), b"fake bcm2712-rpi-5-b.dtb");
+        assert_eq!(read("LICENCE.broadcom"), b"fake licence\n");
+        let config = String::from_utf8(read("config.txt")).unwrap();
+        assert!(config.contains("os_check=0"));
+        assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
+        assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_image() {
+        let firmware_dir = fake_firmware_dir();
+        let work = tempfile::tempdir().unwrap();
+        let kernel = work.path().join("kernel8.img");
+        fs::write(&kernel, b"kernel").unwrap();
+        let mut request = ImageRequest {
+            output: work.path().join("a.img"),
+            kernel,
+            settings: vec![],
+            size_bytes: Some(64 << 20),
+            firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
+            firmware_boot_log: true,
+        };
+        create_image(&request, &mut |_| {}).unwrap();
+        request.output = work.path().join("b.img");
+        create_image(&request, &mut |_| {}).unwrap();
+        assert!(fs::read(work.path().join("a.img")).unwrap() == fs::read(work.path().join("b.img")).unwrap());
+    }
+}

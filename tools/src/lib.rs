@@ -1,0 +1,8 @@
+//! barebench host library: SD card image, QEMU runs, serial capture, reports (design.md "tools/").
+
+pub mod disk;
+pub mod image;
+pub mod pattern;
+pub mod qemu;
+pub mod report;
+pub mod serial;

@@ -1,0 +1,647 @@
+//! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`) with emulated SD/EMMC2/NVMe
+//! disks, captures the serial console and passes the exit status on (qemu.md §0 command lines,
+//! §2 SD placement, §3 NVMe on virt, §4 semihosting exits).
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::disk::{format_size, DiskContent, DiskError, DiskSpec};
+
+/// The QEMU machines barebench runs on (qemu.md §1 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Machine {
+    /// Raspberry Pi 3B: BCM2837, Arasan SDHCI gets the `-drive if=sd` card.
+    Raspi3b,
+    /// Raspberry Pi 4B: BCM2711, SD on the Arasan SDHCI, optional card on EMMC2.
+    Raspi4b,
+    /// Generic `virt` board: sdhci-pci and NVMe on the ECAM PCIe host.
+    Virt,
+}
+
+impl Machine {
+    /// The `-M` value.
+    pub fn qemu_name(self) -> &'static str {
+        match self {
+            Machine::Raspi3b => "raspi3b",
+            Machine::Raspi4b => "raspi4b",
+            Machine::Virt => "virt",
+        }
+    }
+
+    /// The kernel image `make` builds for this machine.
+    pub fn default_kernel(self) -> PathBuf {
+        match self {
+            Machine::Raspi3b | Machine::Raspi4b => PathBuf::from("build/kernel8.img"),
+            Machine::Virt => PathBuf::from("build/kernel-virt.img"),
+        }
+    }
+
+    /// Physical address of the first PL011 (qemu.md §1 "UARTs").
+    pub fn pl011_address(self) -> u32 {
+        match self {
+            Machine::Raspi3b => 0x3F20_1000,
+            Machine::Raspi4b => 0xFE20_1000,
+            Machine::Virt => 0x0900_0000,
+        }
+    }
+}
+
+/// Errors from preparing or running QEMU.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuError {
+    #[error("kernel image {path} not found: run `make` to build it (or pass --kernel PATH)")]
+    KernelMissing { path: PathBuf },
+    #[error("{device} is not available on {machine}: {reason}")]
+    DeviceNotOnMachine { device: &'static str, machine: &'static str, reason: &'static str },
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+    #[error("cannot start {binary}: {source} (tools/scripts/deps.sh installs qemu-system-aarch64 >= 9.0)")]
+    Spawn { binary: PathBuf, source: io::Error },
+    #[error("cannot write the serial log {path}: {source}")]
+    Log { path: PathBuf, source: io::Error },
+    #[error("waiting for QEMU failed: {source}")]
+    Wait { source: io::Error },
+    #[error("QEMU did not finish within {timeout_s} s and was killed; serial log so far in {}", log_path.display())]
+    TimedOut { timeout_s: u64, log_path: PathBuf, log_text: String },
+}
+
+/// The result of a QEMU run that ended by itself.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// QEMU's exit status; with semihosting it is the kernel's exit code (qemu.md §4).
+    pub exit_status: ExitStatus,
+    /// Where the serial console was saved.
+    pub log_path: PathBuf,
+    /// The serial console text (invalid UTF-8 replaced).
+    pub log_text: String,
+    /// What QEMU printed on its own stderr (its error messages).
+    pub qemu_stderr: String,
+    /// Wall-clock time from start to exit.
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// The exit code, or 128 + signal number when QEMU was killed by a signal (shell habit).
+    pub fn exit_code(&self) -> i32 {
+        use std::os::unix::process::ExitStatusExt;
+        match (self.exit_status.code(), self.exit_status.signal()) {
+            (Some(code), _) => code,
+            (None, Some(signal)) => 128 + signal,
+            (None, None) => 1,
+        }
+    }
+}
+
+/// Which emulated disk a [`PlannedDisk`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskRole {
+    Sd,
+    Emmc2,
+    Nvme,
+}
+
+impl DiskRole {
+    fn name(self) -> &'static str {
+        match self {
+            DiskRole::Sd => "sd",
+            DiskRole::Emmc2 => "emmc2",
+            DiskRole::Nvme => "nvme",
+        }
+    }
+}
+
+/// An emulated disk as it will be given to QEMU: final spec, image path and any size change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedDisk {
+    pub role: DiskRole,
+    pub spec: DiskSpec,
+    pub image_path: PathBuf,
+    /// The size asked for, when it was rounded up to a power of two.
+    pub requested_size_bytes: Option<u64>,
+}
+
+/// One QEMU run: machine, kernel, command line, disks and capture settings.
+#[derive(Debug, Clone)]
+pub struct QemuRun {
+    pub machine: Machine,
+    pub kernel: PathBuf,
+    /// Benchmark settings for the kernel command line (`-append`); `exit=semihosting` is added
+    /// unless an `exit=` setting is present.
+    pub append: String,
+    /// Card on the SD controller (raspi: Arasan SDHCI via `-drive if=sd`; virt: sdhci-pci).
+    pub sd: Option<DiskSpec>,
+    /// Card on the raspi4b EMMC2 controller.
+    pub emmc2: Option<DiskSpec>,
+    /// NVMe namespace (virt only: raspi machines have no PCIe, qemu.md §3 / ecosystem.md §3.4).
+    pub nvme: Option<DiskSpec>,
+    /// Extra `nvme` device properties, e.g. `mdts=9`.
+    pub nvme_options: Vec<String>,
+    /// `aio=` of the NVMe drive (qemu.md §3: io_uring gives the lowest, steadiest latency).
+    pub nvme_aio: String,
+    /// CPU model for virt (mandatory there: the default is 32-bit).
+    pub virt_cpu: String,
+    /// RAM for virt (raspi RAM sizes are fixed by QEMU).
+    pub virt_memory: String,
+    /// Arguments passed to QEMU unchanged, after the generated ones.
+    pub extra_args: Vec<String>,
+    /// Where disk images are created.
+    pub workdir: PathBuf,
+    /// Where the serial console is saved.
+    pub log_path: PathBuf,
+    /// Kill QEMU after this long.
+    pub timeout: Option<Duration>,
+    pub qemu_binary: PathBuf,
+    /// Show a progress bar while pattern images are written.
+    pub show_progress: bool,
+}
+
+impl QemuRun {
+    /// A run with the defaults: `make`'s kernel image, no disks, log in build/qemu-<machine>.log.
+    pub fn new(machine: Machine) -> Self {
+        QemuRun {
+            machine,
+            kernel: machine.default_kernel(),
+            append: String::new(),
+            sd: None,
+            emmc2: None,
+            nvme: None,
+            nvme_options: Vec::new(),
+            nvme_aio: "io_uring".to_string(),
+            virt_cpu: "cortex-a53".to_string(),
+            virt_memory: "1G".to_string(),
+            extra_args: Vec::new(),
+            workdir: PathBuf::from("build"),
+            log_path: PathBuf::from(format!("build/qemu-{}.log", machine.qemu_name())),
+            timeout: None,
+            qemu_binary: PathBuf::from("qemu-system-aarch64"),
+            show_progress: false,
+        }
+    }
+
+    /// The kernel command line actually passed: the settings plus `exit=semihosting` unless an
+    /// `exit=` setting is already there.
+    pub fn effective_append(&self) -> String {
+        let has_exit = self.append.split_whitespace().any(|token| token.starts_with("exit="));
+        let mut append = self.append.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !has_exit {
+            if !append.is_empty() {
+                append.push(' ');
+            }
+            append.push_str("exit=semihosting");
+        }
+        append
+    }
+
+    /// Checks the disks against the machine and decides image paths and sizes (SD and EMMC2
+    /// sizes rounded up to a power of two, qemu.md §2 "Card model").
+    pub fn plan_disks(&self) -> Result<Vec<PlannedDisk>, QemuError> {
+        let machine = self.machine.qemu_name();
+        if self.nvme.is_some() && self.machine != Machine::Virt {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "NVMe",
+                machine,
+                reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
+            });
+        }
+        if self.emmc2.is_some() && self.machine != Machine::Raspi4b {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "EMMC2",
+                machine,
+                reason: "only the BCM2711 (raspi4b) has an EMMC2 controller",
+            });
+        }
+        let mut planned = Vec::new();
+        let disks = [(DiskRole::Sd, &self.sd), (DiskRole::Emmc2, &self.emmc2), (DiskRole::Nvme, &self.nvme)];
+        for (role, spec) in disks {
+            let Some(spec) = spec else { continue };
+            let (spec, requested_size_bytes) = match role {
+                DiskRole::Sd | DiskRole::Emmc2 => match spec.rounded_to_power_of_two() {
+                    Some(rounded) => (rounded, Some(spec.size_bytes)),
+                    None => (spec.clone(), None),
+                },
+                DiskRole::Nvme => (spec.clone(), None),
+            };
+            let content_name = match &spec.content {
+                DiskContent::Pattern => "pattern",
+                DiskContent::Zeros => "zeros",
+                DiskContent::File(_) => "file",
+            };
+            let size_name = format_size(spec.size_bytes).replace(' ', "");
+            let image_path =
+                self.workdir.join(format!("disk-{}-{size_name}-{content_name}.img", role.name()));
+            planned.push(PlannedDisk { role, spec, image_path, requested_size_bytes });
+        }
+        Ok(planned)
+    }
+
+    /// The QEMU arguments for this run and these disks (qemu.md §0).
+    pub fn command_args(&self, disks: &[PlannedDisk]) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut push = |arg: &str| args.push(OsString::from(arg));
+        push("-M");
+        push(self.machine.qemu_name());
+        if self.machine == Machine::Virt {
+            push("-cpu");
+            push(&self.virt_cpu);
+            push("-m");
+            push(&self.virt_memory);
+            // virt adds a virtio-net NIC at 00:01.0 otherwise (qemu.md §3 memory map).
+            push("-nic");
+            push("none");
+        }
+        push("-display");
+        push("none");
+        push("-monitor");
+        push("none");
+        push("-serial");
+        push("stdio");
+        push("-semihosting");
+        push("-append");
+        push(&self.effective_append());
+        let mut args_with_paths = args;
+        args_with_paths.push("-kernel".into());
+        args_with_paths.push(self.kernel.clone().into_os_string());
+        for disk in disks {
+            let file = disk.image_path.to_string_lossy();
+            let drive = |id: &str| format!("if=none,id={id},file={file},format=raw,snapshot=on");
+            let mut add = |arg: String| args_with_paths.push(arg.into());
+            match (disk.role, self.machine) {
+                (DiskRole::Sd, Machine::Virt) => {
+                    add("-drive".into());
+                    add(drive("sdc"));
+                    add("-device".into());
+                    add("sdhci-pci,sd-spec-version=3".into());
+                    add("-device".into());
+                    add("sd-card,drive=sdc".into());
+                }
+                (DiskRole::Sd, _) => {
+                    add("-drive".into());
+                    add(format!("if=sd,file={file},format=raw,snapshot=on"));
+                }
+                (DiskRole::Emmc2, _) => {
+                    // The qdev path resolves to EMMC2, the last generic-sdhci realized (qemu.md §2).
+                    add("-drive".into());
+                    add(drive("e2"));
+                    add("-device".into());
+                    add("sd-card,drive=e2,bus=/generic-sdhci/sd-bus".into());
+                }
+                (DiskRole::Nvme, _) => {
+                    add("-drive".into());
+                    add(format!("{},aio={}", drive("nv"), self.nvme_aio));
+                    let mut device = "nvme,drive=nv,serial=barebench0".to_string();
+                    for option in &self.nvme_options {
+                        device.push(',');
+                        device.push_str(option);
+                    }
+                    add("-device".into());
+                    add(device);
+                }
+            }
+        }
+        args_with_paths.extend(self.extra_args.iter().map(OsString::from));
+        args_with_paths
+    }
+
+    /// Creates the disk images, runs QEMU, shows the serial console on `live` while saving it,
+    /// and returns QEMU's exit status with the log.
+    pub fn run(&self, live: &mut dyn Write) -> Result<Outcome, QemuError> {
+        if !self.kernel.is_file() {
+            return Err(QemuError::KernelMissing { path: self.kernel.clone() });
+        }
+        let disks = self.plan_disks()?;
+        for disk in &disks {
+            if let Some(requested) = disk.requested_size_bytes {
+                eprintln!(
+                    "barebench: {} size {} is not a power of two (QEMU refuses such SD cards); using {}",
+                    disk.role.name(),
+                    format_size(requested),
+                    format_size(disk.spec.size_bytes)
+                );
+            }
+            create_disk_image(disk, self.show_progress)?;
+        }
+        let log_error = |source| QemuError::Log { path: self.log_path.clone(), source };
+        if let Some(parent) = self.log_path.parent() {
+            fs::create_dir_all(parent).map_err(log_error)?;
+        }
+        let mut log = File::create(&self.log_path).map_err(log_error)?;
+
+        let started = Instant::now();
+        let mut child = Command::new(&self.qemu_binary)
+            .args(self.command_args(&disks))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| QemuError::Spawn { binary: self.qemu_binary.clone(), source })?;
+        let serial_chunks = spawn_pipe_reader(child.stdout.take());
+        let stderr_chunks = spawn_pipe_reader(child.stderr.take());
+
+        let mut log_bytes = Vec::new();
+        let mut stderr_bytes = Vec::new();
+        // Every chunk goes to the log at once (flushed, so an interrupted run keeps it) and to
+        // the live view (best effort: a closed terminal must not stop the capture).
+        let mut record = |chunk: Vec<u8>, log_bytes: &mut Vec<u8>| -> Result<(), QemuError> {
+            log.write_all(&chunk).and_then(|_| log.flush()).map_err(log_error)?;
+            let _ = live.write_all(&chunk).and_then(|_| live.flush());
+            log_bytes.extend_from_slice(&chunk);
+            Ok(())
+        };
+        let deadline = self.timeout.map(|timeout| started + timeout);
+        let mut serial_open = true;
+        let mut exited: Option<(ExitStatus, Instant)> = None;
+        let exit_status = loop {
+            if serial_open {
+                match serial_chunks.recv_timeout(POLL_INTERVAL) {
+                    Ok(chunk) => record(chunk, &mut log_bytes)?,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => serial_open = false,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                }
+            } else {
+                thread::sleep(POLL_INTERVAL);
+            }
+            stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+            if exited.is_none() {
+                let status = child.try_wait().map_err(|source| QemuError::Wait { source })?;
+                exited = status.map(|status| (status, Instant::now()));
+            }
+            // After the exit, wait for the pipe to drain (a child of QEMU could keep it open,
+            // so not for ever).
+            if let Some((status, exited_at)) = exited {
+                if !serial_open || exited_at.elapsed() > PIPE_DRAIN_TIMEOUT {
+                    break status;
+                }
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                kill_and_reap(&mut child);
+                for chunk in serial_chunks.try_iter() {
+                    record(chunk, &mut log_bytes)?;
+                }
+                stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+                eprint!("{}", String::from_utf8_lossy(&stderr_bytes));
+                return Err(QemuError::TimedOut {
+                    timeout_s: self.timeout.unwrap_or_default().as_secs(),
+                    log_path: self.log_path.clone(),
+                    log_text: String::from_utf8_lossy(&log_bytes).into_owned(),
+                });
+            }
+        };
+        for chunk in serial_chunks.try_iter() {
+            record(chunk, &mut log_bytes)?;
+        }
+        stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+        let qemu_stderr = String::from_utf8_lossy(&stderr_bytes).into_owned();
+        if !qemu_stderr.is_empty() {
+            eprint!("{qemu_stderr}");
+        }
+        Ok(Outcome {
+            exit_status,
+            log_path: self.log_path.clone(),
+            log_text: String::from_utf8_lossy(&log_bytes).into_owned(),
+            qemu_stderr,
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+/// How often the run loop checks QEMU, the pipes and the deadline.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How long the serial pipe may stay open after QEMU has exited.
+const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn create_disk_image(disk: &PlannedDisk, show_progress: bool) -> Result<(), QemuError> {
+    let bar = (show_progress && disk.spec.content == DiskContent::Pattern).then(|| {
+        let bar = indicatif::ProgressBar::new(disk.spec.size_bytes);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("{} image", disk.role.name()));
+        bar
+    });
+    disk.spec.create_image(&disk.image_path, |done, _| {
+        if let Some(bar) = &bar {
+            bar.set_position(done);
+        }
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(())
+}
+
+fn kill_and_reap(child: &mut Child) {
+    // Kill can only fail when the process is already gone, which is what we want anyway.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Reads a child's pipe on its own thread and hands the chunks over a channel, so that the
+/// caller can wait with a timeout.
+fn spawn_pipe_reader<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
+    let (sender, receiver) = mpsc::channel();
+    if let Some(mut pipe) = pipe {
+        thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            loop {
+                match pipe.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(count) => {
+                        if sender.send(buffer[..count].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    receiver
+}
+
+/// A minimal raw AArch64 kernel for tests: it writes `message` to the machine's PL011 data
+/// register, then exits QEMU through semihosting SYS_EXIT with `exit_code` (qemu.md §4:
+/// `hlt #0xf000`, x0 = 0x18, x1 → {0x20026 ADP_Stopped_ApplicationExit, code}). Position
+/// independent, so it runs at 0x80000 (raspi) and 0x40080000 (virt). Instruction encodings from
+/// the Arm ARM (DDI 0487) C6.2: MOVZ/MOVK, STR (immediate), ADR, HLT, B.
+pub fn semihosting_exit_kernel(machine: Machine, message: &[u8], exit_code: u32) -> Vec<u8> {
+    const X0: u32 = 0;
+    const X1: u32 = 1;
+    const X2: u32 = 2;
+    const W3: u32 = 3;
+    let movz_x =
+        |rd: u32, imm16: u32, shift_halfwords: u32| 0xD280_0000 | (shift_halfwords << 21) | (imm16 << 5) | rd;
+    let movk_x = |rd: u32, imm16: u32| 0xF280_0000 | (imm16 << 5) | rd;
+    let movz_w = |rd: u32, imm16: u32| 0x5280_0000 | (imm16 << 5) | rd;
+    let str_w = |rt: u32, rn: u32| 0xB900_0000 | (rn << 5) | rt;
+    let uart = machine.pl011_address();
+    let mut words = vec![movz_x(X2, uart >> 16, 1), movk_x(X2, uart & 0xFFFF)];
+    for byte in message {
+        words.push(movz_w(W3, u32::from(*byte)));
+        words.push(str_w(W3, X2));
+    }
+    const SYS_EXIT: u32 = 0x18;
+    words.push(movz_x(X0, SYS_EXIT, 0));
+    let adr_index = words.len();
+    words.push(0); // ADR x1, block: filled in below once the block offset is known.
+    words.push(0xD45E_0000); // HLT #0xF000
+    words.push(0x1400_0000); // B . (never reached)
+    if words.len() % 2 == 1 {
+        words.push(0xD503_201F); // NOP, so the block is 8-byte aligned
+    }
+    let offset_bytes = ((words.len() - adr_index) * 4) as u32;
+    words[adr_index] = 0x1000_0000 | ((offset_bytes & 3) << 29) | ((offset_bytes >> 2) << 5) | X1;
+    const ADP_STOPPED_APPLICATION_EXIT: u64 = 0x20026;
+    let mut image: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    image.extend_from_slice(&ADP_STOPPED_APPLICATION_EXIT.to_le_bytes());
+    image.extend_from_slice(&u64::from(exit_code).to_le_bytes());
+    image
+}
+
+/// Writes [`semihosting_exit_kernel`] to `path`.
+pub fn write_semihosting_exit_kernel(
+    path: &Path,
+    machine: Machine,
+    message: &[u8],
+    exit_code: u32,
+) -> io::Result<()> {
+    fs::write(path, semihosting_exit_kernel(machine, message, exit_code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args_text(run: &QemuRun) -> Vec<String> {
+        let disks = run.plan_disks().unwrap();
+        run.command_args(&disks).iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
+    }
+
+    fn follows(args: &[String], flag: &str, value: &str) -> bool {
+        args.windows(2).any(|pair| pair[0] == flag && pair[1] == value)
+    }
+
+    #[test]
+    fn exit_semihosting_is_added_unless_given() {
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        assert_eq!(run.effective_append(), "exit=semihosting");
+        run.append = "preset=quick  devices=sd0".to_string();
+        assert_eq!(run.effective_append(), "preset=quick devices=sd0 exit=semihosting");
+        run.append = "exit=halt preset=quick".to_string();
+        assert_eq!(run.effective_append(), "exit=halt preset=quick");
+    }
+
+    #[test]
+    fn virt_gets_cpu_memory_and_no_nic() {
+        let run = QemuRun::new(Machine::Virt);
+        let args = args_text(&run);
+        assert!(follows(&args, "-M", "virt"));
+        assert!(follows(&args, "-cpu", "cortex-a53"));
+        assert!(follows(&args, "-m", "1G"));
+        assert!(follows(&args, "-nic", "none"));
+        assert!(follows(&args, "-kernel", "build/kernel-virt.img"));
+        assert!(follows(&args, "-serial", "stdio"));
+        assert!(follows(&args, "-display", "none"));
+        assert!(args.contains(&"-semihosting".to_string()));
+    }
+
+    #[test]
+    fn raspi_has_no_virt_only_options() {
+        let args = args_text(&QemuRun::new(Machine::Raspi4b));
+        assert!(follows(&args, "-M", "raspi4b"));
+        assert!(follows(&args, "-kernel", "build/kernel8.img"));
+        assert!(!args.contains(&"-cpu".to_string()));
+        assert!(!args.contains(&"-m".to_string()));
+    }
+
+    #[test]
+    fn raspi_sd_uses_if_sd_with_snapshot() {
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        run.sd = Some("64M".parse().unwrap());
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=sd,file=build/disk-sd-64MiB-pattern.img,format=raw,snapshot=on"
+        ));
+    }
+
+    #[test]
+    fn sd_sizes_are_rounded_up_to_a_power_of_two() {
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        run.sd = Some("300M:zeros".parse().unwrap());
+        let disks = run.plan_disks().unwrap();
+        assert_eq!(disks[0].spec.size_bytes, 512 << 20);
+        assert_eq!(disks[0].requested_size_bytes, Some(300 << 20));
+        assert!(disks[0].image_path.ends_with("disk-sd-512MiB-zeros.img"));
+    }
+
+    #[test]
+    fn emmc2_uses_the_generic_sdhci_bus() {
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        run.emmc2 = Some("64M:zeros".parse().unwrap());
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=e2,file=build/disk-emmc2-64MiB-zeros.img,format=raw,snapshot=on"
+        ));
+        assert!(follows(&args, "-device", "sd-card,drive=e2,bus=/generic-sdhci/sd-bus"));
+    }
+
+    #[test]
+    fn virt_nvme_and_sd_use_pci_devices() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.nvme = Some("100M".parse().unwrap());
+        run.nvme_options = vec!["mdts=9".to_string()];
+        run.sd = Some("64M".parse().unwrap());
+        run.extra_args = vec!["-d".to_string(), "guest_errors".to_string()];
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=nv,file=build/disk-nvme-100MiB-pattern.img,format=raw,snapshot=on,aio=io_uring"
+        ));
+        assert!(follows(&args, "-device", "nvme,drive=nv,serial=barebench0,mdts=9"));
+        assert!(follows(&args, "-device", "sdhci-pci,sd-spec-version=3"));
+        assert!(follows(&args, "-device", "sd-card,drive=sdc"));
+        assert_eq!(&args[args.len() - 2..], ["-d", "guest_errors"]);
+        // NVMe sizes are not rounded: only the SD card model needs a power of two.
+        assert_eq!(run.plan_disks().unwrap()[1].spec.size_bytes, 100 << 20);
+    }
+
+    #[test]
+    fn devices_missing_on_a_machine_are_refused() {
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        run.nvme = Some("64M".parse().unwrap());
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "NVMe", .. })));
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        run.emmc2 = Some("64M".parse().unwrap());
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "EMMC2", .. })));
+    }
+
+    #[test]
+    fn a_missing_kernel_says_to_run_make() {
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        run.kernel = PathBuf::from("/nonexistent/kernel8.img");
+        let error = run.run(&mut io::sink()).unwrap_err();
+        assert!(error.to_string().contains("run `make`"), "{error}");
+    }
+
+    #[test]
+    fn exit_kernel_encodes_the_semihosting_call() {
+        let image = semihosting_exit_kernel(Machine::Raspi3b, b"", 7);
+        let words: Vec<u32> =
+            image.chunks(4).map(|bytes| u32::from_le_bytes(bytes.try_into().unwrap())).collect();
+        // movz x2,#0x3f20,lsl#16; movk x2,#0x1000; movz x0,#0x18; adr x1,+12; hlt #0xf000; b .
+        let expected = [0xD2A7_E402, 0xF282_0002, 0xD280_0300, 0x1000_0061, 0xD45E_0000, 0x1400_0000];
+        assert_eq!(&words[..6], &expected);
+        assert_eq!(u64::from_le_bytes(image[24..32].try_into().unwrap()), 0x20026);
+        assert_eq!(u64::from_le_bytes(image[32..40].try_into().unwrap()), 7);
+    }
+}

@@ -1,0 +1,298 @@
+//! Reading the report's inputs: barebench serial logs (the fio-compatible JSON block between
+//! the result markers) and fio JSON from Linux runs, through `bench::fio_json`
+//! (nvme-and-fio.md §3.5–3.6 for the format; medians preferred when a job ran several times).
+
+use std::fs;
+use std::path::Path;
+
+use bench::fio_json::{extract_json_from_log, parse_fio_json, FioDirection, FioReport, LogError};
+use bench::{JSON_BEGIN_MARKER, JSON_END_MARKER};
+
+use super::{format_block, ResultRow, Source, SourceKind, BYTES_PER_MIB};
+
+/// Nanoseconds per microsecond.
+const NS_PER_US: f64 = 1000.0;
+
+/// Reads one input file; problems (unreadable, no results, truncated) are recorded in the
+/// source rather than returned, so the report goes on with the other inputs.
+pub fn load_source(path: &Path) -> Source {
+    let stem = path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut source = Source {
+        label: stem.clone(),
+        path: path.to_path_buf(),
+        kind: SourceKind::BarebenchLog,
+        board: None,
+        rows: Vec::new(),
+        problems: Vec::new(),
+    };
+    let text = match fs::read(path) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(error) => {
+            source.problems.push(format!("cannot read {}: {error}", path.display()));
+            return source;
+        }
+    };
+    let is_log = text.contains(JSON_BEGIN_MARKER) || text.contains(JSON_END_MARKER);
+    if !is_log {
+        if let Ok(report) = parse_fio_json(&text) {
+            if !report.is_barebench() {
+                source.kind = SourceKind::LinuxFio;
+                source.label = format!("linux fio ({stem})");
+            }
+            fill_from_report(&mut source, &report);
+            return source;
+        }
+    }
+    match extract_json_from_log(&text) {
+        Ok(json) => match parse_fio_json(&json) {
+            Ok(report) => fill_from_report(&mut source, &report),
+            Err(error) => source.problems.push(format!("the results block is not valid JSON: {error}")),
+        },
+        Err(error @ LogError::NoBeginMarker { .. }) => {
+            source.problems.push(format!(
+                "no results in this log ({error}); the run ended or was cut before printing them. Last line: {:?}",
+                last_line(&text)
+            ));
+        }
+        Err(error @ LogError::NoEndMarker { .. }) => {
+            let partial = partial_report(&text);
+            source.problems.push(format!(
+                "the results block is truncated ({error}); {} complete job(s) recovered, medians and later jobs missing",
+                partial.jobs.len()
+            ));
+            fill_from_report(&mut source, &partial);
+        }
+    }
+    source
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .rev()
+        .flat_map(|line| line.rsplit('\r'))
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(120)
+        .collect()
+}
+
+/// The complete job objects before the cut of a truncated results block, with the document's
+/// header (`"fio version"`, `"global options"`, the top-level `"barebench"` object) when it came
+/// before the jobs: the complete parts are cut out and parsed as a document of their own.
+fn partial_report(log: &str) -> FioReport {
+    let Some(begin) = log.rfind(JSON_BEGIN_MARKER) else {
+        return FioReport::default();
+    };
+    let block = &log[begin + JSON_BEGIN_MARKER.len()..];
+    let Some(jobs_key) = block.find("\"jobs\"") else {
+        return FioReport::default();
+    };
+    let Some(array_start) = block[jobs_key..].find('[').map(|offset| jobs_key + offset + 1) else {
+        return FioReport::default();
+    };
+    let mut complete_jobs: Vec<&str> = Vec::new();
+    let mut rest = &block[array_start..];
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',');
+        if !rest.starts_with('{') {
+            break;
+        }
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
+        match stream.next() {
+            Some(Ok(_)) => {
+                let end = stream.byte_offset();
+                complete_jobs.push(&rest[..end]);
+                rest = &rest[end..];
+            }
+            _ => break,
+        }
+    }
+    let header = block[..jobs_key].trim().trim_end_matches(',').trim_end();
+    let jobs = complete_jobs.join(",");
+    let with_header = format!("{header}, \"jobs\": [{jobs}]}}");
+    let bare = format!("{{\"jobs\": [{jobs}]}}");
+    let header_usable = header.starts_with('{') && header.len() > 1;
+    header_usable
+        .then(|| parse_fio_json(&with_header).ok())
+        .flatten()
+        .or_else(|| parse_fio_json(&bare).ok())
+        .unwrap_or_default()
+}
+
+/// Rows from a parsed document: the medians when present, otherwise one row per job and
+/// direction that did I/O.
+pub fn fill_from_report(source: &mut Source, report: &FioReport) {
+    if let Some(board) = report.barebench.as_ref().and_then(|info| info.board.clone()) {
+        source.label = board.clone();
+        source.board = Some(board);
+    }
+    if !report.barebench_medians.is_empty() {
+        for median in &report.barebench_medians {
+            let job = report
+                .jobs
+                .iter()
+                .find(|job| {
+                    job.settings.device.as_deref() == Some(median.device.as_str())
+                        && job.settings.rw == median.rw
+                        && job.settings.block_bytes == median.bs
+                        && job.settings.queue_depth == median.iodepth
+                })
+                .map(|job| job.jobname.clone())
+                .unwrap_or_else(|| format!("{}-{}-qd{}", median.rw, format_block(median.bs), median.iodepth));
+            let p99 = (median.clat_p99_ns > 0.0).then_some(median.clat_p99_ns / NS_PER_US);
+            source.rows.push(ResultRow {
+                source: source.label.clone(),
+                device: median.device.clone(),
+                job,
+                rw: median.rw.clone(),
+                block_bytes: median.bs,
+                iodepth: median.iodepth,
+                runs: median.runs,
+                mib_per_s: median.bw_bytes / BYTES_PER_MIB,
+                iops: median.iops,
+                clat_mean_us: median.clat_mean_ns / NS_PER_US,
+                clat_p99_us: p99,
+                errors: median.errors_total,
+            });
+        }
+        return;
+    }
+    if report.jobs.is_empty() {
+        source.problems.push("the results hold no jobs".to_string());
+    }
+    for job in &report.jobs {
+        let settings = &job.settings;
+        let mixed = matches!(settings.rw.as_str(), "rw" | "readwrite" | "randrw" | "trimwrite");
+        let directions = [("read", &job.read), ("write", &job.write)];
+        let mut any = false;
+        for (direction_name, direction) in directions {
+            if direction.total_ios == 0 && direction.io_bytes == 0 {
+                continue;
+            }
+            any = true;
+            let rw = if mixed { format!("{}:{direction_name}", settings.rw) } else { settings.rw.clone() };
+            let (clat_mean_us, clat_p99_us) = latency_us(direction);
+            if clat_p99_us.is_none() {
+                source.problems.push(format!("job {}: no 99th percentile latency in the input", job.jobname));
+            }
+            source.rows.push(ResultRow {
+                source: source.label.clone(),
+                device: settings.device.clone().unwrap_or_else(|| "-".to_string()),
+                job: job.jobname.clone(),
+                rw,
+                block_bytes: settings.block_bytes,
+                iodepth: settings.queue_depth,
+                runs: 1,
+                mib_per_s: direction.bw_bytes as f64 / BYTES_PER_MIB,
+                iops: direction.iops,
+                clat_mean_us,
+                clat_p99_us,
+                errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
+            });
+        }
+        if !any {
+            source.problems.push(format!("job {} did no I/O (fio error {})", job.jobname, job.error));
+        }
+    }
+}
+
+/// Completion latency mean and p99 in µs; total latency (lat) when fio reported no clat
+/// (e.g. with `lat_percentiles=1` or `gtod_reduce`).
+fn latency_us(direction: &FioDirection) -> (f64, Option<f64>) {
+    let mean_ns = if direction.clat_ns.samples > 0 || direction.clat_ns.mean > 0.0 {
+        direction.clat_ns.mean
+    } else {
+        direction.lat_ns.mean
+    };
+    let p99_ns = direction.clat_ns.percentile(99.0).or_else(|| direction.lat_ns.percentile(99.0));
+    (mean_ns / NS_PER_US, p99_ns.map(|ns| ns as f64 / NS_PER_US))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIO_SAMPLE: &str = include_str!("../../../bench/tests/data/fio-3.36-nvme-randread.json");
+    const BAREBENCH_LOG: &str = include_str!("../../tests/data/pi5-synthetic.log");
+
+    fn write_temp(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn linux_fio_json_gives_one_row_per_job() {
+        let (_dir, path) = write_temp("pi5-nvme.json", FIO_SAMPLE);
+        let source = load_source(&path);
+        assert_eq!(source.kind, SourceKind::LinuxFio);
+        assert_eq!(source.label, "linux fio (pi5-nvme)");
+        assert_eq!(source.rows.len(), 3);
+        let qd1 = &source.rows[1];
+        assert_eq!(qd1.job, "randread-4k-qd1");
+        assert_eq!(qd1.device, "/dev/nvme0n1");
+        assert_eq!((qd1.block_bytes, qd1.iodepth, qd1.runs), (4096, 1, 1));
+        assert!((qd1.iops - 13_579.142_086).abs() < 1e-6);
+        assert!((qd1.mib_per_s - 55_620_165.0 / BYTES_PER_MIB).abs() < 1e-9);
+        assert!((qd1.clat_mean_us - 71.806_522_845).abs() < 1e-9);
+        assert_eq!(qd1.clat_p99_us, Some(110.08));
+        assert!(source.problems.is_empty(), "{:?}", source.problems);
+    }
+
+    #[test]
+    fn a_barebench_log_uses_the_medians_and_the_board() {
+        let (_dir, path) = write_temp("run1.log", BAREBENCH_LOG);
+        let source = load_source(&path);
+        assert_eq!(source.kind, SourceKind::BarebenchLog);
+        assert_eq!(source.label, "pi5");
+        assert_eq!(source.board.as_deref(), Some("pi5"));
+        let rows: Vec<(String, String, u32)> =
+            source.rows.iter().map(|row| (row.device.clone(), row.workload(), row.runs)).collect();
+        assert_eq!(
+            rows,
+            [
+                ("sd0".to_string(), "read 1M QD16".to_string(), 3),
+                ("sd0".to_string(), "randread 4K QD1".to_string(), 3),
+                ("nvme0".to_string(), "read 1M QD16".to_string(), 3),
+                ("nvme0".to_string(), "randread 4K QD1".to_string(), 3),
+                ("nvme0".to_string(), "randread 4K QD32".to_string(), 3),
+            ]
+        );
+        let nvme_qd1 = &source.rows[3];
+        assert_eq!(nvme_qd1.job, "nvme0-randread-4k-qd1");
+        assert!((nvme_qd1.iops - 12_100.0).abs() < 1e-9);
+        assert_eq!(nvme_qd1.clat_p99_us, Some(112.5));
+        assert!((nvme_qd1.clat_mean_us - 80.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_log_without_results_says_so() {
+        let (_dir, path) = write_temp("boot.log", "barebench 0.1.0\r\nsd0: card init failed\r\n");
+        let source = load_source(&path);
+        assert!(source.rows.is_empty());
+        assert_eq!(source.problems.len(), 1);
+        assert!(source.problems[0].contains("no results"), "{:?}", source.problems);
+        assert!(source.problems[0].contains("sd0: card init failed"));
+    }
+
+    #[test]
+    fn a_truncated_log_keeps_the_complete_jobs() {
+        let end = BAREBENCH_LOG.find("\"jobname\" : \"nvme0-read-1m-qd16\"").unwrap();
+        let (_dir, path) = write_temp("cut.log", &BAREBENCH_LOG[..end + 10]);
+        let source = load_source(&path);
+        assert_eq!(source.label, "pi5", "the top-level barebench object came before the jobs");
+        let devices: Vec<&str> = source.rows.iter().map(|row| row.device.as_str()).collect();
+        assert!(!devices.is_empty() && devices.iter().all(|device| *device == "sd0"), "{devices:?}");
+        assert!(source.problems.iter().any(|problem| problem.contains("truncated")), "{:?}", source.problems);
+    }
+
+    #[test]
+    fn an_unreadable_input_is_a_problem_not_a_failure() {
+        let source = load_source(Path::new("/nonexistent/x.log"));
+        assert!(source.rows.is_empty());
+        assert!(source.problems[0].contains("cannot read"));
+    }
+}

@@ -1,0 +1,257 @@
+//! `barebench report`: results from serial logs (bare metal) and fio JSON (Linux) as Markdown,
+//! CSV, JSON and bar charts (design.md "Output"; ecosystem.md §4.2–4.3 for what readers expect).
+
+pub mod chart;
+pub mod input;
+pub mod table;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// Errors writing the report files.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Chart(#[from] chart::ChartError),
+}
+
+/// Reads every input (logs and fio JSON) into one report, labels made unique.
+pub fn build_report(inputs: &[PathBuf]) -> Report {
+    let mut report = Report { sources: inputs.iter().map(|path| input::load_source(path)).collect() };
+    report.make_labels_unique();
+    report
+}
+
+/// Writes report.md, report.csv, report.json and the charts (SVG and PNG) into `dir`;
+/// returns the paths written.
+pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        fs::write(&path, text).map_err(|source| ReportError::Write { path: path.clone(), source })?;
+        Ok::<PathBuf, ReportError>(path)
+    };
+    fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
+    let charts = chart::charts(report);
+    let mut markdown = table::markdown(report);
+    if !charts.is_empty() {
+        markdown.push_str("\n## Charts\n\n");
+        for chart in &charts {
+            markdown.push_str(&format!("![{}]({}.svg)\n", chart.title, chart.name));
+        }
+    }
+    let mut written = vec![
+        write("report.md", markdown)?,
+        write("report.csv", table::csv(report))?,
+        write("report.json", table::json(report))?,
+    ];
+    for chart in &charts {
+        written.extend(chart::write_chart(chart, dir)?);
+    }
+    Ok(written)
+}
+
+/// Bytes in a MiB (the unit of the published Pi benchmark tables, ecosystem.md §4.2).
+pub const BYTES_PER_MIB: f64 = 1_048_576.0;
+
+/// One row of the report: one device and job of one source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResultRow {
+    /// The board or log the row comes from (the chart series).
+    pub source: String,
+    pub device: String,
+    /// fio's `jobname`.
+    pub job: String,
+    /// fio's `rw`: read, write, randread, randwrite, ...
+    pub rw: String,
+    pub block_bytes: u64,
+    pub iodepth: u32,
+    /// Runs the figures are the median of (1 = a single run).
+    pub runs: u32,
+    pub mib_per_s: f64,
+    pub iops: f64,
+    /// Completion latency (fio's clat) mean, in microseconds.
+    pub clat_mean_us: f64,
+    /// Completion latency 99th percentile, in microseconds, when known.
+    pub clat_p99_us: Option<f64>,
+    /// Failed I/Os.
+    pub errors: u64,
+}
+
+impl ResultRow {
+    /// Sequential in fio's sense (`rw=read`/`write`/`rw`).
+    pub fn is_sequential(&self) -> bool {
+        matches!(self.rw.as_str(), "read" | "write" | "rw" | "readwrite")
+    }
+
+    /// Random in fio's sense.
+    pub fn is_random(&self) -> bool {
+        self.rw.starts_with("rand")
+    }
+
+    /// `read 1M QD16` style description.
+    pub fn workload(&self) -> String {
+        format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.iodepth)
+    }
+}
+
+/// A block size the way fio writes it: `4K`, `1M`, `512` (binary units).
+pub fn format_block(bytes: u64) -> String {
+    const UNITS: [(u32, &str); 3] = [(30, "G"), (20, "M"), (10, "K")];
+    for (shift, unit) in UNITS {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// What kind of input a source was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A barebench serial log (bare metal or QEMU).
+    BarebenchLog,
+    /// fio JSON from a Linux run on the same hardware.
+    LinuxFio,
+}
+
+/// One input file and what was found in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Source {
+    /// The label used in tables and charts: the board, or the file name.
+    pub label: String,
+    pub path: PathBuf,
+    pub kind: SourceKind,
+    pub board: Option<String>,
+    pub rows: Vec<ResultRow>,
+    /// What is missing or odd in this input (no results, truncated log, bad JSON...).
+    pub problems: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub sources: Vec<Source>,
+}
+
+impl Report {
+    pub fn rows(&self) -> impl Iterator<Item = &ResultRow> {
+        self.sources.iter().flat_map(|source| source.rows.iter())
+    }
+
+    /// Labels of the sources, in input order, made unique (`pi4`, `pi4 (2)`).
+    pub fn make_labels_unique(&mut self) {
+        let mut seen: Vec<String> = Vec::new();
+        for source in &mut self.sources {
+            let base = source.label.clone();
+            let mut label = base.clone();
+            let mut count = 1;
+            while seen.contains(&label) {
+                count += 1;
+                label = format!("{base} ({count})");
+            }
+            if label != base {
+                source.label = label.clone();
+                for row in &mut source.rows {
+                    row.source = label.clone();
+                }
+            }
+            seen.push(label);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn row(
+        source: &str,
+        device: &str,
+        rw: &str,
+        block_bytes: u64,
+        iodepth: u32,
+        mib_per_s: f64,
+    ) -> ResultRow {
+        let iops = mib_per_s * BYTES_PER_MIB / block_bytes as f64;
+        ResultRow {
+            source: source.to_string(),
+            device: device.to_string(),
+            job: format!("{rw}-{}-qd{iodepth}", format_block(block_bytes)),
+            rw: rw.to_string(),
+            block_bytes,
+            iodepth,
+            runs: 3,
+            mib_per_s,
+            iops,
+            clat_mean_us: 1e6 * f64::from(iodepth) / iops,
+            clat_p99_us: Some(2e6 * f64::from(iodepth) / iops),
+            errors: 0,
+        }
+    }
+
+    pub(crate) fn sample_report() -> Report {
+        let pi5 = vec![
+            row("pi5", "sd0", "read", 1 << 20, 16, 88.4),
+            row("pi5", "sd0", "randread", 4096, 1, 11.2),
+            row("pi5", "sd0", "randread", 4096, 32, 14.9),
+            row("pi5", "nvme0", "read", 1 << 20, 16, 823.7),
+            row("pi5", "nvme0", "randread", 4096, 1, 48.3),
+            row("pi5", "nvme0", "randread", 4096, 32, 402.5),
+        ];
+        let linux = vec![row("linux fio", "/dev/nvme0n1", "read", 1 << 20, 16, 780.1)];
+        Report {
+            sources: vec![
+                Source {
+                    label: "pi5".to_string(),
+                    path: PathBuf::from("pi5.log"),
+                    kind: SourceKind::BarebenchLog,
+                    board: Some("pi5".to_string()),
+                    rows: pi5,
+                    problems: vec![],
+                },
+                Source {
+                    label: "linux fio".to_string(),
+                    path: PathBuf::from("linux.json"),
+                    kind: SourceKind::LinuxFio,
+                    board: None,
+                    rows: linux,
+                    problems: vec!["one job had no p99".to_string()],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn blocks_format_like_fio() {
+        assert_eq!(format_block(4096), "4K");
+        assert_eq!(format_block(1 << 20), "1M");
+        assert_eq!(format_block(65536), "64K");
+        assert_eq!(format_block(512), "512");
+        assert_eq!(format_block(1536), "1536");
+    }
+
+    #[test]
+    fn workloads_are_classified() {
+        let sequential = row("a", "sd0", "read", 1 << 20, 16, 1.0);
+        assert!(sequential.is_sequential() && !sequential.is_random());
+        assert_eq!(sequential.workload(), "read 1M QD16");
+        let random = row("a", "sd0", "randread", 4096, 1, 1.0);
+        assert!(random.is_random() && !random.is_sequential());
+    }
+
+    #[test]
+    fn duplicate_labels_are_numbered() {
+        let mut report = sample_report();
+        report.sources[1].label = "pi5".to_string();
+        report.make_labels_unique();
+        assert_eq!(report.sources[1].label, "pi5 (2)");
+        assert_eq!(report.sources[1].rows[0].source, "pi5 (2)");
+        assert_eq!(report.sources[0].label, "pi5");
+    }
+}
