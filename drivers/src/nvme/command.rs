@@ -197,10 +197,7 @@ impl SubmissionEntry {
 
     /// For a Read: starting LBA and block count.
     pub fn read_range(&self) -> (u64, u32) {
-        (
-            u64::from(self.dwords[10]) | u64::from(self.dwords[11]) << 32,
-            (self.dwords[12] & 0xffff) + 1,
-        )
+        (u64::from(self.dwords[10]) | u64::from(self.dwords[11]) << 32, (self.dwords[12] & 0xffff) + 1)
     }
 }
 
@@ -269,10 +266,7 @@ pub fn phase_of(dword3: u32) -> bool {
 /// Number of Queues as the controller allocated them (CQE DW0: NSQA 15:0, NCQA 31:16, both
 /// 0-based; NVMe 1.4 Figure 285), as 1-based counts (submission, completion).
 pub fn allocated_queue_counts(command_specific: u32) -> (u32, u32) {
-    (
-        (command_specific & 0xffff) + 1,
-        (command_specific >> 16) + 1,
-    )
+    ((command_specific & 0xffff) + 1, (command_specific >> 16) + 1)
 }
 
 #[cfg(test)]
@@ -326,14 +320,8 @@ mod tests {
         assert_eq!(sq.dwords[11], 0x0003_0001, "CQID 3, PC = 1");
 
         assert_eq!(SubmissionEntry::delete_io_submission_queue(2).dwords[10], 2);
-        assert_eq!(
-            SubmissionEntry::delete_io_submission_queue(2).opcode(),
-            0x00
-        );
-        assert_eq!(
-            SubmissionEntry::delete_io_completion_queue(2).opcode(),
-            0x04
-        );
+        assert_eq!(SubmissionEntry::delete_io_submission_queue(2).opcode(), 0x00);
+        assert_eq!(SubmissionEntry::delete_io_completion_queue(2).opcode(), 0x04);
     }
 
     #[test]

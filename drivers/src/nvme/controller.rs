@@ -4,14 +4,13 @@
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
 use super::command::{
-    allocated_queue_counts, cns, phase_of, CompletionEntry, SubmissionEntry,
-    COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
+    allocated_queue_counts, cns, phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
+    SUBMISSION_ENTRY_BYTES,
 };
 use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::identify::{
-    active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES,
-    IDENTIFY_BYTES,
+    active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES, IDENTIFY_BYTES,
 };
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
@@ -138,10 +137,7 @@ pub enum NamespaceProblem {
     /// Metadata per block: not supported (a separate metadata buffer would be written at MPTR).
     Metadata { metadata_bytes: u16 },
     /// One LBA is bigger than the largest command.
-    BlockLargerThanTransfer {
-        block_bytes: u32,
-        max_transfer_bytes: u64,
-    },
+    BlockLargerThanTransfer { block_bytes: u32, max_transfer_bytes: u64 },
     /// NSZE = 0.
     Empty,
 }
@@ -285,9 +281,7 @@ pub struct QueueGrant {
 impl QueueGrant {
     /// Queue pairs the driver may create.
     pub fn usable_pairs(&self) -> u16 {
-        self.submission_queues
-            .min(self.completion_queues)
-            .min(u32::from(self.requested)) as u16
+        self.submission_queues.min(self.completion_queues).min(u32::from(self.requested)) as u16
     }
 }
 
@@ -301,10 +295,7 @@ pub struct DepthChoice {
 impl DepthChoice {
     /// Clamps `requested` entries to `[2, CAP.MQES + 1]` (NVMe 1.4 §3.1.1 MQES, §4.1).
     pub fn new(requested: u32, capabilities: &Capabilities) -> Self {
-        DepthChoice {
-            requested,
-            entries: requested.clamp(MIN_QUEUE_ENTRIES, capabilities.max_queue_entries),
-        }
+        DepthChoice { requested, entries: requested.clamp(MIN_QUEUE_ENTRIES, capabilities.max_queue_entries) }
     }
 
     pub fn was_clamped(&self) -> bool {
@@ -393,13 +384,9 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         if !capabilities.nvm_command_set {
             return Err(NvmeError::NoNvmCommandSet { cap });
         }
-        let admin_doorbells_end =
-            regs::completion_doorbell(0, capabilities.doorbell_stride_bytes) + 4;
+        let admin_doorbells_end = regs::completion_doorbell(0, capabilities.doorbell_stride_bytes) + 4;
         if register_bytes < admin_doorbells_end {
-            return Err(NvmeError::RegistersTooSmall {
-                register_bytes,
-                needed_bytes: admin_doorbells_end,
-            });
+            return Err(NvmeError::RegistersTooSmall { register_bytes, needed_bytes: admin_doorbells_end });
         }
         // The smallest page the controller allows (4 KiB on every controller seen so far).
         let page_bytes = capabilities.page_min_bytes;
@@ -415,20 +402,12 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
         let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
-        let submission_bus = dma.to_bus(
-            submission.physical_address(),
-            submission.length_bytes() as u64,
-        )?;
-        let completion_bus = dma.to_bus(
-            completion.physical_address(),
-            completion.length_bytes() as u64,
-        )?;
+        let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
+        let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
         platform.clean_for_device(&completion.buffer());
 
-        registers.write32(
-            offsets::AQA,
-            regs::admin_queue_attributes(ADMIN_QUEUE_ENTRIES, ADMIN_QUEUE_ENTRIES),
-        );
+        registers
+            .write32(offsets::AQA, regs::admin_queue_attributes(ADMIN_QUEUE_ENTRIES, ADMIN_QUEUE_ENTRIES));
         registers.write64(offsets::ASQ, submission_bus);
         registers.write64(offsets::ACQ, completion_bus);
         barrier::store_before_doorbell();
@@ -496,16 +475,13 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
 
     /// MDTS in bytes (`None` = no limit reported).
     pub fn max_transfer_bytes(&self) -> Option<u64> {
-        self.identity
-            .max_transfer_bytes(self.capabilities.page_min_bytes)
+        self.identity.max_transfer_bytes(self.capabilities.page_min_bytes)
     }
 
     /// The most bytes one command of this driver carries: MDTS, capped by
     /// [`DRIVER_MAX_COMMAND_BYTES`].
     pub fn command_limit_bytes(&self) -> u64 {
-        self.max_transfer_bytes()
-            .unwrap_or(DRIVER_MAX_COMMAND_BYTES)
-            .min(DRIVER_MAX_COMMAND_BYTES)
+        self.max_transfer_bytes().unwrap_or(DRIVER_MAX_COMMAND_BYTES).min(DRIVER_MAX_COMMAND_BYTES)
     }
 
     /// CSTS now (for reports).
@@ -513,15 +489,9 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         self.registers.read32(offsets::CSTS)
     }
 
-    fn identify(
-        &mut self,
-        cns_value: u8,
-        namespace_id: u32,
-    ) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
+    fn identify(&mut self, cns_value: u8, namespace_id: u32) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
         let buffer = self.identify_buffer.buffer();
-        let bus = self
-            .dma
-            .to_bus(buffer.physical_address, IDENTIFY_BYTES as u64)?;
+        let bus = self.dma.to_bus(buffer.physical_address, IDENTIFY_BYTES as u64)?;
         self.admin_command(SubmissionEntry::identify(cns_value, namespace_id, bus))?;
         self.platform.invalidate_for_cpu(&buffer);
         let mut data = [0u8; IDENTIFY_BYTES];
@@ -580,21 +550,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
 
     /// Checks that the driver can read `namespace` and returns its block size.
     pub fn check_namespace(&self, namespace: &NamespaceIdentity) -> Result<u32, NvmeError> {
-        let problem = |reason| NvmeError::UnusableNamespace {
-            namespace_id: namespace.namespace_id,
-            reason,
-        };
+        let problem = |reason| NvmeError::UnusableNamespace { namespace_id: namespace.namespace_id, reason };
         let format = namespace.format();
-        let block_bytes = format
-            .data_bytes()
-            .ok_or(problem(NamespaceProblem::InvalidFormat {
-                format_index: namespace.format_index,
-                data_shift: format.data_shift,
-            }))?;
+        let block_bytes = format.data_bytes().ok_or(problem(NamespaceProblem::InvalidFormat {
+            format_index: namespace.format_index,
+            data_shift: format.data_shift,
+        }))?;
         if format.metadata_bytes != 0 {
-            return Err(problem(NamespaceProblem::Metadata {
-                metadata_bytes: format.metadata_bytes,
-            }));
+            return Err(problem(NamespaceProblem::Metadata { metadata_bytes: format.metadata_bytes }));
         }
         if u64::from(block_bytes) > self.command_limit_bytes() {
             return Err(problem(NamespaceProblem::BlockLargerThanTransfer {
@@ -613,13 +576,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     pub fn request_io_queues(&mut self, pairs: u16) -> Result<QueueGrant, NvmeError> {
         let pairs = pairs.max(1);
         let completion = self.admin_command(SubmissionEntry::set_number_of_queues(pairs, pairs))?;
-        let (submission_queues, completion_queues) =
-            allocated_queue_counts(completion.command_specific());
-        let grant = QueueGrant {
-            requested: pairs,
-            submission_queues,
-            completion_queues,
-        };
+        let (submission_queues, completion_queues) = allocated_queue_counts(completion.command_specific());
+        let grant = QueueGrant { requested: pairs, submission_queues, completion_queues };
         self.granted_pairs = grant.usable_pairs();
         Ok(grant)
     }
@@ -636,9 +594,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let block_bytes = self.check_namespace(namespace)?;
         let queue_id = self.created_queue_ids.len() as u16 + 1;
         if queue_id > self.granted_pairs {
-            return Err(NvmeError::NoQueueLeft {
-                granted: self.granted_pairs,
-            });
+            return Err(NvmeError::NoQueueLeft { granted: self.granted_pairs });
         }
         let stride = self.capabilities.doorbell_stride_bytes;
         let doorbells_end = regs::completion_doorbell(queue_id, stride) + 4;
@@ -648,20 +604,15 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                 needed_bytes: doorbells_end,
             });
         }
-        let entries = depth
-            .entries
-            .clamp(MIN_QUEUE_ENTRIES, self.capabilities.max_queue_entries);
+        let entries = depth.entries.clamp(MIN_QUEUE_ENTRIES, self.capabilities.max_queue_entries);
         let command_bytes = self.command_limit_bytes();
-        let max_command_blocks =
-            (command_bytes / u64::from(block_bytes)).min(MAX_BLOCKS_PER_COMMAND) as u32;
+        let max_command_blocks = (command_bytes / u64::from(block_bytes)).min(MAX_BLOCKS_PER_COMMAND) as u32;
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
-        let list_pages_per_command =
-            prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
+        let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
         let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
             let buffer = self.platform.allocate_dma(bytes, page_bytes)?;
-            self.dma
-                .to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
+            self.dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
             // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
             // shared only with this controller.
             Ok(unsafe { DmaRegion::new(buffer) })
@@ -669,26 +620,16 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
         let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {
-            Some(allocate(
-                (entries as usize - 1) * list_pages_per_command * page_bytes,
-            )?)
+            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?)
         } else {
             None
         };
         self.platform.clean_for_device(&completion.buffer());
-        let completion_bus = self.dma.to_bus(
-            completion.physical_address(),
-            completion.length_bytes() as u64,
-        )?;
-        let submission_bus = self.dma.to_bus(
-            submission.physical_address(),
-            submission.length_bytes() as u64,
-        )?;
-        self.admin_command(SubmissionEntry::create_io_completion_queue(
-            queue_id,
-            entries,
-            completion_bus,
-        ))?;
+        let completion_bus =
+            self.dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        let submission_bus =
+            self.dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
+        self.admin_command(SubmissionEntry::create_io_completion_queue(queue_id, entries, completion_bus))?;
         if let Err(error) = self.admin_command(SubmissionEntry::create_io_submission_queue(
             queue_id,
             entries,
@@ -743,13 +684,9 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         for (index, word) in entry.dwords.iter().enumerate() {
             self.admin.submission.write_u32(offset + 4 * index, *word);
         }
-        self.platform
-            .clean_for_device(&self.admin.submission.slice(offset, SUBMISSION_ENTRY_BYTES));
+        self.platform.clean_for_device(&self.admin.submission.slice(offset, SUBMISSION_ENTRY_BYTES));
         barrier::store_before_doorbell();
-        self.registers.write32(
-            self.admin.submission_doorbell,
-            self.admin.submission_ring.tail(),
-        );
+        self.registers.write32(self.admin.submission_doorbell, self.admin.submission_ring.tail());
         let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
         loop {
             if let Some(completion) = self.next_admin_completion() {
@@ -804,8 +741,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     fn next_admin_completion(&mut self) -> Option<CompletionEntry> {
         let queue = &mut self.admin;
         let offset = queue.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
-        self.platform
-            .invalidate_for_cpu(&queue.completion.slice(offset, COMPLETION_ENTRY_BYTES));
+        self.platform.invalidate_for_cpu(&queue.completion.slice(offset, COMPLETION_ENTRY_BYTES));
         let dword3 = queue.completion.read_u32(offset + 12);
         if !queue.completion_ring.is_new(phase_of(dword3)) {
             return None;
@@ -817,8 +753,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         }
         queue.completion_ring.advance();
         barrier::full();
-        self.registers
-            .write32(queue.completion_doorbell, queue.completion_ring.head());
+        self.registers.write32(queue.completion_doorbell, queue.completion_ring.head());
         Some(entry)
     }
 
@@ -840,18 +775,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             }
         }
         for &queue_id in created.iter().rev() {
-            if let Err(error) =
-                self.admin_command(SubmissionEntry::delete_io_completion_queue(queue_id))
-            {
+            if let Err(error) = self.admin_command(SubmissionEntry::delete_io_completion_queue(queue_id)) {
                 deletion_error.get_or_insert(error);
             }
         }
         let cc = self.registers.read32(offsets::CC);
-        self.registers
-            .write32(offsets::CC, regs::with_normal_shutdown(cc));
-        let timeout_ms = u64::from(self.identity.rtd3_entry_latency_us)
-            .div_ceil(1000)
-            .max(MINIMUM_SHUTDOWN_TIMEOUT_MS);
+        self.registers.write32(offsets::CC, regs::with_normal_shutdown(cc));
+        let timeout_ms =
+            u64::from(self.identity.rtd3_entry_latency_us).div_ceil(1000).max(MINIMUM_SHUTDOWN_TIMEOUT_MS);
         let deadline = Deadline::after_us(self.platform, timeout_ms * 1000);
         loop {
             let csts = self.registers.read32(offsets::CSTS);
@@ -879,9 +810,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
 }
 
 fn ready_timeout_ms(capabilities: &Capabilities) -> u64 {
-    capabilities
-        .ready_timeout_ms()
-        .max(MINIMUM_READY_TIMEOUT_MS)
+    capabilities.ready_timeout_ms().max(MINIMUM_READY_TIMEOUT_MS)
 }
 
 /// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once.
@@ -1006,11 +935,7 @@ mod tests {
     #[test]
     fn a_controller_left_enabled_is_disabled_first() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            start_enabled: true,
-            ready_after_reads: 3,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { start_enabled: true, ready_after_reads: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         bring_up(&sim, &platform, &DiscardEvents).expect("bring-up after reset");
         sim.assert_no_violations();
@@ -1019,23 +944,12 @@ mod tests {
     #[test]
     fn a_controller_that_never_becomes_ready_times_out_with_its_registers() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            fault: Some(Fault::NeverReady),
-            ..SimConfig::default()
-        };
+        let config = SimConfig { fault: Some(Fault::NeverReady), ..SimConfig::default() };
         let cap = config.cap();
         let sim = SimController::new(&platform, config);
-        let error = bring_up(&sim, &platform, &DiscardEvents)
-            .err()
-            .expect("fails");
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
         match error {
-            NvmeError::NotReady {
-                waiting_for: ReadyWait::Enabled,
-                waited_ms,
-                cap: seen_cap,
-                cc,
-                csts,
-            } => {
+            NvmeError::NotReady { waiting_for: ReadyWait::Enabled, waited_ms, cap: seen_cap, cc, csts } => {
                 assert!((7500..7700).contains(&waited_ms), "waited {waited_ms} ms");
                 assert_eq!(seen_cap, cap);
                 assert_eq!(cc, 0x0046_0001);
@@ -1055,31 +969,17 @@ mod tests {
     #[test]
     fn fatal_status_at_enable_is_reported_with_registers() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            fault: Some(Fault::FatalOnEnable),
-            ..SimConfig::default()
-        };
+        let config = SimConfig { fault: Some(Fault::FatalOnEnable), ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
-        let error = bring_up(&sim, &platform, &DiscardEvents)
-            .err()
-            .expect("fails");
-        assert!(
-            matches!(error, NvmeError::FatalStatus { csts, .. } if csts & 2 != 0),
-            "{error:?}"
-        );
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        assert!(matches!(error, NvmeError::FatalStatus { csts, .. } if csts & 2 != 0), "{error:?}");
         assert!(format!("{error}").contains("CSTS.CFS = 1"));
     }
 
     #[test]
     fn refuses_a_controller_without_the_nvm_command_set_or_absent() {
         let platform = SimPlatform::new(ARENA);
-        let sim = SimController::new(
-            &platform,
-            SimConfig {
-                command_sets: 0x40,
-                ..SimConfig::default()
-            },
-        );
+        let sim = SimController::new(&platform, SimConfig { command_sets: 0x40, ..SimConfig::default() });
         assert!(matches!(
             bring_up(&sim, &platform, &DiscardEvents).err(),
             Some(NvmeError::NoNvmCommandSet { .. })
@@ -1094,13 +994,7 @@ mod tests {
             "x".to_string(),
         )
         .err();
-        assert_eq!(
-            error,
-            Some(NvmeError::RegistersTooSmall {
-                register_bytes: 0x800,
-                needed_bytes: 0x1008
-            })
-        );
+        assert_eq!(error, Some(NvmeError::RegistersTooSmall { register_bytes: 0x800, needed_bytes: 0x1008 }));
         // Nothing behind BAR0 (a function whose link is down): every read returns all ones.
         #[derive(Clone)]
         struct Absent;
@@ -1122,19 +1016,13 @@ mod tests {
         )
         .err();
         assert_eq!(error, Some(NvmeError::NoController { cap: u64::MAX }));
-        assert_eq!(
-            format!("{}", error.unwrap()),
-            "no controller answers (CAP = 0xffffffffffffffff)"
-        );
+        assert_eq!(format!("{}", error.unwrap()), "no controller answers (CAP = 0xffffffffffffffff)");
     }
 
     #[test]
     fn depth_beyond_mqes_is_clamped_with_a_message() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            mqes: 63,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { mqes: 63, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
         let depth = DepthChoice::new(1024, controller.capabilities());
@@ -1146,9 +1034,7 @@ mod tests {
         );
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(1).unwrap();
-        let pair = controller
-            .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
-            .unwrap();
+        let pair = controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap();
         assert_eq!(sim.io_queue_entries(1), Some(64));
         assert_eq!(blockdev::BlockDevice::geometry(&pair).max_in_flight, 63);
         let small = DepthChoice::new(1, controller.capabilities());
@@ -1160,28 +1046,16 @@ mod tests {
     #[test]
     fn fewer_queues_than_asked_are_used_as_granted() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            max_io_queue_pairs: 2,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { max_io_queue_pairs: 2, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
         let namespaces = controller.active_namespaces().unwrap();
         let grant = controller.request_io_queues(4).unwrap();
-        assert_eq!(
-            grant,
-            QueueGrant {
-                requested: 4,
-                submission_queues: 2,
-                completion_queues: 2
-            }
-        );
+        assert_eq!(grant, QueueGrant { requested: 4, submission_queues: 2, completion_queues: 2 });
         assert_eq!(grant.usable_pairs(), 2);
         let depth = DepthChoice::new(16, controller.capabilities());
         for _ in 0..2 {
-            controller
-                .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
-                .unwrap();
+            controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap();
         }
         let third = controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string());
         assert!(matches!(third, Err(NvmeError::NoQueueLeft { granted: 2 })));
@@ -1197,24 +1071,9 @@ mod tests {
                 namespace_count: 8,
                 supports_active_list,
                 namespaces: vec![
-                    SimNamespace {
-                        id: 2,
-                        blocks: 1000,
-                        lba_shift: 9,
-                        metadata_bytes: 0,
-                    },
-                    SimNamespace {
-                        id: 5,
-                        blocks: 2000,
-                        lba_shift: 12,
-                        metadata_bytes: 0,
-                    },
-                    SimNamespace {
-                        id: 7,
-                        blocks: 10,
-                        lba_shift: 9,
-                        metadata_bytes: 8,
-                    },
+                    SimNamespace { id: 2, blocks: 1000, lba_shift: 9, metadata_bytes: 0 },
+                    SimNamespace { id: 5, blocks: 2000, lba_shift: 12, metadata_bytes: 0 },
+                    SimNamespace { id: 7, blocks: 10, lba_shift: 9, metadata_bytes: 8 },
                 ],
                 ..SimConfig::default()
             };
@@ -1222,17 +1081,10 @@ mod tests {
             let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
             let namespaces = controller.active_namespaces().unwrap();
             let ids: std::vec::Vec<u32> = namespaces.iter().map(|n| n.namespace_id).collect();
-            assert_eq!(
-                ids,
-                [2, 5, 7],
-                "active list supported: {supports_active_list}"
-            );
+            assert_eq!(ids, [2, 5, 7], "active list supported: {supports_active_list}");
             assert_eq!(controller.check_namespace(&namespaces[1]), Ok(4096));
             let metadata = controller.check_namespace(&namespaces[2]).unwrap_err();
-            assert!(
-                format!("{metadata}").contains("8 bytes of metadata per block"),
-                "{metadata}"
-            );
+            assert!(format!("{metadata}").contains("8 bytes of metadata per block"), "{metadata}");
             sim.assert_no_violations();
         }
     }
@@ -1245,12 +1097,8 @@ mod tests {
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(2).unwrap();
         let depth = DepthChoice::new(8, controller.capabilities());
-        let _first = controller
-            .create_io_queue_pair(&namespaces[0], depth, "a".to_string())
-            .unwrap();
-        let _second = controller
-            .create_io_queue_pair(&namespaces[0], depth, "b".to_string())
-            .unwrap();
+        let _first = controller.create_io_queue_pair(&namespaces[0], depth, "a".to_string()).unwrap();
+        let _second = controller.create_io_queue_pair(&namespaces[0], depth, "b".to_string()).unwrap();
         let report = controller.shutdown().expect("shutdown");
         assert_eq!(report.queues_deleted, 2);
         assert_eq!(report.deletion_error, None);
@@ -1274,15 +1122,8 @@ mod tests {
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
         let error = controller.shutdown().unwrap_err();
         match error {
-            NvmeError::ShutdownTimeout {
-                waited_ms,
-                cc,
-                csts,
-            } => {
-                assert!(
-                    (12_500..12_700).contains(&waited_ms),
-                    "RTD3E is longer than 10 s: {waited_ms}"
-                );
+            NvmeError::ShutdownTimeout { waited_ms, cc, csts } => {
+                assert!((12_500..12_700).contains(&waited_ms), "RTD3E is longer than 10 s: {waited_ms}");
                 assert_eq!(cc & (3 << 14), 1 << 14);
                 assert_eq!(csts & (3 << 2), 1 << 2);
             }

@@ -38,14 +38,12 @@ impl DmaRegion {
 
     /// The sub-range `[offset, offset + length)` as a buffer (for cache maintenance).
     pub fn slice(&self, offset_bytes: usize, length_bytes: usize) -> DmaBuffer {
-        self.buffer
-            .slice(offset_bytes, length_bytes)
-            .unwrap_or_else(|| {
-                panic!(
-                    "DMA slice {offset_bytes:#x}+{length_bytes:#x} outside a {:#x}-byte region",
-                    self.buffer.length_bytes
-                )
-            })
+        self.buffer.slice(offset_bytes, length_bytes).unwrap_or_else(|| {
+            panic!(
+                "DMA slice {offset_bytes:#x}+{length_bytes:#x} outside a {:#x}-byte region",
+                self.buffer.length_bytes
+            )
+        })
     }
 
     fn address_of(&self, offset_bytes: usize, size: usize) -> usize {

@@ -33,12 +33,7 @@ pub enum Event {
         sq_head: u16,
     },
     /// A completion named a command identifier that is not outstanding; it was ignored.
-    UnknownCommandId {
-        queue_id: u16,
-        command_id: u16,
-        sq_head: u16,
-        status: Status,
-    },
+    UnknownCommandId { queue_id: u16, command_id: u16, sq_head: u16, status: Status },
     /// A completion reported an SQ head the queue cannot have; the head was not taken and the
     /// command it completes fails with a protocol error.
     ImpossibleSqHead {
@@ -50,11 +45,7 @@ pub enum Event {
         entries: u32,
     },
     /// A completion on this queue named another submission queue; it was ignored.
-    WrongSubmissionQueue {
-        queue_id: u16,
-        reported_queue_id: u16,
-        command_id: u16,
-    },
+    WrongSubmissionQueue { queue_id: u16, reported_queue_id: u16, command_id: u16 },
     /// Further error reports on this queue are only counted.
     ReportsSuppressed { queue_id: u16, after_reports: u32 },
 }

@@ -162,9 +162,7 @@ impl LbaFormat {
     /// Data bytes per block, or `None` for a format the specification does not allow (LBADS < 9
     /// or absurdly large).
     pub fn data_bytes(&self) -> Option<u32> {
-        (9..=31)
-            .contains(&self.data_shift)
-            .then(|| 1u32 << self.data_shift)
+        (9..=31).contains(&self.data_shift).then(|| 1u32 << self.data_shift)
     }
 
     pub fn performance_name(&self) -> &'static str {
@@ -258,15 +256,11 @@ impl NamespaceIdentity {
 
     /// Size in bytes (NSZE × LBA data size), when the format is valid.
     pub fn size_bytes(&self) -> Option<u64> {
-        self.format()
-            .data_bytes()
-            .and_then(|bytes| self.size_blocks.checked_mul(u64::from(bytes)))
+        self.format().data_bytes().and_then(|bytes| self.size_blocks.checked_mul(u64::from(bytes)))
     }
 
     pub fn capacity_bytes(&self) -> Option<u64> {
-        self.format()
-            .data_bytes()
-            .and_then(|bytes| self.capacity_blocks.checked_mul(u64::from(bytes)))
+        self.format().data_bytes().and_then(|bytes| self.capacity_blocks.checked_mul(u64::from(bytes)))
     }
 }
 
@@ -359,16 +353,8 @@ mod tests {
         data[25] = nlbaf;
         data[26] = flbas;
         // QEMU's eight formats: 512, 512+8, 512+16, 512+64, 4096, 4096+8, 4096+16, 4096+64.
-        let formats: [(u16, u8); 8] = [
-            (0, 9),
-            (8, 9),
-            (16, 9),
-            (64, 9),
-            (0, 12),
-            (8, 12),
-            (16, 12),
-            (64, 12),
-        ];
+        let formats: [(u16, u8); 8] =
+            [(0, 9), (8, 9), (16, 9), (64, 9), (0, 12), (8, 12), (16, 12), (64, 12)];
         for (index, (metadata, shift)) in formats.iter().enumerate() {
             let raw = u32::from(*metadata) | u32::from(*shift) << 16 | (index as u32 % 4) << 24;
             data[128 + 4 * index..132 + 4 * index].copy_from_slice(&raw.to_le_bytes());
@@ -392,10 +378,7 @@ mod tests {
         assert!(identity.is_active());
         assert!(!identity.metadata_inline);
         let shown: Vec<_> = identity.formats().iter().map(|f| format!("{f}")).collect();
-        assert_eq!(
-            shown,
-            ["512+0", "512+8", "512+16", "512+64", "4096+0", "4096+8", "4096+16", "4096+64"]
-        );
+        assert_eq!(shown, ["512+0", "512+8", "512+16", "512+64", "4096+0", "4096+8", "4096+16", "4096+64"]);
         assert_eq!(identity.formats[1].performance_name(), "better");
         let inline = NamespaceIdentity::parse(1, &namespace_data(7, 0x15));
         assert!(inline.metadata_inline);

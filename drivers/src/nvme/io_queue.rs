@@ -25,8 +25,8 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{
-    check_request, BlockDevice, Completion, DmaBuffer, Geometry, IoError, IoErrorKind, Operation,
-    Request, SubmitError,
+    check_request, BlockDevice, Completion, DmaBuffer, Geometry, IoError, IoErrorKind, Operation, Request,
+    SubmitError,
 };
 
 /// The largest request the block interface accepts; the pair splits it into commands.
@@ -141,11 +141,7 @@ const IDLE_REQUEST: RequestSlot = RequestSlot {
     operation: Operation::Read,
     lba: 0,
     block_count: 0,
-    buffer: DmaBuffer {
-        cpu_address: 0,
-        physical_address: 0,
-        length_bytes: 0,
-    },
+    buffer: DmaBuffer { cpu_address: 0, physical_address: 0, length_bytes: 0 },
     data_bus: 0,
     pieces_total: 0,
     pieces_issued: 0,
@@ -180,18 +176,13 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
 }
 
 impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
-    pub fn new(
-        setup: QueuePairSetup,
-        registers: R,
-        platform: &'p P,
-        events: &'p dyn EventSink,
-    ) -> Self {
+    pub fn new(setup: QueuePairSetup, registers: R, platform: &'p P, events: &'p dyn EventSink) -> Self {
         let slots = setup.entries - 1;
         let geometry = Geometry {
             logical_block_bytes: setup.block_bytes,
             block_count: setup.block_count,
-            max_request_blocks: (MAX_REQUEST_BYTES / u64::from(setup.block_bytes))
-                .min(u64::from(u32::MAX)) as u32,
+            max_request_blocks: (MAX_REQUEST_BYTES / u64::from(setup.block_bytes)).min(u64::from(u32::MAX))
+                as u32,
             max_in_flight: slots,
         };
         let lists_bus = setup
@@ -295,9 +286,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         let request = self.requests[index as usize];
         let setup = &self.setup;
         let first_block = request.pieces_issued * setup.max_command_blocks;
-        let block_count = setup
-            .max_command_blocks
-            .min(request.block_count - first_block);
+        let block_count = setup.max_command_blocks.min(request.block_count - first_block);
         let lba = request.lba + u64::from(first_block);
         let data_bus = request.data_bus + u64::from(first_block) * u64::from(setup.block_bytes);
         let length_bytes = block_count as usize * setup.block_bytes as usize;
@@ -323,10 +312,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 // rather than send something the controller would misread.
                 self.free_commands.push(command_id);
                 let request = &mut self.requests[index as usize];
-                request.error.get_or_insert(IoError {
-                    kind: IoErrorKind::Transfer,
-                    code: 0,
-                });
+                request.error.get_or_insert(IoError { kind: IoErrorKind::Transfer, code: 0 });
                 request.pieces_total = request.pieces_issued;
                 if request.pieces_done == request.pieces_total {
                     self.finished_early.push_back(index);
@@ -335,29 +321,21 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             }
         };
         if let (Some(lists), true) = (lists, prps.list_pages > 0) {
-            self.platform
-                .clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
+            self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
         }
-        let mut entry =
-            SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
+        let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
         entry.set_command_id(command_id);
         let sq_slot = self.submission_ring.push().expect("checked by the caller");
         let offset = sq_slot as usize * SUBMISSION_ENTRY_BYTES;
         for (word_index, word) in entry.dwords.iter().enumerate() {
             setup.submission.write_u32(offset + 4 * word_index, *word);
         }
-        self.commands[usize::from(command_id)] = CommandSlot {
-            in_use: true,
-            request: index,
-            sq_slot,
-            lba,
-            block_count,
-        };
+        self.commands[usize::from(command_id)] =
+            CommandSlot { in_use: true, request: index, sq_slot, lba, block_count };
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
-        self.statistics.max_commands_in_flight =
-            self.statistics.max_commands_in_flight.max(in_flight);
+        self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
         true
     }
 
@@ -378,8 +356,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             let bytes = (entries - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
             self.platform.clean_for_device(&sq.slice(from, bytes));
             if tail > 0 {
-                self.platform
-                    .clean_for_device(&sq.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
+                self.platform.clean_for_device(&sq.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
             }
         }
         barrier::store_before_doorbell();
@@ -416,10 +393,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         };
         let lower_bound = self.submission_ring.head_after_fetch_of(command.sq_slot);
         let reported_head = u32::from(entry.sq_head());
-        let outcome = if self
-            .submission_ring
-            .head_is_possible(reported_head, lower_bound)
-        {
+        let outcome = if self.submission_ring.head_is_possible(reported_head, lower_bound) {
             self.submission_ring.set_head(reported_head);
             let status = entry.status();
             if status.is_success() {
@@ -438,10 +412,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                     command_specific: entry.command_specific(),
                     sq_head: entry.sq_head(),
                 });
-                Err(IoError {
-                    kind: IoErrorKind::DeviceStatus,
-                    code: u32::from(status.field()),
-                })
+                Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
             }
         } else {
             self.statistics.protocol_errors += 1;
@@ -454,10 +425,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 entries: self.setup.entries,
             });
             self.submission_ring.set_head(lower_bound);
-            Err(IoError {
-                kind: IoErrorKind::Protocol,
-                code: reported_head,
-            })
+            Err(IoError { kind: IoErrorKind::Protocol, code: reported_head })
         };
         self.commands[usize::from(command_id)].in_use = false;
         self.free_commands.push(command_id);
@@ -492,10 +460,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         if request.error.is_some() {
             self.statistics.requests_failed += 1;
         }
-        Completion {
-            tag: request.tag,
-            result: request.error.map_or(Ok(()), Err),
-        }
+        Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) }
     }
 }
 
@@ -518,11 +483,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
             return Err((request, SubmitError::Unsupported));
         }
         let bytes = request.block_count as usize * self.setup.block_bytes as usize;
-        let Ok(data_bus) = self
-            .setup
-            .dma
-            .to_bus(request.buffer.physical_address, bytes as u64)
-        else {
+        let Ok(data_bus) = self.setup.dma.to_bus(request.buffer.physical_address, bytes as u64) else {
             return Err((request, SubmitError::BadBuffer));
         };
         if data_bus & 0x3 != 0 {
@@ -555,8 +516,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
             self.statistics.requests_split += 1;
         }
         let in_flight = self.requests_in_flight();
-        self.statistics.max_requests_in_flight =
-            self.statistics.max_requests_in_flight.max(in_flight);
+        self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
         Ok(())
     }
 
@@ -584,20 +544,14 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         while produced < completions.len() && consumed < self.setup.entries {
             let cq = self.setup.completion;
             let offset = self.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
-            self.platform
-                .invalidate_for_cpu(&cq.slice(offset, COMPLETION_ENTRY_BYTES));
+            self.platform.invalidate_for_cpu(&cq.slice(offset, COMPLETION_ENTRY_BYTES));
             let dword3 = cq.read_u32(offset + 12);
             if !self.completion_ring.is_new(phase_of(dword3)) {
                 break;
             }
             barrier::load_after_completion();
             let entry = CompletionEntry {
-                dwords: [
-                    cq.read_u32(offset),
-                    cq.read_u32(offset + 4),
-                    cq.read_u32(offset + 8),
-                    dword3,
-                ],
+                dwords: [cq.read_u32(offset), cq.read_u32(offset + 4), cq.read_u32(offset + 8), dword3],
             };
             self.completion_ring.advance();
             consumed += 1;
@@ -609,8 +563,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         if consumed > 0 {
             // The entries were read before the controller may reuse their slots.
             barrier::full();
-            self.registers
-                .write32(self.setup.completion_doorbell, self.completion_ring.head());
+            self.registers.write32(self.setup.completion_doorbell, self.completion_ring.head());
             self.statistics.cq_doorbell_writes += 1;
             if self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
@@ -626,8 +579,7 @@ mod tests {
     use super::super::controller::{Controller, DepthChoice};
     use super::super::events::DiscardEvents;
     use super::super::sim::{
-        pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace,
-        SimPlatform,
+        pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform,
     };
     use super::*;
     use std::format;
@@ -657,19 +609,11 @@ mod tests {
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(1).unwrap();
         let depth = DepthChoice::new(depth, controller.capabilities());
-        controller
-            .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
-            .unwrap()
+        controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
     }
 
     fn read(tag: u32, lba: u64, block_count: u32, buffer: DmaBuffer) -> Request {
-        Request {
-            tag,
-            operation: Operation::Read,
-            lba,
-            block_count,
-            buffer,
-        }
+        Request { tag, operation: Operation::Read, lba, block_count, buffer }
     }
 
     /// Polls until `count` completions arrived (bounded), returning them.
@@ -718,10 +662,7 @@ mod tests {
             for size in sizes.iter().filter(|s| **s >= block) {
                 let blocks = (size / block) as u32;
                 let (lbas, offsets): (&[u64], &[usize]) = if *size <= 65536 {
-                    (
-                        &[0, blocks_total / 3 + 1, blocks_total - u64::from(blocks)],
-                        &[0, 512, 4092],
-                    )
+                    (&[0, blocks_total / 3 + 1, blocks_total - u64::from(blocks)], &[0, 512, 4092])
                 } else {
                     (&[blocks_total - u64::from(blocks)], &[0, 4092])
                 };
@@ -732,34 +673,21 @@ mod tests {
                         device.submit(read(tag, lba, blocks, data)).unwrap();
                         device.kick();
                         let done = wait_for(&mut device, 1);
-                        assert_eq!(
-                            done[0],
-                            Completion {
-                                tag,
-                                result: Ok(())
-                            }
-                        );
+                        assert_eq!(done[0], Completion { tag, result: Ok(()) });
                         check_pattern(&platform, &data, lba * block, *size as usize);
                     }
                 }
             }
             sim.assert_no_violations();
             let statistics = sim.statistics();
-            let limit = if mdts == 0 {
-                4 << 20
-            } else {
-                4096usize << mdts
-            };
+            let limit = if mdts == 0 { 4 << 20 } else { 4096usize << mdts };
             assert!(
                 statistics.read_bytes_max <= limit,
                 "mdts {mdts}: {} > {limit}",
                 statistics.read_bytes_max
             );
             if mdts == 0 {
-                assert!(
-                    statistics.chained_lists > 0,
-                    "4 MiB commands chain list pages"
-                );
+                assert!(statistics.chained_lists > 0, "4 MiB commands chain list pages");
             }
             if mdts == 3 {
                 assert!(device.statistics().requests_split > 0);
@@ -777,15 +705,9 @@ mod tests {
         sim.hold_io_completions(true);
         for tag in 0..16u32 {
             let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
-            device
-                .submit(read(tag, u64::from(tag) * 8, 8, data))
-                .unwrap();
+            device.submit(read(tag, u64::from(tag) * 8, 8, data)).unwrap();
         }
-        assert_eq!(
-            sim.statistics().sq_doorbell_writes,
-            0,
-            "submit alone rings nothing"
-        );
+        assert_eq!(sim.statistics().sq_doorbell_writes, 0, "submit alone rings nothing");
         device.kick();
         assert_eq!(sim.statistics().sq_doorbell_writes, 1);
         assert_eq!(sim.held_count(), 16);
@@ -793,16 +715,8 @@ mod tests {
         assert_eq!(device.poll(&mut out), 0, "poll never blocks");
         sim.release_held(16);
         assert_eq!(device.poll(&mut out), 16);
-        assert_eq!(
-            sim.statistics().cq_doorbell_writes,
-            1,
-            "one CQ head write for 16"
-        );
-        assert_eq!(
-            sim.statistics().register_reads,
-            0,
-            "no MMIO reads on the I/O path"
-        );
+        assert_eq!(sim.statistics().cq_doorbell_writes, 1, "one CQ head write for 16");
+        assert_eq!(sim.statistics().register_reads, 0, "no MMIO reads on the I/O path");
         let mut tags: StdVec<u32> = out[..16].iter().map(|c| c.tag).collect();
         tags.sort_unstable();
         assert_eq!(tags, (0..16).collect::<StdVec<_>>());
@@ -848,10 +762,7 @@ mod tests {
     fn a_full_queue_of_split_requests_keeps_every_piece_moving() {
         // 1 MiB requests with a 32 KiB command limit: 32 commands each, at depth 16 (15 slots).
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            mdts: 3,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { mdts: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut device = pair(&sim, &platform, &DiscardEvents, 16);
         let slots = device.geometry().max_in_flight;
@@ -860,9 +771,7 @@ mod tests {
         sim.hold_io_completions(true);
         for tag in 0..slots {
             let data = buffer.slice((tag as usize) << 20, 1 << 20).unwrap();
-            device
-                .submit(read(tag, u64::from(tag) * 2048, 2048, data))
-                .unwrap();
+            device.submit(read(tag, u64::from(tag) * 2048, 2048, data)).unwrap();
         }
         let refused = device.submit(read(99, 0, 8, buffer.slice(0, 4096).unwrap()));
         assert_eq!(refused.unwrap_err().1, SubmitError::QueueFull);
@@ -881,15 +790,8 @@ mod tests {
         assert_eq!(completed.len(), slots as usize);
         for completion in &completed {
             assert_eq!(completion.result, Ok(()));
-            let data = buffer
-                .slice((completion.tag as usize) << 20, 1 << 20)
-                .unwrap();
-            check_pattern(
-                &platform,
-                &data,
-                u64::from(completion.tag) * 2048 * 512,
-                1 << 20,
-            );
+            let data = buffer.slice((completion.tag as usize) << 20, 1 << 20).unwrap();
+            check_pattern(&platform, &data, u64::from(completion.tag) * 2048 * 512, 1 << 20);
         }
         let statistics = device.statistics();
         assert_eq!(statistics.commands_submitted, 15 * 32);
@@ -912,28 +814,10 @@ mod tests {
             (read(3, u64::MAX, 1, buffer), SubmitError::OutOfRange),
             (read(4, 0, 0, buffer), SubmitError::BadLength),
             (read(5, 0, 17, buffer), SubmitError::BadBuffer),
+            (read(6, 0, 1, buffer.slice(2, 512).unwrap()), SubmitError::BadBuffer),
+            (Request { operation: Operation::Write, ..read(7, 0, 1, buffer) }, SubmitError::Unsupported),
             (
-                read(6, 0, 1, buffer.slice(2, 512).unwrap()),
-                SubmitError::BadBuffer,
-            ),
-            (
-                Request {
-                    operation: Operation::Write,
-                    ..read(7, 0, 1, buffer)
-                },
-                SubmitError::Unsupported,
-            ),
-            (
-                read(
-                    8,
-                    0,
-                    1,
-                    DmaBuffer {
-                        cpu_address: 0x1000,
-                        physical_address: 0x1000,
-                        length_bytes: 512,
-                    },
-                ),
+                read(8, 0, 1, DmaBuffer { cpu_address: 0x1000, physical_address: 0x1000, length_bytes: 512 }),
                 SubmitError::BadBuffer,
             ),
         ];
@@ -951,10 +835,7 @@ mod tests {
     #[test]
     fn command_errors_fail_the_request_by_name_and_are_counted() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            mdts: 3,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { mdts: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let events = RecordingEvents::default();
         let mut device = pair(&sim, &platform, &events, 8);
@@ -967,10 +848,7 @@ mod tests {
         let status_field = super::super::status::Status::new(2, 0x81, true).field();
         assert_eq!(
             done[0].result,
-            Err(IoError {
-                kind: IoErrorKind::DeviceStatus,
-                code: u32::from(status_field)
-            })
+            Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status_field) })
         );
         assert!(
             events.any_contains("nvme0: Read failed: Unrecovered Read Error (02/81) dnr; sqid:1"),
@@ -981,10 +859,7 @@ mod tests {
         assert_eq!(statistics.command_errors, 1);
         assert_eq!(statistics.requests_failed, 1);
         assert_eq!(statistics.errors_by_status.len(), 1);
-        assert!(
-            statistics.commands_submitted < 32,
-            "pieces after the failure not sent"
-        );
+        assert!(statistics.commands_submitted < 32, "pieces after the failure not sent");
         // The queue still works afterwards.
         device.submit(read(6, 4096, 8, buffer)).unwrap();
         device.kick();
@@ -1003,11 +878,7 @@ mod tests {
         sim.corrupt_next_completion(Corruption::UnknownCommandId);
         device.submit(read(1, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(
-            wait_for(&mut device, 1)[0].result,
-            Ok(()),
-            "the real one still counts"
-        );
+        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()), "the real one still counts");
         assert!(events.any_contains("unknown command identifier 65520"));
 
         sim.corrupt_next_completion(Corruption::WrongSubmissionQueue);
@@ -1047,10 +918,7 @@ mod tests {
             wait_for(&mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
-        assert_eq!(
-            events.messages.borrow().len(),
-            MAX_REPORTS_PER_QUEUE as usize + 1
-        );
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
         assert!(events.any_contains("further errors are only counted"));
         assert_eq!(device.statistics().errors_by_status[0].1, 40);
     }
@@ -1058,10 +926,7 @@ mod tests {
     #[test]
     fn submitted_but_unkicked_requests_do_not_start_from_poll() {
         let platform = SimPlatform::new(ARENA);
-        let config = SimConfig {
-            mdts: 1,
-            ..SimConfig::default()
-        };
+        let config = SimConfig { mdts: 1, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut device = pair(&sim, &platform, &DiscardEvents, 4);
         let buffer = platform.allocate_dma(64 << 10, 4096).unwrap();
@@ -1092,9 +957,6 @@ mod tests {
         total.add(&one);
         assert_eq!(total.commands_submitted, 6);
         assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
-        assert_eq!(
-            format!("{}", total.errors_by_status[0].0),
-            "Invalid Field in Command (00/02) dnr"
-        );
+        assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
     }
 }

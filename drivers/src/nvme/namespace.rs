@@ -27,22 +27,11 @@ pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
 
 impl<'p, R: RegisterIo, P: Platform> NamespaceDevice<'p, R, P> {
     /// `pairs` must be non-empty and all read `identity`'s namespace.
-    pub fn new(
-        name: String,
-        identity: NamespaceIdentity,
-        pairs: Vec<IoQueuePair<'p, R, P>>,
-    ) -> Self {
+    pub fn new(name: String, identity: NamespaceIdentity, pairs: Vec<IoQueuePair<'p, R, P>>) -> Self {
         assert!(!pairs.is_empty(), "a namespace device needs a queue pair");
         let mut geometry = pairs[0].geometry();
         geometry.max_in_flight = pairs.iter().map(|p| p.geometry().max_in_flight).sum();
-        NamespaceDevice {
-            name,
-            identity,
-            pairs,
-            geometry,
-            next_pair: 0,
-            next_poll: 0,
-        }
+        NamespaceDevice { name, identity, pairs, geometry, next_pair: 0, next_poll: 0 }
     }
 
     pub fn identity(&self) -> &NamespaceIdentity {
@@ -142,11 +131,7 @@ mod tests {
         controller.request_io_queues(2).unwrap();
         let depth = DepthChoice::new(9, controller.capabilities());
         let pairs = (0..2)
-            .map(|_| {
-                controller
-                    .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
-                    .unwrap()
-            })
+            .map(|_| controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap())
             .collect();
         let mut device = NamespaceDevice::new("nvme0".to_string(), namespaces[0], pairs);
         assert_eq!(device.geometry().max_in_flight, 16, "two pairs of 8");
@@ -167,10 +152,7 @@ mod tests {
             slot_of[tag as usize] = tag as usize;
             device.submit(request(tag, slot(tag as usize))).unwrap();
         }
-        assert_eq!(
-            device.submit(request(99, slot(0))).unwrap_err().1,
-            SubmitError::QueueFull
-        );
+        assert_eq!(device.submit(request(99, slot(0))).unwrap_err().1, SubmitError::QueueFull);
         assert_eq!(device.pairs()[0].requests_in_flight(), 8);
         assert_eq!(device.pairs()[1].requests_in_flight(), 8);
         device.kick();

@@ -76,11 +76,7 @@ impl DriverOptions {
         let mut parsed = DriverOptions::default();
         let mut errors = Vec::new();
         for (key, value) in options {
-            let error = |accepted| OptionError {
-                key,
-                value,
-                accepted,
-            };
+            let error = |accepted| OptionError { key, value, accepted };
             match key {
                 "queues" => match number(value) {
                     Some(count @ 1..=64) => parsed.queue_pairs = count as u16,
@@ -130,12 +126,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             options,
-            DriverOptions {
-                queue_pairs: 2,
-                queue_entries: 256,
-                self_test_depth: Some(32),
-                measure: false
-            }
+            DriverOptions { queue_pairs: 2, queue_entries: 256, self_test_depth: Some(32), measure: false }
         );
     }
 

@@ -27,11 +27,7 @@ pub enum PrpError {
     /// PRP entries must have bits 1:0 clear (NVMe 1.4 §4.3).
     MisalignedData { bus_address: u64 },
     /// The command's list memory is too small for this transfer.
-    ListTooSmall {
-        list_entries: usize,
-        pages_needed: usize,
-        pages_available: usize,
-    },
+    ListTooSmall { list_entries: usize, pages_needed: usize, pages_available: usize },
 }
 
 impl fmt::Display for PrpError {
@@ -41,11 +37,7 @@ impl fmt::Display for PrpError {
             PrpError::MisalignedData { bus_address } => {
                 write!(f, "data at bus address {bus_address:#x} is not 4-byte aligned")
             }
-            PrpError::ListTooSmall {
-                list_entries,
-                pages_needed,
-                pages_available,
-            } => write!(
+            PrpError::ListTooSmall { list_entries, pages_needed, pages_available } => write!(
                 f,
                 "{list_entries} PRP entries need {pages_needed} list pages, {pages_available} available"
             ),
@@ -65,18 +57,12 @@ pub fn list_pages_for_entries(list_entries: usize, page_bytes: usize) -> usize {
     if list_entries == 0 {
         0
     } else {
-        (list_entries.saturating_sub(1))
-            .div_ceil(per_page - 1)
-            .max(1)
+        (list_entries.saturating_sub(1)).div_ceil(per_page - 1).max(1)
     }
 }
 
 /// Data entries a list must hold for this transfer (0 when PRP1 and PRP2 suffice).
-pub fn list_entries_for(
-    first_offset_bytes: usize,
-    length_bytes: usize,
-    page_bytes: usize,
-) -> usize {
+pub fn list_entries_for(first_offset_bytes: usize, length_bytes: usize, page_bytes: usize) -> usize {
     match pages_spanned(first_offset_bytes, length_bytes, page_bytes) {
         0..=2 => 0,
         pages => pages - 1,
@@ -87,10 +73,7 @@ pub fn list_entries_for(
 /// (data starting 4 bytes before a page boundary).
 pub fn worst_case_list_pages(max_transfer_bytes: usize, page_bytes: usize) -> usize {
     let worst_offset = page_bytes - 4;
-    list_pages_for_entries(
-        list_entries_for(worst_offset, max_transfer_bytes, page_bytes),
-        page_bytes,
-    )
+    list_pages_for_entries(list_entries_for(worst_offset, max_transfer_bytes, page_bytes), page_bytes)
 }
 
 /// Builds the PRPs for `length_bytes` at bus address `data_bus`. List entries go to the command's
@@ -108,30 +91,14 @@ pub fn build(
         return Err(PrpError::Empty);
     }
     if data_bus & 0x3 != 0 {
-        return Err(PrpError::MisalignedData {
-            bus_address: data_bus,
-        });
+        return Err(PrpError::MisalignedData { bus_address: data_bus });
     }
     let page = page_bytes as u64;
     let first_offset = (data_bus % page) as usize;
     let second_page = data_bus - first_offset as u64 + page;
     match pages_spanned(first_offset, length_bytes, page_bytes) {
-        1 => {
-            return Ok(PrpPointers {
-                prp1: data_bus,
-                prp2: 0,
-                list_entries: 0,
-                list_pages: 0,
-            })
-        }
-        2 => {
-            return Ok(PrpPointers {
-                prp1: data_bus,
-                prp2: second_page,
-                list_entries: 0,
-                list_pages: 0,
-            })
-        }
+        1 => return Ok(PrpPointers { prp1: data_bus, prp2: 0, list_entries: 0, list_pages: 0 }),
+        2 => return Ok(PrpPointers { prp1: data_bus, prp2: second_page, list_entries: 0, list_pages: 0 }),
         _ => {}
     }
     let list_entries = list_entries_for(first_offset, length_bytes, page_bytes);
@@ -149,25 +116,14 @@ pub fn build(
     for entry in 0..list_entries {
         let remaining = list_entries - entry;
         if slot == per_page - 1 && remaining > 1 {
-            write_entry(
-                list_page * per_page + slot,
-                list_bus + (list_page as u64 + 1) * page,
-            );
+            write_entry(list_page * per_page + slot, list_bus + (list_page as u64 + 1) * page);
             list_page += 1;
             slot = 0;
         }
-        write_entry(
-            list_page * per_page + slot,
-            second_page + entry as u64 * page,
-        );
+        write_entry(list_page * per_page + slot, second_page + entry as u64 * page);
         slot += 1;
     }
-    Ok(PrpPointers {
-        prp1: data_bus,
-        prp2: list_bus,
-        list_entries,
-        list_pages: list_page + 1,
-    })
+    Ok(PrpPointers { prp1: data_bus, prp2: list_bus, list_entries, list_pages: list_page + 1 })
 }
 
 #[cfg(test)]
@@ -185,23 +141,10 @@ mod tests {
     /// independent walker read them back, and checks that the walk covers exactly the buffer.
     fn build_and_walk(data_bus: u64, length: usize, capacity_pages: usize) -> PrpPointers {
         let mut list = BTreeMap::new();
-        let prps = build(
-            data_bus,
-            length,
-            PAGE,
-            LIST_BUS,
-            capacity_pages,
-            |index, value| {
-                assert!(
-                    index < capacity_pages * PAGE / ENTRY_BYTES,
-                    "entry {index} outside the list memory"
-                );
-                assert!(
-                    list.insert(index, value).is_none(),
-                    "slot {index} written twice"
-                );
-            },
-        )
+        let prps = build(data_bus, length, PAGE, LIST_BUS, capacity_pages, |index, value| {
+            assert!(index < capacity_pages * PAGE / ENTRY_BYTES, "entry {index} outside the list memory");
+            assert!(list.insert(index, value).is_none(), "slot {index} written twice");
+        })
         .unwrap_or_else(|e| panic!("{length} bytes at {data_bus:#x}: {e}"));
         let read_qword = |bus: u64| -> Option<u64> {
             let offset = bus.checked_sub(LIST_BUS)? as usize;
@@ -220,10 +163,7 @@ mod tests {
             left -= chunk;
         }
         assert_eq!(segments, expected, "{length} bytes at {data_bus:#x}");
-        assert_eq!(
-            list.len(),
-            prps.list_entries + prps.list_pages.saturating_sub(1)
-        );
+        assert_eq!(list.len(), prps.list_entries + prps.list_pages.saturating_sub(1));
         prps
     }
 
@@ -263,17 +203,9 @@ mod tests {
         let p = build_and_walk(base, 1 << 20, capacity);
         assert_eq!((p.list_entries, p.list_pages), (255, 1));
         let p = build_and_walk(base, 2 << 20, capacity);
-        assert_eq!(
-            (p.list_entries, p.list_pages),
-            (511, 1),
-            "511 entries fit one page"
-        );
+        assert_eq!((p.list_entries, p.list_pages), (511, 1), "511 entries fit one page");
         let p = build_and_walk(base, (2 << 20) + 4096, capacity);
-        assert_eq!(
-            (p.list_entries, p.list_pages),
-            (512, 1),
-            "512 fill all slots"
-        );
+        assert_eq!((p.list_entries, p.list_pages), (512, 1), "512 fill all slots");
         let p = build_and_walk(base, (2 << 20) + 8192, capacity);
         assert_eq!((p.list_entries, p.list_pages), (513, 2), "513 need a chain");
         // Unaligned start: one extra page.
@@ -320,23 +252,14 @@ mod tests {
     #[test]
     fn bad_transfers_are_refused() {
         let noop = |_: usize, _: u64| {};
-        assert_eq!(
-            build(0x1000, 0, PAGE, LIST_BUS, 1, noop),
-            Err(PrpError::Empty)
-        );
+        assert_eq!(build(0x1000, 0, PAGE, LIST_BUS, 1, noop), Err(PrpError::Empty));
         assert_eq!(
             build(0x1002, 512, PAGE, LIST_BUS, 1, noop),
-            Err(PrpError::MisalignedData {
-                bus_address: 0x1002
-            })
+            Err(PrpError::MisalignedData { bus_address: 0x1002 })
         );
         assert_eq!(
             build(0x1000, 3 << 20, PAGE, LIST_BUS, 1, noop),
-            Err(PrpError::ListTooSmall {
-                list_entries: 767,
-                pages_needed: 2,
-                pages_available: 1
-            })
+            Err(PrpError::ListTooSmall { list_entries: 767, pages_needed: 2, pages_available: 1 })
         );
         // The walker rejects what a controller would reject.
         assert_eq!(

@@ -14,11 +14,7 @@ impl SubmissionRing {
     /// A ring of `entries` slots (at least 2), empty.
     pub fn new(entries: u32) -> Self {
         assert!(entries >= 2, "a queue has at least two entries");
-        SubmissionRing {
-            entries,
-            tail: 0,
-            head: 0,
-        }
+        SubmissionRing { entries, tail: 0, head: 0 }
     }
 
     pub fn entries(&self) -> u32 {
@@ -115,11 +111,7 @@ impl CompletionRing {
     /// A zeroed queue of `entries`: the controller's first pass writes phase 1.
     pub fn new(entries: u32) -> Self {
         assert!(entries >= 2, "a queue has at least two entries");
-        CompletionRing {
-            entries,
-            head: 0,
-            expected_phase: true,
-        }
+        CompletionRing { entries, head: 0, expected_phase: true }
     }
 
     pub fn entries(&self) -> u32 {

@@ -4,9 +4,8 @@
 //! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
 //! (fio's clat plus the submit, nvme-and-fio.md §3.1).
 
-use blockdev::{
-    BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError,
-};
+use alloc::vec::Vec;
+use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError};
 use core::fmt;
 
 /// A run gives up when no read completes for this long.
@@ -14,9 +13,22 @@ pub const IDLE_TIMEOUT_MS: u64 = 10_000;
 /// Buffers are this far apart in the scratch memory (and aligned to it).
 pub const SLOT_ALIGNMENT_BYTES: usize = 4096;
 
+/// Where a request starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// LBA 0.
+    Start,
+    /// The last whole request before the end of the device.
+    End,
+    /// Anywhere, aligned to `lba_alignment_bytes`.
+    Random,
+}
+
 /// What to read.
 #[derive(Clone, Copy, Debug)]
 pub struct Workload<'a> {
+    /// Placements, used in turn (empty = all random).
+    pub places: &'a [Place],
     /// Requests kept in flight (capped by the device's `max_in_flight`).
     pub depth: u32,
     pub requests: u32,
@@ -44,6 +56,9 @@ impl Workload<'_> {
     }
 }
 
+/// Runs of at most this many reads also report their median latency.
+pub const MEDIAN_MAX_SAMPLES: u32 = 4096;
+
 /// Latency of the reads of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencySummary {
@@ -51,15 +66,14 @@ pub struct LatencySummary {
     pub total_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
+    /// The middle value (the upper one of an even count), for runs of up to
+    /// [`MEDIAN_MAX_SAMPLES`] reads.
+    pub median_ns: Option<u64>,
 }
 
 impl LatencySummary {
     fn record(&mut self, ns: u64) {
-        self.min_ns = if self.count == 0 {
-            ns
-        } else {
-            self.min_ns.min(ns)
-        };
+        self.min_ns = if self.count == 0 { ns } else { self.min_ns.min(ns) };
         self.max_ns = self.max_ns.max(ns);
         self.count += 1;
         self.total_ns += ns;
@@ -88,9 +102,8 @@ pub struct RunReport {
 
 impl RunReport {
     pub fn iops(&self) -> u64 {
-        (u128::from(self.requests) * 1_000_000_000)
-            .checked_div(u128::from(self.elapsed_ns))
-            .unwrap_or(0) as u64
+        (u128::from(self.requests) * 1_000_000_000).checked_div(u128::from(self.elapsed_ns)).unwrap_or(0)
+            as u64
     }
 
     /// MiB/s with two decimals, as hundredths.
@@ -132,34 +145,16 @@ pub enum RunError {
 impl fmt::Display for RunError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            RunError::ScratchTooSmall {
-                needed_bytes,
-                available_bytes,
-            } => write!(
-                f,
-                "needs {needed_bytes} bytes of buffers, {available_bytes} available"
-            ),
-            RunError::DeviceTooSmall {
-                block_count,
-                request_blocks,
-            } => write!(
-                f,
-                "the device has {block_count} blocks, a request needs {request_blocks}"
-            ),
-            RunError::Refused {
-                lba,
-                block_count,
-                error,
-            } => write!(
-                f,
-                "a read of {block_count} blocks at LBA {lba} was refused: {}",
-                error.name()
-            ),
-            RunError::Timeout {
-                in_flight,
-                completed,
-                waited_ms,
-            } => write!(
+            RunError::ScratchTooSmall { needed_bytes, available_bytes } => {
+                write!(f, "needs {needed_bytes} bytes of buffers, {available_bytes} available")
+            }
+            RunError::DeviceTooSmall { block_count, request_blocks } => {
+                write!(f, "the device has {block_count} blocks, a request needs {request_blocks}")
+            }
+            RunError::Refused { lba, block_count, error } => {
+                write!(f, "a read of {block_count} blocks at LBA {lba} was refused: {}", error.name())
+            }
+            RunError::Timeout { in_flight, completed, waited_ms } => write!(
                 f,
                 "no read completed for {waited_ms} ms ({completed} done, {in_flight} still in flight)"
             ),
@@ -210,10 +205,7 @@ pub fn run<C: Clock + ?Sized>(
     let slot_bytes = workload.slot_bytes();
     let needed_bytes = slot_bytes * depth as usize;
     if needed_bytes > scratch.length_bytes {
-        return Err(RunError::ScratchTooSmall {
-            needed_bytes,
-            available_bytes: scratch.length_bytes,
-        });
+        return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes });
     }
     let alignment_blocks = (workload.lba_alignment_bytes / block_bytes).max(1);
     let mut random = Random(workload.seed | 1);
@@ -222,29 +214,30 @@ pub fn run<C: Clock + ?Sized>(
         let index = next_request as usize;
         next_request += 1;
         let size = u64::from(workload.sizes_bytes[index % workload.sizes_bytes.len()]);
-        let block_count = size
-            .div_ceil(block_bytes)
-            .clamp(1, u64::from(geometry.max_request_blocks)) as u32;
+        let block_count = size.div_ceil(block_bytes).clamp(1, u64::from(geometry.max_request_blocks)) as u32;
         let offset = match workload.buffer_offsets_bytes {
             [] => 0,
             offsets => offsets[index % offsets.len()],
         };
-        let last_start = geometry
-            .block_count
-            .checked_sub(u64::from(block_count))
-            .ok_or(RunError::DeviceTooSmall {
+        let last_start =
+            geometry.block_count.checked_sub(u64::from(block_count)).ok_or(RunError::DeviceTooSmall {
                 block_count: geometry.block_count,
                 request_blocks: block_count,
             })?;
-        let lba = random.below(last_start / alignment_blocks + 1) * alignment_blocks;
+        let place = match workload.places {
+            [] => Place::Random,
+            places => places[index % places.len()],
+        };
+        let lba = match place {
+            Place::Start => 0,
+            Place::End => last_start,
+            Place::Random => random.below(last_start / alignment_blocks + 1) * alignment_blocks,
+        };
         Ok((lba, block_count, offset))
     };
     let mut slots = [Slot::default(); 256];
     let depth = depth.min(slots.len() as u32);
-    let mut report = RunReport {
-        depth,
-        ..RunReport::default()
-    };
+    let mut report = RunReport { depth, ..RunReport::default() };
     let mut submit = |device: &mut dyn BlockDevice,
                       slot_index: usize,
                       slots: &mut [Slot],
@@ -252,32 +245,20 @@ pub fn run<C: Clock + ?Sized>(
      -> Result<(), RunError> {
         let (lba, block_count, offset) = plan(random)?;
         let bytes = block_count as usize * block_bytes as usize;
-        let data = scratch
-            .slice(slot_index * slot_bytes + offset, bytes)
-            .ok_or(RunError::ScratchTooSmall {
+        let data =
+            scratch.slice(slot_index * slot_bytes + offset, bytes).ok_or(RunError::ScratchTooSmall {
                 needed_bytes: slot_index * slot_bytes + offset + bytes,
                 available_bytes: scratch.length_bytes,
             })?;
-        let request = Request {
-            tag: slot_index as u32,
-            operation: Operation::Read,
-            lba,
-            block_count,
-            buffer: data,
-        };
-        slots[slot_index] = Slot {
-            lba,
-            block_count,
-            submitted_ticks: clock.now_ticks(),
-            data: Some(data),
-        };
-        device
-            .submit(request)
-            .map_err(|(_, error)| RunError::Refused {
-                lba,
-                block_count,
-                error,
-            })
+        let request =
+            Request { tag: slot_index as u32, operation: Operation::Read, lba, block_count, buffer: data };
+        slots[slot_index] = Slot { lba, block_count, submitted_ticks: clock.now_ticks(), data: Some(data) };
+        device.submit(request).map_err(|(_, error)| RunError::Refused { lba, block_count, error })
+    };
+    let mut samples_ns = if workload.requests <= MEDIAN_MAX_SAMPLES {
+        Some(Vec::with_capacity(workload.requests as usize))
+    } else {
+        None
     };
     let start_ticks = clock.now_ticks();
     let mut in_flight = 0u32;
@@ -315,9 +296,11 @@ pub fn run<C: Clock + ?Sized>(
         for completion in &completions[..count] {
             let slot_index = completion.tag as usize;
             let slot = slots[slot_index];
-            report
-                .latency
-                .record(clock.ticks_to_ns(now.saturating_sub(slot.submitted_ticks)));
+            let latency_ns = clock.ticks_to_ns(now.saturating_sub(slot.submitted_ticks));
+            report.latency.record(latency_ns);
+            if let Some(samples) = samples_ns.as_mut() {
+                samples.push(latency_ns);
+            }
             completed += 1;
             in_flight -= 1;
             let bytes = u64::from(slot.block_count) * block_bytes;
@@ -335,13 +318,9 @@ pub fn run<C: Clock + ?Sized>(
                         // submitted again below.
                         let bytes = unsafe { data.as_bytes() };
                         let device_offset = slot.lba * block_bytes;
-                        if let Some(position) =
-                            blockdev::pattern::first_mismatch(device_offset, bytes)
-                        {
+                        if let Some(position) = blockdev::pattern::first_mismatch(device_offset, bytes) {
                             report.mismatches += 1;
-                            report
-                                .first_mismatch
-                                .get_or_insert(device_offset + position as u64);
+                            report.first_mismatch.get_or_insert(device_offset + position as u64);
                         }
                     }
                 }
@@ -360,6 +339,10 @@ pub fn run<C: Clock + ?Sized>(
         }
     }
     report.elapsed_ns = clock.ticks_to_ns(clock.now_ticks().saturating_sub(start_ticks));
+    if let Some(mut samples) = samples_ns.filter(|samples| !samples.is_empty()) {
+        samples.sort_unstable();
+        report.latency.median_ns = Some(samples[samples.len() / 2]);
+    }
     Ok(report)
 }
 
@@ -393,11 +376,7 @@ mod tests {
         controller.request_io_queues(queues).unwrap();
         let depth = DepthChoice::new(64, controller.capabilities());
         let pairs = (0..queues)
-            .map(|_| {
-                controller
-                    .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
-                    .unwrap()
-            })
+            .map(|_| controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap())
             .collect();
         NamespaceDevice::new("nvme0".to_string(), namespaces[0], pairs)
     }
@@ -408,15 +387,10 @@ mod tests {
     fn qd32_mixed_reads_verify_over_two_queues() {
         let platform = SimPlatform::new(96 << 20);
         platform.set_step_us(1);
-        let sim = SimController::new(
-            &platform,
-            SimConfig {
-                mdts: 3,
-                ..SimConfig::default()
-            },
-        );
+        let sim = SimController::new(&platform, SimConfig { mdts: 3, ..SimConfig::default() });
         let mut nvme0 = device(&sim, &platform, 2);
         let workload = Workload {
+            places: &[],
             depth: 32,
             requests: 300,
             sizes_bytes: &MIXED,
@@ -425,9 +399,7 @@ mod tests {
             verify: true,
             seed: 7,
         };
-        let scratch = platform
-            .allocate_dma(workload.scratch_bytes(), 4096)
-            .unwrap();
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
         sim.hold_io_completions(true);
         // Release completions a few at a time from the clock's side: the runner polls, so
         // every poll of an empty queue releases some.
@@ -450,6 +422,8 @@ mod tests {
         assert_eq!(report.depth, 32);
         assert_eq!(report.latency.count, 300);
         assert!(report.latency.min_ns <= report.latency.mean_ns());
+        let median = report.latency.median_ns.expect("300 reads have a median");
+        assert!(report.latency.min_ns <= median && median <= report.latency.max_ns);
         assert!(report.iops() > 0);
         assert!(nvme0.statistics().requests_split > 0);
         sim.assert_no_violations();
@@ -475,6 +449,7 @@ mod tests {
         sim.add_media_error(1, 3);
         sim.add_data_corruption(1, 40);
         let workload = Workload {
+            places: &[],
             depth: 4,
             requests: 1000,
             sizes_bytes: &[512],
@@ -483,9 +458,7 @@ mod tests {
             verify: true,
             seed: 3,
         };
-        let scratch = platform
-            .allocate_dma(workload.scratch_bytes(), 4096)
-            .unwrap();
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
         let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
         assert!(report.failed > 0, "{report:?}");
         assert_eq!(report.first_failure.unwrap().0, 3);
@@ -501,6 +474,7 @@ mod tests {
         let mut nvme0 = device(&sim, &platform, 1);
         sim.hold_io_completions(true);
         let workload = Workload {
+            places: &[],
             depth: 2,
             requests: 4,
             sizes_bytes: &[4096],
@@ -509,9 +483,7 @@ mod tests {
             verify: false,
             seed: 1,
         };
-        let scratch = platform
-            .allocate_dma(workload.scratch_bytes(), 4096)
-            .unwrap();
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
         let error = run(&mut nvme0, &platform, scratch, &workload).unwrap_err();
         assert!(
             matches!(error, RunError::Timeout { in_flight: 2, completed: 0, waited_ms } if waited_ms >= IDLE_TIMEOUT_MS),
@@ -525,13 +497,43 @@ mod tests {
     }
 
     #[test]
-    fn rates_are_computed_from_the_elapsed_time() {
-        let report = RunReport {
-            requests: 1000,
-            bytes: 1000 * 4096,
-            elapsed_ns: 50_000_000,
-            ..RunReport::default()
+    fn fixed_places_read_the_start_and_the_end() {
+        let platform = SimPlatform::new(64 << 20);
+        platform.set_step_us(1);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut nvme0 = device(&sim, &platform, 1);
+        let workload = Workload {
+            places: &[Place::Start, Place::End, Place::Random],
+            depth: 1,
+            requests: 6,
+            sizes_bytes: &[4 << 20],
+            buffer_offsets_bytes: &[0, 4092],
+            lba_alignment_bytes: 4096,
+            verify: true,
+            seed: 11,
         };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
+        assert!(report.passed(), "{report:?}");
+        assert_eq!(report.bytes, 6 * (4 << 20));
+        let reads = sim.statistics().reads;
+        // 4 MiB at QEMU's default 512 KiB MDTS: 8 commands each (MDTS counts bytes, so an
+        // unaligned buffer needs no extra command).
+        assert_eq!(reads, 6 * 8);
+        let ranges = sim.statistics().read_ranges;
+        let end = nvme0.geometry().block_count;
+        assert!(ranges.iter().any(|(lba, _)| *lba == 0), "a read at the start");
+        assert!(
+            ranges.iter().any(|(lba, blocks)| lba + u64::from(*blocks) == end),
+            "a read ending at the last block"
+        );
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn rates_are_computed_from_the_elapsed_time() {
+        let report =
+            RunReport { requests: 1000, bytes: 1000 * 4096, elapsed_ns: 50_000_000, ..RunReport::default() };
         assert_eq!(report.iops(), 20_000);
         assert_eq!(report.mib_per_second_hundredths(), 7812);
         assert_eq!(RunReport::default().iops(), 0);

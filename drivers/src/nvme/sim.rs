@@ -76,9 +76,8 @@ pub fn walk_prps(
     }
     let mut entry_address = prp2;
     while remaining > 0 {
-        let value = read_qword(entry_address).ok_or(PrpWalkError::UnreadableList {
-            address: entry_address,
-        })?;
+        let value =
+            read_qword(entry_address).ok_or(PrpWalkError::UnreadableList { address: entry_address })?;
         let last_slot_of_page = entry_address % page64 == page64 - 8;
         if last_slot_of_page && remaining > page {
             if value & 7 != 0 {
@@ -178,8 +177,7 @@ impl SimPlatform {
 
     pub fn read_bus_u64(&self, bus: u64) -> Option<u64> {
         let mut bytes = [0u8; 8];
-        self.read_bus(bus, &mut bytes)
-            .then(|| u64::from_le_bytes(bytes))
+        self.read_bus(bus, &mut bytes).then(|| u64::from_le_bytes(bytes))
     }
 
     /// Bytes of a DMA buffer as the CPU sees them.
@@ -251,9 +249,7 @@ pub struct RecordingEvents {
 
 impl EventSink for RecordingEvents {
     fn report(&self, source: &str, event: &Event) {
-        self.messages
-            .borrow_mut()
-            .push(format!("{source}: {event}"));
+        self.messages.borrow_mut().push(format!("{source}: {event}"));
     }
 }
 
@@ -338,12 +334,7 @@ impl Default for SimConfig {
             version: 0x0001_0400,
             max_io_queue_pairs: 64,
             namespace_count: 256,
-            namespaces: vec![SimNamespace {
-                id: 1,
-                blocks: 131_072,
-                lba_shift: 9,
-                metadata_bytes: 0,
-            }],
+            namespaces: vec![SimNamespace { id: 1, blocks: 131_072, lba_shift: 9, metadata_bytes: 0 }],
             supports_active_list: true,
             start_enabled: false,
             ready_after_reads: 0,
@@ -412,6 +403,8 @@ pub struct SimStatistics {
     pub io_queues_alive_at_shutdown: usize,
     pub shutdowns: u32,
     pub reads_per_queue: BTreeMap<u16, u64>,
+    /// (LBA, blocks) of every Read executed.
+    pub read_ranges: Vec<(u64, u32)>,
 }
 
 struct State {
@@ -497,10 +490,7 @@ impl<'a> SimController<'a> {
     pub fn reset_statistics(&self) {
         let mut state = self.state.borrow_mut();
         let keep_created = state.statistics.io_queues_created.clone();
-        state.statistics = SimStatistics {
-            io_queues_created: keep_created,
-            ..SimStatistics::default()
-        };
+        state.statistics = SimStatistics { io_queues_created: keep_created, ..SimStatistics::default() };
     }
 
     /// Holds I/O completions back until [`SimController::release_held`].
@@ -531,36 +521,20 @@ impl<'a> SimController<'a> {
 
     /// Reads touching `lba` of namespace `namespace_id` fail with Unrecovered Read Error.
     pub fn add_media_error(&self, namespace_id: u32, lba: u64) {
-        self.state
-            .borrow_mut()
-            .media_errors
-            .push((namespace_id, lba));
+        self.state.borrow_mut().media_errors.push((namespace_id, lba));
     }
 
     /// Reads of `lba` return its first byte inverted (data the driver must not call good).
     pub fn add_data_corruption(&self, namespace_id: u32, lba: u64) {
-        self.state
-            .borrow_mut()
-            .data_corruptions
-            .push((namespace_id, lba));
+        self.state.borrow_mut().data_corruptions.push((namespace_id, lba));
     }
 
     pub fn io_queue_ids(&self) -> Vec<u16> {
-        self.state
-            .borrow()
-            .submission_queues
-            .keys()
-            .copied()
-            .filter(|q| *q != 0)
-            .collect()
+        self.state.borrow().submission_queues.keys().copied().filter(|q| *q != 0).collect()
     }
 
     pub fn io_queue_entries(&self, queue_id: u16) -> Option<u32> {
-        self.state
-            .borrow()
-            .submission_queues
-            .get(&queue_id)
-            .map(|q| q.entries)
+        self.state.borrow().submission_queues.get(&queue_id).map(|q| q.entries)
     }
 
     fn page_bytes(state: &State) -> u64 {
@@ -604,10 +578,7 @@ impl<'a> SimController<'a> {
         let mps = cc_field(state.cc, CC::MPS) as u8;
         let mut problems = Vec::new();
         if !state.asq.is_multiple_of(page) || !state.acq.is_multiple_of(page) {
-            problems.push(format!(
-                "admin queues at {:#x}/{:#x} not aligned to {page}",
-                state.asq, state.acq
-            ));
+            problems.push(format!("admin queues at {:#x}/{:#x} not aligned to {page}", state.asq, state.acq));
         }
         let sq_entries = (state.aqa & 0xfff) + 1;
         let cq_entries = ((state.aqa >> 16) & 0xfff) + 1;
@@ -672,16 +643,12 @@ impl<'a> SimController<'a> {
         let stride = 4usize << state.config.dstrd;
         let index = (offset - offsets::DOORBELLS) / stride;
         if !(offset - offsets::DOORBELLS).is_multiple_of(stride) {
-            state
-                .violations
-                .push(format!("doorbell write at {offset:#x} between doorbells"));
+            state.violations.push(format!("doorbell write at {offset:#x} between doorbells"));
             return;
         }
         let queue = (index / 2) as u16;
         if state.csts & CSTS_RDY == 0 {
-            state
-                .violations
-                .push(format!("doorbell {offset:#x} written while not ready"));
+            state.violations.push(format!("doorbell {offset:#x} written while not ready"));
             return;
         }
         if index.is_multiple_of(2) {
@@ -695,16 +662,13 @@ impl<'a> SimController<'a> {
 
     fn submission_doorbell(&self, state: &mut State, queue: u16, value: u32) {
         let Some(sq) = state.submission_queues.get_mut(&queue) else {
-            state.violations.push(format!(
-                "SQ {queue} tail doorbell {value} for a queue that does not exist"
-            ));
+            state
+                .violations
+                .push(format!("SQ {queue} tail doorbell {value} for a queue that does not exist"));
             return;
         };
         if value >= sq.entries {
-            state.violations.push(format!(
-                "SQ {queue} tail {value} outside {} entries",
-                sq.entries
-            ));
+            state.violations.push(format!("SQ {queue} tail {value} outside {} entries", sq.entries));
             return;
         }
         sq.tail = value;
@@ -720,9 +684,7 @@ impl<'a> SimController<'a> {
             let completion_queue = sq.completion_queue;
             let mut bytes = [0u8; 64];
             if !self.platform.read_bus(address, &mut bytes) {
-                state
-                    .violations
-                    .push(format!("SQ {queue} entry at {address:#x} unreachable"));
+                state.violations.push(format!("SQ {queue} entry at {address:#x} unreachable"));
                 state.csts |= CSTS_CFS;
                 return;
             }
@@ -739,13 +701,10 @@ impl<'a> SimController<'a> {
                 (Status::new(code_type::GENERIC, 0x03, true), 0)
             } else {
                 state.outstanding.insert(key);
-                state.statistics.max_outstanding = state.statistics.max_outstanding.max(
-                    state
-                        .outstanding
-                        .iter()
-                        .filter(|(q, _)| *q == queue)
-                        .count(),
-                );
+                state.statistics.max_outstanding = state
+                    .statistics
+                    .max_outstanding
+                    .max(state.outstanding.iter().filter(|(q, _)| *q == queue).count());
                 if queue == 0 {
                     self.execute_admin(state, &entry)
                 } else {
@@ -771,9 +730,9 @@ impl<'a> SimController<'a> {
 
     fn completion_doorbell(&self, state: &mut State, queue: u16, value: u32) {
         let Some(cq) = state.completion_queues.get_mut(&queue) else {
-            state.violations.push(format!(
-                "CQ {queue} head doorbell {value} for a queue that does not exist"
-            ));
+            state
+                .violations
+                .push(format!("CQ {queue} head doorbell {value} for a queue that does not exist"));
             return;
         };
         let posted = (cq.tail + cq.entries - cq.head) % cq.entries;
@@ -861,14 +820,11 @@ impl<'a> SimController<'a> {
             }
             let address = cq.base + u64::from(cq.tail) * 16;
             if !platform.write_bus(address, &bytes) {
-                state
-                    .violations
-                    .push(format!("CQ {queue} entry at {address:#x} unreachable"));
+                state.violations.push(format!("CQ {queue} entry at {address:#x} unreachable"));
                 state.csts |= CSTS_CFS;
                 return;
             }
-            cq.posted
-                .push_back((pending.submission_queue, pending.command_id));
+            cq.posted.push_back((pending.submission_queue, pending.command_id));
             cq.tail += 1;
             if cq.tail == cq.entries {
                 cq.tail = 0;
@@ -877,12 +833,7 @@ impl<'a> SimController<'a> {
         }
     }
 
-    fn transfer(
-        &self,
-        state: &mut State,
-        entry: &SubmissionEntry,
-        data: &[u8],
-    ) -> Result<(), Status> {
+    fn transfer(&self, state: &mut State, entry: &SubmissionEntry, data: &[u8]) -> Result<(), Status> {
         let page = Self::page_bytes(state) as usize;
         let platform = self.platform;
         let list_reads = Cell::new(0u64);
@@ -907,19 +858,15 @@ impl<'a> SimController<'a> {
                     entry.prp2(),
                     data.len()
                 ));
-                return Err(Status::new(
-                    code_type::GENERIC,
-                    generic::INVALID_PRP_OFFSET,
-                    true,
-                ));
+                return Err(Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true));
             }
         };
         let mut offset = 0;
         for (address, bytes) in segments {
             if !platform.write_bus(address, &data[offset..offset + bytes]) {
-                state.violations.push(format!(
-                    "data segment {address:#x}+{bytes:#x} unreachable (bus translation?)"
-                ));
+                state
+                    .violations
+                    .push(format!("data segment {address:#x}+{bytes:#x} unreachable (bus translation?)"));
                 return Err(Status::new(code_type::GENERIC, 0x04, false));
             }
             offset += bytes;
@@ -932,9 +879,7 @@ impl<'a> SimController<'a> {
         state.statistics.admin_commands.push(opcode);
         let invalid_field = Status::new(code_type::GENERIC, generic::INVALID_FIELD, true);
         if entry.psdt() != 0 || entry.fuse() != 0 {
-            state
-                .violations
-                .push(format!("admin {opcode:#x} with PSDT/FUSE set"));
+            state.violations.push(format!("admin {opcode:#x} with PSDT/FUSE set"));
             return (invalid_field, 0);
         }
         let specific = |code| Status::new(code_type::COMMAND_SPECIFIC, code, true);
@@ -947,11 +892,7 @@ impl<'a> SimController<'a> {
                         let id = entry.namespace_id();
                         if id == 0 || id > state.config.namespace_count {
                             return (
-                                Status::new(
-                                    code_type::GENERIC,
-                                    generic::INVALID_NAMESPACE_OR_FORMAT,
-                                    true,
-                                ),
+                                Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true),
                                 0,
                             );
                         }
@@ -963,13 +904,8 @@ impl<'a> SimController<'a> {
                     {
                         let mut data = vec![0u8; 4096];
                         let after = entry.namespace_id();
-                        let mut ids: Vec<u32> = state
-                            .config
-                            .namespaces
-                            .iter()
-                            .map(|n| n.id)
-                            .filter(|id| *id > after)
-                            .collect();
+                        let mut ids: Vec<u32> =
+                            state.config.namespaces.iter().map(|n| n.id).filter(|id| *id > after).collect();
                         ids.sort_unstable();
                         for (index, id) in ids.iter().take(1024).enumerate() {
                             data[4 * index..4 * index + 4].copy_from_slice(&id.to_le_bytes());
@@ -983,14 +919,9 @@ impl<'a> SimController<'a> {
                     Err(status) => (status, 0),
                 }
             }
-            admin_opcode::SET_FEATURES
-                if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) =>
-            {
+            admin_opcode::SET_FEATURES if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) => {
                 if state.completion_queues.keys().any(|q| *q != 0) {
-                    return (
-                        Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true),
-                        0,
-                    );
+                    return (Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true), 0);
                 }
                 let submission = entry.cdw(11) & 0xffff;
                 let completion = entry.cdw(11) >> 16;
@@ -1019,18 +950,13 @@ impl<'a> SimController<'a> {
                     return (invalid_field, 0);
                 }
                 if flags & 2 != 0 {
-                    state
-                        .violations
-                        .push(format!("CQ {queue} created with interrupts enabled"));
+                    state.violations.push(format!("CQ {queue} created with interrupts enabled"));
                 }
                 if flags >> 16 != 0 {
                     return (specific(command_specific::INVALID_INTERRUPT_VECTOR), 0);
                 }
                 if !entry.prp1().is_multiple_of(page) {
-                    return (
-                        Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true),
-                        0,
-                    );
+                    return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
                 }
                 state.completion_queues.insert(
                     queue,
@@ -1053,8 +979,7 @@ impl<'a> SimController<'a> {
                 if entry.cdw(11) & 1 == 0 {
                     return (invalid_field, 0);
                 }
-                if completion_queue == 0 || !state.completion_queues.contains_key(&completion_queue)
-                {
+                if completion_queue == 0 || !state.completion_queues.contains_key(&completion_queue) {
                     return (specific(0x00), 0);
                 }
                 if queue == 0
@@ -1067,20 +992,11 @@ impl<'a> SimController<'a> {
                     return (specific(command_specific::INVALID_QUEUE_SIZE), 0);
                 }
                 if !entry.prp1().is_multiple_of(page) {
-                    return (
-                        Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true),
-                        0,
-                    );
+                    return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
                 }
                 state.submission_queues.insert(
                     queue,
-                    SimSubmissionQueue {
-                        base: entry.prp1(),
-                        entries,
-                        completion_queue,
-                        head: 0,
-                        tail: 0,
-                    },
+                    SimSubmissionQueue { base: entry.prp1(), entries, completion_queue, head: 0, tail: 0 },
                 );
                 state.statistics.io_queues_created.push(queue);
                 (Status::SUCCESS, 0)
@@ -1098,55 +1014,28 @@ impl<'a> SimController<'a> {
                 if queue == 0 || !state.completion_queues.contains_key(&queue) {
                     return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
                 }
-                if state
-                    .submission_queues
-                    .values()
-                    .any(|sq| sq.completion_queue == queue)
-                {
+                if state.submission_queues.values().any(|sq| sq.completion_queue == queue) {
                     return (specific(command_specific::INVALID_QUEUE_DELETION), 0);
                 }
                 state.completion_queues.remove(&queue);
                 (Status::SUCCESS, 0)
             }
-            _ => (
-                Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true),
-                0,
-            ),
+            _ => (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0),
         }
     }
 
     fn execute_io(&self, state: &mut State, queue: u16, entry: &SubmissionEntry) -> (Status, u32) {
         let opcode = entry.opcode();
         if opcode == io_opcode::WRITE {
-            state
-                .violations
-                .push(String::from("the driver sent a Write command"));
-            return (
-                Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true),
-                0,
-            );
+            state.violations.push(String::from("the driver sent a Write command"));
+            return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
         if opcode != io_opcode::READ {
-            return (
-                Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true),
-                0,
-            );
+            return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
-        let Some(namespace) = state
-            .config
-            .namespaces
-            .iter()
-            .find(|n| n.id == entry.namespace_id())
-            .cloned()
+        let Some(namespace) = state.config.namespaces.iter().find(|n| n.id == entry.namespace_id()).cloned()
         else {
-            return (
-                Status::new(
-                    code_type::GENERIC,
-                    generic::INVALID_NAMESPACE_OR_FORMAT,
-                    true,
-                ),
-                0,
-            );
+            return (Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true), 0);
         };
         let (lba, blocks) = entry.read_range();
         if lba + u64::from(blocks) > namespace.blocks {
@@ -1154,23 +1043,16 @@ impl<'a> SimController<'a> {
                 "read of {blocks} blocks at {lba} beyond {} blocks reached the controller",
                 namespace.blocks
             ));
-            return (
-                Status::new(code_type::GENERIC, generic::LBA_OUT_OF_RANGE, true),
-                0,
-            );
+            return (Status::new(code_type::GENERIC, generic::LBA_OUT_OF_RANGE, true), 0);
         }
         let bytes = (blocks as usize) << namespace.lba_shift;
         let max_bytes = (Self::page_bytes(state) as usize) << state.config.mdts;
         if state.config.mdts != 0 && bytes > max_bytes {
-            state
-                .violations
-                .push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
-            return (
-                Status::new(code_type::GENERIC, generic::INVALID_FIELD, true),
-                0,
-            );
+            state.violations.push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
+            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
         }
         state.statistics.reads += 1;
+        state.statistics.read_ranges.push((lba, blocks));
         *state.statistics.reads_per_queue.entry(queue).or_default() += 1;
         state.statistics.read_bytes_max = state.statistics.read_bytes_max.max(bytes);
         let first_byte = lba << namespace.lba_shift;
@@ -1189,11 +1071,7 @@ impl<'a> SimController<'a> {
             .any(|(id, bad)| *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad));
         if hit {
             return (
-                Status::new(
-                    code_type::MEDIA_AND_DATA_INTEGRITY,
-                    media::UNRECOVERED_READ_ERROR,
-                    true,
-                ),
+                Status::new(code_type::MEDIA_AND_DATA_INTEGRITY, media::UNRECOVERED_READ_ERROR, true),
                 0,
             );
         }
@@ -1280,13 +1158,11 @@ impl RegisterIo for SimController<'_> {
             0x2C => state.asq = (state.asq & 0xffff_ffff) | u64::from(value) << 32,
             offsets::ACQ => state.acq = (state.acq & !0xffff_ffff) | u64::from(value),
             0x34 => state.acq = (state.acq & 0xffff_ffff) | u64::from(value) << 32,
-            0x0C | 0x10 => state
-                .violations
-                .push(format!("interrupt mask register {offset_bytes:#x} written")),
+            0x0C | 0x10 => {
+                state.violations.push(format!("interrupt mask register {offset_bytes:#x} written"))
+            }
             offset if offset >= offsets::DOORBELLS => self.doorbell(&mut state, offset, value),
-            _ => state
-                .violations
-                .push(format!("write of {value:#x} to register {offset_bytes:#x}")),
+            _ => state.violations.push(format!("write of {value:#x} to register {offset_bytes:#x}")),
         }
     }
 }

@@ -51,13 +51,8 @@ pub struct Status {
 }
 
 impl Status {
-    pub const SUCCESS: Status = Status {
-        code_type: 0,
-        code: 0,
-        retry_delay: 0,
-        more: false,
-        do_not_retry: false,
-    };
+    pub const SUCCESS: Status =
+        Status { code_type: 0, code: 0, retry_delay: 0, more: false, do_not_retry: false };
 
     /// Decodes the field as it sits in CQE dword 3 bits 31:17, shifted down to bit 0.
     pub fn from_field(field: u16) -> Self {
@@ -81,13 +76,7 @@ impl Status {
 
     /// A generic or command-specific status with DNR set, for building completions in tests.
     pub fn new(code_type: u8, code: u8, do_not_retry: bool) -> Self {
-        Status {
-            code_type,
-            code,
-            retry_delay: 0,
-            more: false,
-            do_not_retry,
-        }
+        Status { code_type, code, retry_delay: 0, more: false, do_not_retry }
     }
 
     pub fn is_success(&self) -> bool {
@@ -126,13 +115,7 @@ impl Status {
 /// `Invalid Field in Command (00/02) dnr`.
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({:02x}/{:02x})",
-            self.name(),
-            self.code_type,
-            self.code
-        )?;
+        write!(f, "{} ({:02x}/{:02x})", self.name(), self.code_type, self.code)?;
         if self.do_not_retry {
             write!(f, " dnr")?;
         }
@@ -299,10 +282,7 @@ mod tests {
         assert!(status.more && status.do_not_retry);
         assert_eq!(status.name(), "Unrecovered Read Error");
         assert_eq!(status.type_name(), "media and data integrity");
-        assert_eq!(
-            format!("{status}"),
-            "Unrecovered Read Error (02/81) dnr more crd:1"
-        );
+        assert_eq!(format!("{status}"), "Unrecovered Read Error (02/81) dnr more crd:1");
     }
 
     #[test]
@@ -322,9 +302,6 @@ mod tests {
         assert!(Status::SUCCESS.is_success());
         assert!(!Status::new(0, 2, true).is_success());
         assert!(!Status::new(1, 0, false).is_success());
-        assert_eq!(
-            format!("{}", Status::new(0, 2, true)),
-            "Invalid Field in Command (00/02) dnr"
-        );
+        assert_eq!(format!("{}", Status::new(0, 2, true)), "Invalid Field in Command (00/02) dnr");
     }
 }

@@ -5,6 +5,7 @@ pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
+pub mod nvme;
 pub mod pci;
 pub mod platform;
 pub mod sd;
@@ -181,6 +182,7 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
     let _pci = pci::enumerate(machine);
     sd::attach(machine, _settings, _pci.as_ref(), _storage);
+    nvme::attach(machine, _settings, _pci.as_ref(), _storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
