@@ -298,3 +298,42 @@ fn bad_input_is_named_and_the_run_goes_on() {
     assert!(out.lines().any(|l| l == good), "the good check still runs: {out}");
     assert_clean_end(out);
 }
+
+#[test]
+fn two_namespaces_become_nvme0_and_nvme1() {
+    let drive =
+        |id: &str| format!("if=none,id={id},file={},format=raw,snapshot=on,aio=io_uring", image().display());
+    let last_4k = IMAGE_BYTES / 4096 - 16;
+    let run = Run::new(Machine::Virt)
+        .append(&format!(
+            "exit=semihosting jobs=none crc=nvme0:0:2048 verify=nvme1:{last_4k}:16 crc=nvme1:{last_4k}:16"
+        ))
+        .args(&[
+            "-drive",
+            &drive("nv1"),
+            "-drive",
+            &drive("nv2"),
+            "-device",
+            "nvme,id=nvc,serial=multi0",
+            "-device",
+            "nvme-ns,drive=nv1,bus=nvc,nsid=1",
+            "-device",
+            "nvme-ns,drive=nv2,bus=nvc,nsid=2,logical_block_size=4096,physical_block_size=4096",
+        ])
+        .go();
+    run.assert_status(0);
+    let out = &run.output;
+    assert!(out.contains("I/O queue pairs: 2 asked (1 per namespace × 2 namespaces)"), "{out}");
+    assert!(out.contains("nvme0      namespace 1: 67108864 bytes (0.06 GiB) = NSZE 131072 × 512 B"), "{out}");
+    assert!(out.contains("nvme1      namespace 2: 67108864 bytes (0.06 GiB) = NSZE 16384 × 4096 B"), "{out}");
+    assert!(out.contains("nvme1      1 I/O queue pair (qid 2)"), "{out}");
+    let first = format!("crc nvme0 0 2048 {:#010x}", host_crc(512, 0, 2048));
+    let second = format!("crc nvme1 {last_4k} 16 {:#010x}", host_crc(4096, last_4k, 16));
+    assert!(out.lines().any(|l| l == first) && out.lines().any(|l| l == second), "{out}");
+    assert!(out.contains(&format!("verify nvme1 {last_4k} 16 ok")), "{out}");
+    assert!(
+        out.contains("nvme 00:01.0: shut down (CSTS.SHST complete)")
+            && out.contains("2 I/O queue pairs deleted"),
+        "{out}"
+    );
+}

@@ -132,61 +132,97 @@ mod tests {
     use super::super::sim::{walk_prps, PrpWalkError};
     use super::*;
     use std::collections::BTreeMap;
+    use std::vec;
     use std::vec::Vec;
 
     const PAGE: usize = 4096;
     const LIST_BUS: u64 = 0x20_0000_0000;
 
-    /// Builds PRPs into a map standing in for list memory, then lets the simulated controller's
-    /// independent walker read them back, and checks that the walk covers exactly the buffer.
-    fn build_and_walk(data_bus: u64, length: usize, capacity_pages: usize) -> PrpPointers {
-        let mut list = BTreeMap::new();
-        let prps = build(data_bus, length, PAGE, LIST_BUS, capacity_pages, |index, value| {
-            assert!(index < capacity_pages * PAGE / ENTRY_BYTES, "entry {index} outside the list memory");
-            assert!(list.insert(index, value).is_none(), "slot {index} written twice");
-        })
-        .unwrap_or_else(|e| panic!("{length} bytes at {data_bus:#x}: {e}"));
+    /// List memory for the tests: one slot per 8-byte entry, `EMPTY` where nothing was written.
+    struct ListMemory {
+        slots: Vec<u64>,
+        written: Vec<usize>,
+    }
+
+    const EMPTY: u64 = u64::MAX;
+
+    impl ListMemory {
+        fn new(pages: usize) -> Self {
+            ListMemory { slots: vec![EMPTY; pages * PAGE / ENTRY_BYTES], written: Vec::new() }
+        }
+
+        fn clear(&mut self) {
+            for index in self.written.drain(..) {
+                self.slots[index] = EMPTY;
+            }
+        }
+    }
+
+    /// Builds PRPs into list memory, lets the simulated controller's independent walker read
+    /// them back, and checks that the walk covers exactly the buffer, cut at page boundaries.
+    fn build_and_walk_in(memory: &mut ListMemory, data_bus: u64, length: usize) -> PrpPointers {
+        memory.clear();
+        let capacity_pages = memory.slots.len() * ENTRY_BYTES / PAGE;
+        let prps = {
+            let ListMemory { slots, written } = &mut *memory;
+            build(data_bus, length, PAGE, LIST_BUS, capacity_pages, |index, value| {
+                assert!(index < slots.len(), "entry {index} outside the list memory");
+                assert_eq!(slots[index], EMPTY, "slot {index} written twice");
+                slots[index] = value;
+                written.push(index);
+            })
+            .unwrap_or_else(|e| panic!("{length} bytes at {data_bus:#x}: {e}"))
+        };
+        let slots = &memory.slots;
         let read_qword = |bus: u64| -> Option<u64> {
-            let offset = bus.checked_sub(LIST_BUS)? as usize;
-            list.get(&(offset / ENTRY_BYTES)).copied()
+            let index = (bus.checked_sub(LIST_BUS)? as usize) / ENTRY_BYTES;
+            slots.get(index).copied().filter(|value| *value != EMPTY)
         };
         let segments = walk_prps(prps.prp1, prps.prp2, length, PAGE, read_qword)
             .unwrap_or_else(|e| panic!("{length} bytes at {data_bus:#x}: {e:?}"));
         // Independent model: the segments are the buffer cut at page boundaries, in order.
-        let mut expected = Vec::new();
         let mut address = data_bus;
         let mut left = length;
-        while left > 0 {
+        for (index, &(segment_address, segment_bytes)) in segments.iter().enumerate() {
             let chunk = left.min(PAGE - (address as usize % PAGE));
-            expected.push((address, chunk));
+            assert_eq!(
+                (segment_address, segment_bytes),
+                (address, chunk),
+                "segment {index} of {length} bytes at {data_bus:#x}"
+            );
             address += chunk as u64;
             left -= chunk;
         }
-        assert_eq!(segments, expected, "{length} bytes at {data_bus:#x}");
-        assert_eq!(list.len(), prps.list_entries + prps.list_pages.saturating_sub(1));
+        assert_eq!(left, 0, "{length} bytes at {data_bus:#x}: {left} bytes not covered");
+        assert_eq!(memory.written.len(), prps.list_entries + prps.list_pages.saturating_sub(1));
         prps
+    }
+
+    fn build_and_walk(data_bus: u64, length: usize, capacity_pages: usize) -> PrpPointers {
+        build_and_walk_in(&mut ListMemory::new(capacity_pages), data_bus, length)
     }
 
     #[test]
     fn every_size_at_aligned_and_unaligned_offsets() {
-        let capacity = worst_case_list_pages(8 << 20, PAGE);
-        // Every 512-byte multiple up to 1 MiB + 8 KiB page aligned and 4 bytes before a page
-        // end (the worst case); other offsets and larger sizes, past several list-page chains,
-        // at a stride that still lands on every position within a page.
-        for offset in [0u64, 4092] {
+        let mut memory = ListMemory::new(worst_case_list_pages(8 << 20, PAGE));
+        // Every 512-byte multiple from 512 B to 4 MiB + 8 KiB (1026 pages, three chained list
+        // pages), page aligned, 512 bytes in and 4 bytes before a page end (the worst case).
+        for offset in [0u64, 512, 4092] {
             let data_bus = 0x10_4000_0000 + offset;
-            for length in (512..=(1 << 20) + 8192).step_by(512) {
-                build_and_walk(data_bus, length, capacity);
+            for length in (512..=(4 << 20) + 8192).step_by(512) {
+                build_and_walk_in(&mut memory, data_bus, length);
             }
         }
-        for offset in [0u64, 4, 512, 2048, 3584, 4092] {
+        // More offsets, and sizes up to 8 MiB, at a stride that lands on every 512-byte position
+        // within a page.
+        for offset in [4u64, 2048, 3584] {
             let data_bus = 0x10_4000_0000 + offset;
             for length in (512..=(8 << 20)).step_by(4096 * 9 + 512) {
-                build_and_walk(data_bus, length, capacity);
+                build_and_walk_in(&mut memory, data_bus, length);
             }
-            build_and_walk(data_bus, (2 << 20) + 4096, capacity);
-            build_and_walk(data_bus, 8 << 20, capacity);
         }
+        build_and_walk_in(&mut memory, 0x10_4000_0000, 8 << 20);
+        build_and_walk_in(&mut memory, 0x10_4000_0ffc, 8 << 20);
     }
 
     #[test]

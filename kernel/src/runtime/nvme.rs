@@ -319,11 +319,21 @@ fn attach_controller(
         let device = NamespaceDevice::new(name.clone(), namespace, pairs);
         describe_queues(&name, &device, controller.command_limit_bytes());
         let mut device = SharedNamespace::new(device);
+        let mut responsive = true;
         if options.measure {
-            measure(&name, &mut device, machine.platform, scratch);
+            responsive &= measure(&name, &mut device, machine.platform, scratch);
         }
-        if let Some(depth) = options.self_test_depth {
-            self_test(&name, &mut device, depth, machine.platform, scratch);
+        if let (Some(depth), true) = (options.self_test_depth, responsive) {
+            responsive &= self_test(&name, &mut device, depth, machine.platform, scratch);
+        }
+        if !responsive {
+            // Reads are still outstanding: the device cannot be handed to the checks or the
+            // benchmark.
+            println!(
+                "{name}: reads stopped completing (CSTS = {:#010x}); not registered",
+                controller.status_register()
+            );
+            continue;
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
@@ -414,53 +424,57 @@ fn microseconds(ns: u64) -> String {
     format!("{}.{:01}", ns / 1000, (ns % 1000) / 100)
 }
 
-/// Times reads through the block interface (issue 4, "Done means").
+/// Times reads through the block interface (issue 4, "Done means"). False when reads stopped
+/// completing.
 fn measure(
     name: &str,
     device: &mut SharedNamespace,
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
-) {
+) -> bool {
     let buffer = match scratch.get() {
         Ok(buffer) => buffer,
         Err(error) => {
             println!("{name}: no buffers for the timing reads: {error}");
-            return;
+            return true;
         }
     };
-    let results = [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32]
-        .map(|workload| selftest::run(&mut *device, platform, buffer, &workload));
-    match results {
-        [Ok(qd1), Ok(large), Ok(qd32)] if qd1.passed() && large.passed() && qd32.passed() => {
-            println!(
-                "{name}: 4 KiB QD1 read {} µs (median of {}; mean {}, min {}, max {}), 1 MiB read {} µs (median of {}; mean {}, min {}, max {}), 4 KiB QD{} {} IOPS ({} reads, {}.{:02} MiB/s)",
-                microseconds(qd1.latency.median_ns.unwrap_or(0)),
-                qd1.requests,
-                microseconds(qd1.latency.mean_ns()),
-                microseconds(qd1.latency.min_ns),
-                microseconds(qd1.latency.max_ns),
-                microseconds(large.latency.median_ns.unwrap_or(0)),
-                large.requests,
-                microseconds(large.latency.mean_ns()),
-                microseconds(large.latency.min_ns),
-                microseconds(large.latency.max_ns),
-                qd32.depth,
-                qd32.iops(),
-                qd32.requests,
-                qd32.mib_per_second_hundredths() / 100,
-                qd32.mib_per_second_hundredths() % 100
-            );
-        }
-        results => {
-            for result in results {
-                match result {
-                    Err(error) => println!("{name}: timing reads stopped: {error}"),
-                    Ok(report) if !report.passed() => describe_failures(name, "timing reads", &report),
-                    Ok(_) => {}
-                }
+    let mut reports = Vec::new();
+    for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
+        match selftest::run(&mut *device, platform, buffer, &workload) {
+            Ok(report) if report.passed() => reports.push(report),
+            Ok(report) => {
+                describe_failures(name, "timing reads", &report);
+                return true;
+            }
+            Err(error) => {
+                println!("{name}: timing reads stopped: {error}");
+                return !matches!(error, selftest::RunError::Timeout { .. });
             }
         }
     }
+    let [qd1, large, qd32] = reports[..] else {
+        return true;
+    };
+    println!(
+        "{name}: 4 KiB QD1 read {} µs (median of {}; mean {}, min {}, max {}), 1 MiB read {} µs (median of {}; mean {}, min {}, max {}), 4 KiB QD{} {} IOPS ({} reads, {}.{:02} MiB/s)",
+        microseconds(qd1.latency.median_ns.unwrap_or(0)),
+        qd1.requests,
+        microseconds(qd1.latency.mean_ns()),
+        microseconds(qd1.latency.min_ns),
+        microseconds(qd1.latency.max_ns),
+        microseconds(large.latency.median_ns.unwrap_or(0)),
+        large.requests,
+        microseconds(large.latency.mean_ns()),
+        microseconds(large.latency.min_ns),
+        microseconds(large.latency.max_ns),
+        qd32.depth,
+        qd32.iops(),
+        qd32.requests,
+        qd32.mib_per_second_hundredths() / 100,
+        qd32.mib_per_second_hundredths() % 100
+    );
+    true
 }
 
 fn describe_failures(name: &str, what: &str, report: &RunReport) {
@@ -478,19 +492,20 @@ fn describe_failures(name: &str, what: &str, report: &RunReport) {
     }
 }
 
-/// `nvme.selftest=qdN`: N verified reads in flight through the block interface.
+/// `nvme.selftest=qdN`: N verified reads in flight through the block interface. False when
+/// reads stopped completing.
 fn self_test(
     name: &str,
     device: &mut SharedNamespace,
     depth: u32,
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
-) {
+) -> bool {
     let buffer = match scratch.get() {
         Ok(buffer) => buffer,
         Err(error) => {
             println!("{name}: self-test qd{depth}: no buffers: {error}");
-            return;
+            return true;
         }
     };
     for (what, workload) in self_test_workloads(depth) {
@@ -512,9 +527,15 @@ fn self_test(
                 );
                 describe_failures(name, &format!("self-test {what}"), &report);
             }
-            Err(error) => println!("{name}: self-test qd{depth} {what}: FAILED: {error}"),
+            Err(error) => {
+                println!("{name}: self-test qd{depth} {what}: FAILED: {error}");
+                if matches!(error, selftest::RunError::Timeout { .. }) {
+                    return false;
+                }
+            }
         }
     }
+    true
 }
 
 /// At the end of the run: each namespace's counters, then the controller's normal shutdown.
