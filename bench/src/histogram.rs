@@ -70,21 +70,34 @@ pub fn bucket_value_ns(index: usize) -> u64 {
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
     samples: u64,
+    /// Exact extremes, so that no reported percentile lies outside what was seen (a bucket's
+    /// midpoint can be above the largest sample in it).
+    min_ns: u64,
+    max_ns: u64,
 }
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
-        LatencyHistogram { counts: vec![0u64; BUCKETS].into_boxed_slice(), samples: 0 }
+        LatencyHistogram {
+            counts: vec![0u64; BUCKETS].into_boxed_slice(),
+            samples: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+        }
     }
 
     pub fn reset(&mut self) {
         self.counts.fill(0);
         self.samples = 0;
+        self.min_ns = u64::MAX;
+        self.max_ns = 0;
     }
 
     pub fn record(&mut self, value_ns: u64) {
         self.counts[bucket_index(value_ns)] += 1;
         self.samples += 1;
+        self.min_ns = self.min_ns.min(value_ns);
+        self.max_ns = self.max_ns.max(value_ns);
     }
 
     pub fn samples(&self) -> u64 {
@@ -97,7 +110,9 @@ impl LatencyHistogram {
     }
 
     /// Fills `values_ns[i]` with percentile `percentiles[i]`; `percentiles` must be ascending.
-    /// With no samples every value is 0.
+    /// Each value is its bucket's midpoint (fio's rule), clamped to the smallest and largest
+    /// sample recorded: clamping only moves a value toward the true percentile, so the error
+    /// bound holds. With no samples every value is 0.
     pub fn percentiles_ns(&self, percentiles: &[PercentMillionths], values_ns: &mut [u64]) {
         values_ns.fill(0);
         if self.samples == 0 {
@@ -114,7 +129,7 @@ impl LatencyHistogram {
                     break;
                 }
                 if let Some((_, value)) = wanted.next() {
-                    *value = bucket_value_ns(index);
+                    *value = bucket_value_ns(index).clamp(self.min_ns, self.max_ns);
                 }
             }
             if wanted.peek().is_none() {
@@ -133,6 +148,22 @@ impl Default for LatencyHistogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_never_leave_the_range_of_the_samples() {
+        let mut histogram = LatencyHistogram::new();
+        // 273 734 ns sits low in a bucket whose midpoint is higher; 250 000 likewise.
+        for value in [250_000u64, 260_000, 273_734] {
+            histogram.record(value);
+        }
+        let mut values = [0u64; 3];
+        histogram.percentiles_ns(&[1_000_000, 50_000_000, HUNDRED_PERCENT], &mut values);
+        assert!(values.iter().all(|v| (250_000..=273_734).contains(v)), "{values:?}");
+        histogram.reset();
+        histogram.record(1_000_000);
+        histogram.percentiles_ns(&[HUNDRED_PERCENT], &mut values[..1]);
+        assert_eq!(values[0], 1_000_000);
+    }
     use proptest::prelude::*;
     use std::vec::Vec;
 

@@ -42,8 +42,8 @@ pub mod clocks {
     pub const EMMC2: u32 = 12;
 }
 
-/// Words in a property buffer: enough for a 1 KiB command line plus headers.
-pub const BUFFER_WORDS: usize = 280;
+/// Words in a property buffer: enough for a 2 KiB command line plus headers.
+pub const BUFFER_WORDS: usize = 540;
 
 /// The memory the firmware reads the request from and writes the answer into.
 #[repr(C, align(16))]
@@ -280,7 +280,7 @@ mod tests {
         buffer.words[6] = 100_000_000;
         assert_eq!(buffer.single_tag_response().unwrap(), &[12, 100_000_000]);
         assert_eq!(
-            buffer.prepare_single_tag(tags::GET_COMMAND_LINE, &[], 400),
+            buffer.prepare_single_tag(tags::GET_COMMAND_LINE, &[], BUFFER_WORDS),
             Err(MailboxError::BufferTooSmall)
         );
     }

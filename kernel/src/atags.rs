@@ -46,7 +46,12 @@ pub fn parse(words: &[u32]) -> Option<BootTags<'_>> {
                 // The payload words hold a NUL-terminated string.
                 let bytes = words_as_bytes(payload);
                 let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-                tags.command_line = core::str::from_utf8(&bytes[..end]).ok();
+                // Keep the valid start if the text is damaged: on QEMU's raspi machines a line
+                // longer than ~460 bytes runs into the secondary-core stub written at 0x300.
+                tags.command_line = Some(match core::str::from_utf8(&bytes[..end]) {
+                    Ok(text) => text,
+                    Err(error) => core::str::from_utf8(&bytes[..error.valid_up_to()]).unwrap_or_default(),
+                });
             }
             _ => {}
         }
@@ -86,6 +91,16 @@ mod tests {
         let tags = parse(&words).unwrap();
         assert_eq!(tags.memory, Some((0, 0x3c00_0000)));
         assert_eq!(tags.command_line, Some("preset=quick exit=semihosting"));
+    }
+
+    #[test]
+    fn a_damaged_command_line_keeps_its_valid_start() {
+        let mut words = qemu_like_list("exit=semihosting runs=1");
+        // The string's words are the last eight before ATAG_NONE's two; break the one holding " run".
+        let index = words.len() - 4;
+        words[index] = 0xffff_ffff;
+        let line = parse(&words).unwrap().command_line.unwrap();
+        assert_eq!(line, "exit=semihosting");
     }
 
     #[test]

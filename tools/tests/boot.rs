@@ -179,3 +179,15 @@ fn an_unknown_board_is_named_by_its_midr_and_nothing_is_touched() {
     assert!(run.output.contains("\"acme,toaster\""), "{}", run.output);
     assert!(run.output.contains("stopping without touching any device"), "{}", run.output);
 }
+
+#[test]
+fn a_long_command_line_reaches_the_kernel_whole_on_raspi() {
+    // QEMU's ATAGS copy of a line this long runs into its secondary-core stub at 0x300; the kernel
+    // must still see every setting (it asks the mailbox).
+    let filler: Vec<String> = (0..100).map(|i| format!("module.filler{i}=1")).collect();
+    let line = format!("exit=semihosting jobs=none {} runs=7", filler.join(" "));
+    assert!(line.len() > 1000);
+    let run = Run::new(Machine::Raspi3b).append(&line).go();
+    run.assert_status(0);
+    assert!(field(&run.output, "cmdline").ends_with("runs=7\""), "{}", run.output);
+}

@@ -7,58 +7,9 @@
 
 mod qemu_harness;
 
-use qemu_harness::{scratch_dir, Machine, Run};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use qemu_harness::{Machine, Run, TestImage as Image, SECTOR};
 
-const SECTOR: u64 = 512;
 const MIB: u64 = 1 << 20;
-
-/// A test image: sparse, pattern-filled in the given ranges, removed when dropped.
-struct Image {
-    path: PathBuf,
-    blocks: u64,
-}
-
-impl Image {
-    fn new(stem: &str, size_bytes: u64, filled: &[(u64, u64)]) -> Image {
-        assert!(size_bytes.is_power_of_two(), "QEMU wants power-of-two SD images");
-        let path = scratch_dir().join(format!("{stem}-{}.img", std::process::id()));
-        let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
-        file.set_len(size_bytes).unwrap();
-        for &(lba, count) in filled {
-            file.seek(SeekFrom::Start(lba * SECTOR)).unwrap();
-            let mut bytes = Vec::with_capacity((count * SECTOR) as usize);
-            let mut sector = [0u8; 512];
-            for s in lba..lba + count {
-                blockdev::pattern::fill_sector(s, &mut sector);
-                bytes.extend_from_slice(&sector);
-            }
-            file.write_all(&bytes).unwrap();
-        }
-        Image { path, blocks: size_bytes / SECTOR }
-    }
-
-    /// The CRC-32 of the blocks as the host reads them from the file.
-    fn crc(&self, lba: u64, count: u64) -> u32 {
-        let mut file = File::open(&self.path).unwrap();
-        file.seek(SeekFrom::Start(lba * SECTOR)).unwrap();
-        let mut bytes = vec![0u8; (count * SECTOR) as usize];
-        file.read_exact(&mut bytes).unwrap();
-        crc32fast::hash(&bytes)
-    }
-
-    fn drive(&self) -> String {
-        format!("file={},format=raw,snapshot=on", self.path.display())
-    }
-}
-
-impl Drop for Image {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
 
 /// Ranges to read: the start, the end, and pseudo-random places (a fixed-seed LCG, so a failure
 /// can be reproduced), single blocks and multi-block runs.

@@ -11,7 +11,7 @@ static BUFFER: SingleCoreCell<PropertyBuffer> =
     SingleCoreCell::new(PropertyBuffer { words: [0; drivers::mailbox::BUFFER_WORDS] });
 
 /// Longest answer [`property`] hands back.
-pub const MAX_RESPONSE_WORDS: usize = 256;
+pub const MAX_RESPONSE_WORDS: usize = 512;
 
 /// The mailbox of one board.
 #[derive(Clone, Copy)]
@@ -84,7 +84,7 @@ impl Firmware {
         &self,
         out: &mut heapless::String<{ crate::discovery::COMMAND_LINE_BYTES }>,
     ) -> Result<(), MailboxError> {
-        let answer = self.property(drivers::mailbox::tags::GET_COMMAND_LINE, &[], 256)?;
+        let answer = self.property(drivers::mailbox::tags::GET_COMMAND_LINE, &[], MAX_RESPONSE_WORDS)?;
         out.clear();
         for word in answer {
             for byte in word.to_le_bytes() {

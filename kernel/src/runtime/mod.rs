@@ -179,10 +179,10 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
-fn attach_storage(machine: &Machine, _settings: &KernelSettings, _storage: &mut storage::Storage) {
-    let _pci = pci::enumerate(machine);
-    sd::attach(machine, _settings, _pci.as_ref(), _storage);
-    nvme::attach(machine, _settings, _pci.as_ref(), _storage);
+fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
+    let pci = pci::enumerate(machine);
+    sd::attach(machine, settings, pci.as_ref(), storage);
+    nvme::attach(machine, settings, pci.as_ref(), storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
@@ -243,6 +243,14 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
             }
         }
         Err(error) => info.warn(format_args!("firmware board revision unavailable: {error}")),
+    }
+    // QEMU's raspi machines hand the same -append to ATAGS and to the mailbox, but the ATAGS copy
+    // is cut where it meets the secondary-core stub at 0x300; the mailbox's copy is whole.
+    if let ConfigSource::Atags { .. } = info.source {
+        let mut line = heapless::String::new();
+        if firmware.command_line(&mut line).is_ok() && line.len() > info.command_line.len() {
+            info.set_command_line(&line);
+        }
     }
     if info.source == ConfigSource::Firmware {
         match firmware.arm_memory() {

@@ -2,6 +2,8 @@
 //! semihosting on, a timeout, and the exit status passed back.
 #![allow(dead_code)]
 
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -154,5 +156,60 @@ impl Run {
         let _ = std::fs::remove_file(&log);
         let output = String::from_utf8_lossy(&raw).replace("\r\n", "\n");
         Outcome { status, output, elapsed }
+    }
+}
+
+/// Bytes in one sector of a test image (the pattern's unit).
+pub const SECTOR: u64 = 512;
+
+/// A disk image for a test: sparse, filled with the test pattern (`blockdev::pattern`) in the
+/// given ranges of 512-byte sectors, attached with `snapshot=on`, removed when dropped.
+pub struct TestImage {
+    pub path: PathBuf,
+    /// Size in 512-byte sectors.
+    pub blocks: u64,
+}
+
+impl TestImage {
+    pub fn new(stem: &str, size_bytes: u64, filled: &[(u64, u64)]) -> TestImage {
+        let path = scratch_dir().join(unique_name(stem) + ".img");
+        let mut file = OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+        file.set_len(size_bytes).unwrap();
+        for &(lba, count) in filled {
+            file.seek(SeekFrom::Start(lba * SECTOR)).unwrap();
+            let mut bytes = Vec::with_capacity((count * SECTOR) as usize);
+            let mut sector = [0u8; 512];
+            for s in lba..lba + count {
+                blockdev::pattern::fill_sector(s, &mut sector);
+                bytes.extend_from_slice(&sector);
+            }
+            file.write_all(&bytes).unwrap();
+        }
+        TestImage { path, blocks: size_bytes / SECTOR }
+    }
+
+    /// An image filled with the pattern from end to end.
+    pub fn full(stem: &str, size_bytes: u64) -> TestImage {
+        Self::new(stem, size_bytes, &[(0, size_bytes / SECTOR)])
+    }
+
+    /// The CRC-32 of 512-byte sectors `lba .. lba + count` as the host reads them from the file.
+    pub fn crc(&self, lba: u64, count: u64) -> u32 {
+        let mut file = File::open(&self.path).unwrap();
+        file.seek(SeekFrom::Start(lba * SECTOR)).unwrap();
+        let mut bytes = vec![0u8; (count * SECTOR) as usize];
+        file.read_exact(&mut bytes).unwrap();
+        crc32fast::hash(&bytes)
+    }
+
+    /// The `-drive` options naming this file (add `if=`, `id=`).
+    pub fn drive(&self) -> String {
+        format!("file={},format=raw,snapshot=on", self.path.display())
+    }
+}
+
+impl Drop for TestImage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
