@@ -689,8 +689,10 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         self.registers.write32(self.admin.submission_doorbell, self.admin.submission_ring.tail());
         let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
         loop {
-            if let Some(completion) = self.next_admin_completion() {
-                if completion.command_id() != command_id || completion.sq_id() != 0 {
+            let completion = self.next_admin_completion();
+            match completion {
+                Some(completion) if completion.command_id() != command_id || completion.sq_id() != 0 => {
+                    // Not ours: reported and ignored; the wait (and its deadline) goes on.
                     self.events.report(
                         &self.label,
                         &Event::UnknownCommandId {
@@ -700,29 +702,31 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                             status: completion.status(),
                         },
                     );
-                    continue;
                 }
-                let ring = &mut self.admin.submission_ring;
-                let lower_bound = ring.head_after_fetch_of(slot);
-                let reported = u32::from(completion.sq_head());
-                if !ring.head_is_possible(reported, lower_bound) {
-                    ring.set_head(lower_bound);
-                    return Err(NvmeError::AdminProtocol {
-                        opcode,
-                        command_id,
-                        reported_head: completion.sq_head(),
-                    });
+                Some(completion) => {
+                    let ring = &mut self.admin.submission_ring;
+                    let lower_bound = ring.head_after_fetch_of(slot);
+                    let reported = u32::from(completion.sq_head());
+                    if !ring.head_is_possible(reported, lower_bound) {
+                        ring.set_head(lower_bound);
+                        return Err(NvmeError::AdminProtocol {
+                            opcode,
+                            command_id,
+                            reported_head: completion.sq_head(),
+                        });
+                    }
+                    ring.set_head(reported);
+                    let status = completion.status();
+                    if !status.is_success() {
+                        return Err(NvmeError::AdminFailed {
+                            opcode,
+                            status,
+                            command_specific: completion.command_specific(),
+                        });
+                    }
+                    return Ok(completion);
                 }
-                ring.set_head(reported);
-                let status = completion.status();
-                if !status.is_success() {
-                    return Err(NvmeError::AdminFailed {
-                        opcode,
-                        status,
-                        command_specific: completion.command_specific(),
-                    });
-                }
-                return Ok(completion);
+                None => {}
             }
             if deadline.has_passed(self.platform) {
                 self.admin_usable = false;
@@ -873,7 +877,7 @@ mod tests {
     extern crate std;
     use super::super::events::DiscardEvents;
     use super::super::sim::{
-        Fault, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform, BUS_OFFSET,
+        Corruption, Fault, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform, BUS_OFFSET,
     };
     use super::*;
     use std::format;
@@ -1129,6 +1133,31 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn untrusted_admin_completions_are_reported_or_refused() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut controller = bring_up(&sim, &platform, &events).unwrap();
+        // A completion nobody asked for comes first: reported, ignored, the real one counts.
+        sim.corrupt_next_admin_completion(Corruption::UnknownCommandId);
+        assert_eq!(controller.active_namespaces().unwrap().len(), 1);
+        assert!(
+            events.any_contains("nvme 00:02.0: completion for unknown command identifier 65520 on queue 0")
+        );
+        // A completion with an impossible SQ head is not trusted.
+        sim.corrupt_next_admin_completion(Corruption::ImpossibleSqHead);
+        let error = controller.request_io_queues(1).unwrap_err();
+        assert!(
+            matches!(error, NvmeError::AdminProtocol { opcode: 0x09, reported_head: 0xFFFE, .. }),
+            "{error:?}"
+        );
+        assert!(format!("{error}").contains("impossible SQ head 65534; not trusted"), "{error}");
+        // The admin queue still works with the head it could prove.
+        assert!(controller.active_namespaces().is_ok());
+        sim.assert_no_violations();
     }
 
     #[test]

@@ -421,6 +421,7 @@ struct State {
     hold_io_completions: bool,
     held: Vec<(u16, Pending)>,
     corrupt_next: Option<Corruption>,
+    corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
     data_corruptions: Vec<(u32, u64)>,
     violations: Vec<String>,
@@ -460,6 +461,7 @@ impl<'a> SimController<'a> {
                 hold_io_completions: false,
                 held: Vec::new(),
                 corrupt_next: None,
+                corrupt_next_admin: None,
                 media_errors: Vec::new(),
                 data_corruptions: Vec::new(),
                 violations: Vec::new(),
@@ -515,8 +517,14 @@ impl<'a> SimController<'a> {
         }
     }
 
+    /// Corrupts the next I/O completion.
     pub fn corrupt_next_completion(&self, corruption: Corruption) {
         self.state.borrow_mut().corrupt_next = Some(corruption);
+    }
+
+    /// Corrupts the next admin completion.
+    pub fn corrupt_next_admin_completion(&self, corruption: Corruption) {
+        self.state.borrow_mut().corrupt_next_admin = Some(corruption);
     }
 
     /// Reads touching `lba` of namespace `namespace_id` fail with Unrecovered Read Error.
@@ -755,7 +763,8 @@ impl<'a> SimController<'a> {
     /// Moves backlog entries into the CQ while it has room.
     fn post(platform: &SimPlatform, state: &mut State, queue: u16) {
         loop {
-            let corruption = state.corrupt_next;
+            let corruption =
+                if queue == 0 { state.corrupt_next_admin.take() } else { state.corrupt_next.take() };
             let Some(cq) = state.completion_queues.get_mut(&queue) else {
                 return;
             };
@@ -763,37 +772,30 @@ impl<'a> SimController<'a> {
                 return;
             }
             let mut pending = cq.backlog.pop_front().expect("not empty");
-            if queue != 0 {
-                match corruption {
-                    Some(Corruption::UnknownCommandId) => {
-                        cq.backlog.push_front(pending);
-                        pending = Pending {
-                            submission_queue: queue,
-                            command_id: 0xFFF0,
-                            status: Status::SUCCESS,
-                            command_specific: 0,
-                            sq_head_override: None,
-                        };
-                        state.corrupt_next = None;
-                    }
-                    Some(Corruption::WrongSubmissionQueue) => {
-                        let real_queue = pending.submission_queue;
-                        cq.backlog.push_front(pending);
-                        pending = Pending {
-                            submission_queue: real_queue + 7,
-                            command_id: 0,
-                            status: Status::SUCCESS,
-                            command_specific: 0,
-                            sq_head_override: None,
-                        };
-                        state.corrupt_next = None;
-                    }
-                    Some(Corruption::ImpossibleSqHead) => {
-                        pending.sq_head_override = Some(0xFFFE);
-                        state.corrupt_next = None;
-                    }
-                    None => {}
+            match corruption {
+                Some(Corruption::UnknownCommandId) => {
+                    cq.backlog.push_front(pending);
+                    pending = Pending {
+                        submission_queue: queue,
+                        command_id: 0xFFF0,
+                        status: Status::SUCCESS,
+                        command_specific: 0,
+                        sq_head_override: None,
+                    };
                 }
+                Some(Corruption::WrongSubmissionQueue) => {
+                    let real_queue = pending.submission_queue;
+                    cq.backlog.push_front(pending);
+                    pending = Pending {
+                        submission_queue: real_queue + 7,
+                        command_id: 0,
+                        status: Status::SUCCESS,
+                        command_specific: 0,
+                        sq_head_override: None,
+                    };
+                }
+                Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
+                None => {}
             }
             let Some(cq) = state.completion_queues.get_mut(&queue) else {
                 return;
