@@ -3,10 +3,13 @@
 //! host tests; DMA memory, bus addresses and cache maintenance go through [`platform::Platform`].
 #![no_std]
 
+extern crate alloc;
+
 pub mod barrier;
 pub mod gpio;
 pub mod mailbox;
 pub mod mmio;
+pub mod nvme;
 pub mod pci;
 pub mod pl011;
 pub mod platform;

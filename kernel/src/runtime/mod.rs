@@ -5,6 +5,7 @@ pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
+pub mod nvme;
 pub mod pci;
 pub mod platform;
 pub mod sd;
@@ -181,6 +182,7 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
     let pci = pci::enumerate(machine);
     sd::attach(machine, settings, pci.as_ref(), storage);
+    nvme::attach(machine, settings, pci.as_ref(), storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where

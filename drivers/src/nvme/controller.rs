@@ -1,0 +1,1185 @@
+//! NVMe controller bring-up and control over the admin queue (NVMe Base Specification 1.4 §7.6.1
+//! "Initialization", §7.6.2 "Shutdown"; nvme-and-fio.md §1.2-1.6 and §1.10): disable with the
+//! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
+//! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
+
+use super::command::{
+    allocated_queue_counts, cns, phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
+    SUBMISSION_ENTRY_BYTES,
+};
+use super::dma::DmaRegion;
+use super::events::{Event, EventSink};
+use super::identify::{
+    active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES, IDENTIFY_BYTES,
+};
+use super::io_queue::{IoQueuePair, QueuePairSetup};
+use super::prp;
+use super::regs::{self, offsets, Capabilities, Version};
+use super::ring::{CompletionRing, SubmissionRing};
+use super::status::{code_type, generic, Status};
+use crate::barrier;
+use crate::mmio::RegisterIo;
+use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
+/// plenty; SPDK uses 256 only because it pipelines admin commands (nvme-and-fio.md §2.1).
+pub const ADMIN_QUEUE_ENTRIES: u32 = 32;
+/// Used instead of CAP.TO × 500 ms when a controller reports TO = 0.
+pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
+/// How long one admin command may take.
+pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
+/// Shutdown waits at least this long, or RTD3E if longer (SPDK after spdk/spdk#676, where 5 s
+/// was too short for a virtual controller: nvme-and-fio.md §1.10).
+pub const MINIMUM_SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
+/// The largest transfer the driver puts in one command, whatever MDTS allows: it sizes each
+/// command's PRP list memory (4 MiB = 1024 entries in three chained 4 KiB list pages).
+pub const DRIVER_MAX_COMMAND_BYTES: u64 = 4 << 20;
+/// The fallback walk over namespace identifiers stops here when CNS 02h is not supported.
+pub const MAX_PROBED_NAMESPACES: u32 = 1024;
+/// Smallest I/O queue (one command in flight).
+pub const MIN_QUEUE_ENTRIES: u32 = 2;
+/// NLB is 16 bits, 0-based (NVMe 1.4 §6.9).
+pub const MAX_BLOCKS_PER_COMMAND: u64 = 65536;
+
+/// What a controller state wait was waiting for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadyWait {
+    /// CSTS.RDY = 1 after CC.EN = 1.
+    Enabled,
+    /// CSTS.RDY = 0 after CC.EN = 0.
+    Disabled,
+}
+
+/// Why the controller (or one of its queues) could not be used. Every variant carries the values
+/// that explain it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvmeError {
+    /// CAP reads as all ones: nothing answers at BAR0.
+    NoController {
+        cap: u64,
+    },
+    /// CAP.CSS bit 0 clear.
+    NoNvmCommandSet {
+        cap: u64,
+    },
+    /// BAR0 is too small for the doorbells needed.
+    RegistersTooSmall {
+        register_bytes: usize,
+        needed_bytes: usize,
+    },
+    /// CSTS.RDY did not follow CC.EN within CAP.TO.
+    NotReady {
+        waiting_for: ReadyWait,
+        waited_ms: u64,
+        cap: u64,
+        cc: u32,
+        csts: u32,
+    },
+    /// CSTS.CFS set.
+    FatalStatus {
+        cap: u64,
+        cc: u32,
+        csts: u32,
+    },
+    Allocation(DmaAllocationError),
+    Unreachable(UnreachableAddress),
+    /// An admin command did not complete.
+    AdminTimeout {
+        opcode: u8,
+        command_id: u16,
+        waited_ms: u64,
+        csts: u32,
+    },
+    /// An admin command completed with an error status.
+    AdminFailed {
+        opcode: u8,
+        status: Status,
+        command_specific: u32,
+    },
+    /// An admin completion could not be trusted (impossible SQ head).
+    AdminProtocol {
+        opcode: u8,
+        command_id: u16,
+        reported_head: u16,
+    },
+    /// An earlier admin timeout left the admin queue in an unknown state.
+    AdminQueueUnusable,
+    /// The controller needs SQ/CQ entry sizes other than 64/16 bytes.
+    UnsupportedEntrySizes {
+        sqes: u8,
+        cqes: u8,
+    },
+    /// All granted I/O queues are in use, or Set Features was not issued.
+    NoQueueLeft {
+        granted: u16,
+    },
+    /// The namespace's format cannot be read by this driver.
+    UnusableNamespace {
+        namespace_id: u32,
+        reason: NamespaceProblem,
+    },
+    /// CSTS.SHST did not reach "complete" in time.
+    ShutdownTimeout {
+        waited_ms: u64,
+        cc: u32,
+        csts: u32,
+    },
+}
+
+/// Why a namespace is not usable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamespaceProblem {
+    /// The format in use has an invalid LBA data size.
+    InvalidFormat { format_index: usize, data_shift: u8 },
+    /// Metadata per block: not supported (a separate metadata buffer would be written at MPTR).
+    Metadata { metadata_bytes: u16 },
+    /// One LBA is bigger than the largest command.
+    BlockLargerThanTransfer { block_bytes: u32, max_transfer_bytes: u64 },
+    /// NSZE = 0.
+    Empty,
+}
+
+impl fmt::Display for NamespaceProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamespaceProblem::InvalidFormat {
+                format_index,
+                data_shift,
+            } => write!(
+                f,
+                "LBA format {format_index} has an invalid data size (LBADS {data_shift})"
+            ),
+            NamespaceProblem::Metadata { metadata_bytes } => write!(
+                f,
+                "the LBA format carries {metadata_bytes} bytes of metadata per block, which this driver does not read"
+            ),
+            NamespaceProblem::BlockLargerThanTransfer {
+                block_bytes,
+                max_transfer_bytes,
+            } => write!(
+                f,
+                "a {block_bytes}-byte block exceeds the largest transfer ({max_transfer_bytes} bytes)"
+            ),
+            NamespaceProblem::Empty => write!(f, "the namespace has no blocks"),
+        }
+    }
+}
+
+impl fmt::Display for NvmeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NvmeError::NoController { cap } => {
+                write!(f, "no controller answers (CAP = {cap:#018x})")
+            }
+            NvmeError::NoNvmCommandSet { cap } => write!(
+                f,
+                "the controller does not support the NVM command set (CAP = {cap:#018x}, CSS = {:#x})",
+                (cap >> 37) & 0xff
+            ),
+            NvmeError::RegistersTooSmall {
+                register_bytes,
+                needed_bytes,
+            } => write!(
+                f,
+                "BAR0 is {register_bytes} bytes, the doorbells need {needed_bytes}"
+            ),
+            NvmeError::NotReady {
+                waiting_for,
+                waited_ms,
+                cap,
+                cc,
+                csts,
+            } => write!(
+                f,
+                "controller not {} after {waited_ms} ms (CAP.TO = {} ms): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}",
+                match waiting_for {
+                    ReadyWait::Enabled => "ready",
+                    ReadyWait::Disabled => "disabled",
+                },
+                Capabilities::decode(cap).ready_timeout_ms()
+            ),
+            NvmeError::FatalStatus { cap, cc, csts } => write!(
+                f,
+                "controller fatal status (CSTS.CFS = 1): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}"
+            ),
+            NvmeError::Allocation(error) => write!(f, "{error}"),
+            NvmeError::Unreachable(error) => write!(f, "{error}"),
+            NvmeError::AdminTimeout {
+                opcode,
+                command_id,
+                waited_ms,
+                csts,
+            } => write!(
+                f,
+                "{} (opcode {opcode:#04x}, cid {command_id}) did not complete in {waited_ms} ms (CSTS = {csts:#010x})",
+                super::command::admin_opcode_name(opcode)
+            ),
+            NvmeError::AdminFailed {
+                opcode,
+                status,
+                command_specific,
+            } => write!(
+                f,
+                "{} (opcode {opcode:#04x}) failed: {status} (cdw0 {command_specific:#x})",
+                super::command::admin_opcode_name(opcode)
+            ),
+            NvmeError::AdminProtocol {
+                opcode,
+                command_id,
+                reported_head,
+            } => write!(
+                f,
+                "{} (cid {command_id}) completed with an impossible SQ head {reported_head}; not trusted",
+                super::command::admin_opcode_name(opcode)
+            ),
+            NvmeError::AdminQueueUnusable => {
+                write!(f, "the admin queue is unusable after an earlier timeout")
+            }
+            NvmeError::UnsupportedEntrySizes { sqes, cqes } => write!(
+                f,
+                "the controller cannot use 64-byte SQ / 16-byte CQ entries (SQES {sqes:#04x}, CQES {cqes:#04x})"
+            ),
+            NvmeError::NoQueueLeft { granted } => write!(
+                f,
+                "no I/O queue left: the controller granted {granted} queue pairs and all are in use"
+            ),
+            NvmeError::UnusableNamespace {
+                namespace_id,
+                reason,
+            } => write!(f, "namespace {namespace_id} unusable: {reason}"),
+            NvmeError::ShutdownTimeout { waited_ms, cc, csts } => write!(
+                f,
+                "shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}"
+            ),
+        }
+    }
+}
+
+impl From<DmaAllocationError> for NvmeError {
+    fn from(error: DmaAllocationError) -> Self {
+        NvmeError::Allocation(error)
+    }
+}
+
+impl From<UnreachableAddress> for NvmeError {
+    fn from(error: UnreachableAddress) -> Self {
+        NvmeError::Unreachable(error)
+    }
+}
+
+/// What Set Features Number of Queues gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueGrant {
+    pub requested: u16,
+    pub submission_queues: u32,
+    pub completion_queues: u32,
+}
+
+impl QueueGrant {
+    /// Queue pairs the driver may create.
+    pub fn usable_pairs(&self) -> u16 {
+        self.submission_queues.min(self.completion_queues).min(u32::from(self.requested)) as u16
+    }
+}
+
+/// The depth an I/O queue pair gets, and why it differs from the one asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthChoice {
+    pub requested: u32,
+    pub entries: u32,
+}
+
+impl DepthChoice {
+    /// Clamps `requested` entries to `[2, CAP.MQES + 1]` (NVMe 1.4 §3.1.1 MQES, §4.1).
+    pub fn new(requested: u32, capabilities: &Capabilities) -> Self {
+        DepthChoice { requested, entries: requested.clamp(MIN_QUEUE_ENTRIES, capabilities.max_queue_entries) }
+    }
+
+    pub fn was_clamped(&self) -> bool {
+        self.entries != self.requested
+    }
+}
+
+/// The message for a clamped depth.
+impl fmt::Display for DepthChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.requested > self.entries {
+            write!(
+                f,
+                "queue depth {} is more than the controller allows (CAP.MQES + 1 = {}); using {}",
+                self.requested, self.entries, self.entries
+            )
+        } else if self.requested < self.entries {
+            write!(
+                f,
+                "queue depth {} is below the minimum of {}; using {}",
+                self.requested, self.entries, self.entries
+            )
+        } else {
+            write!(f, "queue depth {}", self.entries)
+        }
+    }
+}
+
+/// How the shutdown went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShutdownReport {
+    pub waited_us: u64,
+    pub queues_deleted: u16,
+    /// The first queue deletion that failed (the shutdown goes on regardless).
+    pub deletion_error: Option<NvmeError>,
+}
+
+struct AdminQueue {
+    submission: DmaRegion,
+    completion: DmaRegion,
+    submission_ring: SubmissionRing,
+    completion_ring: CompletionRing,
+    next_command_id: u16,
+    submission_doorbell: usize,
+    completion_doorbell: usize,
+}
+
+/// One NVMe controller after bring-up, owning its admin queue.
+pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
+    registers: R,
+    register_bytes: usize,
+    platform: &'p P,
+    dma: BusTranslation,
+    events: &'p dyn EventSink,
+    label: String,
+    capabilities: Capabilities,
+    version: Version,
+    page_bytes: usize,
+    admin: AdminQueue,
+    identify_buffer: DmaRegion,
+    identity: ControllerIdentity,
+    admin_usable: bool,
+    granted_pairs: u16,
+    created_queue_ids: Vec<u16>,
+    shut_down: bool,
+}
+
+impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
+    /// Resets and enables the controller and identifies it (NVMe 1.4 §7.6.1 steps 1-6).
+    /// `register_bytes` is BAR0's size; `dma` is how the controller sees RAM; `label` names the
+    /// controller in reports.
+    pub fn bring_up(
+        registers: R,
+        register_bytes: usize,
+        platform: &'p P,
+        dma: BusTranslation,
+        events: &'p dyn EventSink,
+        label: String,
+    ) -> Result<Self, NvmeError> {
+        let cap = registers.read64(offsets::CAP);
+        if cap == u64::MAX {
+            return Err(NvmeError::NoController { cap });
+        }
+        let capabilities = Capabilities::decode(cap);
+        let version = Version(registers.read32(offsets::VS));
+        if !capabilities.nvm_command_set {
+            return Err(NvmeError::NoNvmCommandSet { cap });
+        }
+        let admin_doorbells_end = regs::completion_doorbell(0, capabilities.doorbell_stride_bytes) + 4;
+        if register_bytes < admin_doorbells_end {
+            return Err(NvmeError::RegistersTooSmall { register_bytes, needed_bytes: admin_doorbells_end });
+        }
+        // The smallest page the controller allows (4 KiB on every controller seen so far).
+        let page_bytes = capabilities.page_min_bytes;
+        disable(&registers, platform, &capabilities)?;
+
+        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
+            let buffer = platform.allocate_dma(bytes, page_bytes)?;
+            dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
+            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
+            // shared only with this controller.
+            Ok(unsafe { DmaRegion::new(buffer) })
+        };
+        let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
+        let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
+        let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
+        let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
+        let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        platform.clean_for_device(&completion.buffer());
+
+        registers
+            .write32(offsets::AQA, regs::admin_queue_attributes(ADMIN_QUEUE_ENTRIES, ADMIN_QUEUE_ENTRIES));
+        registers.write64(offsets::ASQ, submission_bus);
+        registers.write64(offsets::ACQ, completion_bus);
+        barrier::store_before_doorbell();
+        let configuration = regs::enable_configuration(capabilities.mpsmin);
+        registers.write32(offsets::CC, configuration);
+        wait_ready(&registers, platform, &capabilities, ReadyWait::Enabled)?;
+
+        let stride = capabilities.doorbell_stride_bytes;
+        let mut controller = Controller {
+            registers,
+            register_bytes,
+            platform,
+            dma,
+            events,
+            label,
+            capabilities,
+            version,
+            page_bytes,
+            admin: AdminQueue {
+                submission,
+                completion,
+                submission_ring: SubmissionRing::new(ADMIN_QUEUE_ENTRIES),
+                completion_ring: CompletionRing::new(ADMIN_QUEUE_ENTRIES),
+                next_command_id: 0,
+                submission_doorbell: regs::submission_doorbell(0, stride),
+                completion_doorbell: regs::completion_doorbell(0, stride),
+            },
+            identify_buffer,
+            identity: ControllerIdentity::parse(&[0u8; IDENTIFY_BYTES]),
+            admin_usable: true,
+            granted_pairs: 0,
+            created_queue_ids: Vec::new(),
+            shut_down: false,
+        };
+        let data = controller.identify(cns::CONTROLLER, 0)?;
+        controller.identity = ControllerIdentity::parse(&data);
+        if !controller.identity.supports_standard_entry_sizes() {
+            return Err(NvmeError::UnsupportedEntrySizes {
+                sqes: controller.identity.sqes,
+                cqes: controller.identity.cqes,
+            });
+        }
+        Ok(controller)
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    pub fn identity(&self) -> &ControllerIdentity {
+        &self.identity
+    }
+
+    pub fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// MDTS in bytes (`None` = no limit reported).
+    pub fn max_transfer_bytes(&self) -> Option<u64> {
+        self.identity.max_transfer_bytes(self.capabilities.page_min_bytes)
+    }
+
+    /// The most bytes one command of this driver carries: MDTS, capped by
+    /// [`DRIVER_MAX_COMMAND_BYTES`].
+    pub fn command_limit_bytes(&self) -> u64 {
+        self.max_transfer_bytes().unwrap_or(DRIVER_MAX_COMMAND_BYTES).min(DRIVER_MAX_COMMAND_BYTES)
+    }
+
+    /// CSTS now (for reports).
+    pub fn status_register(&self) -> u32 {
+        self.registers.read32(offsets::CSTS)
+    }
+
+    fn identify(&mut self, cns_value: u8, namespace_id: u32) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
+        let buffer = self.identify_buffer.buffer();
+        let bus = self.dma.to_bus(buffer.physical_address, IDENTIFY_BYTES as u64)?;
+        self.admin_command(SubmissionEntry::identify(cns_value, namespace_id, bus))?;
+        self.platform.invalidate_for_cpu(&buffer);
+        let mut data = [0u8; IDENTIFY_BYTES];
+        self.identify_buffer.read_bytes(0, &mut data);
+        Ok(data)
+    }
+
+    /// The active namespaces in identifier order: the Active Namespace ID list (CNS 02h, NVMe
+    /// ≥ 1.1), or, when the controller refuses it, every identifier 1..=NN whose NSZE > 0.
+    pub fn active_namespaces(&mut self) -> Result<Vec<NamespaceIdentity>, NvmeError> {
+        let mut ids = Vec::new();
+        let mut listed = false;
+        if self.version.at_least(1, 1) || self.version.0 == 0 {
+            match self.active_namespace_list() {
+                Ok(list) => {
+                    ids = list;
+                    listed = true;
+                }
+                Err(NvmeError::AdminFailed { status, .. })
+                    if status.is(code_type::GENERIC, generic::INVALID_FIELD)
+                        || status.is(code_type::GENERIC, generic::INVALID_OPCODE) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if !listed {
+            ids = (1..=self.identity.namespace_count.min(MAX_PROBED_NAMESPACES)).collect();
+        }
+        let mut namespaces = Vec::new();
+        for id in ids {
+            let data = self.identify(cns::NAMESPACE, id)?;
+            let namespace = NamespaceIdentity::parse(id, &data);
+            if namespace.is_active() {
+                namespaces.push(namespace);
+            }
+        }
+        Ok(namespaces)
+    }
+
+    fn active_namespace_list(&mut self) -> Result<Vec<u32>, NvmeError> {
+        let mut ids: Vec<u32> = Vec::new();
+        let mut after = 0u32;
+        loop {
+            let data = self.identify(cns::ACTIVE_NAMESPACE_LIST, after)?;
+            let before = ids.len();
+            // Identifiers must ascend; anything else would loop forever, so it ends the walk.
+            ids.extend(active_namespace_ids(&data).filter(|id| *id > after));
+            let added = ids.len() - before;
+            match ids.last() {
+                Some(&last) if added == ACTIVE_LIST_ENTRIES && last < u32::MAX - 1 => after = last,
+                _ => break,
+            }
+        }
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Checks that the driver can read `namespace` and returns its block size.
+    pub fn check_namespace(&self, namespace: &NamespaceIdentity) -> Result<u32, NvmeError> {
+        let problem = |reason| NvmeError::UnusableNamespace { namespace_id: namespace.namespace_id, reason };
+        let format = namespace.format();
+        let block_bytes = format.data_bytes().ok_or(problem(NamespaceProblem::InvalidFormat {
+            format_index: namespace.format_index,
+            data_shift: format.data_shift,
+        }))?;
+        if format.metadata_bytes != 0 {
+            return Err(problem(NamespaceProblem::Metadata { metadata_bytes: format.metadata_bytes }));
+        }
+        if u64::from(block_bytes) > self.command_limit_bytes() {
+            return Err(problem(NamespaceProblem::BlockLargerThanTransfer {
+                block_bytes,
+                max_transfer_bytes: self.command_limit_bytes(),
+            }));
+        }
+        if namespace.size_blocks == 0 {
+            return Err(problem(NamespaceProblem::Empty));
+        }
+        Ok(block_bytes)
+    }
+
+    /// Set Features, Number of Queues (NVMe 1.4 §5.21.1.7): asks for `pairs` I/O queue pairs,
+    /// once, before any I/O queue exists.
+    pub fn request_io_queues(&mut self, pairs: u16) -> Result<QueueGrant, NvmeError> {
+        let pairs = pairs.max(1);
+        let completion = self.admin_command(SubmissionEntry::set_number_of_queues(pairs, pairs))?;
+        let (submission_queues, completion_queues) = allocated_queue_counts(completion.command_specific());
+        let grant = QueueGrant { requested: pairs, submission_queues, completion_queues };
+        self.granted_pairs = grant.usable_pairs();
+        Ok(grant)
+    }
+
+    /// Creates the next I/O queue pair (CQ first, then SQ: NVMe 1.4 §7.6.1 step 9) with
+    /// `depth.entries` entries each, polled (CQ with PC = 1, IEN = 0, IV = 0), reading
+    /// `namespace`. `name` is what the pair answers to `BlockDevice::name`.
+    pub fn create_io_queue_pair(
+        &mut self,
+        namespace: &NamespaceIdentity,
+        depth: DepthChoice,
+        name: String,
+    ) -> Result<IoQueuePair<'p, R, P>, NvmeError> {
+        let block_bytes = self.check_namespace(namespace)?;
+        let queue_id = self.created_queue_ids.len() as u16 + 1;
+        if queue_id > self.granted_pairs {
+            return Err(NvmeError::NoQueueLeft { granted: self.granted_pairs });
+        }
+        let stride = self.capabilities.doorbell_stride_bytes;
+        let doorbells_end = regs::completion_doorbell(queue_id, stride) + 4;
+        if doorbells_end > self.register_bytes {
+            return Err(NvmeError::RegistersTooSmall {
+                register_bytes: self.register_bytes,
+                needed_bytes: doorbells_end,
+            });
+        }
+        let entries = depth.entries.clamp(MIN_QUEUE_ENTRIES, self.capabilities.max_queue_entries);
+        let command_bytes = self.command_limit_bytes();
+        let max_command_blocks = (command_bytes / u64::from(block_bytes)).min(MAX_BLOCKS_PER_COMMAND) as u32;
+        let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
+        let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
+        let page_bytes = self.page_bytes;
+        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
+            let buffer = self.platform.allocate_dma(bytes, page_bytes)?;
+            self.dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
+            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
+            // shared only with this controller.
+            Ok(unsafe { DmaRegion::new(buffer) })
+        };
+        let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
+        let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
+        let lists = if list_pages_per_command > 0 {
+            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?)
+        } else {
+            None
+        };
+        self.platform.clean_for_device(&completion.buffer());
+        let completion_bus =
+            self.dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        let submission_bus =
+            self.dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
+        self.admin_command(SubmissionEntry::create_io_completion_queue(queue_id, entries, completion_bus))?;
+        if let Err(error) = self.admin_command(SubmissionEntry::create_io_submission_queue(
+            queue_id,
+            entries,
+            submission_bus,
+            queue_id,
+        )) {
+            // Best effort: the CQ alone is of no use. Its own failure adds nothing to report.
+            let _ = self.admin_command(SubmissionEntry::delete_io_completion_queue(queue_id));
+            return Err(error);
+        }
+        self.created_queue_ids.push(queue_id);
+        Ok(IoQueuePair::new(
+            QueuePairSetup {
+                name,
+                queue_id,
+                namespace_id: namespace.namespace_id,
+                entries,
+                block_bytes,
+                block_count: namespace.size_blocks,
+                max_command_blocks,
+                page_bytes,
+                submission,
+                completion,
+                lists,
+                list_pages_per_command,
+                submission_doorbell: regs::submission_doorbell(queue_id, stride),
+                completion_doorbell: regs::completion_doorbell(queue_id, stride),
+                dma: self.dma,
+            },
+            self.registers.clone(),
+            self.platform,
+            self.events,
+        ))
+    }
+
+    /// Runs one admin command to completion (bounded by [`ADMIN_COMMAND_TIMEOUT_MS`]).
+    fn admin_command(&mut self, mut entry: SubmissionEntry) -> Result<CompletionEntry, NvmeError> {
+        if !self.admin_usable {
+            return Err(NvmeError::AdminQueueUnusable);
+        }
+        let opcode = entry.opcode();
+        let command_id = self.admin.next_command_id;
+        self.admin.next_command_id = command_id.wrapping_add(1);
+        entry.set_command_id(command_id);
+        let Some(slot) = self.admin.submission_ring.push() else {
+            // Commands run one at a time and each completion moves the head, so the ring only
+            // fills if the controller never reported a head: treat it as unusable.
+            self.admin_usable = false;
+            return Err(NvmeError::AdminQueueUnusable);
+        };
+        let offset = slot as usize * SUBMISSION_ENTRY_BYTES;
+        for (index, word) in entry.dwords.iter().enumerate() {
+            self.admin.submission.write_u32(offset + 4 * index, *word);
+        }
+        self.platform.clean_for_device(&self.admin.submission.slice(offset, SUBMISSION_ENTRY_BYTES));
+        barrier::store_before_doorbell();
+        self.registers.write32(self.admin.submission_doorbell, self.admin.submission_ring.tail());
+        let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
+        loop {
+            let completion = self.next_admin_completion();
+            match completion {
+                Some(completion) if completion.command_id() != command_id || completion.sq_id() != 0 => {
+                    // Not ours: reported and ignored; the wait (and its deadline) goes on.
+                    self.events.report(
+                        &self.label,
+                        &Event::UnknownCommandId {
+                            queue_id: 0,
+                            command_id: completion.command_id(),
+                            sq_head: completion.sq_head(),
+                            status: completion.status(),
+                        },
+                    );
+                }
+                Some(completion) => {
+                    let ring = &mut self.admin.submission_ring;
+                    let lower_bound = ring.head_after_fetch_of(slot);
+                    let reported = u32::from(completion.sq_head());
+                    if !ring.head_is_possible(reported, lower_bound) {
+                        ring.set_head(lower_bound);
+                        return Err(NvmeError::AdminProtocol {
+                            opcode,
+                            command_id,
+                            reported_head: completion.sq_head(),
+                        });
+                    }
+                    ring.set_head(reported);
+                    let status = completion.status();
+                    if !status.is_success() {
+                        return Err(NvmeError::AdminFailed {
+                            opcode,
+                            status,
+                            command_specific: completion.command_specific(),
+                        });
+                    }
+                    return Ok(completion);
+                }
+                None => {}
+            }
+            if deadline.has_passed(self.platform) {
+                self.admin_usable = false;
+                return Err(NvmeError::AdminTimeout {
+                    opcode,
+                    command_id,
+                    waited_ms: deadline.elapsed_us(self.platform) / 1000,
+                    csts: self.registers.read32(offsets::CSTS),
+                });
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Takes the next admin completion if one is there, and releases its slot to the controller.
+    fn next_admin_completion(&mut self) -> Option<CompletionEntry> {
+        let queue = &mut self.admin;
+        let offset = queue.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
+        self.platform.invalidate_for_cpu(&queue.completion.slice(offset, COMPLETION_ENTRY_BYTES));
+        let dword3 = queue.completion.read_u32(offset + 12);
+        if !queue.completion_ring.is_new(phase_of(dword3)) {
+            return None;
+        }
+        barrier::load_after_completion();
+        let mut entry = CompletionEntry::default();
+        for (index, word) in entry.dwords.iter_mut().enumerate() {
+            *word = queue.completion.read_u32(offset + 4 * index);
+        }
+        queue.completion_ring.advance();
+        barrier::full();
+        self.registers.write32(queue.completion_doorbell, queue.completion_ring.head());
+        Some(entry)
+    }
+
+    /// Normal shutdown (NVMe 1.4 §7.6.2): delete the I/O queues (SQs, then CQs), set CC.SHN =
+    /// 01b and wait for CSTS.SHST = 10b, at most max(RTD3E, 10 s). Outstanding commands are
+    /// abandoned: the run is over. A queue deletion failure is reported but does not stop the
+    /// shutdown.
+    pub fn shutdown(&mut self) -> Result<ShutdownReport, NvmeError> {
+        self.shut_down = true;
+        let mut deletion_error = None;
+        let mut queues_deleted = 0u16;
+        let created = core::mem::take(&mut self.created_queue_ids);
+        for &queue_id in created.iter().rev() {
+            match self.admin_command(SubmissionEntry::delete_io_submission_queue(queue_id)) {
+                Ok(_) => queues_deleted += 1,
+                Err(error) => {
+                    deletion_error.get_or_insert(error);
+                }
+            }
+        }
+        for &queue_id in created.iter().rev() {
+            if let Err(error) = self.admin_command(SubmissionEntry::delete_io_completion_queue(queue_id)) {
+                deletion_error.get_or_insert(error);
+            }
+        }
+        let cc = self.registers.read32(offsets::CC);
+        self.registers.write32(offsets::CC, regs::with_normal_shutdown(cc));
+        let timeout_ms =
+            u64::from(self.identity.rtd3_entry_latency_us).div_ceil(1000).max(MINIMUM_SHUTDOWN_TIMEOUT_MS);
+        let deadline = Deadline::after_us(self.platform, timeout_ms * 1000);
+        loop {
+            let csts = self.registers.read32(offsets::CSTS);
+            if regs::csts_shutdown_complete(csts) {
+                return Ok(ShutdownReport {
+                    waited_us: deadline.elapsed_us(self.platform),
+                    queues_deleted,
+                    deletion_error,
+                });
+            }
+            if deadline.has_passed(self.platform) {
+                return Err(NvmeError::ShutdownTimeout {
+                    waited_ms: deadline.elapsed_us(self.platform) / 1000,
+                    cc: self.registers.read32(offsets::CC),
+                    csts,
+                });
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
+
+fn ready_timeout_ms(capabilities: &Capabilities) -> u64 {
+    capabilities.ready_timeout_ms().max(MINIMUM_READY_TIMEOUT_MS)
+}
+
+/// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once.
+fn wait_ready<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    capabilities: &Capabilities,
+    waiting_for: ReadyWait,
+) -> Result<(), NvmeError> {
+    let want_ready = waiting_for == ReadyWait::Enabled;
+    let deadline = Deadline::after_us(platform, ready_timeout_ms(capabilities) * 1000);
+    loop {
+        let csts = registers.read32(offsets::CSTS);
+        if want_ready && regs::csts_fatal(csts) {
+            return Err(NvmeError::FatalStatus {
+                cap: capabilities.raw,
+                cc: registers.read32(offsets::CC),
+                csts,
+            });
+        }
+        if regs::csts_ready(csts) == want_ready {
+            return Ok(());
+        }
+        if deadline.has_passed(platform) {
+            return Err(NvmeError::NotReady {
+                waiting_for,
+                waited_ms: deadline.elapsed_us(platform) / 1000,
+                cap: capabilities.raw,
+                cc: registers.read32(offsets::CC),
+                csts,
+            });
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (nvme-and-fio.md §1.2 step 2): a controller
+/// left enabled but not yet ready is first given its time to become ready, because EN must not
+/// change while RDY differs from it.
+fn disable<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    capabilities: &Capabilities,
+) -> Result<(), NvmeError> {
+    let cc = registers.read32(offsets::CC);
+    let csts = registers.read32(offsets::CSTS);
+    if regs::cc_enabled(cc) {
+        if !regs::csts_ready(csts) && !regs::csts_fatal(csts) {
+            // If it never gets there, clearing EN below is still the way out; the RDY = 0 wait
+            // then reports what the controller did.
+            let _ = wait_ready(registers, platform, capabilities, ReadyWait::Enabled);
+        }
+        registers.write32(offsets::CC, regs::with_enable_cleared(cc));
+    }
+    wait_ready(registers, platform, capabilities, ReadyWait::Disabled)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::super::events::DiscardEvents;
+    use super::super::sim::{
+        Corruption, Fault, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform, BUS_OFFSET,
+    };
+    use super::*;
+    use std::format;
+    use std::string::ToString;
+    use std::vec;
+
+    const ARENA: usize = 32 << 20;
+
+    fn bring_up<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        events: &'a dyn EventSink,
+    ) -> Result<Controller<'a, &'a SimController<'a>, SimPlatform>, NvmeError> {
+        Controller::bring_up(
+            sim,
+            sim.register_bytes(),
+            platform,
+            platform.translation(),
+            events,
+            "nvme 00:02.0".to_string(),
+        )
+    }
+
+    #[test]
+    fn qemu_like_controller_comes_up_and_identifies() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        assert_eq!(controller.capabilities().max_queue_entries, 2048);
+        assert_eq!(format!("{}", controller.version()), "1.4.0");
+        let identity = controller.identity();
+        assert_eq!(identity.model.as_str(), "QEMU NVMe Ctrl");
+        assert_eq!(identity.serial.as_str(), "barebench0");
+        assert_eq!(identity.firmware.as_str(), "10.0.2");
+        assert_eq!(identity.namespace_count, 256);
+        assert_eq!(controller.max_transfer_bytes(), Some(512 << 10));
+        let namespaces = controller.active_namespaces().unwrap();
+        assert_eq!(namespaces.len(), 1);
+        assert_eq!(namespaces[0].namespace_id, 1);
+        assert_eq!(namespaces[0].size_bytes(), Some(64 << 20));
+        let grant = controller.request_io_queues(2).unwrap();
+        assert_eq!(grant.usable_pairs(), 2);
+        let (ready, fatal, _) = sim.csts_bits();
+        assert!(ready && !fatal);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn admin_queues_are_given_at_bus_addresses() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        // ASQ as the controller holds it is a bus address: CPU + BUS_OFFSET.
+        let asq = sim.read64(offsets::ASQ);
+        assert!(asq >= BUS_OFFSET, "ASQ {asq:#x} is not a bus address");
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_controller_left_enabled_is_disabled_first() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { start_enabled: true, ready_after_reads: 3, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        bring_up(&sim, &platform, &DiscardEvents).expect("bring-up after reset");
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_controller_that_never_becomes_ready_times_out_with_its_registers() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { fault: Some(Fault::NeverReady), ..SimConfig::default() };
+        let cap = config.cap();
+        let sim = SimController::new(&platform, config);
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        match error {
+            NvmeError::NotReady { waiting_for: ReadyWait::Enabled, waited_ms, cap: seen_cap, cc, csts } => {
+                assert!((7500..7700).contains(&waited_ms), "waited {waited_ms} ms");
+                assert_eq!(seen_cap, cap);
+                assert_eq!(cc, 0x0046_0001);
+                assert_eq!(csts & 1, 0);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let message = format!("{error}");
+        assert!(
+            message.contains("not ready after")
+                && message.contains("CAP.TO = 7500 ms")
+                && message.contains("CC = 0x00460001"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn fatal_status_at_enable_is_reported_with_registers() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { fault: Some(Fault::FatalOnEnable), ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        assert!(matches!(error, NvmeError::FatalStatus { csts, .. } if csts & 2 != 0), "{error:?}");
+        assert!(format!("{error}").contains("CSTS.CFS = 1"));
+    }
+
+    #[test]
+    fn refuses_a_controller_without_the_nvm_command_set_or_absent() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig { command_sets: 0x40, ..SimConfig::default() });
+        assert!(matches!(
+            bring_up(&sim, &platform, &DiscardEvents).err(),
+            Some(NvmeError::NoNvmCommandSet { .. })
+        ));
+        let healthy = SimController::new(&platform, SimConfig::default());
+        let error = Controller::bring_up(
+            &healthy,
+            0x800,
+            &platform,
+            platform.translation(),
+            &DiscardEvents,
+            "x".to_string(),
+        )
+        .err();
+        assert_eq!(error, Some(NvmeError::RegistersTooSmall { register_bytes: 0x800, needed_bytes: 0x1008 }));
+        // Nothing behind BAR0 (a function whose link is down): every read returns all ones.
+        #[derive(Clone)]
+        struct Absent;
+        impl RegisterIo for Absent {
+            fn read32(&self, _offset_bytes: usize) -> u32 {
+                u32::MAX
+            }
+            fn write32(&self, _offset_bytes: usize, _value: u32) {
+                panic!("nothing may be written to an absent controller");
+            }
+        }
+        let error = Controller::bring_up(
+            Absent,
+            0x4000,
+            &platform,
+            platform.translation(),
+            &DiscardEvents,
+            "x".to_string(),
+        )
+        .err();
+        assert_eq!(error, Some(NvmeError::NoController { cap: u64::MAX }));
+        assert_eq!(format!("{}", error.unwrap()), "no controller answers (CAP = 0xffffffffffffffff)");
+    }
+
+    #[test]
+    fn depth_beyond_mqes_is_clamped_with_a_message() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { mqes: 63, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        let depth = DepthChoice::new(1024, controller.capabilities());
+        assert!(depth.was_clamped());
+        assert_eq!(depth.entries, 64);
+        assert_eq!(
+            format!("{depth}"),
+            "queue depth 1024 is more than the controller allows (CAP.MQES + 1 = 64); using 64"
+        );
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        let pair = controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap();
+        assert_eq!(sim.io_queue_entries(1), Some(64));
+        assert_eq!(blockdev::BlockDevice::geometry(&pair).max_in_flight, 63);
+        let small = DepthChoice::new(1, controller.capabilities());
+        assert_eq!(small.entries, 2);
+        assert!(format!("{small}").contains("below the minimum"));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn fewer_queues_than_asked_are_used_as_granted() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { max_io_queue_pairs: 2, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        let grant = controller.request_io_queues(4).unwrap();
+        assert_eq!(grant, QueueGrant { requested: 4, submission_queues: 2, completion_queues: 2 });
+        assert_eq!(grant.usable_pairs(), 2);
+        let depth = DepthChoice::new(16, controller.capabilities());
+        for _ in 0..2 {
+            controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap();
+        }
+        let third = controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string());
+        assert!(matches!(third, Err(NvmeError::NoQueueLeft { granted: 2 })));
+        assert_eq!(sim.io_queue_ids(), vec![1, 2]);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn namespaces_come_from_the_active_list_or_a_probe() {
+        for supports_active_list in [true, false] {
+            let platform = SimPlatform::new(ARENA);
+            let config = SimConfig {
+                namespace_count: 8,
+                supports_active_list,
+                namespaces: vec![
+                    SimNamespace { id: 2, blocks: 1000, lba_shift: 9, metadata_bytes: 0 },
+                    SimNamespace { id: 5, blocks: 2000, lba_shift: 12, metadata_bytes: 0 },
+                    SimNamespace { id: 7, blocks: 10, lba_shift: 9, metadata_bytes: 8 },
+                ],
+                ..SimConfig::default()
+            };
+            let sim = SimController::new(&platform, config);
+            let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+            let namespaces = controller.active_namespaces().unwrap();
+            let ids: std::vec::Vec<u32> = namespaces.iter().map(|n| n.namespace_id).collect();
+            assert_eq!(ids, [2, 5, 7], "active list supported: {supports_active_list}");
+            assert_eq!(controller.check_namespace(&namespaces[1]), Ok(4096));
+            let metadata = controller.check_namespace(&namespaces[2]).unwrap_err();
+            assert!(format!("{metadata}").contains("8 bytes of metadata per block"), "{metadata}");
+            sim.assert_no_violations();
+        }
+    }
+
+    #[test]
+    fn shutdown_deletes_queues_then_sets_shn() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(2).unwrap();
+        let depth = DepthChoice::new(8, controller.capabilities());
+        let _first = controller.create_io_queue_pair(&namespaces[0], depth, "a".to_string()).unwrap();
+        let _second = controller.create_io_queue_pair(&namespaces[0], depth, "b".to_string()).unwrap();
+        let report = controller.shutdown().expect("shutdown");
+        assert_eq!(report.queues_deleted, 2);
+        assert_eq!(report.deletion_error, None);
+        let statistics = sim.statistics();
+        assert_eq!(statistics.io_queues_deleted, [2, 1]);
+        assert_eq!(statistics.io_queues_alive_at_shutdown, 0);
+        assert_eq!(statistics.shutdowns, 1);
+        assert_eq!(sim.csts_bits().2, 2, "SHST = complete");
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_shutdown_that_never_completes_times_out() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig {
+            fault: Some(Fault::NeverFinishesShutdown),
+            rtd3_entry_latency_us: 12_500_000,
+            ..SimConfig::default()
+        };
+        let sim = SimController::new(&platform, config);
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        let error = controller.shutdown().unwrap_err();
+        match error {
+            NvmeError::ShutdownTimeout { waited_ms, cc, csts } => {
+                assert!((12_500..12_700).contains(&waited_ms), "RTD3E is longer than 10 s: {waited_ms}");
+                assert_eq!(cc & (3 << 14), 1 << 14);
+                assert_eq!(csts & (3 << 2), 1 << 2);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn untrusted_admin_completions_are_reported_or_refused() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut controller = bring_up(&sim, &platform, &events).unwrap();
+        // A completion nobody asked for comes first: reported, ignored, the real one counts.
+        sim.corrupt_next_admin_completion(Corruption::UnknownCommandId);
+        assert_eq!(controller.active_namespaces().unwrap().len(), 1);
+        assert!(
+            events.any_contains("nvme 00:02.0: completion for unknown command identifier 65520 on queue 0")
+        );
+        // A completion with an impossible SQ head is not trusted.
+        sim.corrupt_next_admin_completion(Corruption::ImpossibleSqHead);
+        let error = controller.request_io_queues(1).unwrap_err();
+        assert!(
+            matches!(error, NvmeError::AdminProtocol { opcode: 0x09, reported_head: 0xFFFE, .. }),
+            "{error:?}"
+        );
+        assert!(format!("{error}").contains("impossible SQ head 65534; not trusted"), "{error}");
+        // The admin queue still works with the head it could prove.
+        assert!(controller.active_namespaces().is_ok());
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn failed_admin_commands_are_named() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut controller = bring_up(&sim, &platform, &events).unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        controller
+            .create_io_queue_pair(
+                &namespaces[0],
+                DepthChoice::new(4, controller.capabilities()),
+                "nvme0".to_string(),
+            )
+            .unwrap();
+        // Number of Queues after a CQ exists: Command Sequence Error (QEMU and the spec).
+        let error = controller.request_io_queues(1).unwrap_err();
+        assert_eq!(
+            format!("{error}"),
+            "Set Features (opcode 0x09) failed: Command Sequence Error (00/0c) dnr (cdw0 0x0)"
+        );
+    }
+}

@@ -1,0 +1,962 @@
+//! One polled NVMe I/O queue pair as a block device (NVMe Base Specification 1.4 §4.1 queues,
+//! §4.3 PRPs, §4.6 completion entries, §6.9 Read; nvme-and-fio.md §1.7-1.8 and SPDK's qpair
+//! design in §2.1): requests are split at the command limit (MDTS) into Read commands with
+//! precomputed per-command PRP list pages, written to the SQ at `kick()` with one doorbell per
+//! batch, and completed by polling the phase tag; the SQ head comes from each completion.
+//!
+//! In-flight accounting: the pair accepts up to `entries - 1` requests (`max_in_flight`), each
+//! of any size up to `max_request_blocks`. A request split at MDTS needs several commands; the
+//! pieces that do not fit in the SQ (or find no free command identifier) wait inside the pair
+//! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
+//! more than the pair can keep.
+
+use super::command::{
+    phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
+};
+use super::dma::DmaRegion;
+use super::events::{Event, EventSink};
+use super::prp;
+use super::ring::{CompletionRing, SubmissionRing};
+use super::status::Status;
+use crate::barrier;
+use crate::mmio::RegisterIo;
+use crate::platform::{BusTranslation, Platform};
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+use blockdev::{
+    check_request, BlockDevice, Completion, DmaBuffer, Geometry, IoError, IoErrorKind, Operation, Request,
+    SubmitError,
+};
+
+/// The largest request the block interface accepts; the pair splits it into commands.
+pub const MAX_REQUEST_BYTES: u64 = 16 << 20;
+/// Error reports per queue pair before further errors are only counted.
+pub const MAX_REPORTS_PER_QUEUE: u32 = 16;
+/// Distinct error statuses counted per queue pair.
+pub const STATUS_KINDS_COUNTED: usize = 16;
+
+/// Everything a queue pair needs, prepared by `Controller::create_io_queue_pair`.
+pub struct QueuePairSetup {
+    pub name: String,
+    pub queue_id: u16,
+    pub namespace_id: u32,
+    /// Entries of the SQ and of the CQ.
+    pub entries: u32,
+    pub block_bytes: u32,
+    pub block_count: u64,
+    /// The most blocks one Read command carries (MDTS, capped by the driver).
+    pub max_command_blocks: u32,
+    /// CC.MPS page size: PRP entries and list pages use it.
+    pub page_bytes: usize,
+    pub submission: DmaRegion,
+    pub completion: DmaRegion,
+    /// `entries - 1` groups of `list_pages_per_command` pages, one group per command identifier.
+    pub lists: Option<DmaRegion>,
+    pub list_pages_per_command: usize,
+    pub submission_doorbell: usize,
+    pub completion_doorbell: usize,
+    pub dma: BusTranslation,
+}
+
+/// Counters of one queue pair (SPDK's perf counts doorbell writes the same way:
+/// nvme-and-fio.md §1.8).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueStatistics {
+    pub requests_submitted: u64,
+    pub requests_completed: u64,
+    pub requests_failed: u64,
+    /// Requests that needed more than one command.
+    pub requests_split: u64,
+    pub commands_submitted: u64,
+    pub commands_completed: u64,
+    pub sq_doorbell_writes: u64,
+    pub cq_doorbell_writes: u64,
+    /// Commands that completed with an error status.
+    pub command_errors: u64,
+    /// Completions that could not be trusted (unknown CID, impossible SQ head, wrong SQ).
+    pub protocol_errors: u64,
+    pub max_commands_in_flight: u32,
+    pub max_requests_in_flight: u32,
+    /// Error statuses seen and how often, first seen first.
+    pub errors_by_status: Vec<(Status, u64)>,
+}
+
+impl QueueStatistics {
+    fn count_status(&mut self, status: Status) {
+        if let Some(entry) = self.errors_by_status.iter_mut().find(|(s, _)| *s == status) {
+            entry.1 += 1;
+        } else if self.errors_by_status.len() < STATUS_KINDS_COUNTED {
+            self.errors_by_status.push((status, 1));
+        }
+    }
+
+    /// Adds another pair's counters (for a namespace spread over several pairs).
+    pub fn add(&mut self, other: &QueueStatistics) {
+        self.requests_submitted += other.requests_submitted;
+        self.requests_completed += other.requests_completed;
+        self.requests_failed += other.requests_failed;
+        self.requests_split += other.requests_split;
+        self.commands_submitted += other.commands_submitted;
+        self.commands_completed += other.commands_completed;
+        self.sq_doorbell_writes += other.sq_doorbell_writes;
+        self.cq_doorbell_writes += other.cq_doorbell_writes;
+        self.command_errors += other.command_errors;
+        self.protocol_errors += other.protocol_errors;
+        self.max_commands_in_flight += other.max_commands_in_flight;
+        self.max_requests_in_flight += other.max_requests_in_flight;
+        for (status, count) in &other.errors_by_status {
+            for _ in 0..*count {
+                self.count_status(*status);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct CommandSlot {
+    in_use: bool,
+    request: u32,
+    sq_slot: u32,
+    lba: u64,
+    block_count: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RequestSlot {
+    tag: u32,
+    operation: Operation,
+    lba: u64,
+    block_count: u32,
+    buffer: DmaBuffer,
+    data_bus: u64,
+    pieces_total: u32,
+    pieces_issued: u32,
+    pieces_done: u32,
+    error: Option<IoError>,
+}
+
+const IDLE_REQUEST: RequestSlot = RequestSlot {
+    tag: 0,
+    operation: Operation::Read,
+    lba: 0,
+    block_count: 0,
+    buffer: DmaBuffer { cpu_address: 0, physical_address: 0, length_bytes: 0 },
+    data_bus: 0,
+    pieces_total: 0,
+    pieces_issued: 0,
+    pieces_done: 0,
+    error: None,
+};
+
+/// A polled I/O SQ/CQ pair bound to one namespace.
+pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
+    setup: QueuePairSetup,
+    registers: R,
+    platform: &'p P,
+    events: &'p dyn EventSink,
+    geometry: Geometry,
+    submission_ring: SubmissionRing,
+    completion_ring: CompletionRing,
+    commands: Vec<CommandSlot>,
+    free_commands: Vec<u16>,
+    requests: Vec<RequestSlot>,
+    free_requests: Vec<u32>,
+    /// Requests with pieces not yet in the SQ, oldest first; the last `unreleased` were
+    /// submitted after the latest `kick()` and may not start yet.
+    waiting: VecDeque<u32>,
+    unreleased: usize,
+    /// Requests that finished without a completion entry (a piece could not be built).
+    finished_early: VecDeque<u32>,
+    /// The tail the controller was last told.
+    doorbell_tail: u32,
+    lists_bus: u64,
+    statistics: QueueStatistics,
+    reports_made: u32,
+}
+
+impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
+    pub fn new(setup: QueuePairSetup, registers: R, platform: &'p P, events: &'p dyn EventSink) -> Self {
+        let slots = setup.entries - 1;
+        let geometry = Geometry {
+            logical_block_bytes: setup.block_bytes,
+            block_count: setup.block_count,
+            max_request_blocks: (MAX_REQUEST_BYTES / u64::from(setup.block_bytes)).min(u64::from(u32::MAX))
+                as u32,
+            max_in_flight: slots,
+        };
+        let lists_bus = setup
+            .lists
+            .map(|lists| {
+                setup
+                    .dma
+                    .to_bus(lists.physical_address(), lists.length_bytes() as u64)
+                    .expect("the controller checked the list memory is reachable")
+            })
+            .unwrap_or(0);
+        IoQueuePair {
+            registers,
+            platform,
+            events,
+            geometry,
+            submission_ring: SubmissionRing::new(setup.entries),
+            completion_ring: CompletionRing::new(setup.entries),
+            commands: alloc::vec![CommandSlot::default(); slots as usize],
+            free_commands: (0..slots as u16).rev().collect(),
+            requests: alloc::vec![IDLE_REQUEST; slots as usize],
+            free_requests: (0..slots).rev().collect(),
+            waiting: VecDeque::with_capacity(slots as usize),
+            unreleased: 0,
+            finished_early: VecDeque::new(),
+            doorbell_tail: 0,
+            lists_bus,
+            statistics: QueueStatistics::default(),
+            reports_made: 0,
+            setup,
+        }
+    }
+
+    pub fn queue_id(&self) -> u16 {
+        self.setup.queue_id
+    }
+
+    pub fn namespace_id(&self) -> u32 {
+        self.setup.namespace_id
+    }
+
+    /// SQ and CQ entries.
+    pub fn entries(&self) -> u32 {
+        self.setup.entries
+    }
+
+    pub fn max_command_blocks(&self) -> u32 {
+        self.setup.max_command_blocks
+    }
+
+    pub fn requests_in_flight(&self) -> u32 {
+        self.geometry.max_in_flight - self.free_requests.len() as u32
+    }
+
+    pub fn commands_in_flight(&self) -> u32 {
+        self.geometry.max_in_flight - self.free_commands.len() as u32
+    }
+
+    pub fn statistics(&self) -> &QueueStatistics {
+        &self.statistics
+    }
+
+    fn report(&mut self, event: Event) {
+        if self.reports_made < MAX_REPORTS_PER_QUEUE {
+            self.events.report(&self.setup.name, &event);
+            self.reports_made += 1;
+            if self.reports_made == MAX_REPORTS_PER_QUEUE {
+                self.events.report(
+                    &self.setup.name,
+                    &Event::ReportsSuppressed {
+                        queue_id: self.setup.queue_id,
+                        after_reports: self.reports_made,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Moves pieces of released requests into the SQ while it and the command identifiers
+    /// allow. Returns how many commands were written.
+    fn issue_waiting(&mut self) -> u32 {
+        let mut issued = 0;
+        while self.waiting.len() > self.unreleased
+            && !self.free_commands.is_empty()
+            && !self.submission_ring.is_full()
+        {
+            let index = self.waiting[0];
+            if self.issue_piece(index) {
+                issued += 1;
+            }
+            let request = &self.requests[index as usize];
+            if request.pieces_issued == request.pieces_total {
+                self.waiting.pop_front();
+            }
+        }
+        issued
+    }
+
+    /// Writes the next Read command of request `index` into the SQ (no doorbell).
+    fn issue_piece(&mut self, index: u32) -> bool {
+        let request = self.requests[index as usize];
+        let setup = &self.setup;
+        let first_block = request.pieces_issued * setup.max_command_blocks;
+        let block_count = setup.max_command_blocks.min(request.block_count - first_block);
+        let lba = request.lba + u64::from(first_block);
+        let data_bus = request.data_bus + u64::from(first_block) * u64::from(setup.block_bytes);
+        let length_bytes = block_count as usize * setup.block_bytes as usize;
+        let command_id = self.free_commands.pop().expect("checked by the caller");
+        let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
+        let lists = setup.lists;
+        let built = prp::build(
+            data_bus,
+            length_bytes,
+            setup.page_bytes,
+            self.lists_bus + list_offset as u64,
+            setup.list_pages_per_command,
+            |slot, value| {
+                if let Some(lists) = lists {
+                    lists.write_u64(list_offset + slot * prp::ENTRY_BYTES, value);
+                }
+            },
+        );
+        let prps = match built {
+            Ok(prps) => prps,
+            Err(_) => {
+                // Not reachable for requests that passed `submit`'s checks; fail the request
+                // rather than send something the controller would misread.
+                self.free_commands.push(command_id);
+                let request = &mut self.requests[index as usize];
+                request.error.get_or_insert(IoError { kind: IoErrorKind::Transfer, code: 0 });
+                request.pieces_total = request.pieces_issued;
+                if request.pieces_done == request.pieces_total {
+                    self.finished_early.push_back(index);
+                }
+                return false;
+            }
+        };
+        if let (Some(lists), true) = (lists, prps.list_pages > 0) {
+            self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
+        }
+        let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
+        entry.set_command_id(command_id);
+        let sq_slot = self.submission_ring.push().expect("checked by the caller");
+        let offset = sq_slot as usize * SUBMISSION_ENTRY_BYTES;
+        for (word_index, word) in entry.dwords.iter().enumerate() {
+            setup.submission.write_u32(offset + 4 * word_index, *word);
+        }
+        self.commands[usize::from(command_id)] =
+            CommandSlot { in_use: true, request: index, sq_slot, lba, block_count };
+        self.requests[index as usize].pieces_issued += 1;
+        self.statistics.commands_submitted += 1;
+        let in_flight = self.commands_in_flight();
+        self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
+        true
+    }
+
+    /// Tells the controller about every entry written since the last doorbell: cache clean of
+    /// those entries, `dsb st`, one tail doorbell write.
+    fn ring_submission_doorbell(&mut self) {
+        let tail = self.submission_ring.tail();
+        if tail == self.doorbell_tail {
+            return;
+        }
+        let entries = self.setup.entries;
+        let sq = &self.setup.submission;
+        let from = self.doorbell_tail as usize * SUBMISSION_ENTRY_BYTES;
+        if self.doorbell_tail < tail {
+            let bytes = (tail - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
+            self.platform.clean_for_device(&sq.slice(from, bytes));
+        } else {
+            let bytes = (entries - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
+            self.platform.clean_for_device(&sq.slice(from, bytes));
+            if tail > 0 {
+                self.platform.clean_for_device(&sq.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
+            }
+        }
+        barrier::store_before_doorbell();
+        self.registers.write32(self.setup.submission_doorbell, tail);
+        self.doorbell_tail = tail;
+        self.statistics.sq_doorbell_writes += 1;
+    }
+
+    /// Handles one completion entry; returns the finished request, if this was its last piece.
+    fn complete(&mut self, entry: &CompletionEntry) -> Option<Completion> {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        if entry.sq_id() != queue_id {
+            self.statistics.protocol_errors += 1;
+            self.report(Event::WrongSubmissionQueue {
+                queue_id,
+                reported_queue_id: entry.sq_id(),
+                command_id,
+            });
+            return None;
+        }
+        let command = match self.commands.get(usize::from(command_id)) {
+            Some(command) if command.in_use => *command,
+            _ => {
+                self.statistics.protocol_errors += 1;
+                self.report(Event::UnknownCommandId {
+                    queue_id,
+                    command_id,
+                    sq_head: entry.sq_head(),
+                    status: entry.status(),
+                });
+                return None;
+            }
+        };
+        let lower_bound = self.submission_ring.head_after_fetch_of(command.sq_slot);
+        let reported_head = u32::from(entry.sq_head());
+        let outcome = if self.submission_ring.head_is_possible(reported_head, lower_bound) {
+            self.submission_ring.set_head(reported_head);
+            let status = entry.status();
+            if status.is_success() {
+                Ok(())
+            } else {
+                self.statistics.command_errors += 1;
+                self.statistics.count_status(status);
+                self.report(Event::CommandFailed {
+                    queue_id,
+                    command_id,
+                    opcode: super::command::io_opcode::READ,
+                    namespace_id: self.setup.namespace_id,
+                    lba: command.lba,
+                    block_count: command.block_count,
+                    status,
+                    command_specific: entry.command_specific(),
+                    sq_head: entry.sq_head(),
+                });
+                Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
+            }
+        } else {
+            self.statistics.protocol_errors += 1;
+            self.report(Event::ImpossibleSqHead {
+                queue_id,
+                command_id,
+                reported_head: entry.sq_head(),
+                known_head: self.submission_ring.head(),
+                tail: self.submission_ring.tail(),
+                entries: self.setup.entries,
+            });
+            self.submission_ring.set_head(lower_bound);
+            Err(IoError { kind: IoErrorKind::Protocol, code: reported_head })
+        };
+        self.commands[usize::from(command_id)].in_use = false;
+        self.free_commands.push(command_id);
+        self.statistics.commands_completed += 1;
+        let index = command.request;
+        let request = &mut self.requests[index as usize];
+        request.pieces_done += 1;
+        if let Err(error) = outcome {
+            request.error.get_or_insert(error);
+            if request.pieces_issued < request.pieces_total {
+                // The request has failed: its remaining pieces are not sent.
+                request.pieces_total = request.pieces_issued;
+                if let Some(position) = self.waiting.iter().position(|i| *i == index) {
+                    self.waiting.remove(position);
+                }
+            }
+        }
+        let request = &self.requests[index as usize];
+        (request.pieces_done == request.pieces_total).then(|| self.finish(index))
+    }
+
+    fn finish(&mut self, index: u32) -> Completion {
+        let request = self.requests[index as usize];
+        let bytes = request.block_count as usize * self.setup.block_bytes as usize;
+        if request.operation == Operation::Read {
+            if let Some(data) = request.buffer.slice(0, bytes) {
+                self.platform.invalidate_for_cpu(&data);
+            }
+        }
+        self.free_requests.push(index);
+        self.statistics.requests_completed += 1;
+        if request.error.is_some() {
+            self.statistics.requests_failed += 1;
+        }
+        Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) }
+    }
+}
+
+impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
+    fn name(&self) -> &str {
+        &self.setup.name
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Checks the request (range, length, buffer reachable and 4-byte aligned, reads only) and
+    /// queues it; nothing reaches the controller until `kick()`.
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        if let Err(error) = check_request(&self.geometry, &request) {
+            return Err((request, error));
+        }
+        if request.operation != Operation::Read {
+            return Err((request, SubmitError::Unsupported));
+        }
+        let bytes = request.block_count as usize * self.setup.block_bytes as usize;
+        let Ok(data_bus) = self.setup.dma.to_bus(request.buffer.physical_address, bytes as u64) else {
+            return Err((request, SubmitError::BadBuffer));
+        };
+        if data_bus & 0x3 != 0 {
+            return Err((request, SubmitError::BadBuffer));
+        }
+        let Some(index) = self.free_requests.pop() else {
+            return Err((request, SubmitError::QueueFull));
+        };
+        let pieces_total = request.block_count.div_ceil(self.setup.max_command_blocks);
+        self.requests[index as usize] = RequestSlot {
+            tag: request.tag,
+            operation: request.operation,
+            lba: request.lba,
+            block_count: request.block_count,
+            buffer: request.buffer,
+            data_bus,
+            pieces_total,
+            pieces_issued: 0,
+            pieces_done: 0,
+            error: None,
+        };
+        // Nothing dirty in the cache may later be written back over the data the device writes.
+        if let Some(data) = request.buffer.slice(0, bytes) {
+            self.platform.clean_for_device(&data);
+        }
+        self.waiting.push_back(index);
+        self.unreleased += 1;
+        self.statistics.requests_submitted += 1;
+        if pieces_total > 1 {
+            self.statistics.requests_split += 1;
+        }
+        let in_flight = self.requests_in_flight();
+        self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
+        Ok(())
+    }
+
+    /// Writes the submitted requests' commands into the SQ and rings its doorbell once.
+    fn kick(&mut self) {
+        self.unreleased = 0;
+        self.issue_waiting();
+        self.ring_submission_doorbell();
+    }
+
+    /// Consumes new completion entries (phase tag), releases them with one CQ head doorbell
+    /// write, then issues waiting pieces into the freed slots (one SQ doorbell write).
+    fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        let mut produced = 0;
+        while produced < completions.len() {
+            let Some(index) = self.finished_early.pop_front() else {
+                break;
+            };
+            completions[produced] = self.finish(index);
+            produced += 1;
+        }
+        let mut consumed = 0u32;
+        // At most one pass over the CQ per call, so that a controller posting nonsense cannot
+        // keep `poll` from returning.
+        while produced < completions.len() && consumed < self.setup.entries {
+            let cq = self.setup.completion;
+            let offset = self.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
+            self.platform.invalidate_for_cpu(&cq.slice(offset, COMPLETION_ENTRY_BYTES));
+            let dword3 = cq.read_u32(offset + 12);
+            if !self.completion_ring.is_new(phase_of(dword3)) {
+                break;
+            }
+            barrier::load_after_completion();
+            let entry = CompletionEntry {
+                dwords: [cq.read_u32(offset), cq.read_u32(offset + 4), cq.read_u32(offset + 8), dword3],
+            };
+            self.completion_ring.advance();
+            consumed += 1;
+            if let Some(done) = self.complete(&entry) {
+                completions[produced] = done;
+                produced += 1;
+            }
+        }
+        if consumed > 0 {
+            // The entries were read before the controller may reuse their slots.
+            barrier::full();
+            self.registers.write32(self.setup.completion_doorbell, self.completion_ring.head());
+            self.statistics.cq_doorbell_writes += 1;
+            if self.issue_waiting() > 0 {
+                self.ring_submission_doorbell();
+            }
+        }
+        produced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::super::controller::{Controller, DepthChoice};
+    use super::super::events::DiscardEvents;
+    use super::super::sim::{
+        pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform,
+    };
+    use super::*;
+    use std::format;
+    use std::string::ToString;
+    use std::vec;
+    use std::vec::Vec as StdVec;
+
+    const ARENA: usize = 96 << 20;
+
+    type Pair<'a> = IoQueuePair<'a, &'a SimController<'a>, SimPlatform>;
+
+    fn pair<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        events: &'a dyn EventSink,
+        depth: u32,
+    ) -> Pair<'a> {
+        let mut controller = Controller::bring_up(
+            sim,
+            sim.register_bytes(),
+            platform,
+            platform.translation(),
+            events,
+            "nvme 00:02.0".to_string(),
+        )
+        .unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        let depth = DepthChoice::new(depth, controller.capabilities());
+        controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
+    }
+
+    fn read(tag: u32, lba: u64, block_count: u32, buffer: DmaBuffer) -> Request {
+        Request { tag, operation: Operation::Read, lba, block_count, buffer }
+    }
+
+    /// Polls until `count` completions arrived (bounded), returning them.
+    fn wait_for(device: &mut dyn BlockDevice, count: usize) -> StdVec<Completion> {
+        let mut all = StdVec::new();
+        let mut out = [Completion::default(); 8];
+        for _ in 0..100_000 {
+            let n = device.poll(&mut out);
+            all.extend_from_slice(&out[..n]);
+            if all.len() >= count {
+                return all;
+            }
+        }
+        panic!("only {} of {count} completions", all.len());
+    }
+
+    fn check_pattern(platform: &SimPlatform, buffer: &DmaBuffer, first_byte: u64, bytes: usize) {
+        let data = platform.bytes_of(buffer);
+        assert!(
+            data[..bytes] == pattern_bytes(first_byte, bytes)[..],
+            "data at device byte {first_byte} ({bytes} bytes) differs"
+        );
+    }
+
+    #[test]
+    fn reads_of_every_shape_return_the_disk_contents() {
+        for (mdts, lba_shift) in [(7u8, 9u8), (3, 9), (9, 9), (7, 12), (0, 9), (1, 12)] {
+            let platform = SimPlatform::new(ARENA);
+            let config = SimConfig {
+                mdts,
+                namespaces: vec![SimNamespace {
+                    id: 1,
+                    blocks: (256 << 20) >> lba_shift,
+                    lba_shift,
+                    metadata_bytes: 0,
+                }],
+                ..SimConfig::default()
+            };
+            let sim = SimController::new(&platform, config);
+            let mut device = pair(&sim, &platform, &DiscardEvents, 64);
+            let block = 1u64 << lba_shift;
+            let blocks_total = device.geometry().block_count;
+            let buffer = platform.allocate_dma((8 << 20) + 8192, 4096).unwrap();
+            let sizes = [512u64, 4096, 64 << 10, 1 << 20, 4 << 20, (5 << 20) + 4096];
+            let mut tag = 0;
+            for size in sizes.iter().filter(|s| **s >= block) {
+                let blocks = (size / block) as u32;
+                let (lbas, offsets): (&[u64], &[usize]) = if *size <= 65536 {
+                    (&[0, blocks_total / 3 + 1, blocks_total - u64::from(blocks)], &[0, 512, 4092])
+                } else {
+                    (&[blocks_total - u64::from(blocks)], &[0, 4092])
+                };
+                for &lba in lbas {
+                    for &buffer_offset in offsets {
+                        let data = buffer.slice(buffer_offset, *size as usize).unwrap();
+                        tag += 1;
+                        device.submit(read(tag, lba, blocks, data)).unwrap();
+                        device.kick();
+                        let done = wait_for(&mut device, 1);
+                        assert_eq!(done[0], Completion { tag, result: Ok(()) });
+                        check_pattern(&platform, &data, lba * block, *size as usize);
+                    }
+                }
+            }
+            sim.assert_no_violations();
+            let statistics = sim.statistics();
+            let limit = if mdts == 0 { 4 << 20 } else { 4096usize << mdts };
+            assert!(
+                statistics.read_bytes_max <= limit,
+                "mdts {mdts}: {} > {limit}",
+                statistics.read_bytes_max
+            );
+            if mdts == 0 {
+                assert!(statistics.chained_lists > 0, "4 MiB commands chain list pages");
+            }
+            if mdts == 3 {
+                assert!(device.statistics().requests_split > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn one_doorbell_per_kick_and_per_poll_batch() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 64);
+        let buffer = platform.allocate_dma(16 * 4096, 4096).unwrap();
+        sim.reset_statistics();
+        sim.hold_io_completions(true);
+        for tag in 0..16u32 {
+            let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
+            device.submit(read(tag, u64::from(tag) * 8, 8, data)).unwrap();
+        }
+        assert_eq!(sim.statistics().sq_doorbell_writes, 0, "submit alone rings nothing");
+        device.kick();
+        assert_eq!(sim.statistics().sq_doorbell_writes, 1);
+        assert_eq!(sim.held_count(), 16);
+        let mut out = [Completion::default(); 32];
+        assert_eq!(device.poll(&mut out), 0, "poll never blocks");
+        sim.release_held(16);
+        assert_eq!(device.poll(&mut out), 16);
+        assert_eq!(sim.statistics().cq_doorbell_writes, 1, "one CQ head write for 16");
+        assert_eq!(sim.statistics().register_reads, 0, "no MMIO reads on the I/O path");
+        let mut tags: StdVec<u32> = out[..16].iter().map(|c| c.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, (0..16).collect::<StdVec<_>>());
+        assert!(platform.clean_calls.get() > 0 && platform.invalidate_calls.get() > 0);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn the_phase_flips_through_many_wraps_of_a_small_queue() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 4);
+        assert_eq!(device.geometry().max_in_flight, 3);
+        let buffer = platform.allocate_dma(3 * 4096, 4096).unwrap();
+        let mut done = 0;
+        for tag in 0..3u32 {
+            let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
+            device.submit(read(tag, u64::from(tag), 8, data)).unwrap();
+        }
+        device.kick();
+        let mut out = [Completion::default(); 4];
+        let mut polls = 0;
+        while done < 200 {
+            polls += 1;
+            assert!(polls < 100_000, "stuck after {done} completions");
+            let n = device.poll(&mut out);
+            for completion in &out[..n] {
+                assert_eq!(completion.result, Ok(()));
+                done += 1;
+                let slot = completion.tag % 3;
+                let data = buffer.slice(slot as usize * 4096, 4096).unwrap();
+                check_pattern(&platform, &data, u64::from(completion.tag) * 512, 4096);
+                let tag = completion.tag + 3;
+                device.submit(read(tag, u64::from(tag), 8, data)).unwrap();
+            }
+            device.kick();
+        }
+        sim.assert_no_violations();
+        assert!(device.statistics().commands_submitted > 200);
+    }
+
+    #[test]
+    fn a_full_queue_of_split_requests_keeps_every_piece_moving() {
+        // 1 MiB requests with a 32 KiB command limit: 32 commands each, at depth 16 (15 slots).
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { mdts: 3, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let mut device = pair(&sim, &platform, &DiscardEvents, 16);
+        let slots = device.geometry().max_in_flight;
+        assert_eq!(slots, 15);
+        let buffer = platform.allocate_dma((slots as usize) << 20, 4096).unwrap();
+        sim.hold_io_completions(true);
+        for tag in 0..slots {
+            let data = buffer.slice((tag as usize) << 20, 1 << 20).unwrap();
+            device.submit(read(tag, u64::from(tag) * 2048, 2048, data)).unwrap();
+        }
+        let refused = device.submit(read(99, 0, 8, buffer.slice(0, 4096).unwrap()));
+        assert_eq!(refused.unwrap_err().1, SubmitError::QueueFull);
+        device.kick();
+        assert_eq!(sim.held_count(), 15, "only as many commands as SQ slots");
+        let mut completed = StdVec::new();
+        let mut out = [Completion::default(); 16];
+        for _ in 0..10_000 {
+            sim.release_held(7);
+            let n = device.poll(&mut out);
+            completed.extend_from_slice(&out[..n]);
+            if completed.len() == slots as usize {
+                break;
+            }
+        }
+        assert_eq!(completed.len(), slots as usize);
+        for completion in &completed {
+            assert_eq!(completion.result, Ok(()));
+            let data = buffer.slice((completion.tag as usize) << 20, 1 << 20).unwrap();
+            check_pattern(&platform, &data, u64::from(completion.tag) * 2048 * 512, 1 << 20);
+        }
+        let statistics = device.statistics();
+        assert_eq!(statistics.commands_submitted, 15 * 32);
+        assert_eq!(statistics.max_commands_in_flight, 15);
+        assert!(sim.statistics().max_outstanding <= 15);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn refused_requests_never_reach_the_controller() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        let buffer = platform.allocate_dma(8192, 4096).unwrap();
+        let end = device.geometry().block_count;
+        sim.reset_statistics();
+        let cases = [
+            (read(1, end, 1, buffer), SubmitError::OutOfRange),
+            (read(2, end - 1, 2, buffer), SubmitError::OutOfRange),
+            (read(3, u64::MAX, 1, buffer), SubmitError::OutOfRange),
+            (read(4, 0, 0, buffer), SubmitError::BadLength),
+            (read(5, 0, 17, buffer), SubmitError::BadBuffer),
+            (read(6, 0, 1, buffer.slice(2, 512).unwrap()), SubmitError::BadBuffer),
+            (Request { operation: Operation::Write, ..read(7, 0, 1, buffer) }, SubmitError::Unsupported),
+            (
+                read(8, 0, 1, DmaBuffer { cpu_address: 0x1000, physical_address: 0x1000, length_bytes: 512 }),
+                SubmitError::BadBuffer,
+            ),
+        ];
+        for (request, expected) in cases {
+            let (back, error) = device.submit(request).unwrap_err();
+            assert_eq!(back, request);
+            assert_eq!(error, expected, "request {}", request.tag);
+        }
+        device.kick();
+        assert_eq!(sim.statistics().reads, 0);
+        assert_eq!(sim.statistics().sq_doorbell_writes, 0);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn command_errors_fail_the_request_by_name_and_are_counted() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { mdts: 3, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let events = RecordingEvents::default();
+        let mut device = pair(&sim, &platform, &events, 8);
+        sim.add_media_error(1, 100);
+        let buffer = platform.allocate_dma(1 << 20, 4096).unwrap();
+        // 1 MiB from LBA 0: pieces of 64 blocks; the second fails; the rest are not all sent.
+        device.submit(read(5, 0, 2048, buffer)).unwrap();
+        device.kick();
+        let done = wait_for(&mut device, 1);
+        let status_field = super::super::status::Status::new(2, 0x81, true).field();
+        assert_eq!(
+            done[0].result,
+            Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status_field) })
+        );
+        assert!(
+            events.any_contains("nvme0: Read failed: Unrecovered Read Error (02/81) dnr; sqid:1"),
+            "{:?}",
+            events.messages.borrow()
+        );
+        let statistics = device.statistics().clone();
+        assert_eq!(statistics.command_errors, 1);
+        assert_eq!(statistics.requests_failed, 1);
+        assert_eq!(statistics.errors_by_status.len(), 1);
+        assert!(statistics.commands_submitted < 32, "pieces after the failure not sent");
+        // The queue still works afterwards.
+        device.submit(read(6, 4096, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn untrustworthy_completions_are_reported_and_not_trusted() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair(&sim, &platform, &events, 8);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+
+        sim.corrupt_next_completion(Corruption::UnknownCommandId);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()), "the real one still counts");
+        assert!(events.any_contains("unknown command identifier 65520"));
+
+        sim.corrupt_next_completion(Corruption::WrongSubmissionQueue);
+        device.submit(read(2, 0, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        assert!(events.any_contains("names submission queue 8"));
+
+        sim.corrupt_next_completion(Corruption::ImpossibleSqHead);
+        device.submit(read(3, 0, 8, buffer)).unwrap();
+        device.kick();
+        let done = wait_for(&mut device, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Protocol);
+        assert!(events.any_contains("reports SQ head 65534, impossible"));
+        assert_eq!(device.statistics().protocol_errors, 3);
+
+        // The queue goes on working with the head it could prove.
+        for tag in 10..30 {
+            device.submit(read(tag, 8, 8, buffer)).unwrap();
+            device.kick();
+            assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        }
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn error_reports_stop_after_a_limit_but_counting_goes_on() {
+        let platform = SimPlatform::new(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair(&sim, &platform, &events, 8);
+        sim.add_media_error(1, 0);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        for tag in 0..40 {
+            device.submit(read(tag, 0, 1, buffer)).unwrap();
+            device.kick();
+            wait_for(&mut device, 1);
+        }
+        assert_eq!(device.statistics().command_errors, 40);
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
+        assert!(events.any_contains("further errors are only counted"));
+        assert_eq!(device.statistics().errors_by_status[0].1, 40);
+    }
+
+    #[test]
+    fn submitted_but_unkicked_requests_do_not_start_from_poll() {
+        let platform = SimPlatform::new(ARENA);
+        let config = SimConfig { mdts: 1, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let mut device = pair(&sim, &platform, &DiscardEvents, 4);
+        let buffer = platform.allocate_dma(64 << 10, 4096).unwrap();
+        // 64 KiB at 8 KiB per command: 8 pieces through 3 slots.
+        device.submit(read(1, 0, 128, buffer)).unwrap();
+        device.kick();
+        let second = buffer.slice(0, 4096).unwrap();
+        device.submit(read(2, 0, 8, second)).unwrap();
+        // Poll until the first finishes; the second, never kicked, must not have been read.
+        let done = wait_for(&mut device, 1);
+        assert_eq!(done[0].tag, 1);
+        assert_eq!(sim.statistics().reads, 8);
+        device.kick();
+        assert_eq!(wait_for(&mut device, 1)[0].tag, 2);
+        assert_eq!(sim.statistics().reads, 9);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn statistics_add_up() {
+        let mut total = QueueStatistics::default();
+        let one = QueueStatistics {
+            commands_submitted: 3,
+            errors_by_status: vec![(Status::new(0, 2, true), 2)],
+            ..QueueStatistics::default()
+        };
+        total.add(&one);
+        total.add(&one);
+        assert_eq!(total.commands_submitted, 6);
+        assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
+        assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+}

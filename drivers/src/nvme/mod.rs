@@ -1,0 +1,32 @@
+//! A polled NVMe driver (NVMe Base Specification 1.4 over PCIe; bring-up, queues, PRPs, status
+//! and shutdown as summarised in nvme-and-fio.md §1): controller bring-up and admin commands in
+//! [`controller`], one block device per I/O queue pair in [`io_queue`], a namespace spread over
+//! several pairs in [`namespace`]. No interrupts: completion queues are created with IEN = 0 and
+//! polled by their phase tag.
+//!
+//! The driver is generic over [`crate::mmio::RegisterIo`] (BAR0) and
+//! [`crate::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
+//! the same code against the simulated controller in `sim`.
+
+pub mod command;
+pub mod controller;
+pub mod dma;
+pub mod events;
+pub mod identify;
+pub mod io_queue;
+pub mod namespace;
+pub mod options;
+pub mod prp;
+pub mod regs;
+pub mod ring;
+pub mod selftest;
+pub mod status;
+
+#[cfg(test)]
+mod sim;
+
+pub use controller::{Controller, DepthChoice, NvmeError, QueueGrant, ShutdownReport};
+pub use events::{Event, EventSink};
+pub use io_queue::{IoQueuePair, QueueStatistics};
+pub use namespace::NamespaceDevice;
+pub use options::DriverOptions;

@@ -1,0 +1,152 @@
+//! The NVMe driver options from the kernel command line (`nvme.queues=N`, `nvme.depth=N`,
+//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`; design.md "Configuration": a malformed value
+//! is reported with the accepted forms and the default is kept).
+
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Queue pairs per namespace unless `nvme.queues=` says otherwise.
+pub const DEFAULT_QUEUE_PAIRS: u16 = 1;
+/// Entries per I/O queue unless `nvme.depth=` says otherwise: enough that QD 32 of 1 MiB
+/// requests split at a 32 KiB MDTS (1024 commands) nearly all fit in the SQ at once, and far
+/// more than QD 32 of 1 MiB at QEMU's default 512 KiB (64 commands). Clamped to CAP.MQES + 1.
+pub const DEFAULT_QUEUE_ENTRIES: u32 = 1024;
+/// Largest queue an NVMe controller can have (CAP.MQES is 16 bits, 0-based).
+pub const MAX_QUEUE_ENTRIES: u32 = 65536;
+/// Most queue pairs one namespace may ask for.
+pub const MAX_QUEUE_PAIRS: u16 = 64;
+/// Most requests a self-test may keep in flight.
+pub const MAX_SELF_TEST_DEPTH: u32 = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverOptions {
+    pub queue_pairs: u16,
+    pub queue_entries: u32,
+    /// `nvme.selftest=qdN`: keep N verified reads in flight at bring-up.
+    pub self_test_depth: Option<u32>,
+    /// `nvme.measure=on`: time a few reads at bring-up (on by default).
+    pub measure: bool,
+}
+
+impl Default for DriverOptions {
+    fn default() -> Self {
+        DriverOptions {
+            queue_pairs: DEFAULT_QUEUE_PAIRS,
+            queue_entries: DEFAULT_QUEUE_ENTRIES,
+            self_test_depth: None,
+            measure: true,
+        }
+    }
+}
+
+/// A driver option that could not be used; `Display` names the accepted forms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionError<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub accepted: &'static str,
+}
+
+impl fmt::Display for OptionError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad driver option nvme.{}={}: expected {}; the default is kept",
+            self.key, self.value, self.accepted
+        )
+    }
+}
+
+const ACCEPTED_KEYS: &str =
+    "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, nvme.measure=on|off";
+
+fn number(text: &str) -> Option<u64> {
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+impl DriverOptions {
+    /// Reads the `nvme.` options (keys without the prefix); unusable ones come back as errors
+    /// and leave the default in place.
+    pub fn parse<'a>(
+        options: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (DriverOptions, Vec<OptionError<'a>>) {
+        let mut parsed = DriverOptions::default();
+        let mut errors = Vec::new();
+        for (key, value) in options {
+            let error = |accepted| OptionError { key, value, accepted };
+            match key {
+                "queues" => match number(value) {
+                    Some(count @ 1..=64) => parsed.queue_pairs = count as u16,
+                    _ => errors.push(error("a queue pair count from 1 to 64")),
+                },
+                "depth" => match number(value) {
+                    Some(entries @ 2..=65536) => parsed.queue_entries = entries as u32,
+                    _ => errors.push(error("a queue size from 2 to 65536 entries")),
+                },
+                "selftest" => match value {
+                    "off" => parsed.self_test_depth = None,
+                    _ => match value.strip_prefix("qd").and_then(number) {
+                        Some(depth @ 1..=256) => parsed.self_test_depth = Some(depth as u32),
+                        _ => errors.push(error("qdN with N from 1 to 256 (e.g. qd32), or off")),
+                    },
+                },
+                "measure" => match value {
+                    "on" => parsed.measure = true,
+                    "off" => parsed.measure = false,
+                    _ => errors.push(error("on or off")),
+                },
+                _ => errors.push(error(ACCEPTED_KEYS)),
+            }
+        }
+        (parsed, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn defaults_and_good_values() {
+        let (options, errors) = DriverOptions::parse([]);
+        assert!(errors.is_empty());
+        assert_eq!(options, DriverOptions::default());
+        assert_eq!(options.queue_entries, 1024);
+        let (options, errors) = DriverOptions::parse([
+            ("queues", "2"),
+            ("depth", "0x100"),
+            ("selftest", "qd32"),
+            ("measure", "off"),
+        ]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            options,
+            DriverOptions { queue_pairs: 2, queue_entries: 256, self_test_depth: Some(32), measure: false }
+        );
+    }
+
+    #[test]
+    fn bad_values_keep_the_default_and_say_what_is_accepted() {
+        let (options, errors) = DriverOptions::parse([
+            ("queues", "0"),
+            ("depth", "1"),
+            ("depth", "70000"),
+            ("selftest", "qd0"),
+            ("selftest", "yes"),
+            ("measure", "maybe"),
+            ("speed", "max"),
+        ]);
+        assert_eq!(options, DriverOptions::default());
+        assert_eq!(errors.len(), 7);
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option nvme.queues=0: expected a queue pair count from 1 to 64; the default is kept"
+        );
+        assert!(format!("{}", errors[6]).contains("nvme.selftest=qd1..qd256|off"));
+    }
+}

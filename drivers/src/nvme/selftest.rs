@@ -1,0 +1,541 @@
+//! A queue-depth runner over the block interface for the NVMe bring-up measurement and the
+//! `nvme.selftest=qdN` self-test (issue 4, "32 requests in flight at once"): keeps N reads of
+//! chosen sizes at random places in flight, optionally checks every byte against the test
+//! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
+//! (fio's clat plus the submit, nvme-and-fio.md §3.1).
+
+use alloc::vec::Vec;
+use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError};
+use core::fmt;
+
+/// A run gives up when no read completes for this long.
+pub const IDLE_TIMEOUT_MS: u64 = 10_000;
+/// Buffers are this far apart in the scratch memory (and aligned to it).
+pub const SLOT_ALIGNMENT_BYTES: usize = 4096;
+
+/// Where a request starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// LBA 0.
+    Start,
+    /// The last whole request before the end of the device.
+    End,
+    /// Anywhere, aligned to `lba_alignment_bytes`.
+    Random,
+}
+
+/// What to read.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload<'a> {
+    /// Placements, used in turn (empty = all random).
+    pub places: &'a [Place],
+    /// Requests kept in flight (capped by the device's `max_in_flight`).
+    pub depth: u32,
+    pub requests: u32,
+    /// Request sizes in bytes, used in turn (rounded up to whole blocks).
+    pub sizes_bytes: &'a [u32],
+    /// Offsets of the data in each buffer, used in turn (multiples of 4 bytes; non-zero values
+    /// make PRP1 start inside a page).
+    pub buffer_offsets_bytes: &'a [usize],
+    /// Start LBAs are multiples of this many bytes.
+    pub lba_alignment_bytes: u64,
+    pub verify: bool,
+    pub seed: u64,
+}
+
+impl Workload<'_> {
+    fn slot_bytes(&self) -> usize {
+        let largest = self.sizes_bytes.iter().copied().max().unwrap_or(0) as usize;
+        let offset = self.buffer_offsets_bytes.iter().copied().max().unwrap_or(0);
+        (largest + offset).div_ceil(SLOT_ALIGNMENT_BYTES) * SLOT_ALIGNMENT_BYTES
+    }
+
+    /// Scratch DMA memory the run needs.
+    pub fn scratch_bytes(&self) -> usize {
+        self.slot_bytes() * self.depth as usize
+    }
+}
+
+/// Runs of at most this many reads also report their median latency.
+pub const MEDIAN_MAX_SAMPLES: u32 = 4096;
+
+/// Latency of the reads of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// The middle value (the upper one of an even count), for runs of up to
+    /// [`MEDIAN_MAX_SAMPLES`] reads.
+    pub median_ns: Option<u64>,
+}
+
+impl LatencySummary {
+    fn record(&mut self, ns: u64) {
+        self.min_ns = if self.count == 0 { ns } else { self.min_ns.min(ns) };
+        self.max_ns = self.max_ns.max(ns);
+        self.count += 1;
+        self.total_ns += ns;
+    }
+
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
+}
+
+/// How a run went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunReport {
+    pub depth: u32,
+    pub requests: u32,
+    pub bytes: u64,
+    pub failed: u32,
+    pub first_failure: Option<(u64, IoError)>,
+    pub mismatches: u32,
+    /// Device byte offset of the first byte that differed from the pattern.
+    pub first_mismatch: Option<u64>,
+    pub max_in_flight: u32,
+    pub elapsed_ns: u64,
+    pub latency: LatencySummary,
+}
+
+impl RunReport {
+    pub fn iops(&self) -> u64 {
+        (u128::from(self.requests) * 1_000_000_000).checked_div(u128::from(self.elapsed_ns)).unwrap_or(0)
+            as u64
+    }
+
+    /// MiB/s with two decimals, as hundredths.
+    pub fn mib_per_second_hundredths(&self) -> u64 {
+        (u128::from(self.bytes) * 100 * 1_000_000_000)
+            .checked_div(u128::from(self.elapsed_ns) << 20)
+            .unwrap_or(0) as u64
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failed == 0 && self.mismatches == 0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunError {
+    ScratchTooSmall {
+        needed_bytes: usize,
+        available_bytes: usize,
+    },
+    /// The device is smaller than one request.
+    DeviceTooSmall {
+        block_count: u64,
+        request_blocks: u32,
+    },
+    Refused {
+        lba: u64,
+        block_count: u32,
+        error: SubmitError,
+    },
+    /// Reads stopped completing.
+    Timeout {
+        in_flight: u32,
+        completed: u32,
+        waited_ms: u64,
+    },
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RunError::ScratchTooSmall { needed_bytes, available_bytes } => {
+                write!(f, "needs {needed_bytes} bytes of buffers, {available_bytes} available")
+            }
+            RunError::DeviceTooSmall { block_count, request_blocks } => {
+                write!(f, "the device has {block_count} blocks, a request needs {request_blocks}")
+            }
+            RunError::Refused { lba, block_count, error } => {
+                write!(f, "a read of {block_count} blocks at LBA {lba} was refused: {}", error.name())
+            }
+            RunError::Timeout { in_flight, completed, waited_ms } => write!(
+                f,
+                "no read completed for {waited_ms} ms ({completed} done, {in_flight} still in flight)"
+            ),
+        }
+    }
+}
+
+/// xorshift64* (Vigna 2016): cheap, good enough to scatter reads.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 {
+            0
+        } else {
+            self.next() % bound
+        }
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    lba: u64,
+    block_count: u32,
+    submitted_ticks: u64,
+    data: Option<DmaBuffer>,
+}
+
+/// Runs `workload` on `device`, with buffers carved from `scratch`.
+pub fn run<C: Clock + ?Sized>(
+    device: &mut dyn BlockDevice,
+    clock: &C,
+    scratch: DmaBuffer,
+    workload: &Workload,
+) -> Result<RunReport, RunError> {
+    let geometry = device.geometry();
+    let block_bytes = u64::from(geometry.logical_block_bytes);
+    let depth = workload.depth.min(geometry.max_in_flight).max(1);
+    let slot_bytes = workload.slot_bytes();
+    let needed_bytes = slot_bytes * depth as usize;
+    if needed_bytes > scratch.length_bytes {
+        return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes });
+    }
+    let alignment_blocks = (workload.lba_alignment_bytes / block_bytes).max(1);
+    let mut random = Random(workload.seed | 1);
+    let mut next_request = 0u32;
+    let mut plan = |random: &mut Random| -> Result<(u64, u32, usize), RunError> {
+        let index = next_request as usize;
+        next_request += 1;
+        let size = u64::from(workload.sizes_bytes[index % workload.sizes_bytes.len()]);
+        let block_count = size.div_ceil(block_bytes).clamp(1, u64::from(geometry.max_request_blocks)) as u32;
+        let offset = match workload.buffer_offsets_bytes {
+            [] => 0,
+            offsets => offsets[index % offsets.len()],
+        };
+        let last_start =
+            geometry.block_count.checked_sub(u64::from(block_count)).ok_or(RunError::DeviceTooSmall {
+                block_count: geometry.block_count,
+                request_blocks: block_count,
+            })?;
+        let place = match workload.places {
+            [] => Place::Random,
+            places => places[index % places.len()],
+        };
+        let lba = match place {
+            Place::Start => 0,
+            Place::End => last_start,
+            Place::Random => random.below(last_start / alignment_blocks + 1) * alignment_blocks,
+        };
+        Ok((lba, block_count, offset))
+    };
+    let mut slots = [Slot::default(); 256];
+    let depth = depth.min(slots.len() as u32);
+    let mut report = RunReport { depth, ..RunReport::default() };
+    let mut submit = |device: &mut dyn BlockDevice,
+                      slot_index: usize,
+                      slots: &mut [Slot],
+                      random: &mut Random|
+     -> Result<(), RunError> {
+        let (lba, block_count, offset) = plan(random)?;
+        let bytes = block_count as usize * block_bytes as usize;
+        let data =
+            scratch.slice(slot_index * slot_bytes + offset, bytes).ok_or(RunError::ScratchTooSmall {
+                needed_bytes: slot_index * slot_bytes + offset + bytes,
+                available_bytes: scratch.length_bytes,
+            })?;
+        let request =
+            Request { tag: slot_index as u32, operation: Operation::Read, lba, block_count, buffer: data };
+        slots[slot_index] = Slot { lba, block_count, submitted_ticks: clock.now_ticks(), data: Some(data) };
+        device.submit(request).map_err(|(_, error)| RunError::Refused { lba, block_count, error })
+    };
+    let mut samples_ns = if workload.requests <= MEDIAN_MAX_SAMPLES {
+        Some(Vec::with_capacity(workload.requests as usize))
+    } else {
+        None
+    };
+    let start_ticks = clock.now_ticks();
+    let mut in_flight = 0u32;
+    let mut issued = 0u32;
+    for slot_index in 0..depth as usize {
+        if issued == workload.requests {
+            break;
+        }
+        submit(device, slot_index, &mut slots, &mut random)?;
+        issued += 1;
+        in_flight += 1;
+    }
+    report.max_in_flight = in_flight;
+    device.kick();
+    let idle_ticks = clock.ns_to_ticks(IDLE_TIMEOUT_MS * 1_000_000);
+    let mut last_progress = clock.now_ticks();
+    let mut completions = [Completion::default(); 64];
+    let mut completed = 0u32;
+    while completed < issued {
+        let count = device.poll(&mut completions);
+        let now = clock.now_ticks();
+        if count == 0 {
+            if now.saturating_sub(last_progress) > idle_ticks {
+                return Err(RunError::Timeout {
+                    in_flight,
+                    completed,
+                    waited_ms: clock.ticks_to_ns(now - last_progress) / 1_000_000,
+                });
+            }
+            core::hint::spin_loop();
+            continue;
+        }
+        last_progress = now;
+        let mut resubmitted = false;
+        for completion in &completions[..count] {
+            let slot_index = completion.tag as usize;
+            let slot = slots[slot_index];
+            let latency_ns = clock.ticks_to_ns(now.saturating_sub(slot.submitted_ticks));
+            report.latency.record(latency_ns);
+            if let Some(samples) = samples_ns.as_mut() {
+                samples.push(latency_ns);
+            }
+            completed += 1;
+            in_flight -= 1;
+            let bytes = u64::from(slot.block_count) * block_bytes;
+            report.requests += 1;
+            report.bytes += bytes;
+            match completion.result {
+                Err(error) => {
+                    report.failed += 1;
+                    report.first_failure.get_or_insert((slot.lba, error));
+                }
+                Ok(()) if workload.verify => {
+                    if let Some(data) = slot.data {
+                        // SAFETY: the read into this buffer completed (the driver made the data
+                        // visible to the CPU) and no other request uses the slot until it is
+                        // submitted again below.
+                        let bytes = unsafe { data.as_bytes() };
+                        let device_offset = slot.lba * block_bytes;
+                        if let Some(position) = blockdev::pattern::first_mismatch(device_offset, bytes) {
+                            report.mismatches += 1;
+                            report.first_mismatch.get_or_insert(device_offset + position as u64);
+                        }
+                    }
+                }
+                Ok(()) => {}
+            }
+            if issued < workload.requests {
+                submit(device, slot_index, &mut slots, &mut random)?;
+                issued += 1;
+                in_flight += 1;
+                resubmitted = true;
+            }
+        }
+        report.max_in_flight = report.max_in_flight.max(in_flight);
+        if resubmitted {
+            device.kick();
+        }
+    }
+    report.elapsed_ns = clock.ticks_to_ns(clock.now_ticks().saturating_sub(start_ticks));
+    if let Some(mut samples) = samples_ns.filter(|samples| !samples.is_empty()) {
+        samples.sort_unstable();
+        report.latency.median_ns = Some(samples[samples.len() / 2]);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::super::controller::{Controller, DepthChoice};
+    use super::super::events::DiscardEvents;
+    use super::super::namespace::NamespaceDevice;
+    use super::super::sim::{SimConfig, SimController, SimPlatform};
+    use super::*;
+    use crate::platform::Platform;
+    use std::string::ToString;
+    use std::vec;
+
+    fn device<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        queues: u16,
+    ) -> NamespaceDevice<'a, &'a SimController<'a>, SimPlatform> {
+        let mut controller = Controller::bring_up(
+            sim,
+            sim.register_bytes(),
+            platform,
+            platform.translation(),
+            &DiscardEvents,
+            "nvme 00:02.0".to_string(),
+        )
+        .unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(queues).unwrap();
+        let depth = DepthChoice::new(64, controller.capabilities());
+        let pairs = (0..queues)
+            .map(|_| controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap())
+            .collect();
+        NamespaceDevice::new("nvme0".to_string(), namespaces[0], pairs)
+    }
+
+    const MIXED: [u32; 5] = [4096, 512, 65536, 1 << 20, 12288];
+
+    #[test]
+    fn qd32_mixed_reads_verify_over_two_queues() {
+        let platform = SimPlatform::new(96 << 20);
+        platform.set_step_us(1);
+        let sim = SimController::new(&platform, SimConfig { mdts: 3, ..SimConfig::default() });
+        let mut nvme0 = device(&sim, &platform, 2);
+        let workload = Workload {
+            places: &[],
+            depth: 32,
+            requests: 300,
+            sizes_bytes: &MIXED,
+            buffer_offsets_bytes: &[0, 512, 4092, 2048],
+            lba_alignment_bytes: 512,
+            verify: true,
+            seed: 7,
+        };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        sim.hold_io_completions(true);
+        // Release completions a few at a time from the clock's side: the runner polls, so
+        // every poll of an empty queue releases some.
+        let report = {
+            struct Releasing<'a>(&'a SimPlatform, &'a SimController<'a>);
+            impl Clock for Releasing<'_> {
+                fn now_ticks(&self) -> u64 {
+                    self.1.release_held(5);
+                    self.0.now_ticks()
+                }
+                fn ticks_per_second(&self) -> u64 {
+                    self.0.ticks_per_second()
+                }
+            }
+            run(&mut nvme0, &Releasing(&platform, &sim), scratch, &workload).unwrap()
+        };
+        assert_eq!(report.requests, 300);
+        assert!(report.passed(), "{report:?}");
+        assert_eq!(report.max_in_flight, 32);
+        assert_eq!(report.depth, 32);
+        assert_eq!(report.latency.count, 300);
+        assert!(report.latency.min_ns <= report.latency.mean_ns());
+        let median = report.latency.median_ns.expect("300 reads have a median");
+        assert!(report.latency.min_ns <= median && median <= report.latency.max_ns);
+        assert!(report.iops() > 0);
+        assert!(nvme0.statistics().requests_split > 0);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn failures_and_wrong_data_are_counted() {
+        let platform = SimPlatform::new(32 << 20);
+        platform.set_step_us(1);
+        let sim = SimController::new(
+            &platform,
+            SimConfig {
+                namespaces: vec![super::super::sim::SimNamespace {
+                    id: 1,
+                    blocks: 64,
+                    lba_shift: 9,
+                    metadata_bytes: 0,
+                }],
+                ..SimConfig::default()
+            },
+        );
+        let mut nvme0 = device(&sim, &platform, 1);
+        sim.add_media_error(1, 3);
+        sim.add_data_corruption(1, 40);
+        let workload = Workload {
+            places: &[],
+            depth: 4,
+            requests: 1000,
+            sizes_bytes: &[512],
+            buffer_offsets_bytes: &[],
+            lba_alignment_bytes: 512,
+            verify: true,
+            seed: 3,
+        };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
+        assert!(report.failed > 0, "{report:?}");
+        assert_eq!(report.first_failure.unwrap().0, 3);
+        assert!(report.mismatches > 0);
+        assert_eq!(report.first_mismatch, Some(40 * 512));
+        assert!(!report.passed());
+    }
+
+    #[test]
+    fn a_device_that_stops_answering_times_out() {
+        let platform = SimPlatform::new(32 << 20);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut nvme0 = device(&sim, &platform, 1);
+        sim.hold_io_completions(true);
+        let workload = Workload {
+            places: &[],
+            depth: 2,
+            requests: 4,
+            sizes_bytes: &[4096],
+            buffer_offsets_bytes: &[],
+            lba_alignment_bytes: 4096,
+            verify: false,
+            seed: 1,
+        };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let error = run(&mut nvme0, &platform, scratch, &workload).unwrap_err();
+        assert!(
+            matches!(error, RunError::Timeout { in_flight: 2, completed: 0, waited_ms } if waited_ms >= IDLE_TIMEOUT_MS),
+            "{error:?}"
+        );
+        let small = platform.allocate_dma(4096, 4096).unwrap();
+        assert!(matches!(
+            run(&mut nvme0, &platform, small, &workload),
+            Err(RunError::ScratchTooSmall { .. })
+        ));
+    }
+
+    #[test]
+    fn fixed_places_read_the_start_and_the_end() {
+        let platform = SimPlatform::new(64 << 20);
+        platform.set_step_us(1);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut nvme0 = device(&sim, &platform, 1);
+        let workload = Workload {
+            places: &[Place::Start, Place::End, Place::Random],
+            depth: 1,
+            requests: 6,
+            sizes_bytes: &[4 << 20],
+            buffer_offsets_bytes: &[0, 4092],
+            lba_alignment_bytes: 4096,
+            verify: true,
+            seed: 11,
+        };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
+        assert!(report.passed(), "{report:?}");
+        assert_eq!(report.bytes, 6 * (4 << 20));
+        let reads = sim.statistics().reads;
+        // 4 MiB at QEMU's default 512 KiB MDTS: 8 commands each (MDTS counts bytes, so an
+        // unaligned buffer needs no extra command).
+        assert_eq!(reads, 6 * 8);
+        let ranges = sim.statistics().read_ranges;
+        let end = nvme0.geometry().block_count;
+        assert!(ranges.iter().any(|(lba, _)| *lba == 0), "a read at the start");
+        assert!(
+            ranges.iter().any(|(lba, blocks)| lba + u64::from(*blocks) == end),
+            "a read ending at the last block"
+        );
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn rates_are_computed_from_the_elapsed_time() {
+        let report =
+            RunReport { requests: 1000, bytes: 1000 * 4096, elapsed_ns: 50_000_000, ..RunReport::default() };
+        assert_eq!(report.iops(), 20_000);
+        assert_eq!(report.mib_per_second_hundredths(), 7812);
+        assert_eq!(RunReport::default().iops(), 0);
+    }
+}

@@ -1,0 +1,615 @@
+//! NVMe controllers on the running machine (issue 4): every PCI function of class 01:08:02 is
+//! brought up with `drivers::nvme` (NVMe Base Specification 1.4 §7.6.1), described on the
+//! console, its active namespaces registered as `nvme0`, `nvme1`, … in discovery order, a few
+//! reads timed at bring-up (`nvme.measure`), an optional queue-depth self-test run
+//! (`nvme.selftest=qdN`), and the controller shut down normally (CC.SHN) at the end of the run.
+
+use super::pci::{PciFunction, PciTopology};
+use super::platform::KernelPlatform;
+use super::storage::{DeviceClass, Storage};
+use super::Machine;
+use crate::cmdline::KernelSettings;
+use crate::println;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec::Vec;
+use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
+use core::cell::RefCell;
+use drivers::mmio::Mmio;
+use drivers::nvme::identify::NamespaceIdentity;
+use drivers::nvme::selftest::{self, Place, RunReport, Workload};
+use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
+use drivers::platform::{BusTranslation, Platform};
+
+/// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
+/// (02) (nvme-and-fio.md §1.0).
+const NVME_PCI_CLASS: (u8, u8, u8) = (0x01, 0x08, 0x02);
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+type KernelController = Controller<'static, Mmio, KernelPlatform>;
+type KernelNamespace = NamespaceDevice<'static, Mmio, KernelPlatform>;
+
+/// The driver's reports go to the console.
+struct ConsoleEvents;
+
+impl EventSink for ConsoleEvents {
+    fn report(&self, source: &str, event: &Event) {
+        println!("{source}: {event}");
+    }
+}
+
+static CONSOLE_EVENTS: ConsoleEvents = ConsoleEvents;
+
+/// The bring-up measurement (`nvme.measure=on`, the default): QD 1 latency of 4 KiB reads, the
+/// time of 1 MiB reads, and the IOPS of 4 KiB reads at QD 32, all at random 4 KiB-aligned places.
+const MEASURE_QD1: Workload<'static> = Workload {
+    places: &[],
+    depth: 1,
+    requests: 64,
+    sizes_bytes: &[4096],
+    buffer_offsets_bytes: &[],
+    lba_alignment_bytes: 4096,
+    verify: false,
+    seed: 0x5eed_0001,
+};
+const MEASURE_1MIB: Workload<'static> = Workload {
+    places: &[],
+    depth: 1,
+    requests: 8,
+    sizes_bytes: &[1 << 20],
+    buffer_offsets_bytes: &[],
+    lba_alignment_bytes: 1 << 20,
+    verify: false,
+    seed: 0x5eed_0002,
+};
+const MEASURE_QD32: Workload<'static> = Workload {
+    places: &[],
+    depth: 32,
+    requests: 2048,
+    sizes_bytes: &[4096],
+    buffer_offsets_bytes: &[],
+    lba_alignment_bytes: 4096,
+    verify: false,
+    seed: 0x5eed_0003,
+};
+
+/// Self-test request sizes (rounded up to whole blocks): single blocks, pages, an unaligned
+/// 12 KiB, 64 KiB and 1 MiB (split at MDTS on QEMU's default).
+const SELF_TEST_MIXED_SIZES: [u32; 6] = [512, 4096, 12288, 65536, 1 << 20, 8192];
+/// Data offsets inside the buffers: page aligned, and starting inside a page (PRP1 offset).
+const SELF_TEST_OFFSETS: [usize; 4] = [0, 512, 4092, 2048];
+const SELF_TEST_PLACES: [Place; 3] = [Place::Start, Place::Random, Place::End];
+const SELF_TEST_4K_READS: u32 = 2048;
+const SELF_TEST_MIXED_READS: u32 = 384;
+const SELF_TEST_LARGE_READS: u32 = 6;
+const SELF_TEST_LARGE_BYTES: u32 = 4 << 20;
+
+fn self_test_workloads(depth: u32) -> [(&'static str, Workload<'static>); 3] {
+    [
+        (
+            "4 KiB random",
+            Workload {
+                places: &[],
+                depth,
+                requests: SELF_TEST_4K_READS,
+                sizes_bytes: &[4096],
+                buffer_offsets_bytes: &[],
+                lba_alignment_bytes: 4096,
+                verify: true,
+                seed: 0x5e1f_0001,
+            },
+        ),
+        (
+            "mixed 512 B-1 MiB",
+            Workload {
+                places: &SELF_TEST_PLACES,
+                depth,
+                requests: SELF_TEST_MIXED_READS,
+                sizes_bytes: &SELF_TEST_MIXED_SIZES,
+                buffer_offsets_bytes: &SELF_TEST_OFFSETS,
+                lba_alignment_bytes: 512,
+                verify: true,
+                seed: 0x5e1f_0002,
+            },
+        ),
+        (
+            "4 MiB start/random/end",
+            Workload {
+                places: &SELF_TEST_PLACES,
+                depth: depth.min(2),
+                requests: SELF_TEST_LARGE_READS,
+                sizes_bytes: &[SELF_TEST_LARGE_BYTES],
+                buffer_offsets_bytes: &[0, 4092],
+                lba_alignment_bytes: 4096,
+                verify: true,
+                seed: 0x5e1f_0003,
+            },
+        ),
+    ]
+}
+
+fn parse_options(settings: &KernelSettings) -> DriverOptions {
+    let (options, errors) = DriverOptions::parse(settings.driver_options_for("nvme."));
+    for error in errors {
+        println!("warning: {error}");
+    }
+    options
+}
+
+/// Finds the NVMe controllers in PCI order and registers their namespaces.
+pub fn attach(
+    machine: &Machine,
+    settings: &KernelSettings,
+    pci: Option<&PciTopology>,
+    storage: &mut Storage,
+) {
+    let options = parse_options(settings);
+    let Some(topology) = pci else {
+        println!("nvme       no PCIe host; no NVMe controllers");
+        return;
+    };
+    let (base, sub, prog_if) = NVME_PCI_CLASS;
+    let functions: Vec<PciFunction> = topology.with_class(base, sub, prog_if).copied().collect();
+    if functions.is_empty() {
+        println!("nvme       no NVMe controller on PCIe (class 01:08:02)");
+        return;
+    }
+    let mut scratch = Scratch::new(&options, machine.platform);
+    for function in &functions {
+        attach_controller(machine, &options, function, topology.dma, &mut scratch, storage);
+    }
+}
+
+/// DMA buffers for the measurement and the self-test, allocated once (the pool never frees).
+struct Scratch {
+    bytes_wanted: usize,
+    buffer: Option<Result<DmaBuffer, String>>,
+    platform: &'static KernelPlatform,
+}
+
+impl Scratch {
+    fn new(options: &DriverOptions, platform: &'static KernelPlatform) -> Self {
+        let mut bytes_wanted = 0;
+        if options.measure {
+            for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
+                bytes_wanted = bytes_wanted.max(workload.scratch_bytes());
+            }
+        }
+        if let Some(depth) = options.self_test_depth {
+            for (_, workload) in self_test_workloads(depth) {
+                bytes_wanted = bytes_wanted.max(workload.scratch_bytes());
+            }
+        }
+        Scratch { bytes_wanted, buffer: None, platform }
+    }
+
+    fn get(&mut self) -> Result<DmaBuffer, String> {
+        let bytes = self.bytes_wanted;
+        let platform = self.platform;
+        self.buffer
+            .get_or_insert_with(|| platform.allocate_dma(bytes, 4096).map_err(|error| format!("{error}")))
+            .clone()
+    }
+}
+
+fn attach_controller(
+    machine: &Machine,
+    options: &DriverOptions,
+    function: &PciFunction,
+    dma: BusTranslation,
+    scratch: &mut Scratch,
+    storage: &mut Storage,
+) {
+    let label = format!("nvme {}", function.address);
+    let Some(bar) = function.bar(0) else {
+        println!(
+            "{label}: NVMe controller {:04x}:{:04x} without an assigned BAR 0; skipped",
+            function.vendor_id, function.device_id
+        );
+        return;
+    };
+    println!(
+        "nvme       {} {:04x}:{:04x} BAR0 {:#x} ({} KiB, {}-bit)",
+        function.address,
+        function.vendor_id,
+        function.device_id,
+        bar.cpu_address,
+        bar.size_bytes / KIB,
+        if bar.is_64_bit { 64 } else { 32 }
+    );
+    // SAFETY: PCI enumeration assigned this BAR inside the host bridge's memory window, which
+    // the memory map covers as device memory; memory decoding and bus mastering are enabled.
+    let registers = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let mut controller = match Controller::bring_up(
+        registers,
+        bar.size_bytes as usize,
+        machine.platform,
+        dma,
+        &CONSOLE_EVENTS,
+        label.clone(),
+    ) {
+        Ok(controller) => controller,
+        Err(error) => {
+            println!("{label}: {error}; skipped");
+            return;
+        }
+    };
+    describe_controller(&controller);
+    let namespaces = match controller.active_namespaces() {
+        Ok(namespaces) => namespaces,
+        Err(error) => {
+            println!("{label}: cannot list namespaces: {error}");
+            shut_down_on_exit(storage, controller, Vec::new());
+            return;
+        }
+    };
+    let mut usable = Vec::new();
+    for namespace in namespaces {
+        match controller.check_namespace(&namespace) {
+            Ok(_) => usable.push(namespace),
+            Err(error) => println!("{label}: {error}; not registered"),
+        }
+    }
+    if usable.is_empty() {
+        println!("{label}: no usable namespace");
+        shut_down_on_exit(storage, controller, Vec::new());
+        return;
+    }
+    let wanted = (usize::from(options.queue_pairs) * usable.len()).min(usize::from(u16::MAX)) as u16;
+    let grant = match controller.request_io_queues(wanted) {
+        Ok(grant) => grant,
+        Err(error) => {
+            println!("{label}: cannot set the number of queues: {error}");
+            shut_down_on_exit(storage, controller, Vec::new());
+            return;
+        }
+    };
+    println!(
+        "nvme         I/O queue pairs: {} asked ({} per namespace × {} namespace{}), controller allocates {} SQ / {} CQ",
+        grant.requested,
+        options.queue_pairs,
+        usable.len(),
+        if usable.len() == 1 { "" } else { "s" },
+        grant.submission_queues,
+        grant.completion_queues
+    );
+    let usable_pairs = usize::from(grant.usable_pairs());
+    if usable_pairs < usable.len() {
+        println!(
+            "{label}: only {usable_pairs} queue pairs for {} namespaces; the last {} get none and are not registered",
+            usable.len(),
+            usable.len() - usable_pairs
+        );
+        usable.truncate(usable_pairs);
+    }
+    let pairs_each = (usable_pairs / usable.len()).min(usize::from(options.queue_pairs)).max(1);
+    if pairs_each < usize::from(options.queue_pairs) {
+        println!(
+            "{label}: nvme.queues={} asked for, the controller's queues allow {pairs_each} per namespace",
+            options.queue_pairs
+        );
+    }
+    let depth = DepthChoice::new(options.queue_entries, controller.capabilities());
+    if depth.was_clamped() {
+        println!("{label}: {depth}");
+    }
+    let mut devices = Vec::new();
+    for namespace in usable {
+        let name = storage.next_name(DeviceClass::Nvme);
+        describe_namespace(&name, &namespace);
+        let mut pairs = Vec::new();
+        for _ in 0..pairs_each {
+            let queue_name = format!("{name}q{}", pairs.len() + 1);
+            match controller.create_io_queue_pair(&namespace, depth, queue_name) {
+                Ok(pair) => pairs.push(pair),
+                Err(error) => {
+                    println!("{name}: cannot create I/O queue pair {}: {error}", pairs.len() + 1);
+                    break;
+                }
+            }
+        }
+        if pairs.is_empty() {
+            println!("{name}: no I/O queue; not registered");
+            continue;
+        }
+        let device = NamespaceDevice::new(name.clone(), namespace, pairs);
+        describe_queues(&name, &device, controller.command_limit_bytes());
+        let mut device = SharedNamespace::new(device);
+        let mut responsive = true;
+        if options.measure {
+            responsive &= measure(&name, &mut device, machine.platform, scratch);
+        }
+        if let (Some(depth), true) = (options.self_test_depth, responsive) {
+            responsive &= self_test(&name, &mut device, depth, machine.platform, scratch);
+        }
+        if !responsive {
+            // Reads are still outstanding: the device cannot be handed to the checks or the
+            // benchmark.
+            println!(
+                "{name}: reads stopped completing (CSTS = {:#010x}); not registered",
+                controller.status_register()
+            );
+            continue;
+        }
+        devices.push(device.clone());
+        storage.add(DeviceClass::Nvme, Box::new(device));
+    }
+    shut_down_on_exit(storage, controller, devices);
+}
+
+fn describe_controller(controller: &KernelController) {
+    let identity = controller.identity();
+    println!("nvme         NVMe {} (VS), {}", controller.version(), controller.capabilities());
+    let mdts = match controller.max_transfer_bytes() {
+        Some(bytes) => format!("MDTS {} ({} per command)", identity.mdts, human_bytes(bytes)),
+        None => String::from("MDTS 0 (no limit)"),
+    };
+    println!(
+        "nvme         model \"{}\", serial \"{}\", firmware \"{}\", PCI vendor {:04x}, controller id {}",
+        identity.model, identity.serial, identity.firmware, identity.vendor_id, identity.controller_id
+    );
+    println!(
+        "nvme         {mdts}, SQES {:#04x}, CQES {:#04x}, NN {}, VER {}, MAXCMD {}, RTD3E {} µs, volatile write cache {}",
+        identity.sqes,
+        identity.cqes,
+        identity.namespace_count,
+        identity.version,
+        identity.max_commands,
+        identity.rtd3_entry_latency_us,
+        if identity.volatile_write_cache { "present" } else { "absent" }
+    );
+}
+
+fn describe_namespace(name: &str, namespace: &NamespaceIdentity) {
+    let format = namespace.format();
+    let block_bytes = u64::from(format.data_bytes().unwrap_or(0));
+    let bytes = namespace.size_bytes().unwrap_or(0);
+    let capacity_bytes = namespace.capacity_bytes().unwrap_or(0);
+    let hundredths_gib = u128::from(bytes) * 100 / u128::from(GIB);
+    println!(
+        "{name:<10} namespace {}: {bytes} bytes ({}.{:02} GiB) = NSZE {} × {block_bytes} B; capacity {capacity_bytes} bytes (NCAP {}), NUSE {}",
+        namespace.namespace_id,
+        hundredths_gib / 100,
+        hundredths_gib % 100,
+        namespace.size_blocks,
+        namespace.capacity_blocks,
+        namespace.utilization_blocks
+    );
+    let mut formats = String::new();
+    for (index, lba_format) in namespace.formats().iter().enumerate() {
+        let marker = if index == namespace.format_index { "*" } else { "" };
+        formats.push_str(&format!(" {index}:{lba_format}{marker}"));
+    }
+    println!(
+        "{name:<10} LBA size {block_bytes} B: format {} of {} ({format}, {} performance); formats (data+metadata):{formats}",
+        namespace.format_index,
+        namespace.format_count,
+        format.performance_name()
+    );
+}
+
+fn describe_queues(name: &str, device: &KernelNamespace, command_limit_bytes: u64) {
+    let pairs = device.pairs();
+    let geometry = device.geometry();
+    let queue_ids: Vec<String> = pairs.iter().map(|p| format!("{}", p.queue_id())).collect();
+    let block_bytes = u64::from(geometry.logical_block_bytes);
+    let command_bytes = u64::from(pairs[0].max_command_blocks()) * block_bytes;
+    println!(
+        "{name:<10} {} I/O queue pair{} (qid {}) × {} entries, polled (IEN 0, PC 1): {} requests in flight, up to {} per request, {} per command (1 MiB = {} command{})",
+        pairs.len(),
+        if pairs.len() == 1 { "" } else { "s" },
+        queue_ids.join(", "),
+        pairs[0].entries(),
+        geometry.max_in_flight,
+        human_bytes(u64::from(geometry.max_request_blocks) * block_bytes),
+        human_bytes(command_bytes.min(command_limit_bytes)),
+        MIB.div_ceil(command_bytes),
+        if MIB.div_ceil(command_bytes) == 1 { "" } else { "s" }
+    );
+}
+
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} B"),
+    }
+}
+
+fn microseconds(ns: u64) -> String {
+    format!("{}.{:01}", ns / 1000, (ns % 1000) / 100)
+}
+
+/// Times reads through the block interface (issue 4, "Done means"). False when reads stopped
+/// completing.
+fn measure(
+    name: &str,
+    device: &mut SharedNamespace,
+    platform: &'static KernelPlatform,
+    scratch: &mut Scratch,
+) -> bool {
+    let buffer = match scratch.get() {
+        Ok(buffer) => buffer,
+        Err(error) => {
+            println!("{name}: no buffers for the timing reads: {error}");
+            return true;
+        }
+    };
+    let mut reports = Vec::new();
+    for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
+        match selftest::run(&mut *device, platform, buffer, &workload) {
+            Ok(report) if report.passed() => reports.push(report),
+            Ok(report) => {
+                describe_failures(name, "timing reads", &report);
+                return true;
+            }
+            Err(error) => {
+                println!("{name}: timing reads stopped: {error}");
+                return !matches!(error, selftest::RunError::Timeout { .. });
+            }
+        }
+    }
+    let [qd1, large, qd32] = reports[..] else {
+        return true;
+    };
+    println!(
+        "{name}: 4 KiB QD1 read {} µs (median of {}; mean {}, min {}, max {}), 1 MiB read {} µs (median of {}; mean {}, min {}, max {}), 4 KiB QD{} {} IOPS ({} reads, {}.{:02} MiB/s)",
+        microseconds(qd1.latency.median_ns.unwrap_or(0)),
+        qd1.requests,
+        microseconds(qd1.latency.mean_ns()),
+        microseconds(qd1.latency.min_ns),
+        microseconds(qd1.latency.max_ns),
+        microseconds(large.latency.median_ns.unwrap_or(0)),
+        large.requests,
+        microseconds(large.latency.mean_ns()),
+        microseconds(large.latency.min_ns),
+        microseconds(large.latency.max_ns),
+        qd32.depth,
+        qd32.iops(),
+        qd32.requests,
+        qd32.mib_per_second_hundredths() / 100,
+        qd32.mib_per_second_hundredths() % 100
+    );
+    true
+}
+
+fn describe_failures(name: &str, what: &str, report: &RunReport) {
+    if let Some((lba, error)) = report.first_failure {
+        println!(
+            "{name}: {what}: {} of {} reads failed, the first at LBA {lba}: {error}",
+            report.failed, report.requests
+        );
+    }
+    if let Some(offset) = report.first_mismatch {
+        println!(
+            "{name}: {what}: {} reads differ from the test pattern, the first at device offset {offset}",
+            report.mismatches
+        );
+    }
+}
+
+/// `nvme.selftest=qdN`: N verified reads in flight through the block interface. False when
+/// reads stopped completing.
+fn self_test(
+    name: &str,
+    device: &mut SharedNamespace,
+    depth: u32,
+    platform: &'static KernelPlatform,
+    scratch: &mut Scratch,
+) -> bool {
+    let buffer = match scratch.get() {
+        Ok(buffer) => buffer,
+        Err(error) => {
+            println!("{name}: self-test qd{depth}: no buffers: {error}");
+            return true;
+        }
+    };
+    for (what, workload) in self_test_workloads(depth) {
+        match selftest::run(&mut *device, platform, buffer, &workload) {
+            Ok(report) => {
+                println!(
+                    "{name}: self-test qd{depth} {what}: {} {} reads ({} bytes) at up to {} in flight, {} failed, {} differ from the pattern; {} IOPS, {}.{:02} MiB/s, latency mean {} µs, max {} µs",
+                    if report.passed() { "passed," } else { "FAILED," },
+                    report.requests,
+                    report.bytes,
+                    report.max_in_flight,
+                    report.failed,
+                    report.mismatches,
+                    report.iops(),
+                    report.mib_per_second_hundredths() / 100,
+                    report.mib_per_second_hundredths() % 100,
+                    microseconds(report.latency.mean_ns()),
+                    microseconds(report.latency.max_ns)
+                );
+                describe_failures(name, &format!("self-test {what}"), &report);
+            }
+            Err(error) => {
+                println!("{name}: self-test qd{depth} {what}: FAILED: {error}");
+                if matches!(error, selftest::RunError::Timeout { .. }) {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+/// At the end of the run: each namespace's counters, then the controller's normal shutdown.
+fn shut_down_on_exit(storage: &mut Storage, mut controller: KernelController, devices: Vec<SharedNamespace>) {
+    storage.on_shutdown(Box::new(move || {
+        for device in &devices {
+            let statistics = device.inner.borrow().statistics();
+            let mut errors = String::new();
+            for (status, count) in &statistics.errors_by_status {
+                errors.push_str(&format!("; {status} ×{count}"));
+            }
+            println!(
+                "{}: {} requests ({} split, {} failed), {} commands, {} command errors, {} untrusted completions, {} SQ and {} CQ doorbell writes{errors}",
+                device.name,
+                statistics.requests_completed,
+                statistics.requests_split,
+                statistics.requests_failed,
+                statistics.commands_completed,
+                statistics.command_errors,
+                statistics.protocol_errors,
+                statistics.sq_doorbell_writes,
+                statistics.cq_doorbell_writes
+            );
+        }
+        let label = String::from(controller.label());
+        match controller.shutdown() {
+            Ok(report) => {
+                if let Some(error) = report.deletion_error {
+                    println!("{label}: deleting the I/O queues: {error}");
+                }
+                println!(
+                    "{label}: shut down (CSTS.SHST complete) after {} µs, {} I/O queue pair{} deleted",
+                    report.waited_us,
+                    report.queues_deleted,
+                    if report.queues_deleted == 1 { "" } else { "s" }
+                );
+            }
+            Err(error) => println!("{label}: normal shutdown failed: {error}"),
+        }
+    }));
+}
+
+/// A namespace device shared between the storage registry (the block interface) and the
+/// shutdown hook (its counters). One core, no interrupts: the borrows never overlap.
+#[derive(Clone)]
+struct SharedNamespace {
+    name: String,
+    inner: Rc<RefCell<KernelNamespace>>,
+}
+
+impl SharedNamespace {
+    fn new(device: KernelNamespace) -> Self {
+        SharedNamespace { name: String::from(device.name()), inner: Rc::new(RefCell::new(device)) }
+    }
+}
+
+impl BlockDevice for SharedNamespace {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.inner.borrow().geometry()
+    }
+
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        self.inner.borrow_mut().submit(request)
+    }
+
+    fn kick(&mut self) {
+        self.inner.borrow_mut().kick()
+    }
+
+    fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        self.inner.borrow_mut().poll(completions)
+    }
+}
