@@ -261,8 +261,8 @@ fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &Benchma
     };
     let _ = writeln!(
         console,
-        "\nratios between {first} and {second} (larger ÷ smaller value: throughput better ÷ worse, \
-         latency slower ÷ faster; each reads \"how many times better\"):"
+        "\nratios between {first} and {second}: each cell names the better device and by how many times \
+         (throughput: its value ÷ the other's; latency: the other's ÷ its own)"
     );
     let _ = writeln!(
         console,
@@ -297,15 +297,14 @@ impl fmt::Display for JobLabel<'_> {
     }
 }
 
-/// "`better`/`worse` N.N×": the larger value over the smaller one, so always ≥ 1.
+/// "`better` N.N×": which device is better and by how many times (always ≥ 1).
 pub struct Ratio<'a> {
-    numerator_name: &'a str,
-    denominator_name: &'a str,
+    better_name: &'a str,
     tenths: Option<u128>,
 }
 
 impl<'a> Ratio<'a> {
-    /// For throughput: the device with the larger value is better.
+    /// For throughput: the device with the larger value is better; the ratio is larger ÷ smaller.
     pub fn higher_is_better(
         a: &'a MedianResult,
         b: &'a MedianResult,
@@ -313,46 +312,38 @@ impl<'a> Ratio<'a> {
         b_value: u128,
     ) -> Ratio<'a> {
         if a_value >= b_value {
-            Ratio::of(&a.device_name, &b.device_name, a_value, b_value)
+            Ratio::of(&a.device_name, a_value, b_value)
         } else {
-            Ratio::of(&b.device_name, &a.device_name, b_value, a_value)
+            Ratio::of(&b.device_name, b_value, a_value)
         }
     }
 
-    /// For latency: the slower device's value over the faster one's.
+    /// For latency: the device with the smaller value is better; the ratio is slower ÷ faster.
     pub fn lower_is_better(
         a: &'a MedianResult,
         b: &'a MedianResult,
         a_value: u128,
         b_value: u128,
     ) -> Ratio<'a> {
-        // The slower device's latency is the numerator, the faster one's the denominator.
         if a_value <= b_value {
-            Ratio::of(&b.device_name, &a.device_name, b_value, a_value)
+            Ratio::of(&a.device_name, b_value, a_value)
         } else {
-            Ratio::of(&a.device_name, &b.device_name, a_value, b_value)
+            Ratio::of(&b.device_name, a_value, b_value)
         }
     }
 
-    fn of(
-        numerator_name: &'a str,
-        denominator_name: &'a str,
-        numerator: u128,
-        denominator: u128,
-    ) -> Ratio<'a> {
+    fn of(better_name: &'a str, numerator: u128, denominator: u128) -> Ratio<'a> {
         let tenths =
             (numerator > 0 && denominator > 0).then(|| (numerator * 10 + denominator / 2) / denominator);
-        Ratio { numerator_name, denominator_name, tenths }
+        Ratio { better_name, tenths }
     }
 }
 
 impl fmt::Display for Ratio<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.tenths {
-            Some(tenths) => {
-                write!(f, "{}/{} {}×", self.numerator_name, self.denominator_name, Fixed::new(tenths, 1))
-            }
-            None => write!(f, "{}/{} n/a", self.numerator_name, self.denominator_name),
+            Some(tenths) => write!(f, "{} {}×", self.better_name, Fixed::new(tenths, 1)),
+            None => write!(f, "{} n/a", self.better_name),
         }
     }
 }
@@ -373,5 +364,51 @@ impl<T: fmt::Display> fmt::Display for Padded<T> {
         let mut text = crate::units::TextBuffer::<96>::new();
         write!(text, "{}", self.0)?;
         f.pad(text.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmdline::{JobOperation, JobSpec};
+    use alloc::string::ToString;
+
+    fn median(device_name: &str, iops_micro: u128, lat_mean_milli_ns: u128) -> MedianResult {
+        MedianResult {
+            job_index: 0,
+            job: JobSpec::new(JobOperation::RandRead, 4096, 1),
+            device_index: 0,
+            device_name: device_name.to_string(),
+            block_bytes: 4096,
+            queue_depth: 1,
+            runs: 3,
+            iops_micro,
+            bandwidth_micro: 0,
+            clat_mean_milli_ns: 0,
+            clat_p50_milli_ns: 0,
+            clat_p99_milli_ns: 0,
+            clat_p99_9_milli_ns: 0,
+            lat_mean_milli_ns,
+            lat_p50_milli_ns: 0,
+            lat_p99_milli_ns: 0,
+            lat_p99_9_milli_ns: 0,
+            lat_max_milli_ns: 0,
+            errors_total: 0,
+        }
+    }
+
+    #[test]
+    fn ratios_name_the_better_device_both_for_throughput_and_latency() {
+        let sd = median("sd0", 2_000_000_000, 500_000_000);
+        let nvme = median("nvme0", 9_800_000_000, 100_000_000);
+        let iops = Ratio::higher_is_better(&sd, &nvme, sd.iops_micro, nvme.iops_micro).to_string();
+        assert_eq!(iops, "nvme0 4.9×");
+        let latency =
+            Ratio::lower_is_better(&sd, &nvme, sd.lat_mean_milli_ns, nvme.lat_mean_milli_ns).to_string();
+        assert_eq!(latency, "nvme0 5.0×");
+        let slower_first = Ratio::lower_is_better(&nvme, &sd, nvme.lat_mean_milli_ns, sd.lat_mean_milli_ns);
+        assert_eq!(slower_first.to_string(), "nvme0 5.0×");
+        let nothing = median("nvme0", 0, 0);
+        assert_eq!(Ratio::higher_is_better(&sd, &nothing, sd.iops_micro, 0).to_string(), "sd0 n/a");
     }
 }

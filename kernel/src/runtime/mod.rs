@@ -326,7 +326,10 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
     let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
     println!();
     println!("{PROGRAM_NAME} {PROGRAM_VERSION}: bare-metal storage benchmark");
-    print!("board      {}", info.model);
+    match info.profile.family {
+        BoardFamily::QemuVirt => print!("board      QEMU virt (device tree model \"{}\")", info.model),
+        _ => print!("board      {}", info.model),
+    }
     if let Some(revision) = info.board_revision {
         print!(" (revision {revision:#08x})");
     }
