@@ -85,3 +85,36 @@ fn raspi4b_emmc2_benchmark_prints_tables_and_fio_json() {
     let board = report.barebench.as_ref().and_then(|b| b.board.clone()).unwrap_or_default();
     assert!(board.contains("Raspberry Pi 4"), "{board}");
 }
+
+#[test]
+fn virt_nvme_and_sd_alternate_and_are_compared() {
+    let sd = TestImage::full("bench-virt-pair-sd", 16 << 20);
+    let nvme = TestImage::full("bench-virt-pair-nvme", 16 << 20);
+    let run = Run::new(Machine::Virt)
+        .append(&format!("exit=semihosting {SHORT}"))
+        .args(&["-drive", &format!("if=none,id=sdc,{}", sd.drive())])
+        .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
+        .args(&["-drive", &format!("if=none,id=nv,{},aio=io_uring", nvme.drive())])
+        .args(&["-device", "nvme,drive=nv,serial=bench-pair"])
+        .go();
+    run.assert_status(0);
+    let out = &run.output;
+    assert!(out.contains("devices: sd0 nvme0"), "{out}");
+    // Run 1 goes sd0 then nvme0, run 2 the other way round.
+    let position = |needle: &str| out.find(needle).unwrap_or_else(|| panic!("{needle} missing:\n{out}"));
+    assert!(position("run 1/2: randread 4k qd1 on sd0") < position("run 1/2: randread 4k qd1 on nvme0"));
+    assert!(position("run 2/2: randread 4k qd1 on nvme0") < position("run 2/2: randread 4k qd1 on sd0"));
+    // The NVMe queue keeps QD 4; the SD host runs at 1.
+    assert!(out.contains("run 1/2: read 64k qd4 on nvme0"), "{out}");
+    assert!(out.contains("run 1/2: read 64k qd1 on sd0"), "{out}");
+    let ratios = out.split("ratios between sd0 and nvme0").nth(1).expect("a ratio table");
+    let row = ratios.lines().find(|l| l.starts_with("randread:4k:1")).expect("a randread row");
+    assert!(row.contains("nvme0 "), "QEMU's NVMe path beats its SD path: {row}");
+    let report = report_from(out);
+    assert_eq!(report.jobs.len(), 8, "2 jobs x 2 devices x 2 runs");
+    for device in ["sd0", "nvme0"] {
+        let jobs = report.jobs.iter().filter(|j| j.settings.device.as_deref() == Some(device)).count();
+        assert_eq!(jobs, 4, "{device}");
+    }
+    assert_eq!(report.barebench_medians.len(), 4);
+}
