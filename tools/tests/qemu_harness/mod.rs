@@ -5,7 +5,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
@@ -107,55 +106,50 @@ impl Run {
         self
     }
 
+    /// Runs QEMU through the host tool's library (`tools::qemu::QemuRun`, what `barebench qemu`
+    /// uses), with the serial console captured to a log of its own.
     pub fn go(self) -> Outcome {
-        let build = repository_root().join("build");
         let (machine, image) = match self.machine {
-            Machine::Raspi3b => ("raspi3b", "kernel8"),
-            Machine::Raspi4b => ("raspi4b", "kernel8"),
-            Machine::Virt => ("virt", "kernel-virt"),
+            Machine::Raspi3b => (tools::qemu::Machine::Raspi3b, "kernel8"),
+            Machine::Raspi4b => (tools::qemu::Machine::Raspi4b, "kernel8"),
+            Machine::Virt => (tools::qemu::Machine::Virt, "kernel-virt"),
         };
-        let image = build.join(format!("{image}.{}", if self.elf { "elf" } else { "img" }));
-        assert!(image.exists(), "{} is missing: run `make` first", image.display());
-        let log = scratch_dir().join(unique_name(&format!("serial-{machine}")) + ".log");
-        let mut command = Command::new("qemu-system-aarch64");
-        let machine_argument = match &self.machine_options {
-            Some(options) => format!("{machine},{options}"),
-            None => machine.to_string(),
-        };
-        command.args(["-M", &machine_argument, "-display", "none", "-monitor", "none", "-semihosting"]);
-        command.arg("-serial").arg(format!("file:{}", log.display()));
-        command.arg("-kernel").arg(&image);
-        command.args(["-append", &self.append]);
-        if let Machine::Virt = self.machine {
-            command.args(["-cpu", self.cpu.as_deref().unwrap_or("cortex-a72"), "-m", "1G", "-nic", "none"]);
-            if let Some(smp) = self.smp {
-                command.args(["-smp", &smp.to_string()]);
-            }
+        let mut run = tools::qemu::QemuRun::new(machine);
+        run.kernel =
+            repository_root().join("build").join(format!("{image}.{}", if self.elf { "elf" } else { "img" }));
+        assert!(run.kernel.exists(), "{} is missing: run `make` first", run.kernel.display());
+        run.append = self.append;
+        run.virt_cpu = self.cpu.unwrap_or_else(|| "cortex-a72".to_string());
+        run.workdir = scratch_dir();
+        run.log_path = scratch_dir().join(unique_name(&format!("serial-{}", machine.qemu_name())) + ".log");
+        run.timeout = Some(self.timeout);
+        if let (Machine::Virt, Some(smp)) = (self.machine, self.smp) {
+            run.extra_args.extend(["-smp".to_string(), smp.to_string()]);
         }
-        if let Some(blob) = &self.device_tree {
+        if let Some(options) = &self.machine_options {
+            // QEMU merges repeated -machine options into the machine chosen by -M.
+            run.extra_args.extend(["-machine".to_string(), options.clone()]);
+        }
+        let tree_path = self.device_tree.as_ref().map(|blob| {
             let path = scratch_dir().join(unique_name("tree") + ".dtb");
             std::fs::write(&path, blob).unwrap();
-            command.arg("-dtb").arg(path);
+            path
+        });
+        if let Some(path) = &tree_path {
+            run.extra_args.extend(["-dtb".to_string(), path.display().to_string()]);
         }
-        command.args(&self.extra);
+        run.extra_args.extend(self.extra);
         let started = Instant::now();
-        let mut child = command.spawn().expect("qemu-system-aarch64 runs (make deps installs it)");
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status.code();
-            }
-            if started.elapsed() > self.timeout {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let (status, log_path, log_text) = match run.run(&mut std::io::sink()) {
+            Ok(outcome) => (Some(outcome.exit_code()), outcome.log_path, outcome.log_text),
+            Err(tools::qemu::QemuError::TimedOut { log_path, log_text, .. }) => (None, log_path, log_text),
+            Err(error) => panic!("QEMU could not run: {error}"),
         };
-        let elapsed = started.elapsed();
-        let raw = std::fs::read(&log).unwrap_or_default();
-        let _ = std::fs::remove_file(&log);
-        let output = String::from_utf8_lossy(&raw).replace("\r\n", "\n");
-        Outcome { status, output, elapsed }
+        let _ = std::fs::remove_file(&log_path);
+        if let Some(path) = tree_path {
+            let _ = std::fs::remove_file(path);
+        }
+        Outcome { status, output: log_text.replace("\r\n", "\n"), elapsed: started.elapsed() }
     }
 }
 
