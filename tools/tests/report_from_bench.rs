@@ -158,11 +158,11 @@ fn report_reads_the_benchmarks_own_console_output() {
             let row = found.unwrap_or_else(|| panic!("{device} {workload} missing from {rows:?}"));
             assert_eq!(row.runs, 3, "{row:?}");
             assert!(row.mib_per_s > 0.0 && row.iops > 0.0, "{row:?}");
-            assert!(row.clat_p99_us.is_some(), "{row:?}");
+            assert!(row.latency_p99_us.is_some(), "{row:?}");
         }
     }
     // 4 KiB at QD1 on the SD-like device: one I/O per 400 µs plus polling, so below 2500 IOPS.
     let sd_qd1 = source.rows.iter().find(|row| row.device == "sd0" && row.iodepth == 1).unwrap();
     assert!(sd_qd1.iops < 2500.0 && sd_qd1.iops > 1000.0, "{sd_qd1:?}");
-    assert!(sd_qd1.clat_mean_us >= 400.0, "{sd_qd1:?}");
+    assert!(sd_qd1.latency_mean_us >= 400.0, "{sd_qd1:?}");
 }

@@ -118,10 +118,10 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
     let latency = build_chart(
         report,
         "latency-qd1-us",
-        "Completion latency at QD1 (mean and p99)",
+        "Latency at QD1 (mean and p99, submission to completion)",
         "µs",
         |row| (row.iodepth == 1).then(|| format!("{}\n{}", row.device, row.workload())),
-        |row| vec![("mean", Some(row.clat_mean_us)), ("p99", row.clat_p99_us)],
+        |row| vec![("mean", Some(row.latency_mean_us)), ("p99", row.latency_p99_us)],
     );
     [sequential, random_iops, latency].into_iter().flatten().collect()
 }

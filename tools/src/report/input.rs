@@ -139,9 +139,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                         && job.settings.block_bytes == median.bs
                         && job.settings.queue_depth == median.iodepth
                 })
-                .map(|job| job.jobname.clone())
+                .map(|job| job_label(&job.jobname, &median.device))
                 .unwrap_or_else(|| format!("{}-{}-qd{}", median.rw, format_block(median.bs), median.iodepth));
-            let p99 = (median.clat_p99_ns > 0.0).then_some(median.clat_p99_ns / NS_PER_US);
+            // Logs from before lat percentiles were written have only clat's.
+            let p99_ns = if median.lat_p99_ns > 0.0 { median.lat_p99_ns } else { median.clat_p99_ns };
+            let p99 = (p99_ns > 0.0).then_some(p99_ns / NS_PER_US);
             source.rows.push(ResultRow {
                 source: source.label.clone(),
                 device: median.device.clone(),
@@ -152,8 +154,8 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 runs: median.runs,
                 mib_per_s: median.bw_bytes / BYTES_PER_MIB,
                 iops: median.iops,
-                clat_mean_us: median.clat_mean_ns / NS_PER_US,
-                clat_p99_us: p99,
+                latency_mean_us: median.lat_mean_ns / NS_PER_US,
+                latency_p99_us: p99,
                 errors: median.errors_total,
             });
         }
@@ -173,8 +175,8 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
             }
             any = true;
             let rw = if mixed { format!("{}:{direction_name}", settings.rw) } else { settings.rw.clone() };
-            let (clat_mean_us, clat_p99_us) = latency_us(direction);
-            if clat_p99_us.is_none() {
+            let (latency_mean_us, latency_p99_us) = latency_us(direction);
+            if latency_p99_us.is_none() {
                 source.problems.push(format!("job {}: no 99th percentile latency in the input", job.jobname));
             }
             source.rows.push(ResultRow {
@@ -187,8 +189,8 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 runs: 1,
                 mib_per_s: direction.bw_bytes as f64 / BYTES_PER_MIB,
                 iops: direction.iops,
-                clat_mean_us,
-                clat_p99_us,
+                latency_mean_us,
+                latency_p99_us,
                 errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
             });
         }
@@ -198,16 +200,26 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     }
 }
 
-/// Completion latency mean and p99 in µs; total latency (lat) when fio reported no clat
-/// (e.g. with `lat_percentiles=1` or `gtod_reduce`).
+/// Latency mean and p99 in µs: total latency (fio's `lat`, submission to completion; what
+/// barebench's console shows) when the input has it, else completion latency (`clat`). fio
+/// reports percentiles for `lat` only with `lat_percentiles=1`, so the p99 falls back to clat's.
 fn latency_us(direction: &FioDirection) -> (f64, Option<f64>) {
-    let mean_ns = if direction.clat_ns.samples > 0 || direction.clat_ns.mean > 0.0 {
-        direction.clat_ns.mean
-    } else {
+    let mean_ns = if direction.lat_ns.samples > 0 || direction.lat_ns.mean > 0.0 {
         direction.lat_ns.mean
+    } else {
+        direction.clat_ns.mean
     };
-    let p99_ns = direction.clat_ns.percentile(99.0).or_else(|| direction.lat_ns.percentile(99.0));
+    let p99_ns = direction.lat_ns.percentile(99.0).or_else(|| direction.clat_ns.percentile(99.0));
     (mean_ns / NS_PER_US, p99_ns.map(|ns| ns as f64 / NS_PER_US))
+}
+
+/// barebench's job names are `rw-bs-qdN-DEVICE-runN` (one per run); a row covers all runs of
+/// one device, so it keeps the `rw-bs-qdN` part: the job as it was asked for.
+fn job_label(jobname: &str, device: &str) -> String {
+    match jobname.find(&format!("-{device}-run")) {
+        Some(end) => jobname[..end].to_string(),
+        None => jobname.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -237,8 +249,8 @@ mod tests {
         assert_eq!((qd1.block_bytes, qd1.iodepth, qd1.runs), (4096, 1, 1));
         assert!((qd1.iops - 13_579.142_086).abs() < 1e-6);
         assert!((qd1.mib_per_s - 55_620_165.0 / BYTES_PER_MIB).abs() < 1e-9);
-        assert!((qd1.clat_mean_us - 71.806_522_845).abs() < 1e-9);
-        assert_eq!(qd1.clat_p99_us, Some(110.08));
+        assert!((qd1.latency_mean_us - 73.556_847_281).abs() < 1e-9, "lat mean, not clat");
+        assert_eq!(qd1.latency_p99_us, Some(110.08));
         assert!(source.problems.is_empty(), "{:?}", source.problems);
     }
 
@@ -264,8 +276,9 @@ mod tests {
         let nvme_qd1 = &source.rows[3];
         assert_eq!(nvme_qd1.job, "nvme0-randread-4k-qd1");
         assert!((nvme_qd1.iops - 12_100.0).abs() < 1e-9);
-        assert_eq!(nvme_qd1.clat_p99_us, Some(112.5));
-        assert!((nvme_qd1.clat_mean_us - 80.25).abs() < 1e-9);
+        assert_eq!(nvme_qd1.latency_p99_us, Some(112.5));
+        // lat's mean; the synthetic log has no lat p99, so the p99 is clat's.
+        assert!((nvme_qd1.latency_mean_us - 81.15).abs() < 1e-9);
     }
 
     #[test]

@@ -74,10 +74,10 @@ pub struct ResultRow {
     pub runs: u32,
     pub mib_per_s: f64,
     pub iops: f64,
-    /// Completion latency (fio's clat) mean, in microseconds.
-    pub clat_mean_us: f64,
-    /// Completion latency 99th percentile, in microseconds, when known.
-    pub clat_p99_us: Option<f64>,
+    /// Latency mean (fio's lat, else clat), in microseconds.
+    pub latency_mean_us: f64,
+    /// Latency 99th percentile (lat, else clat), in microseconds, when known.
+    pub latency_p99_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
 }
@@ -189,8 +189,8 @@ pub(crate) mod tests {
             runs: 3,
             mib_per_s,
             iops,
-            clat_mean_us: 1e6 * f64::from(iodepth) / iops,
-            clat_p99_us: Some(2e6 * f64::from(iodepth) / iops),
+            latency_mean_us: 1e6 * f64::from(iodepth) / iops,
+            latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
             errors: 0,
         }
     }

@@ -44,7 +44,7 @@ pub fn markdown(report: &Report) -> String {
         })
         .collect();
     text.push_str(&sources.join("\n"));
-    text.push_str("\n\nMiB/s = 2^20 bytes per second. Latency is completion latency (fio's clat) in µs. ");
+    text.push_str("\n\nMiB/s = 2^20 bytes per second. Latency is total latency (fio's lat: submission to completion) in µs; for inputs without lat percentiles (fio's default) the p99 is fio's clat p99. ");
     text.push_str("Figures are the median of the runs when a job ran more than once.\n\n");
     text.push_str(
         "| Source | Device | Job | Workload | Runs | MiB/s | IOPS | Lat mean (µs) | Lat p99 (µs) |\n",
@@ -61,8 +61,8 @@ pub fn markdown(report: &Report) -> String {
             row.runs,
             figure(row.mib_per_s),
             figure(row.iops),
-            figure(row.clat_mean_us),
-            optional_figure(row.clat_p99_us)
+            figure(row.latency_mean_us),
+            optional_figure(row.latency_p99_us)
         );
     }
     if report.rows().next().is_none() {
@@ -95,7 +95,7 @@ fn csv_field(value: &str) -> String {
 /// The rows as CSV with a header line; numbers unrounded.
 pub fn csv(report: &Report) -> String {
     let mut text = String::from(
-        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,clat_mean_us,clat_p99_us,errors\n",
+        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,latency_mean_us,latency_p99_us,errors\n",
     );
     for row in report.rows() {
         let ResultRow {
@@ -108,19 +108,19 @@ pub fn csv(report: &Report) -> String {
             runs,
             mib_per_s,
             iops,
-            clat_mean_us,
-            clat_p99_us,
+            latency_mean_us,
+            latency_p99_us,
             errors,
         } = row;
         let _ = writeln!(
             text,
-            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{clat_mean_us},{},{errors}",
+            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{latency_mean_us},{},{errors}",
             csv_field(source),
             csv_field(device),
             csv_field(job),
             csv_field(rw),
             format_block(*block_bytes),
-            clat_p99_us.map(|value| value.to_string()).unwrap_or_default()
+            latency_p99_us.map(|value| value.to_string()).unwrap_or_default()
         );
     }
     text
