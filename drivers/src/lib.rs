@@ -14,3 +14,6 @@ pub mod pci;
 pub mod pl011;
 pub mod platform;
 pub mod sdhci;
+
+#[cfg(test)]
+mod testing;

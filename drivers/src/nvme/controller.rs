@@ -903,7 +903,7 @@ mod tests {
 
     #[test]
     fn qemu_like_controller_comes_up_and_identifies() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
         assert_eq!(controller.capabilities().max_queue_entries, 2048);
@@ -927,7 +927,7 @@ mod tests {
 
     #[test]
     fn admin_queues_are_given_at_bus_addresses() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         bring_up(&sim, &platform, &DiscardEvents).unwrap();
         // ASQ as the controller holds it is a bus address: CPU + BUS_OFFSET.
@@ -938,7 +938,7 @@ mod tests {
 
     #[test]
     fn a_controller_left_enabled_is_disabled_first() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { start_enabled: true, ready_after_reads: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         bring_up(&sim, &platform, &DiscardEvents).expect("bring-up after reset");
@@ -947,7 +947,7 @@ mod tests {
 
     #[test]
     fn a_controller_that_never_becomes_ready_times_out_with_its_registers() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { fault: Some(Fault::NeverReady), ..SimConfig::default() };
         let cap = config.cap();
         let sim = SimController::new(&platform, config);
@@ -972,7 +972,7 @@ mod tests {
 
     #[test]
     fn fatal_status_at_enable_is_reported_with_registers() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { fault: Some(Fault::FatalOnEnable), ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
@@ -982,7 +982,7 @@ mod tests {
 
     #[test]
     fn refuses_a_controller_without_the_nvm_command_set_or_absent() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig { command_sets: 0x40, ..SimConfig::default() });
         assert!(matches!(
             bring_up(&sim, &platform, &DiscardEvents).err(),
@@ -1025,7 +1025,7 @@ mod tests {
 
     #[test]
     fn depth_beyond_mqes_is_clamped_with_a_message() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { mqes: 63, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
@@ -1049,7 +1049,7 @@ mod tests {
 
     #[test]
     fn fewer_queues_than_asked_are_used_as_granted() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { max_io_queue_pairs: 2, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
@@ -1070,7 +1070,7 @@ mod tests {
     #[test]
     fn namespaces_come_from_the_active_list_or_a_probe() {
         for supports_active_list in [true, false] {
-            let platform = SimPlatform::new(ARENA);
+            let platform = SimPlatform::for_nvme(ARENA);
             let config = SimConfig {
                 namespace_count: 8,
                 supports_active_list,
@@ -1095,7 +1095,7 @@ mod tests {
 
     #[test]
     fn shutdown_deletes_queues_then_sets_shn() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
         let namespaces = controller.active_namespaces().unwrap();
@@ -1116,7 +1116,7 @@ mod tests {
 
     #[test]
     fn a_shutdown_that_never_completes_times_out() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig {
             fault: Some(Fault::NeverFinishesShutdown),
             rtd3_entry_latency_us: 12_500_000,
@@ -1137,7 +1137,7 @@ mod tests {
 
     #[test]
     fn untrusted_admin_completions_are_reported_or_refused() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let events = RecordingEvents::default();
         let mut controller = bring_up(&sim, &platform, &events).unwrap();
@@ -1162,7 +1162,7 @@ mod tests {
 
     #[test]
     fn failed_admin_commands_are_named() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let events = RecordingEvents::default();
         let mut controller = bring_up(&sim, &platform, &events).unwrap();

@@ -641,7 +641,7 @@ mod tests {
     #[test]
     fn reads_of_every_shape_return_the_disk_contents() {
         for (mdts, lba_shift) in [(7u8, 9u8), (3, 9), (9, 9), (7, 12), (0, 9), (1, 12)] {
-            let platform = SimPlatform::new(ARENA);
+            let platform = SimPlatform::for_nvme(ARENA);
             let config = SimConfig {
                 mdts,
                 namespaces: vec![SimNamespace {
@@ -697,7 +697,7 @@ mod tests {
 
     #[test]
     fn one_doorbell_per_kick_and_per_poll_batch() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut device = pair(&sim, &platform, &DiscardEvents, 64);
         let buffer = platform.allocate_dma(16 * 4096, 4096).unwrap();
@@ -726,7 +726,7 @@ mod tests {
 
     #[test]
     fn the_phase_flips_through_many_wraps_of_a_small_queue() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut device = pair(&sim, &platform, &DiscardEvents, 4);
         assert_eq!(device.geometry().max_in_flight, 3);
@@ -761,7 +761,7 @@ mod tests {
     #[test]
     fn a_full_queue_of_split_requests_keeps_every_piece_moving() {
         // 1 MiB requests with a 32 KiB command limit: 32 commands each, at depth 16 (15 slots).
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { mdts: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut device = pair(&sim, &platform, &DiscardEvents, 16);
@@ -802,7 +802,7 @@ mod tests {
 
     #[test]
     fn refused_requests_never_reach_the_controller() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut device = pair(&sim, &platform, &DiscardEvents, 8);
         let buffer = platform.allocate_dma(8192, 4096).unwrap();
@@ -834,7 +834,7 @@ mod tests {
 
     #[test]
     fn command_errors_fail_the_request_by_name_and_are_counted() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { mdts: 3, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let events = RecordingEvents::default();
@@ -869,7 +869,7 @@ mod tests {
 
     #[test]
     fn untrustworthy_completions_are_reported_and_not_trusted() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let events = RecordingEvents::default();
         let mut device = pair(&sim, &platform, &events, 8);
@@ -906,7 +906,7 @@ mod tests {
 
     #[test]
     fn error_reports_stop_after_a_limit_but_counting_goes_on() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
         let events = RecordingEvents::default();
         let mut device = pair(&sim, &platform, &events, 8);
@@ -925,7 +925,7 @@ mod tests {
 
     #[test]
     fn submitted_but_unkicked_requests_do_not_start_from_poll() {
-        let platform = SimPlatform::new(ARENA);
+        let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { mdts: 1, ..SimConfig::default() };
         let sim = SimController::new(&platform, config);
         let mut device = pair(&sim, &platform, &DiscardEvents, 4);

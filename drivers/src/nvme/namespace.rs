@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn requests_spread_over_the_pairs_and_all_come_back_right() {
-        let platform = SimPlatform::new(64 << 20);
+        let platform = SimPlatform::for_nvme(64 << 20);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut controller = Controller::bring_up(
             &sim,

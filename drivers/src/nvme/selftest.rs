@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn qd32_mixed_reads_verify_over_two_queues() {
-        let platform = SimPlatform::new(96 << 20);
+        let platform = SimPlatform::for_nvme(96 << 20);
         platform.set_step_us(1);
         let sim = SimController::new(&platform, SimConfig { mdts: 3, ..SimConfig::default() });
         let mut nvme0 = device(&sim, &platform, 2);
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn failures_and_wrong_data_are_counted() {
-        let platform = SimPlatform::new(32 << 20);
+        let platform = SimPlatform::for_nvme(32 << 20);
         platform.set_step_us(1);
         let sim = SimController::new(
             &platform,
@@ -469,7 +469,7 @@ mod tests {
 
     #[test]
     fn a_device_that_stops_answering_times_out() {
-        let platform = SimPlatform::new(32 << 20);
+        let platform = SimPlatform::for_nvme(32 << 20);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut nvme0 = device(&sim, &platform, 1);
         sim.hold_io_completions(true);
@@ -498,7 +498,7 @@ mod tests {
 
     #[test]
     fn fixed_places_read_the_start_and_the_end() {
-        let platform = SimPlatform::new(64 << 20);
+        let platform = SimPlatform::for_nvme(64 << 20);
         platform.set_step_us(1);
         let sim = SimController::new(&platform, SimConfig::default());
         let mut nvme0 = device(&sim, &platform, 1);

@@ -13,10 +13,9 @@ use super::events::{Event, EventSink};
 use super::regs::{offsets, CC, CSTS};
 use super::status::{code_type, command_specific, generic, media, Status};
 use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, DmaAllocationError, Platform};
-use blockdev::{Clock, DmaBuffer};
+use crate::platform::BusTranslation;
+use blockdev::DmaBuffer;
 use core::cell::{Cell, RefCell};
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::format;
 use std::string::String;
@@ -25,7 +24,7 @@ use std::vec::Vec;
 use tock_registers::LocalRegisterCopy;
 
 /// Where the simulated DMA pool pretends to sit in CPU physical space.
-pub const PHYSICAL_BASE: u64 = 0x4000_0000;
+pub use crate::testing::PHYSICAL_BASE;
 /// The simulated bus sees RAM at CPU + this (as BCM2712's PCIe does: hardware.md §1.4), so a
 /// driver that forgets the translation hands the controller addresses it cannot reach.
 pub const BUS_OFFSET: u64 = 0x10_0000_0000;
@@ -100,56 +99,35 @@ pub fn walk_prps(
 // ---------------------------------------------------------------------------------------------
 // The platform: a page-aligned arena as DMA memory, a clock that moves on every read.
 
-pub struct SimPlatform {
-    arena: *mut u8,
-    arena_bytes: usize,
-    next_free: Cell<usize>,
-    now_ticks: Cell<u64>,
-    /// Ticks the clock advances on every read (1 GHz clock).
-    step_ticks: Cell<u64>,
-    pub clean_calls: Cell<u64>,
-    pub invalidate_calls: Cell<u64>,
-}
+/// The shared test arena, with the NVMe simulator's view of it: the controller sees the arena at
+/// a bus address `BUS_OFFSET` above the physical one, so a driver that forgets its
+/// `BusTranslation` fails.
+pub type SimPlatform = crate::testing::ArenaPlatform;
 
-const ARENA_ALIGNMENT: usize = 65536;
-
-impl SimPlatform {
-    pub fn new(arena_bytes: usize) -> Self {
-        let layout = Layout::from_size_align(arena_bytes, ARENA_ALIGNMENT).expect("layout");
-        // SAFETY: the layout has a non-zero size; the memory is freed in `drop`.
-        let arena = unsafe { alloc_zeroed(layout) };
-        assert!(!arena.is_null(), "test arena allocation");
-        SimPlatform {
-            arena,
-            arena_bytes,
-            next_free: Cell::new(0),
-            now_ticks: Cell::new(0),
-            step_ticks: Cell::new(100_000),
-            clean_calls: Cell::new(0),
-            invalidate_calls: Cell::new(0),
-        }
+impl crate::testing::ArenaPlatform {
+    /// An arena whose clock moves 100 µs per read (controller waits then take few iterations).
+    pub fn for_nvme(arena_bytes: usize) -> Self {
+        let platform = Self::new(arena_bytes);
+        platform.set_step_us(100);
+        platform
     }
 
     /// Microseconds the clock advances per read.
     pub fn set_step_us(&self, microseconds: u64) {
-        self.step_ticks.set(microseconds * 1000);
+        self.set_step_ticks(microseconds * 1000);
     }
 
     pub fn translation(&self) -> BusTranslation {
         BusTranslation {
             cpu_base: PHYSICAL_BASE,
             bus_base: PHYSICAL_BASE + BUS_OFFSET,
-            size_bytes: self.arena_bytes as u64,
+            size_bytes: self.arena_bytes() as u64,
         }
     }
 
     /// The host pointer behind `length` bytes at bus address `bus`, if inside the arena.
     fn pointer(&self, bus: u64, length: usize) -> Option<*mut u8> {
-        let offset = bus.checked_sub(PHYSICAL_BASE + BUS_OFFSET)? as usize;
-        if offset.checked_add(length)? > self.arena_bytes {
-            return None;
-        }
-        Some(self.arena.wrapping_add(offset))
+        self.cpu_pointer(bus.checked_sub(BUS_OFFSET)?, length)
     }
 
     pub fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
@@ -185,57 +163,6 @@ impl SimPlatform {
         let mut out = vec![0u8; buffer.length_bytes];
         assert!(self.read_bus(buffer.physical_address + BUS_OFFSET, &mut out));
         out
-    }
-}
-
-impl Drop for SimPlatform {
-    fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.arena_bytes, ARENA_ALIGNMENT).expect("layout");
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { dealloc(self.arena, layout) };
-    }
-}
-
-impl Clock for SimPlatform {
-    fn now_ticks(&self) -> u64 {
-        let now = self.now_ticks.get();
-        self.now_ticks.set(now + self.step_ticks.get());
-        now
-    }
-
-    fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
-    }
-}
-
-impl Platform for SimPlatform {
-    fn allocate_dma(
-        &self,
-        length_bytes: usize,
-        alignment_bytes: usize,
-    ) -> Result<DmaBuffer, DmaAllocationError> {
-        let start = self.next_free.get().div_ceil(alignment_bytes) * alignment_bytes;
-        if start + length_bytes > self.arena_bytes {
-            return Err(DmaAllocationError {
-                requested_bytes: length_bytes,
-                alignment_bytes,
-                remaining_bytes: self.arena_bytes - self.next_free.get(),
-            });
-        }
-        self.next_free.set(start + length_bytes);
-        Ok(DmaBuffer {
-            cpu_address: self.arena as usize + start,
-            physical_address: PHYSICAL_BASE + start as u64,
-            length_bytes,
-        })
-    }
-
-    fn clean_for_device(&self, _buffer: &DmaBuffer) {
-        self.clean_calls.set(self.clean_calls.get() + 1);
-    }
-
-    fn invalidate_for_cpu(&self, _buffer: &DmaBuffer) {
-        self.invalidate_calls.set(self.invalidate_calls.get() + 1);
     }
 }
 

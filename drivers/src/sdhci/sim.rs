@@ -9,105 +9,14 @@ extern crate std;
 use super::card::ocr;
 use super::regs::{interrupt, offsets};
 use crate::mmio::RegisterIo;
-use crate::platform::{DmaAllocationError, Platform};
-use blockdev::{Clock, DmaBuffer};
-use core::cell::{Cell, RefCell};
+use blockdev::Clock;
+use core::cell::RefCell;
 use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
 
-/// A clock at 1 GHz that advances 1 µs on every read, so waits end quickly.
-pub struct TestClock {
-    ticks: Cell<u64>,
-}
-
-impl TestClock {
-    pub fn new() -> Self {
-        TestClock { ticks: Cell::new(0) }
-    }
-}
-
-impl Clock for TestClock {
-    fn now_ticks(&self) -> u64 {
-        let now = self.ticks.get();
-        self.ticks.set(now + 1_000);
-        now
-    }
-    fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
-    }
-}
-
-/// Test memory standing in for the DMA pool: CPU addresses are real, physical addresses start
-/// at `PHYSICAL_BASE`.
-pub struct TestPlatform {
-    pub clock: TestClock,
-    memory: *mut u8,
-    size_bytes: usize,
-    next_free: Cell<usize>,
-    pub cleans: Cell<u32>,
-    pub invalidates: Cell<u32>,
-}
-
-pub const PHYSICAL_BASE: u64 = 0x4000_0000;
-
-impl TestPlatform {
-    pub fn new(size_bytes: usize) -> Self {
-        let memory: &'static mut [u64] = vec![0u64; size_bytes / 8].leak();
-        TestPlatform {
-            clock: TestClock::new(),
-            memory: memory.as_mut_ptr() as *mut u8,
-            size_bytes,
-            next_free: Cell::new(0),
-            cleans: Cell::new(0),
-            invalidates: Cell::new(0),
-        }
-    }
-
-    /// The CPU pointer for a physical range, if it lies in the test memory.
-    pub fn cpu_pointer(&self, physical_address: u64, length_bytes: usize) -> Option<*mut u8> {
-        let offset = physical_address.checked_sub(PHYSICAL_BASE)? as usize;
-        (offset + length_bytes <= self.size_bytes).then(|| self.memory.wrapping_add(offset))
-    }
-}
-
-impl Clock for TestPlatform {
-    fn now_ticks(&self) -> u64 {
-        self.clock.now_ticks()
-    }
-    fn ticks_per_second(&self) -> u64 {
-        self.clock.ticks_per_second()
-    }
-}
-
-impl Platform for TestPlatform {
-    fn allocate_dma(
-        &self,
-        length_bytes: usize,
-        alignment_bytes: usize,
-    ) -> Result<DmaBuffer, DmaAllocationError> {
-        let start = self.next_free.get().div_ceil(alignment_bytes) * alignment_bytes;
-        if start + length_bytes > self.size_bytes {
-            return Err(DmaAllocationError {
-                requested_bytes: length_bytes,
-                alignment_bytes,
-                remaining_bytes: self.size_bytes - self.next_free.get(),
-            });
-        }
-        self.next_free.set(start + length_bytes);
-        Ok(DmaBuffer {
-            cpu_address: self.memory as usize + start,
-            physical_address: PHYSICAL_BASE + start as u64,
-            length_bytes,
-        })
-    }
-    fn clean_for_device(&self, _buffer: &DmaBuffer) {
-        self.cleans.set(self.cleans.get() + 1);
-    }
-    fn invalidate_for_cpu(&self, _buffer: &DmaBuffer) {
-        self.invalidates.set(self.invalidates.get() + 1);
-    }
-}
+/// The shared test arena (a 1 GHz clock stepping 1 µs per read, so waits end quickly).
+pub type TestPlatform = crate::testing::ArenaPlatform;
 
 /// Where an injected error strikes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -725,7 +634,7 @@ impl RegisterIo for SimHost<'_> {
     }
 
     fn write32(&self, offset_bytes: usize, value: u32) {
-        let now = self.platform.clock.now_ticks();
+        let now = self.platform.now_ticks();
         let mut state = self.state.borrow_mut();
         if offset_bytes != offsets::BUFFER_DATA_PORT {
             let clock = state.sd_clock_hz();

@@ -147,9 +147,9 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
         assert_pattern(&buffer, lba);
     }
     // PIO data is written by the CPU: it is cleaned to memory when the command completes.
-    let cleans_before = platform.cleans.get();
+    let cleans_before = platform.clean_calls.get();
     read(&mut device, platform, 0, 1);
-    assert_eq!(platform.cleans.get(), cleans_before + 1);
+    assert_eq!(platform.clean_calls.get(), cleans_before + 1);
     let state = sim.state.borrow();
     // SDSC cards take byte addresses; single blocks use CMD17, several CMD18 with auto-CMD12.
     let reads: Vec<(u8, u32, u16)> =
@@ -167,11 +167,11 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
     assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
-    let invalidates_before = platform.invalidates.get();
+    let invalidates_before = platform.invalidate_calls.get();
     let (completion, buffer) = read(&mut device, platform, 5_000_000, 2048);
     assert_eq!(completion.result, Ok(()));
     assert_pattern(&buffer, 5_000_000);
-    assert!(platform.invalidates.get() > invalidates_before);
+    assert!(platform.invalidate_calls.get() > invalidates_before);
     let (completion, buffer) = read(&mut device, platform, 8_388_607, 1);
     assert_eq!(completion.result, Ok(()));
     assert_pattern(&buffer, 8_388_607);

@@ -1,0 +1,111 @@
+//! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
+//! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
+//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, and counters of
+//! the cache-maintenance calls a driver makes.
+
+extern crate std;
+
+use crate::platform::{DmaAllocationError, Platform};
+use blockdev::{Clock, DmaBuffer};
+use core::cell::Cell;
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+/// Where the arena's physical addresses start (inside QEMU virt's RAM, for realism).
+pub const PHYSICAL_BASE: u64 = 0x4000_0000;
+const ARENA_ALIGNMENT: usize = 65536;
+
+pub struct ArenaPlatform {
+    arena: *mut u8,
+    arena_bytes: usize,
+    next_free: Cell<usize>,
+    now_ticks: Cell<u64>,
+    /// Ticks (ns) the clock advances on every read.
+    step_ticks: Cell<u64>,
+    pub clean_calls: Cell<u64>,
+    pub invalidate_calls: Cell<u64>,
+}
+
+impl ArenaPlatform {
+    /// An arena of `arena_bytes` zeroed bytes; the clock steps 1 µs per read.
+    pub fn new(arena_bytes: usize) -> Self {
+        let layout = Layout::from_size_align(arena_bytes, ARENA_ALIGNMENT).expect("layout");
+        // SAFETY: the layout has a non-zero size; the memory is freed in `drop`.
+        let arena = unsafe { alloc_zeroed(layout) };
+        assert!(!arena.is_null(), "test arena allocation");
+        ArenaPlatform {
+            arena,
+            arena_bytes,
+            next_free: Cell::new(0),
+            now_ticks: Cell::new(0),
+            step_ticks: Cell::new(1_000),
+            clean_calls: Cell::new(0),
+            invalidate_calls: Cell::new(0),
+        }
+    }
+
+    /// Sets how far the clock moves on each read.
+    pub fn set_step_ticks(&self, ticks: u64) {
+        self.step_ticks.set(ticks);
+    }
+
+    pub fn arena_bytes(&self) -> usize {
+        self.arena_bytes
+    }
+
+    /// The host pointer behind `length_bytes` at `physical_address`, if inside the arena.
+    pub fn cpu_pointer(&self, physical_address: u64, length_bytes: usize) -> Option<*mut u8> {
+        let offset = physical_address.checked_sub(PHYSICAL_BASE)? as usize;
+        (offset.checked_add(length_bytes)? <= self.arena_bytes).then(|| self.arena.wrapping_add(offset))
+    }
+}
+
+impl Drop for ArenaPlatform {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.arena_bytes, ARENA_ALIGNMENT).expect("layout");
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { dealloc(self.arena, layout) };
+    }
+}
+
+impl Clock for ArenaPlatform {
+    fn now_ticks(&self) -> u64 {
+        let now = self.now_ticks.get();
+        self.now_ticks.set(now + self.step_ticks.get());
+        now
+    }
+
+    fn ticks_per_second(&self) -> u64 {
+        1_000_000_000
+    }
+}
+
+impl Platform for ArenaPlatform {
+    fn allocate_dma(
+        &self,
+        length_bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<DmaBuffer, DmaAllocationError> {
+        let start = self.next_free.get().div_ceil(alignment_bytes) * alignment_bytes;
+        if start + length_bytes > self.arena_bytes {
+            return Err(DmaAllocationError {
+                requested_bytes: length_bytes,
+                alignment_bytes,
+                remaining_bytes: self.arena_bytes - self.next_free.get(),
+            });
+        }
+        self.next_free.set(start + length_bytes);
+        Ok(DmaBuffer {
+            cpu_address: self.arena as usize + start,
+            physical_address: PHYSICAL_BASE + start as u64,
+            length_bytes,
+        })
+    }
+
+    fn clean_for_device(&self, _buffer: &DmaBuffer) {
+        self.clean_calls.set(self.clean_calls.get() + 1);
+    }
+
+    fn invalidate_for_cpu(&self, _buffer: &DmaBuffer) {
+        self.invalidate_calls.set(self.invalidate_calls.get() + 1);
+    }
+}
