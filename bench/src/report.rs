@@ -21,7 +21,7 @@ pub fn print_start(console: &mut dyn fmt::Write, config: &Config, device_names: 
     let _ = writeln!(
         console,
         "barebench {}: {} jobs × {} devices × {} runs (device order alternates between runs); \
-         ramp {} then {} measured; region {} bytes at {}; seed {}",
+         ramp {} then {} measured; region {} at offset {}; seed {}",
         env!("CARGO_PKG_VERSION"),
         config.jobs.len(),
         device_names.len(),
@@ -61,13 +61,13 @@ pub fn print_run_header(
 ) {
     let _ = writeln!(
         console,
-        "run {run}/{runs}: {} {} qd{} on {device_name}, region {} bytes at {}, ramp {} then {} \
+        "run {run}/{runs}: {} {} qd{} on {device_name}, region {} at offset {}, ramp {} then {} \
          measured",
         job.operation.fio_name(),
         SizeText(plan.block_bytes),
         plan.queue_depth,
         SizeText(plan.region_size_bytes),
-        plan.region_offset_bytes,
+        SizeText(plan.region_offset_bytes),
         DurationText(config.ramp_ns),
         DurationText(config.runtime_ns),
     );
