@@ -294,11 +294,14 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         (profile.gpio, profile.family)
     {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
-        // (hardware.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
+        // (hardware.md §4.1, ecosystem.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
         // SAFETY: the board table gives this board's GPIO block.
         let gpio =
             drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });
         gpio.set_functions(14..=15, drivers::gpio::PinFunction::Alt0);
+        // Take GPIO 32/33 (Bluetooth's PL011 pins, ALT3) off the UART so that only the header
+        // pins drive its receive line.
+        gpio.set_functions(32..=33, drivers::gpio::PinFunction::Input);
     }
     let uart_clock_hz = match profile.uart_clock {
         UartClock::Fixed { hz } => Some(hz),
