@@ -167,6 +167,9 @@ pub struct BarebenchJob {
 #[serde(default)]
 pub struct BarebenchMedian {
     pub device: String,
+    /// The job as asked on the command line (`randread:4k:32`), before per-device clamping;
+    /// empty in logs from before it was written.
+    pub job: String,
     pub rw: String,
     /// Block size in bytes.
     pub bs: u64,

@@ -252,6 +252,8 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     let milli = |value: u128| Fixed::new(value, MEAN_DECIMALS);
     json.open(None, '{')?;
     json.string_field("device", format_args!("{}", median.device_name))?;
+    // The job as asked (`randread:4k:32`); `bs`/`iodepth` below are what ran on this device.
+    json.string_field("job", format_args!("{}", median.job))?;
     json.string_field("rw", format_args!("{}", median.job.operation.fio_name()))?;
     json.number_field("bs", median.block_bytes)?;
     json.number_field("iodepth", median.queue_depth)?;

@@ -161,6 +161,10 @@ fn report_reads_the_benchmarks_own_console_output() {
             assert!(row.latency_p99_us.is_some(), "{row:?}");
         }
     }
+    // On the SD-like device both 4 KiB jobs ran at QD1; each row still names the job asked for.
+    let sd_jobs: Vec<&str> =
+        source.rows.iter().filter(|row| row.device == "sd0").map(|row| row.job.as_str()).collect();
+    assert_eq!(sd_jobs, ["read:1m:16", "randread:4k:1", "randread:4k:32"], "{rows:?}");
     // 4 KiB at QD1 on the SD-like device: one I/O per 400 µs plus polling, so below 2500 IOPS.
     let sd_qd1 = source.rows.iter().find(|row| row.device == "sd0" && row.iodepth == 1).unwrap();
     assert!(sd_qd1.iops < 2500.0 && sd_qd1.iops > 1000.0, "{sd_qd1:?}");

@@ -130,17 +130,24 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     }
     if !report.barebench_medians.is_empty() {
         for median in &report.barebench_medians {
-            let job = report
-                .jobs
-                .iter()
-                .find(|job| {
-                    job.settings.device.as_deref() == Some(median.device.as_str())
-                        && job.settings.rw == median.rw
-                        && job.settings.block_bytes == median.bs
-                        && job.settings.queue_depth == median.iodepth
-                })
-                .map(|job| job_label(&job.jobname, &median.device))
-                .unwrap_or_else(|| format!("{}-{}-qd{}", median.rw, format_block(median.bs), median.iodepth));
+            let job = if median.job.is_empty() {
+                // Older logs: the first run's name of a job that ran this way on this device.
+                report
+                    .jobs
+                    .iter()
+                    .find(|job| {
+                        job.settings.device.as_deref() == Some(median.device.as_str())
+                            && job.settings.rw == median.rw
+                            && job.settings.block_bytes == median.bs
+                            && job.settings.queue_depth == median.iodepth
+                    })
+                    .map(|job| job_label(&job.jobname, &median.device))
+                    .unwrap_or_else(|| {
+                        format!("{}-{}-qd{}", median.rw, format_block(median.bs), median.iodepth)
+                    })
+            } else {
+                median.job.clone()
+            };
             // Logs from before lat percentiles were written have only clat's.
             let p99_ns = if median.lat_p99_ns > 0.0 { median.lat_p99_ns } else { median.clat_p99_ns };
             let p99 = (p99_ns > 0.0).then_some(p99_ns / NS_PER_US);
