@@ -101,7 +101,7 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
         "sequential-mib-s",
         "Sequential throughput",
         "MiB/s",
-        |row| row.is_sequential().then(|| format!("{}\n{}", row.device, row.workload())),
+        |row| row.is_sequential().then(|| format!("{}\n{}", row.device, row.workload_and_job())),
         |row| vec![("", Some(row.mib_per_s))],
     );
     let random_iops = build_chart(
@@ -111,7 +111,7 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
         "IOPS",
         |row| {
             (row.is_random() && row.block_bytes == 4096 && matches!(row.iodepth, 1 | 32))
-                .then(|| format!("{}\n{}", row.device, row.workload()))
+                .then(|| format!("{}\n{}", row.device, row.workload_and_job()))
         },
         |row| vec![("", Some(row.iops))],
     );
@@ -120,7 +120,7 @@ pub fn charts(report: &Report) -> Vec<BarChart> {
         "latency-qd1-us",
         "Latency at QD1 (mean and p99, submission to completion)",
         "µs",
-        |row| (row.iodepth == 1).then(|| format!("{}\n{}", row.device, row.workload())),
+        |row| (row.iodepth == 1).then(|| format!("{}\n{}", row.device, row.workload_and_job())),
         |row| vec![("mean", Some(row.latency_mean_us)), ("p99", row.latency_p99_us)],
     );
     [sequential, random_iops, latency].into_iter().flatten().collect()

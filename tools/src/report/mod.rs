@@ -97,6 +97,16 @@ impl ResultRow {
     pub fn workload(&self) -> String {
         format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.iodepth)
     }
+
+    /// The workload, naming the job asked for when the device ran it differently (barebench's
+    /// `randread:4k:32` clamped to QD1 on an SD host), so that two such rows stay apart.
+    pub fn workload_and_job(&self) -> String {
+        let asked_depth = self.job.rsplit(':').next().and_then(|depth| depth.parse::<u32>().ok());
+        match asked_depth {
+            Some(depth) if depth != self.iodepth => format!("{} (job {})", self.workload(), self.job),
+            _ => self.workload(),
+        }
+    }
 }
 
 /// A block size the way fio writes it: `4K`, `1M`, `512` (binary units).
@@ -243,6 +253,17 @@ pub(crate) mod tests {
         assert_eq!(sequential.workload(), "read 1M QD16");
         let random = row("a", "sd0", "randread", 4096, 1, 1.0);
         assert!(random.is_random() && !random.is_sequential());
+    }
+
+    #[test]
+    fn a_clamped_job_is_named_next_to_what_ran() {
+        let mut clamped = row("a", "sd0", "randread", 4096, 1, 1.0);
+        clamped.job = "randread:4k:32".to_string();
+        assert_eq!(clamped.workload_and_job(), "randread 4K QD1 (job randread:4k:32)");
+        clamped.job = "randread:4k:1".to_string();
+        assert_eq!(clamped.workload_and_job(), "randread 4K QD1");
+        let linux = row("linux fio", "/dev/nvme0n1", "randread", 4096, 32, 1.0);
+        assert_eq!(linux.workload_and_job(), "randread 4K QD32");
     }
 
     #[test]
