@@ -87,6 +87,30 @@ fn kernel(dir: &Path) -> (PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
+/// Fake firmware and a kernel in `work`, and `barebench image` with `--write target` plus
+/// `extra` arguments, run there: the set-up every `--write` test shares.
+fn write_image(work: &Path, target: &str, extra: &[&str]) -> Output {
+    let firmware_dir = work.join("boot");
+    fs::create_dir_all(&firmware_dir).unwrap();
+    fake_firmware(&firmware_dir);
+    let (kernel_path, _) = kernel(work);
+    let mut args = vec![
+        "image",
+        "-o",
+        "card.img",
+        "--kernel",
+        kernel_path.to_str().unwrap(),
+        "--firmware",
+        firmware_dir.to_str().unwrap(),
+        "--size",
+        "64M",
+        "--write",
+        target,
+    ];
+    args.extend_from_slice(extra);
+    barebench(&args, work)
+}
+
 #[test]
 fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
     let work = tempfile::tempdir().unwrap();
@@ -198,29 +222,9 @@ fn image_from_debian_packages_holds_firmware_dtbs_and_licences() {
 #[test]
 fn write_to_a_plain_file_copies_and_verifies() {
     let work = tempfile::tempdir().unwrap();
-    let firmware_dir = work.path().join("boot");
-    fs::create_dir_all(&firmware_dir).unwrap();
-    fake_firmware(&firmware_dir);
-    let (kernel_path, _) = kernel(work.path());
     let target = work.path().join("card-copy.bin");
     fs::write(&target, b"old contents").unwrap();
-    let output = barebench(
-        &[
-            "image",
-            "-o",
-            "card.img",
-            "--kernel",
-            kernel_path.to_str().unwrap(),
-            "--firmware",
-            firmware_dir.to_str().unwrap(),
-            "--size",
-            "64M",
-            "--write",
-            target.to_str().unwrap(),
-            "--yes",
-        ],
-        work.path(),
-    );
+    let output = write_image(work.path(), target.to_str().unwrap(), &["--yes"]);
     assert!(output.status.success(), "{}", text(&output));
     assert!(String::from_utf8_lossy(&output.stdout).contains("written and verified"));
     assert!(fs::read(&target).unwrap() == fs::read(work.path().join("card.img")).unwrap());
@@ -229,28 +233,9 @@ fn write_to_a_plain_file_copies_and_verifies() {
 #[test]
 fn write_without_yes_and_without_a_terminal_is_refused() {
     let work = tempfile::tempdir().unwrap();
-    let firmware_dir = work.path().join("boot");
-    fs::create_dir_all(&firmware_dir).unwrap();
-    fake_firmware(&firmware_dir);
-    let (kernel_path, _) = kernel(work.path());
     let target = work.path().join("target.bin");
     fs::write(&target, b"keep me").unwrap();
-    let output = barebench(
-        &[
-            "image",
-            "-o",
-            "card.img",
-            "--kernel",
-            kernel_path.to_str().unwrap(),
-            "--firmware",
-            firmware_dir.to_str().unwrap(),
-            "--size",
-            "64M",
-            "--write",
-            target.to_str().unwrap(),
-        ],
-        work.path(),
-    );
+    let output = write_image(work.path(), target.to_str().unwrap(), &[]);
     assert!(!output.status.success(), "{}", text(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--yes"));
     assert_eq!(fs::read(&target).unwrap(), b"keep me");
@@ -278,28 +263,8 @@ fn write_to_a_loop_device_needs_force_and_verifies() {
     let detach = |device: &str| {
         let _ = Command::new("losetup").arg("-d").arg(device).status();
     };
-    let firmware_dir = work.path().join("boot");
-    fs::create_dir_all(&firmware_dir).unwrap();
-    fake_firmware(&firmware_dir);
-    let (kernel_path, _) = kernel(work.path());
-    let base = [
-        "image",
-        "-o",
-        "card.img",
-        "--kernel",
-        kernel_path.to_str().unwrap(),
-        "--firmware",
-        firmware_dir.to_str().unwrap(),
-        "--size",
-        "64M",
-        "--write",
-        &device,
-        "--yes",
-    ];
-    let refused = barebench(&base, work.path());
-    let mut forced_args = base.to_vec();
-    forced_args.push("--force");
-    let forced = barebench(&forced_args, work.path());
+    let refused = write_image(work.path(), &device, &["--yes"]);
+    let forced = write_image(work.path(), &device, &["--yes", "--force"]);
     detach(&device);
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"), "{}", text(&refused));
