@@ -176,45 +176,90 @@ pub fn print_job_table(
             runs.iter().filter(|r| &r.device_name == name).collect();
         device_runs.sort_by_key(|r| r.run);
         for run in device_runs {
-            let _ = writeln!(
-                console,
-                "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} \
-                 {:>7}",
-                run.job.operation.fio_name(),
-                SizeText(run.block_bytes).to_padded(),
-                run.queue_depth,
-                name,
-                run.run,
-                mib_per_s(run.bandwidth_micro()),
-                iops(run.iops_micro()),
-                micros(run.lat.mean_milli_ns),
-                micros(ns_to_milli(run.lat_percentiles_ns[P50_INDEX])),
-                micros(ns_to_milli(run.lat_percentiles_ns[P99_INDEX])),
-                micros(ns_to_milli(run.lat_percentiles_ns[P99_9_INDEX])),
-                micros(ns_to_milli(run.lat.max_ns)),
-                run.errors_total(),
-            );
+            let row = JobRow {
+                run_label: RunLabel::Run(run.run),
+                bandwidth_micro: run.bandwidth_micro(),
+                iops_micro: run.iops_micro(),
+                mean_milli_ns: run.lat.mean_milli_ns,
+                p50_milli_ns: ns_to_milli(run.lat_percentiles_ns[P50_INDEX]),
+                p99_milli_ns: ns_to_milli(run.lat_percentiles_ns[P99_INDEX]),
+                p99_9_milli_ns: ns_to_milli(run.lat_percentiles_ns[P99_9_INDEX]),
+                max_milli_ns: ns_to_milli(run.lat.max_ns),
+                errors: run.errors_total(),
+            };
+            row.write(console, &run.job, run.block_bytes, run.queue_depth, name);
         }
         for median in medians.iter().filter(|m| &m.device_name == name) {
-            let _ = writeln!(
-                console,
-                "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} \
-                 {:>7}",
-                median.job.operation.fio_name(),
-                SizeText(median.block_bytes).to_padded(),
-                median.queue_depth,
-                name,
-                "median",
-                mib_per_s(median.bandwidth_micro),
-                iops(median.iops_micro),
-                micros(median.lat_mean_milli_ns),
-                micros(median.lat_p50_milli_ns),
-                micros(median.lat_p99_milli_ns),
-                micros(median.lat_p99_9_milli_ns),
-                micros(median.lat_max_milli_ns),
-                median.errors_total,
-            );
+            let row = JobRow {
+                run_label: RunLabel::Median,
+                bandwidth_micro: median.bandwidth_micro,
+                iops_micro: median.iops_micro,
+                mean_milli_ns: median.lat_mean_milli_ns,
+                p50_milli_ns: median.lat_p50_milli_ns,
+                p99_milli_ns: median.lat_p99_milli_ns,
+                p99_9_milli_ns: median.lat_p99_9_milli_ns,
+                max_milli_ns: median.lat_max_milli_ns,
+                errors: median.errors_total,
+            };
+            row.write(console, &median.job, median.block_bytes, median.queue_depth, name);
         }
+    }
+}
+
+/// Which run a job-table row shows.
+enum RunLabel {
+    Run(u32),
+    Median,
+}
+
+impl fmt::Display for RunLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunLabel::Run(number) => fmt::Display::fmt(number, f),
+            RunLabel::Median => f.pad("median"),
+        }
+    }
+}
+
+/// One row of the job table: a run's figures or the median of the runs (latency = lat).
+struct JobRow {
+    run_label: RunLabel,
+    bandwidth_micro: u128,
+    iops_micro: u128,
+    mean_milli_ns: u128,
+    p50_milli_ns: u128,
+    p99_milli_ns: u128,
+    p99_9_milli_ns: u128,
+    max_milli_ns: u128,
+    errors: u64,
+}
+
+impl JobRow {
+    fn write(
+        &self,
+        console: &mut dyn fmt::Write,
+        job: &JobSpec,
+        block_bytes: u64,
+        queue_depth: u32,
+        device: &str,
+    ) {
+        let _ = writeln!(
+            console,
+            "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+            job.operation.fio_name(),
+            SizeText(block_bytes).to_padded(),
+            queue_depth,
+            device,
+            self.run_label,
+            mib_per_s(self.bandwidth_micro),
+            iops(self.iops_micro),
+            micros(self.mean_milli_ns),
+            micros(self.p50_milli_ns),
+            micros(self.p99_milli_ns),
+            micros(self.p99_9_milli_ns),
+            micros(self.max_milli_ns),
+            self.errors,
+        );
     }
 }
 
@@ -395,6 +440,34 @@ mod tests {
             lat_max_milli_ns: 0,
             errors_total: 0,
         }
+    }
+
+    #[test]
+    fn run_and_median_rows_share_the_columns() {
+        let row = |run_label| JobRow {
+            run_label,
+            bandwidth_micro: 4 * u128::from(MIB) * MICRO_PER_UNIT,
+            iops_micro: 1024 * MICRO_PER_UNIT,
+            mean_milli_ns: 976_562_500,
+            p50_milli_ns: 950_000_000,
+            p99_milli_ns: 2_000_000_000,
+            p99_9_milli_ns: 3_000_000_000,
+            max_milli_ns: 12_000_000_000_000,
+            errors: 2,
+        };
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let mut text = alloc::string::String::new();
+        row(RunLabel::Run(3)).write(&mut text, &job, 4096, 1, "sd0");
+        row(RunLabel::Median).write(&mut text, &job, 4096, 1, "sd0");
+        let lines: alloc::vec::Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0].len(), lines[1].len(), "{text}");
+        assert!(
+            lines[0].starts_with("randread     4k     1  sd0           3        4.0       1024      976.6"),
+            "{text}"
+        );
+        assert!(lines[1].contains("sd0      median"), "{text}");
+        // Below 10 ms one decimal, above whole microseconds.
+        assert!(lines[0].ends_with("  12000000       2"), "{text}");
     }
 
     #[test]
