@@ -155,15 +155,22 @@ fn assert_clean_end(out: &str) {
     assert!(line_with(out, "nvme 00:01.0: shut down (CSTS.SHST complete)").contains("deleted"), "{out}");
 }
 
+/// Runs `settings` on `drive` and checks what every good run shows: exit status 0, the `crc=` and
+/// `verify=` results, the self-test passed and a clean shutdown.
+fn run_clean(drive: &Drive, settings: &str) -> Outcome {
+    let outcome = drive.run(settings);
+    outcome.assert_status(0);
+    drive.assert_checks(&outcome);
+    assert_self_test_passed(&outcome.output);
+    assert_clean_end(&outcome.output);
+    outcome
+}
+
 #[test]
 fn default_mdts_512_byte_blocks_qd32() {
     let drive = Drive::new("");
-    let outcome = drive.run("nvme.selftest=qd32");
-    outcome.assert_status(0);
+    let outcome = run_clean(&drive, "nvme.selftest=qd32");
     let out = &outcome.output;
-    drive.assert_checks(&outcome);
-    assert_self_test_passed(out);
-    assert_clean_end(out);
     assert!(out.contains("nvme       00:01.0 1b36:0010 BAR0 0x8000000000 (16 KiB, 64-bit)"), "{out}");
     let cap = line_with(out, "nvme         NVMe 1.4.0 (VS), CAP 0x004008200f0107ff:");
     assert!(
@@ -191,12 +198,8 @@ fn mdts_2_mib_and_32_kib() {
         [(9, "2 MiB", "1 MiB = 1 command)"), (3, "32 KiB", "1 MiB = 32 commands)")]
     {
         let drive = Drive::new(&format!(",mdts={mdts}"));
-        let outcome = drive.run("nvme.selftest=qd32");
-        outcome.assert_status(0);
+        let outcome = run_clean(&drive, "nvme.selftest=qd32");
         let out = &outcome.output;
-        drive.assert_checks(&outcome);
-        assert_self_test_passed(out);
-        assert_clean_end(out);
         assert!(out.contains(&format!("MDTS {mdts} ({per_command} per command)")), "{out}");
         assert!(out.contains(&format!("{per_command} per command ({commands_per_mib}")), "{out}");
         eprintln!("mdts={mdts}:\n{}", line_with(out, "nvme0: 4 KiB QD1 read "));
@@ -206,12 +209,8 @@ fn mdts_2_mib_and_32_kib() {
 #[test]
 fn logical_blocks_of_4096_bytes() {
     let drive = Drive::new(",logical_block_size=4096,physical_block_size=4096");
-    let outcome = drive.run("nvme.selftest=qd32");
-    outcome.assert_status(0);
+    let outcome = run_clean(&drive, "nvme.selftest=qd32");
     let out = &outcome.output;
-    drive.assert_checks(&outcome);
-    assert_self_test_passed(out);
-    assert_clean_end(out);
     assert!(out.contains("nvme0      namespace 1: 67108864 bytes (0.06 GiB) = NSZE 16384 × 4096 B"), "{out}");
     assert!(out.contains("nvme0      LBA size 4096 B: format 4 of 8 (4096+0"), "{out}");
 }
@@ -219,12 +218,8 @@ fn logical_blocks_of_4096_bytes() {
 #[test]
 fn two_queue_pairs_share_the_reads() {
     let drive = Drive::new("");
-    let outcome = drive.run("nvme.queues=2 nvme.depth=64 nvme.selftest=qd32");
-    outcome.assert_status(0);
+    let outcome = run_clean(&drive, "nvme.queues=2 nvme.depth=64 nvme.selftest=qd32");
     let out = &outcome.output;
-    drive.assert_checks(&outcome);
-    assert_self_test_passed(out);
-    assert_clean_end(out);
     assert!(
         out.contains(
             "I/O queue pairs: 2 asked (2 per namespace × 1 namespace), controller allocates 64 SQ / 64 CQ"

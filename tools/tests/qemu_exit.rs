@@ -6,15 +6,22 @@ use std::time::Duration;
 
 use tools::qemu::{write_semihosting_exit_kernel, Machine, QemuError, QemuRun};
 
-fn run_exit_kernel(machine: Machine, exit_code: u32) -> tools::qemu::Outcome {
+/// A run of the hand-assembled exit kernel (printing `message`, exiting with `exit_code`), with
+/// its images and log in a temporary directory that lives as long as the returned guard.
+fn exit_kernel_run(machine: Machine, message: &[u8], exit_code: u32) -> (tempfile::TempDir, QemuRun) {
     let dir = tempfile::tempdir().unwrap();
     let kernel = dir.path().join("exit.img");
-    write_semihosting_exit_kernel(&kernel, machine, b"hello from exit kernel\n", exit_code).unwrap();
+    write_semihosting_exit_kernel(&kernel, machine, message, exit_code).unwrap();
     let mut run = QemuRun::new(machine);
     run.kernel = kernel;
     run.workdir = dir.path().to_path_buf();
     run.log_path = dir.path().join("serial.log");
     run.timeout = Some(Duration::from_secs(60));
+    (dir, run)
+}
+
+fn run_exit_kernel(machine: Machine, exit_code: u32) -> tools::qemu::Outcome {
+    let (_dir, run) = exit_kernel_run(machine, b"hello from exit kernel\n", exit_code);
     let mut live = Vec::new();
     let outcome = run.run(&mut live).unwrap();
     assert_eq!(String::from_utf8(live).unwrap(), outcome.log_text);
@@ -45,13 +52,7 @@ fn virt_exit_status_zero_is_passed_on() {
 
 #[test]
 fn virt_with_nvme_and_sd_boots() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = dir.path().join("exit.img");
-    write_semihosting_exit_kernel(&kernel, Machine::Virt, b"ok\n", 5).unwrap();
-    let mut run = QemuRun::new(Machine::Virt);
-    run.kernel = kernel;
-    run.workdir = dir.path().to_path_buf();
-    run.log_path = dir.path().join("serial.log");
+    let (dir, mut run) = exit_kernel_run(Machine::Virt, b"ok\n", 5);
     run.sd = Some("40M:zeros".parse().unwrap());
     run.nvme = Some("16M".parse().unwrap());
     run.nvme_options = vec!["mdts=9".to_string()];
@@ -67,13 +68,7 @@ fn virt_with_nvme_and_sd_boots() {
 
 #[test]
 fn raspi4b_emmc2_card_is_accepted() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = dir.path().join("exit.img");
-    write_semihosting_exit_kernel(&kernel, Machine::Raspi4b, b"", 9).unwrap();
-    let mut run = QemuRun::new(Machine::Raspi4b);
-    run.kernel = kernel;
-    run.workdir = dir.path().to_path_buf();
-    run.log_path = dir.path().join("serial.log");
+    let (_dir, mut run) = exit_kernel_run(Machine::Raspi4b, b"", 9);
     run.sd = Some("64M".parse().unwrap());
     run.emmc2 = Some("32M:zeros".parse().unwrap());
     let outcome = run.run(&mut std::io::sink()).unwrap();
