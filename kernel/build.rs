@@ -1,4 +1,4 @@
-//! Passes each image its linker script (ecosystem.md §3.3: from build.rs, so the build works from
+//! Passes each image its linker script (docs/ecosystem.md §3.3: from build.rs, so the build works from
 //! any directory). Only the bare-metal target links with them.
 fn main() {
     let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");

@@ -1,4 +1,4 @@
-//! The benchmark's settings from the kernel command line: `key=value` words, presets, defaults (design.md "Configuration"; issue 5, point 4).
+//! The benchmark's settings from the kernel command line: `key=value` words, presets, defaults (docs/architecture.md "Configuration").
 //!
 //! The reference workload is the default. A `preset=` sets defaults that explicit keys then
 //! override wherever they stand on the line. A malformed value is reported with the accepted
@@ -123,7 +123,7 @@ pub enum DeviceSelection {
 /// A named set of defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
-    /// The published reference workload (design.md): the defaults.
+    /// The published reference workload (docs/architecture.md): the defaults.
     Reference,
     /// The reference jobs, shortened for emulators (about a minute on QEMU with two devices).
     Quick,
@@ -150,7 +150,7 @@ impl Preset {
     }
 }
 
-/// The reference jobs: sequential 1 MiB QD16, 4 KiB random QD1 and QD32 (design.md).
+/// The reference jobs: sequential 1 MiB QD16, 4 KiB random QD1 and QD32 (docs/architecture.md).
 pub const REFERENCE_JOBS: [JobSpec; 3] = [
     JobSpec::new(JobOperation::Read, MIB, 16),
     JobSpec::new(JobOperation::RandRead, 4 * KIB, 1),

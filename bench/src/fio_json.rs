@@ -1,4 +1,4 @@
-//! Reads fio-compatible JSON — fio 3.x's own and barebench's — and finds it in serial logs (nvme-and-fio.md §3.5).
+//! Reads fio-compatible JSON — fio 3.x's own and barebench's — and finds it in serial logs (docs/nvme-and-fio.md §3.5).
 //!
 //! The host tool uses this module to put bare-metal results and Linux fio results side by side.
 //! It needs the `std` feature (serde and serde_json).
@@ -162,7 +162,7 @@ pub struct BarebenchJob {
 }
 
 /// One entry of `"barebench medians"`: the median over the runs of one device and workload,
-/// each metric independently (nvme-and-fio.md §3.6).
+/// each metric independently (docs/nvme-and-fio.md §3.6).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct BarebenchMedian {

@@ -1,4 +1,4 @@
-//! The log-linear latency histogram from which percentiles are read, fio's scheme (nvme-and-fio.md §3.2-3.3).
+//! The log-linear latency histogram from which percentiles are read, fio's scheme (docs/nvme-and-fio.md §3.2-3.3).
 //!
 //! Values are nanoseconds. Values below 128 ns have a bucket each. From 128 ns up, every power of
 //! two `[2^m, 2^(m+1))` is split into 64 equal buckets of width `2^(m-6)`; there are 29 groups
@@ -31,7 +31,7 @@ pub type PercentMillionths = u32;
 /// 100 % in [`PercentMillionths`].
 pub const HUNDRED_PERCENT: PercentMillionths = 100_000_000;
 
-/// fio's default `percentile_list` (nvme-and-fio.md §3.3), in millionths of a percent.
+/// fio's default `percentile_list` (docs/nvme-and-fio.md §3.3), in millionths of a percent.
 pub const FIO_DEFAULT_PERCENTILES: [PercentMillionths; 17] = [
     1_000_000, 5_000_000, 10_000_000, 20_000_000, 30_000_000, 40_000_000, 50_000_000, 60_000_000, 70_000_000,
     80_000_000, 90_000_000, 95_000_000, 99_000_000, 99_500_000, 99_900_000, 99_950_000, 99_990_000,
@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(bucket_index(u64::MAX), BUCKETS - 1);
         assert_eq!(bucket_value_ns(128), 129);
         assert_eq!(bucket_value_ns(191), 255);
-        // 10 µs sits in a group of 128-ns buckets (nvme-and-fio.md §3.2 example).
+        // 10 µs sits in a group of 128-ns buckets (docs/nvme-and-fio.md §3.2 example).
         let at_10_us = bucket_index(10_000);
         assert_eq!(bucket_value_ns(at_10_us + 1) - bucket_value_ns(at_10_us), 128);
         // Percentile values seen in fio's own output are bucket midpoints.

@@ -1,4 +1,4 @@
-//! The machine-readable results: fio-compatible JSON between two marker lines (nvme-and-fio.md §3.5; issue 5, point 6).
+//! The machine-readable results: fio-compatible JSON between two marker lines (docs/nvme-and-fio.md §3.5).
 //!
 //! Field names and units follow fio 3.x's `--output-format=json`: per job `jobname`, `groupid`,
 //! `error`, `"job options"` (strings), and a `read` object with `io_bytes`, `io_kbytes`,

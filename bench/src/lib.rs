@@ -1,4 +1,4 @@
-//! The benchmark: jobs, runner, statistics and report formats (issue 5; design.md "What is measured", "Output", "Configuration").
+//! The benchmark: jobs, runner, statistics and report formats (docs/architecture.md "What is measured", "Output", "Configuration").
 //!
 //! # How the kernel uses it
 //!

@@ -1,4 +1,4 @@
-//! Offsets for sequential and random jobs inside a region, from a seeded generator (issue 5, point 1).
+//! Offsets for sequential and random jobs inside a region, from a seeded generator.
 //!
 //! The generator is xoshiro256** seeded through SplitMix64 (Blackman & Vigna, "Scrambled linear
 //! pseudorandom number generators", ACM TOMS 2021; both algorithms are public domain), and a

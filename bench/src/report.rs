@@ -1,4 +1,4 @@
-//! Console output for people: run lines, the in-place progress line, per-job tables, the summary and device ratios (design.md "Output"; issue 5, point 5).
+//! Console output for people: run lines, the in-place progress line, per-job tables, the summary and device ratios (docs/architecture.md "Output").
 //!
 //! Latencies in the tables are submit → completion (fio's `lat`), in µs with one decimal below
 //! 10 ms and whole µs above. Console write errors are ignored: there is nowhere to report them.

@@ -1,4 +1,4 @@
-//! Results of runs and their medians, in unrounded fixed-point integers (nvme-and-fio.md §3.4, §3.6).
+//! Results of runs and their medians, in unrounded fixed-point integers (docs/nvme-and-fio.md §3.4, §3.6).
 //!
 //! Rates are kept in millionths (IOPS × 10^6, bytes/s × 10^6) and latencies in thousandths of a
 //! nanosecond, so medians are taken from the unrounded values; only printing rounds.

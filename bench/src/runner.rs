@@ -1,4 +1,4 @@
-//! The runner: per-device job plans, a queue depth kept in flight, timestamps, windows and repetitions (issue 5, points 1-2; nvme-and-fio.md §3.4).
+//! The runner: per-device job plans, a queue depth kept in flight, timestamps, windows and repetitions.
 //!
 //! A run ramps, then measures a window; the runner keeps the queue depth in flight all the time,
 //! timestamps each I/O when it is submitted, when the doorbell has been rung and when its

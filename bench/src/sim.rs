@@ -1,4 +1,4 @@
-//! A simulated clock and block device with a latency model, for host tests of the runner (issue 5, "Tests").
+//! A simulated clock and block device with a latency model, for host tests of the runner.
 //!
 //! The clock advances by a fixed step at every reading, and the device jumps it forward to the
 //! next completion when a poll would otherwise find nothing, so runs are deterministic and fast.

@@ -1,4 +1,4 @@
-//! Exact latency count, min, max, mean and sample standard deviation in integers (nvme-and-fio.md §3.3: exact, n−1).
+//! Exact latency count, min, max, mean and sample standard deviation in integers (docs/nvme-and-fio.md §3.3: exact, n−1).
 //!
 //! Per sample the accumulator adds the value to a 128-bit sum and its square to a 256-bit sum,
 //! so nothing rounds or overflows however long a run is. The mean and standard deviation are

@@ -1,4 +1,4 @@
-//! Sizes, durations and fixed-point numbers as the command line takes them and the console prints them (design.md "Configuration", "Output").
+//! Sizes, durations and fixed-point numbers as the command line takes them and the console prints them (docs/architecture.md "Configuration", "Output").
 //!
 //! Everything is integer arithmetic: a fixed-point value is an integer count of `10^-decimals`
 //! units, so the same text comes out on the host and on the target.
@@ -136,7 +136,7 @@ fn pad(f: &mut fmt::Formatter<'_>, arguments: fmt::Arguments<'_>) -> fmt::Result
 }
 
 /// A latency for tables, from a value in thousandths of a nanosecond: µs with one decimal below
-/// 10 ms, whole µs from 10 ms up (issue 5, point 5).
+/// 10 ms, whole µs from 10 ms up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LatencyMicros {
     pub milli_ns: u128,

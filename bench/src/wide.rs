@@ -1,4 +1,4 @@
-//! 256-bit unsigned integers, just enough for exact latency sums of squares and variances (issue 5, point 3: no floats).
+//! 256-bit unsigned integers, just enough for exact latency sums of squares and variances.
 //!
 //! Only the per-I/O addition is on the hot path; multiplication, division and square root run
 //! once per report.

@@ -1,4 +1,4 @@
-//! The block interface between storage drivers and the benchmark (design.md, "The block interface").
+//! The block interface between storage drivers and the benchmark (docs/architecture.md, "The block interface").
 //!
 //! A driver exposes its data path through [`BlockDevice`]: `geometry()`, `submit()` (queue without
 //! starting), `kick()` (one doorbell for everything submitted) and `poll()` (never blocks, moves

@@ -102,7 +102,7 @@ pub mod registers {
         CNTFRQ_EL0.get()
     }
 
-    /// CNTPCT_EL0 after an ISB, so the read is not hoisted (hardware.md §1.5).
+    /// CNTPCT_EL0 after an ISB, so the read is not hoisted (docs/hardware.md §1.5).
     #[inline(always)]
     pub fn counter_ticks() -> u64 {
         aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn qemu_and_pi_cores_decode() {
-        // QEMU raspi3b and raspi4b MIDR values (qemu.md §1); Pi 5 Cortex-A76 r4p1.
+        // QEMU raspi3b and raspi4b MIDR values (docs/qemu.md §1); Pi 5 Cortex-A76 r4p1.
         assert_eq!(MainId(0x410f_d034).core_model(), Some(CoreModel::CortexA53));
         assert_eq!(MainId(0x410f_d083).core_model(), Some(CoreModel::CortexA72));
         assert_eq!(MainId(0x414f_d0b1).core_model(), Some(CoreModel::CortexA76));

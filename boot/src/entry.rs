@@ -1,5 +1,5 @@
 //! The entry point and exception vectors (Arm ARM D1.10 "Exception entry", D13 system registers).
-//! Register values follow hardware.md §4 and qemu.md §6.
+//! Register values follow docs/hardware.md §4 and docs/qemu.md §6.
 
 core::arch::global_asm!(
     r#"
@@ -10,7 +10,7 @@ _start:
     mov     x19, x0
 
     // Only core 0 runs the kernel. Cores are numbered in Aff0, except on CPUs that set MPIDR.MT
-    // (bit 24), such as the Pi 5's Cortex-A76, which number them in Aff1 (hardware.md §4.3).
+    // (bit 24), such as the Pi 5's Cortex-A76, which number them in Aff1 (docs/hardware.md §4.3).
     mrs     x1, mpidr_el1
     and     x2, x1, #0xff
     ubfx    x3, x1, #8, #8
@@ -82,7 +82,7 @@ at_el1:
 
 .global park_core
 park_core:
-    // WFI, not WFE: QEMU's TCG turns WFE into a busy yield that eats a host CPU (qemu.md §1).
+    // WFI, not WFE: QEMU's TCG turns WFE into a busy yield that eats a host CPU (docs/qemu.md §1).
     msr     daifset, #0xf
 3:  wfi
     b       3b

@@ -1,5 +1,5 @@
 //! Reset to Rust for every way the kernel is started (Arm ARM D1 "The AArch64 exception model";
-//! hardware.md §4, qemu.md §1): Pi firmware (EL2, DTB in x0), QEMU raspi raw image (EL2, ATAGS or
+//! docs/hardware.md §4, docs/qemu.md §1): Pi firmware (EL2, DTB in x0), QEMU raspi raw image (EL2, ATAGS or
 //! DTB in x0) or ELF (EL3, all cores at the entry point), QEMU virt (EL1, DTB in x0).
 //!
 //! `_start` parks every core but the first with WFI, drops to EL1, enables FP/SIMD, zeroes BSS,

@@ -1,6 +1,6 @@
 //! BCM2835/BCM2711 GPIO function select (BCM2835 ARM Peripherals §6.1: GPFSELn at 0x00–0x14,
 //! three bits per pin, ten pins per register). Used to route the PL011 to GPIO 14/15 and the SD
-//! pins (GPIO 48–53) to the chosen controller (hardware.md §2.1, qemu.md §2).
+//! pins (GPIO 48–53) to the chosen controller (docs/hardware.md §2.1, docs/qemu.md §2).
 
 use crate::mmio::RegisterIo;
 
@@ -89,7 +89,7 @@ mod tests {
     fn sd_pins_span_two_registers_and_keep_neighbours() {
         let gpio = Bcm2835Gpio::new(FakeGpio(RefCell::new([u32::MAX; 6])));
         gpio.set_functions(48..=53, PinFunction::Alt0);
-        // GPFSEL4 holds pins 40-49, GPFSEL5 pins 50-57 (qemu.md §2 gives the ALT0 words).
+        // GPFSEL4 holds pins 40-49, GPFSEL5 pins 50-57 (docs/qemu.md §2 gives the ALT0 words).
         assert_eq!((gpio.registers.0.borrow()[4] >> 24) & 0x3f, 0b100_100);
         assert_eq!(gpio.registers.0.borrow()[4] & 0x00ff_ffff, 0x00ff_ffff);
         assert_eq!(gpio.registers.0.borrow()[5] & 0xfff, 0b100_100_100_100);

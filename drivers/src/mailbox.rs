@@ -1,5 +1,5 @@
 //! The VideoCore mailbox property interface (channel 8): board revision, memory split, clock
-//! rates, power, the firmware's copy of the command line (hardware.md §4.6, after circle's
+//! rates, power, the firmware's copy of the command line (docs/hardware.md §4.6, after circle's
 //! `bcmmailbox.cpp`/`bcmpropertytags.h` and the Raspberry Pi firmware wiki's tag list).
 
 use crate::barrier;
@@ -8,7 +8,7 @@ use crate::platform::wait_until;
 use blockdev::Clock;
 use core::fmt;
 
-/// Register offsets from the mailbox base (hardware.md §4.6).
+/// Register offsets from the mailbox base (docs/hardware.md §4.6).
 pub mod offsets {
     pub const READ: usize = 0x00;
     pub const READ_STATUS: usize = 0x18;
@@ -23,7 +23,7 @@ const REQUEST_CODE: u32 = 0;
 const RESPONSE_SUCCESS: u32 = 0x8000_0000;
 const TAG_RESPONSE_BIT: u32 = 0x8000_0000;
 
-/// Property tags used by the kernel (hardware.md §4.6; qemu.md §1 for what QEMU answers).
+/// Property tags used by the kernel (docs/hardware.md §4.6; docs/qemu.md §1 for what QEMU answers).
 pub mod tags {
     pub const GET_BOARD_REVISION: u32 = 0x0001_0002;
     pub const GET_ARM_MEMORY: u32 = 0x0001_0005;
@@ -33,7 +33,7 @@ pub mod tags {
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
 }
 
-/// Clock identifiers for GET_CLOCK_RATE (hardware.md §2.2).
+/// Clock identifiers for GET_CLOCK_RATE (docs/hardware.md §2.2).
 pub mod clocks {
     pub const EMMC: u32 = 1;
     pub const UART: u32 = 2;
@@ -233,7 +233,7 @@ impl BoardRevision {
         Some((256u64 << 20) << code)
     }
 
-    /// PCB revision 1.x (Pi 4B boards from 1.4 on carry the C0 stepping: hardware.md §1.4).
+    /// PCB revision 1.x (Pi 4B boards from 1.4 on carry the C0 stepping: docs/hardware.md §1.4).
     pub fn pcb_revision(self) -> u32 {
         self.0 & 0xf
     }
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn qemu_board_revisions_decode() {
-        // QEMU raspi3b and raspi4b answer 0xa02082 and 0xb03115 (qemu.md §1).
+        // QEMU raspi3b and raspi4b answer 0xa02082 and 0xb03115 (docs/qemu.md §1).
         let pi3 = BoardRevision(0x00a0_2082);
         assert_eq!(pi3.model_name(), Some("Raspberry Pi 3 Model B"));
         assert_eq!(pi3.processor_name(), Some("BCM2837"));

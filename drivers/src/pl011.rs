@@ -66,7 +66,7 @@ impl<R: RegisterIo> Pl011<R> {
 
     /// Programs 8N1 with FIFOs at `baud` from `uart_clock_hz`, interrupts masked. With
     /// `uart_clock_hz` = `None` the divisors the firmware set are kept (Pi 5 debug UART, whose
-    /// real clock disagrees with its device tree: hardware.md §4.3).
+    /// real clock disagrees with its device tree: docs/hardware.md §4.3).
     pub fn configure(&self, uart_clock_hz: Option<u32>, baud: u32) {
         self.drain_transmitter();
         self.registers.write32(offsets::CONTROL, 0);
@@ -148,11 +148,11 @@ mod tests {
 
     #[test]
     fn divisors_for_each_board_clock() {
-        // Pi 3/4 PL011 at 48 MHz: IBRD 26, FBRD 3 (hardware.md §4.1).
+        // Pi 3/4 PL011 at 48 MHz: IBRD 26, FBRD 3 (docs/hardware.md §4.1).
         assert_eq!(baud_divisors(48_000_000, 115_200), Some((26, 3)));
-        // Pi 5 debug UART at 44.2368 MHz: IBRD 24, FBRD 0 (hardware.md §4.3).
+        // Pi 5 debug UART at 44.2368 MHz: IBRD 24, FBRD 0 (docs/hardware.md §4.3).
         assert_eq!(baud_divisors(44_236_800, 115_200), Some((24, 0)));
-        // The Pi 5 device tree's 9.216 MHz: IBRD 5, FBRD 0 (ecosystem.md §4.1).
+        // The Pi 5 device tree's 9.216 MHz: IBRD 5, FBRD 0 (docs/ecosystem.md §4.1).
         assert_eq!(baud_divisors(9_216_000, 115_200), Some((5, 0)));
         // QEMU virt's 24 MHz APB clock: 13.0208 -> 13, 1.
         assert_eq!(baud_divisors(24_000_000, 115_200), Some((13, 1)));

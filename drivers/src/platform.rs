@@ -1,8 +1,8 @@
 //! What a driver needs from the machine besides its registers: time, DMA memory, bus addresses and
-//! cache maintenance (design.md, "How a driver sees hardware").
+//! cache maintenance (docs/architecture.md, "How a driver sees hardware").
 //!
 //! The Pi's DMA masters do not see RAM at its CPU address (BCM2711 EMMC2 B0 sees RAM at bus
-//! 0xC000_0000, BCM2712 PCIe at CPU + 0x10_0000_0000; hardware.md §1.4, §2.4), so every driver is
+//! 0xC000_0000, BCM2712 PCIe at CPU + 0x10_0000_0000; docs/hardware.md §1.4, §2.4), so every driver is
 //! given a [`BusTranslation`] and turns physical addresses into bus addresses with it. None of the
 //! Pi's DMA paths is cache-coherent, so a driver calls [`Platform::clean_for_device`] before a
 //! device reads memory the CPU wrote and [`Platform::invalidate_for_cpu`] after a device wrote
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn translations_add_the_offset_and_refuse_what_is_outside() {
-        // BCM2711 EMMC2 on B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (hardware.md §1.4).
+        // BCM2711 EMMC2 on B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
         let emmc2_b0 = BusTranslation { cpu_base: 0, bus_base: 0xC000_0000, size_bytes: 0x4000_0000 };
         assert_eq!(emmc2_b0.to_bus(0x0100_0000, 4096), Ok(0xC100_0000));
         assert!(emmc2_b0.to_bus(0x3FFF_F000, 0x2000).is_err());

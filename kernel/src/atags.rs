@@ -1,5 +1,5 @@
 //! ATAGS, the older boot-parameter list QEMU's raspi machines pass in x0 (at 0x100) when no DTB is
-//! given (qemu.md §1; Linux Documentation/arch/arm/booting.rst lists the tag layout: a size in
+//! given (docs/qemu.md §1; Linux Documentation/arch/arm/booting.rst lists the tag layout: a size in
 //! words and a tag number, then the payload).
 
 const ATAG_NONE: u32 = 0;

@@ -1,5 +1,5 @@
 //! The board table: what the kernel knows about each supported board without being told, with
-//! the addresses from hardware.md §1 (and qemu.md §3 for QEMU virt). The device tree, when there
+//! the addresses from docs/hardware.md §1 (and docs/qemu.md §3 for QEMU virt). The device tree, when there
 //! is one, refines it (memory, model, device addresses); without one this table is the map.
 
 use boot::cpu::CoreModel;
@@ -17,7 +17,7 @@ pub enum BoardFamily {
     QemuVirt,
 }
 
-/// How the console UART's reference clock is known (hardware.md §4.1-4.3).
+/// How the console UART's reference clock is known (docs/hardware.md §4.1-4.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UartClock {
     /// Ask the firmware (clock 2); use the fixed value if it does not answer.
@@ -43,7 +43,7 @@ pub enum SdHostKind {
 pub struct SdHost {
     pub kind: SdHostKind,
     pub base: u64,
-    /// How this host's DMA sees RAM (hardware.md §2.4).
+    /// How this host's DMA sees RAM (docs/hardware.md §2.4).
     pub dma: BusTranslation,
 }
 
@@ -87,18 +87,18 @@ pub struct BoardProfile {
     /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
     pub low_reserved_bytes: u64,
     /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
-    /// armstub spin slots of Pi 3/4 (hardware.md §4.1, qemu.md §1). Empty where cores are held by
+    /// armstub spin slots of Pi 3/4 (docs/hardware.md §4.1, docs/qemu.md §1). Empty where cores are held by
     /// PSCI (Pi 5, QEMU virt).
     pub spin_table: &'static [u64],
 }
 
 const ONE_GIB: u64 = 1 << 30;
 
-/// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (hardware.md §2.4, §4.6).
+/// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (docs/hardware.md §2.4, §4.6).
 pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation =
     BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: ONE_GIB };
 /// BCM2711 EMMC2 on the B0 stepping (the safe default when the device tree does not say):
-/// bus 0xC000_0000 -> CPU 0, 1 GiB (hardware.md §1.4).
+/// bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
 pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
 
 pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
@@ -127,7 +127,7 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     core: CoreModel::CortexA72,
     core_count: 4,
     // 0xFC00_0000-0xFFFF_FFFF holds PCIe, the peripherals, ARM-local and the GIC; the CM4's PCIe
-    // outbound window is at 0x6_0000_0000 (hardware.md §1.2, §1.4).
+    // outbound window is at 0x6_0000_0000 (docs/hardware.md §1.2, §1.4).
     device_spans: &[Span::new(0xfc00_0000, 0x0400_0000), Span::new(0x6_0000_0000, ONE_GIB)],
     console_uart: 0xfe20_1000,
     uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
@@ -151,14 +151,14 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     core: CoreModel::CortexA76,
     core_count: 4,
     // SoC and AXI peripherals 0x10_0000_0000-0x10_7FFF_FFFF; PCIe outbound windows and RP1
-    // 0x18_0000_0000-0x1F_FFFF_FFFF (hardware.md §1.3, §1.4).
+    // 0x18_0000_0000-0x1F_FFFF_FFFF (docs/hardware.md §1.3, §1.4).
     device_spans: &[Span::new(0x10_0000_0000, 2 * ONE_GIB), Span::new(0x18_0000_0000, 32 * ONE_GIB)],
     console_uart: 0x10_7d00_1000,
     uart_clock: UartClock::KeepFirmware { fallback_hz: 44_236_800 },
     mailbox: Some(0x10_7c01_3880),
     gpio: None,
     system_timer: Some(0x10_7c00_3000),
-    // AXI dma-ranges are the identity for the first 64 GiB (hardware.md §2.4).
+    // AXI dma-ranges are the identity for the first 64 GiB (docs/hardware.md §2.4).
     sd_hosts: &[SdHost {
         kind: SdHostKind::Bcm2712Sdhci,
         base: 0x10_00ff_f000,
@@ -166,7 +166,7 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     }],
     default_ram: Span::new(0, 0x3f80_0000),
     dma_limit: u64::MAX,
-    // TF-A BL31 sits at 0x1000-0x80000 (hardware.md §4.3).
+    // TF-A BL31 sits at 0x1000-0x80000 (docs/hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
     spin_table: &[],
 };
@@ -178,7 +178,7 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     core: CoreModel::CortexA53,
     core_count: 1,
     // Everything below RAM (UART, GIC, PCIe MMIO, low ECAM), the high ECAM and the 64-bit PCIe
-    // window (qemu.md §3); replaced by the device tree's nodes when there is one.
+    // window (docs/qemu.md §3); replaced by the device tree's nodes when there is one.
     device_spans: &[
         Span::new(0, ONE_GIB),
         Span::new(0x40_1000_0000, 0x1000_0000),

@@ -1,4 +1,4 @@
-//! Board discovery (issue 2): the device tree when one is passed, else the ATAGS QEMU's raspi
+//! Board discovery: the device tree when one is passed, else the ATAGS QEMU's raspi
 //! machines pass, else the board table chosen by the CPU (MIDR) and refined by the VideoCore
 //! mailbox. The portable part lives here; `runtime` adds the mailbox queries.
 

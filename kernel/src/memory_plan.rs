@@ -1,4 +1,4 @@
-//! Where the heap and the DMA pool go, and the regions the MMU maps (design.md: identity map, RAM
+//! Where the heap and the DMA pool go, and the regions the MMU maps (docs/architecture.md: identity map, RAM
 //! normal write-back, a DMA pool normal non-cacheable, devices nGnRE). Pure arithmetic, tested on
 //! the host; `runtime` applies it.
 
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn virt_plan_steps_over_the_device_tree() {
-        // -m 256M puts the DTB at 0x4800_0000 (qemu.md §1): 128 MiB fits on neither side of it,
+        // -m 256M puts the DTB at 0x4800_0000 (docs/qemu.md §1): 128 MiB fits on neither side of it,
         // so the pool shrinks to 64 MiB below it.
         let dtb = Span::new(0x4800_0000, MIB);
         let request = PlanRequest {

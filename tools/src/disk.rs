@@ -1,5 +1,5 @@
 //! Emulated-disk specifications (`SIZE[:pattern|zeros|FILE]`) and the image files made from them
-//! for QEMU (qemu.md §0, §2: SD card sizes must be a power of two).
+//! for QEMU (docs/qemu.md §0, §2: SD card sizes must be a power of two).
 
 use std::fmt;
 use std::fs::{self, File};
@@ -119,7 +119,7 @@ impl fmt::Display for DiskSpec {
 
 impl DiskSpec {
     /// The same spec with the size rounded up to a power of two (QEMU's SD card model refuses
-    /// other sizes, qemu.md §2 "Card model"); `None` when it already is one.
+    /// other sizes, docs/qemu.md §2 "Card model"); `None` when it already is one.
     pub fn rounded_to_power_of_two(&self) -> Option<DiskSpec> {
         if self.size_bytes.is_power_of_two() {
             return None;

@@ -1,5 +1,5 @@
 //! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`) with emulated SD/EMMC2/NVMe
-//! disks, captures the serial console and passes the exit status on (qemu.md §0 command lines,
+//! disks, captures the serial console and passes the exit status on (docs/qemu.md §0 command lines,
 //! §2 SD placement, §3 NVMe on virt, §4 semihosting exits).
 
 use std::ffi::OsString;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::disk::{format_size, DiskContent, DiskError, DiskSpec};
 
-/// The QEMU machines barebench runs on (qemu.md §1 table).
+/// The QEMU machines barebench runs on (docs/qemu.md §1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Machine {
     /// Raspberry Pi 3B: BCM2837, Arasan SDHCI gets the `-drive if=sd` card.
@@ -42,7 +42,7 @@ impl Machine {
         }
     }
 
-    /// Physical address of the first PL011 (qemu.md §1 "UARTs").
+    /// Physical address of the first PL011 (docs/qemu.md §1 "UARTs").
     pub fn pl011_address(self) -> u32 {
         match self {
             Machine::Raspi3b => 0x3F20_1000,
@@ -74,7 +74,7 @@ pub enum QemuError {
 /// The result of a QEMU run that ended by itself.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// QEMU's exit status; with semihosting it is the kernel's exit code (qemu.md §4).
+    /// QEMU's exit status; with semihosting it is the kernel's exit code (docs/qemu.md §4).
     pub exit_status: ExitStatus,
     /// Where the serial console was saved.
     pub log_path: PathBuf,
@@ -138,11 +138,11 @@ pub struct QemuRun {
     pub sd: Option<DiskSpec>,
     /// Card on the raspi4b EMMC2 controller.
     pub emmc2: Option<DiskSpec>,
-    /// NVMe namespace (virt only: raspi machines have no PCIe, qemu.md §3 / ecosystem.md §3.4).
+    /// NVMe namespace (virt only: raspi machines have no PCIe, docs/qemu.md §3 / docs/ecosystem.md §3.4).
     pub nvme: Option<DiskSpec>,
     /// Extra `nvme` device properties, e.g. `mdts=9`.
     pub nvme_options: Vec<String>,
-    /// `aio=` of the NVMe drive (qemu.md §3: io_uring gives the lowest, steadiest latency).
+    /// `aio=` of the NVMe drive (docs/qemu.md §3: io_uring gives the lowest, steadiest latency).
     pub nvme_aio: String,
     /// CPU model for virt (mandatory there: the default is 32-bit).
     pub virt_cpu: String,
@@ -199,7 +199,7 @@ impl QemuRun {
     }
 
     /// Checks the disks against the machine and decides image paths and sizes (SD and EMMC2
-    /// sizes rounded up to a power of two, qemu.md §2 "Card model").
+    /// sizes rounded up to a power of two, docs/qemu.md §2 "Card model").
     pub fn plan_disks(&self) -> Result<Vec<PlannedDisk>, QemuError> {
         let machine = self.machine.qemu_name();
         if self.nvme.is_some() && self.machine != Machine::Virt {
@@ -240,7 +240,7 @@ impl QemuRun {
         Ok(planned)
     }
 
-    /// The QEMU arguments for this run and these disks (qemu.md §0).
+    /// The QEMU arguments for this run and these disks (docs/qemu.md §0).
     pub fn command_args(&self, disks: &[PlannedDisk]) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |arg: &str| args.push(OsString::from(arg));
@@ -251,7 +251,7 @@ impl QemuRun {
             push(&self.virt_cpu);
             push("-m");
             push(&self.virt_memory);
-            // virt adds a virtio-net NIC at 00:01.0 otherwise (qemu.md §3 memory map).
+            // virt adds a virtio-net NIC at 00:01.0 otherwise (docs/qemu.md §3 memory map).
             push("-nic");
             push("none");
         }
@@ -285,7 +285,7 @@ impl QemuRun {
                     add(format!("if=sd,file={file},format=raw,snapshot=on"));
                 }
                 (DiskRole::Emmc2, _) => {
-                    // The qdev path resolves to EMMC2, the last generic-sdhci realized (qemu.md §2).
+                    // The qdev path resolves to EMMC2, the last generic-sdhci realized (docs/qemu.md §2).
                     add("-drive".into());
                     add(drive("e2"));
                     add("-device".into());
@@ -465,7 +465,7 @@ fn spawn_pipe_reader<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receive
 }
 
 /// A minimal raw AArch64 kernel for tests: it writes `message` to the machine's PL011 data
-/// register, then exits QEMU through semihosting SYS_EXIT with `exit_code` (qemu.md §4:
+/// register, then exits QEMU through semihosting SYS_EXIT with `exit_code` (docs/qemu.md §4:
 /// `hlt #0xf000`, x0 = 0x18, x1 → {0x20026 ADP_Stopped_ApplicationExit, code}). Position
 /// independent, so it runs at 0x80000 (raspi) and 0x40080000 (virt). Instruction encodings from
 /// the Arm ARM (DDI 0487) C6.2: MOVZ/MOVK, STR (immediate), ADR, HLT, B.

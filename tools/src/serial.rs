@@ -1,5 +1,5 @@
-//! `barebench serial`: captures the kernel's serial console (115200 8N1, ecosystem.md §4.1),
-//! shows it live, saves it, and stops at the end-of-results marker line (design.md "Output").
+//! `barebench serial`: captures the kernel's serial console (115200 8N1, docs/ecosystem.md §4.1),
+//! shows it live, saves it, and stops at the end-of-results marker line (docs/architecture.md "Output").
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The line the kernel prints after the machine-readable results block.
 pub const END_MARKER: &str = "==== barebench results: fio-compatible JSON end ====";
-/// The console's default speed (ecosystem.md §4.1).
+/// The console's default speed (docs/ecosystem.md §4.1).
 pub const DEFAULT_BAUD: u32 = 115_200;
 /// How long one read waits before the loop checks the overall timeout.
 const READ_POLL: Duration = Duration::from_millis(100);
@@ -23,7 +23,7 @@ pub enum SerialError {
     Log { path: PathBuf, source: io::Error },
 }
 
-/// The exact picocom command for the same port and speed (ecosystem.md §4.1).
+/// The exact picocom command for the same port and speed (docs/ecosystem.md §4.1).
 pub fn picocom_command(port: &str, baud: u32) -> String {
     format!("picocom -b {baud} {port}")
 }

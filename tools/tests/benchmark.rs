@@ -1,4 +1,4 @@
-//! End-to-end: the benchmark itself under QEMU (issue 5), on virt's sdhci-pci card and on
+//! End-to-end: the benchmark itself under QEMU, on virt's sdhci-pci card and on
 //! raspi4b's EMMC2 card, with a short job list: the per-job tables, the summary and the
 //! fio-compatible JSON block (read back with `bench::fio_json`, the parser the host tool uses).
 #![cfg(feature = "e2e")]

@@ -1,6 +1,6 @@
 //! End-to-end: boot the real kernel images under QEMU raspi3b, raspi4b and virt, and check the
-//! banner against what each machine is (qemu.md §1), the exit status, the exception report and
-//! the handling of a malformed command line (issue 2).
+//! banner against what each machine is (docs/qemu.md §1), the exit status, the exception report and
+//! the handling of a malformed command line.
 #![cfg(feature = "e2e")]
 
 mod qemu_harness;
@@ -52,7 +52,7 @@ fn raspi4b_with_a_device_tree_takes_model_memory_and_command_line_from_it() {
     let run = Run::new(Machine::Raspi4b).append("exit=semihosting from-dtb=yes").device_tree(&blob).go();
     run.assert_status(0);
     let out = &run.output;
-    // QEMU puts the tree at 0x0800_0000 and replaces /chosen/bootargs with -append (qemu.md §1).
+    // QEMU puts the tree at 0x0800_0000 and replaces /chosen/bootargs with -append (docs/qemu.md §1).
     assert!(field(out, "config").starts_with("device tree at 0x8000000"), "{out}");
     assert!(field(out, "board").starts_with("Raspberry Pi 4 Model B Rev 1.5"), "{out}");
     // QEMU also rewrites /memory with the machine's RAM (hw/arm/boot.c), so this is its value.
@@ -67,7 +67,7 @@ fn raspi3b_elf_starts_at_el3_on_every_core_and_asks_the_firmware() {
     let out = &run.output;
     assert_eq!(field(out, "entry"), "EL3");
     assert!(field(out, "config").starts_with("board table and VideoCore mailbox"), "{out}");
-    // The command line reaches an ELF kernel only through the mailbox (qemu.md §1).
+    // The command line reaches an ELF kernel only through the mailbox (docs/qemu.md §1).
     assert_eq!(field(out, "cmdline"), "\"exit=semihosting via=mailbox\"");
     assert_eq!(
         out.matches(": bare-metal storage benchmark").count(),
@@ -90,7 +90,7 @@ fn virt_banner_reads_the_device_tree() {
 
 #[test]
 fn virt_timer_frequency_is_read_at_run_time() {
-    // QEMU gives `-cpu max` a 1 GHz counter and other models 62.5 MHz (qemu.md §1).
+    // QEMU gives `-cpu max` a 1 GHz counter and other models 62.5 MHz (docs/qemu.md §1).
     let run = Run::new(Machine::Virt).cpu("max").append("exit=semihosting").go();
     run.assert_status(0);
     assert!(field(&run.output, "timer").starts_with("1000.000 MHz"), "{}", run.output);

@@ -1,4 +1,4 @@
-//! End-to-end: the polled NVMe driver under QEMU virt (issue 4). One pattern-filled 64 MiB image
+//! End-to-end: the polled NVMe driver under QEMU virt. One pattern-filled 64 MiB image
 //! (`blockdev::pattern`) behind `-device nvme`, read with QEMU's default MDTS (512 KiB), with
 //! `mdts=9` (2 MiB) and `mdts=3` (32 KiB), with 512- and 4096-byte logical blocks, with two I/O
 //! queue pairs, and with 32 reads in flight (`nvme.selftest=qd32`); every range is checked byte

@@ -1,4 +1,4 @@
-//! End-to-end: PCIe enumeration on QEMU virt (issue 4): the ECAM host comes from the device tree
+//! End-to-end: PCIe enumeration on QEMU virt: the ECAM host comes from the device tree
 //! (high or low ECAM), every function is listed with its class and assigned BARs, 64-bit BARs use
 //! the 64-bit window when there is one, and functions behind a bridge get their own bus.
 #![cfg(feature = "e2e")]
@@ -29,7 +29,7 @@ fn virt_lists_nvme_and_sdhci_with_their_bars() {
 #[test]
 fn low_ecam_and_no_64_bit_window_with_highmem_off() {
     // highmem=off moves the ECAM to 0x3f00_0000 (16 buses) and removes the 64-bit window
-    // (qemu.md §3): both must be read from the device tree.
+    // (docs/qemu.md §3): both must be read from the device tree.
     let run = Run::new(Machine::Virt)
         .machine_options("highmem=off")
         .append("exit=semihosting")

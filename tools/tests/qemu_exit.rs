@@ -1,5 +1,5 @@
 //! End-to-end: `tools::qemu::QemuRun` boots a hand-assembled kernel on every machine and passes
-//! on the exit status set through semihosting, with the serial console captured (qemu.md §4).
+//! on the exit status set through semihosting, with the serial console captured (docs/qemu.md §4).
 #![cfg(feature = "e2e")]
 
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The report reads what the benchmark really prints: `bench::runner::run_benchmark` runs on two
 //! simulated devices (an SD-like one at queue depth 1, an NVMe-like one with a deep queue) with
 //! a simulated clock, and `tools::report` turns the console text into rows (format compatibility
-//! between bench's JSON writer and the host's reader; nvme-and-fio.md §3.5–3.6).
+//! between bench's JSON writer and the host's reader; docs/nvme-and-fio.md §3.5–3.6).
 
 use std::cell::Cell;
 use std::collections::VecDeque;

@@ -1,4 +1,4 @@
-//! End-to-end: SD cards under QEMU (issue 3). raspi3b's Arasan SDHCI (SDSC image, PIO), raspi4b's
+//! End-to-end: SD cards under QEMU. raspi3b's Arasan SDHCI (SDSC image, PIO), raspi4b's
 //! EMMC2 and legacy Arasan together, and `sdhci-pci` on virt (SDHC image, ADMA2 and forced PIO).
 //! Images are sparse files of a power-of-two size with the test pattern written where the tests
 //! read (start, end, pseudo-random places); the kernel's `crc=` results are compared with CRCs
@@ -154,7 +154,7 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
     assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("auto-CMD12"), "{mode}");
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "virt ADMA2", "sd0");
-    // ADMA2 with CMD23 announcing the count (QEMU's v3 card accepts it: qemu.md §2).
+    // ADMA2 with CMD23 announcing the count (QEMU's v3 card accepts it: docs/qemu.md §2).
     let some = &ranges[1..5];
     let run = Run::new(Machine::Virt)
         .append(&format!("exit=semihosting jobs=none sd.cmd23=on {}", checks("sd0", some, 2)))
@@ -217,7 +217,7 @@ fn a_read_beyond_the_end_is_refused_with_a_message() {
 
 #[test]
 fn empty_slots_are_reported_and_the_run_goes_on() {
-    // raspi without -drive: QEMU attaches a card without medium (qemu.md §2).
+    // raspi without -drive: QEMU attaches a card without medium (docs/qemu.md §2).
     let run = Run::new(Machine::Raspi3b).append("exit=semihosting jobs=none sd.mode=bogus").go();
     run.assert_status(0);
     let out = &run.output;

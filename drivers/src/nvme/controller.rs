@@ -1,5 +1,5 @@
 //! NVMe controller bring-up and control over the admin queue (NVMe Base Specification 1.4 §7.6.1
-//! "Initialization", §7.6.2 "Shutdown"; nvme-and-fio.md §1.2-1.6 and §1.10): disable with the
+//! "Initialization", §7.6.2 "Shutdown"; docs/nvme-and-fio.md §1.2-1.6 and §1.10): disable with the
 //! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
@@ -25,14 +25,14 @@ use alloc::vec::Vec;
 use core::fmt;
 
 /// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
-/// plenty; SPDK uses 256 only because it pipelines admin commands (nvme-and-fio.md §2.1).
+/// plenty; SPDK uses 256 only because it pipelines admin commands (docs/nvme-and-fio.md §2.1).
 pub const ADMIN_QUEUE_ENTRIES: u32 = 32;
 /// Used instead of CAP.TO × 500 ms when a controller reports TO = 0.
 pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
 /// How long one admin command may take.
 pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
 /// Shutdown waits at least this long, or RTD3E if longer (SPDK after spdk/spdk#676, where 5 s
-/// was too short for a virtual controller: nvme-and-fio.md §1.10).
+/// was too short for a virtual controller: docs/nvme-and-fio.md §1.10).
 pub const MINIMUM_SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
 /// The largest transfer the driver puts in one command, whatever MDTS allows: it sizes each
 /// command's PRP list memory (4 MiB = 1024 entries in three chained 4 KiB list pages).
@@ -851,7 +851,7 @@ fn wait_ready<R: RegisterIo, P: Platform>(
     }
 }
 
-/// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (nvme-and-fio.md §1.2 step 2): a controller
+/// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (docs/nvme-and-fio.md §1.2 step 2): a controller
 /// left enabled but not yet ready is first given its time to become ready, because EN must not
 /// change while RDY differs from it.
 fn disable<R: RegisterIo, P: Platform>(

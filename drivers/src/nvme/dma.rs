@@ -1,6 +1,6 @@
 //! Driver-owned DMA memory (queues, PRP lists, identify buffers) read and written by the CPU with
 //! volatile accesses, because the controller reads and writes the same bytes behind the
-//! compiler's back (design.md "How a driver sees hardware": unsafe only in the memory layer).
+//! compiler's back (docs/architecture.md "How a driver sees hardware": unsafe only in the memory layer).
 
 use blockdev::DmaBuffer;
 use core::ptr;

@@ -1,5 +1,5 @@
 //! One polled NVMe I/O queue pair as a block device (NVMe Base Specification 1.4 §4.1 queues,
-//! §4.3 PRPs, §4.6 completion entries, §6.9 Read; nvme-and-fio.md §1.7-1.8 and SPDK's qpair
+//! §4.3 PRPs, §4.6 completion entries, §6.9 Read; docs/nvme-and-fio.md §1.7-1.8 and SPDK's qpair
 //! design in §2.1): requests are split at the command limit (MDTS) into Read commands with
 //! precomputed per-command PRP list pages, written to the SQ at `kick()` with one doorbell per
 //! batch, and completed by polling the phase tag; the SQ head comes from each completion.
@@ -60,7 +60,7 @@ pub struct QueuePairSetup {
 }
 
 /// Counters of one queue pair (SPDK's perf counts doorbell writes the same way:
-/// nvme-and-fio.md §1.8).
+/// docs/nvme-and-fio.md §1.8).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueStatistics {
     pub requests_submitted: u64,

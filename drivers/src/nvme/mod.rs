@@ -1,5 +1,5 @@
 //! A polled NVMe driver (NVMe Base Specification 1.4 over PCIe; bring-up, queues, PRPs, status
-//! and shutdown as summarised in nvme-and-fio.md §1): controller bring-up and admin commands in
+//! and shutdown as summarised in docs/nvme-and-fio.md §1): controller bring-up and admin commands in
 //! [`controller`], one block device per I/O queue pair in [`io_queue`], a namespace spread over
 //! several pairs in [`namespace`]. No interrupts: completion queues are created with IEN = 0 and
 //! polled by their phase tag.

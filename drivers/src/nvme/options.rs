@@ -1,5 +1,5 @@
 //! The NVMe driver options from the kernel command line (`nvme.queues=N`, `nvme.depth=N`,
-//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`; design.md "Configuration": a malformed value
+//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`; docs/architecture.md "Configuration": a malformed value
 //! is reported with the accepted forms and the default is kept).
 
 use alloc::vec::Vec;

@@ -1,5 +1,5 @@
 //! Physical Region Page lists for one NVMe command (NVMe Base Specification 1.4 §4.3 "Physical
-//! Region Page Entry and List"; rules as in nvme-and-fio.md §1.7): PRP1 may start anywhere
+//! Region Page Entry and List"; rules as in docs/nvme-and-fio.md §1.7): PRP1 may start anywhere
 //! dword-aligned in a page, every later entry is page aligned; a transfer ending in the second
 //! page puts that page in PRP2; a longer one puts a list pointer in PRP2, and a list page whose
 //! entries do not all fit uses its last slot to point at the next list page.
@@ -227,7 +227,7 @@ mod tests {
 
     #[test]
     fn the_table_in_the_reference_holds() {
-        // nvme-and-fio.md §1.7, page-aligned buffers.
+        // docs/nvme-and-fio.md §1.7, page-aligned buffers.
         let base = 0x4000_0000;
         let capacity = 4;
         let p = build_and_walk(base, 4096, capacity);

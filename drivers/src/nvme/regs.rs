@@ -1,5 +1,5 @@
 //! NVMe controller registers at BAR0 (NVMe Base Specification 1.4, §3.1 "Register Definition";
-//! offsets and fields as tabulated in nvme-and-fio.md §1.1): CAP, VS, CC, CSTS, AQA, ASQ, ACQ and
+//! offsets and fields as tabulated in docs/nvme-and-fio.md §1.1): CAP, VS, CC, CSTS, AQA, ASQ, ACQ and
 //! the doorbells from 0x1000, with their fields declared for `tock_registers::LocalRegisterCopy`.
 
 use core::fmt;
@@ -200,7 +200,7 @@ impl fmt::Display for Version {
     }
 }
 
-/// CC with the fields the driver sets at enable (nvme-and-fio.md §1.2 step 5): NVM command set,
+/// CC with the fields the driver sets at enable (docs/nvme-and-fio.md §1.2 step 5): NVM command set,
 /// `page_shift - 12` as MPS, round robin, 64-byte SQEs, 16-byte CQEs, EN = 1.
 pub fn enable_configuration(mps: u8) -> u32 {
     (CC::EN::SET
@@ -263,7 +263,7 @@ mod tests {
     extern crate std;
     use super::*;
 
-    /// CAP as QEMU 10's `nvme` device reports it (qemu.md §3, read from the device).
+    /// CAP as QEMU 10's `nvme` device reports it (docs/qemu.md §3, read from the device).
     const QEMU_CAP: u64 = 0x0040_0820_0f01_07ff;
 
     #[test]
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn stride_and_page_fields_shift_the_right_way() {
         // DSTRD 3 → 32-byte stride; MPSMIN 1 → 8 KiB (the circle driver shifted DSTRD the wrong
-        // way, hardware.md §3.9).
+        // way, docs/hardware.md §3.9).
         let cap = Capabilities::decode((3u64 << 32) | (1u64 << 48) | (2u64 << 52) | 0x3f);
         assert_eq!(cap.doorbell_stride_bytes, 32);
         assert_eq!(cap.dstrd(), 3);
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn configuration_values_match_the_known_good_one() {
-        // CC = 0x00460001 enabled QEMU's controller (qemu.md §3).
+        // CC = 0x00460001 enabled QEMU's controller (docs/qemu.md §3).
         assert_eq!(enable_configuration(0), 0x0046_0001);
         assert_eq!(enable_configuration(2) >> 7 & 0xf, 2);
         assert_eq!(with_normal_shutdown(0x0046_0001), 0x0046_4001);

@@ -1,6 +1,6 @@
 //! Queue ring arithmetic (NVMe Base Specification 1.4 §4.1 "Submission Queue & Completion Queue
 //! Definition": full when tail + 1 = head, one slot always empty; §4.6 phase tag inverted on
-//! every pass; nvme-and-fio.md §1.3 and §1.8). Pure index bookkeeping, no memory access.
+//! every pass; docs/nvme-and-fio.md §1.3 and §1.8). Pure index bookkeeping, no memory access.
 
 /// A submission queue as the host sees it: the tail it writes, the head the controller reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

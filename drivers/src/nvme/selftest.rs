@@ -1,8 +1,8 @@
 //! A queue-depth runner over the block interface for the NVMe bring-up measurement and the
-//! `nvme.selftest=qdN` self-test (issue 4, "32 requests in flight at once"): keeps N reads of
+//! `nvme.selftest=qdN` self-test: keeps N reads of
 //! chosen sizes at random places in flight, optionally checks every byte against the test
 //! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
-//! (fio's clat plus the submit, nvme-and-fio.md §3.1).
+//! (fio's clat plus the submit, docs/nvme-and-fio.md §3.1).
 
 use alloc::vec::Vec;
 use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError};

@@ -1,5 +1,5 @@
 //! A simulated NVMe controller for host tests (NVMe Base Specification 1.4 behaviour, with
-//! QEMU's `hw/nvme` choices from nvme-and-fio.md §4 where the specification leaves room): a
+//! QEMU's `hw/nvme` choices from docs/nvme-and-fio.md §4 where the specification leaves room): a
 //! register model (CAP, VS, CC, CSTS, AQA, ASQ, ACQ, doorbells) that reads submission entries
 //! from and writes completion entries to host memory, interprets PRPs independently of the
 //! driver's builder, and reads a pattern-filled "disk". It records every driver mistake it can
@@ -25,7 +25,7 @@ use tock_registers::LocalRegisterCopy;
 
 /// Where the simulated DMA pool pretends to sit in CPU physical space.
 pub use crate::testing::PHYSICAL_BASE;
-/// The simulated bus sees RAM at CPU + this (as BCM2712's PCIe does: hardware.md §1.4), so a
+/// The simulated bus sees RAM at CPU + this (as BCM2712's PCIe does: docs/hardware.md §1.4), so a
 /// driver that forgets the translation hands the controller addresses it cannot reach.
 pub const BUS_OFFSET: u64 = 0x10_0000_0000;
 
@@ -248,7 +248,7 @@ pub struct SimConfig {
 }
 
 impl Default for SimConfig {
-    /// What QEMU 10's `-device nvme,serial=barebench0` with a 64 MiB drive reports (qemu.md §3).
+    /// What QEMU 10's `-device nvme,serial=barebench0` with a 64 MiB drive reports (docs/qemu.md §3).
     fn default() -> Self {
         SimConfig {
             mqes: 0x7ff,

@@ -1,6 +1,6 @@
 //! NVMe completion status decoding (NVMe Base Specification 1.4 §4.6.1 "Status Field
 //! Definition": Status Code Type, Status Code, Command Retry Delay, More, Do Not Retry; code
-//! names from §4.6.1.2.1-2.4 and the NVM command set's additions, as listed in nvme-and-fio.md
+//! names from §4.6.1.2.1-2.4 and the NVM command set's additions, as listed in docs/nvme-and-fio.md
 //! §1.9).
 
 use core::fmt;
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn cqe_dword3_status_bits_land_in_the_right_fields() {
-        // DW3 = CID 5, phase 1, SC 0x81, SCT 2, CRD 1, M 1, DNR 1 (nvme-and-fio.md §1.8 layout).
+        // DW3 = CID 5, phase 1, SC 0x81, SCT 2, CRD 1, M 1, DNR 1 (docs/nvme-and-fio.md §1.8 layout).
         let dw3: u32 = 5 | 1 << 16 | 0x81 << 17 | 2 << 25 | 1 << 28 | 1 << 30 | 1 << 31;
         let status = Status::from_field((dw3 >> 17) as u16);
         assert_eq!(status.code, 0x81);

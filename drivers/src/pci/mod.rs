@@ -1,12 +1,12 @@
 //! PCI Express enumeration for a bare-metal host (PCI Local Bus Specification 3.0 §6.1-6.2.5
 //! configuration header and BARs; PCI-to-PCI Bridge Architecture 1.2 §3.2 type 1 header; PCI
 //! Firmware Specification's "sizing a BAR" procedure). No firmware assigns BARs before the kernel
-//! on QEMU virt or on a bare-metal Pi (qemu.md §3), so the kernel walks the buses, sizes every
+//! on QEMU virt or on a bare-metal Pi (docs/qemu.md §3), so the kernel walks the buses, sizes every
 //! memory BAR, places it in the host bridge's windows and turns on memory decode and bus mastering.
 //!
 //! Configuration space is reached through [`ConfigAccess`]: [`ecam::Ecam`] for the generic ECAM
 //! host (QEMU virt); the Broadcom STB root complex of CM4/Pi 5 (index register + 4 KiB data window,
-//! hardware.md §3.4) is a second implementation of the same trait. The host's outbound windows
+//! docs/hardware.md §3.4) is a second implementation of the same trait. The host's outbound windows
 //! ([`HostWindows`]) and its DMA view of RAM (`platform::BusTranslation`) come from the device
 //! tree (`ranges`, `dma-ranges`), never from constants.
 

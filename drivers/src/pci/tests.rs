@@ -273,7 +273,7 @@ fn ecam_addresses_functions_and_refuses_other_buses() {
 
 #[test]
 fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
-    // QEMU virt's /pcie ranges: I/O, 32-bit memory and 64-bit memory (qemu.md §3), with the
+    // QEMU virt's /pcie ranges: I/O, 32-bit memory and 64-bit memory (docs/qemu.md §3), with the
     // root's 2 address cells and the node's 2 size cells.
     let words: [u32; 21] = [
         0x0100_0000,
@@ -305,7 +305,7 @@ fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
     assert_eq!(windows.memory64.unwrap().pci_base, 0x80_0000_0000);
     assert_eq!(windows.memory64.unwrap().size_bytes, 0x80_0000_0000);
     assert_eq!(ranges::dma_translation(None, 2, 2), crate::platform::BusTranslation::IDENTITY);
-    // A Pi 5 style inbound window: PCI 0x10_0000_0000 -> CPU 0, 64 GiB (hardware.md §1.4).
+    // A Pi 5 style inbound window: PCI 0x10_0000_0000 -> CPU 0, 64 GiB (docs/hardware.md §1.4).
     let inbound: Vec<u8> =
         [0x0200_0000u32, 0x10, 0, 0, 0, 0x10, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
     let dma = ranges::dma_translation(Some(&inbound), 2, 2);

@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn translation_alignment_and_reach_are_checked() {
         let mut memory = vec![0u64; 6];
-        // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (hardware.md §2.4).
+        // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (docs/hardware.md §2.4).
         let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
         let table = buffer(&mut memory, 0x0010_0000);
         let mut adma = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, b0).unwrap();

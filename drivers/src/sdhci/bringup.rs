@@ -22,12 +22,12 @@ const OPERATING_CONDITION_POLL_US: u64 = 5_000;
 const REGISTER_READ_ATTEMPTS: u32 = 3;
 /// CMD19 repetitions before tuning is declared failed (SDHCI §2.2.24: 40).
 const TUNING_ATTEMPTS: u32 = 40;
-/// 1.8 V switch settling times (SDHCI §3.6.1 steps 6 and 9; hardware.md §2.5: regulator 5 ms).
+/// 1.8 V switch settling times (SDHCI §3.6.1 steps 6 and 9; docs/hardware.md §2.5: regulator 5 ms).
 const SIGNAL_SWITCH_SETTLE_US: u64 = 5_000;
 const SIGNAL_SWITCH_CLOCK_US: u64 = 1_000;
 
 /// The board's control of the card's I/O rail and power (Pi 4: firmware expander lines 4 and 6;
-/// Pi 5: AON GPIO 3 and 4; hardware.md §2.5).
+/// Pi 5: AON GPIO 3 and 4; docs/hardware.md §2.5).
 pub trait BoardSignalling {
     /// Switches the SD I/O rail: `true` = 1.8 V, `false` = 3.3 V.
     fn set_io_1v8(&self, enable: bool) -> Result<(), SdError>;
@@ -136,7 +136,7 @@ pub fn bring_up<R: RegisterIo, P: Platform>(
     board: Option<&dyn BoardSignalling>,
     options: BringUpOptions,
 ) -> Result<CardInfo, SdError> {
-    // Start at 3.3 V whatever the previous owner left (hardware.md §2.5, circle). A board
+    // Start at 3.3 V whatever the previous owner left (docs/hardware.md §2.5, circle). A board
     // whose rail cannot be set is used without 1.8 V.
     let board = board.filter(|board| board.set_io_1v8(false).is_ok());
     let may_switch = board.is_some()
@@ -327,7 +327,7 @@ fn wait_until_ready<R: RegisterIo, P: Platform>(
     }
 }
 
-/// The signal voltage switch (SDHCI §3.6.1; SD §4.2.4.2; hardware.md §2.5).
+/// The signal voltage switch (SDHCI §3.6.1; SD §4.2.4.2; docs/hardware.md §2.5).
 fn switch_to_1v8<R: RegisterIo, P: Platform>(
     host: &mut SdhciHost<'_, R, P>,
     board: &dyn BoardSignalling,

@@ -611,7 +611,7 @@ mod tests {
         let transcend = Scr { raw: 0x0225_8000_0000_0000 };
         assert_eq!(transcend.spec_version(), "3.0x");
         assert!(!transcend.supports_cmd23());
-        // QEMU's SCR (qemu.md §2: 0x02258000 in the first word): spec 3.0x, 1+4 bit, no CMD23.
+        // QEMU's SCR (docs/qemu.md §2: 0x02258000 in the first word): spec 3.0x, 1+4 bit, no CMD23.
         let qemu = Scr::from_bytes([0x02, 0x25, 0x80, 0x00, 0, 0, 0, 0]);
         assert_eq!(qemu, transcend);
         let one_bit_v1 = Scr { raw: 0x0001_0000_0000_0000 };

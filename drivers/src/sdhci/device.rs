@@ -60,7 +60,7 @@ pub enum Cmd23Request {
     /// CMD23 when the SCR lists it, auto-CMD12 otherwise.
     #[default]
     Auto,
-    /// CMD23 whatever the SCR says (QEMU's v3 card accepts it without listing it: qemu.md §2).
+    /// CMD23 whatever the SCR says (QEMU's v3 card accepts it without listing it: docs/qemu.md §2).
     On,
     Off,
 }

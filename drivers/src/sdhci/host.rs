@@ -175,7 +175,7 @@ pub struct SdhciHost<'p, R: RegisterIo, P: Platform> {
 
 impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     /// Reads the capabilities; `base_clock_hz` overrides the capabilities' base clock (the
-    /// firmware's figure on the Pi: hardware.md §2.2).
+    /// firmware's figure on the Pi: docs/hardware.md §2.2).
     pub fn new(
         registers: R,
         platform: &'p P,
@@ -301,7 +301,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
 
     /// Reset all, bus power at the highest voltage the capabilities list, status bits enabled
     /// for polling (signals off), data timeout at its maximum, identification clock
-    /// (hardware.md §2.9 steps 2-5).
+    /// (docs/hardware.md §2.9 steps 2-5).
     pub fn initialize(&mut self) -> Result<(), SdError> {
         self.reset(CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value)?;
         self.power_on()?;
@@ -458,7 +458,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     /// Writes block size/count, argument, then transfer mode and command as one word (the
-    /// 0x00 register is never written: qemu.md §2).
+    /// 0x00 register is never written: docs/qemu.md §2).
     pub fn issue(
         &mut self,
         command: &Command,
@@ -643,7 +643,7 @@ mod tests {
 
     #[test]
     fn qemu_capabilities_decode_as_documented() {
-        // qemu.md §2: raspi Arasan/EMMC2 0x052134b4 (v3), sdhci-pci 0x057834b4 (v2 by default).
+        // docs/qemu.md §2: raspi Arasan/EMMC2 0x052134b4 (v3), sdhci-pci 0x057834b4 (v2 by default).
         let raspi = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2) };
         assert_eq!(raspi.base_clock_hz(), Some(52_000_000));
         assert_eq!(raspi.max_block_bytes(), 1024);

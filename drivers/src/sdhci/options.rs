@@ -1,4 +1,4 @@
-//! The `sd.*` driver options of the kernel command line (design.md "Configuration"): transfer
+//! The `sd.*` driver options of the kernel command line (docs/architecture.md "Configuration"): transfer
 //! mode, how multi-block reads end, whether CMD6 may raise the bus speed, and a clock ceiling.
 
 use super::bringup::BringUpOptions;

@@ -1,7 +1,7 @@
-//! The board differences between SDHCI hosts as data (hardware.md §2.1-2.7, qemu.md §2): one
+//! The board differences between SDHCI hosts as data (docs/hardware.md §2.1-2.7, docs/qemu.md §2): one
 //! table entry per controller kind, read by the one host driver instead of branches on the kind.
 
-/// Where the host's base clock (the SDCLK divider's input) comes from (hardware.md §2.2).
+/// Where the host's base clock (the SDCLK divider's input) comes from (docs/hardware.md §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BaseClockSource {
     /// VideoCore mailbox GET_CLOCK_RATE for this clock ID; `fallback_hz` if the firmware does
@@ -11,7 +11,7 @@ pub enum BaseClockSource {
     Capabilities,
 }
 
-/// GPIO pins that must be routed to this host before it sees the card (hardware.md §2.1).
+/// GPIO pins that must be routed to this host before it sees the card (docs/hardware.md §2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PinRouting {
     pub first_pin: u32,
@@ -19,7 +19,7 @@ pub struct PinRouting {
     /// The function select value that routes them here on real hardware (ALT3 = 0b111).
     pub function_bits: u32,
     /// Set the pins to INPUT first: QEMU moves the card to the Arasan only when all six are
-    /// inputs and ignores ALT3 (qemu.md §2), so "input, then ALT3" works on both.
+    /// inputs and ignores ALT3 (docs/qemu.md §2), so "input, then ALT3" works on both.
     pub input_first: bool,
 }
 
@@ -28,28 +28,28 @@ pub struct PinRouting {
 pub struct HostQuirks {
     /// A short name for the console.
     pub name: &'static str,
-    /// Registers accept 32-bit accesses only (BCM2835/7 Arasan, BCM2711 EMMC2: hardware.md
+    /// Registers accept 32-bit accesses only (BCM2835/7 Arasan, BCM2711 EMMC2: docs/hardware.md
     /// §2.3). The driver only ever makes 32-bit accesses (`RegisterIo`), writing Transfer Mode
     /// and Command as one word, so this is satisfied for every host; it is listed for the report.
     pub access_32_bit_only: bool,
     /// While SDCLK ≤ 400 kHz, wait this many SD clock periods after every register write
-    /// (Arasan clock-domain crossing loses back-to-back writes: hardware.md §2.3; 0 = none).
+    /// (Arasan clock-domain crossing loses back-to-back writes: docs/hardware.md §2.3; 0 = none).
     pub slow_clock_write_spacing_clocks: u32,
     pub base_clock: BaseClockSource,
     /// VideoCore power domain to switch on with SET_POWER_STATE before use (device 0 = SD card,
-    /// hardware.md §2.9 step 1), for Pi ≤ 4.
+    /// docs/hardware.md §2.9 step 1), for Pi ≤ 4.
     pub firmware_power_device: Option<u32>,
     /// PRESENT_STATE.CARD_INSERTED is not wired (Pi 4 EMMC2 `broken-cd`, BCM2835 Arasan
     /// "broken card detection"): find out whether a card is there by talking to it.
     pub broken_card_detect: bool,
-    /// Host Control 1 HIGH_SPEED_ENABLE must not be set (BCM2835 Arasan: hardware.md §2.3).
+    /// Host Control 1 HIGH_SPEED_ENABLE must not be set (BCM2835 Arasan: docs/hardware.md §2.3).
     pub no_high_speed_bit: bool,
     /// The SD I/O rail can switch to 1.8 V through a board hook (Pi 4 EMMC2: firmware expander
-    /// line 4; Pi 5: AON GPIO 3; hardware.md §2.5). Without it ACMD41 never asks for S18R.
+    /// line 4; Pi 5: AON GPIO 3; docs/hardware.md §2.5). Without it ACMD41 never asks for S18R.
     pub can_switch_to_1v8: bool,
     /// Pins to route before use (BCM2835/7 and BCM2711's legacy Arasan on GPIO 48-53).
     pub pins: Option<PinRouting>,
-    /// Offset of the BCM2712 "cfg" block from the host registers (hardware.md §2.7).
+    /// Offset of the BCM2712 "cfg" block from the host registers (docs/hardware.md §2.7).
     pub config_block_offset: Option<usize>,
 }
 
@@ -113,7 +113,7 @@ pub const GENERIC_PCI: HostQuirks = HostQuirks {
     config_block_offset: None,
 };
 
-/// BCM2712 cfg-block registers (hardware.md §2.7; rpi-linux sdhci-brcmstb.c, u-boot
+/// BCM2712 cfg-block registers (docs/hardware.md §2.7; rpi-linux sdhci-brcmstb.c, u-boot
 /// bcmstb_sdhci.c).
 pub mod bcm2712_config {
     pub const CTRL: usize = 0x00;
@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn the_table_says_what_the_documents_say() {
-        // Clock IDs: EMMC = 1, EMMC2 = 12 (hardware.md §2.2).
+        // Clock IDs: EMMC = 1, EMMC2 = 12 (docs/hardware.md §2.2).
         assert_eq!(
             ARASAN_EMMC.base_clock,
             BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 100_000_000 }

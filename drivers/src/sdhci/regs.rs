@@ -2,7 +2,7 @@
 //! Specification v4.20, §2.1.2 register map; the v3.00 layout, which every host here follows).
 //!
 //! Every access is a 32-bit access to a 32-bit aligned word (the BCM2835/2837 Arasan and BCM2711
-//! EMMC2 accept nothing else: hardware.md §2.3), so 8- and 16-bit registers are named here by the
+//! EMMC2 accept nothing else: docs/hardware.md §2.3), so 8- and 16-bit registers are named here by the
 //! word that holds them and the shift inside it.
 
 use tock_registers::register_bitfields;
@@ -10,7 +10,7 @@ use tock_registers::register_bitfields;
 /// Word offsets (SDHCI §2.1.2).
 pub mod offsets {
     /// SDMA System Address / Argument 2. Never written by this driver: on QEMU a write here with
-    /// a non-zero block size and count starts an SDMA transfer (qemu.md §2).
+    /// a non-zero block size and count starts an SDMA transfer (docs/qemu.md §2).
     pub const SDMA_ADDRESS: usize = 0x00;
     /// Block Size (bits 15:0) and 16-bit Block Count (bits 31:16).
     pub const BLOCK_SIZE_COUNT: usize = 0x04;
@@ -170,7 +170,7 @@ pub mod interrupt {
     /// Every error bit of the v3 register (bits 26:16) and the vendor-specific ones (31:28).
     pub const ALL_ERRORS: u32 = 0xf7ff_0000;
     /// The status bits the driver enables (everything but the card interrupt, which would
-    /// latch SDIO noise: hardware.md §2.9 step 5).
+    /// latch SDIO noise: docs/hardware.md §2.9 step 5).
     pub const ENABLED: u32 = !CARD_INTERRUPT;
 }
 

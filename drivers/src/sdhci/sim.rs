@@ -2,7 +2,7 @@
 //! SDHCI specification lays them out, commands executed when word 0x0C is written, PIO through
 //! the data port, ADMA2 descriptor walking over test memory, error injection, and checks of the
 //! rules the driver must keep (write spacing at slow clocks, no write to register 0x00).
-//! The card behaves like QEMU's (`hw/sd/sd.c`, as qemu.md §2 describes it) unless told otherwise.
+//! The card behaves like QEMU's (`hw/sd/sd.c`, as docs/qemu.md §2 describes it) unless told otherwise.
 
 extern crate std;
 
@@ -59,7 +59,7 @@ pub struct SimCard {
 }
 
 impl SimCard {
-    /// QEMU's card for an image of `capacity_bytes` (qemu.md §2: SDSC up to 2 GiB, CSD v1,
+    /// QEMU's card for an image of `capacity_bytes` (docs/qemu.md §2: SDSC up to 2 GiB, CSD v1,
     /// OCR 0x80ffff00; SDHC above, CSD v2, OCR 0xc0ffff00; SCR 0x02258000; CMD6 support 0x8003).
     pub fn qemu_like(capacity_bytes: u64) -> SimCard {
         let block_addressed = capacity_bytes > 2 << 30;

@@ -1,4 +1,4 @@
-//! The serial console on the board's PL011, 115200 8N1 (issue 2), and the `print!`/`println!`
+//! The serial console on the board's PL011, 115200 8N1, and the `print!`/`println!`
 //! macros. The exception and panic paths write through [`emergency_writer`], which needs no lock.
 
 use super::sync::SingleCoreCell;

@@ -1,5 +1,5 @@
 //! What happens when the CPU takes an exception or the kernel panics: a report on the console
-//! (class, ESR, ELR, FAR, SPSR) and a stop with a non-zero status (issue 2).
+//! (class, ESR, ELR, FAR, SPSR) and a stop with a non-zero status.
 
 use super::console::emergency_writer;
 use super::exit::{finish_after_fault, ExitStatus};

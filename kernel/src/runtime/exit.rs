@@ -1,4 +1,4 @@
-//! How a run ends (issue 2): QEMU semihosting SYS_EXIT with a status (only when the command line
+//! How a run ends: QEMU semihosting SYS_EXIT with a status (only when the command line
 //! asks, because `hlt #0xf000` is undefined on real hardware), PSCI SYSTEM_OFF, or a report and an
 //! idle loop with the console alive.
 
@@ -50,7 +50,7 @@ fn method() -> ExitMethod {
     }
 }
 
-/// SYS_EXIT (0x18) with ADP_Stopped_ApplicationExit (0x20026) and `code` (qemu.md §4).
+/// SYS_EXIT (0x18) with ADP_Stopped_ApplicationExit (0x20026) and `code` (docs/qemu.md §4).
 fn semihosting_exit(code: u32) -> ! {
     let parameter_block: [u64; 2] = [0x20026, u64::from(code)];
     // SAFETY: `hlt #0xf000` is the A64 semihosting trap; QEMU (run with -semihosting) reads the

@@ -1,4 +1,4 @@
-//! Property calls to the VideoCore firmware through the mailbox (hardware.md §4.6), with the
+//! Property calls to the VideoCore firmware through the mailbox (docs/hardware.md §4.6), with the
 //! buffer's cache maintenance and bus address handled here.
 
 use super::sync::SingleCoreCell;

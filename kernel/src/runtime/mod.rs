@@ -69,7 +69,7 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
         Err(unknown) => stop_on_unknown_board(boot_argument, unknown),
     };
     let firmware = info.profile.mailbox.map(|base| {
-        // SAFETY: the board table gives this board's mailbox address (hardware.md §1).
+        // SAFETY: the board table gives this board's mailbox address (docs/hardware.md §1).
         unsafe { Firmware::new(base, timer) }
     });
     if let Some(firmware) = firmware {
@@ -273,7 +273,7 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
 
 /// Moves cores 1-3 from the firmware's WFE spin loop into `boot`'s WFI loop. Under QEMU a core
 /// waiting in WFE spins a host CPU (TCG treats WFE as a yield); in WFI it sleeps, which made SD
-/// PIO about four times faster in qemu.md §1's measurements. Done before the MMU is on, so the
+/// PIO about four times faster in docs/qemu.md §1's measurements. Done before the MMU is on, so the
 /// slots are written straight to memory where the waiting cores read them.
 fn park_secondary_cores(spin_table: &[u64]) {
     let park = boot::park_core_address();
@@ -294,7 +294,7 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         (profile.gpio, profile.family)
     {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
-        // (hardware.md §4.1, ecosystem.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
+        // (docs/hardware.md §4.1, docs/ecosystem.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
         // SAFETY: the board table gives this board's GPIO block.
         let gpio =
             drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });

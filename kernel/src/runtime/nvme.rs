@@ -1,4 +1,4 @@
-//! NVMe controllers on the running machine (issue 4): every PCI function of class 01:08:02 is
+//! NVMe controllers on the running machine: every PCI function of class 01:08:02 is
 //! brought up with `drivers::nvme` (NVMe Base Specification 1.4 §7.6.1), described on the
 //! console, its active namespaces registered as `nvme0`, `nvme1`, … in discovery order, a few
 //! reads timed at bring-up (`nvme.measure`), an optional queue-depth self-test run
@@ -24,7 +24,7 @@ use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, Na
 use drivers::platform::{BusTranslation, Platform};
 
 /// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
-/// (02) (nvme-and-fio.md §1.0).
+/// (02) (docs/nvme-and-fio.md §1.0).
 const NVME_PCI_CLASS: (u8, u8, u8) = (0x01, 0x08, 0x02);
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -424,7 +424,7 @@ fn microseconds(ns: u64) -> String {
     format!("{}.{:01}", ns / 1000, (ns % 1000) / 100)
 }
 
-/// Times reads through the block interface (issue 4, "Done means"). False when reads stopped
+/// Times reads through the block interface. False when reads stopped
 /// completing.
 fn measure(
     name: &str,

@@ -1,6 +1,6 @@
 //! PCIe on the running machine: finds the generic ECAM host in the device tree (QEMU virt's
 //! `pci-host-ecam-generic` node: `reg`, `bus-range`, `ranges`, `dma-ranges`), walks it with
-//! `drivers::pci`, and lists every function with the BARs it was given (issue 4).
+//! `drivers::pci`, and lists every function with the BARs it was given.
 
 use super::Machine;
 use crate::println;

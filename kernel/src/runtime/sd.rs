@@ -1,4 +1,4 @@
-//! SD cards on the running machine (issue 3): every SD host of the board table (hardware.md §2:
+//! SD cards on the running machine: every SD host of the board table (docs/hardware.md §2:
 //! pins, firmware power, base clock from the VideoCore mailbox, 1.8 V hooks) and every PCI
 //! function of class 08:05:01 (`sdhci-pci` on QEMU virt), brought up with `drivers::sdhci`,
 //! described on the console, timed once, and registered as `sd0`, `sd1`, … in discovery order.
@@ -119,7 +119,7 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
     // covers it as device memory.
     let registers = unsafe { Mmio::new(base as usize, REGISTER_BLOCK_BYTES) };
     if let Some(offset) = quirks.config_block_offset {
-        // SAFETY: the BCM2712 cfg block sits at this offset from the host (hardware.md §2.7).
+        // SAFETY: the BCM2712 cfg block sits at this offset from the host (docs/hardware.md §2.7).
         let config = unsafe { Mmio::new(base as usize + offset, 0x200) };
         prepare_bcm2712_config(&config);
     }
@@ -164,7 +164,7 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
 }
 
 /// GPIO 48-53: input first (QEMU's condition for the Arasan), then the real hardware's ALT3
-/// (hardware.md §2.1, qemu.md §2).
+/// (docs/hardware.md §2.1, docs/qemu.md §2).
 fn route_pins(gpio_base: u64, pins: quirks::PinRouting) {
     // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
     let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
@@ -175,7 +175,7 @@ fn route_pins(gpio_base: u64, pins: quirks::PinRouting) {
     gpio.set_functions(range, drivers::gpio::PinFunction::from_bits(pins.function_bits));
 }
 
-/// SET_POWER_STATE {device, on | wait} (hardware.md §2.9 step 1).
+/// SET_POWER_STATE {device, on | wait} (docs/hardware.md §2.9 step 1).
 fn power_on(firmware: &Firmware, device: u32) -> Result<(), alloc::string::String> {
     const ON: u32 = 1;
     const WAIT: u32 = 2;
@@ -209,7 +209,7 @@ fn base_clock(firmware: Option<&Firmware>, source: BaseClockSource) -> (Option<u
 }
 
 /// BCM2712 cfg block: select the SD function of the pins and force "card present", so the
-/// controller runs; a missing card then shows as a command timeout (hardware.md §2.7).
+/// controller runs; a missing card then shows as a command timeout (docs/hardware.md §2.7).
 fn prepare_bcm2712_config(config: &Mmio) {
     let pins = config.read32(bcm2712_config::SD_PIN_SEL);
     config.write32(bcm2712_config::SD_PIN_SEL, (pins & !0b11) | bcm2712_config::SD_PIN_SEL_SD);
@@ -224,10 +224,10 @@ fn prepare_bcm2712_config(config: &Mmio) {
 /// The 1.8 V and card-power controls of the board, where it has them.
 enum BoardHook {
     /// Pi 4: firmware GPIO expander lines 4 (VDD_SD_IO_SEL) and 6 (SD_PWR_ON), i.e. GPIO 132 and
-    /// 134 for SET_GPIO_STATE (hardware.md §2.5).
+    /// 134 for SET_GPIO_STATE (docs/hardware.md §2.5).
     Pi4Expander { firmware: Firmware, platform: &'static KernelPlatform },
     /// Pi 5: AON GPIO 3 (SD_IOVDD_SEL) and 4 (SD_PWR_ON), brcmstb GPIO bank 0 at 0x10_7D51_7C00:
-    /// DATA +0x04, IODIR +0x08 (set = input) (hardware.md §2.5).
+    /// DATA +0x04, IODIR +0x08 (set = input) (docs/hardware.md §2.5).
     Pi5Aon { bank: Mmio, platform: &'static KernelPlatform },
 }
 
@@ -239,7 +239,7 @@ const PI5_CARD_POWER_BIT: u32 = 1 << 4;
 /// Card power off time for a power cycle (SD §6.4.1.2: at least 1 ms below 0.5 V; generous).
 const CARD_POWER_OFF_US: u64 = 100_000;
 const CARD_POWER_ON_US: u64 = 10_000;
-/// Settling of the 1.8 V regulator (hardware.md §2.5: 5 ms).
+/// Settling of the 1.8 V regulator (docs/hardware.md §2.5: 5 ms).
 const REGULATOR_SETTLE_US: u64 = 5_000;
 
 fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHook> {
@@ -340,7 +340,7 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
     }
 }
 
-/// Times a 1 MiB and a single 4 KiB read through the block interface (issue 3, "Done means").
+/// Times a 1 MiB and a single 4 KiB read through the block interface.
 fn measure(name: &str, device: &mut KernelSdCard, platform: &'static KernelPlatform) {
     let geometry = device.geometry();
     if geometry.capacity_bytes() < MIB as u64 {

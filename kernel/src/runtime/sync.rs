@@ -1,7 +1,7 @@
 //! Shared state for a kernel that runs on one core without interrupts.
 //!
 //! Before the MMU is on every access is Device memory, where exclusive loads and stores (and so
-//! `spin::Mutex`) are not dependable (ecosystem.md §2.1, `spin`); the console and the mailbox are
+//! `spin::Mutex`) are not dependable (docs/ecosystem.md §2.1, `spin`); the console and the mailbox are
 //! used then. [`SingleCoreCell`] needs no atomic read-modify-write: only core 0 runs Rust code
 //! and nothing preempts it, so a plain flag catches the one way to re-enter (an exception taken
 //! inside the closure), and the exception path uses its own console writer.

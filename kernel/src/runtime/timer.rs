@@ -1,5 +1,5 @@
 //! The ARM generic timer as the kernel's clock: CNTPCT_EL0 ticks, CNTFRQ_EL0 read at run time
-//! (19.2 MHz on Pi 3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: hardware.md §1.5, qemu.md §1), with
+//! (19.2 MHz on Pi 3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: docs/hardware.md §1.5, docs/qemu.md §1), with
 //! an `embedded-hal` delay.
 
 use blockdev::Clock;

@@ -1,5 +1,5 @@
 //! `config.txt` and `cmdline.txt` for the one SD card that boots Pi 3, Pi 4 and Pi 5
-//! (hardware.md §4.1–4.4, ecosystem.md §1.5–1.7, §4.1; Raspberry Pi config.txt documentation).
+//! (docs/hardware.md §4.1–4.4, docs/ecosystem.md §1.5–1.7, §4.1; Raspberry Pi config.txt documentation).
 
 use std::fmt::Write;
 
@@ -7,23 +7,23 @@ use std::fmt::Write;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConfigOptions {
     /// `overlays/disable-bt.dtbo` is on the card, so `dtoverlay=disable-bt` can give the PL011
-    /// back to GPIO14/15 on Pi 3/4 (hardware.md §4.1).
+    /// back to GPIO14/15 on Pi 3/4 (docs/hardware.md §4.1).
     pub has_disable_bt_overlay: bool,
     /// The DTBs carry upstream Linux names (`bcm2837-rpi-3-b.dtb`, as in Debian's kernel
-    /// package): `upstream_kernel=1` makes the firmware look for those names (ecosystem.md §1.3).
+    /// package): `upstream_kernel=1` makes the firmware look for those names (docs/ecosystem.md §1.3).
     pub upstream_dtb_names: bool,
-    /// `uart_2ndstage=1`: the firmware prints its own boot log on the UART (ecosystem.md §4.1),
+    /// `uart_2ndstage=1`: the firmware prints its own boot log on the UART (docs/ecosystem.md §4.1),
     /// useful when nothing appears; off by default so benchmark logs stay clean.
     pub firmware_boot_log: bool,
 }
 
 /// The kernel file name Pi 3 and Pi 4 load (the default for 64-bit kernels).
 pub const KERNEL_PI3_PI4: &str = "kernel8.img";
-/// The kernel file name the Pi 5 firmware prefers (hardware.md §4.3).
+/// The kernel file name the Pi 5 firmware prefers (docs/hardware.md §4.3).
 pub const KERNEL_PI5: &str = "kernel_2712.img";
-/// Where the kernel is linked and must be loaded (hardware.md §4.1: set it explicitly).
+/// Where the kernel is linked and must be loaded (docs/hardware.md §4.1: set it explicitly).
 pub const KERNEL_LOAD_ADDRESS: u32 = 0x8_0000;
-/// PL011 reference clock on Pi 3/4; 115200 baud is IBRD 26, FBRD 3 (hardware.md §4.1).
+/// PL011 reference clock on Pi 3/4; 115200 baud is IBRD 26, FBRD 3 (docs/hardware.md §4.1).
 pub const PL011_CLOCK_HZ: u32 = 48_000_000;
 
 /// `config.txt` with an `[all]` part and per-board sections.
@@ -85,7 +85,7 @@ pub enum CmdlineError {
 }
 
 /// `cmdline.txt`: the settings joined by single spaces on one line (the firmware passes it to
-/// the kernel as `/chosen/bootargs`, design.md "Configuration"). Returns the text and warnings
+/// the kernel as `/chosen/bootargs`, docs/architecture.md "Configuration"). Returns the text and warnings
 /// for settings that are not `key=value`.
 pub fn cmdline_txt(settings: &[String]) -> Result<(String, Vec<String>), CmdlineError> {
     let mut tokens = Vec::new();

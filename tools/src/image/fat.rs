@@ -1,5 +1,5 @@
 //! Builds the SD card image in-process: an MBR with one FAT32 (LBA, type 0x0C) boot partition
-//! at LBA 8192 holding the boot files (ecosystem.md §1.7 layout, §1.8 fatfs/mbrman recipe).
+//! at LBA 8192 holding the boot files (docs/ecosystem.md §1.7 layout, §1.8 fatfs/mbrman recipe).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -10,7 +10,7 @@ use crate::disk::format_size;
 
 /// Sector size of the image.
 pub const SECTOR_BYTES: u64 = 512;
-/// First sector of the boot partition: 4 MiB, aligned to SD erase blocks (ecosystem.md §1.7).
+/// First sector of the boot partition: 4 MiB, aligned to SD erase blocks (docs/ecosystem.md §1.7).
 pub const PARTITION_START_LBA: u32 = 8192;
 /// MBR partition type: W95 FAT32 (LBA).
 pub const PARTITION_TYPE_FAT32_LBA: u8 = 0x0C;
@@ -66,7 +66,7 @@ pub fn minimum_image_bytes(files: &[ImageFile]) -> u64 {
 }
 
 /// The image size to use: the request (or the default), at least the minimum, rounded up to a
-/// power of two so QEMU also accepts the image as an SD card (qemu.md §2).
+/// power of two so QEMU also accepts the image as an SD card (docs/qemu.md §2).
 pub fn choose_image_bytes(files: &[ImageFile], requested_bytes: Option<u64>) -> Result<u64, FatError> {
     let needed_bytes = minimum_image_bytes(files);
     let size_bytes = requested_bytes.unwrap_or(DEFAULT_IMAGE_BYTES.max(needed_bytes));
@@ -183,7 +183,7 @@ pub fn build_image(
         filesystem.unmount().map_err(io_error("cannot finish the FAT32", &temporary))?;
     }
     // fatfs leaves BPB_HiddSec at 0; strict tools want the partition's start LBA there, in the
-    // boot sector and its backup (ecosystem.md §1.8).
+    // boot sector and its backup (docs/ecosystem.md §1.8).
     for sector in [0, BACKUP_BOOT_SECTOR] {
         image
             .seek(SeekFrom::Start(partition_offset + sector * SECTOR_BYTES + BPB_HIDDEN_SECTORS_OFFSET))

@@ -1,6 +1,6 @@
 //! Where the boot files come from: Debian's `raspi-firmware` and 6.12 arm64 kernel packages,
 //! fetched with APT into a private root and unpacked (never installed), or a directory such as
-//! the Raspberry Pi firmware repository's `boot/` (ecosystem.md §1.1–1.6, hardware.md §4.5).
+//! the Raspberry Pi firmware repository's `boot/` (docs/ecosystem.md §1.1–1.6, docs/hardware.md §4.5).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The firmware files the card needs, with the boards that need them (hardware.md §4.5; Pi 5
+/// The firmware files the card needs, with the boards that need them (docs/hardware.md §4.5; Pi 5
 /// has its firmware in the bootloader EEPROM).
 pub const FIRMWARE_FILES: [(&str, &str); 5] = [
     ("bootcode.bin", "Pi 3"),
@@ -30,7 +30,7 @@ pub const BOARD_DTBS: [(&str, [&str; 2]); 3] = [
 /// (its text is the `Files: boot/*` stanza of Debian's raspi-firmware copyright file).
 const BROADCOM_LICENCE_FALLBACK: &str = include_str!("licence_broadcom.txt");
 
-/// The overlay that moves the PL011 to GPIO14/15 (hardware.md §4.1).
+/// The overlay that moves the PL011 to GPIO14/15 (docs/hardware.md §4.1).
 pub const DISABLE_BT_OVERLAY: &str = "overlays/disable-bt.dtbo";
 
 /// Errors while fetching or reading firmware.
@@ -199,7 +199,7 @@ pub fn broadcom_licence_from_copyright(copyright: &str) -> Option<String> {
 }
 
 /// The note that goes with the DTBs: where they came from, their licences and where the
-/// corresponding source is (ecosystem.md §1.6).
+/// corresponding source is (docs/ecosystem.md §1.6).
 pub fn copying_linux_note(origin: &str, debian_copyright: Option<&str>) -> String {
     let mut text = String::from(
         "The device tree blobs (*.dtb) on this card are built from the Linux kernel sources.\n\
@@ -326,7 +326,7 @@ pub fn system_debian_archive() -> Option<DebianArchive> {
     find_debian_archive(&sources)
 }
 
-/// Fetches firmware and DTBs from Debian into a cache (ecosystem.md §1.3–1.4).
+/// Fetches firmware and DTBs from Debian into a cache (docs/ecosystem.md §1.3–1.4).
 #[derive(Debug, Clone)]
 pub struct DebianFetch {
     pub cache_dir: PathBuf,
@@ -493,7 +493,7 @@ impl DebianFetch {
         write(root.join("state/status"), String::new())?;
         let dir = |name: &str| root.join(name).display().to_string();
         // A private APT root: own sources, lists, cache and (empty) dpkg status; arm64 so that
-        // the arm64 kernel package resolves on any host (ecosystem.md §1.4). The system's
+        // the arm64 kernel package resolves on any host (docs/ecosystem.md §1.4). The system's
         // apt.conf.d (proxies) still applies.
         let config = format!(
             "Dir::State \"{}\";\nDir::State::status \"{}\";\nDir::Cache \"{}\";\n\

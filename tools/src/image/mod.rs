@@ -1,5 +1,5 @@
-//! `barebench image`: one bootable SD card image for Pi 3, Pi 4 and Pi 5 (ecosystem.md §1,
-//! hardware.md §4), and writing it to a card with the checks a careful user expects.
+//! `barebench image`: one bootable SD card image for Pi 3, Pi 4 and Pi 5 (docs/ecosystem.md §1,
+//! docs/hardware.md §4), and writing it to a card with the checks a careful user expects.
 
 pub mod card;
 pub mod config;

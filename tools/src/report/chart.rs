@@ -1,4 +1,4 @@
-//! Bar charts of a report, as SVG and PNG (plotters 0.3.7, ecosystem.md §2.3): sequential MiB/s
+//! Bar charts of a report, as SVG and PNG (plotters 0.3.7, docs/ecosystem.md §2.3): sequential MiB/s
 //! per device, 4 KiB random IOPS at QD1 and QD32, and QD1 latency mean and p99; one series per
 //! source (board or log). Text uses DejaVu Sans from the `dejavu` crate (Bitstream Vera
 //! licence), so PNG text needs no system font.

@@ -1,6 +1,6 @@
 //! Reading the report's inputs: barebench serial logs (the fio-compatible JSON block between
 //! the result markers) and fio JSON from Linux runs, through `bench::fio_json`
-//! (nvme-and-fio.md §3.5–3.6 for the format; medians preferred when a job ran several times).
+//! (docs/nvme-and-fio.md §3.5–3.6 for the format; medians preferred when a job ran several times).
 
 use std::fs;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! `barebench report`: results from serial logs (bare metal) and fio JSON (Linux) as Markdown,
-//! CSV, JSON and bar charts (design.md "Output"; ecosystem.md §4.2–4.3 for what readers expect).
+//! CSV, JSON and bar charts (docs/architecture.md "Output"; docs/ecosystem.md §4.2–4.3 for what readers expect).
 
 pub mod chart;
 pub mod input;
@@ -55,7 +55,7 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     Ok(written)
 }
 
-/// Bytes in a MiB (the unit of the published Pi benchmark tables, ecosystem.md §4.2).
+/// Bytes in a MiB (the unit of the published Pi benchmark tables, docs/ecosystem.md §4.2).
 pub const BYTES_PER_MIB: f64 = 1_048_576.0;
 
 /// One row of the report: one device and job of one source.

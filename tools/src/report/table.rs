@@ -1,5 +1,5 @@
 //! The report as a Markdown table (one row per device and job, like the published Pi storage
-//! tables, ecosystem.md §4.2), CSV and JSON.
+//! tables, docs/ecosystem.md §4.2), CSV and JSON.
 
 use std::fmt::Write;
 
