@@ -10,15 +10,12 @@
 //! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
 //! more than the pair can keep.
 
-use super::command::{
-    phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
-};
+use super::command::{CompletionEntry, SubmissionEntry};
 use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::prp;
 use super::ring::{CompletionRing, SubmissionRing};
 use super::status::Status;
-use crate::barrier;
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Platform};
 use alloc::collections::VecDeque;
@@ -76,7 +73,9 @@ pub struct QueueStatistics {
     pub command_errors: u64,
     /// Completions that could not be trusted (unknown CID, impossible SQ head, wrong SQ).
     pub protocol_errors: u64,
+    /// The most commands one pair had in flight at once.
     pub max_commands_in_flight: u32,
+    /// The most requests one pair had in flight at once.
     pub max_requests_in_flight: u32,
     /// Error statuses seen and how often, first seen first.
     pub errors_by_status: Vec<(Status, u64)>,
@@ -91,7 +90,9 @@ impl QueueStatistics {
         }
     }
 
-    /// Adds another pair's counters (for a namespace spread over several pairs).
+    /// Adds another pair's counters (for a namespace spread over several pairs). Maxima stay
+    /// the largest any one pair reached: pairs peak at different moments, so their sum would
+    /// claim more in flight than there ever was.
     pub fn add(&mut self, other: &QueueStatistics) {
         self.requests_submitted += other.requests_submitted;
         self.requests_completed += other.requests_completed;
@@ -103,8 +104,8 @@ impl QueueStatistics {
         self.cq_doorbell_writes += other.cq_doorbell_writes;
         self.command_errors += other.command_errors;
         self.protocol_errors += other.protocol_errors;
-        self.max_commands_in_flight += other.max_commands_in_flight;
-        self.max_requests_in_flight += other.max_requests_in_flight;
+        self.max_commands_in_flight = self.max_commands_in_flight.max(other.max_commands_in_flight);
+        self.max_requests_in_flight = self.max_requests_in_flight.max(other.max_requests_in_flight);
         for (status, count) in &other.errors_by_status {
             for _ in 0..*count {
                 self.count_status(*status);
@@ -117,7 +118,8 @@ impl QueueStatistics {
 struct CommandSlot {
     in_use: bool,
     request: u32,
-    sq_slot: u32,
+    /// The push sequence number of its SQ entry.
+    sq_sequence: u64,
     lba: u64,
     block_count: u32,
 }
@@ -168,8 +170,6 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     unreleased: usize,
     /// Requests that finished without a completion entry (a piece could not be built).
     finished_early: VecDeque<u32>,
-    /// The tail the controller was last told.
-    doorbell_tail: u32,
     lists_bus: u64,
     statistics: QueueStatistics,
     reports_made: u32,
@@ -199,8 +199,8 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             platform,
             events,
             geometry,
-            submission_ring: SubmissionRing::new(setup.entries),
-            completion_ring: CompletionRing::new(setup.entries),
+            submission_ring: SubmissionRing::new(setup.submission, setup.entries, setup.submission_doorbell),
+            completion_ring: CompletionRing::new(setup.completion, setup.entries, setup.completion_doorbell),
             commands: alloc::vec![CommandSlot::default(); slots as usize],
             free_commands: (0..slots as u16).rev().collect(),
             requests: alloc::vec![IDLE_REQUEST; slots as usize],
@@ -208,7 +208,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             waiting: VecDeque::with_capacity(slots as usize),
             unreleased: 0,
             finished_early: VecDeque::new(),
-            doorbell_tail: 0,
             lists_bus,
             statistics: QueueStatistics::default(),
             reports_made: 0,
@@ -325,13 +324,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
         let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
         entry.set_command_id(command_id);
-        let sq_slot = self.submission_ring.push().expect("checked by the caller");
-        let offset = sq_slot as usize * SUBMISSION_ENTRY_BYTES;
-        for (word_index, word) in entry.dwords.iter().enumerate() {
-            setup.submission.write_u32(offset + 4 * word_index, *word);
-        }
+        let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
         self.commands[usize::from(command_id)] =
-            CommandSlot { in_use: true, request: index, sq_slot, lba, block_count };
+            CommandSlot { in_use: true, request: index, sq_sequence, lba, block_count };
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
@@ -339,94 +334,18 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         true
     }
 
-    /// Tells the controller about every entry written since the last doorbell: cache clean of
-    /// those entries, `dsb st`, one tail doorbell write.
+    /// Tells the controller about every entry written since the last doorbell (one write).
     fn ring_submission_doorbell(&mut self) {
-        let tail = self.submission_ring.tail();
-        if tail == self.doorbell_tail {
-            return;
+        if self.submission_ring.notify(&self.registers, self.platform) {
+            self.statistics.sq_doorbell_writes += 1;
         }
-        let entries = self.setup.entries;
-        let sq = &self.setup.submission;
-        let from = self.doorbell_tail as usize * SUBMISSION_ENTRY_BYTES;
-        if self.doorbell_tail < tail {
-            let bytes = (tail - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
-            self.platform.clean_for_device(&sq.slice(from, bytes));
-        } else {
-            let bytes = (entries - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
-            self.platform.clean_for_device(&sq.slice(from, bytes));
-            if tail > 0 {
-                self.platform.clean_for_device(&sq.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
-            }
-        }
-        barrier::store_before_doorbell();
-        self.registers.write32(self.setup.submission_doorbell, tail);
-        self.doorbell_tail = tail;
-        self.statistics.sq_doorbell_writes += 1;
     }
 
     /// Handles one completion entry; returns the finished request, if this was its last piece.
     fn complete(&mut self, entry: &CompletionEntry) -> Option<Completion> {
-        let queue_id = self.setup.queue_id;
         let command_id = entry.command_id();
-        if entry.sq_id() != queue_id {
-            self.statistics.protocol_errors += 1;
-            self.report(Event::WrongSubmissionQueue {
-                queue_id,
-                reported_queue_id: entry.sq_id(),
-                command_id,
-            });
-            return None;
-        }
-        let command = match self.commands.get(usize::from(command_id)) {
-            Some(command) if command.in_use => *command,
-            _ => {
-                self.statistics.protocol_errors += 1;
-                self.report(Event::UnknownCommandId {
-                    queue_id,
-                    command_id,
-                    sq_head: entry.sq_head(),
-                    status: entry.status(),
-                });
-                return None;
-            }
-        };
-        let lower_bound = self.submission_ring.head_after_fetch_of(command.sq_slot);
-        let reported_head = u32::from(entry.sq_head());
-        let outcome = if self.submission_ring.head_is_possible(reported_head, lower_bound) {
-            self.submission_ring.set_head(reported_head);
-            let status = entry.status();
-            if status.is_success() {
-                Ok(())
-            } else {
-                self.statistics.command_errors += 1;
-                self.statistics.count_status(status);
-                self.report(Event::CommandFailed {
-                    queue_id,
-                    command_id,
-                    opcode: super::command::io_opcode::READ,
-                    namespace_id: self.setup.namespace_id,
-                    lba: command.lba,
-                    block_count: command.block_count,
-                    status,
-                    command_specific: entry.command_specific(),
-                    sq_head: entry.sq_head(),
-                });
-                Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
-            }
-        } else {
-            self.statistics.protocol_errors += 1;
-            self.report(Event::ImpossibleSqHead {
-                queue_id,
-                command_id,
-                reported_head: entry.sq_head(),
-                known_head: self.submission_ring.head(),
-                tail: self.submission_ring.tail(),
-                entries: self.setup.entries,
-            });
-            self.submission_ring.set_head(lower_bound);
-            Err(IoError { kind: IoErrorKind::Protocol, code: reported_head })
-        };
+        let command = self.trusted_command(entry)?;
+        let outcome = self.command_outcome(entry, &command);
         self.commands[usize::from(command_id)].in_use = false;
         self.free_commands.push(command_id);
         self.statistics.commands_completed += 1;
@@ -445,6 +364,65 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
         let request = &self.requests[index as usize];
         (request.pieces_done == request.pieces_total).then(|| self.finish(index))
+    }
+
+    /// The command an entry completes, if the entry names this queue and a command in flight;
+    /// otherwise the entry is reported and ignored.
+    fn trusted_command(&mut self, entry: &CompletionEntry) -> Option<CommandSlot> {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        let event = if entry.sq_id() != queue_id {
+            Event::WrongSubmissionQueue { queue_id, reported_queue_id: entry.sq_id(), command_id }
+        } else {
+            match self.commands.get(usize::from(command_id)) {
+                Some(command) if command.in_use => return Some(*command),
+                _ => Event::UnknownCommandId {
+                    queue_id,
+                    command_id,
+                    sq_head: entry.sq_head(),
+                    status: entry.status(),
+                },
+            }
+        };
+        self.statistics.protocol_errors += 1;
+        self.report(event);
+        None
+    }
+
+    /// The command's result: its status, unless the SQ head it reports is impossible.
+    fn command_outcome(&mut self, entry: &CompletionEntry, command: &CommandSlot) -> Result<(), IoError> {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        if let Err(known) = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence) {
+            self.statistics.protocol_errors += 1;
+            self.report(Event::ImpossibleSqHead {
+                queue_id,
+                command_id,
+                reported_head: entry.sq_head(),
+                known_head: known.known_head,
+                tail: known.tail,
+                entries: self.setup.entries,
+            });
+            return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(entry.sq_head()) });
+        }
+        let status = entry.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        self.statistics.command_errors += 1;
+        self.statistics.count_status(status);
+        self.report(Event::CommandFailed {
+            queue_id,
+            command_id,
+            opcode: super::command::io_opcode::READ,
+            namespace_id: self.setup.namespace_id,
+            lba: command.lba,
+            block_count: command.block_count,
+            status,
+            command_specific: entry.command_specific(),
+            sq_head: entry.sq_head(),
+        });
+        Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
     }
 
     fn finish(&mut self, index: u32) -> Completion {
@@ -542,28 +520,16 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         // At most one pass over the CQ per call, so that a controller posting nonsense cannot
         // keep `poll` from returning.
         while produced < completions.len() && consumed < self.setup.entries {
-            let cq = self.setup.completion;
-            let offset = self.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
-            self.platform.invalidate_for_cpu(&cq.slice(offset, COMPLETION_ENTRY_BYTES));
-            let dword3 = cq.read_u32(offset + 12);
-            if !self.completion_ring.is_new(phase_of(dword3)) {
+            let Some(entry) = self.completion_ring.pop(self.platform) else {
                 break;
-            }
-            barrier::load_after_completion();
-            let entry = CompletionEntry {
-                dwords: [cq.read_u32(offset), cq.read_u32(offset + 4), cq.read_u32(offset + 8), dword3],
             };
-            self.completion_ring.advance();
             consumed += 1;
             if let Some(done) = self.complete(&entry) {
                 completions[produced] = done;
                 produced += 1;
             }
         }
-        if consumed > 0 {
-            // The entries were read before the controller may reuse their slots.
-            barrier::full();
-            self.registers.write32(self.setup.completion_doorbell, self.completion_ring.head());
+        if self.completion_ring.release(&self.registers) {
             self.statistics.cq_doorbell_writes += 1;
             if self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
@@ -582,6 +548,7 @@ mod tests {
         pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform,
     };
     use super::*;
+    use blockdev::Clock;
     use std::format;
     use std::string::ToString;
     use std::vec;
@@ -616,11 +583,13 @@ mod tests {
         Request { tag, operation: Operation::Read, lba, block_count, buffer }
     }
 
-    /// Polls until `count` completions arrived (bounded), returning them.
-    fn wait_for(device: &mut dyn BlockDevice, count: usize) -> StdVec<Completion> {
+    /// Polls until `count` completions arrived (bounded), returning them. Time passes between
+    /// polls (a clock read), so the simulated controller works.
+    fn wait_for(platform: &SimPlatform, device: &mut dyn BlockDevice, count: usize) -> StdVec<Completion> {
         let mut all = StdVec::new();
         let mut out = [Completion::default(); 8];
         for _ in 0..100_000 {
+            platform.now_ticks();
             let n = device.poll(&mut out);
             all.extend_from_slice(&out[..n]);
             if all.len() >= count {
@@ -672,7 +641,7 @@ mod tests {
                         tag += 1;
                         device.submit(read(tag, lba, blocks, data)).unwrap();
                         device.kick();
-                        let done = wait_for(&mut device, 1);
+                        let done = wait_for(&platform, &mut device, 1);
                         assert_eq!(done[0], Completion { tag, result: Ok(()) });
                         check_pattern(&platform, &data, lba * block, *size as usize);
                     }
@@ -742,6 +711,7 @@ mod tests {
         while done < 200 {
             polls += 1;
             assert!(polls < 100_000, "stuck after {done} completions");
+            platform.now_ticks();
             let n = device.poll(&mut out);
             for completion in &out[..n] {
                 assert_eq!(completion.result, Ok(()));
@@ -844,7 +814,7 @@ mod tests {
         // 1 MiB from LBA 0: pieces of 64 blocks; the second fails; the rest are not all sent.
         device.submit(read(5, 0, 2048, buffer)).unwrap();
         device.kick();
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         let status_field = super::super::status::Status::new(2, 0x81, true).field();
         assert_eq!(
             done[0].result,
@@ -863,7 +833,7 @@ mod tests {
         // The queue still works afterwards.
         device.submit(read(6, 4096, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         sim.assert_no_violations();
     }
 
@@ -878,19 +848,19 @@ mod tests {
         sim.corrupt_next_completion(Corruption::UnknownCommandId);
         device.submit(read(1, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()), "the real one still counts");
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()), "the real one still counts");
         assert!(events.any_contains("unknown command identifier 65520"));
 
         sim.corrupt_next_completion(Corruption::WrongSubmissionQueue);
         device.submit(read(2, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         assert!(events.any_contains("names submission queue 8"));
 
         sim.corrupt_next_completion(Corruption::ImpossibleSqHead);
         device.submit(read(3, 0, 8, buffer)).unwrap();
         device.kick();
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Protocol);
         assert!(events.any_contains("reports SQ head 65534, impossible"));
         assert_eq!(device.statistics().protocol_errors, 3);
@@ -899,7 +869,7 @@ mod tests {
         for tag in 10..30 {
             device.submit(read(tag, 8, 8, buffer)).unwrap();
             device.kick();
-            assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+            assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         }
         sim.assert_no_violations();
     }
@@ -915,7 +885,7 @@ mod tests {
         for tag in 0..40 {
             device.submit(read(tag, 0, 1, buffer)).unwrap();
             device.kick();
-            wait_for(&mut device, 1);
+            wait_for(&platform, &mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
         assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
@@ -936,25 +906,30 @@ mod tests {
         let second = buffer.slice(0, 4096).unwrap();
         device.submit(read(2, 0, 8, second)).unwrap();
         // Poll until the first finishes; the second, never kicked, must not have been read.
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         assert_eq!(done[0].tag, 1);
         assert_eq!(sim.statistics().reads, 8);
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].tag, 2);
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].tag, 2);
         assert_eq!(sim.statistics().reads, 9);
         sim.assert_no_violations();
     }
 
     #[test]
-    fn statistics_add_up() {
+    fn statistics_add_up_and_maxima_stay_maxima() {
         let mut total = QueueStatistics::default();
         let one = QueueStatistics {
             commands_submitted: 3,
+            max_commands_in_flight: 5,
+            max_requests_in_flight: 2,
             errors_by_status: vec![(Status::new(0, 2, true), 2)],
             ..QueueStatistics::default()
         };
+        let other = QueueStatistics { max_commands_in_flight: 3, max_requests_in_flight: 7, ..one.clone() };
         total.add(&one);
-        total.add(&one);
+        total.add(&other);
+        assert_eq!(total.max_commands_in_flight, 5, "two pairs that each peaked at 5 and 3 never had 8");
+        assert_eq!(total.max_requests_in_flight, 7);
         assert_eq!(total.commands_submitted, 6);
         assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
