@@ -16,6 +16,7 @@
 extern crate std;
 
 use crate::barrier::BarrierKind;
+use crate::mmio::RegisterIo;
 use crate::platform::{DmaAllocationError, Platform};
 use blockdev::{Clock, DmaBuffer};
 use core::cell::{Cell, RefCell};
@@ -268,6 +269,23 @@ std::thread_local! {
 pub fn record(event: PlatformEvent) -> Option<usize> {
     let log = CURRENT_LOG.with(|current| current.borrow().clone())?;
     Some(log.push(event))
+}
+
+/// Any register block with its writes logged (for simulators that do not log their own).
+pub struct LoggedRegisters<R> {
+    pub block: &'static str,
+    pub inner: R,
+}
+
+impl<R: RegisterIo> RegisterIo for LoggedRegisters<R> {
+    fn read32(&self, offset_bytes: usize) -> u32 {
+        self.inner.read32(offset_bytes)
+    }
+
+    fn write32(&self, offset_bytes: usize, value: u32) {
+        record(PlatformEvent::MmioWrite { block: self.block, offset_bytes, value });
+        self.inner.write32(offset_bytes, value);
+    }
 }
 
 /// A simulated device that works while time passes: the platform calls it on every clock read.

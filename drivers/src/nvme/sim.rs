@@ -1381,3 +1381,181 @@ pub fn pattern_bytes(first_byte: u64, length: usize) -> Vec<u8> {
     }
     data
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::dma::DmaRegion;
+    use super::super::regs;
+    use super::*;
+    use crate::barrier;
+    use crate::platform::Platform;
+    use blockdev::Clock;
+
+    /// A controller enabled by hand, with an admin queue pair and an identify buffer.
+    struct Bench<'a> {
+        platform: &'a SimPlatform,
+        sim: SimController<'a>,
+        submission: DmaRegion,
+        completion: DmaRegion,
+        identify: DmaRegion,
+    }
+
+    fn region(platform: &SimPlatform, bytes: usize) -> DmaRegion {
+        let buffer = platform.allocate_dma(bytes, 4096).unwrap();
+        platform.clean_for_device(&buffer);
+        // SAFETY: fresh arena memory, used only by this test and the simulator.
+        unsafe { DmaRegion::new(buffer) }
+    }
+
+    fn bus(region: &DmaRegion) -> u64 {
+        region.physical_address() + BUS_OFFSET
+    }
+
+    fn enabled(platform: &SimPlatform) -> Bench<'_> {
+        let sim = SimController::new(platform, SimConfig::default());
+        let (submission, completion, identify) =
+            (region(platform, 4096), region(platform, 4096), region(platform, 4096));
+        sim.write32(offsets::AQA, regs::admin_queue_attributes(4, 4));
+        sim.write64(offsets::ASQ, bus(&submission));
+        sim.write64(offsets::ACQ, bus(&completion));
+        barrier::store_before_doorbell();
+        sim.write32(offsets::CC, regs::enable_configuration(0));
+        assert!(sim.csts_bits().0, "ready");
+        Bench { platform, sim, submission, completion, identify }
+    }
+
+    impl Bench<'_> {
+        /// Writes an Identify Controller into SQ slot 0 and cleans it (no barrier yet).
+        fn write_identify(&self) {
+            let mut entry = SubmissionEntry::identify(cns::CONTROLLER, 0, bus(&self.identify));
+            entry.set_command_id(5);
+            self.submission.write_words(0, &entry.dwords);
+            self.platform.clean_for_device(&self.submission.slice(0, 64));
+        }
+
+        fn ring_submission(&self) {
+            self.sim.write32(regs::submission_doorbell(0, 4), 1);
+        }
+
+        fn run_until_posted(&self) {
+            for _ in 0..10 {
+                self.platform.now_ticks();
+            }
+            assert_eq!(self.sim.statistics().admin_commands, [admin_opcode::IDENTIFY]);
+        }
+
+        fn release_completion(&self) {
+            self.sim.write32(regs::completion_doorbell(0, 4), 1);
+        }
+
+        fn violations_containing(&self, text: &str) -> usize {
+            self.sim.violations().iter().filter(|violation| violation.contains(text)).count()
+        }
+    }
+
+    #[test]
+    fn a_well_ordered_admin_command_passes() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        let mut out = [0u32; 4];
+        bench.completion.read_words(0, &mut out);
+        assert_eq!(out, [0; 4], "nothing posted inside the doorbell write");
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        assert_eq!(bench.completion.read_u32(12) & 1 << 16, 1 << 16, "phase 1");
+        barrier::load_after_completion();
+        bench.completion.read_words(0, &mut out[..3]);
+        barrier::load_after_completion();
+        bench.release_completion();
+        bench.sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_doorbell_not_ordered_after_the_entry_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        bench.ring_submission();
+        assert_eq!(
+            bench.violations_containing("SQ 0 entry 0: device access"),
+            1,
+            "{:?}",
+            bench.sim.violations()
+        );
+        assert_eq!(bench.violations_containing("no store barrier"), 1);
+    }
+
+    #[test]
+    fn an_entry_written_after_its_clean_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        bench.submission.write_words(32, &[0]);
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        assert_eq!(bench.violations_containing("not cleaned before the last store barrier"), 1);
+    }
+
+    #[test]
+    fn a_data_buffer_written_by_the_cpu_and_not_cleaned_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.identify.write_words(0, &[0xdead_beef]);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        assert_eq!(bench.violations_containing("data: device access"), 1, "{:?}", bench.sim.violations());
+    }
+
+    #[test]
+    fn completion_fields_read_before_the_load_barrier_are_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        let mut entry = [0u32; 4];
+        bench.completion.read_words(0, &mut entry);
+        barrier::load_after_completion();
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("fields read before a load barrier"), 1);
+    }
+
+    #[test]
+    fn a_head_doorbell_not_ordered_after_the_reads_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        bench.completion.read_u32(12);
+        barrier::load_after_completion();
+        bench.completion.read_words(0, &mut [0u32; 3]);
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("no load barrier between the entry's reads"), 1);
+    }
+
+    #[test]
+    fn a_completion_released_unread_or_read_stale_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        barrier::load_after_completion();
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("released before the CPU read it"), 1);
+        let mut data = [0u8; 8];
+        bench.identify.read_bytes(0, &mut data);
+        assert_eq!(bench.violations_containing("that no invalidate followed"), 1, "identify data read stale");
+    }
+}
