@@ -400,6 +400,9 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
         let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
         let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
+        // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
+        // register write, as before a doorbell.
         platform.clean_for_device(&completion.buffer());
 
         registers
@@ -626,6 +629,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         } else {
             None
         };
+        // As for the admin CQ: in memory before the Create command (whose doorbell comes after
+        // the admin ring's store barrier) hands it over.
         self.platform.clean_for_device(&completion.buffer());
         let completion_bus =
             self.dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
