@@ -153,6 +153,10 @@ mod tests {
         assert!(outside.is_err());
         let past_the_end = std::panic::catch_unwind(|| region.write_words(60, &[1, 2]));
         assert!(past_the_end.is_err());
+        let read_past_the_end = std::panic::catch_unwind(|| region.read_words(56, &mut [0u32; 3]));
+        assert!(read_past_the_end.is_err());
+        let bytes_past_the_end = std::panic::catch_unwind(|| region.read_bytes(60, &mut [0u8; 5]));
+        assert!(bytes_past_the_end.is_err());
         let misaligned = std::panic::catch_unwind(|| region.write_u64(4, 0));
         assert!(misaligned.is_err());
         drop(backing);
