@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(region.slice(16, 8).physical_address, 0x8010);
         let outside = std::panic::catch_unwind(|| region.read_u32(64));
         assert!(outside.is_err());
-        let past_the_end = std::panic::catch_unwind(|| region.write_words(60, &[1, 2]));
+        let past_the_end = std::panic::catch_unwind(|| region.write_words(56, &[1, 2, 3]));
         assert!(past_the_end.is_err());
         let read_past_the_end = std::panic::catch_unwind(|| region.read_words(56, &mut [0u32; 3]));
         assert!(read_past_the_end.is_err());

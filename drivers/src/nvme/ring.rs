@@ -50,10 +50,6 @@ impl SubmissionRing {
         SubmissionRing { memory, doorbell_offset_bytes, entries, pushed: 0, notified: 0, fetched: 0 }
     }
 
-    pub fn entries(&self) -> u32 {
-        self.entries
-    }
-
     fn slot_of(&self, sequence: u64) -> u32 {
         (sequence % u64::from(self.entries)) as u32
     }
@@ -171,10 +167,6 @@ impl CompletionRing {
             expected_phase: true,
             unreleased: 0,
         }
-    }
-
-    pub fn entries(&self) -> u32 {
-        self.entries
     }
 
     pub fn head(&self) -> u32 {
