@@ -375,6 +375,36 @@ mod tests {
     }
 
     #[test]
+    fn notify_cleans_exactly_the_new_entries() {
+        let platform = ArenaPlatform::new(1 << 16);
+        let registers = Doorbells::default();
+        let mut ring = submission_ring(&platform, 4);
+        let base = ring.memory.physical_address();
+        let mut cleans_of_next_notify = |ring: &mut SubmissionRing, pushes: u16| {
+            for id in 0..pushes {
+                ring.push(&read(id));
+            }
+            let start = platform.log().len();
+            assert!(ring.notify(&registers, &platform));
+            let cleans: Vec<ByteRange> = platform
+                .log()
+                .since(start)
+                .iter()
+                .filter_map(|event| match event {
+                    PlatformEvent::Clean(range) => Some(*range),
+                    _ => None,
+                })
+                .collect();
+            cleans
+        };
+        let slots = |first: u64, count: u64| ByteRange::new(base + first * 64, count * 64);
+        assert_eq!(cleans_of_next_notify(&mut ring, 2), [slots(0, 2)], "no wrap: the new entries only");
+        ring.accept_head(2, 1).unwrap();
+        assert_eq!(cleans_of_next_notify(&mut ring, 2), [slots(2, 2)], "the tail lands on 0: one clean");
+        assert_eq!(ring.tail(), 0);
+    }
+
+    #[test]
     fn pop_reads_the_phase_then_orders_then_reads_the_rest() {
         let platform = ArenaPlatform::new(1 << 16);
         let registers = Doorbells::default();
