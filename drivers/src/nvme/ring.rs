@@ -380,7 +380,7 @@ mod tests {
         let registers = Doorbells::default();
         let mut ring = submission_ring(&platform, 4);
         let base = ring.memory.physical_address();
-        let mut cleans_of_next_notify = |ring: &mut SubmissionRing, pushes: u16| {
+        let cleans_of_next_notify = |ring: &mut SubmissionRing, pushes: u16| {
             for id in 0..pushes {
                 ring.push(&read(id));
             }
