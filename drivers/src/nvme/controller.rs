@@ -951,6 +951,24 @@ mod tests {
     }
 
     #[test]
+    fn an_admin_command_that_never_completes_times_out_after_10_s() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = SimConfig { fault: Some(Fault::AdminCommandsHang), ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        match error {
+            NvmeError::AdminTimeout { opcode, waited_ms, csts, .. } => {
+                assert_eq!(opcode, super::super::command::admin_opcode::IDENTIFY);
+                assert!((10_000..10_200).contains(&waited_ms), "waited {waited_ms} ms");
+                assert_eq!(csts & 1, 1, "still ready");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(format!("{error}").contains("did not complete in 10"), "{error}");
+        sim.assert_no_violations();
+    }
+
+    #[test]
     fn fatal_status_at_enable_is_reported_with_registers() {
         let platform = SimPlatform::for_nvme(ARENA);
         let config = SimConfig { fault: Some(Fault::FatalOnEnable), ..SimConfig::default() };

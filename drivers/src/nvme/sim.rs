@@ -199,6 +199,8 @@ pub enum Fault {
     FatalOnEnable,
     /// CSTS.SHST stays at "occurring".
     NeverFinishesShutdown,
+    /// Admin commands are fetched but never completed.
+    AdminCommandsHang,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -855,11 +857,13 @@ impl State {
     fn advance(&mut self, platform: &SimPlatform) {
         self.tick += 1;
         loop {
-            let hold = self.hold_io_completions;
+            let hold_io = self.hold_io_completions;
+            let hold_admin = self.config.fault == Some(Fault::AdminCommandsHang);
             let due = (0..self.in_flight.len())
                 .filter(|index| {
                     let command = &self.in_flight[*index];
-                    command.due_tick <= self.tick && !(hold && command.submission_queue != 0)
+                    let held = if command.submission_queue == 0 { hold_admin } else { hold_io };
+                    command.due_tick <= self.tick && !held
                 })
                 .min_by_key(|index| self.in_flight[*index].due_tick);
             let Some(index) = due else {
