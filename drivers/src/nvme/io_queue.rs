@@ -786,6 +786,7 @@ mod tests {
         let tags: StdVec<u32> = wait_for(&platform, &mut device, 12).iter().map(|c| c.tag).collect();
         assert_ne!(tags, (0..12).collect::<StdVec<_>>(), "completion order differs from submission order");
         assert!(sim.statistics().overtakes > 0);
+        assert_eq!(device.statistics().requests_split, 0, "4 KiB reads need one command each");
         for tag in tags {
             let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
             check_pattern(&platform, &data, u64::from(tag) * 8 * 512, 4096);
@@ -989,13 +990,23 @@ mod tests {
         assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         assert!(events.any_contains("names submission queue 8"));
 
+        sim.corrupt_next_completion(Corruption::DuplicateCompletion);
+        device.submit(read(4, 0, 8, buffer)).unwrap();
+        device.kick();
+        let done = wait_for(&platform, &mut device, 1);
+        assert_eq!(done, [Completion { tag: 4, result: Ok(()) }], "the copy completes nothing");
+        let mut out = [Completion::default(); 2];
+        assert_eq!(device.poll(&mut out), 0);
+        assert!(events.any_contains("unknown command identifier"), "{:?}", events.messages.borrow());
+        assert_eq!(device.statistics().protocol_errors, 3);
+
         sim.corrupt_next_completion(Corruption::ImpossibleSqHead);
         device.submit(read(3, 0, 8, buffer)).unwrap();
         device.kick();
         let done = wait_for(&platform, &mut device, 1);
         assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Protocol);
         assert!(events.any_contains("reports SQ head 65534, impossible"));
-        assert_eq!(device.statistics().protocol_errors, 3);
+        assert_eq!(device.statistics().protocol_errors, 4);
 
         // The queue goes on working with the head it could prove.
         for tag in 10..30 {

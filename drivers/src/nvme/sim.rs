@@ -211,6 +211,8 @@ pub enum Corruption {
     ImpossibleSqHead,
     /// A bogus completion naming another submission queue comes before the next real one.
     WrongSubmissionQueue,
+    /// The next completion is posted twice (the copy names a command that already finished).
+    DuplicateCompletion,
 }
 
 #[derive(Clone, Debug)]
@@ -310,6 +312,7 @@ struct InFlight {
     refused: Option<Status>,
 }
 
+#[derive(Clone, Copy)]
 struct Pending {
     submission_queue: u16,
     command_id: u16,
@@ -961,6 +964,7 @@ impl State {
                 pending = bogus(real_queue + 7, 0);
             }
             Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
+            Some(Corruption::DuplicateCompletion) => cq.backlog.push_front(pending),
             None => {}
         }
         Some(pending)
