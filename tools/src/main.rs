@@ -1,5 +1,5 @@
 //! `barebench`: the host CLI — SD card image, QEMU runs, serial capture and reports
-//! (docs/architecture.md "Layout", tools/; the issue "host tool barebench").
+//! (docs/architecture.md "Layout"; the subcommands and their flags in tools/README.md).
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};

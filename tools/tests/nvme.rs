@@ -19,7 +19,7 @@ const SECTOR: u64 = 512;
 const IMAGE_BYTES: u64 = 64 << 20;
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
-/// Read sizes the issue asks for.
+/// Read sizes from one sector to several MDTS-sized commands (512 B, 4 KiB, 64 KiB, 1 MiB, 4 MiB).
 const READ_SIZES: [u64; 5] = [512, 4 * KIB, 64 * KIB, MIB, 4 * MIB];
 
 /// The image, every sector pattern-filled; built once per test binary and kept (its content is
