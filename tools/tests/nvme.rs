@@ -8,7 +8,7 @@
 
 mod qemu_harness;
 
-use qemu_harness::{scratch_dir, Machine, Outcome, Run};
+use qemu_harness::{nvme_aio, scratch_dir, Machine, Outcome, Run};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -108,7 +108,8 @@ impl Drive {
         }
         line.push(' ');
         line.push_str(extra);
-        let drive = format!("if=none,id=nv,file={},format=raw,snapshot=on,aio=io_uring", image().display());
+        let drive =
+            format!("if=none,id=nv,file={},format=raw,snapshot=on,aio={}", image().display(), nvme_aio());
         let device = format!("nvme,drive=nv,serial=barebench0{}", self.device_options);
         Run::new(Machine::Virt)
             .append(&line)
@@ -189,7 +190,7 @@ fn default_mdts_512_byte_blocks_qd32() {
     assert!(out.contains("512 KiB per command (1 MiB = 2 commands)"), "{out}");
     let timing = line_with(out, "nvme0: 4 KiB QD1 read ");
     assert!(timing.contains("1 MiB read") && timing.contains("4 KiB QD32 "), "{timing}");
-    eprintln!("default mdts, 512 B blocks, aio=io_uring:\n{out}");
+    eprintln!("default mdts, 512 B blocks, aio={}:\n{out}", nvme_aio());
 }
 
 #[test]
@@ -254,7 +255,7 @@ fn a_controller_without_namespaces_is_described_and_shut_down() {
 #[test]
 fn bad_input_is_named_and_the_run_goes_on() {
     let blocks = IMAGE_BYTES / SECTOR;
-    let drive = format!("if=none,id=nv,file={},format=raw,snapshot=on,aio=io_uring", image().display());
+    let drive = format!("if=none,id=nv,file={},format=raw,snapshot=on,aio={}", image().display(), nvme_aio());
     let run = Run::new(Machine::Virt)
         .append(&format!(
             "exit=semihosting jobs=none nvme.depth=4096 nvme.queues=zero nvme.selftest=fast crc=nvme0:{blocks}:1 crc=nvme0:{}:2 crc=nvme0:0:1",
@@ -296,8 +297,9 @@ fn bad_input_is_named_and_the_run_goes_on() {
 
 #[test]
 fn two_namespaces_become_nvme0_and_nvme1() {
-    let drive =
-        |id: &str| format!("if=none,id={id},file={},format=raw,snapshot=on,aio=io_uring", image().display());
+    let drive = |id: &str| {
+        format!("if=none,id={id},file={},format=raw,snapshot=on,aio={}", image().display(), nvme_aio())
+    };
     let last_4k = IMAGE_BYTES / 4096 - 16;
     let run = Run::new(Machine::Virt)
         .append(&format!(
