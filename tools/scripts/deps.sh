@@ -18,8 +18,11 @@ log() { printf 'deps: %s\n' "$*" >&2; }
 # rust-toolchain.toml pins 1.95.0. A machine whose stable toolchain *is* 1.95.0 but which has no
 # toolchain of that name gets a link (rustup may not reach its download server where only package
 # registries are reachable), so that cargo and rustup work inside the repository.
+# Lists are read whole before grep -q looks at them: with pipefail, `rustup ... | grep -q` fails
+# at random when grep exits at the first match and rustup then dies of SIGPIPE.
 pinned=$(sed -n 's/^channel = "\(.*\)"/\1/p' "$(dirname "$0")/../../rust-toolchain.toml")
-if ! RUSTUP_TOOLCHAIN=stable rustup toolchain list | grep -q "^${pinned}"; then
+toolchains=$(RUSTUP_TOOLCHAIN=stable rustup toolchain list)
+if ! grep -q "^${pinned}" <<<"$toolchains"; then
   stable_version=$(RUSTUP_TOOLCHAIN=stable rustc --version | cut -d' ' -f2)
   if [ "$stable_version" = "$pinned" ]; then
     log "linking toolchain ${pinned} to the installed stable ${stable_version}"
@@ -30,21 +33,30 @@ if ! RUSTUP_TOOLCHAIN=stable rustup toolchain list | grep -q "^${pinned}"; then
   fi
 fi
 # Components and targets go into the stable directory when 1.95.0 is a link to it.
-if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-none; then
+installed_targets=$(rustup target list --installed 2>/dev/null || true)
+if ! grep -qx aarch64-unknown-none <<<"$installed_targets"; then
   log "adding Rust target aarch64-unknown-none"
   rustup target add aarch64-unknown-none 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add aarch64-unknown-none
 fi
+installed_components=$(rustup component list --installed 2>/dev/null || true)
 for component in clippy rustfmt; do
-  if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+  if ! grep -q "^${component}" <<<"$installed_components"; then
     log "adding Rust component ${component}"
     rustup component add "${component}" 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup component add "${component}" || log "could not add ${component} (optional)"
   fi
 done
 
+# The first line of `qemu-system-aarch64 --version`, or "none".
+qemu_version_line() {
+  local text=""
+  command -v qemu-system-aarch64 >/dev/null 2>&1 && text=$(qemu-system-aarch64 --version 2>/dev/null || true)
+  [ -n "$text" ] || text=none
+  printf '%s\n' "${text%%$'\n'*}"
+}
+
 qemu_major() {
-  command -v qemu-system-aarch64 >/dev/null 2>&1 || { echo 0; return; }
   local major
-  major=$(qemu-system-aarch64 --version | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p' | head -n1)
+  major=$(sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p' <<<"$(qemu_version_line)")
   echo "${major:-0}"
 }
 
@@ -64,7 +76,7 @@ missing=()
 debian_packages=()
 qemu_from_backports=0
 if [ "$(qemu_major)" -lt 9 ]; then
-  missing+=("qemu-system-aarch64 >= 9.0, found: $(command -v qemu-system-aarch64 >/dev/null 2>&1 && qemu-system-aarch64 --version | head -n1 || echo none) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
+  missing+=("qemu-system-aarch64 >= 9.0, found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
   qemu_from_backports=1
 fi
 if [ "$want_test_tools" -eq 1 ]; then
@@ -132,4 +144,4 @@ if [ "${#debian_packages[@]}" -gt 0 ]; then
   apt_update_once
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${debian_packages[@]}" >&2
 fi
-log "ready: $(qemu-system-aarch64 --version | head -n1); rustc $(rustc --version | cut -d' ' -f2)"
+log "ready: $(qemu_version_line); rustc $(rustc --version | cut -d' ' -f2)"
