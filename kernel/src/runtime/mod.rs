@@ -371,9 +371,8 @@ fn print_banner(
     println!("soc        {}", soc_name(info));
     let plural = if info.core_count == 1 { "" } else { "s" };
     println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
-    match cpu_clock {
-        Some(clock) => println!("           {clock}"),
-        None => println!("           cpu clock unknown (no VideoCore firmware to ask)"),
+    if let Some(clock) = cpu_clock {
+        println!("           {clock}");
     }
     if let Some(revision) = info.firmware_revision {
         let qemu = if info.is_qemu() { " (QEMU's firmware model)" } else { "" };
