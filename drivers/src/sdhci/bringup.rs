@@ -416,8 +416,8 @@ fn negotiate_timing<R: RegisterIo, P: Platform>(
 
 /// Picks the fastest timing card and host share and switches the card to it with CMD6 (SD
 /// §4.3.10). UHS-I in Linux's order of preference: SDR104, DDR50, SDR50 (Linux
-/// `mmc_sd_init_uhs_card`; the Pi 4 runs DDR50 this way: docs/hardware.md §2.6). `None` when
-/// the card stays at Default Speed.
+/// `drivers/mmc/core/sd.c` `sd_update_bus_speed_mode`; the Pi 4 runs DDR50 this way:
+/// docs/hardware.md §2.6). `None` when the card stays at Default Speed.
 fn select_timing<R: RegisterIo, P: Platform>(
     host: &mut SdhciHost<'_, R, P>,
     rca: u16,

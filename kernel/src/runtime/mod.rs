@@ -79,14 +79,7 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
         ask_firmware(&mut info, &firmware);
     }
     // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
-    let cpu_clock = firmware.map(|firmware| {
-        CpuClock::raise_to_maximum(&firmware, || {
-            embedded_hal::delay::DelayNs::delay_us(
-                &mut { timer },
-                drivers::mailbox::CLOCK_TRANSITION_US as u32,
-            )
-        })
-    });
+    let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
     if entry_level == 2 {
         park_secondary_cores(info.profile.spin_table);
     }
@@ -250,6 +243,12 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
         None => {}
     }
     Ok(info)
+}
+
+/// Asks the firmware to run the ARM at its maximum clock and reads back what it runs at.
+fn raise_cpu_clock(firmware: &Firmware, mut timer: GenericTimer) -> CpuClock {
+    use embedded_hal::delay::DelayNs;
+    CpuClock::raise_to_maximum(firmware, || timer.delay_us(drivers::mailbox::CLOCK_TRANSITION_US as u32))
 }
 
 /// Fills in what only the VideoCore knows: the board revision, and without a device tree the

@@ -78,7 +78,7 @@ pub fn attach(
     let info = &machine.info;
     let qemu = info.is_qemu();
     let board_hosts =
-        info.profile.sd_hosts.iter().filter(|host| may_probe(host, qemu)).map(|host| HostSite {
+        info.profile.sd_hosts.iter().filter(|host| allowed_here(host, qemu)).map(|host| HostSite {
             base: host.base,
             quirks: quirks_for(host.kind),
             dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
@@ -106,7 +106,7 @@ pub fn attach(
 }
 
 /// Whether a board-table host may be probed here; says why not when it may not.
-fn may_probe(host: &SdHost, qemu: bool) -> bool {
+fn allowed_here(host: &SdHost, qemu: bool) -> bool {
     let allowed = host.may_probe(qemu);
     if !allowed {
         println!(
