@@ -461,9 +461,14 @@ mod tests {
             raised: None,
         };
         assert!(silent.to_string().starts_with("cpu clock unknown (no mailbox answer"), "{silent}");
-        // A rate of 0 means no such clock.
+        // A rate of 0 means no such clock, for GET and for SET.
         let zero = fake(Some(0), 0, true);
         assert!(clock_rate_hz(&zero, tags::GET_MAX_CLOCK_RATE, clocks::ARM).is_err());
+        assert_eq!(
+            set_clock_rate(&zero, clocks::ARM, 0),
+            Err(MailboxError::TagNotAnswered { tag: tags::SET_CLOCK_RATE })
+        );
+        assert_eq!(set_clock_rate(&qemu, clocks::ARM, 1), Ok(1));
     }
 
     #[test]

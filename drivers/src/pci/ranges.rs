@@ -165,6 +165,43 @@ mod tests {
         // Empty: identity. Shorter than one entry: nothing.
         assert_eq!(bus_translation(&[], 2, 2, 1), Some(BusTranslation::IDENTITY));
         assert_eq!(bus_translation(&b0[..16], 2, 2, 1), None);
+        // The PCI decoder on the same splitter: phys.hi space and prefetchable bits.
+        let pci = be_bytes(&[
+            0x4300_0000,
+            0x4,
+            0,
+            0x18,
+            0,
+            0x3,
+            0,
+            0x0200_0000,
+            0,
+            0x8000_0000,
+            0x1b,
+            0x8000_0000,
+            0,
+            0x8000_0000,
+        ]);
+        let entries: Vec<RangeEntry> = decode(&pci, 2, 2).collect();
+        assert_eq!(
+            entries,
+            [
+                RangeEntry {
+                    space: SPACE_MEMORY64,
+                    prefetchable: true,
+                    pci_address: 0x4_0000_0000,
+                    parent_address: 0x18_0000_0000,
+                    size_bytes: 0x3_0000_0000,
+                },
+                RangeEntry {
+                    space: SPACE_MEMORY32,
+                    prefetchable: false,
+                    pci_address: 0x8000_0000,
+                    parent_address: 0x1b_8000_0000,
+                    size_bytes: 0x8000_0000,
+                },
+            ]
+        );
         // One-cell addresses.
         let narrow = be_bytes(&[0x8000_0000, 0x1000, 0x100]);
         assert_eq!(

@@ -768,6 +768,7 @@ mod tests {
         let zero = CapabilityRegisters { low: 0, high: 0 };
         let arasan = HostCapabilities::read(&zero, ARASAN_EMMC.capabilities);
         assert_eq!((arasan.low, arasan.high, arasan.register), (0x0121_0000, 0x30, Some((0, 0))));
+        assert_eq!(arasan.version, SpecVersion::V3_00);
         assert!(arasan.voltage_3v3() && arasan.high_speed() && !arasan.adma2());
         assert!(arasan
             .to_string()
@@ -779,6 +780,10 @@ mod tests {
         assert_eq!(pi5.high, (1 << 13) | 0b111);
         assert_eq!(pi5.register, Some((0x1469_c800, (1 << 13) | 0b100)));
         assert!(pi5.sdr104() && pi5.ddr50() && pi5.sdr50() && pi5.sdr50_needs_tuning());
+        // A board with DDR50 only: SDR50 and SDR104 go, whatever the register said.
+        let ddr50_only = crate::sdhci::quirks::CapabilitySource::RegisterWithBoardUhs { uhs_bits: 0b100 };
+        let all_uhs = CapabilityRegisters { low: 0, high: 0b011 };
+        assert_eq!(HostCapabilities::read(&all_uhs, ddr50_only).high, 0b100);
         // EMMC2: the register as it is.
         let emmc2 = HostCapabilities::read(&pi5_register, BCM2711_EMMC2.capabilities);
         assert_eq!((emmc2.high, emmc2.register), ((1 << 13) | 0b100, None));

@@ -181,6 +181,8 @@ impl SimBoard {
 
 /// CMD19s the simulated controller needs before it has found a sampling point.
 pub const TUNING_PASSES: u32 = 4;
+/// Interrupt-status polls before a tuning block has arrived (it takes 64 bytes on the bus).
+const TUNING_BLOCK_POLLS: u32 = 2;
 /// The highest SDCLK at which data arrives intact without a tuned sampling clock.
 const UNTUNED_LIMIT_HZ: u32 = 50_000_000;
 
@@ -258,6 +260,8 @@ pub struct SimState {
     stalled: bool,
     /// CMD19s seen in the running tuning procedure, and whether each followed the sequence.
     tuning: Option<Tuning>,
+    /// Status polls left before the tuning block of the last CMD19 arrives.
+    tuning_block_due: Option<u32>,
     pub tuning_commands: u32,
     pub base_clock_hz: u32,
     pub dma_window: BusTranslation,
@@ -317,6 +321,7 @@ impl<'a> SimHost<'a> {
                 dat_low: false,
                 stalled: false,
                 tuning: None,
+                tuning_block_due: None,
                 tuning_commands: 0,
                 base_clock_hz: board.base_clock_hz,
                 dma_window: board.dma_window,
@@ -492,30 +497,49 @@ impl SimState {
     }
 
     /// One CMD19 of the tuning procedure (SDHCI §2.2.24): the card sends the tuning block, the
-    /// controller keeps it and raises Buffer Read Ready only — no Command Complete, no Transfer
-    /// Complete, no data in the buffer. After [`TUNING_PASSES`] blocks it clears Execute Tuning
-    /// and sets Sampling Clock Select if every CMD19 came in sequence (1.8 V, SDR50/SDR104 with
-    /// the clock running, 64-byte read, the previous Buffer Read Ready cleared) and a sampling
-    /// point exists.
+    /// controller keeps it and, once it has arrived (a few status polls later), raises Buffer
+    /// Read Ready only — no Command Complete, no Transfer Complete, no data in the buffer.
+    /// After [`TUNING_PASSES`] blocks it clears Execute Tuning and sets Sampling Clock Select if
+    /// every CMD19 came in sequence (1.8 V, SDR50/SDR104 with the clock running, 64-byte read,
+    /// the previous block arrived and its Buffer Read Ready cleared) and a sampling point exists.
     fn tuning_command(&mut self, mode: u16) {
         self.tuning_commands += 1;
         let control2 = self.host_control2();
         let uhs_mode = (control2 & UHS_MODE_MASK) >> 16;
-        let previous_cleared = self.register(offsets::INTERRUPT_STATUS) & interrupt::BUFFER_READ_READY == 0;
-        if !previous_cleared {
-            self.violations.push("CMD19 issued before the last Buffer Read Ready was cleared");
+        let previous_taken = self.tuning_block_due.is_none()
+            && self.register(offsets::INTERRUPT_STATUS) & interrupt::BUFFER_READ_READY == 0;
+        if !previous_taken {
+            self.violations
+                .push("CMD19 issued before the last tuning block's Buffer Read Ready was seen and cleared");
         }
         let in_sequence = control2 & SIGNALING_1V8 != 0
             && matches!(uhs_mode, 2 | 3)
             && self.sd_clock_hz() > 0
             && self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff == 64
             && mode & (1 << 4) != 0
-            && previous_cleared;
+            && previous_taken;
         let tuning = self.tuning.get_or_insert(Tuning { commands: 0, in_sequence: true });
-        tuning.commands += 1;
         tuning.in_sequence &= in_sequence;
-        let Tuning { commands, in_sequence } = *tuning;
+        self.tuning_block_due = Some(TUNING_BLOCK_POLLS);
+    }
+
+    /// Counts a poll of the interrupt status towards the arrival of the pending tuning block;
+    /// when it arrives, raises Buffer Read Ready and, after the last block, ends tuning.
+    fn poll_tuning_block(&mut self) {
+        let Some(polls) = self.tuning_block_due else {
+            return;
+        };
+        if polls > 1 {
+            self.tuning_block_due = Some(polls - 1);
+            return;
+        }
+        self.tuning_block_due = None;
         self.raise(interrupt::BUFFER_READ_READY);
+        let Some(tuning) = self.tuning.as_mut() else {
+            return;
+        };
+        tuning.commands += 1;
+        let Tuning { commands, in_sequence } = *tuning;
         if commands >= TUNING_PASSES {
             let found = in_sequence && self.card.tunable && !self.phy_limited_to_50mhz();
             let mut control2 = self.host_control2() & !(EXECUTE_TUNING | SAMPLING_CLOCK_SELECT);
@@ -545,6 +569,7 @@ impl SimState {
         }
         if new & EXECUTE_TUNING == 0 {
             self.tuning = None;
+            self.tuning_block_due = None;
         }
         if new & SIGNALING_1V8 != 0 {
             self.signal_1v8_requested = true;
@@ -852,6 +877,10 @@ impl RegisterIo for SimHost<'_> {
         let mut state = self.state.borrow_mut();
         match offset_bytes {
             offsets::PRESENT_STATE => state.present_state(),
+            offsets::INTERRUPT_STATUS => {
+                state.poll_tuning_block();
+                state.register(offsets::INTERRUPT_STATUS)
+            }
             offsets::BUFFER_DATA_PORT => {
                 let word = state.buffer.pop_front().unwrap_or(0);
                 if state.buffer.is_empty() {
@@ -898,6 +927,7 @@ impl RegisterIo for SimHost<'_> {
                     state.buffer.clear();
                     state.transfer = None;
                     state.tuning = None;
+                    state.tuning_block_due = None;
                     state.glitched = false;
                     value = 0;
                 }

@@ -504,6 +504,42 @@ fn failed_tuning_drops_the_clock_before_the_next_command_and_says_why() {
 }
 
 #[test]
+fn without_ddr50_failed_tuning_falls_back_to_sdr25_with_one_switch() {
+    let mut card = uhs_card(0x800f); // SDR12, SDR25, SDR50, SDR104: no DDR50
+    card.tunable = false;
+    let (sim, info) = uhs_bring_up(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, card);
+    assert_eq!((info.timing, info.sd_clock_hz), (Timing::Sdr25, 50_000_000));
+    assert_eq!(info.fallback.map(|fallback| fallback.wanted), Some(Timing::Sdr104));
+    let state = sim.state.borrow();
+    let after_tuning = state.log.iter().rposition(|(i, _, _)| *i == 19).unwrap() + 1;
+    let switches: Vec<u32> =
+        state.log[after_tuning..].iter().filter(|(i, _, _)| *i == 6).map(|(_, a, _)| a & 0xf).collect();
+    assert_eq!(switches, [1], "one CMD6, to SDR25");
+}
+
+#[test]
+fn a_tuning_error_ends_tuning_and_is_reported() {
+    let platform = platform(8 << 20);
+    let board = SimBoard::PI5_SDHCI;
+    let sim = sim(platform, board, uhs_card(0x801f));
+    sim.inject(Injection {
+        command_index: 19,
+        error_bits: interrupt::TUNING,
+        at: InjectAt::Command,
+        times: 1,
+    });
+    let mut host = host(sim, platform, &BCM2712_SDHCI, Some(board.base_clock_hz));
+    let info = bring_up(&mut host, Some(&recording_board()), BringUpOptions::default()).unwrap();
+    assert_eq!(info.timing, Timing::Ddr50);
+    let reason = info.fallback.unwrap().reason;
+    let super::bringup::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
+        panic!("{reason:?}");
+    };
+    assert_ne!(interrupt_status & interrupt::TUNING, 0);
+    assert!(reason.to_string().starts_with("no Buffer Read Ready for CMD19 number 1"), "{reason}");
+}
+
+#[test]
 fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
     let platform = platform(1 << 20);
     // CMD19s by hand: 1.8 V, SD clock on, delay-line PHY, then Execute Tuning in `uhs_mode`.
@@ -518,8 +554,10 @@ fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
         for _ in 0..super::sim::TUNING_PASSES {
             sim.write32(0x04, (1 << 16) | 64);
             sim.write32(0x0c, (19 << 24) | (1 << 21) | 0x1a_0000 | 0x10);
-            // Buffer Read Ready only: no Command Complete, no Transfer Complete.
-            assert_eq!(sim.read32(0x30) & 0xffff, interrupt::BUFFER_READ_READY);
+            // Buffer Read Ready only, once the block is in: no Command Complete, no Transfer
+            // Complete.
+            let status = (0..4).map(|_| sim.read32(0x30)).find(|status| *status != 0);
+            assert_eq!(status, Some(interrupt::BUFFER_READ_READY));
             sim.write32(0x30, interrupt::BUFFER_READ_READY);
         }
         // Execute Tuning cleared; Sampling Clock Select says whether a point was found.
@@ -527,6 +565,39 @@ fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
     };
     assert_eq!(tune(3), 0b10, "SDR104");
     assert_eq!(tune(1), 0b00, "SDR25 is out of sequence");
+}
+
+#[test]
+fn the_bcm2712_phy_is_switched_only_for_tuned_modes_and_other_cfg_bits_stay() {
+    use super::quirks::{CapabilitySource, UHS_DDR50, UHS_SDR104, UHS_SDR50};
+    static SDR50_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_SDR50 },
+        ..BCM2712_SDHCI
+    };
+    static SDR104_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_SDR104 },
+        ..BCM2712_SDHCI
+    };
+    static DDR50_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_DDR50 },
+        ..BCM2712_SDHCI
+    };
+    let platform = platform(1 << 20);
+    let max_50mhz_mode = |quirks: &'static HostQuirks| {
+        let sim = sim(platform, SimBoard::PI5_SDHCI, SimCard::qemu_like(1 << 30));
+        // The firmware may have left the test enable already set: it stays set.
+        sim.write32(0x400 + bcm2712_config::CTRL, bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE);
+        let mut host = host(sim, platform, quirks, Some(200_000_000));
+        host.initialize().unwrap();
+        let control = sim.read32(0x400 + bcm2712_config::CTRL);
+        assert_eq!(control, bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE);
+        sim.read32(0x400 + bcm2712_config::MAX_50MHZ_MODE)
+    };
+    let delay_line = bcm2712_config::MAX_50MHZ_MODE_STRAP_OVERRIDE;
+    assert_eq!(max_50mhz_mode(&SDR50_ONLY), delay_line);
+    assert_eq!(max_50mhz_mode(&SDR104_ONLY), delay_line);
+    // DDR50 runs at 50 MHz: the strap stays as it was (Linux does the same).
+    assert_eq!(max_50mhz_mode(&DDR50_ONLY), bcm2712_config::MAX_50MHZ_MODE_ENABLE);
 }
 
 #[test]
@@ -615,6 +686,40 @@ fn options_cap_the_clock_and_keep_default_speed() {
     assert_eq!(info.sd_clock_hz, 10_000_000);
     // ACMD6 (bus width, argument 2) but no CMD6 (switch).
     assert!(!sim.state.borrow().log.iter().any(|(i, a, _)| *i == 6 && *a != 2));
+}
+
+#[test]
+fn a_card_without_command_class_10_stays_at_default_speed() {
+    // The SCR allows CMD6 (SD_SPEC 2) but the CSD lacks class 10 (switch): no CMD6 at all.
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.csd &= !(1u128 << (84 + 10));
+    let sim = sim(platform, PCI, card);
+    let mut host = host(sim, platform, &GENERIC_PCI, None);
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    assert_eq!(info.timing, Timing::DefaultSpeed);
+    assert!(!sim.state.borrow().log.iter().any(|(i, a, _)| *i == 6 && *a != 2));
+}
+
+#[test]
+fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
+    // "Use Tuning for SDR50" (capabilities bit 45) set, SDR50 and DDR50 offered.
+    let asks = SimBoard { capabilities: (UHS.capabilities.0, 0b101 | (1 << 13)), ..UHS };
+    let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!((info.timing, info.sd_clock_hz, info.fallback), (Timing::Sdr50, 100_000_000, None));
+    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    // DDR50 never needs tuning, whatever the bit says.
+    let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8017));
+    assert_eq!(info.timing, Timing::Ddr50);
+    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    // Without the bit SDR50 runs untuned.
+    let (sim, info) = uhs_bring_up(UHS, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!(info.timing, Timing::Sdr50);
+    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    // A host without SDR50 does not use it, however fast its base clock: SDR25.
+    let no_sdr50 = SimBoard { capabilities: (UHS.capabilities.0, 0b100), ..UHS };
+    let (_, info) = uhs_bring_up(no_sdr50, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!(info.timing, Timing::Sdr25);
 }
 
 #[test]
