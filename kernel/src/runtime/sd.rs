@@ -24,17 +24,17 @@ use drivers::sdhci::{bring_up, BoardSignalling, ModeRequest, SdCard, SdError, Sd
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
 const REGISTER_BLOCK_BYTES: usize = 0x100;
-
-/// The host's register window: the SDHCI block, or up to the end of the BCM2712 cfg block.
-fn register_window_bytes(quirks: &HostQuirks) -> usize {
-    quirks.config_block_offset.map_or(REGISTER_BLOCK_BYTES, |offset| offset + bcm2712_config::BLOCK_BYTES)
-}
 /// PCI class of a standard SD host controller: base 08 (system peripheral), sub 05 (SD host),
 /// interface 01 (standard SDHCI with DMA).
 const SDHCI_PCI_CLASS: (u8, u8, u8) = (0x08, 0x05, 0x01);
 /// Time allowed for the bring-up measurement reads.
 const MEASUREMENT_TIMEOUT_US: u64 = 30_000_000;
 const MIB: usize = 1 << 20;
+
+/// The host's register window: the SDHCI block, or up to the end of the BCM2712 cfg block.
+fn register_window_bytes(quirks: &HostQuirks) -> usize {
+    quirks.config_block_offset.map_or(REGISTER_BLOCK_BYTES, |offset| offset + bcm2712_config::BLOCK_BYTES)
+}
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
 
