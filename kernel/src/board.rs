@@ -386,6 +386,9 @@ mod tests {
         let (conduit, note) = choose_psci_conduit(pi5, Some("hvc"), 2).unwrap();
         assert_eq!(conduit, PsciConduit::Smc);
         assert!(note.unwrap().contains("entered at EL2"));
+        // A tree naming HVC for a kernel at EL1 is believed (a hypervisor is above it).
+        assert_eq!(choose_psci_conduit(pi5, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&RASPBERRY_PI_4, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
         // QEMU virt: HVC at EL1, SMC with virtualization=on (the kernel owns EL2).
         assert_eq!(choose_psci_conduit(&QEMU_VIRT, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
         assert_eq!(choose_psci_conduit(&QEMU_VIRT, None, 1), Ok((PsciConduit::Hvc, None)));

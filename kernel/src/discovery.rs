@@ -280,6 +280,13 @@ mod tests {
         let pi5 = from_core(MainId(0x414f_d0b1), ConfigSource::Firmware).unwrap();
         assert_eq!(pi5.profile.family, BoardFamily::RaspberryPi5);
         assert_eq!(pi5.memory.as_slice(), &[RASPBERRY_PI_5.default_ram]);
+        // QEMU's firmware model is known by its fixed revision (docs/qemu.md §7).
+        let mut info = from_core(MainId(0x410f_d083), ConfigSource::Firmware).unwrap();
+        assert!(!info.is_qemu());
+        info.firmware_revision = Some(346_337);
+        assert!(info.is_qemu());
+        info.firmware_revision = Some(1_697_544_000);
+        assert!(!info.is_qemu());
         let long = "x".repeat(COMMAND_LINE_BYTES + 10);
         let mut info = from_core(MainId(0x410f_d0b1), ConfigSource::Firmware).unwrap();
         info.set_command_line(&long);
