@@ -39,12 +39,50 @@ pub enum SdHostKind {
     Bcm2712Sdhci,
 }
 
+/// How an SD host's DMA sees RAM (docs/hardware.md §2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdDma {
+    /// The same on every board of the family.
+    Fixed(BusTranslation),
+    /// BCM2711 EMMC2: depends on the SoC stepping. The firmware writes it into the device tree's
+    /// `emmc2bus` `dma-ranges`; without that the board revision decides (`sd_dma`).
+    Bcm2711Emmc2,
+}
+
+/// Whether a host of the table may be probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Always,
+    /// Only under QEMU, which wires a card to it. BCM2711's legacy Arasan does not reach the SD
+    /// slot of a Pi 4 / 400 / CM4, whose GPIO 48-53 are the Ethernet RGMII lines (docs/hardware.md
+    /// §2.1, §7): routing them to the Arasan would take the Ethernet PHY's pins.
+    QemuOnly,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SdHost {
     pub kind: SdHostKind,
     pub base: u64,
-    /// How this host's DMA sees RAM (docs/hardware.md §2.4).
-    pub dma: BusTranslation,
+    pub dma: SdDma,
+    pub presence: Presence,
+}
+
+impl SdHost {
+    /// Whether this host may be probed on this machine (`qemu`: the firmware is QEMU's model).
+    pub fn may_probe(&self, qemu: bool) -> bool {
+        match self.presence {
+            Presence::Always => true,
+            Presence::QemuOnly => qemu,
+        }
+    }
+}
+
+/// The PSCI conduit, i.e. which exception level answers PSCI calls (Arm DEN0022 §5.2: SMC for
+/// firmware at EL3, HVC for a hypervisor at EL2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PsciConduit {
+    Hvc,
+    Smc,
 }
 
 /// A physical address range.
@@ -86,6 +124,9 @@ pub struct BoardProfile {
     pub dma_limit: u64,
     /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
     pub low_reserved_bytes: u64,
+    /// The PSCI conduit when the device tree names none: TF-A at EL3 on the Pi 5 (docs/hardware.md
+    /// §4.3), QEMU virt's HVC; `None` where the firmware has no PSCI (Pi 3/4 spin tables).
+    pub default_psci: Option<PsciConduit>,
     /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
     /// armstub spin slots of Pi 3/4 (docs/hardware.md §4.1, docs/qemu.md §1). Empty where cores are held by
     /// PSCI (Pi 5, QEMU virt).
@@ -97,9 +138,11 @@ const ONE_GIB: u64 = 1 << 30;
 /// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (docs/hardware.md §2.4, §4.6).
 pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation =
     BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: ONE_GIB };
-/// BCM2711 EMMC2 on the B0 stepping (the safe default when the device tree does not say):
-/// bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
+/// BCM2711 EMMC2 on the B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
 pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
+/// BCM2711 EMMC2 on the C0 stepping: bus = CPU below the peripherals, 0xFC00_0000 bytes
+/// (docs/hardware.md §1.4).
+pub const EMMC2_C0_DMA: BusTranslation = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0xfc00_0000 };
 
 pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     family: BoardFamily::RaspberryPi3,
@@ -113,10 +156,16 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     mailbox: Some(0x3f00_b880),
     gpio: Some(0x3f20_0000),
     system_timer: Some(0x3f00_3000),
-    sd_hosts: &[SdHost { kind: SdHostKind::ArasanEmmc, base: 0x3f30_0000, dma: VIDEOCORE_UNCACHED_ALIAS }],
+    sd_hosts: &[SdHost {
+        kind: SdHostKind::ArasanEmmc,
+        base: 0x3f30_0000,
+        dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+        presence: Presence::Always,
+    }],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    default_psci: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -135,12 +184,23 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     gpio: Some(0xfe20_0000),
     system_timer: Some(0xfe00_3000),
     sd_hosts: &[
-        SdHost { kind: SdHostKind::Bcm2711Emmc2, base: 0xfe34_0000, dma: EMMC2_B0_DMA },
-        SdHost { kind: SdHostKind::ArasanEmmc, base: 0xfe30_0000, dma: VIDEOCORE_UNCACHED_ALIAS },
+        SdHost {
+            kind: SdHostKind::Bcm2711Emmc2,
+            base: 0xfe34_0000,
+            dma: SdDma::Bcm2711Emmc2,
+            presence: Presence::Always,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0xfe30_0000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::QemuOnly,
+        },
     ],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    default_psci: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -162,12 +222,14 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     sd_hosts: &[SdHost {
         kind: SdHostKind::Bcm2712Sdhci,
         base: 0x10_00ff_f000,
-        dma: BusTranslation::IDENTITY,
+        dma: SdDma::Fixed(BusTranslation::IDENTITY),
+        presence: Presence::Always,
     }],
     default_ram: Span::new(0, 0x3f80_0000),
     dma_limit: u64::MAX,
     // TF-A BL31 sits at 0x1000-0x80000 (docs/hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
+    default_psci: Some(PsciConduit::Smc),
     spin_table: &[],
 };
 
@@ -193,6 +255,7 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     default_ram: Span::new(0x4000_0000, 0x2000_0000),
     dma_limit: u64::MAX,
     low_reserved_bytes: 0,
+    default_psci: Some(PsciConduit::Hvc),
     spin_table: &[],
 };
 
@@ -224,6 +287,31 @@ pub fn family_from_core(core: CoreModel) -> Option<BoardFamily> {
         CoreModel::CortexA72 => Some(BoardFamily::RaspberryPi4),
         CoreModel::CortexA76 => Some(BoardFamily::RaspberryPi5),
         CoreModel::CortexA57 => None,
+    }
+}
+
+/// The PSCI conduit `exit=psci` uses, and a note when the device tree's choice was overruled:
+/// the tree's `method` when it names one; but a kernel that entered at EL2 has no hypervisor
+/// above it, so an HVC would trap into its own EL2 and hang, and SMC is used instead; with no
+/// `method`, the board's default. `Err` when the board has no PSCI at all.
+pub fn choose_psci_conduit(
+    profile: &BoardProfile,
+    tree_method: Option<&str>,
+    entry_level: u64,
+) -> Result<(PsciConduit, Option<&'static str>), &'static str> {
+    let owns_el2 = entry_level >= 2;
+    match tree_method {
+        Some("smc") => Ok((PsciConduit::Smc, None)),
+        Some("hvc") if owns_el2 => Ok((
+            PsciConduit::Smc,
+            Some("the device tree names HVC, but the kernel entered at EL2 where nothing answers it: using SMC"),
+        )),
+        Some("hvc") => Ok((PsciConduit::Hvc, None)),
+        _ => match profile.default_psci {
+            Some(PsciConduit::Hvc) if owns_el2 => Ok((PsciConduit::Smc, None)),
+            Some(conduit) => Ok((conduit, None)),
+            None => Err("this board's firmware has no PSCI (cores wait in spin tables)"),
+        },
     }
 }
 
@@ -273,7 +361,42 @@ mod tests {
         assert_eq!(family_from_compatible("acme,board"), None);
         assert_eq!(family_from_core(CoreModel::CortexA53), Some(BoardFamily::RaspberryPi3));
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
-        // The Pi 4 SD slot (EMMC2) is named first (README.md "Settings": the EMMC2 slot comes first).
+        // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
+    }
+
+    #[test]
+    fn the_pi4_legacy_arasan_is_probed_only_under_qemu() {
+        let arasan = RASPBERRY_PI_4.sd_hosts[1];
+        assert_eq!(arasan.kind, SdHostKind::ArasanEmmc);
+        assert!(arasan.may_probe(true));
+        assert!(!arasan.may_probe(false), "GPIO 48-53 are the Pi 4's Ethernet lines");
+        assert!(RASPBERRY_PI_4.sd_hosts[0].may_probe(false));
+        // The Pi 3's Arasan is its SD slot.
+        assert!(RASPBERRY_PI_3.sd_hosts[0].may_probe(false));
+        assert_eq!(RASPBERRY_PI_4.sd_hosts[0].dma, SdDma::Bcm2711Emmc2);
+    }
+
+    #[test]
+    fn psci_goes_where_the_firmware_answers() {
+        let pi5 = &RASPBERRY_PI_5;
+        // The Pi 5 firmware's TF-A: SMC, named by the tree or not; the Pi 5 starts at EL2.
+        assert_eq!(choose_psci_conduit(pi5, None, 2), Ok((PsciConduit::Smc, None)));
+        assert_eq!(choose_psci_conduit(pi5, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
+        let (conduit, note) = choose_psci_conduit(pi5, Some("hvc"), 2).unwrap();
+        assert_eq!(conduit, PsciConduit::Smc);
+        assert!(note.unwrap().contains("entered at EL2"));
+        // A tree naming HVC for a kernel at EL1 is believed (a hypervisor is above it).
+        assert_eq!(choose_psci_conduit(pi5, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&RASPBERRY_PI_4, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        // QEMU virt: HVC at EL1, SMC with virtualization=on (the kernel owns EL2).
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, None, 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, None, 2), Ok((PsciConduit::Smc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
+        // Pi 3/4: spin tables, no PSCI unless a tree says otherwise.
+        assert!(choose_psci_conduit(&RASPBERRY_PI_4, None, 2).is_err());
+        assert!(choose_psci_conduit(&RASPBERRY_PI_3, Some("bogus"), 2).is_err());
+        assert_eq!(choose_psci_conduit(&RASPBERRY_PI_4, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
     }
 }

@@ -407,6 +407,21 @@ impl<'a> DeviceTree<'a> {
         found
     }
 
+    /// The node that contains `node` (`None` for the root).
+    pub fn parent_of(&self, node: &DeviceNode<'a>) -> Option<DeviceNode<'a>> {
+        let mut ancestors: [Option<DeviceNode<'a>>; MAX_DEPTH + 1] = [None; MAX_DEPTH + 1];
+        let mut found = None;
+        self.walk(|visited| {
+            if visited.offset == node.offset {
+                found = ancestors[visited.depth - 1];
+                return false;
+            }
+            ancestors[visited.depth] = Some(*visited);
+            true
+        });
+        found
+    }
+
     /// All `reg` entries of `node`, in its parent's address space (no `ranges` translation: use
     /// it for nodes directly under the root, such as `/memory`, where the spaces agree).
     pub fn reg_entries(&self, node: &DeviceNode<'a>) -> impl Iterator<Item = (u64, u64)> + 'a {
@@ -580,7 +595,28 @@ pub mod builder {
         }
     }
 
-    /// A tree shaped like a Pi 4's (soc ranges 0x7e00_0000 -> 0xfe00_0000, EMMC2 behind emmc2bus).
+    /// `emmc2bus` `dma-ranges` as a C0 board's firmware writes it: bus = CPU for 0xFC00_0000
+    /// bytes (2 child cells, 2 parent cells, 1 size cell; docs/hardware.md §1.4).
+    pub const EMMC2_C0_DMA_RANGES: [u8; 20] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xfc, 0, 0, 0];
+
+    /// A copy of `blob` with the value of `property` of the node at `path` replaced by `value`
+    /// of the same length (as a firmware edits a tree in place); `None` when the tree, node or
+    /// property is missing or the lengths differ.
+    pub fn with_property_value(blob: &[u8], path: &str, property: &str, value: &[u8]) -> Option<Vec<u8>> {
+        let tree = super::DeviceTree::parse(blob).ok()?;
+        let node = tree.find_path(path)?;
+        let old = tree.property(node.offset, property)?;
+        if old.len() != value.len() {
+            return None;
+        }
+        let start = old.as_ptr() as usize - blob.as_ptr() as usize;
+        let mut edited = blob.to_vec();
+        edited[start..start + value.len()].copy_from_slice(value);
+        Some(edited)
+    }
+
+    /// A tree shaped like a Pi 4's (soc ranges 0x7e00_0000 -> 0xfe00_0000, EMMC2 behind emmc2bus
+    /// with the B0 `dma-ranges` the upstream tree ships).
     pub fn pi4_like(bootargs: &str) -> Vec<u8> {
         let mut b = Builder::new();
         b.begin("")
@@ -604,7 +640,8 @@ pub mod builder {
             .strings("compatible", &["simple-bus"])
             .cells("#address-cells", &[2])
             .cells("#size-cells", &[1])
-            .cells("ranges", &[0, 0x7e00_0000, 0, 0xfe00_0000, 0x0180_0000]);
+            .cells("ranges", &[0, 0x7e00_0000, 0, 0xfe00_0000, 0x0180_0000])
+            .cells("dma-ranges", &[0, 0xc000_0000, 0, 0, 0x4000_0000]);
         b.begin("mmc@7e340000")
             .strings("compatible", &["brcm,bcm2711-emmc2"])
             .cells("reg", &[0, 0x7e34_0000, 0x100])
@@ -640,6 +677,28 @@ mod tests {
         assert!(tree.find_path("/soc/serial@7e201000").is_some());
         assert!(tree.find_path("/soc/nothing").is_none());
         assert!(tree.find_path("/serial@7e201000").is_none());
+    }
+
+    #[test]
+    fn parents_are_found_and_properties_edited_in_place() {
+        use super::builder::{with_property_value, EMMC2_C0_DMA_RANGES};
+        let blob = pi4_like("x");
+        let tree = DeviceTree::parse(&blob).unwrap();
+        let emmc2 = tree.find_compatible(&["brcm,bcm2711-emmc2"]).unwrap();
+        let bus = tree.parent_of(&emmc2).unwrap();
+        assert_eq!(bus.name, "emmc2bus");
+        assert_eq!((bus.address_cells, bus.parent_address_cells, bus.size_cells), (2, 2, 1));
+        assert_eq!(tree.parent_of(&bus).unwrap().name, "");
+        assert!(tree.parent_of(&tree.root().unwrap()).is_none());
+        let edited = with_property_value(&blob, "/emmc2bus", "dma-ranges", &EMMC2_C0_DMA_RANGES).unwrap();
+        assert_eq!(edited.len(), blob.len());
+        let tree = DeviceTree::parse(&edited).unwrap();
+        let bus = tree.find_path("/emmc2bus").unwrap();
+        assert_eq!(tree.property(bus.offset, "dma-ranges"), Some(&EMMC2_C0_DMA_RANGES[..]));
+        assert_eq!(tree.string_property(tree.find_path("/chosen").unwrap().offset, "bootargs"), Some("x"));
+        // A value of another length, or a missing node, is refused.
+        assert!(with_property_value(&blob, "/emmc2bus", "dma-ranges", &[0; 4]).is_none());
+        assert!(with_property_value(&blob, "/nothing", "dma-ranges", &EMMC2_C0_DMA_RANGES).is_none());
     }
 
     #[test]

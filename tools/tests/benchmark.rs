@@ -84,6 +84,15 @@ fn raspi4b_emmc2_benchmark_prints_tables_and_fio_json() {
     check_report(&report, "sd0");
     let board = report.barebench.as_ref().and_then(|b| b.board.clone()).unwrap_or_default();
     assert!(board.contains("Raspberry Pi 4"), "{board}");
+    // The ARM clock the run was timed at, as the firmware (here QEMU's model) reported it.
+    let json = extract_json_from_log(&run.output).unwrap();
+    for field in [
+        "\"cpu_clock\" : \"cpu clock 700 MHz (max 700 MHz)\"",
+        "\"cpu_clock_hz\" : \"700000000\"",
+        "\"cpu_max_clock_hz\" : \"700000000\"",
+    ] {
+        assert!(json.contains(field), "{field} missing in:\n{json}");
+    }
 }
 
 #[test]

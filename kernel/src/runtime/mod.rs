@@ -22,6 +22,7 @@ use crate::{print, println};
 use blockdev::Clock;
 use boot::cpu::{registers, MainId};
 use boot::mmu::Table;
+use drivers::mailbox::CpuClock;
 use exit::{finish, ExitStatus, PsciConduit};
 use firmware::Firmware;
 use platform::KernelPlatform;
@@ -57,6 +58,8 @@ pub struct Machine {
     pub firmware: Option<Firmware>,
     pub entry_level: u64,
     pub main_id: MainId,
+    /// The ARM clock after asking the firmware for its maximum (`None`: no firmware to ask).
+    pub cpu_clock: Option<CpuClock>,
 }
 
 /// Called by `boot` on core 0 at EL1, MMU off, stack and BSS ready.
@@ -75,11 +78,13 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
+    // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
+    let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
     if entry_level == 2 {
         park_secondary_cores(info.profile.spin_table);
     }
     init_console(&info, firmware.as_ref());
-    print_banner(&info, main_id, entry_level, &timer);
+    print_banner(&info, main_id, entry_level, &timer, cpu_clock.as_ref());
     for warning in &info.warnings {
         println!("warning: {warning}");
     }
@@ -93,11 +98,11 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
     let platform: &'static KernelPlatform =
         alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
-    let (settings, benchmark) = apply_command_line(&info);
+    let (settings, benchmark) = apply_command_line(&info, entry_level);
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine { info, timer, platform, firmware, entry_level, main_id };
+    let machine = Machine { info, timer, platform, firmware, entry_level, main_id, cpu_clock };
     let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
@@ -157,6 +162,17 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
     let mut extra = alloc::vec![("soc", soc), ("cpu", cpu.as_str()), ("entry", entry.as_str())];
     if !revision.is_empty() {
         extra.push(("board_revision", revision.as_str()));
+    }
+    let cpu_clock = machine.cpu_clock.map(|clock| alloc::format!("{clock}"));
+    let current_hz =
+        machine.cpu_clock.and_then(|clock| clock.current_hz.ok()).map(|hz| alloc::format!("{hz}"));
+    let max_hz = machine.cpu_clock.and_then(|clock| clock.max_hz.ok()).map(|hz| alloc::format!("{hz}"));
+    for (key, value) in
+        [("cpu_clock", &cpu_clock), ("cpu_clock_hz", &current_hz), ("cpu_max_clock_hz", &max_hz)]
+    {
+        if let Some(value) = value {
+            extra.push((key, value.as_str()));
+        }
     }
     let context = bench::runner::ReportContext {
         board,
@@ -229,6 +245,12 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
     Ok(info)
 }
 
+/// Asks the firmware to run the ARM at its maximum clock and reads back what it runs at.
+fn raise_cpu_clock(firmware: &Firmware, mut timer: GenericTimer) -> CpuClock {
+    use embedded_hal::delay::DelayNs;
+    CpuClock::raise_to_maximum(firmware, || timer.delay_us(drivers::mailbox::CLOCK_TRANSITION_US as u32))
+}
+
 /// Fills in what only the VideoCore knows: the board revision, and without a device tree the
 /// memory split and the command line.
 fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
@@ -244,6 +266,7 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
         }
         Err(error) => info.warn(format_args!("firmware board revision unavailable: {error}")),
     }
+    info.firmware_revision = firmware.firmware_revision().ok();
     // QEMU's raspi machines hand the same -append to ATAGS and to the mailbox, but the ATAGS copy
     // is cut where it meets the secondary-core stub at 0x300; the mailbox's copy is whole.
     if let ConfigSource::Atags { .. } = info.source {
@@ -325,7 +348,13 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
     unsafe { console::init(profile.console_uart, uart_clock_hz) };
 }
 
-fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &GenericTimer) {
+fn print_banner(
+    info: &BoardInfo,
+    main_id: MainId,
+    entry_level: u64,
+    timer: &GenericTimer,
+    cpu_clock: Option<&CpuClock>,
+) {
     let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
     println!();
     println!("{PROGRAM_NAME} {PROGRAM_VERSION}: bare-metal storage benchmark");
@@ -341,6 +370,13 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
     println!("soc        {}", soc_name(info));
     let plural = if info.core_count == 1 { "" } else { "s" };
     println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
+    if let Some(clock) = cpu_clock {
+        println!("           {clock}");
+    }
+    if let Some(revision) = info.firmware_revision {
+        let qemu = if info.is_qemu() { " (QEMU's firmware model)" } else { "" };
+        println!("firmware   VideoCore revision {revision:#010x}{qemu}");
+    }
     print!("ram        {} MiB", info.total_memory_bytes() / MIB);
     for bank in &info.memory {
         print!(" [{:#x}-{:#x}]", bank.base, bank.end());
@@ -429,7 +465,7 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
 /// Reads the command line: the kernel's own settings and the driver options here, the
 /// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
 /// the accepted forms and the run goes on with that key's default.
-fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Config) {
+fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::cmdline::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
     for token in cmdline::tokens(&info.command_line) {
@@ -466,15 +502,30 @@ fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Conf
     if firmware_settings > 0 {
         println!("cmdline    {firmware_settings} firmware/Linux settings ignored");
     }
-    let conduit = match info.device_tree.and_then(|tree| {
+    set_exit_method(info, entry_level, settings.exit);
+    (settings, config)
+}
+
+/// The way the run ends; for `exit=psci` the conduit the device tree's psci node names, else
+/// the board's (docs/hardware.md §4.3: SMC to TF-A on a Pi 5), never an HVC nobody answers.
+fn set_exit_method(info: &BoardInfo, entry_level: u64, method: cmdline::ExitMethod) {
+    let tree_method = info.device_tree.and_then(|tree| {
         let node = tree.find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])?;
         tree.string_property(node.offset, "method")
-    }) {
-        Some("smc") => PsciConduit::Smc,
-        _ => PsciConduit::Hvc,
-    };
-    exit::set_method(settings.exit, conduit);
-    (settings, config)
+    });
+    match crate::board::choose_psci_conduit(info.profile, tree_method, entry_level) {
+        Ok((conduit, note)) => {
+            if let (cmdline::ExitMethod::Psci, Some(note)) = (method, note) {
+                println!("exit       psci: {note}");
+            }
+            exit::set_method(method, conduit);
+        }
+        Err(reason) if method == cmdline::ExitMethod::Psci => {
+            println!("warning: exit=psci: {reason}; the run will end idling instead");
+            exit::set_method(cmdline::ExitMethod::Idle, PsciConduit::Smc);
+        }
+        Err(_) => exit::set_method(method, PsciConduit::Smc),
+    }
 }
 
 fn raise_test_fault(fault: TestFault) -> ! {
