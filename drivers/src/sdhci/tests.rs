@@ -102,13 +102,8 @@ fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
 #[test]
 fn arasan_bring_up_of_qemus_sdsc_card_with_write_spacing() {
     let platform = platform(8 << 20);
-<<<<<<< HEAD
-    let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(1 << 30));
-    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/hardware.md §1.6).
-=======
     let sim = sim(platform, RASPI, SimCard::qemu_like(1 << 30));
-    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/qemu.md §1.6 of docs/hardware.md).
->>>>>>> sd-truth
+    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/hardware.md §1.6).
     let mut host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
     assert_eq!(card.capacity_class(), CapacityClass::Sdsc);
