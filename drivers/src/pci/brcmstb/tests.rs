@@ -1,0 +1,598 @@
+//! Host tests of the root complex driver against the register model (`sim`), with the NVMe
+//! simulator behind it: bring-up, bus walk, NVMe bring-up and reads checked by CRC, for BCM2711
+//! (CM4) and BCM2712 (Pi 5 pcie1); and the model's refusals for each broken rule.
+
+extern crate std;
+
+use super::regs::{offsets, rescal, reset_controller};
+use super::sim::{Block, LoggedWrite, ModelBlock, ModelConfig, RootComplexModel, PCIE1_BRIDGE_LINE};
+use super::windows::{inbound_size_code, outbound_window_values, InboundWindow, WindowProblem};
+use super::*;
+use crate::mmio::{BusRegisters, WideAccess};
+use crate::nvme::events::DiscardEvents;
+use crate::nvme::sim::{SimConfig, SimController, SimPlatform};
+use crate::nvme::{Controller, DepthChoice};
+use crate::pci::sim::SimulatedFunction;
+use crate::pci::{ClassCode, Enumerator, PciFunction, Topology, Window};
+use blockdev::{BlockDevice, Completion, Operation, Request};
+use std::format;
+use std::string::ToString;
+use std::vec::Vec;
+
+const ARENA: usize = 32 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Pi 5 pcie1 (docs/hardware.md §1.4): ~4 GiB 32-bit window at PCI 0, 12 GiB prefetchable at
+/// PCI 0x4_0000_0000; memory at PCI 0x10_0000_0000.
+fn pi5_plan() -> LinkPlan {
+    LinkPlan {
+        outbound: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x1b_0000_0000,
+                pci_base: 0,
+                size_bytes: 0xffff_fffc,
+                prefetchable: false,
+            }),
+            memory64: Some(Window {
+                cpu_base: 0x18_0000_0000,
+                pci_base: 0x4_0000_0000,
+                size_bytes: 12 * GIB,
+                prefetchable: true,
+            }),
+        },
+        inbound: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * GIB },
+        gen: 2,
+        perst_extra_ms: 0,
+    }
+}
+
+/// CM4 (upstream bcm2711.dtsi): 64 MiB at PCI 0xF800_0000, memory at PCI 0 for 3 GiB.
+fn cm4_plan() -> LinkPlan {
+    LinkPlan {
+        outbound: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x6_0000_0000,
+                pci_base: 0xf800_0000,
+                size_bytes: 64 << 20,
+                prefetchable: false,
+            }),
+            memory64: None,
+        },
+        inbound: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * GIB },
+        gen: 2,
+        perst_extra_ms: 0,
+    }
+}
+
+fn plan_for(soc: Soc) -> LinkPlan {
+    match soc {
+        Soc::Bcm2711 => cm4_plan(),
+        Soc::Bcm2712 => pi5_plan(),
+    }
+}
+
+/// An NVMe SSD's function: 64-bit non-prefetchable 16 KiB BAR 0.
+fn nvme_function() -> SimulatedFunction {
+    SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)])
+}
+
+type Host<'m> = RootComplex<'m, ModelBlock<'m, 'm>, SimPlatform>;
+
+fn root_complex<'m>(model: &'m RootComplexModel<'m>, platform: &'m SimPlatform, soc: Soc) -> Host<'m> {
+    let registers = model.block(Block::RootComplex);
+    match soc {
+        Soc::Bcm2711 => RootComplex::bcm2711(registers, platform),
+        Soc::Bcm2712 => RootComplex::bcm2712(
+            registers,
+            Bcm2712Resets {
+                controller: model.block(Block::ResetController),
+                rescal: model.block(Block::Rescal),
+                bridge_line: PCIE1_BRIDGE_LINE,
+            },
+            platform,
+        ),
+    }
+}
+
+fn walk(root: &Host<'_>, plan: &LinkPlan) -> Topology {
+    Enumerator::new(root, plan.outbound).run()
+}
+
+fn nvme_of(topology: &Topology) -> PciFunction {
+    *topology.with_class(ClassCode::NVME).next().expect("an NVMe controller behind the root port")
+}
+
+/// Brings the NVMe controller up through the model's CPU window and reads `blocks` blocks from
+/// `lba`; returns the CRC-32 of what arrived.
+fn read_through_model(
+    model: &RootComplexModel<'_>,
+    platform: &SimPlatform,
+    nvme: &PciFunction,
+    wide: WideAccess,
+    dma: BusTranslation,
+    lba: u64,
+    blocks: u32,
+) -> Result<u32, std::string::String> {
+    let bar = nvme.bar(0).ok_or("no BAR 0")?;
+    let registers = BusRegisters::new(model.cpu_window(bar.cpu_address, bar.size_bytes as usize), wide);
+    let mut controller = Controller::bring_up(
+        registers,
+        bar.size_bytes as usize,
+        platform,
+        dma,
+        &DiscardEvents,
+        "nvme 01:00.0".to_string(),
+    )
+    .map_err(|e| format!("{e}"))?;
+    let namespaces = controller.active_namespaces().map_err(|e| format!("{e}"))?;
+    controller.request_io_queues(1).map_err(|e| format!("{e}"))?;
+    let depth = DepthChoice::new(16, controller.capabilities());
+    let mut pair = controller
+        .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
+        .map_err(|e| format!("{e}"))?;
+    let bytes = blocks as usize * 512;
+    let buffer =
+        crate::platform::Platform::allocate_dma(platform, bytes, 4096).map_err(|e| format!("{e}"))?;
+    let request = Request { tag: 7, operation: Operation::Read, lba, block_count: blocks, buffer };
+    pair.submit(request).map_err(|(_, e)| format!("{e:?}"))?;
+    pair.kick();
+    let mut done = [Completion::default(); 1];
+    for _ in 0..10_000 {
+        if pair.poll(&mut done) == 1 {
+            done[0].result.map_err(|e| format!("{e}"))?;
+            // SAFETY: the arena outlives the slice and the read has completed.
+            return Ok(blockdev::crc32::crc32(unsafe { buffer.as_bytes() }));
+        }
+    }
+    Err("the read did not complete".to_string())
+}
+
+fn pattern_crc(lba: u64, blocks: u32) -> u32 {
+    blockdev::crc32::crc32(&crate::nvme::sim::pattern_bytes(lba * 512, blocks as usize * 512))
+}
+
+/// The whole path for one SoC: bring-up, walk, NVMe, reads; returns the link and the model's
+/// complaints.
+fn nvme_through(
+    soc: Soc,
+    wide: WideAccess,
+    dma: Option<BusTranslation>,
+) -> (LinkUp, Result<u32, std::string::String>, Vec<std::string::String>) {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model = RootComplexModel::new(ModelConfig::new(soc), &platform).with_device(nvme_function(), &sim);
+    platform.set_bus_view(model.inbound());
+    let root = root_complex(&model, &platform, soc);
+    let plan = plan_for(soc);
+    let link = root.bring_up(&plan).expect("link up");
+    let topology = walk(&root, &plan);
+    let nvme = nvme_of(&topology);
+    let crc = read_through_model(&model, &platform, &nvme, wide, dma.unwrap_or(plan.inbound), 4096, 64);
+    (link, crc, model.violations())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model-based end-to-end tests ("Done when" of the brief).
+
+#[test]
+fn bcm2712_pcie1_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
+    let (link, crc, violations) = nvme_through(Soc::Bcm2712, WideAccess::Native, None);
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!((link.speed_gen, link.width, link.target_gen), (2, 1, 2));
+    assert_eq!(link.calibration, Some(Calibration::Done));
+    assert!((100..=110).contains(&link.waited_ms), "{link:?}");
+    assert_eq!(crc, Ok(pattern_crc(4096, 64)));
+}
+
+#[test]
+fn bcm2711_cm4_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
+    let (link, crc, violations) = nvme_through(Soc::Bcm2711, WideAccess::Split32, None);
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!((link.speed_gen, link.width, link.target_gen), (2, 1, 2));
+    assert_eq!(link.calibration, None);
+    assert_eq!(crc, Ok(pattern_crc(4096, 64)));
+}
+
+#[test]
+fn a_64_bit_register_access_on_bcm2711_is_caught() {
+    let (_, crc, violations) = nvme_through(Soc::Bcm2711, WideAccess::Native, None);
+    assert!(crc.is_err(), "{crc:?}");
+    assert!(violations.iter().any(|v| v.contains("cannot carry 64-bit MMIO")), "{violations:#?}");
+}
+
+#[test]
+fn a_dma_offset_other_than_the_inbound_window_is_caught() {
+    // The NVMe driver told that devices see memory 1:1 on a Pi 5 (it is CPU + 0x10_0000_0000).
+    let identity = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 64 * GIB };
+    let (_, crc, violations) = nvme_through(Soc::Bcm2712, WideAccess::Native, Some(identity));
+    assert!(crc.is_err(), "{crc:?}");
+    assert!(violations.iter().any(|v| v.contains("hits no inbound window")), "{violations:#?}");
+}
+
+#[test]
+fn a_window_the_root_complex_was_not_given_is_caught() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    platform.set_bus_view(model.inbound());
+    let root = root_complex(&model, &platform, Soc::Bcm2712);
+    let plan = pi5_plan();
+    root.bring_up(&plan).unwrap();
+    // The walk places BARs in a 32-bit window the outbound registers do not describe.
+    let mut other = plan;
+    other.outbound.memory32.as_mut().unwrap().cpu_base = 0x1c_0000_0000;
+    let topology = Enumerator::new(&root, other.outbound).run();
+    let crc =
+        read_through_model(&model, &platform, &nvme_of(&topology), WideAccess::Native, plan.inbound, 0, 8);
+    assert!(crc.is_err());
+    assert!(
+        model.violations().iter().any(|v| v.contains("in no outbound window")),
+        "{:#?}",
+        model.violations()
+    );
+}
+
+#[test]
+fn the_walk_finds_the_root_port_and_the_device_and_opens_the_windows() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model =
+            RootComplexModel::new(ModelConfig::new(soc), &platform).with_device(nvme_function(), &sim);
+        let root = root_complex(&model, &platform, soc);
+        let plan = plan_for(soc);
+        root.bring_up(&plan).unwrap();
+        let topology = walk(&root, &plan);
+        assert_eq!(topology.functions.len(), 2, "{soc:?}");
+        let port = *topology.with_class(ClassCode { base: 6, sub: 4, prog_if: 0 }).next().unwrap();
+        assert_eq!((port.vendor_id, port.class), (0x14e4, ClassCode { base: 6, sub: 4, prog_if: 0 }));
+        assert_eq!(port.device_id, if soc == Soc::Bcm2711 { 0x2711 } else { 0x2712 });
+        let nvme = nvme_of(&topology);
+        assert_eq!(nvme.address, FunctionAddress { bus: 1, device: 0, function: 0 });
+        let bar = nvme.bar(0).unwrap();
+        // The non-prefetchable BAR goes to the 32-bit window, never the prefetchable one.
+        let expected = if soc == Soc::Bcm2711 { (0x6_0000_0000, 0xf800_0000) } else { (0x1b_0000_0000, 0) };
+        assert_eq!((bar.cpu_address, bar.pci_address), expected, "{soc:?}");
+        model.assert_no_violations();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bring-up details.
+
+#[test]
+fn without_a_device_the_link_is_down_after_about_200_ms_and_the_bridge_stays_out_of_reset() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let model = RootComplexModel::new(ModelConfig::new(soc), &platform);
+        let root = root_complex(&model, &platform, soc);
+        let error = root.bring_up(&plan_for(soc)).unwrap_err();
+        match error {
+            BringUpError::LinkDown { waited_ms, status } => {
+                assert!((200..=210).contains(&waited_ms), "{waited_ms}");
+                assert_eq!(status, 0x80);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            format!("{error}"),
+            format!(
+                "link down after {} ms (PCIE_STATUS 0x00000080: PHYLINKUP 0, DL_ACTIVE 0, LINK_IN_L23 0, PORT 1 (root complex))",
+                match error {
+                    BringUpError::LinkDown { waited_ms, .. } => waited_ms,
+                    _ => 0,
+                }
+            )
+        );
+        assert!(!model.bridge_in_reset(), "RESCAL lives in pcie1's page: its bridge stays out of reset");
+        // A walk after a failed link touches nothing below the root port.
+        let topology = walk(&root, &plan_for(soc));
+        assert_eq!(topology.functions.len(), 1);
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn the_speed_limit_is_what_the_link_trains_to() {
+    for (gen, device_gen, expected) in [(1, 3, 1), (2, 3, 2), (3, 3, 3), (3, 2, 2)] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let config = ModelConfig { device_gen, ..ModelConfig::new(Soc::Bcm2712) };
+        let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+        let root = root_complex(&model, &platform, Soc::Bcm2712);
+        let link = root.bring_up(&LinkPlan { gen, ..pi5_plan() }).unwrap();
+        assert_eq!((link.speed_gen, link.target_gen), (expected, gen), "gen {gen}, device gen {device_gen}");
+    }
+    // BCM2711 stops at Gen 2 whatever it is asked.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform).with_device(nvme_function(), &sim);
+    let link =
+        root_complex(&model, &platform, Soc::Bcm2711).bring_up(&LinkPlan { gen: 3, ..cm4_plan() }).unwrap();
+    assert_eq!((link.speed_gen, link.target_gen), (2, 2));
+}
+
+#[test]
+fn a_slow_device_needs_the_extra_perst_time() {
+    for (extra_ms, comes_up) in [(0, false), (200, false), (300, true)] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let config = ModelConfig { device_refclk_ms: 250, ..ModelConfig::new(Soc::Bcm2712) };
+        let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+        let root = root_complex(&model, &platform, Soc::Bcm2712);
+        let outcome = root.bring_up(&LinkPlan { perst_extra_ms: extra_ms, ..pi5_plan() });
+        assert_eq!(outcome.is_ok(), comes_up, "pcie.perst-ms={extra_ms}: {outcome:?}");
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn a_device_answering_retry_is_waited_for() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let config = ModelConfig { device_retry_ms: 400, ..ModelConfig::new(Soc::Bcm2712) };
+    let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+    let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+    let ready = link.device_ready_ms.expect("the device answered");
+    assert!((390..=420).contains(&ready), "{ready}");
+    // CRS visibility was on (the model answers vendor 0x0001 only then).
+    let root_control = model
+        .writes()
+        .iter()
+        .rev()
+        .find(|w| w.offset == offsets::ROOT_CONTROL_CAPABILITIES)
+        .map(|w| w.value)
+        .unwrap();
+    assert_ne!(root_control & (1 << 4), 0);
+    model.assert_no_violations();
+}
+
+#[test]
+fn rescal_runs_once_unless_the_firmware_already_calibrated() {
+    for (calibrated, runs, outcome) in [(false, 1, Calibration::Done), (true, 0, Calibration::AlreadyDone)] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let config = ModelConfig { rescal_calibrated: calibrated, ..ModelConfig::new(Soc::Bcm2712) };
+        let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+        let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+        assert_eq!(link.calibration, Some(outcome));
+        assert_eq!(model.rescal_runs(), runs);
+        model.assert_no_violations();
+    }
+    // A calibration that never finishes is reported after 1 ms.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let config = ModelConfig { rescal_polls: u32::MAX, ..ModelConfig::new(Soc::Bcm2712) };
+    let model = RootComplexModel::new(config, &platform);
+    let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap_err();
+    assert_eq!(error, BringUpError::Calibration(CalibrationError::Timeout { status: 0 }));
+    assert!(!model.bridge_in_reset());
+}
+
+#[test]
+fn only_pcie1s_reset_line_is_ever_written() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    let before = model.reset_banks();
+    root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+    let (bank, bit) = reset_controller::bank_and_bit(PCIE1_BRIDGE_LINE);
+    for write in model.writes().iter().filter(|w| w.block == Block::ResetController) {
+        assert_eq!(
+            (write.offset - write.offset % reset_controller::BANK_BYTES, write.value),
+            (bank, bit),
+            "{write:?}"
+        );
+    }
+    let after = model.reset_banks();
+    assert_eq!(after[1] & !bit, before[1] & !bit, "pcie2 (line 44) and pcie0 (42) keep their state");
+    assert_eq!(after[1] & bit, 0);
+    model.assert_no_violations();
+}
+
+/// The index of the first logged write matching `is`.
+fn first_write(writes: &[LoggedWrite], is: impl Fn(&LoggedWrite) -> bool) -> usize {
+    writes.iter().position(is).expect("the write happened")
+}
+
+/// Matches writes to root complex register `offset`.
+fn root_complex_write(offset: usize) -> impl Fn(&LoggedWrite) -> bool {
+    move |write| write.block == Block::RootComplex && write.offset == offset
+}
+
+#[test]
+fn windows_pll_and_speed_limit_come_before_perst_release_and_crs_visibility_after_link_up() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+    let writes = model.writes();
+    let release = first_write(&writes, |w| {
+        w.block == Block::RootComplex && w.offset == offsets::MISC_PCIE_CTRL && w.value & (1 << 2) != 0
+    });
+    let deassert = first_write(&writes, |w| w.block == Block::ResetController);
+    let calibration = first_write(&writes, |w| w.block == Block::Rescal);
+    assert!(deassert < calibration, "RESCAL only once the bridge is out of reset");
+    for (name, offset) in [
+        ("PLL (MDIO)", offsets::RC_DL_MDIO_WR_DATA),
+        ("outbound window 0", offsets::MISC_CPU_2_PCIE_MEM_WIN0_BASE_LIMIT),
+        ("inbound window 1", regs::inbound_window_config(1)),
+        ("UBUS remap 1", regs::inbound_window_remap(1)),
+        ("Link Control 2", offsets::LINK_CONTROL_2),
+        ("Link Capabilities", offsets::RC_CFG_PRIV1_LINK_CAPABILITY),
+    ] {
+        assert!(first_write(&writes, root_complex_write(offset)) < release, "{name} after PERST# release");
+    }
+    let crs = first_write(&writes, root_complex_write(offsets::ROOT_CONTROL_CAPABILITIES));
+    assert!(crs > release);
+    assert!(writes[crs].at_ns >= writes[release].at_ns + 100_000_000, "CRSSVE before the link is up");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model refuses what the hardware refuses.
+
+#[test]
+fn the_model_keeps_the_link_down_when_perst_is_released_before_the_pll_is_set() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    let registers = model.block(Block::RootComplex);
+    let resets = model.block(Block::ResetController);
+    let (bank, bit) = reset_controller::bank_and_bit(PCIE1_BRIDGE_LINE);
+    resets.write32(bank + reset_controller::SW_INIT_CLEAR, bit);
+    registers.write32(offsets::MISC_HARD_PCIE_HARD_DEBUG_2712, 0);
+    registers.write32(offsets::LINK_CONTROL_2, 2);
+    registers.write32(offsets::RC_CFG_PRIV1_LINK_CAPABILITY, 2);
+    registers.write32(offsets::MISC_PCIE_CTRL, 1 << 2);
+    platform.delay_us(300_000);
+    assert_eq!(registers.read32(offsets::MISC_PCIE_STATUS) & 0x30, 0);
+    model.assert_no_violations();
+}
+
+#[test]
+fn the_model_refuses_access_during_bridge_reset_foreign_reset_lines_and_config_without_a_link() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform);
+    let registers = model.block(Block::RootComplex);
+    registers.read32(offsets::MISC_PCIE_STATUS);
+    model.block(Block::Rescal).read32(rescal::STATUS);
+    let (bank, _) = reset_controller::bank_and_bit(44);
+    model.block(Block::ResetController).write32(bank + reset_controller::SW_INIT_SET, 1 << 12);
+    let violations = model.violations();
+    assert!(violations[0].contains("while the bridge is in reset"), "{violations:#?}");
+    assert!(violations[1].contains("RESCAL"), "{violations:#?}");
+    assert!(violations[2].contains("line 44 (pcie2 (RP1))"), "{violations:#?}");
+
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform);
+    let registers = model.block(Block::RootComplex);
+    assert_eq!(registers.read32(offsets::RGR1_SW_INIT_1), 0b11, "RGR1 answers during the reset");
+    registers.write32(offsets::RGR1_SW_INIT_1, 0b01);
+    registers.write32(offsets::EXT_CFG_INDEX, 1 << 20);
+    registers.read32(offsets::EXT_CFG_DATA);
+    registers.read32(0x4444);
+    let violations = model.violations();
+    assert!(violations[0].contains("while the link is down: CPU abort"), "{violations:#?}");
+    assert!(violations[1].contains("unknown root complex register 0x4444"), "{violations:#?}");
+}
+
+#[test]
+fn config_accesses_without_a_link_never_reach_the_data_window() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform);
+    let root = root_complex(&model, &platform, Soc::Bcm2711);
+    let device = FunctionAddress { bus: 1, device: 0, function: 0 };
+    // While the bridge is in reset the status read fails (all ones), which is no link either.
+    assert_eq!(root.read32(device, 0), u32::MAX);
+    assert_eq!(model.violations().len(), 1);
+    model.block(Block::RootComplex).write32(offsets::RGR1_SW_INIT_1, 0b01);
+    assert_eq!(root.read32(device, 0), u32::MAX);
+    root.write32(device, 4, 6);
+    let root_port_slot = FunctionAddress { bus: 0, device: 1, function: 0 };
+    assert_eq!(root.read32(root_port_slot, 0), u32::MAX);
+    assert!(model.writes().iter().all(|w| w.offset != offsets::EXT_CFG_INDEX));
+    assert_eq!(model.violations().len(), 1, "{:#?}", model.violations());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoders, with the worked values of docs/pcie-brcmstb.md §2-§3.
+
+#[test]
+fn outbound_windows_encode_as_the_sources_show() {
+    let pi5 = pi5_plan().outbound;
+    let low = outbound_window_values(&pi5.memory32.unwrap()).unwrap();
+    assert_eq!(
+        (low.pci_low, low.pci_high, low.base_limit, low.base_high, low.limit_high),
+        (0, 0, 0xfff0_0000, 0x1b, 0x1b)
+    );
+    let high = outbound_window_values(&pi5.memory64.unwrap()).unwrap();
+    assert_eq!(
+        (high.pci_low, high.pci_high, high.base_limit, high.base_high, high.limit_high),
+        (0, 4, 0xfff0_0000, 0x18, 0x1a)
+    );
+    let cm4 = outbound_window_values(&cm4_plan().outbound.memory32.unwrap()).unwrap();
+    assert_eq!(
+        (cm4.pci_low, cm4.base_limit, cm4.base_high, cm4.limit_high),
+        (0xf800_0000, 0x03f0_0000, 6, 6)
+    );
+    let odd = Window { cpu_base: 0x6_0008_0000, pci_base: 0, size_bytes: 1 << 20, prefetchable: false };
+    assert_eq!(
+        outbound_window_values(&odd),
+        Err(WindowProblem::CpuBaseNotMibAligned { cpu_base: 0x6_0008_0000 })
+    );
+    let far = Window { cpu_base: 0xff_fff0_0000, pci_base: 0, size_bytes: 2 << 20, prefetchable: false };
+    assert!(matches!(outbound_window_values(&far), Err(WindowProblem::BeyondFortyBits { .. })));
+}
+
+#[test]
+fn inbound_windows_are_powers_of_two_with_linuxs_size_codes() {
+    assert_eq!(inbound_size_code(4 << 10), Some(0x1c));
+    assert_eq!(inbound_size_code(32 << 10), Some(0x1f));
+    assert_eq!(inbound_size_code(64 << 10), Some(1));
+    assert_eq!(inbound_size_code(4 * GIB), Some(0x11));
+    assert_eq!(inbound_size_code(64 * GIB), Some(0x15));
+    assert_eq!(inbound_size_code(128 * GIB), None);
+    assert_eq!(inbound_size_code(3 * GIB), None);
+    let cm4 = InboundWindow::covering(Soc::Bcm2711, &cm4_plan().inbound).unwrap();
+    assert_eq!((cm4.pci_base, cm4.size_bytes, cm4.size_code(), cm4.scb_size_code()), (0, 4 * GIB, 0x11, 17));
+    // C0 boards: the firmware moves memory to PCI 0x4_0000_0000 (docs/pcie-brcmstb.md §3).
+    let c0 = BusTranslation { cpu_base: 0, bus_base: 0x4_0000_0000, size_bytes: 8 * GIB };
+    assert_eq!(InboundWindow::covering(Soc::Bcm2711, &c0).unwrap().size_code(), 0x12);
+    let pi5 = InboundWindow::covering(Soc::Bcm2712, &pi5_plan().inbound).unwrap();
+    assert_eq!((pi5.pci_base, pi5.size_code()), (0x10_0000_0000, 0x15));
+    let moved = BusTranslation { cpu_base: 0x1000_0000, bus_base: 0, size_bytes: GIB };
+    assert_eq!(
+        InboundWindow::covering(Soc::Bcm2711, &moved),
+        Err(WindowProblem::InboundCpuBaseNotZero { cpu_base: 0x1000_0000 })
+    );
+    let between = BusTranslation { cpu_base: 0, bus_base: 3 * GIB, size_bytes: GIB };
+    assert_eq!(
+        InboundWindow::covering(Soc::Bcm2711, &between),
+        Err(WindowProblem::InboundBetween2And4Gib { pci_base: 3 * GIB })
+    );
+    let misaligned = BusTranslation { cpu_base: 0, bus_base: GIB, size_bytes: 2 * GIB };
+    assert!(matches!(
+        InboundWindow::covering(Soc::Bcm2712, &misaligned),
+        Err(WindowProblem::InboundMisaligned { .. })
+    ));
+}
+
+#[test]
+fn a_bad_plan_is_refused_before_any_register_is_touched() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform);
+    let mut plan = pi5_plan();
+    plan.inbound.bus_base = 0x10_0000_1000;
+    let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&plan).unwrap_err();
+    assert!(matches!(error, BringUpError::Window(WindowProblem::InboundMisaligned { .. })));
+    assert!(model.writes().is_empty());
+}
+
+#[test]
+fn the_pi4_vl805_is_listed_with_its_bar_in_the_window() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    struct Quiet;
+    impl RegisterIo for Quiet {
+        fn read32(&self, _offset_bytes: usize) -> u32 {
+            panic!("the VL805 is left alone")
+        }
+        fn write32(&self, _offset_bytes: usize, _value: u32) {
+            panic!("the VL805 is left alone")
+        }
+    }
+    let vl805 = SimulatedFunction::endpoint(0x1106, 0x3483, 0x0c_03_30, &[(0, 0x1000, 0b100), (1, 0, 0)]);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform).with_device(vl805, &Quiet);
+    let root = root_complex(&model, &platform, Soc::Bcm2711);
+    // The Pi 4 B device tree: 64 MiB at PCI 0xF800_0000, 3 GiB of memory at PCI 0.
+    root.bring_up(&cm4_plan()).unwrap();
+    let topology = walk(&root, &cm4_plan());
+    let usb = topology.functions.iter().find(|f| crate::pci::vl805::is_vl805(f)).expect("VL805");
+    assert_eq!(usb.class.name(), "USB controller");
+    assert_eq!(usb.bar(0).unwrap().cpu_address, 0x6_0000_0000);
+    assert_eq!(crate::pci::vl805::firmware_version(&root, usb.address), 0, "no firmware after the reset");
+    model.assert_no_violations();
+}
