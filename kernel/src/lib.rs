@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod devicetree;
 pub mod discovery;
 pub mod memory_plan;
+pub mod pcie_host;
 
 #[cfg(target_os = "none")]
 pub mod runtime;

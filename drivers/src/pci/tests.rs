@@ -254,4 +254,26 @@ fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
         [0x0200_0000u32, 0x10, 0, 0, 0, 0x10, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
     let dma = ranges::dma_translation(Some(&inbound), 2, 2);
     assert_eq!(dma.to_bus(0x8_0000, 512), Ok(0x10_0008_0000));
+    // With pcie1's MSI window (PCI 0xFF_FFFF_F000 -> 0x10_0013_1000, 4 KiB) listed first, memory
+    // is still the 64 GiB entry.
+    let with_msi: Vec<u8> = [
+        0x0200_0000u32,
+        0xff,
+        0xffff_f000,
+        0x10,
+        0x0013_1000,
+        0,
+        0x1000,
+        0x0200_0000,
+        0x10,
+        0,
+        0,
+        0,
+        0x10,
+        0,
+    ]
+    .iter()
+    .flat_map(|w| w.to_be_bytes())
+    .collect();
+    assert_eq!(ranges::dma_translation(Some(&with_msi), 2, 2), dma);
 }
