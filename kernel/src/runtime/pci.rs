@@ -143,11 +143,15 @@ fn list_problem(problem: &BarProblem) {
     }
 }
 
+/// `bytes` in the largest binary unit that divides it; other sizes of a MiB or more (a Pi 5's
+/// 0xFFFF_FFFC-byte window) also get their rounded size.
 pub fn human_size(bytes: u64) -> alloc::string::String {
     match bytes {
         b if b >= 1 << 30 && b % (1 << 30) == 0 => alloc::format!("{} GiB", b >> 30),
         b if b >= 1 << 20 && b % (1 << 20) == 0 => alloc::format!("{} MiB", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => alloc::format!("{} KiB", b >> 10),
+        b if b >= 1 << 30 => alloc::format!("{b} bytes (~{} GiB)", (b + (1 << 29)) >> 30),
+        b if b >= 1 << 20 => alloc::format!("{b} bytes (~{} MiB)", (b + (1 << 19)) >> 20),
         b => alloc::format!("{b} bytes"),
     }
 }
