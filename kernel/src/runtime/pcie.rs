@@ -13,7 +13,7 @@ use crate::println;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::pci::brcmstb::options::PcieOptions;
 use drivers::pci::brcmstb::regs::{offsets, rescal, reset_controller};
-use drivers::pci::brcmstb::{gen_rate, Bcm2712Resets, Calibration, LinkPlan, LinkUp, RootComplex};
+use drivers::pci::brcmstb::{Bcm2712Resets, LinkPlan, LinkUp, RootComplex};
 use drivers::pci::{vl805, Enumerator, PciFunction};
 use drivers::platform::Platform;
 
@@ -133,19 +133,7 @@ fn root_complex(machine: &Machine, board: &PcieHost) -> KernelRootComplex {
 }
 
 fn report_link(name: &str, link: &LinkUp) {
-    println!(
-        "{name:<10} link up Gen{} x{} ({}), target Gen{}, {} ms after PERST# release{}",
-        link.speed_gen,
-        link.width,
-        gen_rate(link.speed_gen),
-        link.target_gen,
-        link.waited_ms,
-        match link.calibration {
-            Some(Calibration::Done) => "; RESCAL calibrated",
-            Some(Calibration::AlreadyDone) => "; RESCAL already calibrated by the firmware",
-            None => "",
-        }
-    );
+    println!("{name:<10} {link}");
     match link.device_ready_ms {
         Some(0) => {}
         Some(ms) => println!("{name:<10} device 01:00.0 answered after {ms} ms of configuration retries"),
@@ -160,26 +148,12 @@ fn reload_vl805_firmware<R: RegisterIo, P: Platform>(
     root: &RootComplex<'_, R, P>,
     function: &PciFunction,
 ) {
-    let version = vl805::firmware_version(root, function.address);
-    if version != 0 {
-        println!("pci          VL805 firmware {version:#x} already loaded; left alone (no USB driver yet)");
-        return;
-    }
     let Some(firmware) = machine.firmware.as_ref() else {
-        println!("pci          VL805 without firmware and no mailbox to reload it: USB stays off");
+        println!("pci          VL805: no mailbox to ask for its firmware; USB stays off");
         return;
     };
-    match firmware.notify_xhci_reset(vl805::mailbox_address(function.address)) {
-        Ok(()) => {
-            machine.platform.delay_us(vl805::START_US);
-            println!(
-                "pci          VL805 firmware reloaded by the VideoCore (mailbox tag {:#010x}): version {:#x}; left alone (no USB driver yet)",
-                drivers::mailbox::tags::NOTIFY_XHCI_RESET,
-                vl805::firmware_version(root, function.address)
-            );
-        }
-        Err(error) => {
-            println!("pci          VL805 firmware reload failed: {error}; USB stays off until the next boot")
-        }
-    }
+    let outcome = vl805::ensure_firmware(root, function.address, machine.platform, |address| {
+        firmware.notify_xhci_reset(address)
+    });
+    println!("pci          {outcome}");
 }

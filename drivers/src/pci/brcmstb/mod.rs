@@ -134,6 +134,26 @@ pub struct LinkUp {
     pub calibration: Option<Calibration>,
 }
 
+/// The console's words: "link up Gen2 x1 (5.0 GT/s), target Gen2, 104 ms after PERST# release".
+impl fmt::Display for LinkUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "link up Gen{} x{} ({}), target Gen{}, {} ms after PERST# release",
+            self.speed_gen,
+            self.width,
+            gen_rate(self.speed_gen),
+            self.target_gen,
+            self.waited_ms
+        )?;
+        match self.calibration {
+            Some(Calibration::Done) => write!(f, "; RESCAL calibrated"),
+            Some(Calibration::AlreadyDone) => write!(f, "; RESCAL already calibrated by the firmware"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The transfer rate of a link generation.
 pub fn gen_rate(gen: u8) -> &'static str {
     match gen {

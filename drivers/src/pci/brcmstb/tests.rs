@@ -155,7 +155,7 @@ fn pattern_crc(lba: u64, blocks: u32) -> u32 {
 /// complaints.
 fn nvme_through(
     soc: Soc,
-    wide: WideAccess,
+    wide: Option<WideAccess>,
     dma: Option<BusTranslation>,
 ) -> (LinkUp, Result<u32, std::string::String>, Vec<std::string::String>) {
     let platform = SimPlatform::for_nvme(ARENA);
@@ -167,6 +167,7 @@ fn nvme_through(
     let link = root.bring_up(&plan).expect("link up");
     let topology = walk(&root, &plan);
     let nvme = nvme_of(&topology);
+    let wide = wide.unwrap_or(soc.wide_access());
     let crc = read_through_model(&model, &platform, &nvme, wide, dma.unwrap_or(plan.inbound), 4096, 64);
     (link, crc, model.violations())
 }
@@ -176,17 +177,20 @@ fn nvme_through(
 
 #[test]
 fn bcm2712_pcie1_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
-    let (link, crc, violations) = nvme_through(Soc::Bcm2712, WideAccess::Native, None);
+    let (link, crc, violations) = nvme_through(Soc::Bcm2712, None, None);
     assert!(violations.is_empty(), "{violations:#?}");
     assert_eq!((link.speed_gen, link.width, link.target_gen), (2, 1, 2));
     assert_eq!(link.calibration, Some(Calibration::Done));
     assert!((100..=110).contains(&link.waited_ms), "{link:?}");
     assert_eq!(crc, Ok(pattern_crc(4096, 64)));
+    let line = format!("{link}");
+    assert!(line.starts_with("link up Gen2 x1 (5.0 GT/s), target Gen2, 10"), "{line}");
+    assert!(line.ends_with(" ms after PERST# release; RESCAL calibrated"), "{line}");
 }
 
 #[test]
 fn bcm2711_cm4_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
-    let (link, crc, violations) = nvme_through(Soc::Bcm2711, WideAccess::Split32, None);
+    let (link, crc, violations) = nvme_through(Soc::Bcm2711, None, None);
     assert!(violations.is_empty(), "{violations:#?}");
     assert_eq!((link.speed_gen, link.width, link.target_gen), (2, 1, 2));
     assert_eq!(link.calibration, None);
@@ -195,7 +199,7 @@ fn bcm2711_cm4_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
 
 #[test]
 fn a_64_bit_register_access_on_bcm2711_is_caught() {
-    let (_, crc, violations) = nvme_through(Soc::Bcm2711, WideAccess::Native, None);
+    let (_, crc, violations) = nvme_through(Soc::Bcm2711, Some(WideAccess::Native), None);
     assert!(crc.is_err(), "{crc:?}");
     assert!(violations.iter().any(|v| v.contains("cannot carry 64-bit MMIO")), "{violations:#?}");
 }
@@ -204,7 +208,7 @@ fn a_64_bit_register_access_on_bcm2711_is_caught() {
 fn a_dma_offset_other_than_the_inbound_window_is_caught() {
     // The NVMe driver told that devices see memory 1:1 on a Pi 5 (it is CPU + 0x10_0000_0000).
     let identity = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 64 * GIB };
-    let (_, crc, violations) = nvme_through(Soc::Bcm2712, WideAccess::Native, Some(identity));
+    let (_, crc, violations) = nvme_through(Soc::Bcm2712, None, Some(identity));
     assert!(crc.is_err(), "{crc:?}");
     assert!(violations.iter().any(|v| v.contains("hits no inbound window")), "{violations:#?}");
 }
@@ -426,6 +430,13 @@ fn windows_pll_and_speed_limit_come_before_perst_release_and_crs_visibility_afte
     ] {
         assert!(first_write(&writes, root_complex_write(offset)) < release, "{name} after PERST# release");
     }
+    // Polled: every interrupt masked and the MSI target off before the link comes up.
+    for base in [offsets::INTR2_CPU_BASE_2712, offsets::MSI_INTR2_BASE] {
+        let mask = first_write(&writes, root_complex_write(base + offsets::INTR2_MASK_SET));
+        assert!(mask < release && writes[mask].value == u32::MAX, "{base:#x}");
+    }
+    let msi = first_write(&writes, root_complex_write(offsets::MISC_MSI_BAR_CONFIG_LO));
+    assert!(msi < release && writes[msi].value & 1 == 0);
     let crs = first_write(&writes, root_complex_write(offsets::ROOT_CONTROL_CAPABILITIES));
     assert!(crs > release);
     assert!(writes[crs].at_ns >= writes[release].at_ns + 100_000_000, "CRSSVE before the link is up");
