@@ -198,6 +198,54 @@ fn bcm2711_cm4_brings_up_nvme_and_reads_blocks_with_the_right_crc() {
 }
 
 #[test]
+fn a_prefetchable_bar_is_reached_through_the_second_window() {
+    // A controller whose BAR 0 is 64-bit prefetchable lands in pcie1's 12 GiB window at CPU
+    // 0x18_0000_0000 (outbound window 1 and the root port's prefetchable window).
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let prefetchable =
+        SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b1100), (1, 0, 0)]);
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(prefetchable, &sim);
+    platform.set_bus_view(model.inbound());
+    let root = root_complex(&model, &platform, Soc::Bcm2712);
+    let plan = pi5_plan();
+    root.bring_up(&plan).unwrap();
+    let nvme = nvme_of(&walk(&root, &plan));
+    assert_eq!(nvme.bar(0).unwrap().cpu_address, 0x18_0000_0000);
+    let crc = read_through_model(&model, &platform, &nvme, WideAccess::Native, plan.inbound, 100, 16);
+    assert_eq!(crc, Ok(pattern_crc(100, 16)));
+    model.assert_no_violations();
+}
+
+#[test]
+fn the_link_line_names_speed_width_and_target() {
+    let link = LinkUp {
+        speed_gen: 1,
+        width: 1,
+        target_gen: 3,
+        waited_ms: 150,
+        device_ready_ms: Some(0),
+        calibration: Some(Calibration::AlreadyDone),
+    };
+    assert_eq!(
+        format!("{link}"),
+        "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL already calibrated by the firmware"
+    );
+    let pi4 = LinkUp {
+        speed_gen: 2,
+        width: 1,
+        target_gen: 2,
+        waited_ms: 101,
+        device_ready_ms: None,
+        calibration: None,
+    };
+    assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
+    assert_eq!(gen_rate(3), "8.0 GT/s");
+    assert_eq!(gen_rate(0), "unknown speed");
+}
+
+#[test]
 fn a_64_bit_register_access_on_bcm2711_is_caught() {
     let (_, crc, violations) = nvme_through(Soc::Bcm2711, Some(WideAccess::Native), None);
     assert!(crc.is_err(), "{crc:?}");
@@ -435,6 +483,11 @@ fn windows_pll_and_speed_limit_come_before_perst_release_and_crs_visibility_afte
         let mask = first_write(&writes, root_complex_write(base + offsets::INTR2_MASK_SET));
         assert!(mask < release && writes[mask].value == u32::MAX, "{base:#x}");
     }
+    // The QoS work-arounds: forwarding search off, the D0 fixes on, and (one lane: no timing fix)
+    // 15 AXI requests in flight at most.
+    let axi = writes.iter().rev().find(|w| root_complex_write(offsets::MISC_AXI_INTF_CTRL)(w)).unwrap().value;
+    assert_eq!(axi & 0x3f, 15, "{axi:#x}");
+    assert_eq!(axi & ((1 << 13) | (1 << 11) | (1 << 7)), (1 << 13) | (1 << 11), "{axi:#x}");
     let msi = first_write(&writes, root_complex_write(offsets::MISC_MSI_BAR_CONFIG_LO));
     assert!(msi < release && writes[msi].value & 1 == 0);
     let crs = first_write(&writes, root_complex_write(offsets::ROOT_CONTROL_CAPABILITIES));
