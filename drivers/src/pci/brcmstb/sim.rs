@@ -53,6 +53,8 @@ pub struct ModelConfig {
     pub device_retry_ms: u64,
     /// The device needs the reference clock this long before PERST# is released.
     pub device_refclk_ms: u64,
+    /// The controller strapped as an endpoint (PCIE_STATUS.PORT = 0).
+    pub endpoint_mode: bool,
 }
 
 impl ModelConfig {
@@ -64,6 +66,7 @@ impl ModelConfig {
             device_gen: 3,
             device_retry_ms: 0,
             device_refclk_ms: 0,
+            endpoint_mode: false,
         }
     }
 }
@@ -260,7 +263,7 @@ impl State {
 
     fn status(&self, now_ns: u64) -> u32 {
         let link = if self.link_up(now_ns) { 0b11 << 4 } else { 0 };
-        link | (1 << 7)
+        link | if self.config.endpoint_mode { 0 } else { 1 << 7 }
     }
 
     fn secondary_bus(&self) -> u8 {

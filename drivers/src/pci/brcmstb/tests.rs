@@ -219,6 +219,73 @@ fn a_prefetchable_bar_is_reached_through_the_second_window() {
 }
 
 #[test]
+fn a_controller_in_endpoint_mode_is_refused_after_the_link() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let config = ModelConfig { endpoint_mode: true, ..ModelConfig::new(Soc::Bcm2711) };
+    let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+    let error = root_complex(&model, &platform, Soc::Bcm2711).bring_up(&cm4_plan()).unwrap_err();
+    assert_eq!(error, BringUpError::NotRootComplex { status: 0x30 });
+    assert!(format!("{error}").contains("endpoint mode (PCIE_STATUS 0x00000030"), "{error}");
+}
+
+/// The last value written to root complex register `offset`.
+fn last_written(model: &RootComplexModel<'_>, offset: usize) -> u32 {
+    model.writes().iter().rev().find(|w| root_complex_write(offset)(w)).expect("written").value
+}
+
+#[test]
+fn the_bus_interface_and_inbound_registers_hold_what_the_sources_say() {
+    // BCM2711: 128-byte bursts, SCB0 = 2 GiB for a 2 GiB window at PCI 0x8000_0000 in window 2.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform);
+    let mut plan = cm4_plan();
+    plan.inbound = BusTranslation { cpu_base: 0, bus_base: 0x8000_0000, size_bytes: 2 * GIB };
+    let _ = root_complex(&model, &platform, Soc::Bcm2711).bring_up(&plan);
+    let misc = last_written(&model, offsets::MISC_MISC_CTRL);
+    assert_eq!(misc, (16 << 27) | (1 << 13) | (1 << 12) | (1 << 10) | (1 << 7), "{misc:#x}");
+    assert_eq!(last_written(&model, regs::inbound_window_config(2)), 0x8000_0000 | 0x10);
+    assert_eq!(last_written(&model, regs::inbound_window_config(2) + 4), 0);
+    for disabled in [1, 3] {
+        assert_eq!(last_written(&model, regs::inbound_window_config(disabled)) & 0x1f, 0);
+    }
+    // BCM2712: 512-byte bursts, no SCB size, window 1 remapped to a CPU address above 4 GiB.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform);
+    let mut plan = pi5_plan();
+    plan.inbound = BusTranslation { cpu_base: 0x1_4000_0000, bus_base: 0x10_4000_0000, size_bytes: GIB };
+    let _ = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&plan);
+    let misc = last_written(&model, offsets::MISC_MISC_CTRL);
+    assert_eq!(misc, (2 << 20) | (1 << 13) | (1 << 12) | (1 << 10) | (1 << 7), "{misc:#x}");
+    assert_eq!(last_written(&model, regs::inbound_window_config(1)), 0x4000_0000 | 0xf);
+    assert_eq!(last_written(&model, regs::inbound_window_config(1) + 4), 0x10);
+    assert_eq!(last_written(&model, regs::inbound_window_remap(1)), 0x4000_0001);
+    assert_eq!(last_written(&model, regs::inbound_window_remap(1) + 4), 1);
+    for disabled in [2, 3] {
+        assert_eq!(last_written(&model, regs::inbound_window_config(disabled)) & 0x1f, 0);
+        assert_eq!(last_written(&model, regs::inbound_window_remap(disabled)) & 1, 0);
+    }
+    assert_eq!((Soc::Bcm2711.name(), Soc::Bcm2712.name()), ("BCM2711", "BCM2712"));
+}
+
+#[test]
+fn bcm2711_reads_through_an_inbound_window_away_from_pci_0() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform).with_device(nvme_function(), &sim);
+    platform.set_bus_view(model.inbound());
+    let root = root_complex(&model, &platform, Soc::Bcm2711);
+    let mut plan = cm4_plan();
+    plan.inbound = BusTranslation { cpu_base: 0, bus_base: 0x8000_0000, size_bytes: 2 * GIB };
+    root.bring_up(&plan).unwrap();
+    let nvme = nvme_of(&walk(&root, &plan));
+    let crc = read_through_model(&model, &platform, &nvme, WideAccess::Split32, plan.inbound, 7, 9);
+    assert_eq!(crc, Ok(pattern_crc(7, 9)));
+    model.assert_no_violations();
+}
+
+#[test]
 fn the_link_line_names_speed_width_and_target() {
     let link = LinkUp {
         speed_gen: 1,
