@@ -40,11 +40,6 @@ pub struct Bcm2712Resets<R: RegisterIo> {
 }
 
 impl<R: RegisterIo> Bcm2712Resets<R> {
-    pub fn bridge_in_reset(&self) -> bool {
-        let (bank, bit) = reset_controller::bank_and_bit(self.bridge_line);
-        self.controller.read32(bank + reset_controller::SW_INIT_STATUS) & bit != 0
-    }
-
     /// SW_INIT_SET: only this line's bit is written (the other lines of the bank, such as
     /// pcie2's, are untouched by the set/clear registers).
     pub fn assert_bridge(&self) {

@@ -483,6 +483,12 @@ impl State {
             self.violation(format!("EXT_CFG_INDEX {index:#x} has register bits set"));
         }
         let secondary = self.secondary_bus();
+        if secondary != 0 && bus == secondary && device != 0 {
+            self.violation(format!(
+                "configuration request to device {device} on the root port's link, which carries device 0 only"
+            ));
+            return ConfigTarget::Nobody;
+        }
         if secondary != 0 && bus == secondary && device == 0 && function == 0 && self.device.is_some() {
             ConfigTarget::Device
         } else {

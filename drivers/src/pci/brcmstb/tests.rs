@@ -629,8 +629,90 @@ fn config_accesses_without_a_link_never_reach_the_data_window() {
     assert_eq!(model.violations().len(), 1, "{:#?}", model.violations());
 }
 
+#[test]
+fn configuration_addresses_outside_the_topology_never_reach_the_hardware() {
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    let root = root_complex(&model, &platform, Soc::Bcm2712);
+    root.bring_up(&pi5_plan()).unwrap();
+    let writes_before = model.writes().len();
+    for (bus, device, function, offset) in [
+        (0, 0, 0, 0x1000u16),
+        (0, 1, 0, 0),
+        (0, 0, 1, 0),
+        (1, 1, 0, 0),
+        (1, 32, 0, 0),
+        (1, 0, 8, 0),
+        (2, 0, 8, 0),
+        (2, 32, 0, 0),
+    ] {
+        let address = FunctionAddress { bus, device, function };
+        assert_eq!(root.read32(address, offset), u32::MAX, "{address} +{offset:#x}");
+        root.write32(address, offset, 0);
+    }
+    assert_eq!(model.writes().len(), writes_before, "nothing written, not even EXT_CFG_INDEX");
+    // A real function on a deeper bus (behind a switch) is selected through the index.
+    assert_eq!(root.read32(FunctionAddress { bus: 2, device: 3, function: 1 }, 0), u32::MAX);
+    assert_eq!(
+        model.writes().last().map(|w| (w.offset, w.value)),
+        Some((offsets::EXT_CFG_INDEX, 2 << 20 | 3 << 15 | 1 << 12))
+    );
+    model.assert_no_violations();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Encoders, with the worked values of docs/pcie-brcmstb.md §2-§3.
+
+#[test]
+fn the_register_map_matches_linux_and_the_rdb_names() {
+    // Linux pcie-brcmstb.c (and the RT-Thread port of the downstream driver for BAR4-10).
+    let expected = [
+        (offsets::LINK_CONTROL_STATUS, 0x0bc),
+        (offsets::ROOT_CONTROL_CAPABILITIES, 0x0c8),
+        (offsets::LINK_CONTROL_2, 0x0dc),
+        (offsets::RC_CFG_VENDOR_SPECIFIC_REG1, 0x188),
+        (offsets::RC_CFG_PRIV1_ID_VAL3, 0x43c),
+        (offsets::RC_CFG_PRIV1_LINK_CAPABILITY, 0x4dc),
+        (offsets::RC_DL_MDIO_ADDR, 0x1100),
+        (offsets::RC_DL_MDIO_WR_DATA, 0x1104),
+        (offsets::RC_PL_PHY_CTL_15, 0x184c),
+        (offsets::MISC_MISC_CTRL, 0x4008),
+        (offsets::MISC_CPU_2_PCIE_MEM_WIN0_LO, 0x400c),
+        (offsets::MISC_CPU_2_PCIE_MEM_WIN0_HI, 0x4010),
+        (offsets::MISC_MSI_BAR_CONFIG_LO, 0x4044),
+        (offsets::MISC_RC_CONFIG_RETRY_TIMEOUT, 0x405c),
+        (offsets::MISC_PCIE_CTRL, 0x4064),
+        (offsets::MISC_PCIE_STATUS, 0x4068),
+        (offsets::MISC_CPU_2_PCIE_MEM_WIN0_BASE_LIMIT, 0x4070),
+        (offsets::MISC_CPU_2_PCIE_MEM_WIN0_BASE_HI, 0x4080),
+        (offsets::MISC_CPU_2_PCIE_MEM_WIN0_LIMIT_HI, 0x4084),
+        (offsets::MISC_CTRL_1, 0x40a0),
+        (offsets::MISC_UBUS_CTRL, 0x40a4),
+        (offsets::MISC_UBUS_TIMEOUT, 0x40a8),
+        (offsets::MISC_AXI_INTF_CTRL, 0x416c),
+        (offsets::MISC_AXI_READ_ERROR_DATA, 0x4170),
+        (offsets::MISC_HARD_PCIE_HARD_DEBUG_2711, 0x4204),
+        (offsets::MISC_HARD_PCIE_HARD_DEBUG_2712, 0x4304),
+        (offsets::INTR2_CPU_BASE_2711, 0x4300),
+        (offsets::INTR2_CPU_BASE_2712, 0x4400),
+        (offsets::MSI_INTR2_BASE, 0x4500),
+        (offsets::EXT_CFG_DATA, 0x8000),
+        (offsets::EXT_CFG_INDEX, 0x9000),
+        (offsets::RGR1_SW_INIT_1, 0x9210),
+    ];
+    for (offset, value) in expected {
+        assert_eq!(offset, value, "{value:#x}");
+    }
+    let configs: Vec<usize> = (1..=10).map(regs::inbound_window_config).collect();
+    assert_eq!(configs, [0x402c, 0x4034, 0x403c, 0x40d4, 0x40dc, 0x40e4, 0x40ec, 0x40f4, 0x40fc, 0x4104]);
+    let remaps: Vec<usize> = (1..=10).map(regs::inbound_window_remap).collect();
+    assert_eq!(remaps, [0x40ac, 0x40b4, 0x40bc, 0x410c, 0x4114, 0x411c, 0x4124, 0x412c, 0x4134, 0x413c]);
+    assert_eq!(reset_controller::bank_and_bit(43), (0x18, 1 << 11));
+    assert_eq!(reset_controller::bank_and_bit(44), (0x18, 1 << 12));
+    assert_eq!(reset_controller::bank_and_bit(5), (0, 1 << 5));
+}
 
 #[test]
 fn outbound_windows_encode_as_the_sources_show() {

@@ -39,10 +39,6 @@ pub enum WindowProblem {
     EmptyWindow {
         cpu_base: u64,
     },
-    /// More windows than the 4 the root complex has.
-    TooManyOutboundWindows {
-        count: usize,
-    },
     /// The inbound size is outside what RC_BARn_CONFIG_LO.SIZE encodes (4 KiB..64 GiB).
     InboundSizeUnencodable {
         size_bytes: u64,
@@ -73,9 +69,6 @@ impl fmt::Display for WindowProblem {
             }
             WindowProblem::EmptyWindow { cpu_base } => {
                 write!(f, "outbound window at CPU {cpu_base:#x} is empty")
-            }
-            WindowProblem::TooManyOutboundWindows { count } => {
-                write!(f, "{count} outbound windows; the root complex has 4")
             }
             WindowProblem::InboundSizeUnencodable { size_bytes } => {
                 write!(f, "inbound window of {size_bytes:#x} bytes is outside 4 KiB..64 GiB")
