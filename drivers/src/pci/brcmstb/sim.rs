@@ -55,6 +55,8 @@ pub struct ModelConfig {
     pub device_refclk_ms: u64,
     /// The controller strapped as an endpoint (PCIE_STATUS.PORT = 0).
     pub endpoint_mode: bool,
+    /// RESCAL's START bit does not stick (a block that does not answer writes).
+    pub rescal_start_ignored: bool,
 }
 
 impl ModelConfig {
@@ -67,6 +69,7 @@ impl ModelConfig {
             device_retry_ms: 0,
             device_refclk_ms: 0,
             endpoint_mode: false,
+            rescal_start_ignored: false,
         }
     }
 }
@@ -607,6 +610,9 @@ impl State {
         }
         if offset != rescal::START {
             self.violation(format!("write of {value:#x} to RESCAL register {offset:#x}"));
+            return;
+        }
+        if self.config.rescal_start_ignored {
             return;
         }
         if value & rescal::BIT != 0 && self.rescal_start & rescal::BIT == 0 {

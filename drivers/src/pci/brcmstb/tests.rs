@@ -486,7 +486,15 @@ fn rescal_runs_once_unless_the_firmware_already_calibrated() {
     let model = RootComplexModel::new(config, &platform);
     let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap_err();
     assert_eq!(error, BringUpError::Calibration(CalibrationError::Timeout { status: 0 }));
+    assert_eq!(format!("{error}"), "RESCAL did not finish in 1 ms (STATUS 0x0)");
     assert!(!model.bridge_in_reset());
+    // A START bit that does not stick is reported at once.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let config = ModelConfig { rescal_start_ignored: true, ..ModelConfig::new(Soc::Bcm2712) };
+    let model = RootComplexModel::new(config, &platform);
+    let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap_err();
+    assert_eq!(error, BringUpError::Calibration(CalibrationError::DidNotStart { start: 0 }));
+    assert_eq!(format!("{error}"), "RESCAL did not start (START 0x0)");
 }
 
 #[test]
@@ -767,6 +775,39 @@ fn inbound_windows_are_powers_of_two_with_linuxs_size_codes() {
         InboundWindow::covering(Soc::Bcm2711, &between),
         Err(WindowProblem::InboundBetween2And4Gib { pci_base: 3 * GIB })
     );
+    let messages = [
+        (
+            WindowProblem::CpuBaseNotMibAligned { cpu_base: 0x6_0008_0000 },
+            "outbound window at CPU 0x600080000 is not 1 MiB aligned",
+        ),
+        (
+            WindowProblem::BeyondFortyBits { cpu_base: 1 << 40, size_bytes: 1 << 20 },
+            "outbound window 0x10000000000+0x100000 ends beyond 40-bit CPU addresses",
+        ),
+        (WindowProblem::EmptyWindow { cpu_base: 0x1000 }, "outbound window at CPU 0x1000 is empty"),
+        (
+            WindowProblem::InboundSizeUnencodable { size_bytes: 128 * GIB },
+            "inbound window of 0x2000000000 bytes is outside 4 KiB..64 GiB",
+        ),
+        (
+            WindowProblem::InboundMisaligned { pci_base: GIB, size_bytes: 2 * GIB },
+            "inbound window at PCI 0x40000000 is not aligned to its size 0x80000000",
+        ),
+        (
+            WindowProblem::InboundCpuBaseNotZero { cpu_base: 0x1000 },
+            "BCM2711's inbound window maps CPU address 0, not 0x1000",
+        ),
+        (
+            WindowProblem::InboundBetween2And4Gib { pci_base: 3 * GIB },
+            "BCM2711's inbound window may not start at PCI 0xc0000000 (between 2 and 4 GiB)",
+        ),
+    ];
+    for (problem, text) in messages {
+        assert_eq!(format!("{problem}"), text);
+        assert_eq!(format!("{}", BringUpError::Window(problem)), text);
+    }
+    let empty = Window { cpu_base: 0x6_0000_0000, pci_base: 0, size_bytes: 0, prefetchable: false };
+    assert_eq!(outbound_window_values(&empty), Err(WindowProblem::EmptyWindow { cpu_base: 0x6_0000_0000 }));
     let misaligned = BusTranslation { cpu_base: 0, bus_base: GIB, size_bytes: 2 * GIB };
     assert!(matches!(
         InboundWindow::covering(Soc::Bcm2712, &misaligned),
