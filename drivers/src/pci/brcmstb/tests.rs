@@ -740,6 +740,17 @@ fn outbound_windows_encode_as_the_sources_show() {
         (cm4.pci_low, cm4.base_limit, cm4.base_high, cm4.limit_high),
         (0xf800_0000, 0x03f0_0000, 6, 6)
     );
+    // A base that is not a multiple of 4 GiB puts MB bits 11:0 in BASE (bits 15:4).
+    let inner =
+        Window { cpu_base: 0x6_0040_0000, pci_base: 0xc000_0000, size_bytes: 4 << 20, prefetchable: false };
+    let inner = outbound_window_values(&inner).unwrap();
+    assert_eq!((inner.base_limit, inner.base_high, inner.limit_high), (0x0070_0040, 6, 6));
+    // The last byte may be 2^40 - 1, not 2^40.
+    let top =
+        Window { cpu_base: (1 << 40) - (1 << 20), pci_base: 0, size_bytes: 1 << 20, prefetchable: false };
+    assert_eq!(outbound_window_values(&top).unwrap().limit_high, 0xff);
+    let over = Window { size_bytes: (1 << 20) + 1, ..top };
+    assert!(matches!(outbound_window_values(&over), Err(WindowProblem::BeyondFortyBits { .. })));
     let odd = Window { cpu_base: 0x6_0008_0000, pci_base: 0, size_bytes: 1 << 20, prefetchable: false };
     assert_eq!(
         outbound_window_values(&odd),
