@@ -959,7 +959,9 @@ mod tests {
         assert_eq!(results.device_names, vec!["nvme0", "sd0"]);
     }
 
-    fn check_medians(runs: u32) {
+    /// The runs of a job on a device whose latency is 2000 ticks plus a seeded random part, and
+    /// their medians, for checking against values worked out by hand.
+    fn seeded_runs(runs: u32) -> (Vec<RunResult>, MedianResult) {
         let clock = SimClock::new(54_000_000, 3);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 2_000);
         behaviour.random_latency_ticks = 4_000;
@@ -967,33 +969,52 @@ mod tests {
         let job = JobSpec::new(JobOperation::RandRead, 4096, 2);
         let config = config(&[job], MS, 3 * MS, runs);
         let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
-        assert_eq!(results.runs.len(), runs as usize);
-        let median_of = |value: &dyn Fn(&RunResult) -> u128| {
-            let mut values: Vec<u128> = results.runs.iter().map(value).collect();
-            values.sort_unstable();
-            let n = values.len();
-            if n % 2 == 1 {
-                values[n / 2]
-            } else {
-                (values[n / 2 - 1] + values[n / 2]).div_ceil(2)
-            }
-        };
-        let median = &results.medians[0];
-        assert_eq!(median.runs, runs);
-        assert_eq!(median.iops_micro, median_of(&|r| r.iops_micro()));
-        assert_eq!(median.bandwidth_micro, median_of(&|r| r.bandwidth_micro()));
-        assert_eq!(median.lat_mean_milli_ns, median_of(&|r| r.lat.mean_milli_ns));
-        assert_eq!(median.clat_mean_milli_ns, median_of(&|r| r.clat.mean_milli_ns));
-        assert_eq!(median.lat_max_milli_ns, median_of(&|r| u128::from(r.lat.max_ns) * 1000));
-        // The runs really differ, so the median is a real choice.
-        let first = results.runs[0].iops_micro();
-        assert!(results.runs.iter().any(|r| r.iops_micro() != first));
+        assert_eq!(results.medians.len(), 1);
+        (results.runs, results.medians[0].clone())
+    }
+
+    fn column(runs: &[RunResult], value: impl Fn(&RunResult) -> u128) -> Vec<u128> {
+        runs.iter().map(value).collect()
     }
 
     #[test]
-    fn medians_of_odd_and_even_run_counts() {
-        check_medians(3);
-        check_medians(4);
+    fn the_median_of_three_runs_is_the_middle_value_of_each_metric() {
+        let (runs, median) = seeded_runs(3);
+        // What the three runs measured (IOPS and bytes/s × 10^6, latencies in thousandths of a ns).
+        assert_eq!(column(&runs, |r| r.iops_micro()), [26_333_333_333, 27_333_333_333, 28_000_000_000]);
+        assert_eq!(
+            column(&runs, |r| r.bandwidth_micro()),
+            [107_861_333_333_333, 111_957_333_333_333, 114_688_000_000_000]
+        );
+        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [75_285_886, 73_528_427, 71_723_107]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_230_456, 73_472_817, 71_667_488]);
+        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222]);
+        // Worked out by hand: the middle of each column once sorted, from whichever run it comes.
+        assert_eq!(median.runs, 3);
+        assert_eq!(median.iops_micro, 27_333_333_333);
+        assert_eq!(median.bandwidth_micro, 111_957_333_333_333);
+        assert_eq!(median.lat_mean_milli_ns, 73_528_427);
+        assert_eq!(median.clat_mean_milli_ns, 73_472_817);
+        // 109 981 < 110 092 < 110 222: run 1's maximum, although run 2 has the middle mean.
+        assert_eq!(median.lat_max_milli_ns, 110_092_000);
+    }
+
+    #[test]
+    fn the_median_of_four_runs_is_the_mean_of_the_two_middle_values_rounded_half_up() {
+        let (runs, median) = seeded_runs(4);
+        assert_eq!(
+            column(&runs, |r| r.iops_micro()),
+            [26_333_333_333, 27_333_333_333, 28_000_000_000, 26_666_666_666]
+        );
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_230_456, 73_472_817, 71_667_488, 74_785_588]);
+        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222, 110_777]);
+        assert_eq!(median.runs, 4);
+        // (26 666 666 666 + 27 333 333 333) / 2 = 26 999 999 999.5 → 27 000 000 000.
+        assert_eq!(median.iops_micro, 27_000_000_000);
+        // (73 472 817 + 74 785 588) / 2 = 74 129 202.5 → 74 129 203.
+        assert_eq!(median.clat_mean_milli_ns, 74_129_203);
+        // (110 092 + 110 222) / 2 = 110 157 ns.
+        assert_eq!(median.lat_max_milli_ns, 110_157_000);
     }
 
     #[test]

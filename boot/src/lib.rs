@@ -29,7 +29,7 @@ struct ProbeResult {
 
 /// Reads a 32-bit register that may not answer: `None` when the load takes a synchronous abort
 /// (an external abort from a block that is absent, as the PCIe root complex is on QEMU's raspi4b:
-/// docs/qemu.md §7). Asynchronous SErrors stay masked and are not caught.
+/// docs/qemu.md §8). Asynchronous SErrors stay masked and are not caught.
 ///
 /// # Safety
 /// `address` must be 4-byte aligned and mapped as device memory, and reading it must have no

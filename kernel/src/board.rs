@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(family_from_compatible("acme,board"), None);
         assert_eq!(family_from_core(CoreModel::CortexA53), Some(BoardFamily::RaspberryPi3));
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
-        // The Pi 4 SD slot (EMMC2) is named first (issue: "on a Pi 4 the EMMC2 slot comes first").
+        // The Pi 4 SD slot (EMMC2) is named first (README.md "Settings": the EMMC2 slot comes first).
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
     }
 }

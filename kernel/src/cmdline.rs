@@ -59,7 +59,8 @@ pub fn is_driver_option(key: &str) -> bool {
     key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.")
 }
 
-/// How the run ends (issue: semihosting only when asked for, because it traps on hardware).
+/// How the run ends: semihosting only when asked for, because `hlt #0xf000` is undefined on
+/// hardware (docs/ecosystem.md §3.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ExitMethod {
     /// Report completion and idle with the console alive (real hardware).

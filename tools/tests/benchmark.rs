@@ -6,7 +6,7 @@
 mod qemu_harness;
 
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioReport};
-use qemu_harness::{Machine, Run, TestImage};
+use qemu_harness::{nvme_aio, Machine, Run, TestImage};
 
 const SHORT: &str =
     "jobs=randread:4k:1,read:64k:4 ramp=100ms runtime=400ms runs=2 offset=0 size=8m progress=off";
@@ -94,7 +94,7 @@ fn virt_nvme_and_sd_alternate_and_are_compared() {
         .append(&format!("exit=semihosting {SHORT}"))
         .args(&["-drive", &format!("if=none,id=sdc,{}", sd.drive())])
         .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
-        .args(&["-drive", &format!("if=none,id=nv,{},aio=io_uring", nvme.drive())])
+        .args(&["-drive", &format!("if=none,id=nv,{},aio={}", nvme.drive(), nvme_aio())])
         .args(&["-device", "nvme,drive=nv,serial=bench-pair"])
         .go();
     run.assert_status(0);

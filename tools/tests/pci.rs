@@ -1,7 +1,7 @@
 //! End-to-end: PCIe enumeration on QEMU virt: the ECAM host comes from the device tree
 //! (high or low ECAM), every function is listed with its class and assigned BARs, 64-bit BARs use
 //! the 64-bit window when there is one, and functions behind a bridge get their own bus. On
-//! raspi4b, which models no PCIe root complex (docs/qemu.md §7), the kernel says the link is down
+//! raspi4b, which models no PCIe root complex (docs/qemu.md §8), the kernel says the link is down
 //! at once and runs the benchmark on the SD card; `pcie=off` and bad `pcie.` settings are named.
 #![cfg(feature = "e2e")]
 

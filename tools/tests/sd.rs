@@ -25,9 +25,9 @@ fn ranges(blocks: u64, seed: u64) -> Vec<(u64, u64)> {
     ranges
 }
 
-/// `crc=` for every range on `device`, `verify=` for the first `verified` ones. QEMU's raspi
-/// machines pass the command line in ATAGS, and the kernel currently sees an empty line when it
-/// is longer than about 500 bytes, so the lists stay short.
+/// `crc=` for every range on `device`, `verify=` for the first `verified` ones. The line may be
+/// long: on raspi the kernel reads it from the mailbox when QEMU's ATAGS copy is cut short
+/// (boot.rs `a_long_command_line_reaches_the_kernel_whole_on_raspi`).
 fn checks(device: &str, ranges: &[(u64, u64)], verified: usize) -> String {
     let crcs = ranges.iter().map(|(lba, count)| format!("crc={device}:{lba}:{count}"));
     let verifies = ranges.iter().take(verified).map(|(lba, count)| format!("verify={device}:{lba}:{count}"));

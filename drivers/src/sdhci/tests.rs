@@ -65,16 +65,30 @@ fn read(
     blocks: u32,
 ) -> (Completion, DmaBuffer) {
     let buffer = platform.allocate_dma(blocks as usize * 512, 4096).unwrap();
+    (read_into(device, lba, blocks, buffer), buffer)
+}
+
+/// Polls this many times at most before a test gives up on a request (the simulated card
+/// completes within a few thousand polls).
+const MAX_POLLS: u32 = 10_000_000;
+
+/// Reads `blocks` blocks at `lba` into `buffer`, polling a bounded number of times.
+fn read_into(
+    device: &mut SdCard<'static, &'static SimHost<'static>, TestPlatform>,
+    lba: u64,
+    blocks: u32,
+    buffer: DmaBuffer,
+) -> Completion {
     let request = Request { tag: 42, operation: Operation::Read, lba, block_count: blocks, buffer };
     device.submit(request).unwrap();
     device.kick();
     let mut completions = [Completion::default(); 2];
-    for _ in 0..10_000_000 {
+    for _ in 0..MAX_POLLS {
         if device.poll(&mut completions) == 1 {
-            return (completions[0], buffer);
+            return completions[0];
         }
     }
-    panic!("request never completed");
+    panic!("the read of {blocks} blocks at LBA {lba} did not complete within {MAX_POLLS} polls");
 }
 
 fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
@@ -87,7 +101,7 @@ fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
 fn arasan_bring_up_of_qemus_sdsc_card_with_write_spacing() {
     let platform = platform(8 << 20);
     let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(1 << 30));
-    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/qemu.md §1.6 of docs/hardware.md).
+    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/hardware.md §1.6).
     let mut host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
     assert_eq!(card.capacity_class(), CapacityClass::Sdsc);
@@ -179,12 +193,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     // A buffer ADMA2 cannot use (misaligned) goes by PIO instead of failing.
     let aligned = platform.allocate_dma(4 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 4 * 512).unwrap();
-    let request = Request { tag: 7, operation: Operation::Read, lba: 10, block_count: 4, buffer: odd };
-    device.submit(request).unwrap();
-    device.kick();
-    let mut completions = [Completion::default()];
-    while device.poll(&mut completions) == 0 {}
-    assert_eq!(completions[0].result, Ok(()));
+    assert_eq!(read_into(&mut device, 10, 4, odd).result, Ok(()));
     assert_pattern(&odd, 10);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
 

@@ -1,7 +1,7 @@
 //! The Pi's Broadcom STB PCIe root complex on the running machine (docs/pcie-brcmstb.md,
 //! docs/hardware.md §3): the plan from the board table, device tree and command line
 //! (`crate::pcie_host`), a first register read that may fault (QEMU's raspi4b has no root complex
-//! at all: docs/qemu.md §7), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
+//! at all: docs/qemu.md §8), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
 //! bus walk and its listing, and on a Pi 4 the VL805's firmware reload.
 
 use super::pci::{self, human_size, PciTopology};

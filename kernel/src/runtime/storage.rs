@@ -1,7 +1,7 @@
 //! The storage devices the kernel found, with the names the console and the command line use
 //! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), and the
 //! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks that read through the block
-//! interface (issues 3 and 4).
+//! interface.
 
 use super::platform::KernelPlatform;
 use crate::cmdline::{BlockRange, KernelSettings};
