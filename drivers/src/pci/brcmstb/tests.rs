@@ -244,6 +244,14 @@ fn the_bus_interface_and_inbound_registers_hold_what_the_sources_say() {
     let _ = root_complex(&model, &platform, Soc::Bcm2711).bring_up(&plan);
     let misc = last_written(&model, offsets::MISC_MISC_CTRL);
     assert_eq!(misc, (16 << 27) | (1 << 13) | (1 << 12) | (1 << 10) | (1 << 7), "{misc:#x}");
+    // RGR1: bridge reset, PERST# asserted, bridge released, later PERST# released.
+    let rgr1: Vec<u32> = model
+        .writes()
+        .iter()
+        .filter(|w| root_complex_write(offsets::RGR1_SW_INIT_1)(w))
+        .map(|w| w.value)
+        .collect();
+    assert_eq!(rgr1, [0b11, 0b11, 0b01, 0b00]);
     assert_eq!(last_written(&model, regs::inbound_window_config(2)), 0x8000_0000 | 0x10);
     assert_eq!(last_written(&model, regs::inbound_window_config(2) + 4), 0);
     for disabled in [1, 3] {
@@ -543,6 +551,17 @@ fn windows_pll_and_speed_limit_come_before_perst_release_and_crs_visibility_afte
     let deassert = first_write(&writes, |w| w.block == Block::ResetController);
     let calibration = first_write(&writes, |w| w.block == Block::Rescal);
     assert!(deassert < calibration, "RESCAL only once the bridge is out of reset");
+    // The bridge is released, calibrated, then pulsed through its reset (Linux brcm_pcie_setup).
+    let (bank, bit) = reset_controller::bank_and_bit(PCIE1_BRIDGE_LINE);
+    let line_writes: Vec<(usize, u32)> =
+        writes.iter().filter(|w| w.block == Block::ResetController).map(|w| (w.offset, w.value)).collect();
+    let (set, clear) = (bank + reset_controller::SW_INIT_SET, bank + reset_controller::SW_INIT_CLEAR);
+    assert_eq!(line_writes, [(clear, bit), (set, bit), (clear, bit)]);
+    // Without pcie.perst-ms nothing holds the PERST# pad.
+    assert!(writes
+        .iter()
+        .filter(|w| root_complex_write(offsets::MISC_HARD_PCIE_HARD_DEBUG_2712)(w))
+        .all(|w| w.value & (1 << 3) == 0));
     for (name, offset) in [
         ("PLL (MDIO)", offsets::RC_DL_MDIO_WR_DATA),
         ("outbound window 0", offsets::MISC_CPU_2_PCIE_MEM_WIN0_BASE_LIMIT),
@@ -661,6 +680,12 @@ fn configuration_addresses_outside_the_topology_never_reach_the_hardware() {
         root.write32(address, offset, 0);
     }
     assert_eq!(model.writes().len(), writes_before, "nothing written, not even EXT_CFG_INDEX");
+    // Device 31, function 7 of a deeper bus exist (behind a switch).
+    root.read32(FunctionAddress { bus: 2, device: 31, function: 7 }, 0);
+    assert_eq!(
+        model.writes().last().map(|w| (w.offset, w.value)),
+        Some((offsets::EXT_CFG_INDEX, 2 << 20 | 31 << 15 | 7 << 12))
+    );
     // A real function on a deeper bus (behind a switch) is selected through the index.
     assert_eq!(root.read32(FunctionAddress { bus: 2, device: 3, function: 1 }, 0), u32::MAX);
     assert_eq!(
