@@ -799,6 +799,11 @@ fn inbound_windows_are_powers_of_two_with_linuxs_size_codes() {
     // C0 boards: the firmware moves memory to PCI 0x4_0000_0000 (docs/pcie-brcmstb.md §3).
     let c0 = BusTranslation { cpu_base: 0, bus_base: 0x4_0000_0000, size_bytes: 8 * GIB };
     assert_eq!(InboundWindow::covering(Soc::Bcm2711, &c0).unwrap().size_code(), 0x12);
+    // Exactly 2 GiB and exactly 4 GiB are allowed; only between them is refused.
+    for (bus_base, size_bytes) in [(2 * GIB, 2 * GIB), (4 * GIB, 4 * GIB)] {
+        let edge = BusTranslation { cpu_base: 0, bus_base, size_bytes };
+        assert_eq!(InboundWindow::covering(Soc::Bcm2711, &edge).map(|w| w.pci_base), Ok(bus_base));
+    }
     let pi5 = InboundWindow::covering(Soc::Bcm2712, &pi5_plan().inbound).unwrap();
     assert_eq!((pi5.pci_base, pi5.size_code()), (0x10_0000_0000, 0x15));
     let moved = BusTranslation { cpu_base: 0x1000_0000, bus_base: 0, size_bytes: GIB };
