@@ -868,7 +868,7 @@ fn wait_ready<R: RegisterIo, P: Platform>(
         }
         let waited_ms = deadline.elapsed_us(platform) / 1000;
         if waited_ms >= reported_ms + READY_WAIT_REPORT_MS {
-            reported_ms = waited_ms - waited_ms % READY_WAIT_REPORT_MS;
+            reported_ms = waited_ms;
             waits
                 .events
                 .report(waits.label, &Event::StillWaiting { ready: want_ready, waited_ms, timeout_ms });
