@@ -184,39 +184,48 @@ mod tests {
         assert_eq!(block[1], 0xdead_beef);
     }
 
-    /// Records the width of every access.
-    struct WidthRecorder(core::cell::RefCell<std::vec::Vec<(usize, u8)>>);
+    /// Records the width of every access, and every value written.
+    #[derive(Default)]
+    struct WidthRecorder {
+        accesses: core::cell::RefCell<std::vec::Vec<(usize, u8)>>,
+        written: core::cell::RefCell<std::vec::Vec<u64>>,
+    }
     impl RegisterIo for WidthRecorder {
         fn read32(&self, offset_bytes: usize) -> u32 {
-            self.0.borrow_mut().push((offset_bytes, 32));
+            self.accesses.borrow_mut().push((offset_bytes, 32));
             offset_bytes as u32
         }
-        fn write32(&self, offset_bytes: usize, _value: u32) {
-            self.0.borrow_mut().push((offset_bytes, 32));
+        fn write32(&self, offset_bytes: usize, value: u32) {
+            self.accesses.borrow_mut().push((offset_bytes, 32));
+            self.written.borrow_mut().push(u64::from(value));
         }
         fn read64(&self, offset_bytes: usize) -> u64 {
-            self.0.borrow_mut().push((offset_bytes, 64));
+            self.accesses.borrow_mut().push((offset_bytes, 64));
             0
         }
-        fn write64(&self, offset_bytes: usize, _value: u64) {
-            self.0.borrow_mut().push((offset_bytes, 64));
+        fn write64(&self, offset_bytes: usize, value: u64) {
+            self.accesses.borrow_mut().push((offset_bytes, 64));
+            self.written.borrow_mut().push(value);
         }
     }
 
     #[test]
     fn split_buses_make_two_32_bit_accesses_low_first() {
-        let split = BusRegisters::new(WidthRecorder(Default::default()), WideAccess::Split32);
+        let split = BusRegisters::new(WidthRecorder::default(), WideAccess::Split32);
         assert_eq!(split.read64(0x28), (0x2c << 32) | 0x28);
-        split.write64(0x30, 1);
+        split.write64(0x30, 0x1122_3344_5566_7788);
         split.write32(0x14, 1);
+        assert_eq!(split.wide_access(), WideAccess::Split32);
         assert_eq!(
-            split.inner().0.borrow().as_slice(),
+            split.inner().accesses.borrow().as_slice(),
             [(0x28, 32), (0x2c, 32), (0x30, 32), (0x34, 32), (0x14, 32)]
         );
-        let native = BusRegisters::new(WidthRecorder(Default::default()), WideAccess::Native);
+        assert_eq!(split.inner().written.borrow().as_slice(), [0x5566_7788, 0x1122_3344, 1]);
+        let native = BusRegisters::new(WidthRecorder::default(), WideAccess::Native);
         native.read64(0);
         native.write64(0x28, 5);
-        assert_eq!(native.inner().0.borrow().as_slice(), [(0, 64), (0x28, 64)]);
+        assert_eq!(native.inner().accesses.borrow().as_slice(), [(0, 64), (0x28, 64)]);
+        assert_eq!(native.inner().written.borrow().as_slice(), [5]);
     }
 
     #[test]

@@ -195,6 +195,7 @@ mod tests {
             assert_eq!(plan.source, WindowSource::BoardTable);
             assert_eq!(plan.host, host);
             assert_eq!(plan.gen, 2);
+            assert!(plan.notes.is_empty(), "Gen2 needs no caveat: {:?}", plan.notes);
         }
     }
 

@@ -114,6 +114,24 @@ mod tests {
     const AT: FunctionAddress = FunctionAddress { bus: 1, device: 0, function: 0 };
 
     #[test]
+    fn only_1106_3483_is_a_vl805() {
+        let function = |vendor_id, device_id| PciFunction {
+            address: AT,
+            vendor_id,
+            device_id,
+            class: crate::pci::ClassCode { base: 0x0c, sub: 0x03, prog_if: 0x30 },
+            revision: 1,
+            is_bridge: false,
+            bars: [None; crate::pci::MAX_BARS],
+            bar_problems: [None; crate::pci::MAX_BARS],
+        };
+        assert!(is_vl805(&function(0x1106, 0x3483)));
+        assert!(!is_vl805(&function(0x1106, 0x3038)));
+        assert!(!is_vl805(&function(0x1b21, 0x3483)));
+        assert!(!is_vl805(&function(0x14e4, 0x2711)));
+    }
+
+    #[test]
     fn firmware_is_asked_for_only_when_missing() {
         let platform = ArenaPlatform::new(4096);
         let loaded = vl805(0x0001_38a1);
