@@ -35,6 +35,8 @@ pub mod tags {
     /// {clock id, rate in Hz, skip setting turbo}; answers {clock id, rate set}.
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
+    /// Reload the VL805's firmware after a PCIe reset (docs/pcie-brcmstb.md §8).
+    pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
 }
 

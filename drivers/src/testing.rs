@@ -1,14 +1,23 @@
 //! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
 //! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
-//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, and counters of
-//! the cache-maintenance calls a driver makes.
+//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, counters of
+//! the cache-maintenance calls a driver makes, and an optional [`BusView`]: how a bus model
+//! (the PCIe root complex's inbound windows) turns a device's DMA address into a physical one.
 
 extern crate std;
 
 use crate::platform::{DmaAllocationError, Platform};
 use blockdev::{Clock, DmaBuffer};
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::rc::Rc;
+
+/// How a bus between a simulated device and memory decodes the device's DMA addresses.
+pub trait BusView {
+    /// The physical address behind `length_bytes` at bus address `bus_address`, or `None` when
+    /// the bus does not forward it (the model records why).
+    fn to_physical(&self, bus_address: u64, length_bytes: usize) -> Option<u64>;
+}
 
 /// Where the arena's physical addresses start (inside QEMU virt's RAM, for realism).
 pub const PHYSICAL_BASE: u64 = 0x4000_0000;
@@ -23,6 +32,7 @@ pub struct ArenaPlatform {
     step_ticks: Cell<u64>,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
+    bus_view: RefCell<Option<Rc<dyn BusView>>>,
 }
 
 impl ArenaPlatform {
@@ -40,6 +50,7 @@ impl ArenaPlatform {
             step_ticks: Cell::new(1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
+            bus_view: RefCell::new(None),
         }
     }
 
@@ -50,6 +61,16 @@ impl ArenaPlatform {
 
     pub fn arena_bytes(&self) -> usize {
         self.arena_bytes
+    }
+
+    /// Puts a bus model between the simulated devices and the arena.
+    pub fn set_bus_view(&self, view: Rc<dyn BusView>) {
+        *self.bus_view.borrow_mut() = Some(view);
+    }
+
+    /// The bus model set with [`ArenaPlatform::set_bus_view`], if any.
+    pub fn bus_view(&self) -> Option<Rc<dyn BusView>> {
+        self.bus_view.borrow().clone()
     }
 
     /// The host pointer behind `length_bytes` at `physical_address`, if inside the arena.

@@ -7,6 +7,7 @@ pub mod exit;
 pub mod firmware;
 pub mod nvme;
 pub mod pci;
+pub mod pcie;
 pub mod platform;
 pub mod sd;
 pub mod storage;
@@ -196,7 +197,7 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci::enumerate(machine);
+    let pci = pci::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
 }

@@ -17,11 +17,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use core::cell::RefCell;
-use drivers::mmio::Mmio;
+use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
-use drivers::platform::{BusTranslation, Platform};
+use drivers::platform::Platform;
 
 /// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
 /// (02) (docs/nvme-and-fio.md §1.0).
@@ -30,8 +30,11 @@ const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-type KernelController = Controller<'static, Mmio, KernelPlatform>;
-type KernelNamespace = NamespaceDevice<'static, Mmio, KernelPlatform>;
+/// BAR 0 behind the host's rule for 64-bit registers (two 32-bit halves behind BCM2711's root
+/// complex: docs/pcie-brcmstb.md §6).
+type Bar0 = BusRegisters<Mmio>;
+type KernelController = Controller<'static, Bar0, KernelPlatform>;
+type KernelNamespace = NamespaceDevice<'static, Bar0, KernelPlatform>;
 
 /// The driver's reports go to the console.
 struct ConsoleEvents;
@@ -149,7 +152,7 @@ pub fn attach(
 ) {
     let options = parse_options(settings);
     let Some(topology) = pci else {
-        println!("nvme       no PCIe host; no NVMe controllers");
+        println!("nvme       no PCIe devices; no NVMe controllers");
         return;
     };
     let (base, sub, prog_if) = NVME_PCI_CLASS;
@@ -160,7 +163,7 @@ pub fn attach(
     }
     let mut scratch = Scratch::new(&options, machine.platform);
     for function in &functions {
-        attach_controller(machine, &options, function, topology.dma, &mut scratch, storage);
+        attach_controller(machine, &options, function, topology, &mut scratch, storage);
     }
 }
 
@@ -200,7 +203,7 @@ fn attach_controller(
     machine: &Machine,
     options: &DriverOptions,
     function: &PciFunction,
-    dma: BusTranslation,
+    topology: &PciTopology,
     scratch: &mut Scratch,
     storage: &mut Storage,
 ) {
@@ -223,12 +226,13 @@ fn attach_controller(
     );
     // SAFETY: PCI enumeration assigned this BAR inside the host bridge's memory window, which
     // the memory map covers as device memory; memory decoding and bus mastering are enabled.
-    let registers = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let registers = BusRegisters::new(bar0, topology.wide_access);
     let mut controller = match Controller::bring_up(
         registers,
         bar.size_bytes as usize,
         machine.platform,
-        dma,
+        topology.dma,
         &CONSOLE_EVENTS,
         label.clone(),
     ) {
