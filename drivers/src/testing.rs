@@ -1,11 +1,12 @@
 //! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
 //! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
-//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, and counters of
-//! the cache-maintenance calls a driver makes.
+//! like `KernelPlatform`'s), a 1 GHz [`SteppingClock`] that moves a set step on every read, and
+//! counters of the cache-maintenance calls a driver makes.
 
 extern crate std;
 
 use crate::platform::{DmaAllocationError, Platform};
+use blockdev::testing::SteppingClock;
 use blockdev::{Clock, DmaBuffer};
 use core::cell::Cell;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -18,9 +19,7 @@ pub struct ArenaPlatform {
     arena: *mut u8,
     arena_bytes: usize,
     next_free: Cell<usize>,
-    now_ticks: Cell<u64>,
-    /// Ticks (ns) the clock advances on every read.
-    step_ticks: Cell<u64>,
+    clock: SteppingClock,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
 }
@@ -36,8 +35,7 @@ impl ArenaPlatform {
             arena,
             arena_bytes,
             next_free: Cell::new(0),
-            now_ticks: Cell::new(0),
-            step_ticks: Cell::new(1_000),
+            clock: SteppingClock::new(1_000_000_000, 1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
         }
@@ -45,7 +43,7 @@ impl ArenaPlatform {
 
     /// Sets how far the clock moves on each read.
     pub fn set_step_ticks(&self, ticks: u64) {
-        self.step_ticks.set(ticks);
+        self.clock.set_step_ticks(ticks);
     }
 
     pub fn arena_bytes(&self) -> usize {
@@ -69,13 +67,11 @@ impl Drop for ArenaPlatform {
 
 impl Clock for ArenaPlatform {
     fn now_ticks(&self) -> u64 {
-        let now = self.now_ticks.get();
-        self.now_ticks.set(now + self.step_ticks.get());
-        now
+        self.clock.now_ticks()
     }
 
     fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
+        self.clock.ticks_per_second()
     }
 }
 
