@@ -36,13 +36,17 @@ extern crate alloc;
 extern crate std;
 
 pub mod cmdline;
+pub mod console;
+pub mod cpu_cost;
 #[cfg(feature = "std")]
 pub mod fio_json;
 pub mod histogram;
 pub mod json;
 pub mod offsets;
+pub mod plan;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod runner;
 #[cfg(test)]
 mod sim;

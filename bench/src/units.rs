@@ -173,6 +173,20 @@ impl<const CAPACITY: usize> TextBuffer<CAPACITY> {
         // Only whole `&str`s are ever copied in, so the bytes are valid UTF-8.
         core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("")
     }
+
+    /// The text's bytes, without the UTF-8 check of [`TextBuffer::as_str`].
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.length]
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
 }
 
 impl<const CAPACITY: usize> Default for TextBuffer<CAPACITY> {

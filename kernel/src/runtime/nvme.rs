@@ -337,6 +337,7 @@ fn attach_controller(
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
+        storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
     shut_down_on_exit(storage, controller, devices);
 }
@@ -389,6 +390,11 @@ fn describe_namespace(name: &str, namespace: &NamespaceIdentity) {
         namespace.format_index,
         namespace.format_count,
         format.performance_name()
+    );
+    println!(
+        "{name:<10} {} (DLFEAT {:#04x})",
+        namespace.deallocated_read().description(),
+        namespace.deallocate_features
     );
 }
 
