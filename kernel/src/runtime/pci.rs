@@ -5,6 +5,7 @@
 use super::Machine;
 use crate::println;
 use alloc::vec::Vec;
+use bench::units::ByteSize;
 use drivers::pci::{ecam::Ecam, ranges, Enumerator};
 pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
 use drivers::platform::BusTranslation;
@@ -69,7 +70,7 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
             "pci          window cpu {:#x} -> pci {:#x}, {}{}",
             window.cpu_base,
             window.pci_base,
-            human_size(window.size_bytes),
+            ByteSize(window.size_bytes),
             if window.prefetchable { ", prefetchable" } else { "" }
         );
     }
@@ -89,7 +90,7 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
                 if bar.is_64_bit { 64 } else { 32 },
                 if bar.prefetchable { " (prefetchable)" } else { "" },
                 bar.cpu_address,
-                human_size(bar.size_bytes)
+                ByteSize(bar.size_bytes)
             );
         }
         for problem in function.bar_problems.iter().flatten() {
@@ -98,7 +99,7 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
                 BarProblem::NoRoom { index, size_bytes, is_64_bit } => println!(
                     "pci          BAR{index} ({}-bit, {}) does not fit in the host's windows: left unassigned",
                     if *is_64_bit { 64 } else { 32 },
-                    human_size(*size_bytes)
+                    ByteSize(*size_bytes)
                 ),
                 BarProblem::Nonsense { index, value } => {
                     println!("pci          BAR{index} reads back {value:#010x}, not a valid size: left unassigned")
@@ -110,13 +111,4 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
         println!("pci        more functions than the kernel records; the rest are ignored");
     }
     Some(PciTopology { functions: topology.functions.iter().copied().collect(), dma })
-}
-
-fn human_size(bytes: u64) -> alloc::string::String {
-    match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => alloc::format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => alloc::format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => alloc::format!("{} KiB", b >> 10),
-        b => alloc::format!("{b} bytes"),
-    }
 }
