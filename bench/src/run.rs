@@ -2,10 +2,11 @@
 //! the ramp, the measured window and the drain (docs/architecture.md "What is measured"; slat,
 //! clat and lat as fio defines them: docs/nvme-and-fio.md §3.1).
 //!
-//! Each pass of the loop reads the timer once and takes three steps: [`RunLoop::fill`] submits
-//! until the queue depth is in flight and rings the doorbell once for the batch,
-//! [`RunLoop::reap`] polls and records what completed, and [`RunLoop::end_of_pass`] feeds the
-//! progress line (without ever waiting for the UART) and watches the drain deadline. An I/O
+//! Each pass of the loop reads the timer once and takes three steps: `RunLoop::reap` polls and
+//! records what completed, `RunLoop::fill` submits until the queue depth is in flight again
+//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
+//! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
+//! watches the drain deadline. An I/O
 //! counts when it completes inside the window; one in flight at the ramp boundary counts when it
 //! completes inside the window, its latency including ramp time, as in fio. After the window no
 //! new I/O is submitted and the device is drained.
