@@ -331,6 +331,32 @@ pub(crate) mod tests {
         assert_eq!(per_io.bookkeeping_cycles_milli, Some(60_000));
     }
 
+    /// A 64-bit instruction counter that leaves the width at its default.
+    struct WideCounter(Cell<u64>);
+
+    impl CpuCounters for WideCounter {
+        fn read(&self) -> CounterReading {
+            CounterReading { cycles: 0, instructions: self.0.get() }
+        }
+        fn cycles_status(&self) -> CounterStatus {
+            CounterStatus::Unavailable("not modelled")
+        }
+        fn instructions_status(&self) -> CounterStatus {
+            CounterStatus::Counting
+        }
+    }
+
+    #[test]
+    fn a_counter_is_64_bits_wide_unless_it_says_otherwise() {
+        let counter = WideCounter(Cell::new(u64::from(u32::MAX) - 5));
+        let mut meter = CpuMeter::new(&counter);
+        counter.0.set(counter.0.get() + (1 << 33) + 10);
+        meter.lap(Account::Driver);
+        let cost = meter.finish(1);
+        assert_eq!(cost.driver.instructions, (1 << 33) + 10);
+        assert_eq!(cost.per_io().driver_cycles_milli, None);
+    }
+
     #[test]
     fn pending_work_counts_only_when_the_pass_did_io() {
         let counters = ModelCounters::new(3);
@@ -365,6 +391,13 @@ pub(crate) mod tests {
         meter.lap(Account::Driver);
         let per_io = meter.finish(1).per_io();
         assert_eq!((per_io.driver_instructions_milli, per_io.driver_cycles_milli), (None, Some(50_000)));
+
+        // A run that completed nothing has no per-I/O figures, counted or not.
+        let counters = ModelCounters::new(2);
+        let mut meter = CpuMeter::new(&counters);
+        counters.run(25);
+        meter.lap(Account::Driver);
+        assert_eq!(meter.finish(0).per_io(), CpuPerIo::default());
 
         let none = NoCpuCounters("no PMU");
         let mut meter = CpuMeter::new(&none);

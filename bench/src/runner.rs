@@ -354,6 +354,25 @@ mod tests {
     }
 
     #[test]
+    fn every_run_starts_from_zero() {
+        // A device whose every read takes 30 µs, a clock that moves only with it: each of the
+        // three runs sees exactly the same I/Os, so nothing may carry over from one to the next.
+        let clock = SteppingClock::new(GHZ, 0);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 30 * US), &clock);
+        let job = JobSpec::new(JobOperation::Read, 4096, 2);
+        let config = config(&[job], 45 * US, 900 * US, 3);
+        let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let first = &results.runs[0];
+        assert_eq!(first.ios, 60);
+        for run in &results.runs[1..] {
+            assert_eq!(
+                (run.ios, run.lat, run.clat, run.slat, run.lat_percentiles_ns, run.errors, run.cpu),
+                (first.ios, first.lat, first.clat, first.slat, first.lat_percentiles_ns, first.errors, first.cpu)
+            );
+        }
+    }
+
+    #[test]
     fn without_ramp_the_window_starts_at_once_and_its_end_is_exclusive() {
         let clock = SteppingClock::new(GHZ, 0);
         let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 10 * US), &clock);
@@ -573,6 +592,27 @@ mod tests {
     }
 
     #[test]
+    fn every_request_in_flight_reads_into_a_buffer_of_its_own() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 16 << 10, 8);
+        let config = config(&[job], 0, MS, 1);
+        run(&config, &mut [&mut nvme], &clock, 8 * (16 << 10));
+        let mut buffers_used = std::collections::BTreeSet::new();
+        for request in &nvme.accepted {
+            let buffer = request.buffer;
+            let offset = buffer.cpu_address - 0x4000_0000;
+            assert_eq!(offset % (16 << 10), 0, "{buffer:?}");
+            assert!(offset + buffer.length_bytes <= 8 * (16 << 10), "{buffer:?}");
+            assert_eq!(buffer.physical_address, buffer.cpu_address as u64, "the area is identity-mapped");
+            // Tag k always reads into buffer k.
+            assert_eq!(offset, request.tag as usize * (16 << 10), "{request:?}");
+            buffers_used.insert(offset);
+        }
+        assert_eq!(buffers_used.len(), 8);
+    }
+
+    #[test]
     fn a_small_buffer_area_is_shared_and_a_too_small_one_skips_the_job() {
         let clock = SteppingClock::new(GHZ, 10);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
@@ -586,6 +626,8 @@ mod tests {
             let start = request.buffer.cpu_address - 0x4000_0000;
             assert!(start + request.buffer.length_bytes <= 4 * (64 << 10));
             assert_eq!(request.buffer.length_bytes, 64 << 10);
+            // Tags share the four buffers round robin.
+            assert_eq!(start, (request.tag as usize % 4) * (64 << 10), "{request:?}");
         }
 
         let (results, console) = run(&config, &mut [&mut nvme], &clock, 1000);
@@ -594,6 +636,45 @@ mod tests {
             "job read:64k:16 skipped on nvme0: the buffer area of 1000 bytes cannot hold one \
              block of 64k"
         ));
+    }
+
+    #[test]
+    fn completions_for_tags_not_in_flight_are_counted_and_ignored() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
+        behaviour.echo_completions = true;
+        behaviour.random_latency_ticks = 10 * US;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 4)], 0, MS, 1);
+        let (results, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
+        let run = &results.runs[0];
+        assert!(nvme.echoed > 10);
+        let note = std::format!(
+            "nvme0: {} completions carried a tag that was not in flight; ignored",
+            nvme.echoed
+        );
+        assert!(console.contains(&note), "{console}");
+        assert!(run.notes.contains(&note));
+        // The echoes neither count as I/O nor free a tag twice: the queue depth stays 4.
+        assert_eq!(run.cpu.ios, nvme.accepted.len() as u64);
+        assert_eq!(nvme.max_in_flight_seen, 4);
+        assert!(run.ended_early.is_none());
+    }
+
+    #[test]
+    fn queue_full_with_nothing_in_flight_ends_the_run_instead_of_spinning() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
+        behaviour.real_slots = Some(0);
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 4)], 0, MS, 1);
+        let (results, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
+        assert!(matches!(
+            results.runs[0].ended_early,
+            Some(RunEnd::SubmitRefused { error: SubmitError::QueueFull, .. })
+        ));
+        assert!(console.contains("refused (queue full); this run ends here for nvme0"), "{console}");
+        assert!(nvme.accepted.is_empty());
     }
 
     #[test]

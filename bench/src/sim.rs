@@ -37,6 +37,9 @@ pub struct SimBehaviour {
     /// Polls that find nothing before the device jumps the clock to the next completion (a
     /// device that keeps the CPU waiting).
     pub empty_polls_before_completion: u64,
+    /// Every poll that completes something also hands back its first completion a second time
+    /// (a confused driver), when there is room.
+    pub echo_completions: bool,
 }
 
 /// Instructions the simulated driver runs per call, charged to a model of the CPU counters.
@@ -63,6 +66,7 @@ impl SimBehaviour {
             real_slots: None,
             transfer_ticks_per_kib: 0,
             empty_polls_before_completion: 0,
+            echo_completions: false,
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct SimDevice<'c> {
     order_log: Option<&'c RefCell<Vec<String>>>,
     empty_polls: u64,
     cpu: Option<SimDriverCost<'c>>,
+    /// Completions handed back a second time (`echo_completions`).
+    pub echoed: u64,
 }
 
 impl<'c> SimDevice<'c> {
@@ -113,6 +119,7 @@ impl<'c> SimDevice<'c> {
             order_log: None,
             empty_polls: 0,
             cpu: None,
+            echoed: 0,
         }
     }
 
@@ -237,6 +244,11 @@ impl BlockDevice for SimDevice<'_> {
             };
             completions[delivered] = Completion { tag: finished.tag, result };
             delivered += 1;
+        }
+        if self.behaviour.echo_completions && delivered > 0 && delivered < completions.len() {
+            completions[delivered] = completions[0];
+            delivered += 1;
+            self.echoed += 1;
         }
         self.charge(|cost| if delivered > 0 { cost.productive_poll } else { cost.empty_poll });
         delivered
