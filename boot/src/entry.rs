@@ -29,6 +29,7 @@ _start:
 from_el3:
     // EL3 (QEMU raspi with an ELF): no FP traps; lower levels non-secure, EL2 AArch64, HVC on.
     msr     cptr_el3, xzr
+    msr     mdcr_el3, xzr           // no debug or PMU access trapped to EL3
     mov     x0, #0x5b1              // SCR_EL3: NS | RES1 (bits 5:4) | SMD | HCE | RW
     msr     scr_el3, x0
     bl      configure_el2_for_el1
@@ -57,7 +58,18 @@ configure_el2_for_el1:
     msr     hstr_el2, xzr
     ldr     x0, =0x30d00800         // SCTLR_EL1: RES1 bits only; MMU and caches off
     msr     sctlr_el1, x0
-    ret
+    // MDCR_EL2: every PMU counter to EL1 (HPMN = PMCR_EL0.N) and nothing trapped to EL2, so the
+    // kernel can count cycles and instructions. Only with a PMUv3 (ID_AA64DFR0_EL1.PMUVer not 0
+    // or 0xf): without one PMCR_EL0 is UNDEFINED.
+    mrs     x0, id_aa64dfr0_el1
+    ubfx    x0, x0, #8, #4
+    cbz     x0, 4f
+    cmp     x0, #0xf
+    b.eq    4f
+    mrs     x0, pmcr_el0
+    ubfx    x0, x0, #11, #5
+    msr     mdcr_el2, x0
+4:  ret
 
 at_el1:
     // FP/SIMD before any Rust code: the target enables NEON and the compiler uses it freely.

@@ -1,12 +1,13 @@
 //! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
 //! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
-//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, counters of
-//! the cache-maintenance calls a driver makes, and an optional [`BusView`]: how a bus model
-//! (the PCIe root complex's inbound windows) turns a device's DMA address into a physical one.
+//! like `KernelPlatform`'s), a 1 GHz [`SteppingClock`] that moves a set step on every read,
+//! counters of the cache-maintenance calls a driver makes, and an optional [`BusView`]: how a bus
+//! model (the PCIe root complex's inbound windows) turns a device's DMA address into a physical one.
 
 extern crate std;
 
 use crate::platform::{DmaAllocationError, Platform};
+use blockdev::testing::SteppingClock;
 use blockdev::{Clock, DmaBuffer};
 use core::cell::{Cell, RefCell};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -27,9 +28,7 @@ pub struct ArenaPlatform {
     arena: *mut u8,
     arena_bytes: usize,
     next_free: Cell<usize>,
-    now_ticks: Cell<u64>,
-    /// Ticks (ns) the clock advances on every read.
-    step_ticks: Cell<u64>,
+    clock: SteppingClock,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
     bus_view: RefCell<Option<Rc<dyn BusView>>>,
@@ -46,8 +45,7 @@ impl ArenaPlatform {
             arena,
             arena_bytes,
             next_free: Cell::new(0),
-            now_ticks: Cell::new(0),
-            step_ticks: Cell::new(1_000),
+            clock: SteppingClock::new(1_000_000_000, 1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
             bus_view: RefCell::new(None),
@@ -56,7 +54,7 @@ impl ArenaPlatform {
 
     /// Sets how far the clock moves on each read.
     pub fn set_step_ticks(&self, ticks: u64) {
-        self.step_ticks.set(ticks);
+        self.clock.set_step_ticks(ticks);
     }
 
     pub fn arena_bytes(&self) -> usize {
@@ -90,13 +88,11 @@ impl Drop for ArenaPlatform {
 
 impl Clock for ArenaPlatform {
     fn now_ticks(&self) -> u64 {
-        let now = self.now_ticks.get();
-        self.now_ticks.set(now + self.step_ticks.get());
-        now
+        self.clock.now_ticks()
     }
 
     fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
+        self.clock.ticks_per_second()
     }
 }
 

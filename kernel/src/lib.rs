@@ -6,6 +6,7 @@
 extern crate alloc;
 
 pub mod atags;
+pub mod block_checks;
 pub mod board;
 pub mod cmdline;
 pub mod devicetree;

@@ -363,6 +363,21 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     shut_down: bool,
 }
 
+/// Fresh DMA memory for the controller's own structures (queues, PRP lists, identify data),
+/// aligned to its page and checked to be reachable through its bus translation.
+fn allocate_region<P: Platform>(
+    platform: &P,
+    dma: &BusTranslation,
+    bytes: usize,
+    page_bytes: usize,
+) -> Result<DmaRegion, NvmeError> {
+    let buffer = platform.allocate_dma(bytes, page_bytes)?;
+    dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
+    // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and shared
+    // only with this controller.
+    Ok(unsafe { DmaRegion::new(buffer) })
+}
+
 impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     /// Resets and enables the controller and identifies it (NVMe 1.4 §7.6.1 steps 1-6).
     /// `register_bytes` is BAR0's size; `dma` is how the controller sees RAM; `label` names the
@@ -393,13 +408,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let waits = WaitReporter { events, label: &label };
         disable(&registers, platform, &capabilities, waits)?;
 
-        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
-            let buffer = platform.allocate_dma(bytes, page_bytes)?;
-            dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
-            // shared only with this controller.
-            Ok(unsafe { DmaRegion::new(buffer) })
-        };
+        let allocate = |bytes: usize| allocate_region(platform, &dma, bytes, page_bytes);
         let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
         let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
@@ -614,13 +623,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
         let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
-        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
-            let buffer = self.platform.allocate_dma(bytes, page_bytes)?;
-            self.dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
-            // shared only with this controller.
-            Ok(unsafe { DmaRegion::new(buffer) })
-        };
+        let allocate = |bytes: usize| allocate_region(self.platform, &self.dma, bytes, page_bytes);
         let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
         let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {

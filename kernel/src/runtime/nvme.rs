@@ -15,6 +15,7 @@ use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+use bench::units::ByteSize;
 use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use core::cell::RefCell;
 use drivers::mmio::{BusRegisters, Mmio};
@@ -341,6 +342,7 @@ fn attach_controller(
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
+        storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
     shut_down_on_exit(storage, controller, devices);
 }
@@ -349,7 +351,7 @@ fn describe_controller(controller: &KernelController) {
     let identity = controller.identity();
     println!("nvme         NVMe {} (VS), {}", controller.version(), controller.capabilities());
     let mdts = match controller.max_transfer_bytes() {
-        Some(bytes) => format!("MDTS {} ({} per command)", identity.mdts, human_bytes(bytes)),
+        Some(bytes) => format!("MDTS {} ({} per command)", identity.mdts, ByteSize(bytes)),
         None => String::from("MDTS 0 (no limit)"),
     };
     println!(
@@ -394,6 +396,11 @@ fn describe_namespace(name: &str, namespace: &NamespaceIdentity) {
         namespace.format_count,
         format.performance_name()
     );
+    println!(
+        "{name:<10} {} (DLFEAT {:#04x})",
+        namespace.deallocated_read().description(),
+        namespace.deallocate_features
+    );
 }
 
 fn describe_queues(name: &str, device: &KernelNamespace, command_limit_bytes: u64) {
@@ -409,19 +416,11 @@ fn describe_queues(name: &str, device: &KernelNamespace, command_limit_bytes: u6
         queue_ids.join(", "),
         pairs[0].entries(),
         geometry.max_in_flight,
-        human_bytes(u64::from(geometry.max_request_blocks) * block_bytes),
-        human_bytes(command_bytes.min(command_limit_bytes)),
+        ByteSize(u64::from(geometry.max_request_blocks) * block_bytes),
+        ByteSize(command_bytes.min(command_limit_bytes)),
         MIB.div_ceil(command_bytes),
         if MIB.div_ceil(command_bytes) == 1 { "" } else { "s" }
     );
-}
-
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
-        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
-        b => format!("{b} B"),
-    }
 }
 
 fn microseconds(ns: u64) -> String {

@@ -8,6 +8,7 @@ use crate::cmdline::KernelSettings;
 use crate::devicetree::{DeviceNode, DeviceTree};
 use crate::println;
 use alloc::vec::Vec;
+use bench::units::ByteSize;
 use drivers::mmio::WideAccess;
 use drivers::pci::{ecam::Ecam, ranges, Enumerator, HostWindows, Topology};
 pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
@@ -97,7 +98,7 @@ pub fn list(topology: &Topology, windows: &HostWindows) {
             "pci          window cpu {:#x} -> pci {:#x}, {}{}",
             window.cpu_base,
             window.pci_base,
-            human_size(window.size_bytes),
+            ByteSize(window.size_bytes),
             if window.prefetchable { ", prefetchable" } else { "" }
         );
     }
@@ -117,7 +118,7 @@ pub fn list(topology: &Topology, windows: &HostWindows) {
                 if bar.is_64_bit { 64 } else { 32 },
                 if bar.prefetchable { " (prefetchable)" } else { "" },
                 bar.cpu_address,
-                human_size(bar.size_bytes)
+                ByteSize(bar.size_bytes)
             );
         }
         for problem in function.bar_problems.iter().flatten() {
@@ -135,23 +136,10 @@ fn list_problem(problem: &BarProblem) {
         BarProblem::NoRoom { index, size_bytes, is_64_bit } => println!(
             "pci          BAR{index} ({}-bit, {}) does not fit in the host's windows: left unassigned",
             if *is_64_bit { 64 } else { 32 },
-            human_size(*size_bytes)
+            ByteSize(*size_bytes)
         ),
         BarProblem::Nonsense { index, value } => {
             println!("pci          BAR{index} reads back {value:#010x}, not a valid size: left unassigned")
         }
-    }
-}
-
-/// `bytes` in the largest binary unit that divides it; other sizes of a MiB or more (a Pi 5's
-/// 0xFFFF_FFFC-byte window) also get their rounded size.
-pub fn human_size(bytes: u64) -> alloc::string::String {
-    match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => alloc::format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => alloc::format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => alloc::format!("{} KiB", b >> 10),
-        b if b >= 1 << 30 => alloc::format!("{b} bytes (~{} GiB)", (b + (1 << 29)) >> 30),
-        b if b >= 1 << 20 => alloc::format!("{b} bytes (~{} MiB)", (b + (1 << 19)) >> 20),
-        b => alloc::format!("{b} bytes"),
     }
 }

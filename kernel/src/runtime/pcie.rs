@@ -4,12 +4,13 @@
 //! at all: docs/qemu.md §9), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
 //! bus walk and its listing, and on a Pi 4 the VL805's firmware reload.
 
-use super::pci::{self, human_size, PciTopology};
+use super::pci::{self, PciTopology};
 use super::Machine;
 use crate::board::{BridgeReset, PcieHost};
 use crate::cmdline::KernelSettings;
 use crate::pcie_host::{self, HostPlan, WindowSource};
 use crate::println;
+use bench::units::ByteSize;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::pci::brcmstb::options::PcieOptions;
 use drivers::pci::brcmstb::regs::{offsets, rescal, reset_controller};
@@ -87,7 +88,7 @@ fn describe(plan: &HostPlan) {
         host.base,
         host.dma.bus_base,
         host.dma.cpu_base,
-        human_size(host.dma.size_bytes),
+        ByteSize(host.dma.size_bytes),
         plan.gen,
         plan.perst_extra_ms
     );
