@@ -15,5 +15,5 @@ pub mod pl011;
 pub mod platform;
 pub mod sdhci;
 
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

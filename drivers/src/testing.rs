@@ -1,9 +1,11 @@
 //! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
 //! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
-//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, counters of the
-//! cache-maintenance calls a driver makes, and one ordered [`EventLog`] of everything that
-//! decides whether a device sees what the CPU meant: MMIO writes, barriers, cache maintenance,
-//! CPU accesses to DMA memory and the simulated devices' DMA.
+//! like `KernelPlatform`'s), a 1 GHz [`SteppingClock`] that moves a set step on every read,
+//! counters of the cache-maintenance calls a driver makes, an optional [`BusView`] (how a bus
+//! model, the PCIe root complex's inbound windows, turns a device's DMA address into a physical
+//! one), and one ordered [`EventLog`] of everything that decides whether a device sees what the
+//! CPU meant: MMIO writes, barriers, cache maintenance, CPU accesses to DMA memory and the
+//! simulated devices' DMA.
 //!
 //! The log models the strictest machine the drivers run on (docs/hardware.md §2.4 and
 //! docs/pcie-brcmstb.md §6: no DMA path of the Pi is cache-coherent; Arm ARM DDI 0487 B2.3):
@@ -18,6 +20,7 @@ extern crate std;
 use crate::barrier::BarrierKind;
 use crate::mmio::RegisterIo;
 use crate::platform::{DmaAllocationError, Platform};
+use blockdev::testing::SteppingClock;
 use blockdev::{Clock, DmaBuffer};
 use core::cell::{Cell, RefCell};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -25,6 +28,13 @@ use std::format;
 use std::rc::{Rc, Weak};
 use std::string::String;
 use std::vec::Vec;
+
+/// How a bus between a simulated device and memory decodes the device's DMA addresses.
+pub trait BusView {
+    /// The physical address behind `length_bytes` at bus address `bus_address`, or `None` when
+    /// the bus does not forward it (the model records why).
+    fn to_physical(&self, bus_address: u64, length_bytes: usize) -> Option<u64>;
+}
 
 /// Where the arena's physical addresses start (inside QEMU virt's RAM, for realism).
 pub const PHYSICAL_BASE: u64 = 0x4000_0000;
@@ -119,6 +129,11 @@ impl EventLog {
     /// The index the next event gets.
     pub fn len(&self) -> usize {
         self.events.borrow().len()
+    }
+
+    /// Whether nothing happened yet.
+    pub fn is_empty(&self) -> bool {
+        self.events.borrow().is_empty()
     }
 
     /// Every event from index `start` on.
@@ -297,13 +312,12 @@ pub struct ArenaPlatform {
     arena: *mut u8,
     arena_bytes: usize,
     next_free: Cell<usize>,
-    now_ticks: Cell<u64>,
-    /// Ticks (ns) the clock advances on every read.
-    step_ticks: Cell<u64>,
+    clock: SteppingClock,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
     log: Rc<EventLog>,
     background: RefCell<Vec<Weak<dyn Background>>>,
+    bus_view: RefCell<Option<Rc<dyn BusView>>>,
 }
 
 impl ArenaPlatform {
@@ -320,22 +334,32 @@ impl ArenaPlatform {
             arena,
             arena_bytes,
             next_free: Cell::new(0),
-            now_ticks: Cell::new(0),
-            step_ticks: Cell::new(1_000),
+            clock: SteppingClock::new(1_000_000_000, 1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
             log,
             background: RefCell::new(Vec::new()),
+            bus_view: RefCell::new(None),
         }
     }
 
     /// Sets how far the clock moves on each read.
     pub fn set_step_ticks(&self, ticks: u64) {
-        self.step_ticks.set(ticks);
+        self.clock.set_step_ticks(ticks);
     }
 
     pub fn arena_bytes(&self) -> usize {
         self.arena_bytes
+    }
+
+    /// Puts a bus model between the simulated devices and the arena.
+    pub fn set_bus_view(&self, view: Rc<dyn BusView>) {
+        *self.bus_view.borrow_mut() = Some(view);
+    }
+
+    /// The bus model set with [`ArenaPlatform::set_bus_view`], if any.
+    pub fn bus_view(&self) -> Option<Rc<dyn BusView>> {
+        self.bus_view.borrow().clone()
     }
 
     /// The host pointer behind `length_bytes` at `physical_address`, if inside the arena.
@@ -415,8 +439,7 @@ impl Drop for ArenaPlatform {
 impl Clock for ArenaPlatform {
     /// Time passes: the clock moves on and every background device works once.
     fn now_ticks(&self) -> u64 {
-        let now = self.now_ticks.get();
-        self.now_ticks.set(now + self.step_ticks.get());
+        let now = self.clock.now_ticks();
         let devices: Vec<_> = self.background.borrow().iter().filter_map(Weak::upgrade).collect();
         for device in devices {
             device.advance(self);
@@ -425,7 +448,7 @@ impl Clock for ArenaPlatform {
     }
 
     fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
+        self.clock.ticks_per_second()
     }
 }
 

@@ -127,29 +127,35 @@ impl crate::testing::ArenaPlatform {
         }
     }
 
-    /// The physical address behind bus address `bus` (none below the window).
-    pub fn physical_of_bus(bus: u64) -> Option<u64> {
-        bus.checked_sub(BUS_OFFSET)
+    /// The physical address behind `length` bytes at bus address `bus`: through the bus model
+    /// when one is set (a root complex's inbound windows, which records what it refuses), else
+    /// `BUS_OFFSET` below. `None` when the bus does not forward it.
+    pub fn physical_of_bus(&self, bus: u64, length: usize) -> Option<u64> {
+        match self.bus_view() {
+            Some(view) => view.to_physical(bus, length),
+            None => bus.checked_sub(BUS_OFFSET),
+        }
     }
 
     /// A DMA read by the controller (logged); false when the address is unreachable.
     pub fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
-        Self::physical_of_bus(bus).is_some_and(|physical| self.device_read(physical, out))
+        self.physical_of_bus(bus, out.len()).is_some_and(|physical| self.device_read(physical, out))
     }
 
     /// A DMA write by the controller (logged); false when the address is unreachable.
     pub fn write_bus(&self, bus: u64, data: &[u8]) -> bool {
-        Self::physical_of_bus(bus).is_some_and(|physical| self.device_write(physical, data))
+        self.physical_of_bus(bus, data.len()).is_some_and(|physical| self.device_write(physical, data))
     }
 
-    /// A PRP list entry as the controller's walker sees it (not logged: the simulator logs the
-    /// list pages it read as whole runs).
-    fn peek_bus_u64(&self, bus: u64) -> Option<u64> {
-        let source = self.cpu_pointer(Self::physical_of_bus(bus)?, 8)?;
+    /// A PRP list entry as the controller's walker sees it, with the physical address it came
+    /// from (not logged: the simulator logs the list pages it read as whole runs).
+    fn peek_bus_u64(&self, bus: u64) -> Option<(u64, u64)> {
+        let physical = self.physical_of_bus(bus, 8)?;
+        let source = self.cpu_pointer(physical, 8)?;
         let mut bytes = [0u8; 8];
         // SAFETY: `cpu_pointer` checked the 8 bytes lie inside the arena.
         unsafe { core::ptr::copy_nonoverlapping(source, bytes.as_mut_ptr(), 8) };
-        Some(u64::from_le_bytes(bytes))
+        Some((physical, u64::from_le_bytes(bytes)))
     }
 
     /// Bytes of a DMA buffer as the CPU reads them (logged, and so checked for a missing
@@ -327,6 +333,8 @@ struct Posted {
     submission_queue: u16,
     command_id: u16,
     slot: u32,
+    /// Where the entry lies (physical).
+    entry: ByteRange,
     /// Log index of the DMA write that posted it.
     written_event: usize,
 }
@@ -376,6 +384,8 @@ struct State {
     asq: u64,
     acq: u64,
     ready_countdown: u32,
+    /// INTMS as the driver set it.
+    interrupt_mask: u32,
     submission_queues: BTreeMap<u16, SimSubmissionQueue>,
     completion_queues: BTreeMap<u16, SimCompletionQueue>,
     outstanding: BTreeSet<(u16, u16)>,
@@ -436,6 +446,7 @@ impl<'a> SimController<'a> {
             asq: 0,
             acq: 0,
             ready_countdown: 0,
+            interrupt_mask: 0,
             submission_queues: BTreeMap::new(),
             completion_queues: BTreeMap::new(),
             outstanding: BTreeSet::new(),
@@ -542,6 +553,11 @@ impl<'a> SimController<'a> {
         self.state().submission_queues.get(&queue_id).map(|q| q.entries)
     }
 
+    /// INTMS as the driver left it.
+    pub fn interrupt_mask(&self) -> u32 {
+        self.state().interrupt_mask
+    }
+
     /// CSTS without the side effects of a register read (for assertions).
     pub fn csts_bits(&self) -> (bool, bool, u32) {
         let csts = self.state().csts;
@@ -562,6 +578,7 @@ impl RegisterIo for SimController<'_> {
             offsets::CAP => cap as u32,
             0x04 => (cap >> 32) as u32,
             offsets::VS => state.config.version,
+            offsets::INTMS | offsets::INTMC => state.interrupt_mask,
             offsets::CC => state.cc,
             offsets::CSTS => state.read_csts(),
             offsets::AQA => state.aqa,
@@ -583,8 +600,10 @@ impl RegisterIo for SimController<'_> {
             0x2C => state.asq = (state.asq & 0xffff_ffff) | u64::from(value) << 32,
             offsets::ACQ => state.acq = (state.acq & !0xffff_ffff) | u64::from(value),
             0x34 => state.acq = (state.acq & 0xffff_ffff) | u64::from(value) << 32,
-            0x0C | 0x10 => {
-                state.violations.push(format!("interrupt mask register {offset_bytes:#x} written"))
+            // Masking is allowed (MSI-X is never enabled); unmasking would ask for interrupts.
+            offsets::INTMS => state.interrupt_mask |= value,
+            offsets::INTMC => {
+                state.violations.push(format!("INTMC written with {value:#x}: interrupts unmasked"))
             }
             offset if offset >= offsets::DOORBELLS => state.doorbell(self.platform, offset, value, event),
             _ => state.violations.push(format!("write of {value:#x} to register {offset_bytes:#x}")),
@@ -663,9 +682,11 @@ impl State {
         1u64 << (12 + cc_field(self.cc, CC::MPS))
     }
 
-    /// Checks a DMA access to `length` bytes at bus address `bus` started by the MMIO write at
-    /// log index `handover` (see `EventLog::check_device_access`).
-    fn check_access(
+    /// The physical address of a DMA access to `length` bytes at bus address `bus`, started by
+    /// the MMIO write at log index `handover`, after checking the access against the log (see
+    /// `EventLog::check_device_access`); `None` when the bus does not forward it (the caller
+    /// reports that: the access fails).
+    fn checked_physical(
         &mut self,
         platform: &SimPlatform,
         what: &str,
@@ -673,13 +694,23 @@ impl State {
         length: u64,
         handover: usize,
         require_written: bool,
+    ) -> Option<u64> {
+        let physical = platform.physical_of_bus(bus, length as usize)?;
+        self.check_access(platform, what, ByteRange::new(physical, length), handover, require_written);
+        Some(physical)
+    }
+
+    /// Checks a DMA access to the physical `range` started by the MMIO write at log index
+    /// `handover` (see `EventLog::check_device_access`).
+    fn check_access(
+        &mut self,
+        platform: &SimPlatform,
+        what: &str,
+        range: ByteRange,
+        handover: usize,
+        require_written: bool,
     ) {
-        // Unreachable addresses are reported by the access itself.
-        let Some(physical) = SimPlatform::physical_of_bus(bus) else {
-            return;
-        };
         let log = platform.log();
-        let range = ByteRange::new(physical, length);
         if let Err(violation) = log.check_device_access(range, handover, log.len(), require_written) {
             self.violations.push(format!("{what}: {violation}"));
         }
@@ -698,6 +729,7 @@ impl State {
             self.outstanding.clear();
             self.in_flight.clear();
             self.csts = 0;
+            self.interrupt_mask = 0;
         }
         let shn = cc_field(value, CC::SHN);
         if enable && shn != 0 && old_shn == 0 {
@@ -815,9 +847,9 @@ impl State {
         let address = sq.base + u64::from(slot) * SUBMISSION_ENTRY_BYTES;
         sq.head = (sq.head + 1) % sq.entries;
         let what = format!("SQ {queue} entry {slot}");
-        self.check_access(platform, &what, address, SUBMISSION_ENTRY_BYTES, event, true);
+        let physical = self.checked_physical(platform, &what, address, SUBMISSION_ENTRY_BYTES, event, true);
         let mut bytes = [0u8; SUBMISSION_ENTRY_BYTES as usize];
-        if !platform.read_bus(address, &mut bytes) {
+        if !physical.is_some_and(|physical| platform.device_read(physical, &mut bytes)) {
             self.violations.push(format!("SQ {queue} entry at {address:#x} unreachable"));
             self.csts |= CSTS_CFS;
             return None;
@@ -925,12 +957,9 @@ impl State {
             return;
         }
         cq.head = value;
-        let base = SimPlatform::physical_of_bus(cq.base).unwrap_or(0);
         let finished: Vec<Posted> = cq.posted.drain(..released as usize).collect();
         for entry in finished {
-            let range =
-                ByteRange::new(base + u64::from(entry.slot) * COMPLETION_ENTRY_BYTES, COMPLETION_ENTRY_BYTES);
-            if let Err(violation) = check_consumed(platform.log(), range, entry.written_event, event) {
+            if let Err(violation) = check_consumed(platform.log(), entry.entry, entry.written_event, event) {
                 self.violations.push(format!("CQ {queue} entry {}: {violation}", entry.slot));
             }
             self.outstanding.remove(&(entry.submission_queue, entry.command_id));
@@ -997,18 +1026,20 @@ impl State {
             let (slot, address, handover) =
                 (cq.tail, cq.base + u64::from(cq.tail) * COMPLETION_ENTRY_BYTES, cq.handover_event);
             let what = format!("CQ {queue} entry {slot}");
-            self.check_access(platform, &what, address, COMPLETION_ENTRY_BYTES, handover, false);
+            let physical =
+                self.checked_physical(platform, &what, address, COMPLETION_ENTRY_BYTES, handover, false);
             let written_event = platform.log().len();
-            if !platform.write_bus(address, &bytes) {
+            let Some(physical) = physical.filter(|physical| platform.device_write(*physical, &bytes)) else {
                 self.violations.push(format!("CQ {queue} entry at {address:#x} unreachable"));
                 self.csts |= CSTS_CFS;
                 return;
-            }
+            };
             let cq = self.completion_queues.get_mut(&queue).expect("still there");
             cq.posted.push_back(Posted {
                 submission_queue: pending.submission_queue,
                 command_id: pending.command_id,
                 slot,
+                entry: ByteRange::new(physical, COMPLETION_ENTRY_BYTES),
                 written_event,
             });
             cq.tail += 1;
@@ -1030,20 +1061,24 @@ impl State {
         handover: usize,
     ) -> Result<(), Status> {
         let page = self.page_bytes() as usize;
+        // (bus address, physical address if the bus forwarded it) of every list entry read.
         let list_reads = RefCell::new(Vec::new());
         let segments = walk_prps(entry.prp1(), entry.prp2(), data.len(), page, |address| {
-            list_reads.borrow_mut().push(address);
-            platform.peek_bus_u64(address)
+            let read = platform.peek_bus_u64(address);
+            list_reads.borrow_mut().push((address, read.map(|(physical, _)| physical)));
+            read.map(|(_, value)| value)
         });
         let list_reads = list_reads.into_inner();
         self.statistics.list_reads += list_reads.len() as u64;
-        if list_reads.iter().skip(1).any(|address| address.is_multiple_of(page as u64)) {
+        if list_reads.iter().skip(1).any(|(address, _)| address.is_multiple_of(page as u64)) {
             self.statistics.chained_lists += 1;
         }
-        for (start, bytes) in contiguous_runs(list_reads.iter().map(|&address| (address, 8))) {
-            self.check_access(platform, "PRP list", start, bytes, handover, true);
+        let physical_entries =
+            list_reads.iter().filter_map(|(_, physical)| physical.map(|physical| (physical, 8)));
+        for (start, bytes) in contiguous_runs(physical_entries) {
+            self.check_access(platform, "PRP list", ByteRange::new(start, bytes), handover, true);
             let mut copy = vec![0u8; bytes as usize];
-            platform.read_bus(start, &mut copy);
+            platform.device_read(start, &mut copy);
         }
         let segments = segments.map_err(|error| {
             self.violations.push(format!(
@@ -1054,19 +1089,19 @@ impl State {
             ));
             Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true)
         })?;
+        // Segments that follow each other on the bus carry data that follows each other too.
+        let mut offset = 0;
         for (start, bytes) in
             contiguous_runs(segments.iter().map(|&(address, bytes)| (address, bytes as u64)))
         {
-            self.check_access(platform, "data", start, bytes, handover, false);
-        }
-        let mut offset = 0;
-        for (address, bytes) in segments {
-            if !platform.write_bus(address, &data[offset..offset + bytes]) {
+            let piece = &data[offset..offset + bytes as usize];
+            let physical = self.checked_physical(platform, "data", start, bytes, handover, false);
+            if !physical.is_some_and(|physical| platform.device_write(physical, piece)) {
                 self.violations
-                    .push(format!("data segment {address:#x}+{bytes:#x} unreachable (bus translation?)"));
+                    .push(format!("data segment {start:#x}+{bytes:#x} unreachable (bus translation?)"));
                 return Err(Status::new(code_type::GENERIC, 0x04, false));
             }
-            offset += bytes;
+            offset += bytes as usize;
         }
         Ok(())
     }
