@@ -82,11 +82,13 @@ pub struct QueueStatistics {
 }
 
 impl QueueStatistics {
-    fn count_status(&mut self, status: Status) {
+    /// Counts `times` more errors with `status` (a new kind only while fewer than
+    /// [`STATUS_KINDS_COUNTED`] are listed).
+    fn count_status(&mut self, status: Status, times: u64) {
         if let Some(entry) = self.errors_by_status.iter_mut().find(|(s, _)| *s == status) {
-            entry.1 += 1;
+            entry.1 += times;
         } else if self.errors_by_status.len() < STATUS_KINDS_COUNTED {
-            self.errors_by_status.push((status, 1));
+            self.errors_by_status.push((status, times));
         }
     }
 
@@ -107,9 +109,7 @@ impl QueueStatistics {
         self.max_commands_in_flight = self.max_commands_in_flight.max(other.max_commands_in_flight);
         self.max_requests_in_flight = self.max_requests_in_flight.max(other.max_requests_in_flight);
         for (status, count) in &other.errors_by_status {
-            for _ in 0..*count {
-                self.count_status(*status);
-            }
+            self.count_status(*status, *count);
         }
     }
 }
@@ -410,7 +410,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             return Ok(());
         }
         self.statistics.command_errors += 1;
-        self.statistics.count_status(status);
+        self.statistics.count_status(status, 1);
         self.report(Event::CommandFailed {
             queue_id,
             command_id,
@@ -1060,21 +1060,75 @@ mod tests {
 
     #[test]
     fn statistics_add_up_and_maxima_stay_maxima() {
-        let mut total = QueueStatistics::default();
+        let invalid_field = Status::new(0, 2, true);
+        let unrecovered = Status::new(2, 0x81, false);
+        // Every counter a different value, so a counter added into the wrong field shows.
         let one = QueueStatistics {
-            commands_submitted: 3,
+            requests_submitted: 1,
+            requests_completed: 2,
+            requests_failed: 3,
+            requests_split: 4,
+            commands_submitted: 5,
+            commands_completed: 6,
+            sq_doorbell_writes: 7,
+            cq_doorbell_writes: 8,
+            command_errors: 9,
+            protocol_errors: 10,
             max_commands_in_flight: 5,
             max_requests_in_flight: 2,
-            errors_by_status: vec![(Status::new(0, 2, true), 2)],
-            ..QueueStatistics::default()
+            errors_by_status: vec![(invalid_field, 2)],
         };
-        let other = QueueStatistics { max_commands_in_flight: 3, max_requests_in_flight: 7, ..one.clone() };
+        let other = QueueStatistics {
+            requests_submitted: 100,
+            requests_completed: 200,
+            requests_failed: 300,
+            requests_split: 400,
+            commands_submitted: 500,
+            commands_completed: 600,
+            sq_doorbell_writes: 700,
+            cq_doorbell_writes: 800,
+            command_errors: 900,
+            protocol_errors: 1000,
+            max_commands_in_flight: 3,
+            max_requests_in_flight: 7,
+            errors_by_status: vec![(unrecovered, 1_000_000), (invalid_field, 3)],
+        };
+        let mut total = QueueStatistics::default();
         total.add(&one);
         total.add(&other);
-        assert_eq!(total.max_commands_in_flight, 5, "two pairs that each peaked at 5 and 3 never had 8");
-        assert_eq!(total.max_requests_in_flight, 7);
-        assert_eq!(total.commands_submitted, 6);
-        assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
+        let expected = QueueStatistics {
+            requests_submitted: 101,
+            requests_completed: 202,
+            requests_failed: 303,
+            requests_split: 404,
+            commands_submitted: 505,
+            commands_completed: 606,
+            sq_doorbell_writes: 707,
+            cq_doorbell_writes: 808,
+            command_errors: 909,
+            protocol_errors: 1010,
+            // Two pairs that each peaked at 5 and 3 never had 8 in flight.
+            max_commands_in_flight: 5,
+            max_requests_in_flight: 7,
+            // First seen first.
+            errors_by_status: vec![(invalid_field, 5), (unrecovered, 1_000_000)],
+        };
+        assert_eq!(total, expected);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+
+    #[test]
+    fn statistics_list_a_limited_number_of_error_kinds() {
+        let mut total = QueueStatistics::default();
+        for code in 0..STATUS_KINDS_COUNTED as u8 + 4 {
+            total.count_status(Status::new(0, code, false), 2);
+        }
+        total.count_status(Status::new(0, 0, false), 1);
+        assert_eq!(total.errors_by_status.len(), STATUS_KINDS_COUNTED);
+        assert_eq!(total.errors_by_status[0], (Status::new(0, 0, false), 3));
+        assert_eq!(
+            total.errors_by_status.last().unwrap().0,
+            Status::new(0, STATUS_KINDS_COUNTED as u8 - 1, false)
+        );
     }
 }
