@@ -31,6 +31,10 @@ pub mod tags {
     pub const GET_CLOCK_RATE: u32 = 0x0003_0002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
+    /// Reload the VL805 USB 3 controller's firmware after a PCIe reset; the request word is
+    /// the function's bus << 20 | device << 15 | function << 12 (Linux
+    /// `drivers/reset/reset-raspberrypi.c`, docs/usb-storage.md §7).
+    pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
 }
 
 /// Clock identifiers for GET_CLOCK_RATE (docs/hardware.md §2.2).

@@ -54,9 +54,9 @@ pub fn is_firmware_key(key: &str) -> bool {
     FIRMWARE_KEYS.contains(&key) || (key.contains('.') && !is_driver_option(key))
 }
 
-/// `sd.` and `nvme.` options belong to the drivers.
+/// `sd.`, `nvme.` and `usb.` options belong to the drivers.
 pub fn is_driver_option(key: &str) -> bool {
-    key.starts_with("sd.") || key.starts_with("nvme.")
+    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("usb.")
 }
 
 /// How the run ends (issue: semihosting only when asked for, because it traps on hardware).
@@ -167,7 +167,7 @@ pub fn is_kernel_key(key: &str) -> bool {
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     sd.* and nvme.* driver options, test-fault=data-abort|undefined-instruction|panic";
+     sd.*, nvme.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -312,5 +312,7 @@ mod tests {
         assert!(!is_firmware_key("nvme.queues"));
         assert!(!is_firmware_key("runtime"));
         assert!(is_driver_option("sd.mode"));
+        assert!(is_driver_option("usb.protocol"));
+        assert!(!is_firmware_key("usb.protocol"));
     }
 }

@@ -112,6 +112,12 @@ struct QemuArgs {
     /// aio backend of the NVMe drive.
     #[arg(long, default_value = "io_uring")]
     nvme_aio: String,
+    /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    usb: Option<DiskSpec>,
+    /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    uas: Option<DiskSpec>,
     /// CPU model for virt.
     #[arg(long, default_value = "cortex-a53")]
     cpu: String,
@@ -278,6 +284,8 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     run.nvme = args.nvme.clone();
     run.nvme_options = args.nvme_options.clone();
     run.nvme_aio = args.nvme_aio.clone();
+    run.usb = args.usb.clone();
+    run.uas = args.uas.clone();
     run.virt_cpu = args.cpu.clone();
     run.virt_memory = args.memory.clone();
     run.extra_args = args.extra_args.clone();

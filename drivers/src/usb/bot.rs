@@ -247,17 +247,10 @@ impl BotTransport {
         } else {
             None
         };
-        let pipe = &mut self.bulk_in;
-        let csw_bus = self.wrappers_bus + CSW_OFFSET as u64;
-        let csw = enqueue_bulk(
-            platform,
-            &mut pipe.ring,
-            pipe.dci,
-            pipe.max_packet_bytes,
-            true,
-            csw_bus,
-            CSW_BYTES as u32,
-        )?;
+        // The CSW read waits for the data stage: QEMU's usb-storage never answers a CSW read
+        // queued behind a data-in that went asynchronous (docs/usb-storage.md §12); Linux also
+        // submits it after the data.
+        let csw = if data.is_none() { Some(self.queue_csw(platform)?) } else { None };
         self.active = Some(Active {
             id,
             command,
@@ -265,13 +258,28 @@ impl BotTransport {
             cbw_tag,
             cbw: Some(cbw_td),
             data,
-            csw: Some(csw),
+            csw,
             csw_bytes: 0,
             transferred_bytes: 0,
             csw_retried: false,
             deadline,
         });
         self.pending_doorbells = (true, true);
+        Ok(())
+    }
+
+    /// The 13-byte CSW read on bulk IN.
+    fn queue_csw<P: Platform>(&mut self, platform: &P) -> Result<Placement, UsbError> {
+        let pipe = &mut self.bulk_in;
+        let bus = self.wrappers_bus + CSW_OFFSET as u64;
+        self.pending_doorbells.1 = true;
+        enqueue_bulk(platform, &mut pipe.ring, pipe.dci, pipe.max_packet_bytes, true, bus, CSW_BYTES as u32)
+    }
+
+    /// Queues the CSW read now that the data stage is over.
+    fn after_data<P: Platform>(&mut self, platform: &P) -> Result<(), TransportError> {
+        let csw = self.queue_csw(platform)?;
+        self.update(|a| a.csw = Some(csw));
         Ok(())
     }
 
@@ -367,6 +375,11 @@ impl BotTransport {
         if !event.code.is_success() {
             return self.transfer_error(hc, device, event, placement, stage);
         }
+        if stage == Stage::Data {
+            if let Err(error) = self.after_data(hc.platform()) {
+                return Some(Err(error));
+            }
+        }
         let active = self.active?;
         if active.cbw.is_none() && active.data.is_none() && active.csw.is_none() {
             return self.status(hc, device);
@@ -394,37 +407,12 @@ impl BotTransport {
         let stall = event.code == CompletionCode::STALL_ERROR;
         let is_csw_retry = stage == Stage::Status && !active.csw_retried;
         let failure = TransportError::Transfer { dci: event.dci, code: event.code };
-        if stall && stage == Stage::Data {
-            return match self.clear_stall(hc, device, event.dci, placement) {
-                Ok(()) => None,
-                Err(error) => Some(Err(error)),
-            };
-        }
-        if stall && is_csw_retry {
-            let result = self.clear_stall(hc, device, event.dci, placement).and_then(|()| {
-                let pipe = &mut self.bulk_in;
-                let csw_bus = self.wrappers_bus + CSW_OFFSET as u64;
-                Ok(enqueue_bulk(
-                    hc.platform(),
-                    &mut pipe.ring,
-                    pipe.dci,
-                    pipe.max_packet_bytes,
-                    true,
-                    csw_bus,
-                    CSW_BYTES as u32,
-                )?)
-            });
-            return match result {
-                Ok(csw) => {
-                    self.update(|a| {
-                        a.csw = Some(csw);
-                        a.csw_retried = true;
-                    });
-                    self.pending_doorbells.1 = true;
-                    None
-                }
-                Err(error) => Some(Err(error)),
-            };
+        if stall && (stage == Stage::Data || is_csw_retry) {
+            let result = self
+                .clear_stall(hc, device, event.dci, placement)
+                .and_then(|()| self.after_data(hc.platform()));
+            self.update(|a| a.csw_retried |= stage == Stage::Status);
+            return result.err().map(Err);
         }
         Some(self.reset_recovery(hc, device).and(Err(failure)))
     }

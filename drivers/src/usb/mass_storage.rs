@@ -352,6 +352,11 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         &self.identity
     }
 
+    /// Names the drive (the kernel names it once it is known to work).
+    pub fn set_name(&mut self, name: String) {
+        self.name = name;
+    }
+
     pub fn statistics(&self) -> DriveStatistics {
         self.statistics
     }
@@ -631,10 +636,12 @@ pub fn choose_protocol(
     };
     if usable(second) {
         let note = match choice {
-            ProtocolChoice::Auto => alloc::format!("{why}; using {}", second.name()),
-            _ => alloc::format!("usb.protocol={}: {why}; using {}", choice.name(), second.name()),
+            // A Bulk-Only drive chosen by default needs no explanation.
+            ProtocolChoice::Auto if offer.uas.is_none() => None,
+            ProtocolChoice::Auto => Some(alloc::format!("{why}; using {}", second.name())),
+            _ => Some(alloc::format!("usb.protocol={}: {why}; using {}", choice.name(), second.name())),
         };
-        return Ok((second, Some(note)));
+        return Ok((second, note));
     }
     if offer.uas.is_some() && uas_blocker.is_some() && offer.bulk_only.is_none() {
         return Err(UsbError::NoStreams);

@@ -71,6 +71,13 @@ impl Firmware {
         }
     }
 
+    /// Asks the VideoCore to (re)load the VL805 xHCI's firmware (Pi 4 boards without its
+    /// EEPROM), for the PCI function at `bus`/`device`/`function` (docs/usb-storage.md §7).
+    pub fn notify_xhci_reset(&self, bus: u8, device: u8, function: u8) -> Result<(), MailboxError> {
+        let address = (u32::from(bus) << 20) | (u32::from(device) << 15) | (u32::from(function) << 12);
+        self.property(drivers::mailbox::tags::NOTIFY_XHCI_RESET, &[address], 1).map(|_| ())
+    }
+
     pub fn clock_rate_hz(&self, clock_id: u32) -> Result<u32, MailboxError> {
         let answer = self.property(drivers::mailbox::tags::GET_CLOCK_RATE, &[clock_id], 2)?;
         match answer.as_slice() {

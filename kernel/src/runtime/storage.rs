@@ -1,5 +1,6 @@
 //! The storage devices the kernel found, with the names the console and the command line use
-//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), and the
+//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace, then `usb0`,
+//! `usb1`, … one per USB drive), and the
 //! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks that read through the block
 //! interface (issues 3 and 4).
 
@@ -18,6 +19,7 @@ use drivers::platform::Platform;
 pub enum DeviceClass {
     Sd,
     Nvme,
+    Usb,
 }
 
 impl DeviceClass {
@@ -25,6 +27,7 @@ impl DeviceClass {
         match self {
             DeviceClass::Sd => "sd",
             DeviceClass::Nvme => "nvme",
+            DeviceClass::Usb => "usb",
         }
     }
 }
@@ -40,6 +43,7 @@ pub struct Storage {
     devices: Vec<StorageDevice>,
     next_sd: u32,
     next_nvme: u32,
+    next_usb: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
 }
 
@@ -50,6 +54,7 @@ impl Storage {
         let counter = match class {
             DeviceClass::Sd => &mut self.next_sd,
             DeviceClass::Nvme => &mut self.next_nvme,
+            DeviceClass::Usb => &mut self.next_usb,
         };
         let name = alloc::format!("{}{}", class.prefix(), counter);
         *counter += 1;

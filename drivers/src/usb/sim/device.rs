@@ -69,7 +69,6 @@ enum BotState {
 #[derive(Clone, Debug)]
 struct UasTask {
     data: Vec<u8>,
-    expected: u32,
     sent: u32,
     /// The data phase is over (at once when there is none): only then is status sent, as
     /// QEMU finishes the data packet before the status (hw/usb/dev-uas.c).
@@ -574,7 +573,6 @@ impl SimUsbDevice {
                 let data = if answer.status == 0 { answer.data } else { Vec::new() };
                 let task = UasTask {
                     data,
-                    expected,
                     sent: 0,
                     data_done: expected == 0,
                     sense_iu: Self::sense_iu(tag, answer.status, answer.sense),
@@ -625,7 +623,6 @@ impl SimUsbDevice {
                 tag,
                 UasTask {
                     data: Vec::new(),
-                    expected: 0,
                     sent: 0,
                     data_done: true,
                     sense_iu: iu,
@@ -716,6 +713,11 @@ impl SimUsbDevice {
             self.announce_hs();
         }
         Transfer::Done(piece)
+    }
+
+    /// Bulk-Only: the data-in stage of a command is under way.
+    pub fn bulk_only_data_in_pending(&self) -> bool {
+        matches!(self.bot, BotState::DataIn { .. } | BotState::Hung)
     }
 
     /// A USB reset (port reset, controller reset): back to the default state (USB 2.0 §9.1.1.3).

@@ -178,15 +178,4 @@ impl SimDisk {
             _ => ScsiAnswer::check(5, 0x20, 0),
         }
     }
-
-    /// Bytes the host must send for a command (writes only).
-    pub fn data_out_bytes(&self, cdb: &[u8]) -> u32 {
-        match cdb.first() {
-            Some(&opcode::WRITE_10) => u32::from(u16::from_be_bytes([cdb[7], cdb[8]])) * self.block_bytes,
-            Some(&opcode::WRITE_16) => {
-                u32::from_be_bytes([cdb[10], cdb[11], cdb[12], cdb[13]]) * self.block_bytes
-            }
-            _ => 0,
-        }
-    }
 }

@@ -16,7 +16,6 @@ extern crate std;
 pub mod device;
 pub mod disk;
 
-use super::regs::Speed;
 use super::trb::{trb_type, CompletionCode, Trb, TRB_BYTES};
 use crate::mmio::RegisterIo;
 pub use crate::testing::ArenaPlatform as SimPlatform;
@@ -1222,6 +1221,14 @@ impl State {
         };
         if !control {
             self.check_bulk_td(&trbs, endpoint.max_packet);
+            let port = self.slots.get(&slot).map_or(0, |s| s.port);
+            let bulk_only_in = endpoint.address & 0x80 != 0
+                && self.devices.get(&port).is_some_and(|d| d.bulk_only_data_in_pending());
+            if bulk_only_in && self.fetch_td(platform, after, false).is_some() {
+                self.violation(String::from(
+                    "a TD queued behind a Bulk-Only data-in stage (QEMU's usb-storage never answers a CSW read queued so)",
+                ));
+            }
         }
         if let Some(endpoint) = self.slots.get_mut(&slot).and_then(|s| s.endpoints.get_mut(&dci)) {
             endpoint.state = EP_RUNNING;
@@ -1405,14 +1412,5 @@ impl RegisterIo for SimXhci<'_> {
             "register {offset_bytes:#x}"
         );
         self.state.borrow_mut().write(self.platform, offset_bytes, value)
-    }
-}
-
-/// The speed a test device on a port of the default configuration gets.
-pub fn port_for(speed: Speed, index: u8) -> u8 {
-    if speed.is_super_speed() {
-        1 + index
-    } else {
-        5 + index
     }
 }
