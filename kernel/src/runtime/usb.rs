@@ -235,7 +235,7 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
 fn describe_controller(controller: &KernelController) {
     let capabilities = controller.capabilities();
     let mut ports = String::new();
-    for protocol in controller.protocols() {
+    for protocol in controller.protocols().iter().filter(|protocol| protocol.port_count > 0) {
         let last = u16::from(protocol.first_port) + u16::from(protocol.port_count) - 1;
         ports.push_str(&format!(
             ", USB {}.{:x} ports {}-{last}",
