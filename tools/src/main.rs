@@ -36,7 +36,7 @@ enum Command {
     /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
     Image(ImageArgs),
     /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
-    Qemu(QemuArgs),
+    Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
     Serial(SerialArgs),
     /// Turn serial logs (and fio JSON from Linux) into tables and charts.

@@ -328,7 +328,9 @@ fn uas_below_super_speed_follows_read_ready() {
 #[test]
 fn the_protocol_follows_the_setting_the_offer_and_the_quirks() {
     let both = DeviceKind::Both { streams_exponent: 5 };
-    let cases: [(DeviceKind, Option<(u16, u16)>, ProtocolChoice, Protocol, Option<&str>); 6] = [
+    /// Drive kind, vendor:product, setting, transport expected, note expected.
+    type Case = (DeviceKind, Option<(u16, u16)>, ProtocolChoice, Protocol, Option<&'static str>);
+    let cases: [Case; 6] = [
         (both, None, ProtocolChoice::Auto, Protocol::Uas, None),
         (both, None, ProtocolChoice::BulkOnly, Protocol::BulkOnly, None),
         (both, Some((0x357d, 0x7788)), ProtocolChoice::Auto, Protocol::BulkOnly, Some("JMS566")),

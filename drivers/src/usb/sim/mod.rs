@@ -229,11 +229,11 @@ impl<'a> SimXhci<'a> {
     pub fn release_held(&self, count: usize, newest_first: bool) {
         let mut state = self.state.borrow_mut();
         for _ in 0..count {
-            let candidates = (0..state.held.len()).filter(|&i| {
+            let mut candidates = (0..state.held.len()).filter(|&i| {
                 let ring = state.held[i].0;
                 !state.held[..i].iter().any(|(other, _)| *other == ring)
             });
-            let chosen = if newest_first { candidates.last() } else { candidates.min() };
+            let chosen = if newest_first { candidates.next_back() } else { candidates.next() };
             let Some(index) = chosen else {
                 break;
             };
@@ -337,7 +337,7 @@ impl State {
             let register = offset - op;
             if register >= 0x400 {
                 let index = (register - 0x400) / 0x10;
-                return if (register - 0x400) % 0x10 == 0 {
+                return if (register - 0x400).is_multiple_of(0x10) {
                     self.portsc.get(index).copied().unwrap_or(0)
                 } else {
                     0
@@ -397,17 +397,18 @@ impl State {
             self.runtime_write(platform, offset - RUNTIME_OFFSET, value);
         } else if offset >= op + 0x400 {
             let register = offset - op - 0x400;
-            if register % 0x10 == 0 {
+            if register.is_multiple_of(0x10) {
                 self.port_write(register / 0x10, value);
             }
         } else if offset >= op {
             self.operational_write(platform, offset - op, value);
-        } else if offset == EXTENDED_CAPABILITIES && self.config.legacy_bios_owned.is_some() {
-            if bit(value, 1 << 24) {
-                self.legacy |= 1 << 24;
-                if self.config.legacy_bios_owned == Some(true) {
-                    self.legacy &= !(1 << 16);
-                }
+        } else if offset == EXTENDED_CAPABILITIES
+            && self.config.legacy_bios_owned.is_some()
+            && bit(value, 1 << 24)
+        {
+            self.legacy |= 1 << 24;
+            if self.config.legacy_bios_owned == Some(true) {
+                self.legacy &= !(1 << 16);
             }
         }
     }
