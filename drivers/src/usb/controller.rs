@@ -134,7 +134,7 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         label: String,
     ) -> Result<Self, UsbError> {
         let first_word = registers.read32(capability::CAPLENGTH_HCIVERSION);
-        if first_word == u32::MAX || first_word & 0xff == 0 {
+        if !plausible_capability_word(first_word) {
             return Err(UsbError::NoController { first_word });
         }
         let capabilities = Capabilities::decode(
@@ -512,6 +512,15 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         Ok(())
     }
+}
+
+/// CAPLENGTH/HCIVERSION as an xHCI has them: a dword-aligned capability length of at least
+/// 0x20 (§5.3.1) and a version from 0.90 to 1.x. All ones (nothing behind a PCI window) and
+/// RP1's 0xDEADDEAD when its link is down (docs/hardware.md §3.8) are not.
+fn plausible_capability_word(word: u32) -> bool {
+    let length = word & 0xff;
+    let version = word >> 16;
+    length >= 0x20 && length.is_multiple_of(4) && (0x0090..0x0200).contains(&version)
 }
 
 /// The Supported Protocol capabilities (§7.2): which ports are USB 2 and which USB 3.

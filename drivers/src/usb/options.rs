@@ -26,6 +26,9 @@ impl ProtocolChoice {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UsbOptions {
     pub protocol: ProtocolChoice,
+    /// `usb.rp1=on`: on a Pi 5, use RP1's xHCIs when the firmware left pcie2 up
+    /// (`pciex4_reset=0`). Off by default: the kernel does not touch pcie2 unless asked.
+    pub pi5_rp1: bool,
 }
 
 /// A `usb.` option that could not be used.
@@ -62,10 +65,15 @@ impl UsbOptions {
                     "bot" => options.protocol = ProtocolChoice::BulkOnly,
                     _ => errors.push(OptionError { key, value, accepted: "auto, uas or bot" }),
                 },
+                "rp1" => match value {
+                    "on" => options.pi5_rp1 = true,
+                    "off" => options.pi5_rp1 = false,
+                    _ => errors.push(OptionError { key, value, accepted: "on or off" }),
+                },
                 _ => errors.push(OptionError {
                     key,
                     value,
-                    accepted: "the key protocol (usb.protocol=auto|uas|bot)",
+                    accepted: "usb.protocol=auto|uas|bot or usb.rp1=on|off",
                 }),
             }
         }
@@ -94,5 +102,14 @@ mod tests {
             "bad driver option usb.protocol=fast: expected auto, uas or bot; the default is used"
         );
         assert!(format!("{}", errors[1]).contains("usb.speed=5"));
+        let (options, errors) = UsbOptions::parse([("rp1", "on")].into_iter());
+        assert!(options.pi5_rp1 && errors.is_empty());
+        let (options, errors) = UsbOptions::parse([("rp1", "on"), ("rp1", "maybe")].into_iter());
+        assert!(options.pi5_rp1, "a bad value keeps what was set");
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option usb.rp1=maybe: expected on or off; the default is used"
+        );
+        assert!(!UsbOptions::default().pi5_rp1);
     }
 }

@@ -77,7 +77,7 @@ fn attach<'a>(
     events: &'a dyn EventSink,
 ) -> Result<Drive<'a>, AttachError> {
     let speed = shared.borrow().enable_port(port)?.expect("a device on the port");
-    let options = UsbOptions { protocol: choice };
+    let options = UsbOptions { protocol: choice, ..UsbOptions::default() };
     MassStorageDevice::attach(shared.clone(), port, speed, &options, "usb0".to_string(), events)
 }
 
@@ -164,6 +164,23 @@ fn firmware_state_is_taken_over_or_named() {
         error.map(|e| format!("{e}")),
         Some(String::from("no xHCI answers (CAPLENGTH/HCIVERSION = 0xffffffff)"))
     );
+    // What RP1 answers when its PCIe link is down, and other words no xHCI has.
+    #[derive(Clone)]
+    struct Reads(u32);
+    impl RegisterIo for Reads {
+        fn read32(&self, _offset_bytes: usize) -> u32 {
+            self.0
+        }
+        fn write32(&self, _offset_bytes: usize, _value: u32) {
+            panic!("nothing may be written before the capabilities make sense");
+        }
+    }
+    for word in [0xdead_dead, 0x0100_0000, 0x0100_001c, 0x0100_0042, 0x0080_0040, 0x0200_0040, 0] {
+        let error =
+            HostController::bring_up(Reads(word), 0x4000, &platform, platform.translation(), String::new())
+                .err();
+        assert_eq!(error, Some(UsbError::NoController { first_word: word }), "{word:#x}");
+    }
 }
 
 #[test]
@@ -645,5 +662,32 @@ fn sixty_four_byte_contexts_and_high_speed_bot_work() {
     let buffer = platform.allocate_dma(1 << 20, 4096).unwrap();
     assert_eq!(read_one(&mut device, 1, 4096, 2048, buffer).result, Ok(()));
     check_pattern(&platform, &buffer, 4096, 1 << 20);
+    sim.assert_no_violations();
+}
+
+#[test]
+fn disks_past_two_terabytes_are_read_with_16_byte_commands() {
+    let platform = platform();
+    let blocks = (1u64 << 32) + 4096;
+    let sim = SimXhci::new(
+        &platform,
+        SimConfig::default(),
+        vec![(1, SimUsbDevice::new(Speed::Super, DeviceKind::BulkOnly, SimDisk::new(blocks, 512)))],
+    );
+    let shared = controller(&sim, &platform).unwrap();
+    let mut device = attach(&shared, 1, ProtocolChoice::Auto, &super::DiscardEvents).expect("attach");
+    assert_eq!(device.geometry().block_count, blocks);
+    assert_eq!(device.geometry().max_request_blocks, 2048);
+    let buffer = platform.allocate_dma(1 << 20, 4096).unwrap();
+    for lba in [0, (1 << 32) - 8, blocks - 2048] {
+        assert_eq!(read_one(&mut device, 1, lba, 2048, buffer).result, Ok(()));
+        let data = platform.bytes_of(&buffer);
+        let expected = SimDisk::new(blocks, 512).contents(lba, 2048);
+        assert!(data == expected, "LBA {lba}");
+    }
+    let reads = sim
+        .with_device(1, |d| (d.disk.commands.iter().filter(|c| **c == 0x88).count(), d.disk.reads.clone()));
+    assert_eq!(reads.0, 3, "READ(16) for every read of a disk this large");
+    assert_eq!(reads.1.last(), Some(&(blocks - 2048, 2048)));
     sim.assert_no_violations();
 }

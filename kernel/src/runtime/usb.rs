@@ -70,7 +70,14 @@ pub fn attach(
     }
     let mut sites = pci_sites(machine, pci);
     if machine.info.profile.family == BoardFamily::RaspberryPi5 {
-        sites.extend(rp1_sites());
+        if options.pi5_rp1 {
+            sites.extend(rp1_sites());
+        } else {
+            println!(
+                "usb        Pi 5 USB ports are on RP1 behind pcie2, which this kernel does not bring up yet; with \
+                 pciex4_reset=0 in config.txt the firmware leaves it up, and usb.rp1=on uses it"
+            );
+        }
     }
     if sites.is_empty() {
         say_why_none(machine, pci);
@@ -141,7 +148,8 @@ fn load_vl805_firmware(machine: &Machine, function: &PciFunction) {
     }
 }
 
-/// The Pi 5's RP1 xHCIs, when pcie2's link is up (the firmware keeps it with `pciex4_reset=0`).
+/// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
+/// `pciex4_reset=0`).
 fn rp1_sites() -> Vec<Site> {
     // SAFETY: the Pi 5 board table maps pcie2's register page as device memory; reading the
     // status register has no side effect.
