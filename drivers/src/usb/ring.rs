@@ -72,17 +72,9 @@ impl ProducerRing {
         ring
     }
 
-    pub fn bus_base(&self) -> u64 {
-        self.bus_base
-    }
-
     /// The ring's dequeue pointer for a context or CRCR: its base with the cycle state.
     pub fn initial_dequeue(&self) -> u64 {
         self.bus_base | 1
-    }
-
-    pub fn slots(&self) -> u32 {
-        self.slots
     }
 
     /// TRBs a TD may still use (one slot always stays empty).
@@ -456,6 +448,10 @@ mod tests {
         assert_eq!(ring.find(a.first_bus), None, "A is gone");
         assert_eq!(ring.retire(0x1234), None, "not this ring's TRB");
         assert_eq!(ring.retire(ring.bus_of(7)), None, "the Link TRB belongs to no TD");
+        assert_eq!(ring.index_of(ring.bus_of(7)), Some(7));
+        assert_eq!(ring.index_of(ring.bus_of(8)), None, "one past the segment");
+        assert_eq!(ring.index_of(0x8000_0008), None, "not on a TRB boundary");
+        assert_eq!(ring.index_of(0x7fff_fff0), None, "below the segment");
         assert_eq!(ring.find(c.first_bus), Some(c));
         assert_eq!(ring.retire_all(), 1);
         assert_eq!(ring.free(), 6);
