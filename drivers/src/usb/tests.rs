@@ -482,14 +482,17 @@ fn read_capacity_16_falls_back_to_10() {
 
 #[test]
 fn a_media_error_is_named_and_the_drive_goes_on() {
-    for kind in [DeviceKind::BulkOnly, DeviceKind::Uas { streams_exponent: 4 }] {
+    let uas = DeviceKind::Uas { streams_exponent: 4 };
+    for (speed, kind, port) in
+        [(Speed::Super, DeviceKind::BulkOnly, 1), (Speed::Super, uas, 1), (Speed::High, uas, 5)]
+    {
         let platform = platform();
-        let mut bad = drive(Speed::Super, kind);
+        let mut bad = drive(speed, kind);
         bad.disk.media_errors.push((2048, 8));
-        let sim = SimXhci::new(&platform, SimConfig::default(), vec![(1, bad)]);
+        let sim = SimXhci::new(&platform, SimConfig::default(), vec![(port, bad)]);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
-        let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).expect("attach");
+        let mut device = attach(&shared, port, ProtocolChoice::Auto, &events).expect("attach");
         let buffer = platform.allocate_dma(8192, 4096).unwrap();
         let failed = read_one(&mut device, 7, 2044, 16, buffer);
         let error = failed.result.expect_err("a media error");
@@ -528,6 +531,28 @@ fn a_stalled_data_stage_is_cleared_and_the_status_read() {
     assert_eq!(read_one(&mut device, 2, 10, 8, buffer).result, Ok(()));
     check_pattern(&platform, &buffer, 10, 4096);
     assert!(device.transport_counters().contains("1 STALLs cleared, 0 reset recoveries"));
+    sim.assert_no_violations();
+}
+
+#[test]
+fn a_stalled_status_is_read_once_more() {
+    let platform = platform();
+    let sim =
+        SimXhci::new(&platform, SimConfig::default(), vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))]);
+    let shared = controller(&sim, &platform).unwrap();
+    let mut device = attach(&shared, 1, ProtocolChoice::Auto, &super::DiscardEvents).unwrap();
+    let buffer = platform.allocate_dma(4096, 4096).unwrap();
+    sim.with_device(1, |d| d.faults.stall_next_csw = true);
+    assert_eq!(read_one(&mut device, 1, 10, 8, buffer).result, Ok(()), "the CSW read again after the STALL");
+    check_pattern(&platform, &buffer, 10, 4096);
+    assert_eq!(sim.with_device(1, |d| d.statistics.clear_halts.clone()), vec![0x81]);
+    assert_eq!(sim.with_device(1, |d| d.statistics.bulk_only_resets), 0, "no reset recovery needed");
+    assert_eq!(read_one(&mut device, 2, 20, 8, buffer).result, Ok(()));
+    assert!(
+        device.transport_counters().contains("1 STALLs cleared, 0 reset recoveries"),
+        "{}",
+        device.transport_counters()
+    );
     sim.assert_no_violations();
 }
 

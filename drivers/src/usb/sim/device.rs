@@ -33,6 +33,8 @@ pub enum DeviceKind {
 pub struct Faults {
     /// Bulk-Only: the next data stage is ended with a STALL (CSW status 1 follows).
     pub stall_next_data: bool,
+    /// Bulk-Only: the next CSW read is STALLed once (the CSW comes on the next read).
+    pub stall_next_csw: bool,
     /// Bulk-Only: the next CSW reports a phase error; everything STALLs until a reset.
     pub phase_error_next: bool,
     /// Bulk-Only: the next CSW has a wrong signature.
@@ -475,6 +477,10 @@ impl SimUsbDevice {
                 Transfer::Stall
             }
             BotState::Csw(csw) => {
+                if core::mem::take(&mut self.faults.stall_next_csw) {
+                    self.bot = BotState::Csw(csw);
+                    return self.halt(endpoint);
+                }
                 if max_bytes < 13 {
                     self.violations.push(format!("CSW read of {max_bytes} bytes"));
                 }
