@@ -366,6 +366,11 @@ mod tests {
             assert_eq!(tds[0][pieces - 1].0, placement.last_index);
             assert_eq!(tds[0][0].1.transfer_length(), 512 + round);
             assert_ne!(placement.next_index, 7, "the dequeue after a TD is never the Link TRB");
+            if placement.last_index < placement.first_index {
+                assert_eq!(ring.find(ring.bus_of(7)), None, "a TD across the Link TRB does not own it");
+                assert_eq!(ring.position_in(&placement, ring.bus_of(7)), None);
+                assert_eq!(ring.position_in(&placement, ring.bus_of(0)), Some(7 - placement.first_index));
+            }
             let (retired, older) = ring.retire(ring.bus_of(placement.last_index)).unwrap();
             assert_eq!((retired, older), (placement, 0));
             assert_eq!(ring.free(), 6);
@@ -381,6 +386,8 @@ mod tests {
         inner: ArenaPlatform,
         watched: core::cell::Cell<Option<DmaRegion>>,
         visible_at_clean: core::cell::RefCell<Vec<usize>>,
+        /// Every clean: (CPU address, bytes).
+        cleaned: core::cell::RefCell<Vec<(usize, usize)>>,
     }
 
     impl blockdev::Clock for SpyPlatform {
@@ -401,6 +408,7 @@ mod tests {
             self.inner.allocate_dma(length_bytes, alignment_bytes)
         }
         fn clean_for_device(&self, buffer: &blockdev::DmaBuffer) {
+            self.cleaned.borrow_mut().push((buffer.cpu_address, buffer.length_bytes));
             if let Some(memory) = self.watched.get() {
                 if buffer.length_bytes > TRB_BYTES {
                     let visible = Consumer { dequeue: 0, cycle: true }.run(&memory, 16).len();
@@ -417,6 +425,7 @@ mod tests {
             inner: ArenaPlatform::new(1 << 20),
             watched: core::cell::Cell::new(None),
             visible_at_clean: core::cell::RefCell::new(Vec::new()),
+            cleaned: core::cell::RefCell::new(Vec::new()),
         };
         let memory = region(&platform.inner, 4096);
         platform.watched.set(Some(memory));
@@ -429,6 +438,34 @@ mod tests {
         assert_eq!(tds.len(), 1);
         assert_eq!(tds[0].len(), 3);
         assert_eq!(placement.trb_count, 3);
+    }
+
+    #[test]
+    fn every_trb_written_is_cleaned_for_the_controller_after_it_is_written() {
+        let platform = SpyPlatform {
+            inner: ArenaPlatform::new(1 << 20),
+            watched: core::cell::Cell::new(None),
+            visible_at_clean: core::cell::RefCell::new(Vec::new()),
+            cleaned: core::cell::RefCell::new(Vec::new()),
+        };
+        let memory = region(&platform.inner, 4096);
+        let mut ring = ProducerRing::new(memory, 0x8000_0000, 16);
+        for round in 0..20 {
+            platform.cleaned.borrow_mut().clear();
+            let placement = ring.enqueue_td(&platform, &td(64, 1 + round % 3)).unwrap();
+            let cleaned = platform.cleaned.borrow();
+            let covers = |(address, bytes): &(usize, usize), index: u32| {
+                let trb = memory.buffer().cpu_address + index as usize * TRB_BYTES;
+                *address <= trb && trb + TRB_BYTES <= address + bytes
+            };
+            // Every TRB of the TD (and the Link TRB) is in a clean of the whole TD write...
+            for index in 0..16 {
+                assert!(cleaned.iter().any(|c| covers(c, index)), "TRB {index} never cleaned");
+            }
+            // ...and the last clean covers the first TRB, whose control word is written last.
+            assert!(covers(cleaned.last().unwrap(), placement.first_index), "round {round}");
+            ring.retire(placement.first_bus).unwrap();
+        }
     }
 
     #[test]
