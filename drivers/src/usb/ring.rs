@@ -242,10 +242,6 @@ impl EventRing {
         self.entries
     }
 
-    pub fn bus_base(&self) -> u64 {
-        self.bus_base
-    }
-
     /// The dequeue pointer to write to ERDP.
     pub fn dequeue_bus(&self) -> u64 {
         self.bus_base + u64::from(self.dequeue) * TRB_BYTES as u64
@@ -518,6 +514,7 @@ mod tests {
         let platform = ArenaPlatform::new(1 << 20);
         let memory = region(&platform, 4096);
         let mut ring = EventRing::new(memory, 0x9000_0000, 16);
+        assert_eq!(ring.entries(), 16);
         assert_eq!(ring.pop(&platform), None);
         let mut producer_cycle = true;
         let mut slot = 0u32;
