@@ -185,10 +185,6 @@ impl BotTransport {
         self.statistics
     }
 
-    pub fn busy(&self) -> bool {
-        self.active.is_some()
-    }
-
     /// Queues CBW, data and CSW TDs for `command`; nothing moves until [`Self::kick`].
     pub fn start<R: RegisterIo, P: Platform>(
         &mut self,

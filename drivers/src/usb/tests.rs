@@ -548,12 +548,20 @@ fn a_stalled_status_is_read_once_more() {
     assert_eq!(sim.with_device(1, |d| d.statistics.clear_halts.clone()), vec![0x81]);
     assert_eq!(sim.with_device(1, |d| d.statistics.bulk_only_resets), 0, "no reset recovery needed");
     assert_eq!(read_one(&mut device, 2, 20, 8, buffer).result, Ok(()));
-    assert!(
-        device.transport_counters().contains("1 STALLs cleared, 0 reset recoveries"),
-        "{}",
-        device.transport_counters()
+    // INQUIRY, TEST UNIT READY, READ CAPACITY(16) at bring-up, then the two reads.
+    assert_eq!(
+        device.transport_counters(),
+        "5 commands, 0 REQUEST SENSE, 1 STALLs cleared, 0 reset recoveries"
     );
     sim.assert_no_violations();
+}
+
+/// The wait a timeout message names (`no status after N ms`).
+fn waited_ms(events: &Recorded) -> u64 {
+    let messages = events.messages.borrow();
+    let message = messages.iter().find(|m| m.contains("no status after ")).expect("a timeout message");
+    let after = message.split("no status after ").nth(1).expect("a number");
+    after.split(' ').next().and_then(|n| n.parse().ok()).expect("milliseconds")
 }
 
 #[test]
@@ -602,7 +610,8 @@ fn a_hung_bot_read_times_out_and_recovers() {
     sim.with_device(1, |d| d.faults.hang_reads = 1);
     let failed = read_one(&mut device, 1, 10, 8, buffer);
     assert_eq!(failed.result.unwrap_err().kind, IoErrorKind::Timeout);
-    assert!(events.any("no status after"), "{:?}", events.messages.borrow());
+    let waited = waited_ms(&events);
+    assert!((10_000..10_100).contains(&waited), "the 10 s command timeout, {waited} ms");
     assert_eq!(sim.with_device(1, |d| d.statistics.bulk_only_resets), 1);
     assert_eq!(read_one(&mut device, 2, 10, 8, buffer).result, Ok(()));
     sim.assert_no_violations();
@@ -624,6 +633,8 @@ fn a_hung_uas_command_is_aborted_and_its_tag_used_again() {
     sim.with_device(1, |d| d.faults.hang_reads = 1);
     let failed = read_one(&mut device, 1, 10, 8, buffer);
     assert_eq!(failed.result.unwrap_err().kind, IoErrorKind::Timeout);
+    let waited = waited_ms(&events);
+    assert!((10_000..10_100).contains(&waited), "the 10 s command timeout, {waited} ms");
     let task_management = sim.with_device(1, |d| d.statistics.task_management.clone());
     assert_eq!(task_management.first().map(|t| t.0), Some(super::uas::task_function::ABORT_TASK));
     for tag in 2..40 {
