@@ -427,12 +427,8 @@ impl BotTransport {
         let address = pipe.endpoint.address;
         device.reset_endpoint(hc, dci)?;
         device.set_dequeue(hc, dci, 0, (pipe.ring.bus_of(stalled.next_index), stalled.next_cycle))?;
+        // The CSW read queued next rings bulk IN; nothing else waits on a stalled bulk OUT.
         device.clear_halt(hc, address)?;
-        if dci == self.bulk_in.dci {
-            self.pending_doorbells.1 = true;
-        } else {
-            self.pending_doorbells.0 = true;
-        }
         Ok(())
     }
 

@@ -542,7 +542,7 @@ fn a_stalled_status_is_read_once_more() {
     let shared = controller(&sim, &platform).unwrap();
     let mut device = attach(&shared, 1, ProtocolChoice::Auto, &super::DiscardEvents).unwrap();
     let buffer = platform.allocate_dma(4096, 4096).unwrap();
-    sim.with_device(1, |d| d.faults.stall_next_csw = true);
+    sim.with_device(1, |d| d.faults.stall_csws = 1);
     assert_eq!(read_one(&mut device, 1, 10, 8, buffer).result, Ok(()), "the CSW read again after the STALL");
     check_pattern(&platform, &buffer, 10, 4096);
     assert_eq!(sim.with_device(1, |d| d.statistics.clear_halts.clone()), vec![0x81]);
@@ -562,6 +562,70 @@ fn waited_ms(events: &Recorded) -> u64 {
     let message = messages.iter().find(|m| m.contains("no status after ")).expect("a timeout message");
     let after = message.split("no status after ").nth(1).expect("a number");
     after.split(' ').next().and_then(|n| n.parse().ok()).expect("milliseconds")
+}
+
+#[test]
+fn a_status_stalled_twice_or_a_bus_error_ends_in_reset_recovery() {
+    for fault in ["two CSW stalls", "transaction error"] {
+        let platform = platform();
+        let sim = SimXhci::new(
+            &platform,
+            SimConfig::default(),
+            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
+        );
+        let shared = controller(&sim, &platform).unwrap();
+        let events = Recorded::default();
+        let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.with_device(1, |d| match fault {
+            "two CSW stalls" => d.faults.stall_csws = 2,
+            _ => d.faults.transaction_error_next_data = true,
+        });
+        let error = read_one(&mut device, 1, 10, 8, buffer).result.unwrap_err();
+        let (code, clear_halts, stalls) = match fault {
+            "two CSW stalls" => (6, vec![0x81, 0x81, 0x02], 1),
+            _ => (4, vec![0x81, 0x02], 0),
+        };
+        assert_eq!((error.kind, error.code), (IoErrorKind::Transfer, code), "{fault}");
+        assert_eq!(sim.with_device(1, |d| d.statistics.bulk_only_resets), 1, "{fault}");
+        assert_eq!(sim.with_device(1, |d| d.statistics.clear_halts.clone()), clear_halts, "{fault}");
+        assert_eq!(
+            device.transport_counters(),
+            format!("4 commands, 0 REQUEST SENSE, {stalls} STALLs cleared, 1 reset recoveries"),
+            "{fault}"
+        );
+        assert_eq!(read_one(&mut device, 2, 10, 8, buffer).result, Ok(()), "{fault}");
+        check_pattern(&platform, &buffer, 10, 4096);
+        sim.assert_no_violations();
+    }
+}
+
+#[test]
+fn a_failing_request_sense_still_fails_the_command_by_status() {
+    let platform = platform();
+    let mut bad = drive(Speed::Super, DeviceKind::BulkOnly);
+    bad.disk.media_errors.push((100, 1));
+    let sim = SimXhci::new(&platform, SimConfig::default(), vec![(1, bad)]);
+    let shared = controller(&sim, &platform).unwrap();
+    let events = Recorded::default();
+    let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
+    sim.with_device(1, |d| d.faults.fail_request_sense = true);
+    let buffer = platform.allocate_dma(4096, 4096).unwrap();
+    let error = read_one(&mut device, 1, 96, 8, buffer).result.unwrap_err();
+    assert_eq!((error.kind, error.code), (IoErrorKind::DeviceStatus, 2), "CHECK CONDITION without sense");
+    assert!(
+        events.any("READ(10) of 8 blocks at LBA 96 failed: CHECK CONDITION (0x02)"),
+        "{:?}",
+        events.messages.borrow()
+    );
+    assert_eq!(
+        sim.with_device(1, |d| d.statistics.bulk_only_resets),
+        0,
+        "no reset for a failed REQUEST SENSE"
+    );
+    assert!(device.transport_counters().contains(", 1 REQUEST SENSE, 0 STALLs cleared, 0 reset recoveries"));
+    assert_eq!(read_one(&mut device, 2, 0, 8, buffer).result, Ok(()));
+    sim.assert_no_violations();
 }
 
 #[test]

@@ -227,6 +227,18 @@ mod tests {
     use crate::testing::ArenaPlatform;
 
     #[test]
+    fn only_commands_with_bytes_to_move_have_a_data_stage() {
+        assert!(!ScsiCommand::without_data(Cdb::test_unit_ready()).has_data());
+        assert!(!ScsiCommand::reading(Cdb::inquiry(0), 0x1000, 0).has_data(), "allocation length 0");
+        assert!(ScsiCommand::reading(Cdb::inquiry(36), 0x1000, 36).has_data());
+        let odd = ScsiCommand {
+            direction: DataDirection::None,
+            ..ScsiCommand::reading(Cdb::read_10(0, 1), 0, 512)
+        };
+        assert!(!odd.has_data(), "no direction, no data stage");
+    }
+
+    #[test]
     fn transferred_bytes_count_whole_trbs_before_the_short_one() {
         let platform = ArenaPlatform::new(1 << 20);
         let memory = platform.allocate_dma(8192, 4096).unwrap();

@@ -33,8 +33,12 @@ pub enum DeviceKind {
 pub struct Faults {
     /// Bulk-Only: the next data stage is ended with a STALL (CSW status 1 follows).
     pub stall_next_data: bool,
-    /// Bulk-Only: the next CSW read is STALLed once (the CSW comes on the next read).
-    pub stall_next_csw: bool,
+    /// Bulk-Only: this many CSW reads are STALLed (the CSW comes on the read after them).
+    pub stall_csws: u32,
+    /// Bulk-Only: the next data-in ends in a USB transaction error (a bus error, not a STALL).
+    pub transaction_error_next_data: bool,
+    /// Bulk-Only: REQUEST SENSE itself fails (CSW status 1).
+    pub fail_request_sense: bool,
     /// Bulk-Only: the next CSW reports a phase error; everything STALLs until a reset.
     pub phase_error_next: bool,
     /// Bulk-Only: the next CSW has a wrong signature.
@@ -55,6 +59,8 @@ pub enum Transfer {
     /// Completed; for IN the bytes sent (maybe fewer than asked: a short packet).
     Done(Vec<u8>),
     Stall,
+    /// The transaction failed on the bus (the controller retries, then halts the endpoint).
+    TransactionError,
     /// NAK: nothing yet, try later.
     NotReady,
 }
@@ -446,7 +452,11 @@ impl SimUsbDevice {
             self.bot = BotState::Hung;
             return Transfer::Done(Vec::new());
         }
-        let answer = self.disk.execute(&cdb, expected);
+        let mut answer = self.disk.execute(&cdb, expected);
+        if cdb.first() == Some(&0x03) && self.faults.fail_request_sense {
+            answer.data.clear();
+            answer.status = 2;
+        }
         let residue = expected - answer.data.len().min(expected as usize) as u32;
         let status = u8::from(answer.status != 0);
         let csw = self.csw(tag, residue, status);
@@ -477,7 +487,8 @@ impl SimUsbDevice {
                 Transfer::Stall
             }
             BotState::Csw(csw) => {
-                if core::mem::take(&mut self.faults.stall_next_csw) {
+                if self.faults.stall_csws > 0 {
+                    self.faults.stall_csws -= 1;
                     self.bot = BotState::Csw(csw);
                     return self.halt(endpoint);
                 }
@@ -490,6 +501,10 @@ impl SimUsbDevice {
                 Transfer::Done(csw.to_vec())
             }
             BotState::DataIn { data, expected, sent, mut csw } => {
+                if core::mem::take(&mut self.faults.transaction_error_next_data) {
+                    self.bot = BotState::DataIn { data, expected, sent, csw };
+                    return Transfer::TransactionError;
+                }
                 if core::mem::take(&mut self.faults.stall_next_data) {
                     csw[12] = 1;
                     self.disk.pending_sense = Some({

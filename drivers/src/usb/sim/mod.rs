@@ -1251,7 +1251,9 @@ impl State {
             }
             Some((transferred, code)) => {
                 self.statistics.transfer_tds += 1;
-                if code == CompletionCode::STALL_ERROR {
+                // A STALL, or a transaction error after the retries of CErr, halts the endpoint
+                // at the failed TD (§4.10.2).
+                if code == CompletionCode::STALL_ERROR || code == CompletionCode::USB_TRANSACTION_ERROR {
                     if let Some(endpoint) = self.slots.get_mut(&slot).and_then(|s| s.endpoints.get_mut(&dci))
                     {
                         endpoint.state = EP_HALTED;
@@ -1382,6 +1384,7 @@ impl State {
         match transfer {
             Transfer::NotReady => None,
             Transfer::Stall => Some((0, CompletionCode::STALL_ERROR)),
+            Transfer::TransactionError => Some((0, CompletionCode::USB_TRANSACTION_ERROR)),
             Transfer::Done(bytes) if address & 0x80 != 0 => {
                 let mut offset = 0;
                 for (_, trb) in trbs {
