@@ -48,8 +48,6 @@ pub mod flags {
     pub const IOC: u32 = 1 << 5;
     /// Immediate Data (Setup Stage).
     pub const IDT: u32 = 1 << 6;
-    /// Address Device: Block Set Address Request; Configure Endpoint: Deconfigure.
-    pub const BSR: u32 = 1 << 9;
     /// Data/Status Stage direction: 1 = IN.
     pub const DIRECTION_IN: u32 = 1 << 16;
 }
