@@ -16,5 +16,5 @@ pub mod platform;
 pub mod sdhci;
 pub mod usb;
 
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

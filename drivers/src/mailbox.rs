@@ -1,6 +1,7 @@
-//! The VideoCore mailbox property interface (channel 8): board revision, memory split, clock
-//! rates, power, the firmware's copy of the command line (docs/hardware.md §4.6, after circle's
-//! `bcmmailbox.cpp`/`bcmpropertytags.h` and the Raspberry Pi firmware wiki's tag list).
+//! The VideoCore mailbox property interface (channel 8): board revision, firmware revision,
+//! memory split, clock rates (and raising the ARM clock to its maximum), power, the firmware's
+//! copy of the command line (docs/hardware.md §4.6, after circle's `bcmmailbox.cpp`,
+//! `bcmpropertytags.h`, `cputhrottle.cpp` and the Raspberry Pi firmware wiki's tag list).
 
 use crate::barrier;
 use crate::mmio::RegisterIo;
@@ -25,16 +26,18 @@ const TAG_RESPONSE_BIT: u32 = 0x8000_0000;
 
 /// Property tags used by the kernel (docs/hardware.md §4.6; docs/qemu.md §1 for what QEMU answers).
 pub mod tags {
+    pub const GET_FIRMWARE_REVISION: u32 = 0x0000_0001;
     pub const GET_BOARD_REVISION: u32 = 0x0001_0002;
     pub const GET_ARM_MEMORY: u32 = 0x0001_0005;
     pub const SET_POWER_STATE: u32 = 0x0002_8001;
     pub const GET_CLOCK_RATE: u32 = 0x0003_0002;
+    pub const GET_MAX_CLOCK_RATE: u32 = 0x0003_0004;
+    /// {clock id, rate in Hz, skip setting turbo}; answers {clock id, rate set}.
+    pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
-    pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
-    /// Reload the VL805 USB 3 controller's firmware after a PCIe reset; the request word is
-    /// the function's bus << 20 | device << 15 | function << 12 (Linux
-    /// `drivers/reset/reset-raspberrypi.c`, docs/usb-storage.md §7).
+    /// Reload the VL805's firmware after a PCIe reset (docs/pcie-brcmstb.md §8).
     pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
+    pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
 }
 
 /// Clock identifiers for GET_CLOCK_RATE (docs/hardware.md §2.2).
@@ -181,6 +184,99 @@ impl<R: RegisterIo> Mailbox<R> {
     }
 }
 
+/// Something that answers property tags one at a time: the kernel's firmware, or a test double.
+pub trait PropertyTags {
+    /// Sends `tag` with `request` and room for `response.len()` answer words; returns how many
+    /// answer words the firmware wrote into `response`.
+    fn call_tag(&self, tag: u32, request: &[u32], response: &mut [u32]) -> Result<usize, MailboxError>;
+}
+
+/// A clock's rate from GET_CLOCK_RATE or GET_MAX_CLOCK_RATE: the answer is {clock id, Hz}, and a
+/// rate of 0 means the clock does not exist.
+pub fn clock_rate_hz(firmware: &impl PropertyTags, tag: u32, clock_id: u32) -> Result<u32, MailboxError> {
+    let mut answer = [0u32; 2];
+    match firmware.call_tag(tag, &[clock_id], &mut answer)? {
+        2.. if answer[1] > 0 => Ok(answer[1]),
+        _ => Err(MailboxError::TagNotAnswered { tag }),
+    }
+}
+
+/// SET_CLOCK_RATE with turbo settings applied (skip-turbo 0, as circle's `CCPUThrottle` does for
+/// its maximum); the firmware answers the rate it set.
+pub fn set_clock_rate(
+    firmware: &impl PropertyTags,
+    clock_id: u32,
+    rate_hz: u32,
+) -> Result<u32, MailboxError> {
+    let mut answer = [0u32; 2];
+    match firmware.call_tag(tags::SET_CLOCK_RATE, &[clock_id, rate_hz, 0], &mut answer)? {
+        2.. if answer[1] > 0 => Ok(answer[1]),
+        _ => Err(MailboxError::TagNotAnswered { tag: tags::SET_CLOCK_RATE }),
+    }
+}
+
+/// How long a clock change takes to settle before it is read back (Linux
+/// `bcm2835-cpufreq.c` transition latency, as circle's `cputhrottle.cpp` uses it).
+pub const CLOCK_TRANSITION_US: u64 = 355;
+
+/// The ARM clock after asking the firmware to run it at its maximum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuClock {
+    /// The rate read back after the change.
+    pub current_hz: Result<u32, MailboxError>,
+    pub max_hz: Result<u32, MailboxError>,
+    /// The SET_CLOCK_RATE outcome; `None` when the maximum was unknown and nothing was set.
+    pub raised: Option<Result<u32, MailboxError>>,
+}
+
+impl CpuClock {
+    /// The firmware leaves the ARM at its low clock until an OS raises it; this raises it to the
+    /// maximum (GET_MAX_CLOCK_RATE, SET_CLOCK_RATE, clock 3), waits `settle`, and reads it back.
+    pub fn raise_to_maximum(firmware: &impl PropertyTags, settle: impl FnOnce()) -> CpuClock {
+        let max_hz = clock_rate_hz(firmware, tags::GET_MAX_CLOCK_RATE, clocks::ARM);
+        let raised = max_hz.as_ref().ok().map(|max| set_clock_rate(firmware, clocks::ARM, *max));
+        if matches!(raised, Some(Ok(_))) {
+            settle();
+        }
+        let current_hz = clock_rate_hz(firmware, tags::GET_CLOCK_RATE, clocks::ARM);
+        CpuClock { current_hz, max_hz, raised }
+    }
+}
+
+/// `cpu clock 1500 MHz (max 1500 MHz)`, naming whatever is unknown and why.
+impl fmt::Display for CpuClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.current_hz {
+            Ok(hz) => write!(f, "cpu clock {} MHz", hz / 1_000_000)?,
+            Err(error) => write!(f, "cpu clock unknown ({error})")?,
+        }
+        match self.max_hz {
+            Ok(hz) => write!(f, " (max {} MHz", hz / 1_000_000)?,
+            Err(error) => return write!(f, " (max unknown: {error}; not raised)"),
+        }
+        match (self.raised, self.current_hz, self.max_hz) {
+            (Some(Err(error)), _, _) => write!(f, "; raising it failed: {error})"),
+            (_, Ok(current), Ok(max)) if current < max => write!(f, "; the firmware kept it lower)"),
+            _ => write!(f, ")"),
+        }
+    }
+}
+
+/// QEMU's model of the firmware answers GET_FIRMWARE_REVISION with this fixed number (QEMU
+/// `hw/misc/bcm2835_property.c`); the real firmware answers its build time in Unix seconds.
+pub const QEMU_FIRMWARE_REVISION: u32 = 346_337;
+
+/// The firmware's answer to GET_FIRMWARE_REVISION.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirmwareRevision(pub u32);
+
+impl FirmwareRevision {
+    /// Whether this is QEMU's raspi machine rather than a Pi (docs/qemu.md §8).
+    pub fn is_qemu_model(self) -> bool {
+        self.0 == QEMU_FIRMWARE_REVISION
+    }
+}
+
 /// The revision code's fields (Raspberry Pi documentation, "Raspberry Pi revision codes", new
 /// style with bit 23 set).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,8 +343,10 @@ impl BoardRevision {
 mod tests {
     extern crate std;
     use super::*;
+    use blockdev::testing::SteppingClock;
     use core::cell::{Cell, RefCell};
     use std::collections::VecDeque;
+    use std::string::ToString;
 
     #[test]
     fn qemu_board_revisions_decode() {
@@ -289,15 +387,98 @@ mod tests {
         );
     }
 
-    struct FakeClock(Cell<u64>);
-    impl Clock for FakeClock {
-        fn now_ticks(&self) -> u64 {
-            self.0.set(self.0.get() + 1_000);
-            self.0.get()
+    /// A firmware that answers clock tags like QEMU's model (`set_echoes`: SET_CLOCK_RATE
+    /// leaves the request in the buffer) or like a Pi's (the ARM runs at `current` until set).
+    struct FakeFirmware {
+        max_hz: Option<u32>,
+        current_hz: Cell<u32>,
+        set_answers: bool,
+        calls: RefCell<std::vec::Vec<(u32, std::vec::Vec<u32>)>>,
+    }
+    impl PropertyTags for FakeFirmware {
+        fn call_tag(&self, tag: u32, request: &[u32], response: &mut [u32]) -> Result<usize, MailboxError> {
+            self.calls.borrow_mut().push((tag, request.to_vec()));
+            let answer = match tag {
+                tags::GET_MAX_CLOCK_RATE => self.max_hz.map(|hz| [request[0], hz]),
+                tags::GET_CLOCK_RATE => Some([request[0], self.current_hz.get()]),
+                tags::SET_CLOCK_RATE if self.set_answers => {
+                    self.current_hz.set(request[1]);
+                    Some([request[0], request[1]])
+                }
+                _ => None,
+            };
+            let answer = answer.ok_or(MailboxError::TagNotAnswered { tag })?;
+            response[..2].copy_from_slice(&answer);
+            Ok(2)
         }
-        fn ticks_per_second(&self) -> u64 {
-            1_000_000_000
-        }
+    }
+
+    fn fake(max_hz: Option<u32>, current_hz: u32, set_answers: bool) -> FakeFirmware {
+        FakeFirmware { max_hz, current_hz: Cell::new(current_hz), set_answers, calls: RefCell::default() }
+    }
+
+    #[test]
+    fn the_arm_clock_is_raised_to_the_maximum_and_read_back() {
+        // A Pi 4 whose firmware left the ARM at 600 MHz.
+        let firmware = fake(Some(1_500_000_000), 600_000_000, true);
+        let settled = Cell::new(false);
+        let clock = CpuClock::raise_to_maximum(&firmware, || settled.set(true));
+        assert_eq!(clock.current_hz, Ok(1_500_000_000));
+        assert_eq!(clock.max_hz, Ok(1_500_000_000));
+        assert!(settled.get());
+        assert_eq!(clock.to_string(), "cpu clock 1500 MHz (max 1500 MHz)");
+        let calls = firmware.calls.borrow();
+        assert_eq!(calls[0], (tags::GET_MAX_CLOCK_RATE, std::vec![clocks::ARM]));
+        assert_eq!(calls[1], (tags::SET_CLOCK_RATE, std::vec![clocks::ARM, 1_500_000_000, 0]));
+        assert_eq!(calls[2], (tags::GET_CLOCK_RATE, std::vec![clocks::ARM]));
+    }
+
+    #[test]
+    fn what_the_firmware_does_not_answer_is_named() {
+        // QEMU answers 700 MHz for everything and does not implement SET (it echoes).
+        let qemu = fake(Some(700_000_000), 700_000_000, true);
+        assert_eq!(CpuClock::raise_to_maximum(&qemu, || {}).to_string(), "cpu clock 700 MHz (max 700 MHz)");
+        let no_max = fake(None, 600_000_000, true);
+        let clock = CpuClock::raise_to_maximum(&no_max, || panic!("nothing was set"));
+        assert_eq!(clock.raised, None);
+        assert_eq!(
+            clock.to_string(),
+            "cpu clock 600 MHz (max unknown: firmware did not answer tag 0x00030004; not raised)"
+        );
+        let refused = fake(Some(1_800_000_000), 600_000_000, false);
+        assert_eq!(
+            CpuClock::raise_to_maximum(&refused, || {}).to_string(),
+            "cpu clock 600 MHz (max 1800 MHz; raising it failed: firmware did not answer tag 0x00038002)"
+        );
+        let kept_lower =
+            FakeFirmware { current_hz: Cell::new(1_000_000_000), ..fake(Some(1_800_000_000), 0, false) };
+        let clock = CpuClock {
+            current_hz: clock_rate_hz(&kept_lower, tags::GET_CLOCK_RATE, clocks::ARM),
+            max_hz: Ok(1_800_000_000),
+            raised: Some(Ok(1_800_000_000)),
+        };
+        assert_eq!(clock.to_string(), "cpu clock 1000 MHz (max 1800 MHz; the firmware kept it lower)");
+        let silent = CpuClock {
+            current_hz: Err(MailboxError::ReadTimeout { status: 0x4000_0000 }),
+            max_hz: Err(MailboxError::ReadTimeout { status: 0x4000_0000 }),
+            raised: None,
+        };
+        assert!(silent.to_string().starts_with("cpu clock unknown (no mailbox answer"), "{silent}");
+        // A rate of 0 means no such clock, for GET and for SET.
+        let zero = fake(Some(0), 0, true);
+        assert!(clock_rate_hz(&zero, tags::GET_MAX_CLOCK_RATE, clocks::ARM).is_err());
+        assert_eq!(
+            set_clock_rate(&zero, clocks::ARM, 0),
+            Err(MailboxError::TagNotAnswered { tag: tags::SET_CLOCK_RATE })
+        );
+        assert_eq!(set_clock_rate(&qemu, clocks::ARM, 1), Ok(1));
+    }
+
+    #[test]
+    fn qemus_firmware_model_is_recognised_by_its_revision() {
+        // QEMU answers 346337 (0x548e1); a real firmware its build time, e.g. 2023-10-17.
+        assert!(FirmwareRevision(0x0005_48e1).is_qemu_model());
+        assert!(!FirmwareRevision(1_697_544_000).is_qemu_model());
     }
 
     /// A mailbox that answers every write after `delay_reads` status reads.
@@ -334,7 +515,7 @@ mod tests {
 
     #[test]
     fn call_skips_stale_answers_and_times_out_without_one() {
-        let clock = FakeClock(Cell::new(0));
+        let clock = SteppingClock::new(1_000_000_000, 1_000);
         let mailbox = Mailbox::new(FakeMailbox {
             answers: RefCell::new(VecDeque::from([0x1234_5678])),
             answer_after_reads: Cell::new(0),

@@ -3,6 +3,8 @@
 //! is one, refines it (memory, model, device addresses); without one this table is the map.
 
 use boot::cpu::CoreModel;
+use drivers::pci::brcmstb::Soc;
+use drivers::pci::{HostWindows, Window};
 use drivers::platform::BusTranslation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +41,78 @@ pub enum SdHostKind {
     Bcm2712Sdhci,
 }
 
+/// How an SD host's DMA sees RAM (docs/hardware.md §2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdDma {
+    /// The same on every board of the family.
+    Fixed(BusTranslation),
+    /// BCM2711 EMMC2: depends on the SoC stepping. The firmware writes it into the device tree's
+    /// `emmc2bus` `dma-ranges`; without that the board revision decides (`sd_dma`).
+    Bcm2711Emmc2,
+}
+
+/// Whether a host of the table may be probed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Always,
+    /// Only under QEMU, which wires a card to it. BCM2711's legacy Arasan does not reach the SD
+    /// slot of a Pi 4 / 400 / CM4, whose GPIO 48-53 are the Ethernet RGMII lines (docs/hardware.md
+    /// §2.1, §7): routing them to the Arasan would take the Ethernet PHY's pins.
+    QemuOnly,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SdHost {
     pub kind: SdHostKind,
     pub base: u64,
-    /// How this host's DMA sees RAM (docs/hardware.md §2.4).
+    pub dma: SdDma,
+    pub presence: Presence,
+}
+
+impl SdHost {
+    /// Whether this host may be probed on this machine (`qemu`: the firmware is QEMU's model).
+    pub fn may_probe(&self, qemu: bool) -> bool {
+        match self.presence {
+            Presence::Always => true,
+            Presence::QemuOnly => qemu,
+        }
+    }
+}
+
+/// The PSCI conduit, i.e. which exception level answers PSCI calls (Arm DEN0022 §5.2: SMC for
+/// firmware at EL3, HVC for a hypervisor at EL2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PsciConduit {
+    Hvc,
+    Smc,
+}
+
+/// BCM2712's bridge reset: a line of the SoC reset controller, and the RESCAL block in pcie1's
+/// page (docs/hardware.md §1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BridgeReset {
+    pub controller: u64,
+    pub line: u32,
+    pub rescal: u64,
+}
+
+/// The Broadcom STB PCIe root complex the kernel brings up, as the board's device tree describes
+/// it (docs/hardware.md §1.4); a device tree that has the node overrides the windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcieHost {
+    /// The device tree label: `pcie0` (BCM2711), `pcie1` (BCM2712's external connector).
+    pub name: &'static str,
+    pub compatible: &'static str,
+    pub soc: Soc,
+    pub base: u64,
+    pub bridge_reset: Option<BridgeReset>,
+    /// Outbound windows (`ranges`).
+    pub windows: HostWindows,
+    /// How devices see memory (`dma-ranges`).
     pub dma: BusTranslation,
+    /// The link generation when neither the command line nor the device tree (`max-link-speed`)
+    /// says.
+    pub default_gen: u8,
 }
 
 /// A physical address range.
@@ -86,6 +154,11 @@ pub struct BoardProfile {
     pub dma_limit: u64,
     /// RAM the kernel must not use below its image (firmware stubs, spin tables, TF-A).
     pub low_reserved_bytes: u64,
+    /// The PSCI conduit when the device tree names none: TF-A at EL3 on the Pi 5 (docs/hardware.md
+    /// §4.3), QEMU virt's HVC; `None` where the firmware has no PSCI (Pi 3/4 spin tables).
+    pub default_psci: Option<PsciConduit>,
+    /// The PCIe root complex brought up for NVMe (QEMU virt's generic host comes from its tree).
+    pub pcie: Option<PcieHost>,
     /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
     /// armstub spin slots of Pi 3/4 (docs/hardware.md §4.1, docs/qemu.md §1). Empty where cores are held by
     /// PSCI (Pi 5, QEMU virt).
@@ -97,9 +170,11 @@ const ONE_GIB: u64 = 1 << 30;
 /// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (docs/hardware.md §2.4, §4.6).
 pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation =
     BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: ONE_GIB };
-/// BCM2711 EMMC2 on the B0 stepping (the safe default when the device tree does not say):
-/// bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
+/// BCM2711 EMMC2 on the B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
 pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
+/// BCM2711 EMMC2 on the C0 stepping: bus = CPU below the peripherals, 0xFC00_0000 bytes
+/// (docs/hardware.md §1.4).
+pub const EMMC2_C0_DMA: BusTranslation = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0xfc00_0000 };
 
 pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     family: BoardFamily::RaspberryPi3,
@@ -113,10 +188,17 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     mailbox: Some(0x3f00_b880),
     gpio: Some(0x3f20_0000),
     system_timer: Some(0x3f00_3000),
-    sd_hosts: &[SdHost { kind: SdHostKind::ArasanEmmc, base: 0x3f30_0000, dma: VIDEOCORE_UNCACHED_ALIAS }],
+    sd_hosts: &[SdHost {
+        kind: SdHostKind::ArasanEmmc,
+        base: 0x3f30_0000,
+        dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+        presence: Presence::Always,
+    }],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    default_psci: None,
+    pcie: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -135,12 +217,43 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     gpio: Some(0xfe20_0000),
     system_timer: Some(0xfe00_3000),
     sd_hosts: &[
-        SdHost { kind: SdHostKind::Bcm2711Emmc2, base: 0xfe34_0000, dma: EMMC2_B0_DMA },
-        SdHost { kind: SdHostKind::ArasanEmmc, base: 0xfe30_0000, dma: VIDEOCORE_UNCACHED_ALIAS },
+        SdHost {
+            kind: SdHostKind::Bcm2711Emmc2,
+            base: 0xfe34_0000,
+            dma: SdDma::Bcm2711Emmc2,
+            presence: Presence::Always,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0xfe30_0000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::QemuOnly,
+        },
     ],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
+    default_psci: None,
+    pcie: Some(PcieHost {
+        name: "pcie0",
+        compatible: "brcm,bcm2711-pcie",
+        soc: Soc::Bcm2711,
+        base: 0xfd50_0000,
+        bridge_reset: None,
+        // Upstream bcm2711.dtsi: 64 MiB at PCI 0xF800_0000; memory at PCI 0 for the first 3 GiB
+        // (the B0 stepping's limit; C0 firmware rewrites dma-ranges: docs/hardware.md §1.4).
+        windows: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x6_0000_0000,
+                pci_base: 0xf800_0000,
+                size_bytes: 64 << 20,
+                prefetchable: false,
+            }),
+            memory64: None,
+        },
+        dma: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * ONE_GIB },
+        default_gen: 2,
+    }),
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -162,12 +275,40 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     sd_hosts: &[SdHost {
         kind: SdHostKind::Bcm2712Sdhci,
         base: 0x10_00ff_f000,
-        dma: BusTranslation::IDENTITY,
+        dma: SdDma::Fixed(BusTranslation::IDENTITY),
+        presence: Presence::Always,
     }],
     default_ram: Span::new(0, 0x3f80_0000),
     dma_limit: u64::MAX,
     // TF-A BL31 sits at 0x1000-0x80000 (docs/hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
+    default_psci: Some(PsciConduit::Smc),
+    pcie: Some(PcieHost {
+        name: "pcie1",
+        compatible: "brcm,bcm2712-pcie",
+        soc: Soc::Bcm2712,
+        base: 0x10_0011_0000,
+        // Never pcie2 (0x10_0012_0000, line 44): it carries RP1 (docs/pcie-brcmstb.md §7).
+        bridge_reset: Some(BridgeReset { controller: 0x10_0150_4318, line: 43, rescal: 0x10_0011_9500 }),
+        // bcm2712.dtsi: ~4 GiB at PCI 0, 12 GiB prefetchable at PCI 0x4_0000_0000; memory at
+        // PCI 0x10_0000_0000 (docs/hardware.md §1.4).
+        windows: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x1b_0000_0000,
+                pci_base: 0,
+                size_bytes: 0xffff_fffc,
+                prefetchable: false,
+            }),
+            memory64: Some(Window {
+                cpu_base: 0x18_0000_0000,
+                pci_base: 0x4_0000_0000,
+                size_bytes: 12 * ONE_GIB,
+                prefetchable: true,
+            }),
+        },
+        dma: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * ONE_GIB },
+        default_gen: 2,
+    }),
     spin_table: &[],
 };
 
@@ -208,6 +349,8 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     default_ram: Span::new(0x4000_0000, 0x2000_0000),
     dma_limit: u64::MAX,
     low_reserved_bytes: 0,
+    default_psci: Some(PsciConduit::Hvc),
+    pcie: None,
     spin_table: &[],
 };
 
@@ -239,6 +382,31 @@ pub fn family_from_core(core: CoreModel) -> Option<BoardFamily> {
         CoreModel::CortexA72 => Some(BoardFamily::RaspberryPi4),
         CoreModel::CortexA76 => Some(BoardFamily::RaspberryPi5),
         CoreModel::CortexA57 => None,
+    }
+}
+
+/// The PSCI conduit `exit=psci` uses, and a note when the device tree's choice was overruled:
+/// the tree's `method` when it names one; but a kernel that entered at EL2 has no hypervisor
+/// above it, so an HVC would trap into its own EL2 and hang, and SMC is used instead; with no
+/// `method`, the board's default. `Err` when the board has no PSCI at all.
+pub fn choose_psci_conduit(
+    profile: &BoardProfile,
+    tree_method: Option<&str>,
+    entry_level: u64,
+) -> Result<(PsciConduit, Option<&'static str>), &'static str> {
+    let owns_el2 = entry_level >= 2;
+    match tree_method {
+        Some("smc") => Ok((PsciConduit::Smc, None)),
+        Some("hvc") if owns_el2 => Ok((
+            PsciConduit::Smc,
+            Some("the device tree names HVC, but the kernel entered at EL2 where nothing answers it: using SMC"),
+        )),
+        Some("hvc") => Ok((PsciConduit::Hvc, None)),
+        _ => match profile.default_psci {
+            Some(PsciConduit::Hvc) if owns_el2 => Ok((PsciConduit::Smc, None)),
+            Some(conduit) => Ok((conduit, None)),
+            None => Err("this board's firmware has no PSCI (cores wait in spin tables)"),
+        },
     }
 }
 
@@ -281,6 +449,30 @@ mod tests {
     }
 
     #[test]
+    fn pcie_registers_and_windows_lie_in_device_spans() {
+        for profile in [&RASPBERRY_PI_4, &RASPBERRY_PI_5] {
+            let host = profile.pcie.expect("a root complex");
+            let mut ranges = std::vec![(host.base, 0x9310)];
+            if let Some(reset) = host.bridge_reset {
+                ranges.push((reset.controller, 0x30));
+                ranges.push((reset.rescal, 0x10));
+                assert_eq!(reset.line, 43, "pcie1's line; 44 is pcie2 (RP1)");
+            }
+            for window in [host.windows.memory32, host.windows.memory64].into_iter().flatten() {
+                ranges.push((window.cpu_base, window.size_bytes));
+            }
+            for (base, bytes) in ranges {
+                assert!(
+                    profile.device_spans.iter().any(|s| base >= s.base && base + bytes <= s.end()),
+                    "{}: {base:#x}+{bytes:#x} not in a device span (BARs must be device memory)",
+                    profile.name
+                );
+            }
+        }
+        assert!(RASPBERRY_PI_3.pcie.is_none() && QEMU_VIRT.pcie.is_none());
+    }
+
+    #[test]
     fn compatibles_and_cores_pick_families() {
         assert_eq!(family_from_compatible("brcm,bcm2711"), Some(BoardFamily::RaspberryPi4));
         assert_eq!(family_from_compatible("raspberrypi,5-model-b"), Some(BoardFamily::RaspberryPi5));
@@ -296,7 +488,42 @@ mod tests {
             );
         }
         assert_eq!(RP1_DMA.to_bus(0x8_0000, 4096), Ok(0x10_0008_0000));
-        // The Pi 4 SD slot (EMMC2) is named first (issue: "on a Pi 4 the EMMC2 slot comes first").
+        // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
+    }
+
+    #[test]
+    fn the_pi4_legacy_arasan_is_probed_only_under_qemu() {
+        let arasan = RASPBERRY_PI_4.sd_hosts[1];
+        assert_eq!(arasan.kind, SdHostKind::ArasanEmmc);
+        assert!(arasan.may_probe(true));
+        assert!(!arasan.may_probe(false), "GPIO 48-53 are the Pi 4's Ethernet lines");
+        assert!(RASPBERRY_PI_4.sd_hosts[0].may_probe(false));
+        // The Pi 3's Arasan is its SD slot.
+        assert!(RASPBERRY_PI_3.sd_hosts[0].may_probe(false));
+        assert_eq!(RASPBERRY_PI_4.sd_hosts[0].dma, SdDma::Bcm2711Emmc2);
+    }
+
+    #[test]
+    fn psci_goes_where_the_firmware_answers() {
+        let pi5 = &RASPBERRY_PI_5;
+        // The Pi 5 firmware's TF-A: SMC, named by the tree or not; the Pi 5 starts at EL2.
+        assert_eq!(choose_psci_conduit(pi5, None, 2), Ok((PsciConduit::Smc, None)));
+        assert_eq!(choose_psci_conduit(pi5, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
+        let (conduit, note) = choose_psci_conduit(pi5, Some("hvc"), 2).unwrap();
+        assert_eq!(conduit, PsciConduit::Smc);
+        assert!(note.unwrap().contains("entered at EL2"));
+        // A tree naming HVC for a kernel at EL1 is believed (a hypervisor is above it).
+        assert_eq!(choose_psci_conduit(pi5, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&RASPBERRY_PI_4, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        // QEMU virt: HVC at EL1, SMC with virtualization=on (the kernel owns EL2).
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, Some("hvc"), 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, None, 1), Ok((PsciConduit::Hvc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, None, 2), Ok((PsciConduit::Smc, None)));
+        assert_eq!(choose_psci_conduit(&QEMU_VIRT, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
+        // Pi 3/4: spin tables, no PSCI unless a tree says otherwise.
+        assert!(choose_psci_conduit(&RASPBERRY_PI_4, None, 2).is_err());
+        assert!(choose_psci_conduit(&RASPBERRY_PI_3, Some("bogus"), 2).is_err());
+        assert_eq!(choose_psci_conduit(&RASPBERRY_PI_4, Some("smc"), 2), Ok((PsciConduit::Smc, None)));
     }
 }

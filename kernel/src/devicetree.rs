@@ -305,6 +305,25 @@ impl<'a> DeviceTree<'a> {
     /// Visits every node depth-first with its reg translated to CPU addresses. `visit` returns
     /// false to stop the walk.
     pub fn walk(&self, mut visit: impl FnMut(&DeviceNode<'a>) -> bool) {
+        self.walk_with_frames(|node, _| visit(node));
+    }
+
+    /// `address` in the space `node`'s own `reg` uses (its parent's children; also the parent
+    /// side of its `ranges`), translated through the ancestors' `ranges` to a CPU address.
+    pub fn to_cpu_address(&self, node: &DeviceNode<'a>, address: u64) -> Option<u64> {
+        let mut translated = None;
+        self.walk_with_frames(|candidate, frames| {
+            if candidate.offset != node.offset {
+                return true;
+            }
+            translated = translate(frames, address);
+            false
+        });
+        translated
+    }
+
+    /// [`DeviceTree::walk`], also handing the visitor the frames that translate the node's `reg`.
+    fn walk_with_frames(&self, mut visit: impl FnMut(&DeviceNode<'a>, &[Frame<'a>]) -> bool) {
         let mut frames = [Frame::default(); MAX_DEPTH + 1];
         // The root's parent: the spec's defaults are 2 address cells and 1 size cell.
         frames[0] = Frame { address_cells: 2, size_cells: 1, ranges: Some(&[]) };
@@ -350,7 +369,7 @@ impl<'a> DeviceTree<'a> {
                         first_reg,
                         compatible,
                     };
-                    if !visit(&node) {
+                    if !visit(&node, &frames[..depth]) {
                         return;
                     }
                 }
@@ -402,6 +421,21 @@ impl<'a> DeviceTree<'a> {
                     return false;
                 }
             }
+            true
+        });
+        found
+    }
+
+    /// The node that contains `node` (`None` for the root).
+    pub fn parent_of(&self, node: &DeviceNode<'a>) -> Option<DeviceNode<'a>> {
+        let mut ancestors: [Option<DeviceNode<'a>>; MAX_DEPTH + 1] = [None; MAX_DEPTH + 1];
+        let mut found = None;
+        self.walk(|visited| {
+            if visited.offset == node.offset {
+                found = ancestors[visited.depth - 1];
+                return false;
+            }
+            ancestors[visited.depth] = Some(*visited);
             true
         });
         found
@@ -580,7 +614,28 @@ pub mod builder {
         }
     }
 
-    /// A tree shaped like a Pi 4's (soc ranges 0x7e00_0000 -> 0xfe00_0000, EMMC2 behind emmc2bus).
+    /// `emmc2bus` `dma-ranges` as a C0 board's firmware writes it: bus = CPU for 0xFC00_0000
+    /// bytes (2 child cells, 2 parent cells, 1 size cell; docs/hardware.md §1.4).
+    pub const EMMC2_C0_DMA_RANGES: [u8; 20] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xfc, 0, 0, 0];
+
+    /// A copy of `blob` with the value of `property` of the node at `path` replaced by `value`
+    /// of the same length (as a firmware edits a tree in place); `None` when the tree, node or
+    /// property is missing or the lengths differ.
+    pub fn with_property_value(blob: &[u8], path: &str, property: &str, value: &[u8]) -> Option<Vec<u8>> {
+        let tree = super::DeviceTree::parse(blob).ok()?;
+        let node = tree.find_path(path)?;
+        let old = tree.property(node.offset, property)?;
+        if old.len() != value.len() {
+            return None;
+        }
+        let start = old.as_ptr() as usize - blob.as_ptr() as usize;
+        let mut edited = blob.to_vec();
+        edited[start..start + value.len()].copy_from_slice(value);
+        Some(edited)
+    }
+
+    /// A tree shaped like a Pi 4's (soc ranges 0x7e00_0000 -> 0xfe00_0000, EMMC2 behind emmc2bus
+    /// with the B0 `dma-ranges` the upstream tree ships).
     pub fn pi4_like(bootargs: &str) -> Vec<u8> {
         let mut b = Builder::new();
         b.begin("")
@@ -604,7 +659,8 @@ pub mod builder {
             .strings("compatible", &["simple-bus"])
             .cells("#address-cells", &[2])
             .cells("#size-cells", &[1])
-            .cells("ranges", &[0, 0x7e00_0000, 0, 0xfe00_0000, 0x0180_0000]);
+            .cells("ranges", &[0, 0x7e00_0000, 0, 0xfe00_0000, 0x0180_0000])
+            .cells("dma-ranges", &[0, 0xc000_0000, 0, 0, 0x4000_0000]);
         b.begin("mmc@7e340000")
             .strings("compatible", &["brcm,bcm2711-emmc2"])
             .cells("reg", &[0, 0x7e34_0000, 0x100])
@@ -640,6 +696,41 @@ mod tests {
         assert!(tree.find_path("/soc/serial@7e201000").is_some());
         assert!(tree.find_path("/soc/nothing").is_none());
         assert!(tree.find_path("/serial@7e201000").is_none());
+    }
+
+    #[test]
+    fn parents_are_found_and_properties_edited_in_place() {
+        use super::builder::{with_property_value, EMMC2_C0_DMA_RANGES};
+        let blob = pi4_like("x");
+        let tree = DeviceTree::parse(&blob).unwrap();
+        let emmc2 = tree.find_compatible(&["brcm,bcm2711-emmc2"]).unwrap();
+        let bus = tree.parent_of(&emmc2).unwrap();
+        assert_eq!(bus.name, "emmc2bus");
+        assert_eq!((bus.address_cells, bus.parent_address_cells, bus.size_cells), (2, 2, 1));
+        assert_eq!(tree.parent_of(&bus).unwrap().name, "");
+        assert!(tree.parent_of(&tree.root().unwrap()).is_none());
+        let edited = with_property_value(&blob, "/emmc2bus", "dma-ranges", &EMMC2_C0_DMA_RANGES).unwrap();
+        assert_eq!(edited.len(), blob.len());
+        let tree = DeviceTree::parse(&edited).unwrap();
+        let bus = tree.find_path("/emmc2bus").unwrap();
+        assert_eq!(tree.property(bus.offset, "dma-ranges"), Some(&EMMC2_C0_DMA_RANGES[..]));
+        assert_eq!(tree.string_property(tree.find_path("/chosen").unwrap().offset, "bootargs"), Some("x"));
+        // A value of another length, or a missing node, is refused.
+        assert!(with_property_value(&blob, "/emmc2bus", "dma-ranges", &[0; 4]).is_none());
+        assert!(with_property_value(&blob, "/nothing", "dma-ranges", &EMMC2_C0_DMA_RANGES).is_none());
+    }
+
+    #[test]
+    fn addresses_in_a_nodes_space_translate_to_the_cpus() {
+        let blob = pi4_like("x");
+        let tree = DeviceTree::parse(&blob).unwrap();
+        let uart = tree.find_compatible(&["arm,pl011"]).unwrap();
+        assert_eq!(tree.to_cpu_address(&uart, 0x7e20_1000), Some(0xfe20_1000));
+        assert_eq!(tree.to_cpu_address(&uart, 0x7c00_0000), None);
+        let root = tree.root().unwrap();
+        let chosen = tree.find_path("/chosen").unwrap();
+        assert_eq!(tree.to_cpu_address(&chosen, 0x1234), Some(0x1234), "root children: CPU space");
+        assert_eq!(tree.to_cpu_address(&root, 0x10), Some(0x10));
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct BoardInfo {
     pub command_line: heapless::String<COMMAND_LINE_BYTES>,
     pub core_count: u32,
     pub board_revision: Option<u32>,
+    /// The VideoCore firmware's GET_FIRMWARE_REVISION answer.
+    pub firmware_revision: Option<u32>,
     pub device_tree: Option<DeviceTree<'static>>,
     pub warnings: heapless::Vec<Warning, MAX_WARNINGS>,
 }
@@ -68,6 +70,7 @@ impl BoardInfo {
             command_line: heapless::String::new(),
             core_count: profile.core_count,
             board_revision: None,
+            firmware_revision: None,
             device_tree: None,
             warnings: heapless::Vec::new(),
         };
@@ -92,6 +95,12 @@ impl BoardInfo {
 
     pub fn total_memory_bytes(&self) -> u64 {
         self.memory.iter().map(|bank| bank.size_bytes).sum()
+    }
+
+    /// Whether the firmware is QEMU's model (a raspi machine), not a Pi's.
+    pub fn is_qemu(&self) -> bool {
+        self.firmware_revision
+            .is_some_and(|revision| drivers::mailbox::FirmwareRevision(revision).is_qemu_model())
     }
 
     /// The device tree's span in memory, when there is one.
@@ -206,6 +215,7 @@ pub fn from_core(main_id: MainId, source: ConfigSource) -> Result<BoardInfo, Unk
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::board::RASPBERRY_PI_5;
     use crate::devicetree::builder::{pi4_like, Builder};
 
     fn leak(blob: std::vec::Vec<u8>) -> &'static [u8] {
@@ -265,6 +275,18 @@ mod tests {
         assert_eq!(info.command_line.as_str(), "runs=1");
         assert_eq!(info.total_memory_bytes(), 0x3c00_0000);
         assert!(from_core(MainId(0x410f_d070), ConfigSource::Firmware).is_err());
+        // A Pi 5 without a device tree (a D0 board whose tree is not on the card): the
+        // Cortex-A76 picks the Pi 5 table, which holds for C1 and D0 alike.
+        let pi5 = from_core(MainId(0x414f_d0b1), ConfigSource::Firmware).unwrap();
+        assert_eq!(pi5.profile.family, BoardFamily::RaspberryPi5);
+        assert_eq!(pi5.memory.as_slice(), &[RASPBERRY_PI_5.default_ram]);
+        // QEMU's firmware model is known by its fixed revision (docs/qemu.md §8).
+        let mut info = from_core(MainId(0x410f_d083), ConfigSource::Firmware).unwrap();
+        assert!(!info.is_qemu());
+        info.firmware_revision = Some(346_337);
+        assert!(info.is_qemu());
+        info.firmware_revision = Some(1_697_544_000);
+        assert!(!info.is_qemu());
         let long = "x".repeat(COMMAND_LINE_BYTES + 10);
         let mut info = from_core(MainId(0x410f_d0b1), ConfigSource::Firmware).unwrap();
         info.set_command_line(&long);

@@ -1,4 +1,4 @@
-//! Where the heap and the DMA pool go, and the regions the MMU maps (docs/architecture.md: identity map, RAM
+//! Where the heap and the DMA pool go, and the regions the MMU maps (docs/architecture.md "Memory": identity map, RAM
 //! normal write-back, a DMA pool normal non-cacheable, devices nGnRE). Pure arithmetic, tested on
 //! the host; `runtime` applies it.
 

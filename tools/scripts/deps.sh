@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Machine set-up for barebench, idempotent: the Rust target and components the build needs, and
 # qemu-system-aarch64 >= 9.0 (10.x from Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
-# Also the host tools the tests use (dosfstools, mtools) when asked with --test-tools.
+# Also the host tools the tests use (dosfstools, mtools, llvm, losetup) when asked with --test-tools.
+#
+# System packages are installed only on Debian 12 (bookworm), the system this was written for:
+# there it adds a bookworm-backports APT source when none is configured and installs with apt-get.
+# On any other system it changes nothing outside the Rust toolchain: it lists exactly what is
+# missing and stops (exit status 1), so that the user installs it with their own package manager.
+# BAREBENCH_OS_RELEASE names another os-release file (for tests; default /etc/os-release).
 set -euo pipefail
 
 want_test_tools=0
@@ -10,10 +16,13 @@ want_test_tools=0
 log() { printf 'deps: %s\n' "$*" >&2; }
 
 # rust-toolchain.toml pins 1.95.0. A machine whose stable toolchain *is* 1.95.0 but which has no
-# toolchain of that name gets a link (rustup cannot download here; only package registries are
-# reachable), so that cargo and rustup work inside the repository.
+# toolchain of that name gets a link (rustup may not reach its download server where only package
+# registries are reachable), so that cargo and rustup work inside the repository.
+# Lists are read whole before grep -q looks at them: with pipefail, `rustup ... | grep -q` fails
+# at random when grep exits at the first match and rustup then dies of SIGPIPE.
 pinned=$(sed -n 's/^channel = "\(.*\)"/\1/p' "$(dirname "$0")/../../rust-toolchain.toml")
-if ! RUSTUP_TOOLCHAIN=stable rustup toolchain list | grep -q "^${pinned}"; then
+toolchains=$(RUSTUP_TOOLCHAIN=stable rustup toolchain list)
+if ! grep -q "^${pinned}" <<<"$toolchains"; then
   stable_version=$(RUSTUP_TOOLCHAIN=stable rustc --version | cut -d' ' -f2)
   if [ "$stable_version" = "$pinned" ]; then
     log "linking toolchain ${pinned} to the installed stable ${stable_version}"
@@ -24,21 +33,80 @@ if ! RUSTUP_TOOLCHAIN=stable rustup toolchain list | grep -q "^${pinned}"; then
   fi
 fi
 # Components and targets go into the stable directory when 1.95.0 is a link to it.
-if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-none; then
+installed_targets=$(rustup target list --installed 2>/dev/null || true)
+if ! grep -qx aarch64-unknown-none <<<"$installed_targets"; then
   log "adding Rust target aarch64-unknown-none"
   rustup target add aarch64-unknown-none 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add aarch64-unknown-none
 fi
+installed_components=$(rustup component list --installed 2>/dev/null || true)
 for component in clippy rustfmt; do
-  if ! rustup component list --installed 2>/dev/null | grep -q "^${component}"; then
+  if ! grep -q "^${component}" <<<"$installed_components"; then
     log "adding Rust component ${component}"
     rustup component add "${component}" 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup component add "${component}" || log "could not add ${component} (optional)"
   fi
 done
 
-qemu_major() {
-  command -v qemu-system-aarch64 >/dev/null 2>&1 || { echo 0; return; }
-  qemu-system-aarch64 --version | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p' | head -n1
+# The first line of `qemu-system-aarch64 --version`, or "none".
+qemu_version_line() {
+  local text=""
+  command -v qemu-system-aarch64 >/dev/null 2>&1 && text=$(qemu-system-aarch64 --version 2>/dev/null || true)
+  [ -n "$text" ] || text=none
+  printf '%s\n' "${text%%$'\n'*}"
 }
+
+qemu_major() {
+  local major
+  major=$(sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p' <<<"$(qemu_version_line)")
+  echo "${major:-0}"
+}
+
+# "debian 12" on Debian bookworm; the values of ID and VERSION_ID from os-release(5).
+os_release_file=${BAREBENCH_OS_RELEASE:-/etc/os-release}
+os_id=""
+os_version=""
+if [ -r "$os_release_file" ]; then
+  os_id=$(sed -n 's/^ID="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$os_release_file" | head -n1)
+  os_version=$(sed -n 's/^VERSION_ID="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$os_release_file" | head -n1)
+fi
+is_debian_12=0
+[ "$os_id" = "debian" ] && [ "$os_version" = "12" ] && is_debian_12=1
+
+# What is missing, as "what it is (Debian package)" lines, and the Debian packages to install.
+missing=()
+debian_packages=()
+qemu_from_backports=0
+if [ "$(qemu_major)" -lt 9 ]; then
+  missing+=("qemu-system-aarch64 >= 9.0, found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
+  qemu_from_backports=1
+fi
+if [ "$want_test_tools" -eq 1 ]; then
+  if ! command -v fsck.fat >/dev/null 2>&1; then
+    missing+=("fsck.fat (package dosfstools)")
+    debian_packages+=(dosfstools)
+  fi
+  if ! command -v mdir >/dev/null 2>&1; then
+    missing+=("mdir (package mtools)")
+    debian_packages+=(mtools)
+  fi
+  if ! command -v llvm-objcopy >/dev/null 2>&1; then
+    missing+=("llvm-objcopy (package llvm)")
+    debian_packages+=(llvm)
+  fi
+  # The card-writing test attaches a loop device; losetup is in /usr/sbin, off a user's PATH.
+  if ! command -v losetup >/dev/null 2>&1 && [ ! -x /usr/sbin/losetup ] && [ ! -x /sbin/losetup ]; then
+    missing+=("losetup (package mount; util-linux on other systems)")
+    debian_packages+=(mount)
+  fi
+fi
+
+if [ "${#missing[@]}" -gt 0 ] && [ "$is_debian_12" -eq 0 ]; then
+  log "this is not Debian 12 (${os_release_file}: ID=${os_id:-?} VERSION_ID=${os_version:-?}), so nothing is installed;"
+  log "install these with your package manager, then run make again:"
+  for item in "${missing[@]}"; do
+    log "  - ${item}"
+  done
+  exit 1
+fi
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -50,7 +118,7 @@ apt_update_once() {
   fi
 }
 
-if [ "$(qemu_major)" -lt 9 ]; then
+if [ "$qemu_from_backports" -eq 1 ]; then
   log "installing qemu-system-arm from bookworm-backports (need qemu-system-aarch64 >= 9.0)"
   backports_file=/etc/apt/sources.list.d/barebench-backports.sources
   if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
@@ -71,15 +139,9 @@ SRC
   fi
 fi
 
-if [ "$want_test_tools" -eq 1 ]; then
-  missing=()
-  command -v fsck.fat >/dev/null 2>&1 || missing+=(dosfstools)
-  command -v mdir >/dev/null 2>&1 || missing+=(mtools)
-  command -v llvm-objcopy >/dev/null 2>&1 || missing+=(llvm)
-  if [ "${#missing[@]}" -gt 0 ]; then
-    log "installing test tools: ${missing[*]}"
-    apt_update_once
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
-  fi
+if [ "${#debian_packages[@]}" -gt 0 ]; then
+  log "installing test tools: ${debian_packages[*]}"
+  apt_update_once
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${debian_packages[@]}" >&2
 fi
-log "ready: $(qemu-system-aarch64 --version | head -n1); rustc $(rustc --version | cut -d' ' -f2)"
+log "ready: $(qemu_version_line); rustc $(rustc --version | cut -d' ' -f2)"

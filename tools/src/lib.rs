@@ -1,4 +1,4 @@
-//! barebench host library: SD card image, QEMU runs, serial capture, reports (docs/architecture.md "tools/").
+//! barebench host library: SD card image, QEMU runs, serial capture, reports (docs/architecture.md "Layout").
 
 pub mod disk;
 pub mod image;

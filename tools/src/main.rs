@@ -1,5 +1,5 @@
 //! `barebench`: the host CLI — SD card image, QEMU runs, serial capture and reports
-//! (docs/architecture.md "Layout", tools/; the issue "host tool barebench").
+//! (docs/architecture.md "Layout"; the subcommands and their flags in tools/README.md).
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use tools::disk::{format_size, parse_size_bytes, DiskSpec};
 use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{FirmwareSource, ImageRequest};
-use tools::qemu::{Machine, QemuError, QemuRun};
+use tools::qemu::{Machine, QemuError, QemuRun, DEFAULT_MACHINE, DEFAULT_VIRT_CPU, DEFAULT_VIRT_MEMORY};
 use tools::serial::{self, CaptureEnd};
 
 /// Exit status for a run stopped by --timeout (the habit of timeout(1)).
@@ -92,7 +92,8 @@ struct ImageArgs {
 
 #[derive(Args)]
 struct QemuArgs {
-    #[arg(long, value_enum, default_value = "raspi3b")]
+    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b or raspi4b.
+    #[arg(long, value_enum, default_value_t = DEFAULT_MACHINE)]
     machine: Machine,
     /// Kernel image [default: build/kernel8.img for raspi*, build/kernel-virt.img for virt].
     #[arg(long)]
@@ -109,20 +110,21 @@ struct QemuArgs {
     /// Extra properties of the nvme device, e.g. mdts=9 (repeatable).
     #[arg(long = "nvme-opts", value_name = "PROP=VALUE")]
     nvme_options: Vec<String>,
-    /// aio backend of the NVMe drive.
-    #[arg(long, default_value = "io_uring")]
-    nvme_aio: String,
+    /// aio backend of the NVMe drive (QEMU's aio=) [default: io_uring, or threads with a message
+    /// where this host refuses io_uring].
+    #[arg(long, value_name = "BACKEND")]
+    nvme_aio: Option<String>,
     /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     usb: Option<DiskSpec>,
     /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     uas: Option<DiskSpec>,
-    /// CPU model for virt.
-    #[arg(long, default_value = "cortex-a53")]
+    /// CPU model for virt (the raspi machines have their own fixed CPUs).
+    #[arg(long, default_value = DEFAULT_VIRT_CPU)]
     cpu: String,
-    /// RAM for virt.
-    #[arg(long, default_value = "1G")]
+    /// RAM for virt (the raspi machines have their own fixed sizes).
+    #[arg(long, default_value = DEFAULT_VIRT_MEMORY)]
     memory: String,
     /// Serial log [default: build/qemu-<machine>.log].
     #[arg(long)]
@@ -133,6 +135,11 @@ struct QemuArgs {
     /// Kill QEMU after this many seconds (exit status 124).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Count instructions exactly: adds `-icount shift=0` (one instruction = 1 ns of virtual
+    /// time), so the kernel's CPU cost per I/O has instruction counts; times then measure the
+    /// guest's instructions, not the host's speed.
+    #[arg(long)]
+    icount: bool,
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
@@ -151,6 +158,7 @@ struct QemuArgs {
 struct SerialArgs {
     /// The serial port, e.g. /dev/ttyUSB0 (USB-UART) or /dev/ttyACM0 (Raspberry Pi Debug Probe).
     port: String,
+    /// Line speed in baud (8N1, no flow control), as the kernel's console uses.
     #[arg(long, default_value_t = serial::DEFAULT_BAUD)]
     baud: u32,
     /// Where to save the console.
@@ -283,7 +291,10 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     run.emmc2 = args.emmc2.clone();
     run.nvme = args.nvme.clone();
     run.nvme_options = args.nvme_options.clone();
-    run.nvme_aio = args.nvme_aio.clone();
+    if let Some(backend) = &args.nvme_aio {
+        run.nvme_aio = backend.clone();
+        run.nvme_aio_note = None;
+    }
     run.usb = args.usb.clone();
     run.uas = args.uas.clone();
     run.virt_cpu = args.cpu.clone();
@@ -294,6 +305,7 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.log_path = log.clone();
     }
     run.timeout = args.timeout.map(Duration::from_secs);
+    run.icount = args.icount;
     run.qemu_binary = args.qemu.clone();
     run.show_progress = true;
     eprintln!(
@@ -412,5 +424,42 @@ fn main() -> ExitCode {
             eprintln!("barebench: error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn qemu_runs_virt_with_the_default_cpu_unless_told_otherwise() {
+        let Command::Qemu(args) = Cli::parse_from(["barebench", "qemu"]).command else { panic!("not qemu") };
+        assert_eq!(args.machine, Machine::Virt);
+        assert_eq!(args.cpu, "cortex-a72");
+        assert_eq!(args.memory, "1G");
+        assert_eq!(args.nvme_aio, None);
+        let Command::Qemu(args) =
+            Cli::parse_from(["barebench", "qemu", "--machine", "raspi4b", "--nvme-aio", "native"]).command
+        else {
+            panic!("not qemu")
+        };
+        assert_eq!(args.machine, Machine::Raspi4b);
+        assert_eq!(args.nvme_aio.as_deref(), Some("native"));
+    }
+
+    #[test]
+    fn every_flag_and_argument_has_a_help_text() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        for subcommand in cli.get_subcommands() {
+            for argument in subcommand.get_arguments() {
+                let id = argument.get_id().as_str();
+                if id != "help" && id != "version" && argument.get_help().is_none() {
+                    missing.push(format!("barebench {} {id}", subcommand.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help text: {missing:?}");
     }
 }

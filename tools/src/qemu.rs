@@ -8,11 +8,25 @@ use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::disk::{format_size, DiskContent, DiskError, DiskSpec};
+
+/// The machine `barebench qemu` runs when none is named: the one `make qemu` uses, the only one
+/// with NVMe.
+pub const DEFAULT_MACHINE: Machine = Machine::Virt;
+/// The virt CPU when none is named (virt needs one: its default is 32-bit): the Pi 4's core, as
+/// QEMU's raspi4b has it (docs/qemu.md §1), and what the end-to-end tests run.
+pub const DEFAULT_VIRT_CPU: &str = "cortex-a72";
+/// virt RAM when none is named (raspi RAM sizes are fixed by QEMU).
+pub const DEFAULT_VIRT_MEMORY: &str = "1G";
+/// The NVMe drive's `aio=` backend where the host allows it: the lowest, steadiest completion
+/// latency (docs/qemu.md §3).
+pub const PREFERRED_NVME_AIO: &str = "io_uring";
+/// The backend where io_uring is not available (QEMU's default thread pool).
+pub const FALLBACK_NVME_AIO: &str = "threads";
 
 /// The QEMU machines barebench runs on (docs/qemu.md §1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,6 +84,59 @@ pub enum QemuError {
     Wait { source: io::Error },
     #[error("QEMU did not finish within {timeout_s} s and was killed; serial log so far in {}", log_path.display())]
     TimedOut { timeout_s: u64, log_path: PathBuf, log_text: String },
+}
+
+/// The `aio=` backend of the NVMe drive on this host, and why it is not the preferred one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmeAio {
+    pub backend: &'static str,
+    /// Why io_uring cannot be used here (`None` when it is the backend).
+    pub fallback_reason: Option<String>,
+}
+
+impl NvmeAio {
+    /// io_uring when `probe` (creating an io_uring instance) succeeded, else the thread pool with
+    /// the reason.
+    pub fn choose(probe: io::Result<()>) -> NvmeAio {
+        match probe {
+            Ok(()) => NvmeAio { backend: PREFERRED_NVME_AIO, fallback_reason: None },
+            Err(error) => NvmeAio { backend: FALLBACK_NVME_AIO, fallback_reason: Some(error.to_string()) },
+        }
+    }
+
+    /// The message for a run that falls back, naming the cause and the cost (docs/qemu.md §7).
+    pub fn note(&self) -> Option<String> {
+        self.fallback_reason.as_ref().map(|reason| {
+            format!(
+                "io_uring is not available here (io_uring_setup: {reason}; container runtimes' default \
+                 seccomp profiles refuse it); the NVMe drive uses aio={}, whose completions are slower \
+                 and noisier (docs/qemu.md §3, §7)",
+                self.backend
+            )
+        })
+    }
+}
+
+/// The NVMe backend for this host, probed once per process.
+pub fn host_nvme_aio() -> &'static NvmeAio {
+    static CHOICE: OnceLock<NvmeAio> = OnceLock::new();
+    CHOICE.get_or_init(|| NvmeAio::choose(probe_io_uring()))
+}
+
+/// Creates and closes a one-entry io_uring instance: the system call QEMU's `aio=io_uring` needs
+/// first, and the one a seccomp profile or `kernel.io_uring_disabled` refuses (io_uring_setup(2)).
+fn probe_io_uring() -> io::Result<()> {
+    // `struct io_uring_params` (include/uapi/linux/io_uring.h): 120 bytes, all zero on input.
+    let mut params = [0u64; 15];
+    // SAFETY: io_uring_setup reads and writes one `struct io_uring_params`, which `params` holds
+    // (120 bytes, 8-byte aligned); it touches no other memory of this process.
+    let descriptor = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+    if descriptor < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `descriptor` was just returned by io_uring_setup and is owned by nothing else.
+    unsafe { libc::close(descriptor as libc::c_int) };
+    Ok(())
 }
 
 /// The result of a QEMU run that ended by itself.
@@ -149,12 +216,15 @@ pub struct QemuRun {
     pub nvme: Option<DiskSpec>,
     /// Extra `nvme` device properties, e.g. `mdts=9`.
     pub nvme_options: Vec<String>,
-    /// `aio=` of the NVMe drive (docs/qemu.md §3: io_uring gives the lowest, steadiest latency).
+    /// `aio=` of the NVMe drive (docs/qemu.md §3: io_uring gives the lowest, steadiest latency;
+    /// [`host_nvme_aio`] picks it where the host allows).
     pub nvme_aio: String,
     /// USB drive on the Bulk-Only transport (virt only: `qemu-xhci` + `usb-storage`).
     pub usb: Option<DiskSpec>,
     /// USB drive on UAS (virt only: `qemu-xhci` + `usb-uas` + `scsi-hd`).
     pub uas: Option<DiskSpec>,
+    /// Printed when the run has an NVMe drive: why `nvme_aio` is not io_uring.
+    pub nvme_aio_note: Option<String>,
     /// CPU model for virt (mandatory there: the default is 32-bit).
     pub virt_cpu: String,
     /// RAM for virt (raspi RAM sizes are fixed by QEMU).
@@ -167,14 +237,19 @@ pub struct QemuRun {
     pub log_path: PathBuf,
     /// Kill QEMU after this long.
     pub timeout: Option<Duration>,
+    /// `-icount shift=0`: exact instruction counting (QEMU implements the PMU's INST_RETIRED
+    /// event only in this mode; docs/qemu.md §5).
+    pub icount: bool,
     pub qemu_binary: PathBuf,
     /// Show a progress bar while pattern images are written.
     pub show_progress: bool,
 }
 
 impl QemuRun {
-    /// A run with the defaults: `make`'s kernel image, no disks, log in build/qemu-<machine>.log.
+    /// A run with the defaults: `make`'s kernel image, no disks, log in build/qemu-<machine>.log,
+    /// the NVMe backend this host allows.
     pub fn new(machine: Machine) -> Self {
+        let aio = host_nvme_aio();
         QemuRun {
             machine,
             kernel: machine.default_kernel(),
@@ -183,15 +258,17 @@ impl QemuRun {
             emmc2: None,
             nvme: None,
             nvme_options: Vec::new(),
-            nvme_aio: "io_uring".to_string(),
+            nvme_aio: aio.backend.to_string(),
+            nvme_aio_note: aio.note(),
             usb: None,
             uas: None,
-            virt_cpu: "cortex-a53".to_string(),
-            virt_memory: "1G".to_string(),
+            virt_cpu: DEFAULT_VIRT_CPU.to_string(),
+            virt_memory: DEFAULT_VIRT_MEMORY.to_string(),
             extra_args: Vec::new(),
             workdir: PathBuf::from("build"),
             log_path: PathBuf::from(format!("build/qemu-{}.log", machine.qemu_name())),
             timeout: None,
+            icount: false,
             qemu_binary: PathBuf::from("qemu-system-aarch64"),
             show_progress: false,
         }
@@ -266,6 +343,26 @@ impl QemuRun {
         Ok(planned)
     }
 
+    /// What the user should know about these disks before the run: sizes rounded up, and an NVMe
+    /// drive without io_uring.
+    pub fn notes(&self, disks: &[PlannedDisk]) -> Vec<String> {
+        let mut notes = Vec::new();
+        for disk in disks {
+            if let Some(requested) = disk.requested_size_bytes {
+                notes.push(format!(
+                    "{} size {} is not a power of two (QEMU refuses such SD cards); using {}",
+                    disk.role.name(),
+                    format_size(requested),
+                    format_size(disk.spec.size_bytes)
+                ));
+            }
+            if let (DiskRole::Nvme, Some(note)) = (disk.role, &self.nvme_aio_note) {
+                notes.push(note.clone());
+            }
+        }
+        notes
+    }
+
     /// The QEMU arguments for this run and these disks (docs/qemu.md §0).
     pub fn command_args(&self, disks: &[PlannedDisk]) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
@@ -288,6 +385,10 @@ impl QemuRun {
         push("-serial");
         push("stdio");
         push("-semihosting");
+        if self.icount {
+            push("-icount");
+            push("shift=0");
+        }
         push("-append");
         push(&self.effective_append());
         let mut args_with_paths = args;
@@ -360,15 +461,10 @@ impl QemuRun {
             return Err(QemuError::KernelMissing { path: self.kernel.clone() });
         }
         let disks = self.plan_disks()?;
+        for note in self.notes(&disks) {
+            eprintln!("barebench: {note}");
+        }
         for disk in &disks {
-            if let Some(requested) = disk.requested_size_bytes {
-                eprintln!(
-                    "barebench: {} size {} is not a power of two (QEMU refuses such SD cards); using {}",
-                    disk.role.name(),
-                    format_size(requested),
-                    format_size(disk.spec.size_bytes)
-                );
-            }
             create_disk_image(disk, self.show_progress)?;
         }
         let log_error = |source| QemuError::Log { path: self.log_path.clone(), source };
@@ -586,13 +682,21 @@ mod tests {
         let run = QemuRun::new(Machine::Virt);
         let args = args_text(&run);
         assert!(follows(&args, "-M", "virt"));
-        assert!(follows(&args, "-cpu", "cortex-a53"));
+        assert!(follows(&args, "-cpu", "cortex-a72"));
         assert!(follows(&args, "-m", "1G"));
         assert!(follows(&args, "-nic", "none"));
         assert!(follows(&args, "-kernel", "build/kernel-virt.img"));
         assert!(follows(&args, "-serial", "stdio"));
         assert!(follows(&args, "-display", "none"));
         assert!(args.contains(&"-semihosting".to_string()));
+    }
+
+    #[test]
+    fn icount_asks_for_exact_instruction_counting() {
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        assert!(!args_text(&run).contains(&"-icount".to_string()));
+        run.icount = true;
+        assert!(follows(&args_text(&run), "-icount", "shift=0"));
     }
 
     #[test]
@@ -644,6 +748,7 @@ mod tests {
         let mut run = QemuRun::new(Machine::Virt);
         run.nvme = Some("100M".parse().unwrap());
         run.nvme_options = vec!["mdts=9".to_string()];
+        run.nvme_aio = PREFERRED_NVME_AIO.to_string();
         run.sd = Some("64M".parse().unwrap());
         run.extra_args = vec!["-d".to_string(), "guest_errors".to_string()];
         let args = args_text(&run);
@@ -692,6 +797,60 @@ mod tests {
         let mut raspi = QemuRun::new(Machine::Raspi4b);
         raspi.uas = Some("64M".parse().unwrap());
         assert!(matches!(raspi.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "USB drive", .. })));
+    }
+
+    #[test]
+    fn the_default_machine_is_virt_with_one_default_cpu() {
+        assert_eq!(DEFAULT_MACHINE, Machine::Virt);
+        let run = QemuRun::new(DEFAULT_MACHINE);
+        assert_eq!(run.virt_cpu, "cortex-a72");
+        assert_eq!(run.virt_memory, "1G");
+        assert_eq!(run.kernel, PathBuf::from("build/kernel-virt.img"));
+    }
+
+    #[test]
+    fn io_uring_is_preferred_and_a_refused_probe_falls_back_to_threads_with_the_reason() {
+        let allowed = NvmeAio::choose(Ok(()));
+        assert_eq!(allowed.backend, "io_uring");
+        assert_eq!(allowed.note(), None);
+        // What a container's default seccomp profile answers (EPERM).
+        let refused = NvmeAio::choose(Err(io::Error::from_raw_os_error(libc::EPERM)));
+        assert_eq!(refused.backend, "threads");
+        let note = refused.note().unwrap();
+        assert!(note.contains("io_uring_setup: Operation not permitted"), "{note}");
+        assert!(note.contains("the NVMe drive uses aio=threads"), "{note}");
+    }
+
+    #[test]
+    fn the_nvme_drive_uses_the_chosen_backend_and_its_note_comes_with_nvme_only() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.nvme_aio = FALLBACK_NVME_AIO.to_string();
+        run.nvme_aio_note = NvmeAio::choose(Err(io::Error::from_raw_os_error(libc::EPERM))).note();
+        run.sd = Some("64M".parse().unwrap());
+        let sd_only = run.plan_disks().unwrap();
+        assert!(run.notes(&sd_only).is_empty());
+        run.nvme = Some("16M".parse().unwrap());
+        let disks = run.plan_disks().unwrap();
+        let notes = run.notes(&disks);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("aio=threads"), "{notes:?}");
+        let args: Vec<String> =
+            run.command_args(&disks).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(
+            args.iter().any(|arg| arg.starts_with("if=none,id=nv,") && arg.ends_with(",aio=threads")),
+            "{args:?}"
+        );
+    }
+
+    #[test]
+    fn sd_size_notes_name_the_rounding() {
+        let mut run = QemuRun::new(Machine::Raspi3b);
+        run.sd = Some("300M:zeros".parse().unwrap());
+        let notes = run.notes(&run.plan_disks().unwrap());
+        assert_eq!(
+            notes,
+            ["sd size 300 MiB is not a power of two (QEMU refuses such SD cards); using 512 MiB"]
+        );
     }
 
     #[test]

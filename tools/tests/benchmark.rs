@@ -6,7 +6,7 @@
 mod qemu_harness;
 
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioReport};
-use qemu_harness::{Machine, Run, TestImage};
+use qemu_harness::{nvme_aio, Machine, Run, TestImage};
 
 const SHORT: &str =
     "jobs=randread:4k:1,read:64k:4 ramp=100ms runtime=400ms runs=2 offset=0 size=8m progress=off";
@@ -84,6 +84,15 @@ fn raspi4b_emmc2_benchmark_prints_tables_and_fio_json() {
     check_report(&report, "sd0");
     let board = report.barebench.as_ref().and_then(|b| b.board.clone()).unwrap_or_default();
     assert!(board.contains("Raspberry Pi 4"), "{board}");
+    // The ARM clock the run was timed at, as the firmware (here QEMU's model) reported it.
+    let json = extract_json_from_log(&run.output).unwrap();
+    for field in [
+        "\"cpu_clock\" : \"cpu clock 700 MHz (max 700 MHz)\"",
+        "\"cpu_clock_hz\" : \"700000000\"",
+        "\"cpu_max_clock_hz\" : \"700000000\"",
+    ] {
+        assert!(json.contains(field), "{field} missing in:\n{json}");
+    }
 }
 
 #[test]
@@ -94,7 +103,7 @@ fn virt_nvme_and_sd_alternate_and_are_compared() {
         .append(&format!("exit=semihosting {SHORT}"))
         .args(&["-drive", &format!("if=none,id=sdc,{}", sd.drive())])
         .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
-        .args(&["-drive", &format!("if=none,id=nv,{},aio=io_uring", nvme.drive())])
+        .args(&["-drive", &format!("if=none,id=nv,{},aio={}", nvme.drive(), nvme_aio())])
         .args(&["-device", "nvme,drive=nv,serial=bench-pair"])
         .go();
     run.assert_status(0);

@@ -50,8 +50,11 @@ fn virt_exit_status_zero_is_passed_on() {
     assert_eq!(outcome.log_text, "hello from exit kernel\n");
 }
 
+/// QEMU starts with the NVMe and sdhci-pci devices and the images `QemuRun` made for them (the
+/// exit kernel never touches the devices: the kernel's reads are checked in nvme.rs, sd.rs and
+/// benchmark.rs).
 #[test]
-fn virt_with_nvme_and_sd_boots() {
+fn virt_starts_with_nvme_and_sd_disks_and_their_images_are_made() {
     let (dir, mut run) = exit_kernel_run(Machine::Virt, b"ok\n", 5);
     run.sd = Some("40M:zeros".parse().unwrap());
     run.nvme = Some("16M".parse().unwrap());

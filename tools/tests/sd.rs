@@ -1,5 +1,7 @@
 //! End-to-end: SD cards under QEMU. raspi3b's Arasan SDHCI (SDSC image, PIO), raspi4b's
-//! EMMC2 and legacy Arasan together, and `sdhci-pci` on virt (SDHC image, ADMA2 and forced PIO).
+//! EMMC2 and legacy Arasan together, raspi4b booted with Debian's Pi 4 device tree as shipped
+//! (B0 `dma-ranges`) and as a C0 board's firmware edits it, and `sdhci-pci` on virt (SDHC image,
+//! ADMA2 and forced PIO).
 //! Images are sparse files of a power-of-two size with the test pattern written where the tests
 //! read (start, end, pseudo-random places); the kernel's `crc=` results are compared with CRCs
 //! the host computes from the image file (crc32fast), and `verify=` checks every byte.
@@ -25,9 +27,9 @@ fn ranges(blocks: u64, seed: u64) -> Vec<(u64, u64)> {
     ranges
 }
 
-/// `crc=` for every range on `device`, `verify=` for the first `verified` ones. QEMU's raspi
-/// machines pass the command line in ATAGS, and the kernel currently sees an empty line when it
-/// is longer than about 500 bytes, so the lists stay short.
+/// `crc=` for every range on `device`, `verify=` for the first `verified` ones. The line may be
+/// long: on raspi the kernel reads it from the mailbox when QEMU's ATAGS copy is cut short
+/// (boot.rs `a_long_command_line_reaches_the_kernel_whole_on_raspi`).
 fn checks(device: &str, ranges: &[(u64, u64)], verified: usize) -> String {
     let crcs = ranges.iter().map(|(lba, count)| format!("crc={device}:{lba}:{count}"));
     let verifies = ranges.iter().take(verified).map(|(lba, count)| format!("verify={device}:{lba}:{count}"));
@@ -71,6 +73,8 @@ fn raspi3b_arasan_reads_an_sdsc_card_by_pio() {
     run.assert_status(0);
     let out = &run.output;
     assert!(line_with(out, "sdhci at 0x3f300000:").contains("Arasan EMMC"), "{out}");
+    // QEMU's mailbox answers 700 MHz for the ARM clock and its maximum.
+    assert!(out.lines().any(|line| line == "           cpu clock 700 MHz (max 700 MHz)"), "{out}");
     assert!(out.contains("SD pins GPIO 48-53 routed to this SDHCI"), "{out}");
     let card = line_with(out, "sd0        card");
     assert!(card.contains("MID 0xaa OEM \"XY\" product \"QEMU!\""), "{card}");
@@ -115,6 +119,13 @@ fn raspi4b_names_emmc2_first_and_reads_both_cards() {
     run.assert_status(0);
     let out = &run.output;
     // The board table lists the SD slot (EMMC2) first.
+    assert!(out.lines().any(|line| line == "           cpu clock 700 MHz (max 700 MHz)"), "{out}");
+    // Without a device tree the board revision names the EMMC2 window (b03115: rev 1.5, C0).
+    assert!(
+        line_with(out, "sdhci at 0xfe340000:")
+            .ends_with("dma-offset 0x0 (board revision 0xb03115: C0 stepping)"),
+        "{out}"
+    );
     let emmc2_at = out.find("sdhci at 0xfe340000: BCM2711 EMMC2").expect(out);
     let arasan_at = out.find("sdhci at 0xfe300000: Arasan EMMC").expect(out);
     assert!(emmc2_at < arasan_at);
@@ -133,6 +144,48 @@ fn raspi4b_names_emmc2_first_and_reads_both_cards() {
     report_timing(out, "raspi4b Arasan PIO", "sd1");
 }
 
+/// Debian's `bcm2711-rpi-4-b.dtb` from the download cache the card-image code keeps (the image
+/// tests and `barebench image` fill it; nothing is downloaded when it is complete).
+fn debian_pi4_device_tree() -> Vec<u8> {
+    use tools::image::firmware::DebianFetch;
+    let cache = DebianFetch::default_cache_dir();
+    let set = DebianFetch::new(cache.clone()).fetch(&mut |_| {}).unwrap_or_else(|error| {
+        panic!(
+            "Debian's device trees are not in {} and could not be fetched ({error}); run \
+             `cargo test -p tools --features e2e --test image_e2e` (or `barebench image`) once with network access",
+            cache.display()
+        )
+    });
+    let file = set.files.iter().find(|file| file.path == "bcm2711-rpi-4-b.dtb");
+    file.unwrap_or_else(|| panic!("{} has no bcm2711-rpi-4-b.dtb", set.origin)).bytes.clone()
+}
+
+#[test]
+fn raspi4b_emmc2_dma_offset_comes_from_debians_device_tree_as_b0_and_as_c0() {
+    use kernel::devicetree::builder::{with_property_value, EMMC2_C0_DMA_RANGES};
+    let shipped = debian_pi4_device_tree();
+    // A C0 board's firmware rewrites emmc2bus dma-ranges to the identity below 0xFC00_0000.
+    let c0 = with_property_value(&shipped, "/emmc2bus", "dma-ranges", &EMMC2_C0_DMA_RANGES)
+        .expect("Debian's bcm2711-rpi-4-b.dtb has an emmc2bus node with a 5-cell dma-ranges");
+    let blocks = (8u64 << 30) / SECTOR;
+    let ranges: Vec<(u64, u64)> = ranges(blocks, 9).into_iter().take(8).collect();
+    let image = Image::new("sd-raspi4b-dtb", 8 << 30, &ranges);
+    for (tree, offset) in [(&shipped, "dma-offset 0xc0000000"), (&c0, "dma-offset 0x0")] {
+        let run = Run::new(Machine::Raspi4b)
+            .device_tree(tree)
+            .append(&format!("exit=semihosting jobs=none {}", checks("sd0", &ranges, 3)))
+            .args(&["-drive", &format!("if=none,id=e2,{}", image.drive())])
+            .args(&["-device", "sd-card,drive=e2,bus=/generic-sdhci/sd-bus"])
+            .go();
+        run.assert_status(0);
+        let out = &run.output;
+        line_with(out, "config     device tree at ");
+        let emmc2 = line_with(out, "sdhci at 0xfe340000:");
+        assert!(emmc2.ends_with(&format!("{offset} (device tree dma-ranges)")), "{emmc2}");
+        assert_checks(out, "sd0", &image, &ranges, 3);
+    }
+}
+
 #[test]
 fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
     let blocks = (4u64 << 30) / SECTOR;
@@ -145,7 +198,8 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
         .go();
     run.assert_status(0);
     let out = &run.output;
-    assert!(line_with(out, "sdhci at ").contains("SDHCI on PCI (PCI), SDHCI 3.00"), "{out}");
+    assert!(line_with(out, "sdhci at ").contains("SDHCI on PCI (PCI), dma-offset 0x0"), "{out}");
+    line_with(out, "sdhci        SDHCI 3.00, caps 0x057834b4/0x00000000: ");
     assert!(
         line_with(out, "sd0        capacity").contains("4294967296 bytes (4.00 GiB), CSD 2.0, SDHC"),
         "{out}"

@@ -1,10 +1,14 @@
 //! `barebench serial` on a pseudo-terminal: prints the picocom line, saves the console and
 //! stops at the end-of-results marker; keeps the log when the port goes away.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
+
+/// How long the tool may take to open the port (a loaded machine; the tool itself takes ms).
+const PORT_OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 use serialport::{SerialPort, TTYPort};
 
@@ -14,21 +18,44 @@ fn serial_stops_at_the_marker_and_saves_the_log() {
     let port = slave.name().expect("pty name");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serial.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_barebench"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_barebench"))
         .args(["serial", &port, "--timeout", "30", "--log"])
         .arg(&log)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Give the tool time to open the port before the kernel "talks".
-    thread::sleep(Duration::from_millis(500));
+    let stderr_pipe = child.stderr.take().unwrap();
+    let (sender, stderr_lines) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The kernel "talks" only once the tool says it has the port open and is waiting.
+    let mut stderr = String::new();
+    loop {
+        let line = stderr_lines.recv_timeout(PORT_OPEN_TIMEOUT).unwrap_or_else(|_| {
+            panic!("no `waiting for the results` within {PORT_OPEN_TIMEOUT:?}:\n{stderr}")
+        });
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if line.contains("waiting for the results") {
+            break;
+        }
+    }
     master.write_all(b"barebench 0.1.0\r\n{\"jobs\": []}\r\n").unwrap();
     master.write_all(tools::serial::END_MARKER.as_bytes()).unwrap();
     master.write_all(b"\r\n").unwrap();
     let output = child.wait_with_output().unwrap();
     drop(slave);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    reader.join().unwrap();
+    for line in stderr_lines.try_iter() {
+        stderr.push_str(&line);
+        stderr.push('\n');
+    }
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains(&format!("picocom -b 115200 {port}")), "{stderr}");
     let saved = std::fs::read_to_string(&log).unwrap();

@@ -8,10 +8,11 @@
 use super::card::{ocr, BusSpeedFunction, CapacityClass, Cid, Csd, Scr, SdStatus, SwitchStatus};
 use super::command::Command;
 use super::error::{FailureKind, SdError};
-use super::host::{SdhciHost, BLOCK_TIMEOUT_US};
+use super::host::SdhciHost;
 use super::regs::{interrupt, offsets, HOST_CONTROL2, PRESENT_STATE, TRANSFER_MODE_COMMAND};
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
+use core::fmt;
 
 /// How long a card may stay busy in ACMD41 (SD §4.2.3: "1 second").
 pub const INITIALIZATION_TIMEOUT_US: u64 = 1_000_000;
@@ -22,6 +23,10 @@ const OPERATING_CONDITION_POLL_US: u64 = 5_000;
 const REGISTER_READ_ATTEMPTS: u32 = 3;
 /// CMD19 repetitions before tuning is declared failed (SDHCI §2.2.24: 40).
 const TUNING_ATTEMPTS: u32 = 40;
+/// How long one CMD19 may take to raise Buffer Read Ready (Linux `sdhci_send_tuning`: 50 ms).
+const TUNING_BLOCK_TIMEOUT_US: u64 = 50_000;
+/// The tuning block on a 4-bit bus (SD §4.2.4.5: 64 bytes).
+const TUNING_BLOCK_BYTES: u32 = 64;
 /// 1.8 V switch settling times (SDHCI §3.6.1 steps 6 and 9; docs/hardware.md §2.5: regulator 5 ms).
 const SIGNAL_SWITCH_SETTLE_US: u64 = 5_000;
 const SIGNAL_SWITCH_CLOCK_US: u64 = 1_000;
@@ -78,6 +83,12 @@ impl Timing {
         }
     }
 
+    /// Whether the host must run the tuning procedure before using this timing (SD §4.2.4.5;
+    /// SDHCI §2.2.26 "Use Tuning for SDR50").
+    fn needs_tuning(self, sdr50_needs_tuning: bool) -> bool {
+        self == Timing::Sdr104 || (self == Timing::Sdr50 && sdr50_needs_tuning)
+    }
+
     fn uhs_mode(self) -> u32 {
         match self {
             Timing::DefaultSpeed => 0,
@@ -104,6 +115,55 @@ impl Default for BringUpOptions {
     }
 }
 
+impl BringUpOptions {
+    /// The SD clock to ask for with `timing`: its ceiling, capped by `sd.max-clock-hz`.
+    fn clock_for(&self, timing: Timing) -> u32 {
+        self.max_clock_hz.map_or(timing.max_clock_hz(), |cap| cap.min(timing.max_clock_hz()))
+    }
+}
+
+/// Why the tuning procedure gave no tuned sampling clock (SDHCI §2.2.24).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuningFailure {
+    /// CMD19 could not be issued (command or data inhibit stayed set).
+    NotIssued { commands: u32 },
+    /// Buffer Read Ready did not come, or an error bit came instead.
+    NoBufferReadReady { commands: u32, interrupt_status: u32 },
+    /// The controller ended tuning without selecting the tuned sampling clock.
+    NotTuned { commands: u32 },
+    /// Execute Tuning was still set after the specification's 40 CMD19s.
+    StillExecuting,
+}
+
+impl fmt::Display for TuningFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TuningFailure::NotIssued { commands } => {
+                write!(f, "CMD19 number {} could not be issued", commands + 1)
+            }
+            TuningFailure::NoBufferReadReady { commands, interrupt_status } => write!(
+                f,
+                "no Buffer Read Ready for CMD19 number {} (interrupt status {interrupt_status:#010x})",
+                commands + 1
+            ),
+            TuningFailure::NotTuned { commands } => write!(
+                f,
+                "the controller ended tuning after {commands} CMD19 without selecting the tuned clock"
+            ),
+            TuningFailure::StillExecuting => {
+                write!(f, "Execute Tuning still set after {TUNING_ATTEMPTS} CMD19")
+            }
+        }
+    }
+}
+
+/// A faster timing that was switched to and then given up, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimingFallback {
+    pub wanted: Timing,
+    pub reason: TuningFailure,
+}
+
 /// What the bring-up learned and negotiated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CardInfo {
@@ -117,6 +177,8 @@ pub struct CardInfo {
     pub interface_v2: bool,
     pub signalling_1v8: bool,
     pub timing: Timing,
+    /// Set when `timing` is a fallback from a faster timing whose tuning failed.
+    pub fallback: Option<TimingFallback>,
     pub bus_width_bits: u8,
     pub sd_clock_hz: u32,
 }
@@ -190,19 +252,7 @@ fn identify<R: RegisterIo, P: Platform>(
         }
     }
     let cid = Cid { raw: host.send_command(&Command::all_send_cid(), 0)?.long_register() };
-    let mut rca = 0;
-    for _ in 0..2 {
-        rca = (host.send_command(&Command::send_relative_address(), 0)?.short() >> 16) as u16;
-        if rca != 0 {
-            break;
-        }
-    }
-    if rca == 0 {
-        return Err(SdError::UnusableCard {
-            reason: "the card published relative address 0 twice",
-            value: 0,
-        });
-    }
+    let rca = publish_relative_address(host)?;
     let csd_raw = host.send_command(&Command::send_csd(rca), rca)?.long_register();
     let csd = Csd::decode(csd_raw).map_err(|error| SdError::UnusableCard {
         reason: "reserved CSD_STRUCTURE",
@@ -222,15 +272,7 @@ fn identify<R: RegisterIo, P: Platform>(
         .read_register_data(&Command::sd_status(), rca, &mut status)
         .ok()
         .map(|_| SdStatus { bytes: status });
-    let timing = select_timing(host, rca, &scr, &csd, signalling_1v8, options)?;
-    let target_hz = options.max_clock_hz.map_or(timing.max_clock_hz(), |cap| cap.min(timing.max_clock_hz()));
-    let sd_clock_hz = host.set_clock(target_hz)?;
-    let needs_tuning =
-        timing == Timing::Sdr104 || (timing == Timing::Sdr50 && host.capabilities().sdr50_needs_tuning());
-    if needs_tuning && execute_tuning(host).is_err() {
-        // Fall back to SDR25, which needs no tuning (SD §4.2.4.5).
-        return finish_with_fallback(host, rca, cid, csd, scr, sd_status, ocr, interface_v2, options);
-    }
+    let (timing, fallback) = negotiate_timing(host, rca, &scr, &csd, signalling_1v8, options)?;
     Ok(CardInfo {
         ocr,
         rca,
@@ -241,50 +283,23 @@ fn identify<R: RegisterIo, P: Platform>(
         interface_v2,
         signalling_1v8,
         timing,
+        fallback,
         bus_width_bits: host.bus_mode().width_bits,
-        sd_clock_hz,
+        sd_clock_hz: host.bus_mode().sd_clock_hz,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn finish_with_fallback<R: RegisterIo, P: Platform>(
+/// CMD3 until the card publishes a non-zero relative address (SD §4.2.2: zero is reserved).
+fn publish_relative_address<R: RegisterIo, P: Platform>(
     host: &mut SdhciHost<'_, R, P>,
-    rca: u16,
-    cid: Cid,
-    csd: Csd,
-    scr: Scr,
-    sd_status: Option<SdStatus>,
-    ocr: u32,
-    interface_v2: bool,
-    options: BringUpOptions,
-) -> Result<CardInfo, SdError> {
-    host.modify_host_control2(
-        HOST_CONTROL2::EXECUTE_TUNING::SET.value | HOST_CONTROL2::SAMPLING_CLOCK_SELECT::SET.value,
-        0,
-    );
-    let mut status = [0u8; 64];
-    host.read_register_data(&Command::switch_function(0x80ff_fff1), rca, &mut status)?;
-    host.modify_host_control2(
-        HOST_CONTROL2::UHS_MODE.mask << HOST_CONTROL2::UHS_MODE.shift,
-        HOST_CONTROL2::UHS_MODE.val(Timing::Sdr25.uhs_mode()).value,
-    );
-    let target_hz = options
-        .max_clock_hz
-        .map_or(Timing::Sdr25.max_clock_hz(), |cap| cap.min(Timing::Sdr25.max_clock_hz()));
-    let sd_clock_hz = host.set_clock(target_hz)?;
-    Ok(CardInfo {
-        ocr,
-        rca,
-        cid,
-        csd,
-        scr,
-        sd_status,
-        interface_v2,
-        signalling_1v8: true,
-        timing: Timing::Sdr25,
-        bus_width_bits: host.bus_mode().width_bits,
-        sd_clock_hz,
-    })
+) -> Result<u16, SdError> {
+    for _ in 0..2 {
+        let rca = (host.send_command(&Command::send_relative_address(), 0)?.short() >> 16) as u16;
+        if rca != 0 {
+            return Ok(rca);
+        }
+    }
+    Err(SdError::UnusableCard { reason: "the card published relative address 0 twice", value: 0 })
 }
 
 /// ACMD41 until the card leaves the busy state (SD §4.2.3). A card that never answers CMD55 /
@@ -372,8 +387,37 @@ fn read_scr<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>, rca: u16
     Err(last_error.unwrap_or(SdError::UnusableCard { reason: "no SCR", value: 0 }))
 }
 
-/// Picks and switches to the fastest timing card and host share (CMD6 §4.3.10; Host Control 1
-/// High Speed Enable, Host Control 2 UHS Mode Select).
+/// Switches card and host to the fastest timing both support, tunes when the timing needs it,
+/// and falls back to a timing without tuning when tuning fails.
+fn negotiate_timing<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    rca: u16,
+    scr: &Scr,
+    csd: &Csd,
+    signalling_1v8: bool,
+    options: BringUpOptions,
+) -> Result<(Timing, Option<TimingFallback>), SdError> {
+    let Some((timing, support)) = select_timing(host, rca, scr, csd, signalling_1v8, options)? else {
+        apply_timing(host, Timing::DefaultSpeed, signalling_1v8, options)?;
+        return Ok((Timing::DefaultSpeed, None));
+    };
+    apply_timing(host, timing, signalling_1v8, options)?;
+    if !timing.needs_tuning(host.capabilities().sdr50_needs_tuning()) {
+        return Ok((timing, None));
+    }
+    match execute_tuning(host) {
+        Ok(()) => Ok((timing, None)),
+        Err(reason) => {
+            let reached = fall_back_without_tuning(host, rca, &support, options)?;
+            Ok((reached, Some(TimingFallback { wanted: timing, reason })))
+        }
+    }
+}
+
+/// Picks the fastest timing card and host share and switches the card to it with CMD6 (SD
+/// §4.3.10). UHS-I in Linux's order of preference: SDR104, DDR50, SDR50 (Linux
+/// `drivers/mmc/core/sd.c` `sd_update_bus_speed_mode`; the Pi 4 runs DDR50 this way:
+/// docs/hardware.md §2.6). `None` when the card stays at Default Speed.
 fn select_timing<R: RegisterIo, P: Platform>(
     host: &mut SdhciHost<'_, R, P>,
     rca: u16,
@@ -381,9 +425,9 @@ fn select_timing<R: RegisterIo, P: Platform>(
     csd: &Csd,
     signalling_1v8: bool,
     options: BringUpOptions,
-) -> Result<Timing, SdError> {
+) -> Result<Option<(Timing, SwitchStatus)>, SdError> {
     if !options.allow_speed_switch || !scr.supports_switch() || !csd.supports_switch() {
-        return Ok(Timing::DefaultSpeed);
+        return Ok(None);
     }
     let mut bytes = [0u8; 64];
     // Mode 0 (check) with every group "no change" reports what the card supports.
@@ -394,70 +438,112 @@ fn select_timing<R: RegisterIo, P: Platform>(
     let candidates: &[(Timing, bool)] = if signalling_1v8 {
         &[
             (Timing::Sdr104, capabilities.sdr104() && base_hz >= 100_000_000),
-            (Timing::Sdr50, capabilities.sdr50() && base_hz >= 100_000_000),
             (Timing::Ddr50, capabilities.ddr50()),
+            (Timing::Sdr50, capabilities.sdr50() && base_hz >= 100_000_000),
             (Timing::Sdr25, true),
         ]
     } else {
         &[(Timing::HighSpeed, capabilities.high_speed())]
     };
-    let Some(timing) = candidates
-        .iter()
-        .find(|(timing, host_can)| *host_can && support.supports(timing.function()))
-        .map(|(timing, _)| *timing)
-    else {
-        return Ok(Timing::DefaultSpeed);
-    };
-    let function = timing.function() as u32;
-    host.read_register_data(&Command::switch_function(0x80ff_fff0 | function), rca, &mut bytes)?;
-    let result = SwitchStatus { bytes };
-    if u32::from(result.group1_selection()) != function {
-        return Ok(Timing::DefaultSpeed);
+    for &(timing, host_can) in candidates {
+        if host_can && support.supports(timing.function()) {
+            return Ok(switch_card(host, rca, timing)?.then_some((timing, support)));
+        }
     }
-    // The card switches within 8 clocks after the status block (SD §4.3.10.4).
-    if signalling_1v8 {
-        host.modify_host_control2(
-            HOST_CONTROL2::UHS_MODE.mask << HOST_CONTROL2::UHS_MODE.shift,
-            HOST_CONTROL2::UHS_MODE.val(timing.uhs_mode()).value,
-        );
-    } else {
-        host.set_high_speed();
-    }
-    Ok(timing)
+    Ok(None)
 }
 
-/// The SDHCI tuning procedure (§2.2.24 Execute Tuning; SD §4.2.4.5 CMD19).
-fn execute_tuning<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>) -> Result<(), SdError> {
+/// CMD6 mode 1 for `timing`'s access mode; whether the card switched (SD §4.3.10.4: the status
+/// names the function selected, 0xF on error).
+fn switch_card<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    rca: u16,
+    timing: Timing,
+) -> Result<bool, SdError> {
+    let function = timing.function() as u32;
+    let mut bytes = [0u8; 64];
+    host.read_register_data(&Command::switch_function(0x80ff_fff0 | function), rca, &mut bytes)?;
+    Ok(u32::from(SwitchStatus { bytes }.group1_selection()) == function)
+}
+
+/// Sets the host side of `timing` (the card switches within 8 clocks after the CMD6 status
+/// block, SD §4.3.10.4): at 1.8 V the UHS mode with the SD clock stopped, at 3.3 V High Speed
+/// Enable; then the SD clock.
+fn apply_timing<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    timing: Timing,
+    signalling_1v8: bool,
+    options: BringUpOptions,
+) -> Result<u32, SdError> {
+    let target_hz = options.clock_for(timing);
+    if signalling_1v8 {
+        return host.switch_uhs_mode(timing.uhs_mode(), target_hz);
+    }
+    if timing != Timing::DefaultSpeed {
+        host.set_high_speed();
+    }
+    host.set_clock(target_hz)
+}
+
+/// After failed tuning: back to the fixed sampling clock, the bus down to SDR25's 50 MHz before
+/// any further command (an untuned sampling point at SDR104/SDR50 speed garbles data), then the
+/// best timing that needs no tuning: DDR50 when card and host have it, else SDR25.
+fn fall_back_without_tuning<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    rca: u16,
+    support: &SwitchStatus,
+    options: BringUpOptions,
+) -> Result<Timing, SdError> {
+    host.reset_tuning();
+    apply_timing(host, Timing::Sdr25, true, options)?;
+    let ddr50 = host.capabilities().ddr50() && support.supports(BusSpeedFunction::Ddr50);
+    for timing in [Timing::Ddr50, Timing::Sdr25] {
+        if (timing == Timing::Sdr25 || ddr50) && switch_card(host, rca, timing)? {
+            apply_timing(host, timing, true, options)?;
+            return Ok(timing);
+        }
+    }
+    Err(SdError::UnusableCard { reason: "the card refused SDR25 after failed tuning", value: 0 })
+}
+
+/// The SDHCI tuning procedure (§2.2.24 Execute Tuning; SD §4.2.4.5 CMD19): with Execute Tuning
+/// set, each CMD19 raises Buffer Read Ready and nothing else — no Command Complete, no Transfer
+/// Complete (Linux `sdhci_start_tuning` and `sdhci_data_irq` rely on the same) — until the
+/// controller clears Execute Tuning; Sampling Clock Select then says whether it found a sampling
+/// point. On failure the fixed sampling clock is restored (`reset_tuning`) by the caller.
+fn execute_tuning<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>) -> Result<(), TuningFailure> {
     let command = Command::send_tuning_block();
     host.modify_host_control2(0, HOST_CONTROL2::EXECUTE_TUNING::SET.value);
-    for _ in 0..TUNING_ATTEMPTS {
-        host.issue(&command, TRANSFER_MODE_COMMAND::READ::SET.value, 64, 1)?;
-        host.wait_command_complete(&command)?;
-        let deadline = Deadline::after_us(host.platform(), BLOCK_TIMEOUT_US);
-        loop {
-            let status = host.read(offsets::INTERRUPT_STATUS);
-            if status & interrupt::BUFFER_READ_READY != 0 {
-                host.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_READ_READY);
-                break;
-            }
-            if status & interrupt::ALL_ERRORS != 0 || deadline.has_passed(host.platform()) {
-                let failure = host.failure(command, FailureKind::from_interrupt_status(status), status);
-                host.recover(true);
-                return Err(failure.into());
-            }
-            core::hint::spin_loop();
+    for commands in 0..TUNING_ATTEMPTS {
+        if host.issue(&command, TRANSFER_MODE_COMMAND::READ::SET.value, TUNING_BLOCK_BYTES, 1).is_err() {
+            return Err(TuningFailure::NotIssued { commands });
         }
+        wait_for_tuning_block(host)
+            .map_err(|interrupt_status| TuningFailure::NoBufferReadReady { commands, interrupt_status })?;
         let control = host.host_control2();
         if !control.is_set(HOST_CONTROL2::EXECUTE_TUNING) {
             if control.is_set(HOST_CONTROL2::SAMPLING_CLOCK_SELECT) {
                 return Ok(());
             }
-            break;
+            return Err(TuningFailure::NotTuned { commands: commands + 1 });
         }
     }
-    let value = host.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2);
-    let mut failure = host.failure(command, FailureKind::BadResponse, 0);
-    failure.response = value;
-    host.recover(true);
-    Err(failure.into())
+    Err(TuningFailure::StillExecuting)
+}
+
+/// Waits for the Buffer Read Ready of one CMD19 and clears it; the block itself stays in the
+/// controller. `Err` carries the interrupt status when an error bit or the deadline came first.
+fn wait_for_tuning_block<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>) -> Result<(), u32> {
+    let deadline = Deadline::after_us(host.platform(), TUNING_BLOCK_TIMEOUT_US);
+    loop {
+        let status = host.read(offsets::INTERRUPT_STATUS);
+        if status & interrupt::BUFFER_READ_READY != 0 {
+            host.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_READ_READY);
+            return Ok(());
+        }
+        if status & interrupt::ALL_ERRORS != 0 || deadline.has_passed(host.platform()) {
+            return Err(status);
+        }
+        core::hint::spin_loop();
+    }
 }

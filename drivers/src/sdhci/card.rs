@@ -480,7 +480,7 @@ mod tests {
     }
 
     // Published dumps from Linux sysfs (cid/csd/scr files, with the CRC byte):
-    // - SanDisk "SN512" 512 GB microSDXC: hakandundar34coding/system-monitoring-center issue #45
+    // - SanDisk "SN512" 512 GB microSDXC: hakandundar34coding/system-monitoring-center #45
     //   (cid 035344534e35313280fff7b17b015700, csd 400e0032db79000ee5b77f800a404000,
     //   scr 0245848700000000, date 07/2021, manfid 0x03, oemid 0x5344, hwrev 0x8, fwrev 0x0).
     // - "SD16G" 16 GB SDHC (MID 0x27): armbian/build pull request #246

@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn dividers_for_each_base_clock() {
-        // QEMU's mailbox EMMC clock, 50 MHz (docs/qemu.md §2): 400 kHz -> N = 63 (396.8 kHz).
+        // QEMU's mailbox EMMC clock, 50 MHz (docs/hardware.md §1.6): 400 kHz -> N = 63 (396.8 kHz).
         assert_eq!(
             divider_for(50_000_000, 400_000, true),
             Ok(ClockSetting { divider_field: 63, sd_clock_hz: 396_825 })

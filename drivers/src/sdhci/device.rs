@@ -137,8 +137,9 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
-    /// Chooses the transfer mode (`ADMA2` needs the capability, a descriptor table the host can
-    /// reach, and 64-bit support when the table lies above 4 GiB) and the multi-block ending.
+    /// Chooses the transfer mode (`ADMA2` needs the capability, a known DMA translation, a
+    /// descriptor table the host can reach, and 64-bit support when the table lies above 4 GiB)
+    /// and the multi-block ending.
     pub fn new(
         host: SdhciHost<'p, R, P>,
         card: CardInfo,
@@ -147,19 +148,18 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         cmd23: Cmd23Request,
     ) -> Result<Self, DeviceSetupError> {
         let capabilities = host.capabilities();
-        let adma_wanted = match mode {
-            ModeRequest::Pio => false,
-            ModeRequest::Auto | ModeRequest::Adma2 => capabilities.adma2(),
+        let translation = match mode {
+            ModeRequest::Pio => None,
+            ModeRequest::Auto | ModeRequest::Adma2 => host.dma_translation().filter(|_| capabilities.adma2()),
         };
         let mut adma = None;
-        if adma_wanted {
+        if let Some(translation) = translation {
             let format = AdmaFormat::Adma2Bits32;
             let bytes = DescriptorTable::bytes_for(
                 (MAX_BLOCKS_PER_COMMAND * BLOCK_BYTES) as usize,
                 AdmaFormat::Adma2Bits64,
             );
             let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
-            let translation = host.dma_translation();
             adma = Some(
                 match DescriptorTable::new(table, format, translation) {
                     Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {

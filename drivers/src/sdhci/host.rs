@@ -5,7 +5,7 @@
 use super::clock::{divider_for, ClockSetting};
 use super::command::{Command, DataPhase, ResponseKind};
 use super::error::{CommandFailure, FailureKind, SdError};
-use super::quirks::HostQuirks;
+use super::quirks::{bcm2712_config, CapabilitySource, HostQuirks};
 use super::regs::TRANSFER_MODE_COMMAND;
 use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
@@ -30,15 +30,44 @@ pub const POWER_RAMP_US: u64 = 2_000;
 /// Identification clock (SD §4.2: ≤ 400 kHz).
 pub const IDENTIFICATION_CLOCK_HZ: u32 = 400_000;
 
-/// What the controller says it can do (Capabilities §2.2.26, Version §2.2.34).
+/// What the controller can do (Capabilities §2.2.26, Version §2.2.34), after the quirks'
+/// corrections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostCapabilities {
     pub low: u32,
     pub high: u32,
     pub version: SpecVersion,
+    /// What the register itself reads, when the quirks replaced some of it.
+    pub register: Option<(u32, u32)>,
 }
 
+/// Bits 2:0 of the high word: SDR50, SDR104, DDR50.
+const UHS_MODE_BITS: u32 = 0b111;
+
 impl HostCapabilities {
+    /// Reads the Version and Capabilities registers and applies `source`.
+    pub fn read<R: RegisterIo>(registers: &R, source: CapabilitySource) -> Self {
+        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
+        let register =
+            (registers.read32(offsets::CAPABILITIES), registers.read32(offsets::CAPABILITIES_HIGH));
+        let (low, high) = match source {
+            CapabilitySource::Register => register,
+            CapabilitySource::Supplied { low, high } => (low, high),
+            CapabilitySource::RegisterWithBoardUhs { uhs_bits } => {
+                (register.0, (register.1 & !UHS_MODE_BITS) | (uhs_bits & UHS_MODE_BITS))
+            }
+        };
+        let register = ((low, high) != register).then_some(register);
+        HostCapabilities { low, high, version, register }
+    }
+
+    /// The capabilities' base clock when it differs from the firmware's figure by 1 MHz or more
+    /// (the field counts whole MHz); `None` when they agree or the field is empty.
+    pub fn base_clock_disagreement(&self, firmware_hz: u32) -> Option<u32> {
+        let capabilities_hz = self.base_clock_hz()?;
+        (capabilities_hz.abs_diff(firmware_hz) >= 1_000_000).then_some(capabilities_hz)
+    }
+
     fn low(&self) -> LocalRegisterCopy<u32, CAPABILITIES::Register> {
         LocalRegisterCopy::new(self.low)
     }
@@ -94,7 +123,11 @@ impl HostCapabilities {
 
 impl fmt::Display for HostCapabilities {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SDHCI {}, caps {:#010x}/{:#010x}: ", self.version.name(), self.low, self.high)?;
+        write!(f, "SDHCI {}, caps {:#010x}/{:#010x}", self.version.name(), self.low, self.high)?;
+        if let Some((low, high)) = self.register {
+            write!(f, " (register reads {low:#010x}/{high:#010x})")?;
+        }
+        write!(f, ": ")?;
         match self.base_clock_hz() {
             Some(hz) => write!(f, "base clock {} MHz", hz / 1_000_000)?,
             None => write!(f, "base clock not given")?,
@@ -168,27 +201,23 @@ pub struct SdhciHost<'p, R: RegisterIo, P: Platform> {
     quirks: &'static HostQuirks,
     capabilities: HostCapabilities,
     base_clock_hz: u32,
-    dma: BusTranslation,
+    dma: Option<BusTranslation>,
     sd_clock_hz: u32,
     bus_width_bits: u8,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     /// Reads the capabilities; `base_clock_hz` overrides the capabilities' base clock (the
-    /// firmware's figure on the Pi: docs/hardware.md §2.2).
+    /// firmware's figure on the Pi: docs/hardware.md §2.2). `dma` is how the host's DMA sees RAM;
+    /// `None` when nobody knows, and then data moves by PIO.
     pub fn new(
         registers: R,
         platform: &'p P,
         quirks: &'static HostQuirks,
         base_clock_hz: Option<u32>,
-        dma: BusTranslation,
+        dma: Option<BusTranslation>,
     ) -> Result<Self, SdError> {
-        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
-        let capabilities = HostCapabilities {
-            low: registers.read32(offsets::CAPABILITIES),
-            high: registers.read32(offsets::CAPABILITIES_HIGH),
-            version,
-        };
+        let capabilities = HostCapabilities::read(&registers, quirks.capabilities);
         let base_clock_hz = base_clock_hz.or(capabilities.base_clock_hz()).ok_or(SdError::UnusableHost {
             reason: "no base clock: capabilities give none and no other source",
             value: capabilities.low,
@@ -214,7 +243,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     pub fn base_clock_hz(&self) -> u32 {
         self.base_clock_hz
     }
-    pub fn dma_translation(&self) -> BusTranslation {
+    pub fn dma_translation(&self) -> Option<BusTranslation> {
         self.dma
     }
     pub fn platform(&self) -> &'p P {
@@ -303,6 +332,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     /// for polling (signals off), data timeout at its maximum, identification clock
     /// (docs/hardware.md §2.9 steps 2-5).
     pub fn initialize(&mut self) -> Result<(), SdError> {
+        self.prepare_config_block();
         self.reset(CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value)?;
         self.power_on()?;
         self.write(offsets::INTERRUPT_SIGNAL_ENABLE, 0);
@@ -384,6 +414,48 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
                 | CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value,
             CLOCK_TIMEOUT_RESET::SD_CLOCK_ENABLE::SET.value,
         );
+    }
+
+    /// The BCM2712 cfg block, when this host has one (docs/hardware.md §2.7): the pins carry the
+    /// SD function, card detect is forced to "present" (a missing card then shows as a command
+    /// timeout), and when the host offers SDR50 or SDR104 the delay-line PHY is selected, without
+    /// which nothing above 50 MHz works (Linux `sdhci-brcmstb.c` `sdhci_brcmstb_cfginit_2712`).
+    fn prepare_config_block(&mut self) {
+        use bcm2712_config::*;
+        let Some(base) = self.quirks.config_block_offset else {
+            return;
+        };
+        let modify = |register: usize, clear: u32, set: u32| {
+            let value = self.registers.read32(base + register);
+            self.registers.write32(base + register, (value & !clear) | set);
+        };
+        modify(SD_PIN_SEL, 0b11, SD_PIN_SEL_SD);
+        modify(CTRL, CTRL_CARD_DETECT_TEST_LEVEL, CTRL_CARD_DETECT_TEST_ENABLE);
+        if self.capabilities.sdr50() || self.capabilities.sdr104() {
+            modify(MAX_50MHZ_MODE, MAX_50MHZ_MODE_ENABLE, MAX_50MHZ_MODE_STRAP_OVERRIDE);
+        }
+    }
+
+    /// Sets Host Control 2's UHS Mode Select with the SD clock stopped (SDHCI §2.2.24: changing
+    /// it while SDCLK runs can glitch the clock; Linux `sdhci_set_ios` does the same), then runs
+    /// SDCLK at the fastest frequency not above `target_hz`. Returns that frequency.
+    pub fn switch_uhs_mode(&mut self, uhs_mode: u32, target_hz: u32) -> Result<u32, SdError> {
+        self.stop_sd_clock();
+        self.modify_host_control2(
+            HOST_CONTROL2::UHS_MODE.mask << HOST_CONTROL2::UHS_MODE.shift,
+            HOST_CONTROL2::UHS_MODE.val(uhs_mode).value,
+        );
+        self.set_clock(target_hz)
+    }
+
+    /// Ends an unsuccessful tuning: Execute Tuning and Sampling Clock Select cleared (the fixed
+    /// sampling clock again), CMD and DAT lines reset (Linux `sdhci_abort_tuning`).
+    pub fn reset_tuning(&mut self) {
+        self.modify_host_control2(
+            HOST_CONTROL2::EXECUTE_TUNING::SET.value | HOST_CONTROL2::SAMPLING_CLOCK_SELECT::SET.value,
+            0,
+        );
+        self.recover(true);
     }
 
     /// Host Control 1 Data Transfer Width (§2.2.10).
@@ -644,7 +716,7 @@ mod tests {
     #[test]
     fn qemu_capabilities_decode_as_documented() {
         // docs/qemu.md §2: raspi Arasan/EMMC2 0x052134b4 (v3), sdhci-pci 0x057834b4 (v2 by default).
-        let raspi = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2) };
+        let raspi = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2), register: None };
         assert_eq!(raspi.base_clock_hz(), Some(52_000_000));
         assert_eq!(raspi.max_block_bytes(), 1024);
         assert!(raspi.high_speed() && raspi.voltage_3v3() && raspi.voltage_1v8());
@@ -654,18 +726,81 @@ mod tests {
             "SDHCI 3.00, caps 0x052134b4/0x00000000: base clock 52 MHz, max block 1024 B, high speed, \
              3.3 V, 1.8 V, no DMA"
         );
-        let pci = HostCapabilities { low: 0x0578_34b4, high: 0, version: SpecVersion(1) };
+        let pci = HostCapabilities { low: 0x0578_34b4, high: 0, version: SpecVersion(1), register: None };
         assert_eq!(pci.max_block_bytes(), 512);
         assert!(pci.adma2() && pci.sdma());
         assert!(pci.to_string().ends_with("SDMA, ADMA2"));
         // Before v3 the base clock field is 6 bits wide (bits 13:8).
-        let v2_wide_field = HostCapabilities { low: 0x0000_f200, high: 0, version: SpecVersion(1) };
+        let v2_wide_field =
+            HostCapabilities { low: 0x0000_f200, high: 0, version: SpecVersion(1), register: None };
         assert_eq!(v2_wide_field.base_clock_hz(), Some(50_000_000));
-        assert_eq!(HostCapabilities { low: 0, high: 0, version: SpecVersion(2) }.base_clock_hz(), None);
+        assert_eq!(
+            HostCapabilities { low: 0, high: 0, version: SpecVersion(2), register: None }.base_clock_hz(),
+            None
+        );
         // UHS bits only count from v3.
-        let uhs = HostCapabilities { low: 0, high: 0b111, version: SpecVersion(2) };
+        let uhs = HostCapabilities { low: 0, high: 0b111, version: SpecVersion(2), register: None };
         assert!(uhs.sdr50() && uhs.sdr104() && uhs.ddr50());
         assert!(!HostCapabilities { version: SpecVersion(1), ..uhs }.sdr50());
+    }
+
+    /// A register block that answers only the Capabilities and Version words.
+    struct CapabilityRegisters {
+        low: u32,
+        high: u32,
+    }
+    impl RegisterIo for CapabilityRegisters {
+        fn read32(&self, offset_bytes: usize) -> u32 {
+            match offset_bytes {
+                offsets::CAPABILITIES => self.low,
+                offsets::CAPABILITIES_HIGH => self.high,
+                offsets::SLOT_STATUS_VERSION => 0x0002_0000,
+                _ => 0,
+            }
+        }
+        fn write32(&self, _: usize, _: u32) {}
+    }
+
+    #[test]
+    fn the_quirks_replace_what_the_register_cannot_be_trusted_with() {
+        use crate::sdhci::quirks::{ARASAN_EMMC, BCM2711_EMMC2, BCM2712_SDHCI};
+        // A Pi 3 Arasan whose register reads 0: Linux's values, and the zero kept for the report.
+        let zero = CapabilityRegisters { low: 0, high: 0 };
+        let arasan = HostCapabilities::read(&zero, ARASAN_EMMC.capabilities);
+        assert_eq!((arasan.low, arasan.high, arasan.register), (0x0121_0000, 0x30, Some((0, 0))));
+        assert_eq!(arasan.version, SpecVersion::V3_00);
+        assert!(arasan.voltage_3v3() && arasan.high_speed() && !arasan.adma2());
+        assert!(arasan
+            .to_string()
+            .contains("caps 0x01210000/0x00000030 (register reads 0x00000000/0x00000000)"));
+        // The Pi 5: whatever UHS bits the register has, the board's modes replace them; the
+        // rest of the word (here "SDR50 needs tuning", bit 13) stays.
+        let pi5_register = CapabilityRegisters { low: 0x1469_c800, high: (1 << 13) | 0b100 };
+        let pi5 = HostCapabilities::read(&pi5_register, BCM2712_SDHCI.capabilities);
+        assert_eq!(pi5.high, (1 << 13) | 0b111);
+        assert_eq!(pi5.register, Some((0x1469_c800, (1 << 13) | 0b100)));
+        assert!(pi5.sdr104() && pi5.ddr50() && pi5.sdr50() && pi5.sdr50_needs_tuning());
+        // A board with DDR50 only: SDR50 and SDR104 go, whatever the register said.
+        let ddr50_only = crate::sdhci::quirks::CapabilitySource::RegisterWithBoardUhs { uhs_bits: 0b100 };
+        let all_uhs = CapabilityRegisters { low: 0, high: 0b011 };
+        assert_eq!(HostCapabilities::read(&all_uhs, ddr50_only).high, 0b100);
+        // EMMC2: the register as it is.
+        let emmc2 = HostCapabilities::read(&pi5_register, BCM2711_EMMC2.capabilities);
+        assert_eq!((emmc2.high, emmc2.register), ((1 << 13) | 0b100, None));
+        assert!(!emmc2.to_string().contains("register reads"));
+    }
+
+    #[test]
+    fn base_clocks_from_firmware_and_capabilities_are_compared_in_whole_mhz() {
+        let qemu = HostCapabilities { low: 0x0521_34b4, high: 0, version: SpecVersion(2), register: None };
+        // QEMU's mailbox says 50 MHz for the EMMC clock, its capabilities 52 MHz.
+        assert_eq!(qemu.base_clock_disagreement(50_000_000), Some(52_000_000));
+        assert_eq!(qemu.base_clock_disagreement(51_000_000), Some(52_000_000));
+        assert_eq!(qemu.base_clock_disagreement(52_000_000), None);
+        assert_eq!(qemu.base_clock_disagreement(52_999_999), None);
+        // A register without a base clock has nothing to disagree with.
+        let none = HostCapabilities { low: 0, high: 0, version: SpecVersion(2), register: None };
+        assert_eq!(none.base_clock_disagreement(200_000_000), None);
     }
 
     #[test]

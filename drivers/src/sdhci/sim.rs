@@ -1,14 +1,23 @@
 //! A simulated SDHCI controller with a simulated SD card, for host tests: registers as the
 //! SDHCI specification lays them out, commands executed when word 0x0C is written, PIO through
-//! the data port, ADMA2 descriptor walking over test memory, error injection, and checks of the
-//! rules the driver must keep (write spacing at slow clocks, no write to register 0x00).
+//! the data port, ADMA2 descriptor walking over test memory through the board's DMA window,
+//! error injection, and checks of the rules the driver must keep (write spacing at slow clocks,
+//! no write to register 0x00, UHS Mode Select only with the SD clock stopped).
+//!
+//! It is at least as strict as the silicon where the driver's correctness depends on it: CMD19
+//! during tuning raises Buffer Read Ready only (SDHCI §2.2.24), tuning succeeds only when the
+//! driver follows the specification's sequence, data at more than 50 MHz without a tuned
+//! sampling clock (or through the BCM2712's 50 MHz-limited PHY) fails its CRC, and DMA outside
+//! the window fails with an ADMA error. Capabilities come per board ([`SimBoard`]).
 //! The card behaves like QEMU's (`hw/sd/sd.c`, as docs/qemu.md §2 describes it) unless told otherwise.
 
 extern crate std;
 
 use super::card::ocr;
+use super::quirks::bcm2712_config;
 use super::regs::{interrupt, offsets};
 use crate::mmio::RegisterIo;
+use crate::platform::BusTranslation;
 use blockdev::Clock;
 use core::cell::RefCell;
 use std::collections::VecDeque;
@@ -56,6 +65,8 @@ pub struct SimCard {
     pub switch_support: u16,
     pub accepts_cmd23: bool,
     pub rca: u16,
+    /// Whether a sampling point exists at all (a card or board too marginal for SDR104 has none).
+    pub tunable: bool,
 }
 
 impl SimCard {
@@ -97,9 +108,90 @@ impl SimCard {
             switch_support: 0x8003,
             accepts_cmd23: true,
             rca: 0x4567,
+            tunable: true,
         }
     }
 }
+
+/// The controller as one board has it: what its Capabilities and Version registers read, the
+/// real frequency of its base clock, how its DMA sees memory, and whether it has the BCM2712
+/// cfg block at +0x400. The Pi values are modelled on what the drivers known to work do with
+/// these hosts (docs/hardware.md §2), not register dumps.
+#[derive(Clone, Copy, Debug)]
+pub struct SimBoard {
+    pub capabilities: (u32, u32),
+    pub version_word: u32,
+    pub base_clock_hz: u32,
+    /// Bus addresses the DMA engine can reach: bus `bus_base ..` is test memory `cpu_base ..`.
+    pub dma_window: BusTranslation,
+    pub config_block: bool,
+}
+
+/// The spec-version field of the Version register for 3.00 (SDHCI §2.2.34).
+const VERSION_3_00: u32 = 0x0002_0000;
+
+impl SimBoard {
+    /// QEMU's raspi Arasan and EMMC2 (docs/qemu.md §2): 52 MHz, high speed, no DMA.
+    pub const QEMU_RASPI: SimBoard = SimBoard {
+        capabilities: (0x0521_34b4, 0),
+        version_word: 0x2402_0000,
+        base_clock_hz: 52_000_000,
+        dma_window: BusTranslation::IDENTITY,
+        config_block: false,
+    };
+    /// QEMU's `sdhci-pci` with `sd-spec-version=3`: SDMA, ADMA2 (32-bit).
+    pub const QEMU_PCI: SimBoard = SimBoard { capabilities: (0x0578_34b4, 0), ..SimBoard::QEMU_RASPI };
+    /// The Pi 3 Arasan: the Capabilities register reads 0 (Linux supplies the values); the
+    /// firmware runs the EMMC clock at 200 MHz (docs/hardware.md §2.2).
+    pub const PI3_ARASAN: SimBoard = SimBoard {
+        capabilities: (0, 0),
+        version_word: VERSION_3_00,
+        base_clock_hz: 200_000_000,
+        dma_window: BusTranslation::IDENTITY,
+        config_block: false,
+    };
+    /// The Pi 4 EMMC2: ADMA2/SDMA, high speed, 3.3 and 1.8 V, SDR50 and DDR50; no base clock in
+    /// the register (the firmware's clock 12 says). Its DMA sees the test memory at bus
+    /// 0xC000_0000 as the B0 stepping sees RAM (docs/hardware.md §1.4).
+    pub const PI4_EMMC2_B0: SimBoard = SimBoard {
+        capabilities: ((1 << 16) | (1 << 19) | (1 << 21) | (1 << 22) | (1 << 24) | (1 << 26), 0b101),
+        version_word: VERSION_3_00,
+        base_clock_hz: 100_000_000,
+        dma_window: BusTranslation {
+            cpu_base: crate::testing::PHYSICAL_BASE,
+            bus_base: 0xc000_0000,
+            size_bytes: 256 << 20,
+        },
+        config_block: false,
+    };
+    /// The Pi 5 sdio1: 200 MHz base clock, ADMA2 with 64-bit addressing, 3.3 and 1.8 V, no UHS
+    /// modes in the register (Linux takes them from the device tree), cfg block with the
+    /// 50 MHz strap set; AXI DMA is the identity (docs/hardware.md §2.4, §2.7).
+    pub const PI5_SDHCI: SimBoard = SimBoard {
+        capabilities: (
+            (200 << 8) | (1 << 16) | (1 << 19) | (1 << 21) | (1 << 22) | (1 << 24) | (1 << 26) | (1 << 28),
+            0,
+        ),
+        version_word: VERSION_3_00,
+        base_clock_hz: 200_000_000,
+        dma_window: BusTranslation::IDENTITY,
+        config_block: true,
+    };
+}
+
+/// CMD19s the simulated controller needs before it has found a sampling point.
+pub const TUNING_PASSES: u32 = 4;
+/// Interrupt-status polls before a tuning block has arrived (it takes 64 bytes on the bus).
+const TUNING_BLOCK_POLLS: u32 = 2;
+/// The highest SDCLK at which data arrives intact without a tuned sampling clock.
+const UNTUNED_LIMIT_HZ: u32 = 50_000_000;
+
+/// Host Control 2 bits (SDHCI §2.2.24), in word 0x3C.
+const UHS_MODE_MASK: u32 = 0b111 << 16;
+const SIGNALING_1V8: u32 = 1 << 19;
+const EXECUTE_TUNING: u32 = 1 << 22;
+const SAMPLING_CLOCK_SELECT: u32 = 1 << 23;
+const SD_CLOCK_ENABLE: u32 = 1 << 2;
 
 /// Card states (SD §4.10.1), as the simulation tracks them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +247,8 @@ pub struct SimState {
     pub injections: Vec<Injection>,
     /// Every command seen: (index, argument, transfer mode).
     pub log: Vec<(u8, u32, u16)>,
+    /// The SD clock each command of `log` went out at, in Hz.
+    pub command_clocks_hz: Vec<u32>,
     pub sdma_address_written: bool,
     /// Smallest gap between two non-data register writes while SDCLK ≤ 400 kHz, in ns.
     pub min_slow_write_gap_ns: u64,
@@ -164,7 +258,25 @@ pub struct SimState {
     pub signal_1v8_requested: bool,
     dat_low: bool,
     stalled: bool,
+    /// CMD19s seen in the running tuning procedure, and whether each followed the sequence.
+    tuning: Option<Tuning>,
+    /// Status polls left before the tuning block of the last CMD19 arrives.
+    tuning_block_due: Option<u32>,
     pub tuning_commands: u32,
+    pub base_clock_hz: u32,
+    pub dma_window: BusTranslation,
+    /// The BCM2712 cfg block (128 words at +0x400), when the board has one.
+    pub config_block: Option<Vec<u32>>,
+    /// Rules of the specification the driver broke, in order.
+    pub violations: Vec<&'static str>,
+    /// The SD clock glitched (a UHS mode change while it ran): the next command is garbled.
+    glitched: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    commands: u32,
+    in_sequence: bool,
 }
 
 /// The simulated controller.
@@ -174,17 +286,18 @@ pub struct SimHost<'a> {
 }
 
 impl<'a> SimHost<'a> {
-    /// A controller with the given capabilities and version word (0xFC), card attached.
-    pub fn new(
-        platform: &'a TestPlatform,
-        capabilities: (u32, u32),
-        version_word: u32,
-        card: SimCard,
-    ) -> Self {
+    /// A controller as `board` has it, card attached.
+    pub fn new(platform: &'a TestPlatform, board: SimBoard, card: SimCard) -> Self {
         let mut registers = [0u32; 64];
-        registers[offsets::CAPABILITIES / 4] = capabilities.0;
-        registers[offsets::CAPABILITIES_HIGH / 4] = capabilities.1;
-        registers[offsets::SLOT_STATUS_VERSION / 4] = version_word;
+        registers[offsets::CAPABILITIES / 4] = board.capabilities.0;
+        registers[offsets::CAPABILITIES_HIGH / 4] = board.capabilities.1;
+        registers[offsets::SLOT_STATUS_VERSION / 4] = board.version_word;
+        let config_block = board.config_block.then(|| {
+            let mut words = vec![0u32; bcm2712_config::BLOCK_BYTES / 4];
+            // The strap's reset state: the PHY limited to 50 MHz.
+            words[bcm2712_config::MAX_50MHZ_MODE / 4] = bcm2712_config::MAX_50MHZ_MODE_ENABLE;
+            words
+        });
         SimHost {
             state: RefCell::new(SimState {
                 registers,
@@ -198,6 +311,7 @@ impl<'a> SimHost<'a> {
                 transfer: None,
                 injections: Vec::new(),
                 log: Vec::new(),
+                command_clocks_hz: Vec::new(),
                 sdma_address_written: false,
                 min_slow_write_gap_ns: u64::MAX,
                 last_write_ns: None,
@@ -206,7 +320,14 @@ impl<'a> SimHost<'a> {
                 signal_1v8_requested: false,
                 dat_low: false,
                 stalled: false,
+                tuning: None,
+                tuning_block_due: None,
                 tuning_commands: 0,
+                base_clock_hz: board.base_clock_hz,
+                dma_window: board.dma_window,
+                config_block,
+                violations: Vec::new(),
+                glitched: false,
             }),
             platform,
         }
@@ -229,16 +350,48 @@ impl SimState {
 
     fn sd_clock_hz(&self) -> u32 {
         let word = self.register(offsets::CLOCK_TIMEOUT_RESET);
-        if word & 0b100 == 0 {
+        if word & SD_CLOCK_ENABLE == 0 {
             return 0;
         }
         let divider = ((word >> 8) & 0xff) | (((word >> 6) & 0b11) << 8);
-        let base_hz = ((self.register(offsets::CAPABILITIES) >> 8) & 0xff) * 1_000_000;
         if divider == 0 {
-            base_hz
+            self.base_clock_hz
         } else {
-            base_hz / (2 * divider)
+            self.base_clock_hz / (2 * divider)
         }
+    }
+
+    fn host_control2(&self) -> u32 {
+        self.register(offsets::AUTO_CMD_ERROR_HOST_CONTROL2)
+    }
+
+    /// The BCM2712 PHY without its delay line cannot go above 50 MHz (docs/hardware.md §2.6).
+    fn phy_limited_to_50mhz(&self) -> bool {
+        use bcm2712_config::*;
+        self.config_block.as_ref().is_some_and(|words| {
+            let mode = words[MAX_50MHZ_MODE / 4];
+            mode & MAX_50MHZ_MODE_ENABLE != 0 || mode & MAX_50MHZ_MODE_STRAP_OVERRIDE == 0
+        })
+    }
+
+    /// Whether data on the bus arrives garbled: above 50 MHz through a limited PHY, or in a mode
+    /// that needs tuning (SDR104; SDR50 when the capabilities say so) without a tuned clock.
+    fn data_unreliable(&self) -> bool {
+        if self.sd_clock_hz() <= UNTUNED_LIMIT_HZ {
+            return false;
+        }
+        let mode = (self.host_control2() & UHS_MODE_MASK) >> 16;
+        let sdr50_tuned = self.register(offsets::CAPABILITIES_HIGH) & (1 << 13) != 0;
+        let needs_tuning = mode == 3 || (mode == 2 && sdr50_tuned);
+        self.phy_limited_to_50mhz() || (needs_tuning && self.host_control2() & SAMPLING_CLOCK_SELECT == 0)
+    }
+
+    /// Bus address `bus .. bus + length` as a test-memory physical address, if the DMA window
+    /// covers it.
+    fn bus_to_physical(&self, bus: u64, length: usize) -> Option<u64> {
+        let window = self.dma_window;
+        let offset = bus.checked_sub(window.bus_base)?;
+        (offset.checked_add(length as u64)? <= window.size_bytes).then(|| window.cpu_base + offset)
     }
 
     fn raise(&mut self, bits: u32) {
@@ -291,6 +444,8 @@ impl SimState {
         let argument = self.register(offsets::ARGUMENT);
         let data_present = word & (1 << 21) != 0;
         self.log.push((index, argument, mode));
+        let clock_hz = self.sd_clock_hz();
+        self.command_clocks_hz.push(clock_hz);
         let application = self.app_command;
         self.app_command = false;
         if !self.card.present || self.register(offsets::HOST_CONTROL_POWER) & 0x100 == 0 {
@@ -300,6 +455,14 @@ impl SimState {
         }
         if let Some(injection) = self.take_injection(index, false) {
             self.raise(injection.error_bits);
+            return;
+        }
+        if std::mem::take(&mut self.glitched) {
+            self.raise(interrupt::COMMAND_CRC);
+            return;
+        }
+        if index == 19 && self.host_control2() & EXECUTE_TUNING != 0 {
+            self.tuning_command(mode);
             return;
         }
         let response = self.respond(index, argument, application);
@@ -325,8 +488,93 @@ impl SimState {
             self.raise(interrupt::TRANSFER_COMPLETE);
         }
         if data_present {
+            if self.data_unreliable() {
+                self.raise(interrupt::DATA_CRC);
+                return;
+            }
             self.start_data(index, argument, mode, application, platform);
         }
+    }
+
+    /// One CMD19 of the tuning procedure (SDHCI §2.2.24): the card sends the tuning block, the
+    /// controller keeps it and, once it has arrived (a few status polls later), raises Buffer
+    /// Read Ready only — no Command Complete, no Transfer Complete, no data in the buffer.
+    /// After [`TUNING_PASSES`] blocks it clears Execute Tuning and sets Sampling Clock Select if
+    /// every CMD19 came in sequence (1.8 V, SDR50/SDR104 with the clock running, 64-byte read,
+    /// the previous block arrived and its Buffer Read Ready cleared) and a sampling point exists.
+    fn tuning_command(&mut self, mode: u16) {
+        self.tuning_commands += 1;
+        let control2 = self.host_control2();
+        let uhs_mode = (control2 & UHS_MODE_MASK) >> 16;
+        let previous_taken = self.tuning_block_due.is_none()
+            && self.register(offsets::INTERRUPT_STATUS) & interrupt::BUFFER_READ_READY == 0;
+        if !previous_taken {
+            self.violations
+                .push("CMD19 issued before the last tuning block's Buffer Read Ready was seen and cleared");
+        }
+        let in_sequence = control2 & SIGNALING_1V8 != 0
+            && matches!(uhs_mode, 2 | 3)
+            && self.sd_clock_hz() > 0
+            && self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff == 64
+            && mode & (1 << 4) != 0
+            && previous_taken;
+        let tuning = self.tuning.get_or_insert(Tuning { commands: 0, in_sequence: true });
+        tuning.in_sequence &= in_sequence;
+        self.tuning_block_due = Some(TUNING_BLOCK_POLLS);
+    }
+
+    /// Counts a poll of the interrupt status towards the arrival of the pending tuning block;
+    /// when it arrives, raises Buffer Read Ready and, after the last block, ends tuning.
+    fn poll_tuning_block(&mut self) {
+        let Some(polls) = self.tuning_block_due else {
+            return;
+        };
+        if polls > 1 {
+            self.tuning_block_due = Some(polls - 1);
+            return;
+        }
+        self.tuning_block_due = None;
+        self.raise(interrupt::BUFFER_READ_READY);
+        let Some(tuning) = self.tuning.as_mut() else {
+            return;
+        };
+        tuning.commands += 1;
+        let Tuning { commands, in_sequence } = *tuning;
+        if commands >= TUNING_PASSES {
+            let found = in_sequence && self.card.tunable && !self.phy_limited_to_50mhz();
+            let mut control2 = self.host_control2() & !(EXECUTE_TUNING | SAMPLING_CLOCK_SELECT);
+            if found {
+                control2 |= SAMPLING_CLOCK_SELECT;
+            }
+            self.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] = control2;
+            self.tuning = None;
+        }
+    }
+
+    /// A write to Host Control 2: a UHS mode change while SDCLK runs glitches the clock
+    /// (SDHCI §2.2.24); setting Execute Tuning starts the procedure with Sampling Clock Select
+    /// cleared, clearing it abandons the procedure.
+    fn write_host_control2(&mut self, value: u32) {
+        let old = self.host_control2();
+        let mut new = value & 0xffff_0000;
+        if (old ^ new) & UHS_MODE_MASK != 0
+            && self.register(offsets::CLOCK_TIMEOUT_RESET) & SD_CLOCK_ENABLE != 0
+        {
+            self.violations.push("UHS Mode Select changed while the SD clock ran");
+            self.glitched = true;
+        }
+        if new & EXECUTE_TUNING != 0 && old & EXECUTE_TUNING == 0 {
+            new &= !SAMPLING_CLOCK_SELECT;
+            self.tuning = Some(Tuning { commands: 0, in_sequence: true });
+        }
+        if new & EXECUTE_TUNING == 0 {
+            self.tuning = None;
+            self.tuning_block_due = None;
+        }
+        if new & SIGNALING_1V8 != 0 {
+            self.signal_1v8_requested = true;
+        }
+        self.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] = new;
     }
 
     fn start_data(
@@ -358,15 +606,8 @@ impl SimState {
                 status[16] = selected;
                 Source::Bytes(status)
             }
-            (false, 19) => {
-                self.tuning_commands += 1;
-                let control2 = self.register(offsets::AUTO_CMD_ERROR_HOST_CONTROL2);
-                if self.tuning_commands >= 3 && control2 & (1 << 22) != 0 {
-                    self.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] =
-                        (control2 & !(1 << 22)) | (1 << 23);
-                }
-                Source::Bytes(vec![0x5a; 64])
-            }
+            // Without Execute Tuning CMD19 is an ordinary read of the tuning block (as in QEMU).
+            (false, 19) => Source::Bytes(vec![0x5a; 64]),
             (false, 17 | 18) => {
                 let sector =
                     if self.card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
@@ -492,7 +733,9 @@ impl SimState {
         let stride = if wide { 12 } else { 8 };
         let mut written = 0usize;
         for _ in 0..4096 {
-            let Some(pointer) = platform.cpu_pointer(descriptor, stride) else {
+            let pointer =
+                self.bus_to_physical(descriptor, stride).and_then(|p| platform.cpu_pointer(p, stride));
+            let Some(pointer) = pointer else {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 1;
                 self.raise(interrupt::ADMA);
                 return;
@@ -511,7 +754,8 @@ impl SimState {
             assert_eq!((attributes >> 4) & 0b11, 0b10, "descriptor action is not Tran");
             let length = if length == 0 { 65_536 } else { length };
             let chunk = length.min(total - written);
-            let Some(target) = platform.cpu_pointer(address, chunk) else {
+            let target = self.bus_to_physical(address, chunk).and_then(|p| platform.cpu_pointer(p, chunk));
+            let Some(target) = target else {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 2;
                 self.raise(interrupt::ADMA);
                 return;
@@ -617,11 +861,26 @@ enum Response {
     Long(u128),
 }
 
+/// Where the BCM2712 cfg block sits in the host's register window (docs/hardware.md §2.7).
+const CONFIG_BLOCK_OFFSET: usize = 0x400;
+
+impl SimState {
+    /// A word of the cfg block; an access where the board has none is a driver bug.
+    fn config_word(&mut self, offset_bytes: usize) -> &mut u32 {
+        let words = self.config_block.as_mut().expect("no cfg block on this board");
+        &mut words[(offset_bytes - CONFIG_BLOCK_OFFSET) / 4]
+    }
+}
+
 impl RegisterIo for SimHost<'_> {
     fn read32(&self, offset_bytes: usize) -> u32 {
         let mut state = self.state.borrow_mut();
         match offset_bytes {
             offsets::PRESENT_STATE => state.present_state(),
+            offsets::INTERRUPT_STATUS => {
+                state.poll_tuning_block();
+                state.register(offsets::INTERRUPT_STATUS)
+            }
             offsets::BUFFER_DATA_PORT => {
                 let word = state.buffer.pop_front().unwrap_or(0);
                 if state.buffer.is_empty() {
@@ -629,6 +888,7 @@ impl RegisterIo for SimHost<'_> {
                 }
                 word
             }
+            CONFIG_BLOCK_OFFSET.. => *state.config_word(offset_bytes),
             _ => state.register(offset_bytes),
         }
     }
@@ -666,6 +926,9 @@ impl RegisterIo for SimHost<'_> {
                     }
                     state.buffer.clear();
                     state.transfer = None;
+                    state.tuning = None;
+                    state.tuning_block_due = None;
+                    state.glitched = false;
                     value = 0;
                 }
                 if resets & 0b110 != 0 {
@@ -691,13 +954,9 @@ impl RegisterIo for SimHost<'_> {
                     if status & 0xffff_0000 == 0 { status & !interrupt::ERROR_INTERRUPT } else { status };
                 state.registers[index] = status;
             }
-            offsets::AUTO_CMD_ERROR_HOST_CONTROL2 => {
-                if value & (1 << 19) != 0 {
-                    state.signal_1v8_requested = true;
-                }
-                state.registers[index] = value & 0xffff_0000;
-            }
+            offsets::AUTO_CMD_ERROR_HOST_CONTROL2 => state.write_host_control2(value),
             offsets::CAPABILITIES | offsets::CAPABILITIES_HIGH | offsets::SLOT_STATUS_VERSION => {}
+            CONFIG_BLOCK_OFFSET.. => *state.config_word(offset_bytes) = value,
             _ => state.registers[index] = value,
         }
     }

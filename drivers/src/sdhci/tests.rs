@@ -10,9 +10,10 @@ use super::card::CapacityClass;
 use super::device::{Cmd23Request, ModeRequest, SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
 use super::error::{FailureKind, SdError};
 use super::host::SdhciHost;
-use super::quirks::{HostQuirks, ARASAN_EMMC, BCM2711_EMMC2, GENERIC_PCI};
+use super::quirks::{bcm2712_config, HostQuirks, ARASAN_EMMC, BCM2711_EMMC2, BCM2712_SDHCI, GENERIC_PCI};
 use super::regs::interrupt;
-use super::sim::{InjectAt, Injection, SimCard, SimHost, TestPlatform};
+use super::sim::{InjectAt, Injection, SimBoard, SimCard, SimHost, TestPlatform};
+use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Platform};
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 use core::cell::Cell;
@@ -22,20 +23,20 @@ use std::vec::Vec;
 
 use super::adma;
 
-/// QEMU's raspi Arasan/EMMC2 capabilities and version word (docs/qemu.md §2).
-const RASPI_CAPS: (u32, u32) = (0x0521_34b4, 0);
-const RASPI_VERSION: u32 = 0x2402_0000;
+/// QEMU's raspi Arasan/EMMC2 whose base clock the mailbox gives as 50 MHz (docs/qemu.md §2).
+const RASPI: SimBoard = SimBoard { base_clock_hz: 50_000_000, ..SimBoard::QEMU_RASPI };
 /// QEMU's sdhci-pci with `sd-spec-version=3`.
-const PCI_CAPS: (u32, u32) = (0x0578_34b4, 0);
-/// A v3 host with SDR50/DDR50 and 1.8 V (for the UHS path).
-const UHS_CAPS: (u32, u32) = (0x0578_64b4, 0b101);
+const PCI: SimBoard = SimBoard::QEMU_PCI;
+/// A v3 host with SDR50/DDR50 and 1.8 V at 200 MHz (for the UHS path).
+const UHS: SimBoard =
+    SimBoard { capabilities: (0x0578_64b4, 0b101), base_clock_hz: 200_000_000, ..SimBoard::QEMU_PCI };
 
 fn platform(bytes: usize) -> &'static TestPlatform {
     Box::leak(Box::new(TestPlatform::new(bytes)))
 }
 
-fn sim(platform: &'static TestPlatform, caps: (u32, u32), card: SimCard) -> &'static SimHost<'static> {
-    Box::leak(Box::new(SimHost::new(platform, caps, RASPI_VERSION, card)))
+fn sim(platform: &'static TestPlatform, board: SimBoard, card: SimCard) -> &'static SimHost<'static> {
+    Box::leak(Box::new(SimHost::new(platform, board, card)))
 }
 
 type Host = SdhciHost<'static, &'static SimHost<'static>, TestPlatform>;
@@ -46,7 +47,8 @@ fn host(
     quirks: &'static HostQuirks,
     base_clock_hz: Option<u32>,
 ) -> Host {
-    SdhciHost::new(sim, platform, quirks, base_clock_hz, BusTranslation::IDENTITY).unwrap()
+    let window = sim.state.borrow().dma_window;
+    SdhciHost::new(sim, platform, quirks, base_clock_hz, Some(window)).unwrap()
 }
 
 fn card_device(
@@ -65,16 +67,30 @@ fn read(
     blocks: u32,
 ) -> (Completion, DmaBuffer) {
     let buffer = platform.allocate_dma(blocks as usize * 512, 4096).unwrap();
+    (read_into(device, lba, blocks, buffer), buffer)
+}
+
+/// Polls this many times at most before a test gives up on a request (the simulated card
+/// completes within a few thousand polls).
+const MAX_POLLS: u32 = 10_000_000;
+
+/// Reads `blocks` blocks at `lba` into `buffer`, polling a bounded number of times.
+fn read_into(
+    device: &mut SdCard<'static, &'static SimHost<'static>, TestPlatform>,
+    lba: u64,
+    blocks: u32,
+    buffer: DmaBuffer,
+) -> Completion {
     let request = Request { tag: 42, operation: Operation::Read, lba, block_count: blocks, buffer };
     device.submit(request).unwrap();
     device.kick();
     let mut completions = [Completion::default(); 2];
-    for _ in 0..10_000_000 {
+    for _ in 0..MAX_POLLS {
         if device.poll(&mut completions) == 1 {
-            return (completions[0], buffer);
+            return completions[0];
         }
     }
-    panic!("request never completed");
+    panic!("the read of {blocks} blocks at LBA {lba} did not complete within {MAX_POLLS} polls");
 }
 
 fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
@@ -86,8 +102,8 @@ fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
 #[test]
 fn arasan_bring_up_of_qemus_sdsc_card_with_write_spacing() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(1 << 30));
-    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/qemu.md §1.6 of docs/hardware.md).
+    let sim = sim(platform, RASPI, SimCard::qemu_like(1 << 30));
+    // QEMU's mailbox says 50 MHz for the EMMC clock (docs/hardware.md §1.6).
     let mut host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
     assert_eq!(card.capacity_class(), CapacityClass::Sdsc);
@@ -117,7 +133,7 @@ fn arasan_bring_up_of_qemus_sdsc_card_with_write_spacing() {
 #[test]
 fn generic_host_does_not_space_writes_and_sets_high_speed() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let mut host = host(sim, platform, &GENERIC_PCI, None);
     assert_eq!(host.base_clock_hz(), 52_000_000);
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
@@ -133,7 +149,7 @@ fn generic_host_does_not_space_writes_and_sets_high_speed() {
 #[test]
 fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
     let platform = platform(16 << 20);
-    let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(1 << 30));
+    let sim = sim(platform, RASPI, SimCard::qemu_like(1 << 30));
     let host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
     // QEMU's raspi hosts advertise no DMA: PIO whatever was asked.
@@ -163,7 +179,7 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
 #[test]
 fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     let platform = platform(16 << 20);
-    let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
     assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
@@ -179,18 +195,13 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     // A buffer ADMA2 cannot use (misaligned) goes by PIO instead of failing.
     let aligned = platform.allocate_dma(4 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 4 * 512).unwrap();
-    let request = Request { tag: 7, operation: Operation::Read, lba: 10, block_count: 4, buffer: odd };
-    device.submit(request).unwrap();
-    device.kick();
-    let mut completions = [Completion::default()];
-    while device.poll(&mut completions) == 0 {}
-    assert_eq!(completions[0].result, Ok(()));
+    assert_eq!(read_into(&mut device, 10, 4, odd).result, Ok(()));
     assert_pattern(&odd, 10);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
 
     // sd.mode=pio on the same kind of host.
     let platform = self::platform(16 << 20);
-    let sim = self::sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = self::sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = self::host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
@@ -203,7 +214,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
 #[test]
 fn requests_above_65535_blocks_are_split() {
     let platform = platform(48 << 20);
-    let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
     assert!(device.geometry().max_request_blocks > MAX_BLOCKS_PER_COMMAND);
@@ -223,7 +234,7 @@ fn cmd23_announces_the_count_instead_of_auto_cmd12() {
     let platform = platform(8 << 20);
     let mut card = SimCard::qemu_like(4 << 30);
     card.scr[3] = 0x02; // CMD_SUPPORT: CMD23
-    let sim = sim(platform, RASPI_CAPS, card);
+    let sim = sim(platform, RASPI, card);
     let host = host(sim, platform, &BCM2711_EMMC2, Some(100_000_000));
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
     assert!(device.uses_cmd23());
@@ -241,7 +252,7 @@ fn cmd23_announces_the_count_instead_of_auto_cmd12() {
 #[test]
 fn a_transient_command_timeout_is_retried_after_a_line_reset() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(1 << 30));
+    let sim = sim(platform, RASPI, SimCard::qemu_like(1 << 30));
     let host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
     let resets_before = sim.state.borrow().line_resets;
@@ -263,7 +274,7 @@ fn a_transient_command_timeout_is_retried_after_a_line_reset() {
 
 fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
     let platform = platform(8 << 20);
-    let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
     sim.inject(Injection { command_index: 18, error_bits, at, times: 100 });
@@ -323,12 +334,12 @@ fn no_card_is_reported_as_such() {
     let platform = platform(1 << 20);
     let mut card = SimCard::qemu_like(1 << 30);
     card.present = false;
-    let sim = sim(platform, PCI_CAPS, card.clone());
+    let sim = sim(platform, PCI, card.clone());
     let mut host = host(sim, platform, &GENERIC_PCI, None);
     assert!(matches!(bring_up(&mut host, None, BringUpOptions::default()), Err(SdError::NoCard { .. })));
     assert!(sim.state.borrow().log.is_empty());
     // A host with broken card detect (Pi Arasan): the card is looked for and does not answer.
-    let sim = self::sim(platform, RASPI_CAPS, card);
+    let sim = self::sim(platform, RASPI, card);
     let mut host = self::host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let error = bring_up(&mut host, None, BringUpOptions::default()).unwrap_err();
     assert!(matches!(error, SdError::NoCard { present_state } if present_state & (1 << 16) == 0));
@@ -338,7 +349,7 @@ fn no_card_is_reported_as_such() {
 #[test]
 fn reads_beyond_the_card_are_refused_before_any_command() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, RASPI_CAPS, SimCard::qemu_like(64 << 20));
+    let sim = sim(platform, RASPI, SimCard::qemu_like(64 << 20));
     let host = host(sim, platform, &ARASAN_EMMC, Some(50_000_000));
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
     let commands_before = sim.state.borrow().log.len();
@@ -374,35 +385,297 @@ impl BoardSignalling for RecordingBoard {
     }
 }
 
-#[test]
-fn a_card_accepting_1v8_switches_and_runs_uhs() {
-    let platform = platform(8 << 20);
+fn recording_board() -> RecordingBoard {
+    RecordingBoard { io_1v8: Cell::new(None), power_cycles: Cell::new(0) }
+}
+
+/// A UHS-I card that accepts 1.8 V and supports the access modes in `switch_support` (CMD6
+/// group 1: bit 0 SDR12 .. bit 4 DDR50; bit 15 is always set).
+fn uhs_card(switch_support: u16) -> SimCard {
     let mut card = SimCard::qemu_like(32 << 30);
     card.accepts_1v8 = true;
-    card.switch_support = 0x801f; // SDR12..DDR50
-    let sim = sim(platform, UHS_CAPS, card);
-    let mut host = host(sim, platform, &BCM2711_EMMC2, Some(200_000_000));
-    let board = RecordingBoard { io_1v8: Cell::new(None), power_cycles: Cell::new(0) };
-    let info = bring_up(&mut host, Some(&board), BringUpOptions::default()).unwrap();
+    card.switch_support = switch_support;
+    card
+}
+
+/// Brings a UHS card up on `board` with the `quirks` of that host and the hooks that switch to
+/// 1.8 V; checks the driver broke none of the simulator's rules.
+fn uhs_bring_up(
+    board: SimBoard,
+    quirks: &'static HostQuirks,
+    card: SimCard,
+) -> (&'static SimHost<'static>, super::bringup::CardInfo) {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, board, card);
+    let mut host = host(sim, platform, quirks, Some(board.base_clock_hz));
+    let signalling = recording_board();
+    let info = bring_up(&mut host, Some(&signalling), BringUpOptions::default()).unwrap();
+    assert_eq!(signalling.io_1v8.get(), Some(true));
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+    (sim, info)
+}
+
+#[test]
+fn a_card_accepting_1v8_switches_and_runs_uhs() {
+    // SDR12..DDR50 on both sides: DDR50 is preferred over SDR50 (Linux's order; what a Pi 4 runs).
+    let (sim, info) = uhs_bring_up(UHS, &BCM2711_EMMC2, uhs_card(0x801f));
     assert!(info.signalling_1v8);
-    assert_eq!(board.io_1v8.get(), Some(true));
-    assert_eq!(info.timing, Timing::Sdr50);
-    assert_eq!(info.sd_clock_hz, 100_000_000);
+    assert_eq!(info.timing, Timing::Ddr50);
+    assert_eq!(info.sd_clock_hz, 50_000_000);
+    assert_eq!(info.fallback, None);
     let state = sim.state.borrow();
     assert!(state.signal_1v8_requested);
     // ACMD41 carried S18R; CMD11 followed.
     assert_ne!(state.log[3].1 & (1 << 24), 0);
     assert!(state.log.iter().any(|(i, _, _)| *i == 11));
-    // Host Control 2 UHS mode = SDR50 (2), 1.8 V enable set.
-    assert_eq!((state.registers[0x3c / 4] >> 16) & 0b1111, 0b1010);
+    // Host Control 2 UHS mode = DDR50 (4), 1.8 V enable set.
+    assert_eq!((state.registers[0x3c / 4] >> 16) & 0b1111, 0b1100);
+    // DDR50 needs no tuning.
+    assert_eq!(state.tuning_commands, 0);
+}
+
+#[test]
+fn uhs_modes_are_preferred_sdr104_then_ddr50_then_sdr50() {
+    // The Pi 5 host offers all three (board modes); the card decides.
+    let pi5 = |support| uhs_bring_up(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, uhs_card(support)).1.timing;
+    assert_eq!(pi5(0x801f), Timing::Sdr104);
+    assert_eq!(pi5(0x8017), Timing::Ddr50);
+    assert_eq!(pi5(0x8007), Timing::Sdr50);
+    assert_eq!(pi5(0x8003), Timing::Sdr25);
+}
+
+#[test]
+fn uhs_mode_select_changes_only_while_the_sd_clock_is_stopped() {
+    // Every UHS bring-up above asserts the simulator saw no violation; this shows it would.
+    let platform = platform(1 << 20);
+    let sim = sim(platform, UHS, SimCard::qemu_like(1 << 30));
+    sim.write32(0x34, interrupt::ENABLED);
+    sim.write32(0x2c, 0b111); // internal clock on, SD clock on
+    sim.write32(0x3c, 4 << 16);
+    assert_eq!(sim.state.borrow().violations, ["UHS Mode Select changed while the SD clock ran"]);
+    // The glitch garbles the next command.
+    sim.write32(0x28, 0xf00);
+    sim.write32(0x0c, 0);
+    assert_ne!(sim.read32(0x30) & interrupt::COMMAND_CRC, 0);
+    // With the clock stopped the same change is fine.
+    let sim = self::sim(platform, UHS, SimCard::qemu_like(1 << 30));
+    sim.write32(0x2c, 0b011);
+    sim.write32(0x3c, 4 << 16);
+    assert!(sim.state.borrow().violations.is_empty());
+}
+
+#[test]
+fn pi5_tunes_sdr104_on_buffer_read_ready_alone_through_the_delay_line_phy() {
+    let (sim, info) = uhs_bring_up(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, uhs_card(0x801f));
+    assert_eq!(info.timing, Timing::Sdr104);
+    assert_eq!(info.sd_clock_hz, 200_000_000);
+    assert_eq!(info.fallback, None);
+    let state = sim.state.borrow();
+    // The controller found its sampling point after the CMD19s it needs, and the driver read
+    // nothing but Buffer Read Ready for them.
+    assert_eq!(state.tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(state.registers[0x3c / 4] >> 22 & 0b11, 0b10, "Sampling Clock Select, tuning done");
+    // The cfg block: delay-line PHY selected (MAX_50MHZ_MODE ENABLE clear, STRAP_OVERRIDE set),
+    // SD pin function and forced card presence.
+    let config = state.config_block.as_ref().unwrap();
+    assert_eq!(config[bcm2712_config::MAX_50MHZ_MODE / 4], bcm2712_config::MAX_50MHZ_MODE_STRAP_OVERRIDE);
+    assert_eq!(config[bcm2712_config::SD_PIN_SEL / 4], bcm2712_config::SD_PIN_SEL_SD);
+    assert_eq!(config[bcm2712_config::CTRL / 4], bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE);
+    // SDR104 data arrives intact: every command after tuning went out at 200 MHz.
+    let after_tuning = state.log.iter().rposition(|(i, _, _)| *i == 19).unwrap() + 1;
+    assert!(state.command_clocks_hz[after_tuning..].iter().all(|hz| *hz == 200_000_000));
+}
+
+#[test]
+fn failed_tuning_drops_the_clock_before_the_next_command_and_says_why() {
+    let mut card = uhs_card(0x801f);
+    card.tunable = false;
+    let (sim, info) = uhs_bring_up(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, card);
+    // DDR50 needs no tuning and both sides have it.
+    assert_eq!(info.timing, Timing::Ddr50);
+    assert_eq!(info.sd_clock_hz, 50_000_000);
+    assert!(info.signalling_1v8);
+    let fallback = info.fallback.expect("the fallback is reported");
+    assert_eq!(fallback.wanted, Timing::Sdr104);
+    assert_eq!(fallback.reason, super::bringup::TuningFailure::NotTuned { commands: 4 });
+    assert_eq!(
+        fallback.reason.to_string(),
+        "the controller ended tuning after 4 CMD19 without selecting the tuned clock"
+    );
+    let state = sim.state.borrow();
+    // Every command after the last CMD19 (the CMD6 switching to DDR50 first) ran at ≤ 50 MHz.
+    let after_tuning = state.log.iter().rposition(|(i, _, _)| *i == 19).unwrap() + 1;
+    assert_eq!(state.log[after_tuning].0, 6);
+    assert_eq!(state.log[after_tuning].1 & 0xf, 4, "CMD6 to DDR50");
+    assert!(state.command_clocks_hz[after_tuning..].iter().all(|hz| *hz <= 50_000_000));
+    // Tuning was abandoned: fixed sampling clock, UHS mode DDR50.
+    assert_eq!((state.registers[0x3c / 4] >> 16) & 0xc7, 0x04);
+}
+
+#[test]
+fn without_ddr50_failed_tuning_falls_back_to_sdr25_with_one_switch() {
+    let mut card = uhs_card(0x800f); // SDR12, SDR25, SDR50, SDR104: no DDR50
+    card.tunable = false;
+    let (sim, info) = uhs_bring_up(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, card);
+    assert_eq!((info.timing, info.sd_clock_hz), (Timing::Sdr25, 50_000_000));
+    assert_eq!(info.fallback.map(|fallback| fallback.wanted), Some(Timing::Sdr104));
+    let state = sim.state.borrow();
+    let after_tuning = state.log.iter().rposition(|(i, _, _)| *i == 19).unwrap() + 1;
+    let switches: Vec<u32> =
+        state.log[after_tuning..].iter().filter(|(i, _, _)| *i == 6).map(|(_, a, _)| a & 0xf).collect();
+    assert_eq!(switches, [1], "one CMD6, to SDR25");
+}
+
+#[test]
+fn a_tuning_error_ends_tuning_and_is_reported() {
+    let platform = platform(8 << 20);
+    let board = SimBoard::PI5_SDHCI;
+    let sim = sim(platform, board, uhs_card(0x801f));
+    sim.inject(Injection {
+        command_index: 19,
+        error_bits: interrupt::TUNING,
+        at: InjectAt::Command,
+        times: 1,
+    });
+    let mut host = host(sim, platform, &BCM2712_SDHCI, Some(board.base_clock_hz));
+    let info = bring_up(&mut host, Some(&recording_board()), BringUpOptions::default()).unwrap();
+    assert_eq!(info.timing, Timing::Ddr50);
+    let reason = info.fallback.unwrap().reason;
+    let super::bringup::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
+        panic!("{reason:?}");
+    };
+    assert_ne!(interrupt_status & interrupt::TUNING, 0);
+    assert!(reason.to_string().starts_with("no Buffer Read Ready for CMD19 number 1"), "{reason}");
+}
+
+#[test]
+fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
+    let platform = platform(1 << 20);
+    // CMD19s by hand: 1.8 V, SD clock on, delay-line PHY, then Execute Tuning in `uhs_mode`.
+    let tune = |uhs_mode: u32| {
+        let sim = sim(platform, SimBoard::PI5_SDHCI, uhs_card(0x801f));
+        sim.write32(0x34, interrupt::ENABLED);
+        sim.write32(0x400 + bcm2712_config::MAX_50MHZ_MODE, bcm2712_config::MAX_50MHZ_MODE_STRAP_OVERRIDE);
+        sim.write32(0x3c, (1 << 19) | (uhs_mode << 16));
+        sim.write32(0x2c, 0b111);
+        sim.write32(0x28, 0xf00);
+        sim.write32(0x3c, (1 << 22) | (1 << 19) | (uhs_mode << 16));
+        for _ in 0..super::sim::TUNING_PASSES {
+            sim.write32(0x04, (1 << 16) | 64);
+            sim.write32(0x0c, (19 << 24) | (1 << 21) | 0x1a_0000 | 0x10);
+            // Buffer Read Ready only, once the block is in: no Command Complete, no Transfer
+            // Complete.
+            let status = (0..4).map(|_| sim.read32(0x30)).find(|status| *status != 0);
+            assert_eq!(status, Some(interrupt::BUFFER_READ_READY));
+            sim.write32(0x30, interrupt::BUFFER_READ_READY);
+        }
+        // Execute Tuning cleared; Sampling Clock Select says whether a point was found.
+        sim.read32(0x3c) >> 22 & 0b11
+    };
+    assert_eq!(tune(3), 0b10, "SDR104");
+    assert_eq!(tune(1), 0b00, "SDR25 is out of sequence");
+}
+
+#[test]
+fn the_bcm2712_phy_is_switched_only_for_tuned_modes_and_other_cfg_bits_stay() {
+    use super::quirks::{CapabilitySource, UHS_DDR50, UHS_SDR104, UHS_SDR50};
+    static SDR50_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_SDR50 },
+        ..BCM2712_SDHCI
+    };
+    static SDR104_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_SDR104 },
+        ..BCM2712_SDHCI
+    };
+    static DDR50_ONLY: HostQuirks = HostQuirks {
+        capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_DDR50 },
+        ..BCM2712_SDHCI
+    };
+    let platform = platform(1 << 20);
+    let max_50mhz_mode = |quirks: &'static HostQuirks| {
+        let sim = sim(platform, SimBoard::PI5_SDHCI, SimCard::qemu_like(1 << 30));
+        // The firmware may have left the test enable already set: it stays set.
+        sim.write32(0x400 + bcm2712_config::CTRL, bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE);
+        let mut host = host(sim, platform, quirks, Some(200_000_000));
+        host.initialize().unwrap();
+        let control = sim.read32(0x400 + bcm2712_config::CTRL);
+        assert_eq!(control, bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE);
+        sim.read32(0x400 + bcm2712_config::MAX_50MHZ_MODE)
+    };
+    let delay_line = bcm2712_config::MAX_50MHZ_MODE_STRAP_OVERRIDE;
+    assert_eq!(max_50mhz_mode(&SDR50_ONLY), delay_line);
+    assert_eq!(max_50mhz_mode(&SDR104_ONLY), delay_line);
+    // DDR50 runs at 50 MHz: the strap stays as it was (Linux does the same).
+    assert_eq!(max_50mhz_mode(&DDR50_ONLY), bcm2712_config::MAX_50MHZ_MODE_ENABLE);
+}
+
+#[test]
+fn pi3_arasan_works_with_a_capabilities_register_that_reads_zero() {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, SimBoard::PI3_ARASAN, SimCard::qemu_like(4 << 30));
+    let mut host = host(sim, platform, &ARASAN_EMMC, Some(200_000_000));
+    // The driver decides by Linux's supplied values, and says what the register read.
+    let capabilities = host.capabilities();
+    assert_eq!(capabilities.register, Some((0, 0)));
+    assert!(capabilities.voltage_3v3() && capabilities.high_speed());
+    assert!(!capabilities.adma2() && !capabilities.sdma() && !capabilities.voltage_1v8());
+    assert_eq!(capabilities.max_block_bytes(), 1024);
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    assert_eq!(info.timing, Timing::HighSpeed);
+    assert_eq!(info.sd_clock_hz, 50_000_000);
+    assert!(!info.signalling_1v8);
+    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Auto).unwrap();
+    assert_eq!(device.transfer_mode(), TransferMode::Pio);
+    let (completion, buffer) = read(&mut device, platform, 4000, 16);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 4000);
+    // 3.3 V bus power (Power Control 0b111 << 9 | power on), no HISPD bit.
+    let state = sim.state.borrow();
+    assert_eq!(state.registers[0x28 / 4] & 0xf04, 0xf00);
+}
+
+#[test]
+fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
+    let platform = platform(16 << 20);
+    let b0 = SimBoard::PI4_EMMC2_B0;
+    let card = SimCard::qemu_like(4 << 30);
+    // The right translation: the descriptors and the data go through the window.
+    let sim = sim(platform, b0, card.clone());
+    let host = host(sim, platform, &BCM2711_EMMC2, Some(b0.base_clock_hz));
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
+    let (completion, buffer) = read(&mut device, platform, 2_000_000, 256);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 2_000_000);
+    assert_eq!(sim.state.borrow().dma_transfers, 1);
+    // Bus = physical (the C0 rule) on a B0 window: the ADMA engine fetches outside it.
+    let sim = self::sim(platform, b0, card.clone());
+    let identity = Some(BusTranslation::IDENTITY);
+    let mut host = SdhciHost::new(sim, platform, &BCM2711_EMMC2, Some(b0.base_clock_hz), identity).unwrap();
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Auto, Cmd23Request::Off).unwrap();
+    let (completion, _) = read(&mut device, platform, 2_000_000, 256);
+    assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Transfer);
+    let error = device.last_error().unwrap().to_string();
+    assert!(error.contains("ADMA error status"), "{error}");
+    // No translation known at all: PIO, and the data still arrives.
+    let sim = self::sim(platform, b0, card);
+    let mut host = SdhciHost::new(sim, platform, &BCM2711_EMMC2, Some(b0.base_clock_hz), None).unwrap();
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Off).unwrap();
+    assert_eq!(device.transfer_mode(), TransferMode::Pio);
+    let (completion, buffer) = read(&mut device, platform, 77, 8);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 77);
+    assert_eq!(sim.state.borrow().dma_transfers, 0);
 }
 
 #[test]
 fn a_card_without_s18a_stays_at_3v3_even_with_the_hook() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, UHS_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, UHS, SimCard::qemu_like(4 << 30));
     let mut host = host(sim, platform, &BCM2711_EMMC2, Some(200_000_000));
-    let board = RecordingBoard { io_1v8: Cell::new(None), power_cycles: Cell::new(0) };
+    let board = recording_board();
     let info = bring_up(&mut host, Some(&board), BringUpOptions::default()).unwrap();
     assert!(!info.signalling_1v8);
     assert_eq!(board.io_1v8.get(), Some(false));
@@ -414,7 +687,7 @@ fn a_card_without_s18a_stays_at_3v3_even_with_the_hook() {
 #[test]
 fn options_cap_the_clock_and_keep_default_speed() {
     let platform = platform(8 << 20);
-    let sim = sim(platform, PCI_CAPS, SimCard::qemu_like(4 << 30));
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let mut host = host(sim, platform, &GENERIC_PCI, Some(100_000_000));
     let options = BringUpOptions { allow_speed_switch: false, max_clock_hz: Some(10_000_000) };
     let info = bring_up(&mut host, None, options).unwrap();
@@ -422,6 +695,40 @@ fn options_cap_the_clock_and_keep_default_speed() {
     assert_eq!(info.sd_clock_hz, 10_000_000);
     // ACMD6 (bus width, argument 2) but no CMD6 (switch).
     assert!(!sim.state.borrow().log.iter().any(|(i, a, _)| *i == 6 && *a != 2));
+}
+
+#[test]
+fn a_card_without_command_class_10_stays_at_default_speed() {
+    // The SCR allows CMD6 (SD_SPEC 2) but the CSD lacks class 10 (switch): no CMD6 at all.
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.csd &= !(1u128 << (84 + 10));
+    let sim = sim(platform, PCI, card);
+    let mut host = host(sim, platform, &GENERIC_PCI, None);
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    assert_eq!(info.timing, Timing::DefaultSpeed);
+    assert!(!sim.state.borrow().log.iter().any(|(i, a, _)| *i == 6 && *a != 2));
+}
+
+#[test]
+fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
+    // "Use Tuning for SDR50" (capabilities bit 45) set, SDR50 and DDR50 offered.
+    let asks = SimBoard { capabilities: (UHS.capabilities.0, 0b101 | (1 << 13)), ..UHS };
+    let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!((info.timing, info.sd_clock_hz, info.fallback), (Timing::Sdr50, 100_000_000, None));
+    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    // DDR50 never needs tuning, whatever the bit says.
+    let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8017));
+    assert_eq!(info.timing, Timing::Ddr50);
+    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    // Without the bit SDR50 runs untuned.
+    let (sim, info) = uhs_bring_up(UHS, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!(info.timing, Timing::Sdr50);
+    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    // A host without SDR50 does not use it, however fast its base clock: SDR25.
+    let no_sdr50 = SimBoard { capabilities: (UHS.capabilities.0, 0b100), ..UHS };
+    let (_, info) = uhs_bring_up(no_sdr50, &BCM2711_EMMC2, uhs_card(0x8007));
+    assert_eq!(info.timing, Timing::Sdr25);
 }
 
 #[test]

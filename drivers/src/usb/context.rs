@@ -1,7 +1,8 @@
 //! Device, input and stream contexts (eXtensible Host Controller Interface 1.2, §6.2: slot
 //! context §6.2.2, endpoint context §6.2.3, stream context §6.2.4, input control context
-//! §6.2.5.1; docs/usb-storage.md §1 "Contexts" and §4-5). A context is 32 or 64 bytes as
-//! HCCPARAMS1.CSZ says (QEMU and the VL805 use 32, RP1 64), of which the first 32 are defined.
+//! §6.2.5.1; docs/usb-storage.md §1 (its paragraph on contexts) and §4-5). A context is 32 or
+//! 64 bytes as HCCPARAMS1.CSZ says (QEMU and the VL805 use 32, RP1 64), of which the first 32
+//! are defined.
 
 use super::regs::Speed;
 

@@ -1,6 +1,7 @@
 //! How a run ends: QEMU semihosting SYS_EXIT with a status (only when the command line
-//! asks, because `hlt #0xf000` is undefined on real hardware), PSCI SYSTEM_OFF, or a report and an
-//! idle loop with the console alive.
+//! asks, because `hlt #0xf000` is undefined on real hardware), PSCI SYSTEM_OFF through the
+//! conduit `board::choose_psci_conduit` picked (Arm DEN0022 §5.2), or a report and an idle loop
+//! with the console alive.
 
 use super::console;
 use crate::cmdline::ExitMethod;
@@ -22,12 +23,7 @@ pub enum ExitStatus {
     UnknownBoard = 5,
 }
 
-/// Which PSCI conduit the firmware uses (`/psci` `method` in the device tree).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PsciConduit {
-    Hvc,
-    Smc,
-}
+pub use crate::board::PsciConduit;
 
 static EXIT_METHOD: AtomicU8 = AtomicU8::new(0);
 static PSCI_CONDUIT: AtomicU8 = AtomicU8::new(0);

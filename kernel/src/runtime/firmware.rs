@@ -4,7 +4,7 @@
 use super::sync::SingleCoreCell;
 use super::timer::GenericTimer;
 use crate::board::VIDEOCORE_UNCACHED_ALIAS;
-use drivers::mailbox::{Mailbox, MailboxError, PropertyBuffer};
+use drivers::mailbox::{tags, Mailbox, MailboxError, PropertyBuffer, PropertyTags};
 use drivers::mmio::Mmio;
 
 static BUFFER: SingleCoreCell<PropertyBuffer> =
@@ -71,19 +71,20 @@ impl Firmware {
         }
     }
 
-    /// Asks the VideoCore to (re)load the VL805 xHCI's firmware (Pi 4 boards without its
-    /// EEPROM), for the PCI function at `bus`/`device`/`function` (docs/usb-storage.md §7).
-    pub fn notify_xhci_reset(&self, bus: u8, device: u8, function: u8) -> Result<(), MailboxError> {
-        let address = (u32::from(bus) << 20) | (u32::from(device) << 15) | (u32::from(function) << 12);
-        self.property(drivers::mailbox::tags::NOTIFY_XHCI_RESET, &[address], 1).map(|_| ())
+    pub fn clock_rate_hz(&self, clock_id: u32) -> Result<u32, MailboxError> {
+        drivers::mailbox::clock_rate_hz(self, tags::GET_CLOCK_RATE, clock_id)
     }
 
-    pub fn clock_rate_hz(&self, clock_id: u32) -> Result<u32, MailboxError> {
-        let answer = self.property(drivers::mailbox::tags::GET_CLOCK_RATE, &[clock_id], 2)?;
-        match answer.as_slice() {
-            [_, rate, ..] if *rate > 0 => Ok(*rate),
-            _ => Err(MailboxError::TagNotAnswered { tag: drivers::mailbox::tags::GET_CLOCK_RATE }),
-        }
+    /// The firmware's build (a Unix time), or QEMU's fixed number.
+    pub fn firmware_revision(&self) -> Result<u32, MailboxError> {
+        let answer = self.property(tags::GET_FIRMWARE_REVISION, &[], 1)?;
+        answer.first().copied().ok_or(MailboxError::TagNotAnswered { tag: tags::GET_FIRMWARE_REVISION })
+    }
+
+    /// Asks the VideoCore to load the VL805's firmware into the function at `device_address`
+    /// (bus << 20 | device << 15 | function << 12) after a PCIe reset.
+    pub fn notify_xhci_reset(&self, device_address: u32) -> Result<(), MailboxError> {
+        self.property(drivers::mailbox::tags::NOTIFY_XHCI_RESET, &[device_address], 1).map(|_| ())
     }
 
     /// The command line the firmware holds (cmdline.txt, or QEMU's -append).
@@ -102,5 +103,14 @@ impl Firmware {
             }
         }
         Ok(())
+    }
+}
+
+impl PropertyTags for Firmware {
+    fn call_tag(&self, tag: u32, request: &[u32], response: &mut [u32]) -> Result<usize, MailboxError> {
+        let answer = self.property(tag, request, response.len())?;
+        let count = answer.len().min(response.len());
+        response[..count].copy_from_slice(&answer[..count]);
+        Ok(count)
     }
 }

@@ -7,7 +7,9 @@ pub mod exit;
 pub mod firmware;
 pub mod nvme;
 pub mod pci;
+pub mod pcie;
 pub mod platform;
+pub mod pmu;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -23,9 +25,11 @@ use crate::{print, println};
 use blockdev::Clock;
 use boot::cpu::{registers, MainId};
 use boot::mmu::Table;
+use drivers::mailbox::CpuClock;
 use exit::{finish, ExitStatus, PsciConduit};
 use firmware::Firmware;
 use platform::KernelPlatform;
+use pmu::PerformanceCounters;
 use sync::SingleCoreCell;
 use timer::GenericTimer;
 
@@ -58,6 +62,10 @@ pub struct Machine {
     pub firmware: Option<Firmware>,
     pub entry_level: u64,
     pub main_id: MainId,
+    /// The ARM clock after asking the firmware for its maximum (`None`: no firmware to ask).
+    pub cpu_clock: Option<CpuClock>,
+    /// The CPU's cycle and instruction counters (the CPU cost per I/O).
+    pub pmu: PerformanceCounters,
 }
 
 /// Called by `boot` on core 0 at EL1, MMU off, stack and BSS ready.
@@ -76,11 +84,15 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
+    // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
+    let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
     if entry_level == 2 {
         park_secondary_cores(info.profile.spin_table);
     }
     init_console(&info, firmware.as_ref());
-    print_banner(&info, main_id, entry_level, &timer);
+    print_banner(&info, main_id, entry_level, &timer, cpu_clock.as_ref());
+    let pmu = PerformanceCounters::start();
+    println!("pmu        {}", pmu.describe());
     for warning in &info.warnings {
         println!("warning: {warning}");
     }
@@ -94,11 +106,11 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     // SAFETY: the plan's DMA pool is RAM mapped non-cacheable and used by nothing else.
     let platform: &'static KernelPlatform =
         alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
-    let (settings, benchmark) = apply_command_line(&info);
+    let (settings, benchmark) = apply_command_line(&info, entry_level);
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine { info, timer, platform, firmware, entry_level, main_id };
+    let machine = Machine { info, timer, platform, firmware, entry_level, main_id, cpu_clock, pmu };
     let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
@@ -129,48 +141,41 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
 /// Room left in the DMA pool after the benchmark's buffers, for anything allocated later.
 const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
 
-/// Runs the benchmark on every device (the runner applies `devices=`); false when some I/O
-/// failed or no buffer could be had.
+/// Runs the benchmark on every device (the runner applies `devices=`) after sampling each
+/// device's region; false when some I/O failed or no buffer could be had.
 fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &mut storage::Storage) -> bool {
     use blockdev::BlockDevice;
-    let geometries: alloc::vec::Vec<blockdev::Geometry> =
-        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
-    let wanted = bench::runner::buffer_bytes_needed(config, &geometries) as u64;
-    let minimum = bench::runner::minimum_buffer_bytes(config, &geometries) as u64;
-    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
-    let area_bytes = wanted.min(available).max(minimum).max(4096);
-    let area = match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
-        Ok(area) => area,
-        Err(error) => {
-            println!("benchmark  cannot allocate its buffers: {error}; not run");
-            return false;
-        }
+    let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
+        return false;
     };
-    let info = &machine.info;
-    let board = match info.profile.family {
-        BoardFamily::QemuVirt => "QEMU virt",
-        _ => info.model.as_str(),
-    };
-    let soc = soc_name(info);
-    let cpu = alloc::format!("{}", machine.main_id);
-    let entry = alloc::format!("EL{}", machine.entry_level);
-    let revision = info.board_revision.map(|r| alloc::format!("{r:#08x}")).unwrap_or_default();
-    let mut extra = alloc::vec![("soc", soc), ("cpu", cpu.as_str()), ("entry", entry.as_str())];
-    if !revision.is_empty() {
-        extra.push(("board_revision", revision.as_str()));
-    }
-    let context = bench::runner::ReportContext {
-        board,
+    let samples = storage::sample_regions(config, storage, machine.platform, area);
+    let device_facts: alloc::vec::Vec<bench::results::DeviceFacts<'_>> = samples
+        .iter()
+        .map(|sampled| bench::results::DeviceFacts {
+            device_name: &sampled.device_name,
+            region_sample: Some(sampled.sample),
+            deallocated_read: sampled.deallocated_read,
+        })
+        .collect();
+    let board = BoardFacts::of(machine);
+    let extra = board.extra();
+    let context = bench::results::ReportContext {
+        board: board.name,
         timer_frequency_hz: machine.timer.ticks_per_second(),
         extra: &extra,
+        device_facts: &device_facts,
+    };
+    let environment = bench::runner::RunEnvironment {
+        clock: &machine.timer,
+        cpu_counters: &machine.pmu,
+        buffer_area: area,
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
     let results = bench::runner::run_benchmark(
         config,
         &mut devices,
-        &machine.timer,
-        area,
+        &environment,
         &context,
         &mut console::ConsoleWriter,
     );
@@ -178,11 +183,88 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
     errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
+/// One DMA area for the benchmark's read buffers: what every request needs a buffer of its own,
+/// or what the pool has left (requests then share), but at least the largest block.
+fn allocate_benchmark_buffers(
+    machine: &Machine,
+    config: &bench::cmdline::Config,
+    storage: &storage::Storage,
+) -> Option<blockdev::DmaBuffer> {
+    let geometries: alloc::vec::Vec<blockdev::Geometry> =
+        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
+    let wanted = bench::plan::buffer_bytes_needed(config, &geometries) as u64;
+    let minimum = bench::plan::minimum_buffer_bytes(config, &geometries) as u64;
+    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
+    let area_bytes = wanted.min(available).max(minimum).max(4096);
+    match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
+        Ok(area) => Some(area),
+        Err(error) => {
+            println!("benchmark  cannot allocate its buffers: {error}; not run");
+            None
+        }
+    }
+}
+
+/// The board facts the JSON carries besides the board's name.
+struct BoardFacts<'m> {
+    name: &'m str,
+    soc: &'static str,
+    cpu: alloc::string::String,
+    entry: alloc::string::String,
+    revision: Option<alloc::string::String>,
+    cpu_clock: Option<alloc::string::String>,
+    cpu_clock_hz: Option<alloc::string::String>,
+    cpu_max_clock_hz: Option<alloc::string::String>,
+}
+
+impl<'m> BoardFacts<'m> {
+    fn of(machine: &'m Machine) -> BoardFacts<'m> {
+        let info = &machine.info;
+        let name = match info.profile.family {
+            BoardFamily::QemuVirt => "QEMU virt",
+            _ => info.model.as_str(),
+        };
+        BoardFacts {
+            name,
+            soc: soc_name(info),
+            cpu: alloc::format!("{}", machine.main_id),
+            entry: alloc::format!("EL{}", machine.entry_level),
+            revision: info.board_revision.map(|r| alloc::format!("{r:#08x}")),
+            cpu_clock: machine.cpu_clock.map(|clock| alloc::format!("{clock}")),
+            cpu_clock_hz: machine
+                .cpu_clock
+                .and_then(|clock| clock.current_hz.ok())
+                .map(|hz| alloc::format!("{hz}")),
+            cpu_max_clock_hz: machine
+                .cpu_clock
+                .and_then(|clock| clock.max_hz.ok())
+                .map(|hz| alloc::format!("{hz}")),
+        }
+    }
+
+    fn extra(&self) -> alloc::vec::Vec<(&str, &str)> {
+        let mut extra =
+            alloc::vec![("soc", self.soc), ("cpu", self.cpu.as_str()), ("entry", self.entry.as_str())];
+        let optional = [
+            ("board_revision", &self.revision),
+            ("cpu_clock", &self.cpu_clock),
+            ("cpu_clock_hz", &self.cpu_clock_hz),
+            ("cpu_max_clock_hz", &self.cpu_max_clock_hz),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                extra.push((key, value.as_str()));
+            }
+        }
+        extra
+    }
+}
+
 /// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
 /// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
 /// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci::enumerate(machine);
+    let pci = pci::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
     usb::attach(machine, settings, pci.as_ref(), storage);
@@ -232,6 +314,12 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
     Ok(info)
 }
 
+/// Asks the firmware to run the ARM at its maximum clock and reads back what it runs at.
+fn raise_cpu_clock(firmware: &Firmware, mut timer: GenericTimer) -> CpuClock {
+    use embedded_hal::delay::DelayNs;
+    CpuClock::raise_to_maximum(firmware, || timer.delay_us(drivers::mailbox::CLOCK_TRANSITION_US as u32))
+}
+
 /// Fills in what only the VideoCore knows: the board revision, and without a device tree the
 /// memory split and the command line.
 fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
@@ -247,6 +335,7 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
         }
         Err(error) => info.warn(format_args!("firmware board revision unavailable: {error}")),
     }
+    info.firmware_revision = firmware.firmware_revision().ok();
     // QEMU's raspi machines hand the same -append to ATAGS and to the mailbox, but the ATAGS copy
     // is cut where it meets the secondary-core stub at 0x300; the mailbox's copy is whole.
     if let ConfigSource::Atags { .. } = info.source {
@@ -328,7 +417,13 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
     unsafe { console::init(profile.console_uart, uart_clock_hz) };
 }
 
-fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &GenericTimer) {
+fn print_banner(
+    info: &BoardInfo,
+    main_id: MainId,
+    entry_level: u64,
+    timer: &GenericTimer,
+    cpu_clock: Option<&CpuClock>,
+) {
     let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
     println!();
     println!("{PROGRAM_NAME} {PROGRAM_VERSION}: bare-metal storage benchmark");
@@ -344,6 +439,13 @@ fn print_banner(info: &BoardInfo, main_id: MainId, entry_level: u64, timer: &Gen
     println!("soc        {}", soc_name(info));
     let plural = if info.core_count == 1 { "" } else { "s" };
     println!("cpu        {main_id} (MIDR {:#010x}), {} core{plural}", main_id.0, info.core_count);
+    if let Some(clock) = cpu_clock {
+        println!("           {clock}");
+    }
+    if let Some(revision) = info.firmware_revision {
+        let qemu = if info.is_qemu() { " (QEMU's firmware model)" } else { "" };
+        println!("firmware   VideoCore revision {revision:#010x}{qemu}");
+    }
     print!("ram        {} MiB", info.total_memory_bytes() / MIB);
     for bank in &info.memory {
         print!(" [{:#x}-{:#x}]", bank.base, bank.end());
@@ -432,7 +534,7 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
 /// Reads the command line: the kernel's own settings and the driver options here, the
 /// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
 /// the accepted forms and the run goes on with that key's default.
-fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Config) {
+fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::cmdline::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
     for token in cmdline::tokens(&info.command_line) {
@@ -469,15 +571,30 @@ fn apply_command_line(info: &BoardInfo) -> (KernelSettings, bench::cmdline::Conf
     if firmware_settings > 0 {
         println!("cmdline    {firmware_settings} firmware/Linux settings ignored");
     }
-    let conduit = match info.device_tree.and_then(|tree| {
+    set_exit_method(info, entry_level, settings.exit);
+    (settings, config)
+}
+
+/// The way the run ends; for `exit=psci` the conduit the device tree's psci node names, else
+/// the board's (docs/hardware.md §4.3: SMC to TF-A on a Pi 5), never an HVC nobody answers.
+fn set_exit_method(info: &BoardInfo, entry_level: u64, method: cmdline::ExitMethod) {
+    let tree_method = info.device_tree.and_then(|tree| {
         let node = tree.find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])?;
         tree.string_property(node.offset, "method")
-    }) {
-        Some("smc") => PsciConduit::Smc,
-        _ => PsciConduit::Hvc,
-    };
-    exit::set_method(settings.exit, conduit);
-    (settings, config)
+    });
+    match crate::board::choose_psci_conduit(info.profile, tree_method, entry_level) {
+        Ok((conduit, note)) => {
+            if let (cmdline::ExitMethod::Psci, Some(note)) = (method, note) {
+                println!("exit       psci: {note}");
+            }
+            exit::set_method(method, conduit);
+        }
+        Err(reason) if method == cmdline::ExitMethod::Psci => {
+            println!("warning: exit=psci: {reason}; the run will end idling instead");
+            exit::set_method(cmdline::ExitMethod::Idle, PsciConduit::Smc);
+        }
+        Err(_) => exit::set_method(method, PsciConduit::Smc),
+    }
 }
 
 fn raise_test_fault(fault: TestFault) -> ! {

@@ -1,7 +1,8 @@
 //! SD cards on the running machine: every SD host of the board table (docs/hardware.md §2:
-//! pins, firmware power, base clock from the VideoCore mailbox, 1.8 V hooks) and every PCI
-//! function of class 08:05:01 (`sdhci-pci` on QEMU virt), brought up with `drivers::sdhci`,
-//! described on the console, timed once, and registered as `sd0`, `sd1`, … in discovery order.
+//! pins, firmware power, base clock from the VideoCore mailbox, DMA window, 1.8 V hooks) that
+//! may be probed here, and every PCI function of class 08:05:01 (`sdhci-pci` on QEMU virt),
+//! brought up with `drivers::sdhci`, described on the console, timed once, and registered as
+//! `sd0`, `sd1`, … in discovery order.
 
 use super::firmware::Firmware;
 use super::pci::PciTopology;
@@ -11,11 +12,12 @@ use super::Machine;
 use crate::board::{SdHost, SdHostKind};
 use crate::cmdline::KernelSettings;
 use crate::println;
+use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
 use blockdev::{BlockDevice, Clock, Completion, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
 use drivers::mmio::{Mmio, RegisterIo};
-use drivers::platform::{BusTranslation, Platform};
+use drivers::platform::Platform;
 use drivers::sdhci::options::SdOptions;
 use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
 use drivers::sdhci::{bring_up, BoardSignalling, ModeRequest, SdCard, SdError, SdhciHost};
@@ -28,6 +30,11 @@ const SDHCI_PCI_CLASS: (u8, u8, u8) = (0x08, 0x05, 0x01);
 /// Time allowed for the bring-up measurement reads.
 const MEASUREMENT_TIMEOUT_US: u64 = 30_000_000;
 const MIB: usize = 1 << 20;
+
+/// The host's register window: the SDHCI block, or up to the end of the BCM2712 cfg block.
+fn register_window_bytes(quirks: &HostQuirks) -> usize {
+    quirks.config_block_offset.map_or(REGISTER_BLOCK_BYTES, |offset| offset + bcm2712_config::BLOCK_BYTES)
+}
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
 
@@ -48,7 +55,7 @@ fn parse_options(settings: &KernelSettings) -> SdOptions {
 struct HostSite {
     base: u64,
     quirks: &'static HostQuirks,
-    dma: BusTranslation,
+    dma: DmaDecision,
     origin: &'static str,
 }
 
@@ -68,19 +75,22 @@ pub fn attach(
     storage: &mut Storage,
 ) {
     let options = parse_options(settings);
-    let board_hosts = machine.info.profile.sd_hosts.iter().map(|SdHost { kind, base, dma }| HostSite {
-        base: *base,
-        quirks: quirks_for(*kind),
-        dma: *dma,
-        origin: "board table",
-    });
+    let info = &machine.info;
+    let qemu = info.is_qemu();
+    let board_hosts =
+        info.profile.sd_hosts.iter().filter(|host| allowed_here(host, qemu)).map(|host| HostSite {
+            base: host.base,
+            quirks: quirks_for(host.kind),
+            dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
+            origin: "board table",
+        });
     let (base, sub, prog_if) = SDHCI_PCI_CLASS;
     let pci_hosts = pci.into_iter().flat_map(|topology| {
         topology.with_class(base, sub, prog_if).filter_map(move |function| match function.bar(0) {
             Some(bar) => Some(HostSite {
                 base: bar.cpu_address,
                 quirks: &quirks::GENERIC_PCI,
-                dma: topology.dma,
+                dma: DmaDecision::fixed(topology.dma),
                 origin: "PCI",
             }),
             None => {
@@ -95,17 +105,34 @@ pub fn attach(
     }
 }
 
+/// Whether a board-table host may be probed here; says why not when it may not.
+fn allowed_here(host: &SdHost, qemu: bool) -> bool {
+    let allowed = host.may_probe(qemu);
+    if !allowed {
+        println!(
+            "sdhci at {:#x}: not probed: on a Pi 4 / 400 / CM4 this legacy Arasan does not reach the SD slot, \
+             and its pins GPIO 48-53 are the Ethernet RGMII lines (only QEMU's raspi4b wires a card to it)",
+            host.base
+        );
+    }
+    allowed
+}
+
 fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage: &mut Storage) {
     let quirks = site.quirks;
     let base = site.base;
     let mut notes: heapless::String<192> = heapless::String::new();
     if let (Some(pins), Some(gpio_base)) = (quirks.pins, machine.info.profile.gpio) {
         route_pins(gpio_base, pins);
+        let released =
+            pins.release_first.map(|(first, last)| alloc::format!("GPIO {first}-{last} to input, "));
         let _ = core::fmt::Write::write_fmt(
             &mut notes,
             format_args!(
-                "; SD pins GPIO {}-{} routed to this SDHCI (input, then ALT3), not to sdhost",
-                pins.first_pin, pins.last_pin
+                "; pins: {}SD pins GPIO {}-{} routed to this SDHCI (input, then ALT3), not to sdhost",
+                released.unwrap_or_default(),
+                pins.first_pin,
+                pins.last_pin
             ),
         );
     }
@@ -115,28 +142,32 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
         }
     }
     let (base_clock_hz, clock_source) = base_clock(machine.firmware.as_ref(), quirks.base_clock);
-    // SAFETY: the board table or a PCI BAR gives this SDHCI register block, and the memory map
-    // covers it as device memory.
-    let registers = unsafe { Mmio::new(base as usize, REGISTER_BLOCK_BYTES) };
-    if let Some(offset) = quirks.config_block_offset {
-        // SAFETY: the BCM2712 cfg block sits at this offset from the host (docs/hardware.md §2.7).
-        let config = unsafe { Mmio::new(base as usize + offset, 0x200) };
-        prepare_bcm2712_config(&config);
-    }
-    let mut host = match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma) {
-        Ok(host) => host,
-        Err(error) => {
-            println!("sdhci at {base:#x}: {error}; skipped");
-            return;
-        }
-    };
-    println!("sdhci at {base:#x}: {} ({}), {}", quirks.name, site.origin, host.capabilities());
+    // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
+    // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
+    let registers = unsafe { Mmio::new(base as usize, register_window_bytes(quirks)) };
+    let mut host =
+        match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
+            Ok(host) => host,
+            Err(error) => {
+                println!("sdhci at {base:#x}: {error}; skipped");
+                return;
+            }
+        };
+    println!("sdhci at {base:#x}: {} ({}), {}", quirks.name, site.origin, site.dma);
+    println!("sdhci        {}", host.capabilities());
     let detect = if quirks.broken_card_detect { "card detect not wired (probing)" } else { "card detect" };
     let width = if quirks.access_32_bit_only { "32-bit register access only" } else { "any access width" };
     println!(
         "sdhci        base clock {} Hz ({clock_source}); {width}; {detect}{notes}",
         host.base_clock_hz()
     );
+    if let (Some(firmware_hz), Some(capabilities_hz)) =
+        (base_clock_hz, base_clock_hz.and_then(|hz| host.capabilities().base_clock_disagreement(hz)))
+    {
+        println!(
+            "sdhci        warning: the firmware's base clock ({firmware_hz} Hz) and the capabilities' ({capabilities_hz} Hz) disagree; using the firmware's"
+        );
+    }
     let hook = board_hook(machine, quirks);
     let info = match bring_up(&mut host, hook.as_ref().map(|h| h as &dyn BoardSignalling), options.bring_up) {
         Ok(info) => info,
@@ -163,16 +194,12 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
     storage.add(DeviceClass::Sd, Box::new(device));
 }
 
-/// GPIO 48-53: input first (QEMU's condition for the Arasan), then the real hardware's ALT3
-/// (docs/hardware.md §2.1, docs/qemu.md §2).
+/// The quirks' pin routing: GPIO 34-39 released, GPIO 48-53 input first (QEMU's condition for
+/// the Arasan), then the real hardware's ALT3 (docs/hardware.md §2.1, docs/qemu.md §2).
 fn route_pins(gpio_base: u64, pins: quirks::PinRouting) {
     // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
     let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
-    let range = pins.first_pin..=pins.last_pin;
-    if pins.input_first {
-        gpio.set_functions(range.clone(), drivers::gpio::PinFunction::Input);
-    }
-    gpio.set_functions(range, drivers::gpio::PinFunction::from_bits(pins.function_bits));
+    pins.apply(&gpio);
 }
 
 /// SET_POWER_STATE {device, on | wait} (docs/hardware.md §2.9 step 1).
@@ -206,19 +233,6 @@ fn base_clock(firmware: Option<&Firmware>, source: BaseClockSource) -> (Option<u
             }
         }
     }
-}
-
-/// BCM2712 cfg block: select the SD function of the pins and force "card present", so the
-/// controller runs; a missing card then shows as a command timeout (docs/hardware.md §2.7).
-fn prepare_bcm2712_config(config: &Mmio) {
-    let pins = config.read32(bcm2712_config::SD_PIN_SEL);
-    config.write32(bcm2712_config::SD_PIN_SEL, (pins & !0b11) | bcm2712_config::SD_PIN_SEL_SD);
-    let control = config.read32(bcm2712_config::CTRL);
-    config.write32(
-        bcm2712_config::CTRL,
-        (control & !bcm2712_config::CTRL_CARD_DETECT_TEST_LEVEL)
-            | bcm2712_config::CTRL_CARD_DETECT_TEST_ENABLE,
-    );
 }
 
 /// The 1.8 V and card-power controls of the board, where it has them.
@@ -335,8 +349,20 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
         card.timing.name(),
         device.transfer_mode().name()
     );
+    if let Some(fallback) = card.fallback {
+        println!(
+            "{name}        {} given up: tuning failed ({}); the clock was lowered before the next command",
+            fallback.wanted.name(),
+            fallback.reason
+        );
+    }
     if mode_request == ModeRequest::Adma2 && device.transfer_mode() == drivers::sdhci::TransferMode::Pio {
-        println!("{name}        sd.mode=adma2 asked for, but this host advertises no ADMA2: using PIO");
+        let why = if device.host().dma_translation().is_none() {
+            "the host's DMA window is unknown"
+        } else {
+            "this host advertises no ADMA2"
+        };
+        println!("{name}        sd.mode=adma2 asked for, but {why}: using PIO");
     }
 }
 

@@ -5,7 +5,7 @@
 //! mass storage drive registered as `usb0`, `usb1`, … in discovery order (docs/usb-storage.md
 //! §7 for the Pi facts, §8 for QEMU).
 
-use super::pci::{PciFunction, PciTopology};
+use super::pci::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{DeviceClass, Storage};
 use super::Machine;
@@ -23,12 +23,6 @@ use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::{BusTranslation, Platform};
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
 
-/// PCI class of an xHCI: serial bus (0C), USB (03), xHCI (30) (xHCI 1.2 §5.2.1).
-const XHCI_PCI_CLASS: (u8, u8, u8) = (0x0c, 0x03, 0x30);
-/// The Pi 4's VIA VL805 (docs/usb-storage.md §7).
-const VL805: (u16, u16) = (0x1106, 0x3483);
-/// After NOTIFY_XHCI_RESET the VL805 needs 200 µs to 1 ms (Linux `reset-raspberrypi.c`).
-const VL805_FIRMWARE_LOAD_US: u64 = 1_000;
 /// Time for root ports to see their devices after the controller reset (USB 3 link training,
 /// USB 2 connect debounce: USB 2.0 §7.1.7.3 TATTDB = 100 ms).
 const PORT_SETTLE_US: u64 = 100_000;
@@ -68,7 +62,7 @@ pub fn attach(
     for error in errors {
         println!("warning: {error}");
     }
-    let mut sites = pci_sites(machine, pci);
+    let mut sites = pci_sites(pci);
     if machine.info.profile.family == BoardFamily::RaspberryPi5 {
         if options.pi5_rp1 {
             sites.extend(rp1_sites());
@@ -88,11 +82,11 @@ pub fn attach(
     }
 }
 
-fn pci_sites(machine: &Machine, pci: Option<&PciTopology>) -> Vec<Site> {
+fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
     let Some(topology) = pci else {
         return Vec::new();
     };
-    let (base, sub, prog_if) = XHCI_PCI_CLASS;
+    let ClassCode { base, sub, prog_if } = ClassCode::XHCI;
     let mut sites = Vec::new();
     for function in topology.with_class(base, sub, prog_if) {
         let label = format!("xhci {}", function.address);
@@ -112,9 +106,6 @@ fn pci_sites(machine: &Machine, pci: Option<&PciTopology>) -> Vec<Site> {
             bar.size_bytes >> 10,
             if bar.is_64_bit { 64 } else { 32 }
         );
-        if (function.vendor_id, function.device_id) == VL805 {
-            load_vl805_firmware(machine, function);
-        }
         sites.push(Site {
             label,
             base: bar.cpu_address,
@@ -123,29 +114,6 @@ fn pci_sites(machine: &Machine, pci: Option<&PciTopology>) -> Vec<Site> {
         });
     }
     sites
-}
-
-/// The Pi 4's VL805 gets its firmware from the VideoCore after a PCIe reset, once per reset
-/// (repeating it broke the controller: raspberrypi/firmware#1617; docs/usb-storage.md §7).
-fn load_vl805_firmware(machine: &Machine, function: &PciFunction) {
-    static LOADED: super::sync::SingleCoreCell<bool> = super::sync::SingleCoreCell::new(false);
-    if LOADED.with(|loaded| core::mem::replace(loaded, true)).unwrap_or(true) {
-        return;
-    }
-    let Some(firmware) = machine.firmware.as_ref() else {
-        println!(
-            "usb        VL805 at {}: no firmware mailbox to load its firmware; trying as is",
-            function.address
-        );
-        return;
-    };
-    let address = function.address;
-    match firmware.notify_xhci_reset(address.bus, address.device, address.function) {
-        Ok(()) => machine.platform.delay_us(VL805_FIRMWARE_LOAD_US),
-        Err(error) => {
-            println!("usb        VL805 firmware load (mailbox tag 0x00030058) failed: {error}; trying as is")
-        }
-    }
 }
 
 /// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
@@ -177,7 +145,7 @@ fn rp1_sites() -> Vec<Site> {
 fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
     match (machine.info.profile.family, pci) {
         (BoardFamily::RaspberryPi4, None) => println!(
-            "usb        the Pi 4's USB 3 controller (VL805) is behind the PCIe root complex, which this kernel does not bring up yet; no USB drives"
+            "usb        the Pi 4's USB 3 controller (VL805) is behind pcie0, which is not up (see the pcie0 line); no USB drives"
         ),
         (BoardFamily::RaspberryPi3, _) => {
             println!("usb        the Pi 3's USB is a DWC2 OTG controller (no xHCI); not supported")

@@ -25,6 +25,11 @@ pub const BOARD_DTBS: [(&str, [&str; 2]); 3] = [
     ("Pi 5", ["bcm2712-rpi-5-b.dtb", "bcm2712-rpi-5-b.dtb"]),
 ];
 
+/// The Pi 5 D0-stepping device tree (2 GB and 16 GB Pi 5, Pi 500, CM5, newer 4/8 GB boards):
+/// the Raspberry Pi firmware's name, then upstream Linux's (added after 6.12, so Debian's 6.12
+/// packages ship neither; docs/hardware.md §7).
+pub const PI5_D0_DTBS: [&str; 2] = ["bcm2712d0-rpi-5-b.dtb", "bcm2712-d-rpi-5-b.dtb"];
+
 /// The Broadcom licence as Raspberry Pi ships it in `boot/LICENCE.broadcom`; used only when a
 /// `--firmware` directory lacks that file, so that the notice still travels with the blobs
 /// (its text is the `Files: boot/*` stanza of Debian's raspi-firmware copyright file).
@@ -98,6 +103,13 @@ impl FirmwareSet {
                 self.warnings.push(format!("no {} device tree: {note}", names[0]));
             }
         }
+        if !PI5_D0_DTBS.iter().any(|name| self.has_file(name)) {
+            self.warnings.push(format!(
+                "no {} device tree (Pi 5 boards with the D0 stepping: 2 GB and 16 GB Pi 5, Pi 500, CM5): \
+                 they boot without their own tree and the kernel runs from its board table",
+                PI5_D0_DTBS[0]
+            ));
+        }
     }
 }
 
@@ -107,9 +119,16 @@ fn read_file(path: &Path) -> Result<Vec<u8>, FirmwareError> {
 
 fn is_board_dtb(name: &str) -> bool {
     name.ends_with(".dtb")
-        && ["bcm2710-rpi-", "bcm2711-rpi-", "bcm2712-rpi-", "bcm2712d0-rpi-", "bcm2837-rpi-"]
-            .iter()
-            .any(|prefix| name.starts_with(prefix))
+        && [
+            "bcm2710-rpi-",
+            "bcm2711-rpi-",
+            "bcm2712-rpi-",
+            "bcm2712d0-rpi-",
+            "bcm2712-d-rpi-",
+            "bcm2837-rpi-",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
 }
 
 /// Reads the firmware, DTBs and licences from a directory laid out like the Raspberry Pi
@@ -765,7 +784,13 @@ mod tests {
         assert!(set.warnings.iter().any(|warning| warning.contains("bootcode.bin")));
         assert!(set.warnings.iter().any(|warning| warning.contains("bcm2712-rpi-5-b.dtb")));
         assert!(set.warnings.iter().any(|warning| warning.contains("LICENCE.broadcom")));
+        assert!(set.warnings.iter().any(|warning| warning.contains("no bcm2712d0-rpi-5-b.dtb")));
         assert!(!set.has_upstream_dtb_names());
+        // With the D0 tree (here under upstream's name) it goes on the card and the warning goes.
+        fs::write(dir.path().join("bcm2712-d-rpi-5-b.dtb"), b"dtb5d0").unwrap();
+        let set = from_directory(dir.path()).unwrap();
+        assert!(set.has_file("bcm2712-d-rpi-5-b.dtb"));
+        assert!(!set.warnings.iter().any(|warning| warning.contains("bcm2712d0")));
     }
 
     #[test]
@@ -778,6 +803,8 @@ mod tests {
     fn board_dtbs_are_recognised_by_name() {
         assert!(is_board_dtb("bcm2837-rpi-3-b-plus.dtb"));
         assert!(is_board_dtb("bcm2712d0-rpi-5-b.dtb"));
+        // Upstream's name for the D0 tree, so that a newer Debian kernel package's copy is kept.
+        assert!(is_board_dtb("bcm2712-d-rpi-5-b.dtb"));
         assert!(!is_board_dtb("bcm2835-rpi-b.dtb"));
         assert!(!is_board_dtb("bcm2711-rpi-4-b.dts"));
     }

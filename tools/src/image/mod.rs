@@ -158,7 +158,9 @@ mod tests {
         for (name, _) in firmware::FIRMWARE_FILES {
             fs::write(dir.path().join(name), format!("fake {name}")).unwrap();
         }
-        for dtb in ["bcm2710-rpi-3-b.dtb", "bcm2711-rpi-4-b.dtb", "bcm2712-rpi-5-b.dtb"] {
+        for dtb in
+            ["bcm2710-rpi-3-b.dtb", "bcm2711-rpi-4-b.dtb", "bcm2712-rpi-5-b.dtb", "bcm2712d0-rpi-5-b.dtb"]
+        {
             fs::write(dir.path().join(dtb), format!("fake {dtb}")).unwrap();
         }
         fs::write(dir.path().join("LICENCE.broadcom"), "fake licence\n").unwrap();
@@ -196,6 +198,7 @@ mod tests {
         assert_eq!(read("kernel_2712.img"), b"\x00\x00\x00\x14kernel");
         assert_eq!(read("bootcode.bin"), b"fake bootcode.bin");
         assert_eq!(read("bcm2712-rpi-5-b.dtb"), b"fake bcm2712-rpi-5-b.dtb");
+        assert_eq!(read("bcm2712d0-rpi-5-b.dtb"), b"fake bcm2712d0-rpi-5-b.dtb");
         assert_eq!(read("LICENCE.broadcom"), b"fake licence\n");
         let config = String::from_utf8(read("config.txt")).unwrap();
         assert!(config.contains("os_check=0"));

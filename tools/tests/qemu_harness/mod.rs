@@ -119,7 +119,9 @@ impl Run {
             repository_root().join("build").join(format!("{image}.{}", if self.elf { "elf" } else { "img" }));
         assert!(run.kernel.exists(), "{} is missing: run `make` first", run.kernel.display());
         run.append = self.append;
-        run.virt_cpu = self.cpu.unwrap_or_else(|| "cortex-a72".to_string());
+        if let Some(cpu) = self.cpu {
+            run.virt_cpu = cpu;
+        }
         run.workdir = scratch_dir();
         run.log_path = scratch_dir().join(unique_name(&format!("serial-{}", machine.qemu_name())) + ".log");
         run.timeout = Some(self.timeout);
@@ -151,6 +153,12 @@ impl Run {
         }
         Outcome { status, output: log_text.replace("\r\n", "\n"), elapsed: started.elapsed() }
     }
+}
+
+/// The `aio=` backend for an NVMe `-drive` a test writes itself: io_uring where this host allows
+/// it, else the thread pool (`tools::qemu::host_nvme_aio`, which `barebench qemu` uses too).
+pub fn nvme_aio() -> &'static str {
+    tools::qemu::host_nvme_aio().backend
 }
 
 /// Bytes in one sector of a test image (the pattern's unit).
