@@ -44,14 +44,14 @@ impl<E: fmt::Display> fmt::Display for Firmware<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Firmware::AlreadyLoaded { version } => {
-                write!(f, "VL805 firmware {version:#x} already loaded; left alone (no USB driver yet)")
+                write!(f, "VL805 firmware {version:#x} already loaded")
             }
             Firmware::Reloaded { version } => write!(
                 f,
-                "VL805 firmware reloaded by the VideoCore (mailbox tag 0x00030058): version {version:#x}; left alone (no USB driver yet)"
+                "VL805 firmware reloaded by the VideoCore (mailbox tag 0x00030058): version {version:#x}"
             ),
             Firmware::ReloadFailed(error) => {
-                write!(f, "VL805 firmware reload failed: {error}; USB stays off until the next boot")
+                write!(f, "VL805 firmware reload failed: {error}; its USB ports are not used")
             }
         }
     }
@@ -151,7 +151,7 @@ mod tests {
         let outcome = ensure_firmware(&vl805(0), AT, &platform, |_| Err("no answer"));
         assert_eq!(
             format!("{outcome}"),
-            "VL805 firmware reload failed: no answer; USB stays off until the next boot"
+            "VL805 firmware reload failed: no answer; its USB ports are not used"
         );
     }
 

@@ -172,10 +172,10 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         let (dcbaa, dcbaa_bus) = allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
         set_up_scratchpads(platform, &dma, &dcbaa, capabilities.scratchpad_buffers)?;
         platform.clean_for_device(&dcbaa.buffer());
-        registers.write64(operational + operational::DCBAAP, dcbaa_bus);
+        regs::write_split64(&registers, operational + operational::DCBAAP, dcbaa_bus);
 
         let command_ring = allocate_ring(platform, &dma)?;
-        registers.write64(operational + operational::CRCR, command_ring.initial_dequeue());
+        regs::write_split64(&registers, operational + operational::CRCR, command_ring.initial_dequeue());
 
         let (event_memory, event_bus) =
             allocate_region(platform, &dma, EVENT_RING_TRBS as usize * TRB_BYTES, PAGE_BYTES)?;
@@ -191,9 +191,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         registers.write32(interrupter0 + interrupter::IMAN, 1);
         registers.write32(interrupter0 + interrupter::IMOD, 0);
         registers.write32(interrupter0 + interrupter::ERSTSZ, 1);
-        registers.write64(interrupter0 + interrupter::ERDP, event_bus);
+        regs::write_split64(&registers, interrupter0 + interrupter::ERDP, event_bus);
         // ERSTBA last: writing it enables the event ring (§4.9.4; QEMU latches the high half).
-        registers.write64(interrupter0 + interrupter::ERSTBA, segment_table_bus);
+        regs::write_split64(&registers, interrupter0 + interrupter::ERSTBA, segment_table_bus);
 
         let mut controller = HostController {
             registers,
@@ -324,7 +324,7 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         if consumed > 0 {
             let erdp = self.event_ring.dequeue_bus() | (1 << 3);
-            self.registers.write64(self.runtime + interrupter::FIRST + interrupter::ERDP, erdp);
+            regs::write_split64(&self.registers, self.runtime + interrupter::FIRST + interrupter::ERDP, erdp);
             self.statistics.erdp_writes += 1;
         }
     }

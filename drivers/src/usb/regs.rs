@@ -7,6 +7,7 @@
 //! as two 32-bit halves, low first: the specification allows it (§5.1), and the BCM2711's PCIe
 //! bridge drops the upper half of a 64-bit MMIO write (docs/usb-storage.md §1 step 7).
 
+use crate::mmio::RegisterIo;
 use core::fmt;
 use tock_registers::register_bitfields;
 use tock_registers::LocalRegisterCopy;
@@ -36,6 +37,14 @@ pub mod operational {
     /// PORTSC of port 1; port n is at `PORT_REGISTERS + PORT_STRIDE × (n − 1)` (§5.4.8).
     pub const PORT_REGISTERS: usize = 0x400;
     pub const PORT_STRIDE: usize = 0x10;
+}
+
+/// Writes a 64-bit register as two 32-bit writes, low half first (§5.1), whatever the register
+/// block does with a 64-bit access (`Mmio` makes one 64-bit store, which BCM2711's PCIe bridge
+/// cuts in half: docs/usb-storage.md §1 step 7, docs/pcie-brcmstb.md §6).
+pub fn write_split64<R: RegisterIo>(registers: &R, offset_bytes: usize, value: u64) {
+    registers.write32(offset_bytes, value as u32);
+    registers.write32(offset_bytes + 4, (value >> 32) as u32);
 }
 
 /// Interrupter register offsets from the runtime base (§5.5.2): interrupter i at 0x20 + 0x20 i.

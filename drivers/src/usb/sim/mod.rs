@@ -1,7 +1,7 @@
 //! A simulated xHCI for host tests, at least as strict as QEMU's `qemu-xhci` (hw/usb/hcd-xhci.c)
-//! and the xHCI 1.2 rules it skips: registers with their access rules (64-bit registers low
-//! half first, RW1C bits, no interrupts enabled, no doorbell while halted), the command ring,
-//! one event ring whose overflow is a violation, device contexts of 32 or 64 bytes (CSZ), the
+//! and the xHCI 1.2 rules it skips: registers with their access rules (32-bit accesses only,
+//! 64-bit registers low half first, RW1C bits, no interrupts enabled, no doorbell while
+//! halted), the command ring, one event ring whose overflow is a violation, device contexts of 32 or 64 bytes (CSZ), the
 //! Input Control Context rules QEMU enforces, endpoint states (Reset Endpoint only when Halted,
 //! Set TR Dequeue only when Stopped), transfer rings read by cycle bit with Link TRBs (chain bit
 //! required inside a TD), TRB buffers never crossing 64 KiB, TD Size checked, streams through a
@@ -1416,5 +1416,16 @@ impl RegisterIo for SimXhci<'_> {
             "register {offset_bytes:#x}"
         );
         self.state.borrow_mut().write(self.platform, offset_bytes, value)
+    }
+
+    /// A 64-bit access is a driver mistake: BCM2711's PCIe bridge cannot carry it
+    /// (docs/pcie-brcmstb.md §6), and the driver promises 32-bit accesses only.
+    fn read64(&self, offset_bytes: usize) -> u64 {
+        self.state.borrow_mut().violation(format!("64-bit read of register {offset_bytes:#x}"));
+        u64::MAX
+    }
+
+    fn write64(&self, offset_bytes: usize, _value: u64) {
+        self.state.borrow_mut().violation(format!("64-bit write of register {offset_bytes:#x}"));
     }
 }
