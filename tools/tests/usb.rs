@@ -298,3 +298,14 @@ fn settings_and_controllers_the_drives_cannot_use_are_named() {
     empty.assert_status(0);
     assert!(empty.output.contains("xhci 00:01.0: no usable USB drive"), "{}", empty.output);
 }
+
+#[test]
+fn a_pi3_says_its_usb_is_not_an_xhci() {
+    let run = Run::new(Machine::Raspi3b).append("exit=semihosting jobs=none").go();
+    run.assert_status(0);
+    assert!(
+        run.output.contains("usb        the Pi 3's USB is a DWC2 OTG controller (no xHCI); not supported"),
+        "{}",
+        run.output
+    );
+}
