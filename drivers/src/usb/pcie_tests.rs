@@ -1,9 +1,10 @@
 //! Host tests of the USB driver behind the Broadcom STB PCIe root complex model
 //! (`pci::brcmstb::sim`): the Pi 4's VL805 on BCM2711 pcie0, which answers only once the
-//! VideoCore has reloaded its firmware (docs/usb-storage.md §7 and §13, docs/pcie-brcmstb.md §8), and an
-//! xHCI card on a Pi 5's pcie1, whose DMA reaches memory only through the inbound window at
-//! PCI 0x10_0000_0000 (docs/hardware.md §1.4). The xHCI simulator sits behind the model's
-//! outbound window, and every DMA access it makes goes through the model's inbound decoding.
+//! VideoCore has reloaded its firmware (docs/usb-storage.md §7 and §13, docs/pcie-brcmstb.md
+//! §8), and an xHCI card on a Pi 5's pcie1, whose DMA reaches memory only through the inbound
+//! window at PCI 0x10_0000_0000 (docs/hardware.md §1.4). The xHCI simulator sits behind the
+//! model's outbound window, and every DMA access it makes goes through the model's inbound
+//! decoding.
 
 extern crate std;
 
