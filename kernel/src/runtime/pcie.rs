@@ -159,5 +159,5 @@ fn reload_vl805_firmware<R: RegisterIo, P: Platform>(
         firmware.notify_xhci_reset(address)
     });
     println!("pci          {outcome}");
-    !matches!(outcome, vl805::Firmware::ReloadFailed(_))
+    outcome.allows_use()
 }
