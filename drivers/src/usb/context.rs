@@ -220,7 +220,9 @@ mod tests {
         assert_eq!(words[1], (3 << 1) | (6 << 3) | (15 << 8) | (1024 << 16));
         assert_eq!((words[2], words[3], words[4]), (0x2000, 0x10, 3072));
         assert_eq!(endpoint_state(0x0000_0402), 2);
-        assert_eq!(endpoint_state_name(2), "Halted");
+        // The names error messages use for each state (xHCI 1.2 §6.2.3 Table 6-8).
+        let names: [&str; 6] = core::array::from_fn(|state| endpoint_state_name(state as u8));
+        assert_eq!(names, ["Disabled", "Running", "Halted", "Stopped", "Error", "reserved"]);
         assert_eq!(endpoint_state_name(9), "reserved");
         assert_eq!(slot_state(3 << 27 | 5), 3);
         assert_eq!(input_control(1 << 3, 0b1001), [8, 9]);
