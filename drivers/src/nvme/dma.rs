@@ -109,6 +109,18 @@ impl DmaRegion {
         unsafe { ptr::write_volatile(address as *mut u64, value) }
     }
 
+    /// Sets `length_bytes` bytes from `offset_bytes` to zero, a 32-bit word at a time (both must
+    /// be multiples of 4): xHCI contexts and USB wrappers are cleared before each use.
+    pub fn zero(&self, offset_bytes: usize, length_bytes: usize) {
+        assert!(length_bytes.is_multiple_of(4), "zeroing {length_bytes} bytes: not whole words");
+        let address = self.address_of(offset_bytes, length_bytes, 4);
+        self.log_access(offset_bytes, length_bytes, true);
+        for index in 0..length_bytes / 4 {
+            // SAFETY: as for `write_words`; the whole run was checked to lie inside the region.
+            unsafe { ptr::write_volatile((address as *mut u32).add(index), 0) };
+        }
+    }
+
     /// Copies `out.len()` bytes from `offset_bytes` (identify data after its command completed).
     pub fn read_bytes(&self, offset_bytes: usize, out: &mut [u8]) {
         let address = self.address_of(offset_bytes, out.len(), 1);

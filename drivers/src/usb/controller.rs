@@ -182,7 +182,7 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         let event_ring = EventRing::new(event_memory, event_bus, EVENT_RING_TRBS);
         let (segment_table, segment_table_bus) = allocate_region(platform, &dma, 64, 64)?;
         for (index, word) in segment_table_entry(event_bus, EVENT_RING_TRBS).iter().enumerate() {
-            segment_table.write_u32(4 * index, *word);
+            segment_table.write_words(4 * index, &[*word]);
         }
         platform.clean_for_device(&segment_table.buffer());
         let runtime = capabilities.runtime_offset;

@@ -108,7 +108,7 @@ impl UsbDevice {
 
     fn write_words(&self, offset: usize, words: &[u32]) {
         for (index, word) in words.iter().enumerate() {
-            self.input.write_u32(offset + 4 * index, *word);
+            self.input.write_words(offset + 4 * index, &[*word]);
         }
     }
 

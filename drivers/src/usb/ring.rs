@@ -105,7 +105,7 @@ impl ProducerRing {
     fn write_trb(&self, index: u32, trb: &Trb) {
         let offset = index as usize * TRB_BYTES;
         for (word, value) in trb.dwords.iter().enumerate() {
-            self.memory.write_u32(offset + 4 * word, *value);
+            self.memory.write_words(offset + 4 * word, &[*value]);
         }
     }
 
@@ -148,7 +148,7 @@ impl ProducerRing {
         barrier::store_before_doorbell();
         let mut first = trbs[0];
         first.set_cycle(first_cycle);
-        self.memory.write_u32(first_index as usize * TRB_BYTES + 12, first.dwords[3]);
+        self.memory.write_words(first_index as usize * TRB_BYTES + 12, &[first.dwords[3]]);
         platform.clean_for_device(&self.memory.slice(first_index as usize * TRB_BYTES, TRB_BYTES));
         let placement = Placement {
             first_index,
@@ -520,8 +520,8 @@ mod tests {
         let mut slot = 0u32;
         for n in 0..40u32 {
             let offset = slot as usize * TRB_BYTES;
-            memory.write_u32(offset, n);
-            memory.write_u32(offset + 12, (33 << 10) | u32::from(producer_cycle));
+            memory.write_words(offset, &[n]);
+            memory.write_words(offset + 12, &[(33 << 10) | u32::from(producer_cycle)]);
             slot += 1;
             if slot == 16 {
                 slot = 0;

@@ -192,7 +192,7 @@ pub fn write_bytes(region: &DmaRegion, offset: usize, bytes: &[u8]) {
     for (index, chunk) in bytes.chunks(4).enumerate() {
         let mut word = [0u8; 4];
         word[..chunk.len()].copy_from_slice(chunk);
-        region.write_u32(offset + 4 * index, u32::from_le_bytes(word));
+        region.write_words(offset + 4 * index, &[u32::from_le_bytes(word)]);
     }
 }
 

@@ -192,7 +192,7 @@ impl StreamedPipe {
                 let (dequeue, cycle) = ring.enqueue_position();
                 let words = super::context::stream_context(dequeue | u64::from(cycle));
                 for (word, value) in words.iter().enumerate() {
-                    array.write_u32((index + 1) * 16 + 4 * word, *value);
+                    array.write_words((index + 1) * 16 + 4 * word, &[*value]);
                 }
             }
             hc.platform().clean_for_device(&array.buffer());
