@@ -173,4 +173,20 @@ mod tests {
         assert!(misaligned.is_err());
         drop(backing);
     }
+
+    #[test]
+    fn zero_clears_exactly_the_words_asked_for() {
+        let mut backing = vec![u64::MAX; 4];
+        let buffer =
+            DmaBuffer { cpu_address: backing.as_mut_ptr() as usize, physical_address: 0, length_bytes: 32 };
+        // SAFETY: the vector outlives the region and nothing else touches it in this test.
+        let region = unsafe { DmaRegion::new(buffer) };
+        region.zero(4, 16);
+        let mut words = [0u32; 8];
+        region.read_words(0, &mut words);
+        assert_eq!(words, [u32::MAX, 0, 0, 0, 0, u32::MAX, u32::MAX, u32::MAX]);
+        assert!(std::panic::catch_unwind(|| region.zero(24, 12)).is_err(), "past the end");
+        assert!(std::panic::catch_unwind(|| region.zero(0, 6)).is_err(), "not whole words");
+        drop(backing);
+    }
 }
