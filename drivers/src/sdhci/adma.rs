@@ -3,7 +3,7 @@
 //! Act = Tran; length 16 bits, 0 meaning 65536 bytes). A descriptor moves up to 64 KiB, as
 //! Linux's `sdhci.c` does, on hosts that read a length of 0 as 65536; hosts that do not (Linux's
 //! `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`) get 32 KiB descriptors, whose length is never 0
-//! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §9).
+//! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
 use crate::platform::{BusTranslation, UnreachableAddress};
 use blockdev::DmaBuffer;

@@ -156,7 +156,7 @@ enum State {
 /// looks once at the interrupt status and advances the request: Command Complete, the next
 /// command after CMD23, data by PIO, Transfer Complete, the next command of a split request,
 /// errors with recovery and retries. So `kick()` is the doorbell in the same sense as NVMe's
-/// (docs/measurement.md §9).
+/// (docs/measurement.md §13).
 pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     host: SdhciHost<'p, R, P>,
     card: CardInfo,
