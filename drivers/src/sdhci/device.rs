@@ -12,6 +12,7 @@ use super::command::Command;
 use super::error::{CommandFailure, FailureKind, SdError};
 use super::host::{SdhciHost, BLOCK_TIMEOUT_US, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
+use crate::barrier;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use blockdev::{
@@ -336,6 +337,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
             mode += DMA_ENABLE::SET;
+            // The descriptors and the cleaned buffer (Normal memory) are observed by the host
+            // before the Command register write (Device memory) that starts its DMA.
+            barrier::store_before_doorbell();
         }
         self.host.issue(&active.command, mode.value, BLOCK_BYTES, segment.blocks)
     }
@@ -489,8 +493,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let offset = (segment.first_block * BLOCK_BYTES) as usize;
         if let Some(data) = request.buffer.slice(offset, (segment.blocks * BLOCK_BYTES) as usize) {
             if segment.dma {
-                // After Transfer Complete, before anyone reads the data: no line the CPU cached
-                // while the DMA ran may hide what the device wrote.
+                // No load of the data may be performed before the status load that saw Transfer
+                // Complete; then no line the CPU cached while the DMA ran may hide what the
+                // device wrote.
+                barrier::load_after_completion();
                 self.host.platform().invalidate_for_cpu(&data);
             } else {
                 // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
