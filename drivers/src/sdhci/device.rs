@@ -149,6 +149,26 @@ enum State {
     Done(Completion),
 }
 
+/// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
+/// division, too dear for every command).
+#[derive(Clone, Copy, Debug)]
+struct TimeoutTicks {
+    command: u64,
+    block: u64,
+    dma_per_block: u64,
+}
+
+impl TimeoutTicks {
+    fn new<C: blockdev::Clock + ?Sized>(clock: &C) -> TimeoutTicks {
+        let ticks = |us: u64| clock.ns_to_ticks(us * 1000);
+        TimeoutTicks {
+            command: ticks(COMMAND_TIMEOUT_US),
+            block: ticks(BLOCK_TIMEOUT_US),
+            dma_per_block: ticks(DMA_PER_BLOCK_US),
+        }
+    }
+}
+
 /// The SD card as a block device.
 ///
 /// `submit()` checks the request and prepares its first command (the ADMA2 descriptor table
@@ -169,6 +189,7 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     last_error: Option<SdError>,
     commands: u64,
     pio_fallbacks: u64,
+    timeouts: TimeoutTicks,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -216,7 +237,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Cmd23Request::Off => false,
         };
         Ok(SdCard {
-            host,
             card,
             name: Name::new(name),
             mode,
@@ -226,6 +246,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             last_error: None,
             commands: 0,
             pio_fallbacks: 0,
+            timeouts: TimeoutTicks::new(host.platform()),
+            host,
         })
     }
 
@@ -300,7 +322,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             phase: Phase::Command,
             blocks_done: 0,
             attempt,
-            deadline: Deadline::after_us(self.host.platform(), COMMAND_TIMEOUT_US),
+            deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
         };
         if segment.blocks > 1 && self.use_cmd23 {
             self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
@@ -435,7 +457,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         match outcome {
             Ok(()) => {
                 active.phase = Phase::Command;
-                active.deadline = Deadline::after_us(self.host.platform(), COMMAND_TIMEOUT_US);
+                active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
                 self.state = State::Running(request, active);
             }
             Err(error) => self.command_failure(request, active, error),
@@ -454,12 +476,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
             Ok(Some(_)) => {
                 active.phase = Phase::Data;
-                let budget_us = if active.segment.dma {
-                    BLOCK_TIMEOUT_US + u64::from(active.segment.blocks) * DMA_PER_BLOCK_US
+                let timeouts = self.timeouts;
+                let budget_ticks = if active.segment.dma {
+                    timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
                 } else {
-                    BLOCK_TIMEOUT_US
+                    timeouts.block
                 };
-                active.deadline = Deadline::after_us(self.host.platform(), budget_us);
+                active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
                 self.advance_data(request, active);
             }
             Err(error) => self.command_failure(request, active, error),
@@ -528,7 +551,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 break;
             }
             active.blocks_done += 1;
-            active.deadline = Deadline::after_us(self.host.platform(), BLOCK_TIMEOUT_US);
+            active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.block);
         }
         Ok(())
     }
