@@ -241,8 +241,13 @@ mod tests {
         assert_eq!(memory[2], 0x4201_0000_1170_0023);
         // 8 descriptors of 32 KiB is all this table holds.
         assert_eq!(adma.describe(&data, 256 * 1024), Ok(8));
-        assert!(matches!(adma.describe(&data, 256 * 1024 + 512), Err(AdmaError::TooLong { .. })));
+        assert_eq!(
+            adma.describe(&data, 256 * 1024 + 512),
+            Err(AdmaError::TooLong { length_bytes: 256 * 1024 + 512, capacity_bytes: 256 * 1024 })
+        );
         assert!(memory.iter().all(|entry| (entry >> 16) & 0xffff != 0), "no length field is 0");
+        assert_eq!(limit.name(), "32 KiB per descriptor");
+        assert_eq!(DescriptorLimit::ZeroLengthMeans64KiB.name(), "64 KiB per descriptor");
     }
 
     #[test]
