@@ -227,6 +227,9 @@ fn requests_above_65535_blocks_are_split() {
     let reads: Vec<u32> =
         state.log.iter().filter(|(i, _, _)| *i == 18).map(|(_, argument, _)| *argument).collect();
     assert_eq!(reads, [1000, 1000 + MAX_BLOCKS_PER_COMMAND]);
+    // Both commands moved their data by ADMA2, each from its own part of the buffer.
+    assert_eq!(state.dma_transfers, 2);
+    assert_eq!(device.data_path().map(|path| (path.commands, path.pio_fallbacks)), Some((2, 0)));
 }
 
 #[test]
