@@ -5,6 +5,7 @@
 //! `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`) get 32 KiB descriptors, whose length is never 0
 //! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
+use crate::nvme::dma::DmaRegion;
 use crate::platform::{BusTranslation, UnreachableAddress};
 use blockdev::DmaBuffer;
 use core::fmt;
@@ -118,7 +119,7 @@ impl fmt::Display for AdmaError {
 
 /// A descriptor table in DMA memory, rewritten for each transfer.
 pub struct DescriptorTable {
-    table: DmaBuffer,
+    table: DmaRegion,
     table_bus_address: u64,
     format: AdmaFormat,
     limit: DescriptorLimit,
@@ -139,9 +140,12 @@ impl DescriptorTable {
         if format == AdmaFormat::Adma2Bits32 && table_bus_address + table.length_bytes as u64 > 1 << 32 {
             return Err(AdmaError::Above4GiB { bus_address: table_bus_address });
         }
-        if !table_bus_address.is_multiple_of(8) {
+        if !table_bus_address.is_multiple_of(8) || !table.cpu_address.is_multiple_of(8) {
             return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
         }
+        // SAFETY: the caller hands over DMA memory for this table alone (see above), and it was
+        // just checked to be 8-byte aligned.
+        let table = unsafe { DmaRegion::new(table) };
         Ok(DescriptorTable { table, table_bus_address, format, limit, data_translation: translation })
     }
 
@@ -162,8 +166,13 @@ impl DescriptorTable {
         self.table_bus_address
     }
 
-    pub fn buffer(&self) -> &DmaBuffer {
-        &self.table
+    pub fn buffer(&self) -> DmaBuffer {
+        self.table.buffer()
+    }
+
+    /// The first `count` descriptors' bytes (what [`DescriptorTable::describe`] wrote).
+    pub fn descriptors(&self, count: usize) -> DmaBuffer {
+        self.table.slice(0, count * self.format.descriptor_bytes())
     }
 
     /// Writes descriptors for `data` (its first `length_bytes`); returns how many.
@@ -182,15 +191,14 @@ impl DescriptorTable {
         let max_bytes = self.limit.max_bytes();
         let count = length_bytes.div_ceil(max_bytes);
         let stride = self.format.descriptor_bytes();
-        if count * stride > self.table.length_bytes || count == 0 {
+        if count * stride > self.table.length_bytes() || count == 0 {
             return Err(AdmaError::TooLong {
                 length_bytes,
-                capacity_bytes: self.table.length_bytes / stride * max_bytes,
+                capacity_bytes: self.table.length_bytes() / stride * max_bytes,
             });
         }
-        // SAFETY: the table is DMA memory owned by this driver; no transfer is running while it
-        // is rewritten (one request in flight, and this runs before the command is issued).
-        let bytes = unsafe { self.table.as_bytes_mut() };
+        // No transfer runs while the table is rewritten (one request in flight, and this runs
+        // before the command is issued).
         for index in 0..count {
             let offset = index * max_bytes;
             let length = self.limit.length_field((length_bytes - offset).min(max_bytes));
@@ -199,11 +207,15 @@ impl DescriptorTable {
                 attributes |= ATTRIBUTE_END;
             }
             let address = bus_address + offset as u64;
-            let entry = &mut bytes[index * stride..(index + 1) * stride];
-            entry[..4].copy_from_slice(&(attributes | (length << 16)).to_le_bytes());
+            let first_word = attributes | (length << 16);
             match self.format {
-                AdmaFormat::Adma2Bits32 => entry[4..8].copy_from_slice(&(address as u32).to_le_bytes()),
-                AdmaFormat::Adma2Bits64 => entry[4..12].copy_from_slice(&address.to_le_bytes()),
+                AdmaFormat::Adma2Bits32 => {
+                    self.table.write_words(index * stride, &[first_word, address as u32])
+                }
+                AdmaFormat::Adma2Bits64 => self.table.write_words(
+                    index * stride,
+                    &[first_word, address as u32, (address >> 32) as u32],
+                ),
             }
         }
         Ok(count)

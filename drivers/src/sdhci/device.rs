@@ -294,10 +294,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         };
         let length = (blocks * BLOCK_BYTES) as usize;
         let data = request.buffer.slice((first_block * BLOCK_BYTES) as usize, length);
-        match data {
-            Some(data) if table.describe(&data, length).is_ok() => {
+        let described = data.map(|data| (data, table.describe(&data, length)));
+        match described {
+            Some((data, Ok(count))) => {
                 let platform = self.host.platform();
-                platform.clean_for_device(table.buffer());
+                platform.clean_for_device(&table.descriptors(count));
                 // Nothing of the CPU's may be written back over what the device writes.
                 platform.clean_for_device(&data);
                 segment.dma = true;

@@ -18,6 +18,7 @@ use super::quirks::bcm2712_config;
 use super::regs::{interrupt, offsets};
 use crate::mmio::RegisterIo;
 use crate::platform::BusTranslation;
+use crate::testing::ByteRange;
 use blockdev::Clock;
 use core::cell::RefCell;
 use std::collections::VecDeque;
@@ -299,6 +300,8 @@ pub struct SimState {
     /// Register reads since the last command was written (how long the driver looked at the
     /// controller after handing it the command).
     pub reads_since_command: u32,
+    /// The platform log's length when the last command was written: the handover of its DMA.
+    command_event: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -364,6 +367,7 @@ impl<'a> SimHost<'a> {
                 adma_due: false,
                 adma_reads_left: None,
                 reads_since_command: 0,
+                command_event: 0,
             }),
             platform,
         }
@@ -518,6 +522,18 @@ impl SimState {
                 self.run_adma(platform);
             }
             None => {}
+        }
+    }
+
+    /// A DMA access of the running transfer, checked against the platform's ordered log: what
+    /// the CPU wrote there must have been cleaned and fenced by a store barrier before the
+    /// command that started the transfer was written, and not touched since (descriptors must
+    /// have been written at all). A mistake is a violation in the log.
+    fn check_dma(&self, platform: &TestPlatform, range: ByteRange, descriptor: bool) {
+        let log = platform.log();
+        if let Err(violation) = log.check_device_access(range, self.command_event, log.len(), descriptor) {
+            let what = if descriptor { "ADMA2 descriptor fetch" } else { "ADMA2 data write" };
+            log.add_violation(std::format!("{what}: {violation}"));
         }
     }
 
@@ -824,16 +840,16 @@ impl SimState {
         let mut written = 0usize;
         self.descriptor_lengths.clear();
         for _ in 0..4096 {
-            let pointer =
-                self.bus_to_physical(descriptor, stride).and_then(|p| platform.cpu_pointer(p, stride));
-            let Some(pointer) = pointer else {
+            let mut entry = [0u8; 12];
+            let fetched = self.bus_to_physical(descriptor, stride).filter(|&physical| {
+                self.check_dma(platform, ByteRange::new(physical, stride as u64), true);
+                platform.device_read(physical, &mut entry[..stride])
+            });
+            if fetched.is_none() {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 1;
                 self.raise(interrupt::ADMA);
                 return;
-            };
-            let mut entry = [0u8; 12];
-            // SAFETY: test memory, in range (checked by cpu_pointer).
-            unsafe { core::ptr::copy_nonoverlapping(pointer, entry.as_mut_ptr(), stride) };
+            }
             let attributes = u32::from_le_bytes(entry[0..4].try_into().unwrap());
             let length = (attributes >> 16) as usize;
             let address = if wide {
@@ -851,14 +867,15 @@ impl SimState {
             let length = if length == 0 { 65_536 } else { length };
             self.descriptor_lengths.push(length);
             let chunk = length.min(total - written);
-            let target = self.bus_to_physical(address, chunk).and_then(|p| platform.cpu_pointer(p, chunk));
-            let Some(target) = target else {
+            let stored = self.bus_to_physical(address, chunk).filter(|&physical| {
+                self.check_dma(platform, ByteRange::new(physical, chunk as u64), false);
+                platform.device_write(physical, &data[written..written + chunk])
+            });
+            if stored.is_none() {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 2;
                 self.raise(interrupt::ADMA);
                 return;
-            };
-            // SAFETY: test memory, in range (checked by cpu_pointer).
-            unsafe { core::ptr::copy_nonoverlapping(data[written..].as_ptr(), target, chunk) };
+            }
             written += chunk;
             if attributes & 0b10 != 0 {
                 break;
@@ -1008,6 +1025,7 @@ impl RegisterIo for SimHost<'_> {
             offsets::SDMA_ADDRESS => state.sdma_address_written = true,
             offsets::TRANSFER_MODE_COMMAND => {
                 state.registers[index] = value;
+                state.command_event = self.platform.log().len();
                 drop(state);
                 self.state.borrow_mut().execute(self.platform);
             }

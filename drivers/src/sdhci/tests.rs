@@ -962,3 +962,89 @@ fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completi
     trace.dedup();
     assert_eq!(trace, ["clean", "store barrier", "command", "load barrier", "invalidate data"]);
 }
+
+/// ADMA2 reads of every shape the driver issues: one block, a multi-block command, CMD23
+/// first, a request split into two commands.
+fn adma2_reads_of_every_shape(platform: &'static TestPlatform, cmd23: Cmd23Request) -> u32 {
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, cmd23);
+    for (lba, blocks) in [(7, 1), (4096, 2048), (100, MAX_BLOCKS_PER_COMMAND + 8)] {
+        let (completion, buffer) = read(&mut device, platform, lba, blocks);
+        assert_eq!(completion.result, Ok(()));
+        assert_pattern(&buffer, lba);
+    }
+    sim.state.borrow().dma_transfers
+}
+
+#[test]
+fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_command() {
+    use crate::testing::PlatformEvent;
+    for cmd23 in [Cmd23Request::Off, Cmd23Request::On] {
+        let platform = platform(48 << 20);
+        let start = platform.log().len();
+        assert_eq!(adma2_reads_of_every_shape(platform, cmd23), 4);
+        // The simulated host checked every descriptor fetch and every data write against the
+        // log: written, cleaned, store barrier, then the command (docs/measurement.md §13).
+        assert_eq!(platform.log().violations(), Vec::<std::string::String>::new(), "{cmd23:?}");
+        let events = platform.log().since(start);
+        let fetches = events.iter().filter(|e| matches!(e, PlatformEvent::DeviceRead(_))).count();
+        let writes = events.iter().filter(|e| matches!(e, PlatformEvent::DeviceWrite(_))).count();
+        // Descriptors of up to 64 KiB: 1, 16, then 512 and 1 for the split request.
+        assert_eq!((fetches, writes), (1 + 16 + 512 + 1, 1 + 16 + 512 + 1), "{cmd23:?}");
+    }
+}
+
+#[test]
+fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
+    use crate::barrier::BarrierKind;
+    use crate::testing::{ByteRange, PlatformEvent};
+    let platform = platform(16 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(256 * 512, 4096).unwrap();
+    // The benchmark's checks poison their buffer before the read (CPU writes).
+    platform.cpu_fill(&buffer, 0xa5);
+    let start = platform.log().len();
+    assert_eq!(read_into(&mut device, 300, 256, buffer).result, Ok(()));
+    platform.cpu_read(&buffer);
+    assert_eq!(platform.log().violations(), Vec::<std::string::String>::new());
+    assert_pattern(&buffer, 300);
+    let data = ByteRange::of(&buffer);
+    let order: Vec<&str> = platform
+        .log()
+        .since(start)
+        .iter()
+        .filter_map(|event| match *event {
+            PlatformEvent::DeviceWrite(range) if range.overlap(&data).is_some() => Some("device writes data"),
+            PlatformEvent::Barrier(BarrierKind::Load | BarrierKind::Full) => Some("load barrier"),
+            PlatformEvent::Invalidate(range) if range == data => Some("invalidate data"),
+            PlatformEvent::CpuRead(range) if range == data => Some("cpu reads data"),
+            _ => None,
+        })
+        .collect();
+    let last_write = order.iter().rposition(|step| *step == "device writes data").expect("DMA happened");
+    assert_eq!(order[last_write + 1..], ["load barrier", "invalidate data", "cpu reads data"]);
+}
+
+#[test]
+fn pio_data_is_cleaned_after_the_cpu_copied_it() {
+    use crate::testing::{ByteRange, PlatformEvent};
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(16 * 512, 4096).unwrap();
+    let start = platform.log().len();
+    assert_eq!(read_into(&mut device, 40, 16, buffer).result, Ok(()));
+    assert_pattern(&buffer, 40);
+    // The CPU wrote the blocks from the data port; a clean pushes them to memory before the
+    // completion, so that the caller's invalidate-after-read cannot discard them.
+    let cleaned = platform
+        .log()
+        .since(start)
+        .iter()
+        .any(|event| matches!(event, PlatformEvent::Clean(range) if *range == ByteRange::of(&buffer)));
+    assert!(cleaned, "the PIO data was never cleaned");
+}
