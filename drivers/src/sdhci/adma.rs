@@ -212,10 +212,9 @@ impl DescriptorTable {
                 AdmaFormat::Adma2Bits32 => {
                     self.table.write_words(index * stride, &[first_word, address as u32])
                 }
-                AdmaFormat::Adma2Bits64 => self.table.write_words(
-                    index * stride,
-                    &[first_word, address as u32, (address >> 32) as u32],
-                ),
+                AdmaFormat::Adma2Bits64 => self
+                    .table
+                    .write_words(index * stride, &[first_word, address as u32, (address >> 32) as u32]),
             }
         }
         Ok(count)
