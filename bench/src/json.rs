@@ -170,6 +170,19 @@ fn write_cpu_per_io(json: &mut JsonWriter<'_>, ios: Option<u64>, per_io: &CpuPer
     json.close('}')
 }
 
+/// How the driver moved the data: `"data_path": {"mode", "commands", "pio_fallbacks"}`, for
+/// drivers that say.
+fn write_data_path(json: &mut JsonWriter<'_>, path: Option<&blockdev::DataPath>) -> fmt::Result {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    json.open(Some("data_path"), '{')?;
+    json.string_field("mode", format_args!("{}", path.mode))?;
+    json.number_field("commands", path.commands)?;
+    json.number_field("pio_fallbacks", path.pio_fallbacks)?;
+    json.close('}')
+}
+
 fn write_job(
     json: &mut JsonWriter<'_>,
     config: &Config,
@@ -252,6 +265,7 @@ fn write_job(
     }
     let cost: &CpuCost = &run.cpu;
     write_cpu_per_io(json, Some(cost.ios), &cost.per_io())?;
+    write_data_path(json, run.data_path.as_ref())?;
     if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
         json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
     }
@@ -333,6 +347,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     json.fixed_field("lat_max_ns", milli(median.lat_max_milli_ns))?;
     json.number_field("errors_total", median.errors_total)?;
     write_cpu_per_io(json, None, &median.cpu_per_io)?;
+    write_data_path(json, median.data_path.as_ref())?;
     json.close('}')
 }
 

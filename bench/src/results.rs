@@ -8,7 +8,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use blockdev::{IoErrorKind, SubmitError};
+use blockdev::{DataPath, IoErrorKind, SubmitError};
 
 use crate::cmdline::JobSpec;
 use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
@@ -140,6 +140,8 @@ pub struct RunResult {
     pub ended_early: Option<RunEnd>,
     /// CPU spent in the driver and in the benchmark's bookkeeping over the whole run.
     pub cpu: CpuCost,
+    /// How the driver moved the run's data (commands, PIO fallbacks), for drivers that say.
+    pub data_path: Option<DataPath>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
 }
@@ -194,6 +196,8 @@ pub struct MedianResult {
     pub errors_total: u64,
     /// The median of the runs' CPU cost per I/O, figure by figure (over the runs that have it).
     pub cpu_per_io: CpuPerIo,
+    /// Commands and PIO fallbacks summed over the runs (counts, not medians).
+    pub data_path: Option<DataPath>,
 }
 
 /// The median of `values` ([`MEDIAN_RULE`]): the middle value, or for an even count the mean
@@ -265,6 +269,16 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
             bookkeeping_instructions_milli: measured(&|c| c.bookkeeping_instructions_milli),
             bookkeeping_cycles_milli: measured(&|c| c.bookkeeping_cycles_milli),
         },
+        data_path: summed_data_path(group),
+    })
+}
+
+/// The runs' data paths added up (`None` when no run has one).
+fn summed_data_path(group: &[&RunResult]) -> Option<DataPath> {
+    group.iter().filter_map(|run| run.data_path).reduce(|total, path| DataPath {
+        mode: total.mode,
+        commands: total.commands + path.commands,
+        pio_fallbacks: total.pio_fallbacks + path.pio_fallbacks,
     })
 }
 
@@ -316,8 +330,21 @@ pub(crate) mod tests {
             errors: [0, 1, 0, 0, 0],
             ended_early: None,
             cpu: CpuCost::default(),
+            data_path: None,
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn data_paths_are_summed_over_the_runs() {
+        let path =
+            |commands, pio_fallbacks| Some(DataPath { mode: "ADMA2 (32-bit)", commands, pio_fallbacks });
+        let mut runs = vec![run_result(1, 1, 10, 100), run_result(1, 2, 10, 100), run_result(1, 3, 10, 100)];
+        runs[0].data_path = path(100, 0);
+        runs[1].data_path = path(120, 3);
+        runs[2].data_path = path(90, 1);
+        assert_eq!(medians_of(&runs)[0].data_path, path(310, 4));
+        assert_eq!(medians_of(&[run_result(0, 1, 10, 100)])[0].data_path, None);
     }
 
     #[test]

@@ -173,11 +173,21 @@ pub(crate) fn run_once(
 ) -> RunResult {
     let device_name = String::from(device.name());
     report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
+    let path_before = device.data_path();
     let mut run =
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
     run.run(console);
-    let outcome = run.finish(console);
-    outcome.into_result(plan, label, &device_name)
+    let path_after = run.device.data_path();
+    let mut outcome = run.finish(console);
+    let data_path = path_after.zip(path_before).map(|(after, before)| after.since(&before));
+    if let Some(path) = data_path.filter(|path| path.pio_fallbacks > 0) {
+        let message = report::pio_fallback_note(&device_name, &path);
+        let _ = writeln!(console, "{message}");
+        outcome.notes.push(message);
+    }
+    let mut result = outcome.into_result(plan, label, &device_name);
+    result.data_path = data_path;
+    result
 }
 
 /// The ticks that bound a run.
@@ -633,6 +643,7 @@ impl RunOutcome<'_> {
             errors: measurements.errors,
             ended_early: self.ended_early,
             cpu: self.cpu,
+            data_path: None,
             notes: self.notes,
         }
     }

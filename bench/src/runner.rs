@@ -190,6 +190,7 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         let job_medians = medians_of(job_runs);
         report::print_job_table(console, job, job_runs, &job_medians, &results.device_names);
         report::print_cpu_cost(console, &job_medians, results);
+        report::print_data_paths(console, &job_medians);
     }
 
     /// The job's plan on each selected device (indexed like `devices`); the messages are printed.
@@ -938,6 +939,58 @@ mod tests {
             let zeros = job["barebench"]["region_reads_as_zeros"].as_bool().unwrap();
             assert_eq!(zeros, job["barebench"]["device"] == "nvme0");
         }
+    }
+
+    #[test]
+    fn pio_fallbacks_are_counted_per_run_printed_and_in_the_json() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut adma = SimBehaviour::new(sd_geometry(), 100 * US);
+        adma.data_path = Some(("ADMA2 (32-bit)", Some(10)));
+        let mut sd = SimDevice::new("sd0", adma, &clock);
+        let mut clean = SimBehaviour::new(sd_geometry(), 100 * US);
+        clean.data_path = Some(("ADMA2 (32-bit)", None));
+        let mut sd1 = SimDevice::new("sd1", clean, &clock);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 1)], 0, 10 * MS, 2);
+        let (results, console) = run(&config, &mut [&mut sd, &mut sd1, &mut nvme], &clock, 1 << 20);
+        let sd_runs: Vec<&RunResult> = results.runs.iter().filter(|r| r.device_name == "sd0").collect();
+        // Each run counts only its own commands: every request of the run, one in ten by PIO.
+        let mut total = (0, 0);
+        for run in &sd_runs {
+            let path = run.data_path.expect("sd0 says how its data moved");
+            assert!(path.commands >= run.ios && path.commands > 0, "{path:?} for {} I/Os", run.ios);
+            assert!(path.pio_fallbacks > 0 && path.pio_fallbacks <= path.commands / 10 + 1, "{path:?}");
+            let warning = format!(
+                "warning: sd0: {} of {} commands moved their data by PIO, not ADMA2 (32-bit)",
+                path.pio_fallbacks, path.commands
+            );
+            assert!(console.contains(&warning), "{warning}\n{console}");
+            assert!(run.notes.iter().any(|note| note.starts_with(&warning)));
+            total = (total.0 + path.commands, total.1 + path.pio_fallbacks);
+        }
+        let line =
+            format!("sd0      data path: ADMA2 (32-bit), {} commands, {} by PIO instead", total.0, total.1);
+        assert!(console.contains(&line), "{line}\n{console}");
+        assert!(console.contains("sd1      data path: ADMA2 (32-bit), "), "{console}");
+        assert!(!console.contains("warning: sd1"), "{console}");
+        assert!(!console.contains("nvme0    data path"), "{console}");
+        let json = crate::fio_json::extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for job in value["jobs"].as_array().unwrap() {
+            let barebench = &job["barebench"];
+            match barebench["device"].as_str().unwrap() {
+                "sd0" => {
+                    assert_eq!(barebench["data_path"]["mode"], "ADMA2 (32-bit)");
+                    assert!(barebench["data_path"]["pio_fallbacks"].as_u64().unwrap() > 0);
+                }
+                "sd1" => assert_eq!(barebench["data_path"]["pio_fallbacks"], 0),
+                _ => assert!(barebench.get("data_path").is_none()),
+            }
+        }
+        let medians = value["barebench medians"].as_array().unwrap();
+        let sd0 = medians.iter().find(|m| m["device"] == "sd0").unwrap();
+        assert_eq!(sd0["data_path"]["commands"], total.0);
+        assert_eq!(sd0["data_path"]["pio_fallbacks"], total.1);
     }
 
     const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;

@@ -10,7 +10,8 @@ use std::vec::Vec;
 
 use blockdev::testing::SteppingClock;
 use blockdev::{
-    check_request, BlockDevice, Clock, Completion, Geometry, IoError, IoErrorKind, Request, SubmitError,
+    check_request, BlockDevice, Clock, Completion, DataPath, Geometry, IoError, IoErrorKind, Request,
+    SubmitError,
 };
 
 use crate::cpu_cost::tests::ModelCounters;
@@ -40,6 +41,9 @@ pub struct SimBehaviour {
     /// Every poll that completes something also hands back its first completion a second time
     /// (a confused driver), when there is room.
     pub echo_completions: bool,
+    /// Report a data path (`BlockDevice::data_path`) with this mode, one command per request,
+    /// every n-th of them (n > 0) a PIO fallback.
+    pub data_path: Option<(&'static str, Option<u64>)>,
 }
 
 /// Instructions the simulated driver runs per call, charged to a model of the CPU counters.
@@ -67,6 +71,7 @@ impl SimBehaviour {
             transfer_ticks_per_kib: 0,
             empty_polls_before_completion: 0,
             echo_completions: false,
+            data_path: None,
         }
     }
 }
@@ -252,5 +257,12 @@ impl BlockDevice for SimDevice<'_> {
         }
         self.charge(|cost| if delivered > 0 { cost.productive_poll } else { cost.empty_poll });
         delivered
+    }
+
+    fn data_path(&self) -> Option<DataPath> {
+        let (mode, fallback_every) = self.behaviour.data_path?;
+        let commands = self.accepted_submits;
+        let pio_fallbacks = fallback_every.map_or(0, |every| commands / every);
+        Some(DataPath { mode, commands, pio_fallbacks })
     }
 }

@@ -217,6 +217,31 @@ pub fn check_request(geometry: &Geometry, request: &Request) -> Result<(), Submi
     Ok(())
 }
 
+/// How a driver moved the data of the commands it issued, counted since it was set up. A run
+/// takes the difference over its window, so that what it measured is said even when some
+/// requests did not go the way the device's mode line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPath {
+    /// How data moves when it can go the intended way (`"ADMA2 (32-bit)"`, `"PIO"`).
+    pub mode: &'static str,
+    /// Commands issued with data (each part of a split request counts).
+    pub commands: u64,
+    /// Of those, commands whose data went by PIO although the device was set up for DMA (the
+    /// buffer was one the DMA engine cannot use).
+    pub pio_fallbacks: u64,
+}
+
+impl DataPath {
+    /// What happened between `earlier` and `self` (same device).
+    pub fn since(&self, earlier: &DataPath) -> DataPath {
+        DataPath {
+            mode: self.mode,
+            commands: self.commands.saturating_sub(earlier.commands),
+            pio_fallbacks: self.pio_fallbacks.saturating_sub(earlier.pio_fallbacks),
+        }
+    }
+}
+
 /// A storage device's data path.
 pub trait BlockDevice {
     /// The device's name as the console and the command line use it (`sd0`, `nvme0`).
@@ -234,6 +259,12 @@ pub trait BlockDevice {
     /// Moves finished requests into `completions` and returns how many. Never blocks; a driver
     /// whose hardware needs the CPU to move data (SD PIO) does that work here.
     fn poll(&mut self, completions: &mut [Completion]) -> usize;
+
+    /// How the data moved so far, for drivers that can move it more than one way (an SD host
+    /// with ADMA2 falls back to PIO for a buffer ADMA2 cannot use); `None` for the others.
+    fn data_path(&self) -> Option<DataPath> {
+        None
+    }
 }
 
 /// A monotonic time source: the ARM generic timer in the kernel, a simulated clock in tests.
@@ -331,6 +362,15 @@ mod tests {
         // A day at 1 GHz does not overflow.
         assert_eq!(ticks_to_ns(86_400 * 1_000_000_000, 1_000_000_000), 86_400 * 1_000_000_000);
         assert_eq!(ticks_to_ns(5, 0), 0);
+    }
+
+    #[test]
+    fn data_path_differences_count_what_happened_in_between() {
+        let before = DataPath { mode: "ADMA2 (32-bit)", commands: 10, pio_fallbacks: 1 };
+        let after = DataPath { mode: "ADMA2 (32-bit)", commands: 25, pio_fallbacks: 4 };
+        assert_eq!(after.since(&before), DataPath { mode: "ADMA2 (32-bit)", commands: 15, pio_fallbacks: 3 });
+        // A device reset in between never makes a negative count.
+        assert_eq!(before.since(&after).commands, 0);
     }
 
     #[test]

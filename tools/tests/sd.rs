@@ -205,7 +205,10 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
         "{out}"
     );
     let mode = line_with(out, "sd0        mode");
-    assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("auto-CMD12"), "{mode}");
+    assert!(
+        mode.contains("ADMA2 (32-bit) with 64 KiB per descriptor") && mode.contains("auto-CMD12"),
+        "{mode}"
+    );
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "virt ADMA2", "sd0");
     // ADMA2 with CMD23 announcing the count (QEMU's v3 card accepts it: docs/qemu.md §2).
@@ -219,6 +222,29 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
     let mode = line_with(&run.output, "sd0        mode");
     assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("end by CMD23"), "{mode}");
     assert_checks(&run.output, "sd0", &image, some, 2);
+}
+
+#[test]
+fn a_benchmark_job_on_sd_says_how_its_data_moved() {
+    let image = Image::new("sd-virt-job", 64 * MIB, &[(0, 64 * MIB / SECTOR)]);
+    let run = Run::new(Machine::Virt)
+        .append("exit=semihosting jobs=read:64k:1 runs=1 ramp=0 runtime=300ms offset=0 size=16m progress=off")
+        .args(&["-drive", &format!("if=none,id=sdc,{}", image.drive())])
+        .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
+        .go();
+    run.assert_status(0);
+    let out = &run.output;
+    // Every 64 KiB request is one command whose data moved by ADMA2; none fell back to PIO.
+    let path = line_with(out, "sd0      data path: ");
+    assert!(path.starts_with("sd0      data path: ADMA2 (32-bit), "), "{path}");
+    assert!(path.ends_with(" commands, 0 by PIO instead"), "{path}");
+    assert!(!out.contains("by PIO, not"), "{out}");
+    let json = bench::fio_json::extract_json_from_log(out).expect("the JSON block");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let job = &value["jobs"][0]["barebench"];
+    assert_eq!(job["data_path"]["mode"], "ADMA2 (32-bit)");
+    assert_eq!(job["data_path"]["pio_fallbacks"], 0);
+    assert!(job["data_path"]["commands"].as_u64().unwrap() > 0, "{job}");
 }
 
 #[test]

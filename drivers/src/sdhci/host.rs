@@ -288,6 +288,11 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         timeout_us: u64,
         waiting_for: &'static str,
     ) -> Result<u32, SdError> {
+        // Usually true at once (an idle controller before a command): no deadline to compute.
+        let value = self.read(offset);
+        if value & mask == expected {
+            return Ok(value);
+        }
         let deadline = Deadline::after_us(self.platform, timeout_us);
         loop {
             let value = self.read(offset);
@@ -552,31 +557,18 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         Ok(())
     }
 
-    /// Waits for Command Complete or an error; on error recovers and reports it.
-    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
-        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
-        let status = loop {
-            let status = self.read(offsets::INTERRUPT_STATUS);
-            if status & (interrupt::COMMAND_COMPLETE | interrupt::ERROR_INTERRUPT | interrupt::ALL_ERRORS)
-                != 0
-            {
-                break status;
-            }
-            if deadline.has_passed(self.platform) {
-                let status = self.read(offsets::INTERRUPT_STATUS);
-                if status & (interrupt::COMMAND_COMPLETE | interrupt::ALL_ERRORS) != 0 {
-                    break status;
-                }
-                let failure = self.failure(*command, FailureKind::NoCompletion, status);
-                self.recover(command.data != DataPhase::None);
-                return Err(failure.into());
-            }
-            core::hint::spin_loop();
-        };
+    /// Looks once for the end of `command`'s command phase, without waiting: `Ok(None)` while
+    /// neither Command Complete nor an error is set; on Command Complete clears it and returns
+    /// the response; on an error recovers (§3.10.1) and reports it.
+    pub fn command_outcome(&mut self, command: &Command) -> Result<Option<Response>, SdError> {
+        let status = self.read(offsets::INTERRUPT_STATUS);
         if status & interrupt::ALL_ERRORS != 0 {
             let failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
             self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
             return Err(failure.into());
+        }
+        if status & interrupt::COMMAND_COMPLETE == 0 {
+            return Ok(None);
         }
         self.write(offsets::INTERRUPT_STATUS, interrupt::COMMAND_COMPLETE);
         let mut words = [self.read(offsets::RESPONSE0), 0, 0, 0];
@@ -585,11 +577,38 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
                 *word = self.read(offsets::RESPONSE0 + 4 * index);
             }
         }
-        Ok(Response { words })
+        Ok(Some(Response { words }))
+    }
+
+    /// The command phase of `command` took longer than [`COMMAND_TIMEOUT_US`]: recovers and
+    /// reports it.
+    pub fn command_timed_out(&mut self, command: &Command) -> SdError {
+        let status = self.read(offsets::INTERRUPT_STATUS);
+        let failure = self.failure(*command, FailureKind::NoCompletion, status);
+        self.recover(command.data != DataPhase::None);
+        failure.into()
+    }
+
+    /// Waits for Command Complete or an error; on error recovers and reports it.
+    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
+        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
+        loop {
+            if let Some(response) = self.command_outcome(command)? {
+                return Ok(response);
+            }
+            if deadline.has_passed(self.platform) {
+                // Once more after the deadline, so that a slow host is not a timeout.
+                return match self.command_outcome(command)? {
+                    Some(response) => Ok(response),
+                    None => Err(self.command_timed_out(command)),
+                };
+            }
+            core::hint::spin_loop();
+        }
     }
 
     /// Checks the card status of an R1/R1b answer (R6 and R7 carry no full status).
-    fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
+    pub fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
         let r6_or_r7 = !command.application && matches!(command.index, 3 | 8);
         let full_r1 = matches!(command.response, ResponseKind::R1 | ResponseKind::R1b) && !r6_or_r7;
         let errors = super::card::CardStatus(response.short()).errors();

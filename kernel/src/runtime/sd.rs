@@ -14,7 +14,7 @@ use crate::cmdline::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
-use blockdev::{BlockDevice, Clock, Completion, Geometry, Request, SubmitError};
+use blockdev::{BlockDevice, Clock, Completion, DataPath, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::Platform;
@@ -342,12 +342,14 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
     }
     let ending = if device.uses_cmd23() { "CMD23" } else { "auto-CMD12" };
     let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
+    let descriptors = device.descriptor_limit().map(|limit| alloc::format!(" with {}", limit.name()));
     println!(
-        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {}, multi-block reads end by {ending}",
+        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {}{}, multi-block reads end by {ending}",
         card.bus_width_bits,
         card.sd_clock_hz,
         card.timing.name(),
-        device.transfer_mode().name()
+        device.transfer_mode().name(),
+        descriptors.unwrap_or_default(),
     );
     if let Some(fallback) = card.fallback {
         println!(
@@ -436,5 +438,8 @@ impl BlockDevice for ReportingSdCard {
             }
         }
         finished
+    }
+    fn data_path(&self) -> Option<DataPath> {
+        self.card.data_path()
     }
 }
