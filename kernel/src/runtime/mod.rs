@@ -133,6 +133,7 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
     } else if !run_benchmark(machine, benchmark, &mut storage) {
         status = ExitStatus::DeviceErrors;
     }
+    storage.print_registers_after_runs();
     storage.shut_down();
     status
 }
