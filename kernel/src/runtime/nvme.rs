@@ -16,7 +16,7 @@ use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
+use blockdev::{BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use core::cell::RefCell;
 use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
@@ -624,5 +624,9 @@ impl BlockDevice for SharedNamespace {
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         self.inner.borrow_mut().poll(completions)
+    }
+
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        self.inner.borrow_mut().poll_detailed(completions, details)
     }
 }
