@@ -78,6 +78,7 @@ fn blocks(log: &str) -> Result<Vec<Block<'_>>, TraceError> {
 }
 
 /// What one frame said.
+#[derive(Debug)]
 enum FrameContent {
     Header { device: String, run: String, ticks_per_second: u64, records: u64, not_kept: u64 },
     Command(WireRecord),
