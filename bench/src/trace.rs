@@ -420,7 +420,7 @@ pub mod text {
     /// The bytes of one base64 line (surrounding whitespace and a CR allowed).
     pub fn decode(line: &str) -> Result<Vec<u8>, NotBase64> {
         let line = line.trim();
-        if line.len() % 4 != 0 {
+        if !line.len().is_multiple_of(4) {
             return Err(NotBase64 { position: line.len() });
         }
         let mut bytes = Vec::with_capacity(line.len() / 4 * 3);

@@ -23,10 +23,13 @@ const GHZ: u64 = 1_000_000_000;
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 
+/// One run's trace as written: device, run name, records, commands not kept.
+type Captured = (String, String, Vec<TraceRecord>, u64);
+
 /// Keeps every run's records and counts.
 #[derive(Default)]
 struct CapturedTraces {
-    runs: RefCell<Vec<(String, String, Vec<TraceRecord>, u64)>>,
+    runs: RefCell<Vec<Captured>>,
 }
 
 impl TraceOutput for CapturedTraces {

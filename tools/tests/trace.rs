@@ -120,7 +120,10 @@ fn virt_traces_decode_into_the_runs_own_commands() {
         assert!(dir.path().join(format!("out/trace-sd0-job1-run1-{suffix}")).exists(), "{suffix}");
     }
     let summary = std::fs::read_to_string(dir.path().join("out/traces.md")).unwrap();
-    assert!(summary.contains("## nvme0 job1-run1") && summary.contains("Slowest commands:\n\n- "), "{summary}");
+    assert!(
+        summary.contains("## nvme0 job1-run1") && summary.contains("Slowest commands:\n\n- "),
+        "{summary}"
+    );
 }
 
 #[test]
