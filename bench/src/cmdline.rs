@@ -14,8 +14,8 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 10] =
-    ["jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress"];
+pub const KNOWN_KEYS: [&str; 11] =
+    ["jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress", "trace"];
 
 /// The smallest block size a job may ask for (one 512-byte sector).
 pub const MIN_BLOCK_BYTES: u64 = 512;
@@ -183,6 +183,8 @@ pub struct Config {
     pub preset: Preset,
     /// Whether the in-place progress line is printed during runs (barebench's own key).
     pub progress: bool,
+    /// `trace=DEV[:N]` (repeatable): devices whose commands are recorded (crate::trace).
+    pub traces: Vec<crate::trace::TraceRequest>,
 }
 
 impl Default for Config {
@@ -295,6 +297,7 @@ impl Config {
             seed: DEFAULT_SEED,
             preset,
             progress: true,
+            traces: Vec::new(),
         };
         config.apply_preset(preset);
         config
@@ -386,6 +389,16 @@ impl Config {
                         return Err(malformed(EXPECTED_PROGRESS, kept.to_string()));
                     }
                 }
+            }
+            "trace" => {
+                let kept = || String::from("no trace of it");
+                let request = crate::trace::TraceRequest::parse(value)
+                    .ok_or_else(|| malformed(crate::trace::EXPECTED_TRACE, kept()))?;
+                if self.traces.len() >= crate::trace::MAX_TRACE_REQUESTS {
+                    return Err(malformed("at most 8 trace= settings", kept()));
+                }
+                self.traces.retain(|existing| existing.device != request.device);
+                self.traces.push(request);
             }
             _ => return Ok(Applied::NotMine),
         }
@@ -710,15 +723,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress"
+                     size, devices, seed, preset, progress, trace"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress); ignored"
+                     offset, size, devices, seed, preset, progress, trace); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress"
+                     devices, seed, preset, progress, trace"
                 ),
             ]
         );
@@ -728,7 +741,7 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress"
+             devices, seed, preset, progress, trace"
         );
     }
 
@@ -790,5 +803,37 @@ mod tests {
                 Setting::Pair { key: "x", value: "" },
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod trace_setting_tests {
+    use super::*;
+    use crate::trace::TraceRequest;
+
+    #[test]
+    fn trace_is_repeatable_and_a_device_named_twice_keeps_the_last() {
+        let mut problems = Vec::new();
+        let config = Config::from_command_line(
+            "trace=nvme0 trace=sd0:100 trace=sd0:200 trace=sd0:0 trace=:3",
+            |_| false,
+            &mut |error| problems.push(error.to_string()),
+        );
+        assert_eq!(
+            config.traces,
+            [
+                TraceRequest { device: String::from("nvme0"), keep: 65_536 },
+                TraceRequest { device: String::from("sd0"), keep: 200 }
+            ]
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("bad setting trace=sd0:0: expected DEV or DEV:N"), "{problems:?}");
+        assert!(Config::default().traces.is_empty());
+        let mut config = Config::default();
+        for n in 0..8 {
+            config.apply("trace", &alloc::format!("sd{n}")).unwrap();
+        }
+        let error = config.apply("trace", "nvme9").unwrap_err();
+        assert!(error.to_string().contains("at most 8 trace= settings"), "{error}");
     }
 }

@@ -95,7 +95,13 @@ pub enum Account {
     Pending = 2,
     /// Waiting (a poll that found nothing) or output: not part of any I/O's cost.
     Excluded = 3,
+    /// Storing a completed command in the `trace=` ring (bench::trace): measured apart so the
+    /// recording cost per I/O can be printed; the benchmark's bookkeeping does not include it.
+    Recording = 4,
 }
+
+/// How many [`Account`]s there are.
+const ACCOUNTS: usize = 5;
 
 /// Instructions and cycles summed over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,7 +182,7 @@ pub struct CpuMeter<'c> {
     lap_cost: CounterTotals,
     /// Indexed by [`Account`], so that every lap runs the same instructions whatever it charges
     /// (and the calibration measures exactly what a lap costs).
-    accounts: [CounterTotals; 4],
+    accounts: [CounterTotals; ACCOUNTS],
     cost: CpuCost,
 }
 
@@ -195,7 +201,7 @@ impl<'c> CpuMeter<'c> {
             instructions_mask: if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 },
             last: counters.read(),
             lap_cost: CounterTotals::default(),
-            accounts: [CounterTotals::default(); 4],
+            accounts: [CounterTotals::default(); ACCOUNTS],
             cost,
         };
         meter.calibrate();
@@ -246,6 +252,11 @@ impl<'c> CpuMeter<'c> {
         if did_io {
             self.accounts[Account::Bookkeeping as usize].add(pending);
         }
+    }
+
+    /// What has been charged to `account` so far.
+    pub fn total(&self, account: Account) -> CounterTotals {
+        self.accounts[account as usize]
     }
 
     /// The totals, for `ios` completions.

@@ -61,6 +61,9 @@ pub mod runner;
 #[cfg(test)]
 mod sim;
 pub mod stats;
+pub mod trace;
+#[cfg(test)]
+mod trace_tests;
 pub mod units;
 pub mod wide;
 

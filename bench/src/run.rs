@@ -12,13 +12,18 @@
 //! new I/O is submitted and the device is drained.
 //!
 //! Around the driver's calls the loop laps a [`CpuMeter`], which splits the CPU's work into the
-//! driver's and the benchmark's own (docs/measurement.md). Nothing here allocates per I/O.
+//! driver's and the benchmark's own (docs/measurement.md). With `trace=` the loop also stores
+//! each command that completes in the window in a [`TraceRing`] (polling with
+//! `BlockDevice::poll_detailed` for the queue and command identifiers), metered apart as
+//! [`Account::Recording`]. Nothing here allocates per I/O.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
+use blockdev::{
+    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError,
+};
 
 use crate::cmdline::{Config, JobSpec};
 use crate::console::{Console, ProgressLine};
@@ -29,6 +34,7 @@ use crate::plan::DevicePlan;
 use crate::report;
 use crate::results::{RunEnd, RunResult};
 use crate::stats::LatencyAccumulator;
+use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{NS_PER_MS, NS_PER_S};
 
 /// How long after the window the runner waits for requests still in flight. Drivers time out
@@ -73,11 +79,28 @@ impl TickConverter {
 }
 
 /// What the runner keeps for one tag while its request is in flight.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct TagState {
     submitted_at_ticks: u64,
     kicked_at_ticks: u64,
     in_flight: bool,
+    /// The request, for a trace record.
+    operation: Operation,
+    lba: u64,
+    block_count: u32,
+}
+
+impl Default for TagState {
+    fn default() -> Self {
+        TagState {
+            submitted_at_ticks: 0,
+            kicked_at_ticks: 0,
+            in_flight: false,
+            operation: Operation::Read,
+            lba: 0,
+            block_count: 0,
+        }
+    }
 }
 
 /// Per-tag state, allocated once per job for its deepest queue.
@@ -86,6 +109,8 @@ pub(crate) struct Scratch {
     free_tags: Vec<u32>,
     batch: Vec<u32>,
     completions: Vec<Completion>,
+    /// Filled by `poll_detailed` while a trace records.
+    details: Vec<CommandDetail>,
 }
 
 impl Scratch {
@@ -95,6 +120,7 @@ impl Scratch {
             free_tags: Vec::with_capacity(queue_depth),
             batch: Vec::with_capacity(queue_depth),
             completions: alloc::vec![Completion::default(); queue_depth],
+            details: alloc::vec![CommandDetail::default(); queue_depth],
         }
     }
 
@@ -168,7 +194,7 @@ pub(crate) fn run_once(
     device: &mut dyn BlockDevice,
     environment: &RunEnvironment<'_>,
     (config, plan, label): (&Config, &DevicePlan, &RunLabel<'_>),
-    (scratch, measurements): (&mut Scratch, &mut Measurements),
+    (scratch, measurements, trace): (&mut Scratch, &mut Measurements, Option<&mut TraceRing>),
     console: &mut dyn Console,
 ) -> RunResult {
     let device_name = String::from(device.name());
@@ -176,6 +202,10 @@ pub(crate) fn run_once(
     let path_before = device.data_path();
     let mut run =
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
+    if let Some(ring) = trace {
+        ring.start(run.times.start);
+        run.trace = Some(ring);
+    }
     run.run(console);
     let path_after = run.device.data_path();
     let mut outcome = run.finish(console);
@@ -321,6 +351,7 @@ struct RunLoop<'r> {
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     stall: StallWatch,
+    trace: Option<&'r mut TraceRing>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -380,6 +411,7 @@ impl<'r> RunLoop<'r> {
             submitting: true,
             ended_early: None,
             notes: Vec::new(),
+            trace: None,
         }
     }
 
@@ -425,7 +457,7 @@ impl<'r> RunLoop<'r> {
             match self.device.submit(request) {
                 Ok(()) => {
                     self.meter.lap(Account::Driver);
-                    self.note_submitted(request.tag, submitted_at);
+                    self.note_submitted(&request, submitted_at);
                 }
                 Err((request, SubmitError::QueueFull)) if self.in_flight > 0 => {
                     self.meter.lap(Account::Pending);
@@ -461,11 +493,13 @@ impl<'r> RunLoop<'r> {
         Some(self.requests.request(tag))
     }
 
-    fn note_submitted(&mut self, tag: u32, submitted_at: u64) {
-        let state = &mut self.scratch.tags[tag as usize];
+    fn note_submitted(&mut self, request: &Request, submitted_at: u64) {
+        let state = &mut self.scratch.tags[request.tag as usize];
         state.submitted_at_ticks = submitted_at;
         state.in_flight = true;
-        self.scratch.batch.push(tag);
+        (state.operation, state.lba, state.block_count) =
+            (request.operation, request.lba, request.block_count);
+        self.scratch.batch.push(request.tag);
         self.in_flight += 1;
     }
 
@@ -487,7 +521,11 @@ impl<'r> RunLoop<'r> {
     /// were any; a poll that finds nothing is waiting, and its CPU time is no I/O's cost.
     fn reap(&mut self) -> Option<u64> {
         self.meter.lap(Account::Pending);
-        let count = self.device.poll(&mut self.scratch.completions[..self.queue_depth]);
+        let completions = &mut self.scratch.completions[..self.queue_depth];
+        let count = match self.trace {
+            None => self.device.poll(completions),
+            Some(_) => self.device.poll_detailed(completions, &mut self.scratch.details[..self.queue_depth]),
+        };
         if count == 0 {
             self.meter.lap(Account::Excluded);
             return None;
@@ -497,18 +535,22 @@ impl<'r> RunLoop<'r> {
         let inside_window = done >= self.times.ramp_end && done < self.times.window_end;
         for index in 0..count {
             let completion = self.scratch.completions[index];
-            self.complete(completion, done, inside_window);
+            let known = self.complete(completion, done, inside_window);
+            if known && inside_window && self.trace.is_some() {
+                self.record(completion, self.scratch.details[index], done);
+            }
         }
         self.meter.lap(Account::Bookkeeping);
         Some(done)
     }
 
-    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) {
+    /// Frees the completion's tag and counts it; false for a tag that was not in flight.
+    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
         let state = match self.scratch.tags[..self.queue_depth].get_mut(completion.tag as usize) {
             Some(state) if state.in_flight => state,
             _ => {
                 self.unknown_completions += 1;
-                return;
+                return false;
             }
         };
         state.in_flight = false;
@@ -517,12 +559,35 @@ impl<'r> RunLoop<'r> {
         self.in_flight -= 1;
         self.completed += 1;
         if !inside_window {
-            return;
+            return true;
         }
         match completion.result {
             Ok(()) => self.measurements.record(self.converter, submitted, kicked, done),
             Err(error) => self.measurements.errors[error.kind.index()] += 1,
         }
+        true
+    }
+
+    /// Stores a command that completed in the window in the trace ring, metered apart.
+    fn record(&mut self, completion: Completion, detail: CommandDetail, done: u64) {
+        let Some(ring) = self.trace.as_deref_mut() else {
+            return;
+        };
+        let Some(state) = self.scratch.tags.get(completion.tag as usize) else {
+            return;
+        };
+        let status = match completion.result {
+            Ok(()) => TraceStatus::Ok,
+            Err(error) => TraceStatus::Failed { kind: error.kind, code: error.code },
+        };
+        self.meter.lap(Account::Bookkeeping);
+        ring.record(
+            (state.submitted_at_ticks, state.kicked_at_ticks, done),
+            (state.operation, state.lba, state.block_count),
+            detail,
+            status,
+        );
+        self.meter.lap(Account::Recording);
     }
 
     /// The progress line and the drain deadline; returns whether the run must stop. The
@@ -590,6 +655,9 @@ impl<'r> RunLoop<'r> {
             );
             let _ = writeln!(console, "{message}");
             self.notes.push(message);
+        }
+        if let Some(ring) = self.trace.take() {
+            ring.set_recording_cost(self.meter.total(Account::Recording));
         }
         RunOutcome {
             measurements: self.measurements,

@@ -21,6 +21,7 @@ use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
 use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
 use crate::run::{run_once, Measurements, RunLabel, Scratch};
+use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
 
 pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
@@ -41,6 +42,19 @@ pub fn run_benchmark(
     context: &ReportContext<'_>,
     console: &mut dyn Console,
 ) -> BenchmarkResults {
+    run_benchmark_with_traces(config, devices, environment, context, console, &NoTraceOutput)
+}
+
+/// [`run_benchmark`], writing the `trace=` records of each traced run through `traces` after
+/// the run (crate::trace).
+pub fn run_benchmark_with_traces(
+    config: &Config,
+    devices: &mut [&mut dyn BlockDevice],
+    environment: &RunEnvironment<'_>,
+    context: &ReportContext<'_>,
+    console: &mut dyn Console,
+    traces: &dyn TraceOutput,
+) -> BenchmarkResults {
     let counters = environment.cpu_counters;
     let mut results = BenchmarkResults {
         cycles_status: counters.cycles_status(),
@@ -58,6 +72,10 @@ pub fn run_benchmark(
         say(console, &mut results.notes, message);
     } else {
         let mut benchmark = Benchmark::new(config, devices, environment, &selected);
+        benchmark.rings = allocate_rings(config, benchmark.devices, &selected, &mut |message| {
+            say(console, &mut results.notes, message)
+        });
+        benchmark.trace_output = traces;
         for (job_index, job) in config.jobs.iter().enumerate() {
             if benchmark.clock_stalled {
                 break;
@@ -118,6 +136,9 @@ struct Benchmark<'b, 'd> {
     /// Devices that kept requests in flight past the drain timeout: not used again.
     stuck: Vec<bool>,
     clock_stalled: bool,
+    /// `trace=`: each device's ring (indexed like `devices`), allocated before the first run.
+    rings: Vec<Option<TraceRing>>,
+    trace_output: &'b dyn TraceOutput,
 }
 
 impl<'b, 'd> Benchmark<'b, 'd> {
@@ -136,6 +157,8 @@ impl<'b, 'd> Benchmark<'b, 'd> {
             measurements: Measurements::new(),
             stuck,
             clock_stalled: false,
+            rings: Vec::new(),
+            trace_output: &NoTraceOutput,
         }
     }
 
@@ -174,9 +197,18 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                     &mut *self.devices[device_index],
                     environment,
                     (self.config, &planned.plan, &label),
-                    (&mut scratch, &mut self.measurements),
+                    (
+                        &mut scratch,
+                        &mut self.measurements,
+                        self.rings.get_mut(device_index).and_then(Option::as_mut),
+                    ),
                     console,
                 );
+                if let Some(Some(ring)) = self.rings.get(device_index) {
+                    let run_name = format!("job{}-run{run}", job_index + 1);
+                    let name = self.devices[device_index].name();
+                    write_trace(console, self.trace_output, (name, &run_name), ring, self.environment);
+                }
                 result.notes.splice(0..0, planned.notes.iter().cloned());
                 match result.ended_early {
                     Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
@@ -220,6 +252,61 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         }
         plans
     }
+}
+
+/// A ring for each selected device that `trace=` names; a name that is no selected device, or a
+/// ring the heap cannot hold, is reported and the benchmark runs without it.
+fn allocate_rings(
+    config: &Config,
+    devices: &[&mut dyn BlockDevice],
+    selected: &[usize],
+    say: &mut dyn FnMut(String),
+) -> Vec<Option<TraceRing>> {
+    let mut rings: Vec<Option<TraceRing>> = (0..devices.len()).map(|_| None).collect();
+    for request in &config.traces {
+        let found = selected.iter().copied().find(|&index| devices[index].name() == request.device);
+        let Some(index) = found else {
+            say(format!("trace={}: no such device among those measured; not traced", request.device));
+            continue;
+        };
+        match TraceRing::allocate(request.keep) {
+            Ok(ring) => rings[index] = Some(ring),
+            Err(error) => say(format!("trace={}:{}: {error}; not traced", request.device, request.keep)),
+        }
+    }
+    rings
+}
+
+/// A run's trace between its markers, then what it held and what recording cost per I/O.
+fn write_trace(
+    console: &mut dyn Console,
+    output: &dyn TraceOutput,
+    (device, run_name): (&str, &str),
+    ring: &TraceRing,
+    environment: &RunEnvironment<'_>,
+) {
+    let _ = writeln!(console, "{}", crate::trace::begin_marker(device, run_name));
+    let trace = crate::trace::RunTrace {
+        device,
+        run_name,
+        ticks_per_second: environment.clock.ticks_per_second(),
+        ring,
+    };
+    output.write_records(console, &trace);
+    let _ = writeln!(console, "{}", crate::trace::TRACE_END_MARKER);
+    let counters = environment.cpu_counters;
+    let cost = crate::trace::RecordingCostText {
+        ring,
+        cycles: counters.cycles_status(),
+        instructions: counters.instructions_status(),
+    };
+    let _ = writeln!(
+        console,
+        "{device:<8} trace {run_name}: {} commands recorded, {} more not kept (ring of {}); {cost}",
+        ring.records().len(),
+        ring.not_kept(),
+        ring.keep()
+    );
 }
 
 /// The devices in "A, B" order for odd runs and in reverse for even ones.

@@ -174,6 +174,18 @@ impl Default for Completion {
     }
 }
 
+/// What a driver can say about the command that carried a request, for per-command traces:
+/// the queue, the command's identifier in it, and for NVMe the submission queue head the
+/// completion reported (NVMe 1.4 §4.6, completion queue entry DW2). A request split into several
+/// commands is described by the last one to complete. An SD host has one queue (0) and one
+/// command slot (0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandDetail {
+    pub queue_id: u16,
+    pub command_id: u16,
+    pub sq_head: Option<u16>,
+}
+
 /// Why `submit` handed a request back without queueing it. Nothing was sent to the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubmitError {
@@ -264,6 +276,15 @@ pub trait BlockDevice {
     /// with ADMA2 falls back to PIO for a buffer ADMA2 cannot use); `None` for the others.
     fn data_path(&self) -> Option<DataPath> {
         None
+    }
+
+    /// [`BlockDevice::poll`], and for each completion `i` the command that carried it in
+    /// `details[i]` (`details` at least as long as `completions`). Used only while a trace
+    /// records; a driver that knows nothing more keeps this default (queue 0, command 0).
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        let count = self.poll(completions);
+        details[..count].fill(CommandDetail::default());
+        count
     }
 }
 

@@ -177,6 +177,14 @@ struct ReportArgs {
     /// Serial logs of barebench runs and fio JSON files from Linux runs.
     #[arg(required = true, value_name = "LOG_OR_FIO_JSON")]
     inputs: Vec<PathBuf>,
+    /// Also decode the per-command traces (`trace=DEV`) of the logs into trace-DEV-RUN.csv,
+    /// charts and traces.md, with the kernel ELF's defmt table.
+    #[arg(long)]
+    trace: bool,
+    /// The kernel ELF that printed the logs [default: build/kernel-virt.elf or build/kernel8.elf,
+    /// whichever matches].
+    #[arg(long, value_name = "ELF", requires = "trace")]
+    elf: Option<PathBuf>,
 }
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
@@ -380,7 +388,55 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
     }
 }
 
+/// `report --trace`: each log's traces decoded, written and summarised.
+fn run_trace_report(args: &ReportArgs) -> Result<ExitCode> {
+    use tools::report::trace;
+    let elves = match &args.elf {
+        Some(elf) => vec![elf.clone()],
+        None => trace::default_elves(std::path::Path::new("build")),
+    };
+    let mut decoded = Vec::new();
+    for input in &args.inputs {
+        let Ok(log) = std::fs::read_to_string(input) else {
+            continue;
+        };
+        if !log.contains(bench::trace::TRACE_BEGIN_PREFIX) {
+            continue;
+        }
+        let (elf, traces) = trace::decode_with_any(&log, &elves)?;
+        println!("{}: {} traces decoded with {}", input.display(), traces.len(), elf.display());
+        decoded.extend(traces);
+    }
+    if decoded.is_empty() {
+        eprintln!("barebench: no trace in any input (run with trace=DEV)");
+        return Ok(ExitCode::FAILURE);
+    }
+    for written in trace::write_traces(&decoded, &args.output)? {
+        println!("wrote {}", written.display());
+    }
+    for one in &decoded {
+        let rows = one.rows();
+        println!(
+            "{} {}: {} commands, mean latency {:.1} µs; slowest:",
+            one.device,
+            one.run,
+            rows.len(),
+            trace::mean_latency_ns(&rows) / 1e3
+        );
+        for line in trace::slowest(one, 5) {
+            println!("  {line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run_report(args: &ReportArgs) -> Result<ExitCode> {
+    if args.trace {
+        let status = run_trace_report(args)?;
+        if status != ExitCode::SUCCESS {
+            return Ok(status);
+        }
+    }
     let report = tools::report::build_report(&args.inputs);
     for source in &report.sources {
         for problem in &source.problems {

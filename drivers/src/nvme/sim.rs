@@ -592,6 +592,11 @@ impl RegisterIo for SimController<'_> {
             0x2C => (state.asq >> 32) as u32,
             offsets::ACQ => state.acq as u32,
             0x34 => (state.acq >> 32) as u32,
+            // NVMe 1.4 §3.1.24-25: what a doorbell read returns is undefined.
+            offset if offset >= offsets::DOORBELLS => {
+                state.violations.push(format!("read of doorbell register {offset:#x}"));
+                0
+            }
             _ => 0,
         }
     }

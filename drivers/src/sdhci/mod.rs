@@ -17,6 +17,7 @@ pub mod host;
 pub mod options;
 pub mod quirks;
 pub mod regs;
+pub mod snapshot;
 
 #[cfg(test)]
 mod sim;

@@ -14,6 +14,7 @@ pub mod sd;
 pub mod storage;
 mod sync;
 pub mod timer;
+pub mod trace;
 pub mod usb;
 
 use crate::board::{BoardFamily, Span, UartClock};
@@ -134,6 +135,7 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
     } else if !run_benchmark(machine, benchmark, &mut storage) {
         status = ExitStatus::DeviceErrors;
     }
+    storage.print_registers_after_runs();
     storage.shut_down();
     status
 }
@@ -172,12 +174,13 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
-    let results = bench::runner::run_benchmark(
+    let results = bench::runner::run_benchmark_with_traces(
         config,
         &mut devices,
         &environment,
         &context,
         &mut console::ConsoleWriter,
+        &trace::DefmtTraces,
     );
     let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
     errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())

@@ -6,7 +6,7 @@
 
 use super::pci::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
-use super::storage::{DeviceClass, Storage};
+use super::storage::{print_registers, DeviceClass, Storage};
 use super::Machine;
 use crate::cmdline::KernelSettings;
 use crate::println;
@@ -16,7 +16,7 @@ use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
+use blockdev::{BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use core::cell::RefCell;
 use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
@@ -164,7 +164,7 @@ pub fn attach(
     }
     let mut scratch = Scratch::new(&options, machine.platform);
     for function in &functions {
-        attach_controller(machine, &options, function, topology, &mut scratch, storage);
+        attach_controller(machine, (&options, settings), function, topology, &mut scratch, storage);
     }
 }
 
@@ -202,7 +202,7 @@ impl Scratch {
 
 fn attach_controller(
     machine: &Machine,
-    options: &DriverOptions,
+    (options, settings): (&DriverOptions, &KernelSettings),
     function: &PciFunction,
     topology: &PciTopology,
     scratch: &mut Scratch,
@@ -229,6 +229,7 @@ fn attach_controller(
     // the memory map covers as device memory; memory decoding and bus mastering are enabled.
     let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
     let registers = BusRegisters::new(bar0, topology.wide_access);
+    let as_found = drivers::nvme::snapshot::snapshot(&registers);
     let mut controller = match Controller::bring_up(
         registers,
         bar.size_bytes as usize,
@@ -339,6 +340,15 @@ fn attach_controller(
                 controller.status_register()
             );
             continue;
+        }
+        if settings.wants_registers(&name) {
+            let found = format!(
+                "as found (NVMe {} BAR0 {:#x}, before the driver's first write)",
+                function.address, bar.cpu_address
+            );
+            print_registers(&name, &found, &as_found);
+            print_registers(&name, "after bring-up", &drivers::nvme::snapshot::snapshot(&registers));
+            storage.watch_registers(&name, Box::new(move || drivers::nvme::snapshot::snapshot(&registers)));
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
@@ -614,5 +624,9 @@ impl BlockDevice for SharedNamespace {
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         self.inner.borrow_mut().poll(completions)
+    }
+
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        self.inner.borrow_mut().poll_detailed(completions, details)
     }
 }

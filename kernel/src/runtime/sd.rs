@@ -7,7 +7,7 @@
 use super::firmware::Firmware;
 use super::pci::PciTopology;
 use super::platform::KernelPlatform;
-use super::storage::{DeviceClass, Storage};
+use super::storage::{print_registers, DeviceClass, Storage};
 use super::Machine;
 use crate::board::{SdHost, SdHostKind};
 use crate::cmdline::KernelSettings;
@@ -51,6 +51,12 @@ fn parse_options(settings: &KernelSettings) -> SdOptions {
     options
 }
 
+/// The driver options and the kernel settings that concern SD hosts (`regs=`).
+struct SdSettings<'s> {
+    options: SdOptions,
+    settings: &'s KernelSettings,
+}
+
 /// One SD host to look at.
 struct HostSite {
     base: u64,
@@ -75,6 +81,7 @@ pub fn attach(
     storage: &mut Storage,
 ) {
     let options = parse_options(settings);
+    let options = SdSettings { options, settings };
     let info = &machine.info;
     let qemu = info.is_qemu();
     let board_hosts =
@@ -118,7 +125,8 @@ fn allowed_here(host: &SdHost, qemu: bool) -> bool {
     allowed
 }
 
-fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage: &mut Storage) {
+fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, storage: &mut Storage) {
+    let options = &sd_settings.options;
     let quirks = site.quirks;
     let base = site.base;
     let mut notes: heapless::String<192> = heapless::String::new();
@@ -145,6 +153,7 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
     // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
     // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
     let registers = unsafe { Mmio::new(base as usize, register_window_bytes(quirks)) };
+    let as_found = drivers::sdhci::snapshot::snapshot(&registers);
     let mut host =
         match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
             Ok(host) => host,
@@ -189,6 +198,15 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
         }
     };
     describe(&name, &device, options.mode);
+    if sd_settings.settings.wants_registers(&name) {
+        print_registers(
+            &name,
+            &alloc::format!("as found (SDHCI at {base:#x}, before the driver's first write)"),
+            &as_found,
+        );
+        print_registers(&name, "after bring-up", &drivers::sdhci::snapshot::snapshot(&registers));
+        storage.watch_registers(&name, Box::new(move || drivers::sdhci::snapshot::snapshot(&registers)));
+    }
     let mut device = ReportingSdCard { card: device, errors_reported: 0 };
     measure(&name, &mut device.card, machine.platform);
     storage.add(DeviceClass::Sd, Box::new(device));

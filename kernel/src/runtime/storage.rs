@@ -2,7 +2,8 @@
 //! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace, then `usb0`,
 //! `usb1`, … one per USB drive), the `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity
 //! checks, and the sample of the benchmark's region before the first run, which read through the
-//! block interface ([`crate::block_checks`]).
+//! block interface ([`crate::block_checks`]), and the controllers whose registers `regs=DEV`
+//! prints again after the last run.
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, sample_region, verify_blocks, CheckFailure};
@@ -14,6 +15,7 @@ use alloc::vec::Vec;
 use bench::results::RegionSample;
 use blockdev::{BlockDevice, DmaBuffer};
 use drivers::platform::Platform;
+use drivers::snapshot::RegisterSnapshot;
 
 /// The kind of device, which decides its name prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +50,16 @@ pub struct Storage {
     next_nvme: u32,
     next_usb: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
+    /// `regs=DEV`: each device's register reader, for the snapshot after the last run.
+    register_readers: Vec<(String, Box<dyn Fn() -> RegisterSnapshot>)>,
+}
+
+/// Prints a register snapshot of `device` (its controller) under a heading saying when it was taken.
+pub fn print_registers(device: &str, when: &str, snapshot: &RegisterSnapshot) {
+    println!("regs       {device} {when}");
+    for register in snapshot.lines() {
+        println!("regs       {device}   {register}");
+    }
 }
 
 impl Storage {
@@ -78,6 +90,18 @@ impl Storage {
     /// Registers work for the end of the run (an NVMe controller's normal shutdown).
     pub fn on_shutdown(&mut self, hook: Box<dyn FnOnce()>) {
         self.shutdown_hooks.push(hook);
+    }
+
+    /// Keeps a way to read the registers of `device`'s controller again after the last run.
+    pub fn watch_registers(&mut self, device: &str, read: Box<dyn Fn() -> RegisterSnapshot>) {
+        self.register_readers.push((String::from(device), read));
+    }
+
+    /// The `regs=` snapshots after the last run (before any controller is shut down).
+    pub fn print_registers_after_runs(&self) {
+        for (device, read) in &self.register_readers {
+            print_registers(device, "after the last run", &read());
+        }
     }
 
     /// Runs the shutdown hooks, in reverse order of registration.

@@ -13,9 +13,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::{Report, ResultRow};
 
 /// Chart size in pixels.
-const CHART_SIZE: (u32, u32) = (1100, 620);
+pub(crate) const CHART_SIZE: (u32, u32) = (1100, 620);
 /// The font family the charts ask for; registered from the `dejavu` crate.
-const FONT_FAMILY: &str = "sans-serif";
+pub(crate) const FONT_FAMILY: &str = "sans-serif";
 /// Share of a category's width that its bars take.
 const GROUP_WIDTH: f64 = 0.8;
 
@@ -38,7 +38,7 @@ pub struct BarChart {
     pub series: Vec<(String, Vec<Option<f64>>)>,
 }
 
-fn register_font() {
+pub(crate) fn register_font() {
     static REGISTER: Once = Once::new();
     REGISTER.call_once(|| {
         // The font bytes are compiled in and valid; a failure would only mean no text.

@@ -4,6 +4,8 @@
 pub mod chart;
 pub mod input;
 pub mod table;
+pub mod trace;
+pub mod trace_chart;
 
 use std::fs;
 use std::io;
