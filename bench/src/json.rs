@@ -611,6 +611,9 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
 }
 
 #[cfg(test)]
+mod schema_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::cmdline::{JobOperation, JobSpec, Preset};
