@@ -2,6 +2,7 @@
 //! CSV, JSON and bar charts (docs/architecture.md "Output"; docs/ecosystem.md §4.2–4.3 for what readers expect).
 
 pub mod chart;
+pub mod fio_layout;
 pub mod input;
 pub mod table;
 
@@ -27,8 +28,8 @@ pub fn build_report(inputs: &[PathBuf]) -> Report {
     report
 }
 
-/// Writes report.md, report.csv, report.json and the charts (SVG and PNG) into `dir`;
-/// returns the paths written.
+/// Writes report.md, report.csv, report.json, the charts (SVG and PNG) and fio-plot's layout
+/// (`fio/<device>/<bs>/<rw>-<iodepth>-<numjobs>.json`) into `dir`; returns the paths written.
 pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
@@ -52,6 +53,7 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
+    written.extend(fio_layout::write_fio_layout(report, dir)?);
     Ok(written)
 }
 
