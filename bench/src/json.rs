@@ -719,6 +719,17 @@ mod tests {
             assert_eq!(read.lat_ns.percentile(99.0), Some(run.lat_percentiles_ns[P99_INDEX]));
             assert_eq!(read.lat_ns.percentiles.len(), 17);
             assert_eq!(job.write.total_ios, 0);
+            assert_eq!(read.iops_samples, run.iops_samples.samples);
+            assert_eq!(
+                (read.bw_min, read.bw_max),
+                (run.bandwidth_kib_samples.min, run.bandwidth_kib_samples.max)
+            );
+            assert!((read.iops_mean - run.iops_samples.mean_milli as f64 / 1e3).abs() < 1e-9);
+            assert_eq!(job.latency_depth, u64::from(run.queue_depth));
+            assert_eq!(job.elapsed, run.elapsed_ns.div_ceil(NS_PER_S));
+            let band_total: f64 =
+                job.latency_ns.values().chain(job.latency_us.values()).chain(job.latency_ms.values()).sum();
+            assert!(run.ios == 0 || (99.9..100.2).contains(&band_total), "{band_total}");
             let settings = &job.settings;
             assert_eq!(settings.rw, run.job.operation.fio_name());
             assert_eq!(settings.block_bytes, run.block_bytes);
