@@ -80,6 +80,8 @@ pub struct ResultRow {
     pub latency_mean_us: f64,
     /// Latency 99th percentile (lat, else clat), in microseconds, when known.
     pub latency_p99_us: Option<f64>,
+    /// Latency 99.9th percentile (lat, else clat), in microseconds, when known.
+    pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
 }
@@ -98,6 +100,18 @@ impl ResultRow {
     /// `read 1M QD16` style description.
     pub fn workload(&self) -> String {
         format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.iodepth)
+    }
+
+    /// The queue depth the job asked for: barebench's `op:bs:qd` job names it (an SD host runs
+    /// such a job at QD1); otherwise the depth that ran.
+    pub fn asked_iodepth(&self) -> u32 {
+        let asked = self.job.rsplit(':').next().and_then(|depth| depth.parse::<u32>().ok());
+        asked.filter(|_| self.job.contains(':')).unwrap_or(self.iodepth)
+    }
+
+    /// The workload as asked (`randread 4K QD32`), under which devices are compared side by side.
+    pub fn asked_workload(&self) -> String {
+        format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.asked_iodepth())
     }
 
     /// The workload, naming the job asked for when the device ran it differently (barebench's
@@ -203,6 +217,7 @@ pub(crate) mod tests {
             iops,
             latency_mean_us: 1e6 * f64::from(iodepth) / iops,
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
+            latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
         }
     }
