@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 
 use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 
-use crate::cmdline::{Config, JobSpec};
+use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
 use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
@@ -187,7 +187,9 @@ pub(crate) fn run_once(
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
     run.run(console);
     let outcome = run.finish(console);
-    outcome.into_result(plan, label, &device_name)
+    // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
+    let keep_bins = config.output == OutputFormat::JsonPlus;
+    outcome.into_result(plan, label, &device_name, keep_bins)
 }
 
 /// The ticks that bound a run.
@@ -638,7 +640,13 @@ impl<'r> RunLoop<'r> {
 }
 
 impl RunOutcome<'_> {
-    fn into_result(self, plan: &DevicePlan, label: &RunLabel<'_>, device_name: &str) -> RunResult {
+    fn into_result(
+        self,
+        plan: &DevicePlan,
+        label: &RunLabel<'_>,
+        device_name: &str,
+        keep_bins: bool,
+    ) -> RunResult {
         let measurements = self.measurements;
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
@@ -676,8 +684,8 @@ impl RunOutcome<'_> {
             lat,
             clat_percentiles_ns,
             lat_percentiles_ns,
-            clat_bins: HistogramBins::of(&measurements.clat_histogram),
-            lat_bins: HistogramBins::of(&measurements.lat_histogram),
+            clat_bins: keep_bins.then(|| HistogramBins::of(&measurements.clat_histogram)).unwrap_or_default(),
+            lat_bins: keep_bins.then(|| HistogramBins::of(&measurements.lat_histogram)).unwrap_or_default(),
             latency_bands: measurements.latency_bands,
             depth: measurements.depth,
             iops_samples: self.sampler.iops(),
