@@ -27,7 +27,8 @@ pub const UNIT_BAND_KEYS: [&str; 10] = ["2", "4", "10", "20", "50", "100", "250"
 /// Index into [`LATENCY_BANDS`] of a completion latency (fio truncates to the unit first).
 pub fn latency_band(clat_ns: u64) -> usize {
     let edges = LATENCY_BAND_EDGES.len();
-    let within = |value: u64| LATENCY_BAND_EDGES.iter().position(|&edge| value < edge).unwrap_or(edges - 1);
+    // Bands below an edge: 0 and 1 → "2", …, 750–999 → "1000" (value < 1000 here).
+    let within = |value: u64| LATENCY_BAND_EDGES.partition_point(|&edge| edge <= value);
     if clat_ns < NS_PER_US {
         return within(clat_ns);
     }

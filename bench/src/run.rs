@@ -648,6 +648,8 @@ impl RunOutcome<'_> {
         keep_bins: bool,
     ) -> RunResult {
         let measurements = self.measurements;
+        let bins =
+            |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
@@ -684,8 +686,8 @@ impl RunOutcome<'_> {
             lat,
             clat_percentiles_ns,
             lat_percentiles_ns,
-            clat_bins: keep_bins.then(|| HistogramBins::of(&measurements.clat_histogram)).unwrap_or_default(),
-            lat_bins: keep_bins.then(|| HistogramBins::of(&measurements.lat_histogram)).unwrap_or_default(),
+            clat_bins: bins(&measurements.clat_histogram),
+            lat_bins: bins(&measurements.lat_histogram),
             latency_bands: measurements.latency_bands,
             depth: measurements.depth,
             iops_samples: self.sampler.iops(),
