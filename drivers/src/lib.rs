@@ -14,6 +14,7 @@ pub mod pci;
 pub mod pl011;
 pub mod platform;
 pub mod sdhci;
+pub mod usb;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
