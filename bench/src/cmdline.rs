@@ -14,8 +14,21 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 11] =
-    ["jobs", "ramp", "runtime", "runs", "offset", "size", "devices", "seed", "preset", "progress", "trace"];
+pub const KNOWN_KEYS: [&str; 13] = [
+    "jobs",
+    "ramp",
+    "runtime",
+    "runs",
+    "offset",
+    "size",
+    "devices",
+    "seed",
+    "preset",
+    "progress",
+    "sample_interval",
+    "output",
+    "trace",
+];
 
 /// The smallest block size a job may ask for (one 512-byte sector).
 pub const MIN_BLOCK_BYTES: u64 = 512;
@@ -30,6 +43,26 @@ pub const MAX_DURATION_NS: u64 = 86_400 * NS_PER_S;
 /// The default seed of the offset generator: fixed, so that runs repeat exactly (as fio's
 /// `randrepeat=1` default does); printed at the start and settable with `seed=`.
 pub const DEFAULT_SEED: u64 = 0x6261_7265_6265_6e63; // "barebenc" in ASCII
+/// fio's default `bwavgtime`/`iopsavgtime`: IOPS and bandwidth are sampled every 500 ms of the
+/// measured window (docs/fio-json.md §3).
+pub const DEFAULT_SAMPLE_INTERVAL_NS: u64 = 500 * NS_PER_MS;
+
+/// The JSON flavour: fio's `--output-format=json`, or `json+` with every latency histogram bin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Json,
+    /// Adds `bins` (fio's 1856-bucket histogram, non-zero buckets) to `clat_ns` and `lat_ns`.
+    JsonPlus,
+}
+
+impl OutputFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Json => "json",
+            OutputFormat::JsonPlus => "json+",
+        }
+    }
+}
 
 /// One word of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +218,9 @@ pub struct Config {
     pub progress: bool,
     /// `trace=DEV[:N]` (repeatable): devices whose commands are recorded (crate::trace).
     pub traces: Vec<crate::trace::TraceRequest>,
+    /// Length of the intervals IOPS and bandwidth are sampled over (fio's `bwavgtime`).
+    pub sample_interval_ns: u64,
+    pub output: OutputFormat,
 }
 
 impl Default for Config {
@@ -282,6 +318,8 @@ const EXPECTED_DEVICES: &str =
 const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 42 or 0x2a";
 const EXPECTED_PRESET: &str = "reference, quick or blocksizes";
 const EXPECTED_PROGRESS: &str = "on or off";
+const EXPECTED_SAMPLE_INTERVAL: &str = "a duration from 1ms to 1 day, like 500ms or 1s";
+const EXPECTED_OUTPUT: &str = "json or json+";
 
 impl Config {
     /// The defaults of a preset (devices all, default seed, progress on).
@@ -298,6 +336,8 @@ impl Config {
             preset,
             progress: true,
             traces: Vec::new(),
+            sample_interval_ns: DEFAULT_SAMPLE_INTERVAL_NS,
+            output: OutputFormat::Json,
         };
         config.apply_preset(preset);
         config
@@ -400,6 +440,20 @@ impl Config {
                 self.traces.retain(|existing| existing.device != request.device);
                 self.traces.push(request);
             }
+            "sample_interval" => {
+                self.sample_interval_ns = parse_duration_ns(value)
+                    .filter(|&ns| (NS_PER_MS..=MAX_DURATION_NS).contains(&ns))
+                    .ok_or_else(|| {
+                        malformed(EXPECTED_SAMPLE_INTERVAL, DurationText(self.sample_interval_ns).to_string())
+                    })?
+            }
+            "output" => {
+                self.output = match value {
+                    "json" => OutputFormat::Json,
+                    "json+" => OutputFormat::JsonPlus,
+                    _ => return Err(malformed(EXPECTED_OUTPUT, self.output.name().to_string())),
+                }
+            }
             _ => return Ok(Applied::NotMine),
         }
         Ok(Applied::Set)
@@ -466,7 +520,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
-             progress={}",
+             progress={} sample_interval={} output={}",
             self.preset.name(),
             JobListText(&self.jobs),
             DurationText(self.ramp_ns),
@@ -477,6 +531,8 @@ impl fmt::Display for Config {
             DeviceSelectionText(&self.devices),
             self.seed,
             if self.progress { "on" } else { "off" },
+            DurationText(self.sample_interval_ns),
+            self.output.name(),
         )
     }
 }
@@ -641,11 +697,17 @@ mod tests {
         assert_eq!(parse("ramp=0").0.ramp_ns, 0);
         assert_eq!(parse("devices=all").0.devices, DeviceSelection::All);
         assert!(parse("progress=on").0.progress);
+        let (config, messages) = parse("sample_interval=250ms output=json+");
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!((config.sample_interval_ns, config.output), (250 * NS_PER_MS, OutputFormat::JsonPlus));
+        assert_eq!(parse("output=json").0.output, OutputFormat::Json);
+        assert_eq!(Config::default().sample_interval_ns, 500 * NS_PER_MS);
+        assert_eq!(Config::default().output, OutputFormat::Json);
     }
 
     #[test]
     fn each_malformed_value_keeps_the_default_and_says_what_is_accepted() {
-        let cases: [(&str, &str); 30] = [
+        let cases: [(&str, &str); 33] = [
             ("jobs=read:1m", "using the default read:1m:16,randread:4k:1,randread:4k:32"),
             ("jobs=read:1m:16:4", "expected a comma-separated list of op:bs:qd"),
             ("jobs=copy:4k:1", "op read, randread, write or randwrite"),
@@ -676,6 +738,9 @@ mod tests {
             ("seed=0xZZ", "using the default 7089073068225949283"),
             ("preset=fast", "expected reference, quick or blocksizes; using the default reference"),
             ("progress=yes", "expected on or off; using the default on"),
+            ("sample_interval=0", "from 1ms to 1 day, like 500ms or 1s; using the default 500ms"),
+            ("sample_interval=fast", "like 500ms"),
+            ("output=xml", "expected json or json+; using the default json"),
         ];
         let default = Config::default();
         for (line, expected_text) in cases {
@@ -723,15 +788,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress, trace"
+                     size, devices, seed, preset, progress, sample_interval, output, trace"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress, trace); ignored"
+                     offset, size, devices, seed, preset, progress, sample_interval, output, trace); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress, trace"
+                     devices, seed, preset, progress, sample_interval, output, trace"
                 ),
             ]
         );
@@ -741,7 +806,7 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress, trace"
+             devices, seed, preset, progress, sample_interval, output, trace"
         );
     }
 

@@ -12,7 +12,10 @@ use blockdev::{DataPath, IoErrorKind, SubmitError};
 
 use crate::cmdline::JobSpec;
 use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
-use crate::histogram::{FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX};
+use crate::distributions::{DepthCounts, RateSummary, LATENCY_BANDS};
+use crate::histogram::{
+    bucket_value_ns, LatencyHistogram, FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX,
+};
 use crate::stats::{LatencySummary, MILLI_PER_UNIT};
 use crate::units::NS_PER_S;
 
@@ -123,6 +126,8 @@ pub struct RunResult {
     pub ramp_ns: u64,
     /// Length of the measured window.
     pub window_ns: u64,
+    /// From the start of the ramp to the end of the drain.
+    pub elapsed_ns: u64,
     /// Successful I/Os completed inside the window, and their bytes.
     pub ios: u64,
     pub bytes: u64,
@@ -135,6 +140,16 @@ pub struct RunResult {
     /// fio's default percentile list ([`FIO_DEFAULT_PERCENTILES`]), ns.
     pub clat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
     pub lat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
+    /// The non-empty buckets of the clat and lat histograms (fio's json+ `bins`).
+    pub clat_bins: HistogramBins,
+    pub lat_bins: HistogramBins,
+    /// Completions per fio latency band (`latency_ns`, `latency_us`, `latency_ms` in order).
+    pub latency_bands: [u64; LATENCY_BANDS],
+    /// fio's queue-depth bands inside the window.
+    pub depth: DepthCounts,
+    /// IOPS and bandwidth (KiB/s) sampled over fixed intervals of the window.
+    pub iops_samples: RateSummary,
+    pub bandwidth_kib_samples: RateSummary,
     /// Failed I/Os completed inside the window, indexed by [`IoErrorKind::index`].
     pub errors: [u64; IoErrorKind::ALL.len()],
     pub ended_early: Option<RunEnd>,
@@ -159,6 +174,23 @@ impl RunResult {
 
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().sum()
+    }
+}
+
+/// The non-empty buckets of a latency histogram as (bucket value in ns, count), ascending: fio's
+/// json+ `bins` (docs/fio-json.md §4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramBins(pub Vec<(u64, u64)>);
+
+impl HistogramBins {
+    pub fn of(histogram: &LatencyHistogram) -> HistogramBins {
+        let counts = histogram.counts().iter().enumerate();
+        HistogramBins(
+            counts
+                .filter(|(_, &count)| count > 0)
+                .map(|(index, &count)| (bucket_value_ns(index), count))
+                .collect(),
+        )
     }
 }
 
@@ -320,6 +352,7 @@ pub(crate) mod tests {
             seed: 1,
             ramp_ns: 0,
             window_ns: NS_PER_S,
+            elapsed_ns: NS_PER_S,
             ios,
             bytes: ios * 4096,
             slat: LatencySummary::default(),
@@ -327,6 +360,12 @@ pub(crate) mod tests {
             lat: latency,
             clat_percentiles_ns: [lat_ns; 17],
             lat_percentiles_ns: [lat_ns; 17],
+            clat_bins: HistogramBins::default(),
+            lat_bins: HistogramBins::default(),
+            latency_bands: [0; LATENCY_BANDS],
+            depth: DepthCounts::default(),
+            iops_samples: RateSummary::default(),
+            bandwidth_kib_samples: RateSummary::default(),
             errors: [0, 1, 0, 0, 0],
             ended_early: None,
             cpu: CpuCost::default(),
@@ -379,6 +418,7 @@ pub(crate) mod tests {
             ios,
             driver: crate::cpu_cost::CounterTotals { instructions: driver_instructions, cycles: 3 * ios },
             bookkeeping: crate::cpu_cost::CounterTotals { instructions: ios, cycles: ios },
+            whole_run: crate::cpu_cost::CounterTotals::default(),
             instructions_counted: counted,
             cycles_counted: true,
         };

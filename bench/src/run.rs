@@ -25,14 +25,15 @@ use blockdev::{
     BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError,
 };
 
-use crate::cmdline::{Config, JobSpec};
+use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
+use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES};
 use crate::offsets::{AccessPattern, OffsetGenerator};
 use crate::plan::DevicePlan;
 use crate::report;
-use crate::results::{RunEnd, RunResult};
+use crate::results::{HistogramBins, RunEnd, RunResult};
 use crate::stats::LatencyAccumulator;
 use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{NS_PER_MS, NS_PER_S};
@@ -139,6 +140,10 @@ pub(crate) struct Measurements {
     lat: LatencyAccumulator,
     clat_histogram: LatencyHistogram,
     lat_histogram: LatencyHistogram,
+    /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
+    latency_bands: [u64; LATENCY_BANDS],
+    /// fio's queue-depth bands, inside the window.
+    depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
 }
@@ -151,6 +156,8 @@ impl Measurements {
             lat: LatencyAccumulator::new(),
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
+            latency_bands: [0; LATENCY_BANDS],
+            depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
         }
@@ -162,6 +169,8 @@ impl Measurements {
         self.lat = LatencyAccumulator::new();
         self.clat_histogram.reset();
         self.lat_histogram.reset();
+        self.latency_bands = [0; LATENCY_BANDS];
+        self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
     }
@@ -174,6 +183,7 @@ impl Measurements {
         self.lat_histogram.record(lat_ns);
         self.clat.record(clat_ns);
         self.clat_histogram.record(clat_ns);
+        self.latency_bands[latency_band(clat_ns)] += 1;
         self.slat.record(converter.ns(kicked.saturating_sub(submitted)));
         self.ios += 1;
     }
@@ -209,13 +219,15 @@ pub(crate) fn run_once(
     run.run(console);
     let path_after = run.device.data_path();
     let mut outcome = run.finish(console);
+    // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
+    let keep_bins = config.output == OutputFormat::JsonPlus;
     let data_path = path_after.zip(path_before).map(|(after, before)| after.since(&before));
     if let Some(path) = data_path.filter(|path| path.pio_fallbacks > 0) {
         let message = report::pio_fallback_note(&device_name, &path);
         let _ = writeln!(console, "{message}");
         outcome.notes.push(message);
     }
-    let mut result = outcome.into_result(plan, label, &device_name);
+    let mut result = outcome.into_result(plan, label, &device_name, keep_bins);
     result.data_path = data_path;
     result
 }
@@ -233,6 +245,11 @@ struct RunTimes {
 }
 
 impl RunTimes {
+    /// Whether `ticks` lies inside the measured window.
+    fn in_window(&self, ticks: u64) -> bool {
+        ticks >= self.ramp_end && ticks < self.window_end
+    }
+
     fn starting_now(clock: &dyn Clock, config: &Config) -> RunTimes {
         let ramp_ticks = clock.ns_to_ticks(config.ramp_ns);
         let window_ticks = clock.ns_to_ticks(config.runtime_ns);
@@ -341,6 +358,8 @@ struct RunLoop<'r> {
     meter: CpuMeter<'r>,
     progress: ProgressLine<'r>,
     times: RunTimes,
+    sampler: RateSampler,
+    block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
     in_flight: usize,
@@ -359,6 +378,8 @@ struct RunOutcome<'r> {
     measurements: &'r Measurements,
     converter: TickConverter,
     times: RunTimes,
+    sampler: RateSampler,
+    end_ticks: u64,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     cpu: crate::cpu_cost::CpuCost,
@@ -389,6 +410,11 @@ impl<'r> RunLoop<'r> {
         let clock = environment.clock;
         let times = RunTimes::starting_now(clock, config);
         let meter = CpuMeter::new(environment.cpu_counters);
+        let sampler = RateSampler::new(
+            times.ramp_end,
+            times.window_ticks,
+            clock.ns_to_ticks(config.sample_interval_ns),
+        );
         RunLoop {
             device_name,
             device,
@@ -400,6 +426,8 @@ impl<'r> RunLoop<'r> {
             measurements,
             meter,
             progress,
+            sampler,
+            block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
@@ -428,6 +456,9 @@ impl<'r> RunLoop<'r> {
             }
             let completed_at = self.reap();
             let latest = completed_at.unwrap_or(now);
+            while latest >= self.sampler.next_due_ticks {
+                self.take_sample(latest);
+            }
             if self.submitting && latest >= self.times.window_end {
                 self.submitting = false;
             }
@@ -442,6 +473,14 @@ impl<'r> RunLoop<'r> {
                 break;
             }
         }
+    }
+
+    /// One IOPS and bandwidth sample (docs/fio-json.md §3), charged to nobody's CPU cost.
+    fn take_sample(&mut self, now: u64) {
+        self.meter.lap(Account::Pending);
+        let ticks_per_second = self.converter.ticks_per_second;
+        self.sampler.sample(now, self.measurements.ios, self.block_bytes, ticks_per_second);
+        self.meter.lap(Account::Excluded);
     }
 
     /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
@@ -480,6 +519,9 @@ impl<'r> RunLoop<'r> {
         let kicked_at = self.clock.now_ticks();
         for &tag in &self.scratch.batch {
             self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
+        }
+        if self.times.in_window(kicked_at) {
+            self.measurements.depth.record_kick(self.scratch.batch.len(), self.in_flight);
         }
         true
     }
@@ -532,7 +574,10 @@ impl<'r> RunLoop<'r> {
         }
         self.meter.lap(Account::Driver);
         let done = self.clock.now_ticks();
-        let inside_window = done >= self.times.ramp_end && done < self.times.window_end;
+        let inside_window = self.times.in_window(done);
+        if inside_window {
+            self.measurements.depth.record_reap(count);
+        }
         for index in 0..count {
             let completion = self.scratch.completions[index];
             let known = self.complete(completion, done, inside_window);
@@ -663,6 +708,8 @@ impl<'r> RunLoop<'r> {
             measurements: self.measurements,
             converter: self.converter,
             times: self.times,
+            sampler: self.sampler,
+            end_ticks: end,
             ended_early: self.ended_early,
             notes: self.notes,
             cpu: self.meter.finish(self.completed),
@@ -671,8 +718,16 @@ impl<'r> RunLoop<'r> {
 }
 
 impl RunOutcome<'_> {
-    fn into_result(self, plan: &DevicePlan, label: &RunLabel<'_>, device_name: &str) -> RunResult {
+    fn into_result(
+        self,
+        plan: &DevicePlan,
+        label: &RunLabel<'_>,
+        device_name: &str,
+        keep_bins: bool,
+    ) -> RunResult {
         let measurements = self.measurements;
+        let bins =
+            |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
@@ -701,6 +756,7 @@ impl RunOutcome<'_> {
             seed: label.seed,
             ramp_ns: self.converter.ns(self.times.ramp_ticks),
             window_ns: self.converter.ns(self.times.window_ticks),
+            elapsed_ns: self.converter.ns(self.end_ticks.saturating_sub(self.times.start)),
             ios: measurements.ios,
             bytes: measurements.ios * plan.block_bytes,
             slat: measurements.slat.summary(),
@@ -708,6 +764,12 @@ impl RunOutcome<'_> {
             lat,
             clat_percentiles_ns,
             lat_percentiles_ns,
+            clat_bins: bins(&measurements.clat_histogram),
+            lat_bins: bins(&measurements.lat_histogram),
+            latency_bands: measurements.latency_bands,
+            depth: measurements.depth,
+            iops_samples: self.sampler.iops(),
+            bandwidth_kib_samples: self.sampler.bandwidth_kib(),
             errors: measurements.errors,
             ended_early: self.ended_early,
             cpu: self.cpu,

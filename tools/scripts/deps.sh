@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Machine set-up for barebench, idempotent: the Rust target and components the build needs, and
 # qemu-system-aarch64 >= 9.0 (10.x from Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
-# Also the host tools the tests use (dosfstools, mtools, llvm, losetup) when asked with --test-tools.
+# Also the host tools the tests use (dosfstools, mtools, llvm, losetup, fio's fio_jsonplus_clat2csv)
+# when asked with --test-tools, and a cached Python virtual environment with fio-plot 1.1.21 from
+# PyPI (BAREBENCH_VENV, default ~/.cache/barebench/venv) for the fio-plot end-to-end test.
 #
 # System packages are installed only on Debian 12 (bookworm), the system this was written for:
 # there it adds a bookworm-backports APT source when none is configured and installs with apt-get.
@@ -97,6 +99,16 @@ if [ "$want_test_tools" -eq 1 ]; then
     missing+=("losetup (package mount; util-linux on other systems)")
     debian_packages+=(mount)
   fi
+  # fio's json+ to CSV converter, run on barebench's json+ output by the fio-consumers test.
+  if ! command -v fio_jsonplus_clat2csv >/dev/null 2>&1; then
+    missing+=("fio_jsonplus_clat2csv (package fio)")
+    debian_packages+=(fio)
+  fi
+  # `python3 -m venv` needs ensurepip, which Debian ships in python3-venv.
+  if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    missing+=("python3 venv module (package python3-venv)")
+    debian_packages+=(python3-venv)
+  fi
 fi
 
 if [ "${#missing[@]}" -gt 0 ] && [ "$is_debian_12" -eq 0 ]; then
@@ -143,5 +155,17 @@ if [ "${#debian_packages[@]}" -gt 0 ]; then
   log "installing test tools: ${debian_packages[*]}"
   apt_update_once
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${debian_packages[@]}" >&2
+fi
+# fio-plot 1.1.21 (and six for fio_jsonplus_clat2csv) in a virtual environment, made once.
+# Best effort: without Python or PyPI the fio-consumers test says what is missing.
+venv_dir=${BAREBENCH_VENV:-${HOME:+$HOME/.cache/barebench/venv}}
+if [ "$want_test_tools" -eq 1 ] && [ -n "$venv_dir" ] && [ ! -x "$venv_dir/bin/fio-plot" ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    log "creating ${venv_dir} with fio-plot 1.1.21 from PyPI"
+    { python3 -m venv "$venv_dir" && "$venv_dir/bin/pip" install -q 'fio-plot==1.1.21' six >&2; } \
+      || log "could not set up fio-plot in ${venv_dir}; the fio-plot test will fail and say so"
+  else
+    log "no python3: fio-plot is not set up; the fio-plot test will fail and say so"
+  fi
 fi
 log "ready: $(qemu_version_line); rustc $(rustc --version | cut -d' ' -f2)"
