@@ -14,6 +14,8 @@ pub mod pci;
 pub mod pl011;
 pub mod platform;
 pub mod sdhci;
+pub mod sdhost;
+pub mod system_timer;
 
 #[cfg(test)]
 mod testing;

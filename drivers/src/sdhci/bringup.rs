@@ -191,6 +191,16 @@ impl CardInfo {
     pub fn capacity_bytes(&self) -> u64 {
         self.csd.capacity_bytes()
     }
+
+    /// The data address of 512-byte block `lba`: the block number for SDHC and larger, the byte
+    /// offset for SDSC (SD §4.3.14).
+    pub fn data_address(&self, lba: u64) -> u32 {
+        if self.capacity_class().block_addressed() {
+            lba as u32
+        } else {
+            (lba * 512) as u32
+        }
+    }
 }
 
 /// Brings the card on `host` to the transfer state at its best timing.
@@ -267,7 +277,14 @@ fn identify_operating_conditions<B: CardBus>(
     host: &mut B,
     request_1v8: bool,
 ) -> Result<(bool, u32), SdError> {
-    host.send_command(&Command::go_idle(), 0)?;
+    // CMD0 has no response; a host that still sees none on the bus (the sdhost's FAIL with an
+    // empty slot) has no card.
+    match host.send_command(&Command::go_idle(), 0) {
+        Err(SdError::Command(failure)) if failure.kind == FailureKind::CommandTimeout => {
+            return Err(SdError::NoCard { present_state: failure.present_state })
+        }
+        result => result?,
+    };
     let interface_v2 = match host.send_command(&Command::send_interface_condition(), 0) {
         Ok(response) if response.short() & 0xfff == 0x1aa => true,
         Ok(response) => {

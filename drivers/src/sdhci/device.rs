@@ -83,13 +83,13 @@ impl core::fmt::Display for DeviceSetupError {
 
 /// A name for the console without an allocator.
 #[derive(Clone, Copy)]
-struct Name {
+pub(crate) struct Name {
     bytes: [u8; 16],
     length: usize,
 }
 
 impl Name {
-    fn new(text: &str) -> Name {
+    pub(crate) fn new(text: &str) -> Name {
         let mut bytes = [0u8; 16];
         let mut length = text.len().min(16);
         while !text.is_char_boundary(length) {
@@ -98,7 +98,7 @@ impl Name {
         bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
         Name { bytes, length }
     }
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("sd?")
     }
 }
@@ -209,14 +209,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.last_error
     }
 
-    fn data_address(&self, lba: u64) -> u32 {
-        if self.card.capacity_class().block_addressed() {
-            lba as u32
-        } else {
-            (lba * u64::from(BLOCK_BYTES)) as u32
-        }
-    }
-
     /// Issues the command for `first_block..first_block + blocks` of `request`.
     fn start_command(
         &mut self,
@@ -225,7 +217,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         attempt: u32,
     ) -> Result<ActiveCommand, SdError> {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let address = self.data_address(request.lba + u64::from(first_block));
+        let address = self.card.data_address(request.lba + u64::from(first_block));
         let multi = blocks > 1;
         let command =
             if multi { Command::read_multiple_block(address) } else { Command::read_single_block(address) };

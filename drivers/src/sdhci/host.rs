@@ -599,10 +599,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
 
     /// Checks the card status of an R1/R1b answer (R6 and R7 carry no full status).
     fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
-        let r6_or_r7 = !command.application && matches!(command.index, 3 | 8);
-        let full_r1 = matches!(command.response, ResponseKind::R1 | ResponseKind::R1b) && !r6_or_r7;
         let errors = super::card::CardStatus(response.short()).errors();
-        if full_r1 && errors != 0 {
+        if command.returns_card_status() && errors != 0 {
             let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
             failure.response = response.short();
             return Err(failure.into());

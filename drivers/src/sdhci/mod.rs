@@ -20,7 +20,7 @@ pub mod quirks;
 pub mod regs;
 
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
 
