@@ -8,5 +8,6 @@ fn main() {
         println!("cargo:rustc-link-search={}", linker_dir.display());
         println!("cargo:rustc-link-arg-bin=kernel8=-Tpi.ld");
         println!("cargo:rustc-link-arg-bin=kernel-virt=-Tvirt.ld");
+        println!("cargo:rustc-link-arg-bin=kernel32=-Tpi32.ld");
     }
 }

@@ -41,6 +41,8 @@ pub struct Storage {
     next_sd: u32,
     next_nvme: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
+    /// (device, its controller) for the JSON's board facts, e.g. ("sd0", "BCM2835 sdhost at 0x20202000").
+    controllers: Vec<(String, String)>,
 }
 
 impl Storage {
@@ -58,6 +60,15 @@ impl Storage {
 
     pub fn add(&mut self, class: DeviceClass, device: Box<dyn BlockDevice>) {
         self.devices.push(StorageDevice { class, device });
+    }
+
+    /// Records which controller a device sits behind, for the JSON.
+    pub fn set_controller(&mut self, device: &str, controller: String) {
+        self.controllers.push((String::from(device), controller));
+    }
+
+    pub fn controllers(&self) -> &[(String, String)] {
+        &self.controllers
     }
 
     /// Registers work for the end of the run (an NVMe controller's normal shutdown).
