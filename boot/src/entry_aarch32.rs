@@ -64,14 +64,16 @@ _start:
     cmp     r0, r1
     beq     5f
     blo     park_core
+    ldr     r7, =__data_end         // literals are read here: the pool is not copied yet
+    ldr     r8, =40f
     adr     r2, 41f
 4:  ldr     r3, [r0], #4
     str     r3, [r1], #4
     cmp     r0, r2
     blo     4b
-    ldr     pc, =40f
-40: ldr     r2, =__data_end
-44: cmp     r1, r2
+    mov     pc, r8
+40:
+44: cmp     r1, r7
     ldrlo   r3, [r0], #4
     strlo   r3, [r1], #4
     blo     44b
