@@ -92,10 +92,12 @@ struct ImageArgs {
 
 #[derive(Args)]
 struct QemuArgs {
-    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b or raspi4b.
+    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b, raspi4b, or the
+    /// 32-bit raspi0, raspi1ap, raspi2b.
     #[arg(long, value_enum, default_value_t = DEFAULT_MACHINE)]
     machine: Machine,
-    /// Kernel image [default: build/kernel8.img for raspi*, build/kernel-virt.img for virt].
+    /// Kernel image [default: build/kernel8.img for raspi3b/4b, build/kernel.img for raspi0/1ap,
+    /// build/kernel7.img for raspi2b, build/kernel-virt.img for virt].
     #[arg(long)]
     kernel: Option<PathBuf>,
     /// SD card: SIZE[:pattern|zeros|FILE] (size rounded up to a power of two).
@@ -132,9 +134,9 @@ struct QemuArgs {
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
-    /// The QEMU binary.
-    #[arg(long, default_value = "qemu-system-aarch64")]
-    qemu: PathBuf,
+    /// The QEMU binary [default: qemu-system-arm for raspi0/1ap/2b, qemu-system-aarch64 otherwise].
+    #[arg(long)]
+    qemu: Option<PathBuf>,
     /// Benchmark settings as one string.
     #[arg(long, value_name = "SETTINGS")]
     cmdline: Option<String>,
@@ -292,7 +294,9 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.log_path = log.clone();
     }
     run.timeout = args.timeout.map(Duration::from_secs);
-    run.qemu_binary = args.qemu.clone();
+    if let Some(binary) = &args.qemu {
+        run.qemu_binary = binary.clone();
+    }
     run.show_progress = true;
     eprintln!(
         "barebench: {} -M {} -append {:?}; serial log {}",
