@@ -51,6 +51,9 @@ struct ImageArgs {
     /// Kernel image (copied as kernel8.img and kernel_2712.img).
     #[arg(long, default_value = "build/kernel8.img")]
     kernel: PathBuf,
+    /// 32-bit kernel image for Pi 1, Zero and Pi 2 (copied as kernel.img and kernel7.img).
+    #[arg(long, default_value = "build/kernel.img")]
+    kernel32: PathBuf,
     /// Image size, e.g. 256M (rounded up to a power of two; default 256 MiB or what the files need).
     #[arg(long, value_parser = parse_size_arg)]
     size: Option<u64>,
@@ -206,6 +209,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     let request = ImageRequest {
         output: args.output.clone(),
         kernel: args.kernel.clone(),
+        kernel32: args.kernel32.clone(),
         settings: settings_from(&args.cmdline, &args.settings),
         size_bytes: args.size,
         firmware,
