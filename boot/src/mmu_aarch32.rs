@@ -129,17 +129,19 @@ mod target {
     /// On the ARM1176 the whole data cache is invalidated with c7, c6, 0; ARMv7 has no such
     /// operation and the Cortex-A7 invalidates its caches at reset, so only the instruction cache
     /// is invalidated there. On the Cortex-A7 ACTLR.SMP is set first (Cortex-A7 MPCore TRM
-    /// §4.3.31: before caches or the MMU are enabled).
+    /// §4.3.31: before caches or the MMU are enabled); other cores' ACTLR is left alone.
     ///
     /// # Safety
     /// `table_address` must be a table from `build_section_map` that maps every address the
     /// kernel uses (its image, stacks, the table itself, devices), and it must stay in place.
-    pub unsafe fn enable(table_address: u32, is_arm1176: bool) {
+    pub unsafe fn enable(table_address: u32, core: Option<crate::cpu::CoreModel>) {
+        use crate::cpu::CoreModel;
+        let is_arm1176 = core == Some(CoreModel::Arm1176);
         // SAFETY: CP15 writes that configure translation before it is enabled, cache and TLB
         // invalidation while nothing is cached (caches were off), then the SCTLR write; the
         // caller guarantees the table identity-maps everything in use.
         unsafe {
-            if !is_arm1176 {
+            if core == Some(CoreModel::CortexA7) {
                 core::arch::asm!(
                     "mrc p15, 0, {value}, c1, c0, 1",
                     "orr {value}, {value}, #0x40",

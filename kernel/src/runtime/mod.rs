@@ -496,7 +496,7 @@ fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, parange: u64) {
 /// Builds the identity map of `plan` and turns the MMU on (1 MiB short-descriptor sections on
 /// AArch32, docs/aarch32-pis.md §4).
 #[cfg(target_arch = "arm")]
-fn enable_translation(info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
+fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
     let table_address = SECTION_TABLE
         .with(|table| {
             boot::mmu_aarch32::build_section_map(&plan.regions, table)
@@ -510,10 +510,10 @@ fn enable_translation(info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
             finish(ExitStatus::UnknownBoard)
         }
     };
-    let is_arm1176 = info.profile.core == boot::cpu::CoreModel::Arm1176;
+    let core = registers::main_id().core_model();
     // SAFETY: the table identity-maps all RAM (the image, stacks and the table included), the
     // DMA pool and every device the kernel uses, and lives in a static for the rest of the run.
-    unsafe { boot::mmu_aarch32::enable(table_address, is_arm1176) };
+    unsafe { boot::mmu_aarch32::enable(table_address, core) };
 }
 
 /// Reads the command line: the kernel's own settings and the driver options here, the
