@@ -67,41 +67,28 @@ pub fn bucket_value_ns(index: usize) -> u64 {
 }
 
 /// Bucket counts for one statistic of one run. Allocated once (≈ 14.5 KiB) and reset per run.
+/// Recording a value only counts it; the exact extremes that bound the percentiles come from the
+/// statistic's [`crate::stats::LatencyAccumulator`], which keeps them anyway.
 pub struct LatencyHistogram {
     counts: Box<[u64]>,
-    samples: u64,
-    /// Exact extremes, so that no reported percentile lies outside what was seen (a bucket's
-    /// midpoint can be above the largest sample in it).
-    min_ns: u64,
-    max_ns: u64,
 }
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
-        LatencyHistogram {
-            counts: vec![0u64; BUCKETS].into_boxed_slice(),
-            samples: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-        }
+        LatencyHistogram { counts: vec![0u64; BUCKETS].into_boxed_slice() }
     }
 
     pub fn reset(&mut self) {
         self.counts.fill(0);
-        self.samples = 0;
-        self.min_ns = u64::MAX;
-        self.max_ns = 0;
     }
 
     pub fn record(&mut self, value_ns: u64) {
         self.counts[bucket_index(value_ns)] += 1;
-        self.samples += 1;
-        self.min_ns = self.min_ns.min(value_ns);
-        self.max_ns = self.max_ns.max(value_ns);
     }
 
+    /// Values recorded (the sum of the counts).
     pub fn samples(&self) -> u64 {
-        self.samples
+        self.counts.iter().sum()
     }
 
     /// The count in each bucket (index with [`bucket_value_ns`] for the value).
@@ -110,12 +97,19 @@ impl LatencyHistogram {
     }
 
     /// Fills `values_ns[i]` with percentile `percentiles[i]`; `percentiles` must be ascending.
-    /// Each value is its bucket's midpoint (fio's rule), clamped to the smallest and largest
-    /// sample recorded: clamping only moves a value toward the true percentile, so the error
-    /// bound holds. With no samples every value is 0.
-    pub fn percentiles_ns(&self, percentiles: &[PercentMillionths], values_ns: &mut [u64]) {
+    /// Each value is its bucket's midpoint (fio's rule), clamped to `(smallest, largest)`, the
+    /// exact extremes of what was recorded (a bucket's midpoint can lie beyond the samples in
+    /// it): clamping only moves a value toward the true percentile, so the error bound holds.
+    /// With no samples every value is 0.
+    pub fn percentiles_ns(
+        &self,
+        percentiles: &[PercentMillionths],
+        (smallest_ns, largest_ns): (u64, u64),
+        values_ns: &mut [u64],
+    ) {
         values_ns.fill(0);
-        if self.samples == 0 {
+        let samples = self.samples();
+        if samples == 0 {
             return;
         }
         let mut wanted = percentiles.iter().zip(values_ns.iter_mut()).peekable();
@@ -124,12 +118,12 @@ impl LatencyHistogram {
             cumulative += u128::from(count);
             // cumulative ≥ p/100 × N  ⇔  cumulative × 100·10^6 ≥ p_millionths × N.
             while let Some((&percent, _)) = wanted.peek() {
-                let threshold = u128::from(percent) * u128::from(self.samples);
+                let threshold = u128::from(percent) * u128::from(samples);
                 if cumulative * u128::from(HUNDRED_PERCENT) < threshold {
                     break;
                 }
                 if let Some((_, value)) = wanted.next() {
-                    *value = bucket_value_ns(index).clamp(self.min_ns, self.max_ns);
+                    *value = bucket_value_ns(index).clamp(smallest_ns, largest_ns.max(smallest_ns));
                 }
             }
             if wanted.peek().is_none() {
@@ -157,11 +151,12 @@ mod tests {
             histogram.record(value);
         }
         let mut values = [0u64; 3];
-        histogram.percentiles_ns(&[1_000_000, 50_000_000, HUNDRED_PERCENT], &mut values);
+        let extremes = (250_000, 273_734);
+        histogram.percentiles_ns(&[1_000_000, 50_000_000, HUNDRED_PERCENT], extremes, &mut values);
         assert!(values.iter().all(|v| (250_000..=273_734).contains(v)), "{values:?}");
         histogram.reset();
         histogram.record(1_000_000);
-        histogram.percentiles_ns(&[HUNDRED_PERCENT], &mut values[..1]);
+        histogram.percentiles_ns(&[HUNDRED_PERCENT], (1_000_000, 1_000_000), &mut values[..1]);
         assert_eq!(values[0], 1_000_000);
     }
     use proptest::prelude::*;
@@ -202,7 +197,7 @@ mod tests {
     fn percentiles_of_an_empty_histogram_are_zero() {
         let histogram = LatencyHistogram::new();
         let mut values = [7u64; 17];
-        histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut values);
+        histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, (0, 0), &mut values);
         assert_eq!(values, [0; 17]);
     }
 
@@ -213,7 +208,8 @@ mod tests {
             histogram.record(value);
         }
         let mut values = [0u64; 3];
-        histogram.percentiles_ns(&[1_000_000, 50_000_000, HUNDRED_PERCENT], &mut values);
+        assert_eq!(histogram.samples(), 100);
+        histogram.percentiles_ns(&[1_000_000, 50_000_000, HUNDRED_PERCENT], (1, 100), &mut values);
         assert_eq!(values, [1, 50, 100]);
         histogram.reset();
         assert_eq!(histogram.samples(), 0);
@@ -261,7 +257,8 @@ mod tests {
             let mut sorted = samples.clone();
             sorted.sort_unstable();
             let mut reported = [0u64; 17];
-            histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut reported);
+            let extremes = (sorted[0], sorted[sorted.len() - 1]);
+            histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, extremes, &mut reported);
             for (&percent, &value) in FIO_DEFAULT_PERCENTILES.iter().zip(&reported) {
                 let exact = exact_percentile(&sorted, percent);
                 prop_assert!(exact < ACCURATE_BELOW_NS);

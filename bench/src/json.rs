@@ -5,18 +5,24 @@
 //! `bw_bytes`, `bw` (KiB/s), `iops`, `runtime` (ms), `total_ios`, `short_ios`, `drop_ios`,
 //! `slat_ns`, `clat_ns`, `lat_ns` (`min`, `max`, `mean`, `stddev`, `N`, and for clat and lat
 //! `percentile` keyed `"99.000000"`); `write` is all zeros, as fio writes it for read jobs.
-//! barebench adds a `"barebench"` object per job, `"barebench medians"` and a top-level
-//! `"barebench"` object. Every number comes from integers; floats are printed as fixed decimals.
+//! barebench adds a `"barebench"` object per job (with the CPU cost per I/O and whether the
+//! region read as never written), `"barebench medians"` and a top-level `"barebench"` object
+//! (with the counters' status and each device's region sample). Every number comes from
+//! integers; floats are printed as fixed decimals; a figure that was not measured is `null`.
 //! `bw_bytes` and `iops` are computed from the window in nanoseconds (fio uses milliseconds).
+//! The writer reads the results as data ([`crate::results`]).
 
 use core::fmt::{self, Write};
 
 use blockdev::IoErrorKind;
 
 use crate::cmdline::Config;
+use crate::cpu_cost::{CpuCost, CpuPerIo};
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
-use crate::results::{MedianResult, RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
-use crate::runner::{BenchmarkResults, ReportContext};
+use crate::results::{
+    BenchmarkResults, DeviceFacts, MedianResult, ReportContext, RunEnd, RunResult, MEDIAN_RULE,
+    MICRO_PER_UNIT,
+};
 use crate::stats::LatencySummary;
 use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS};
 use crate::{JSON_BEGIN_MARKER, JSON_END_MARKER};
@@ -61,7 +67,7 @@ pub fn write_fio_json(
 
     json.open(Some("jobs"), '[')?;
     for run in &results.runs {
-        write_job(&mut json, config, run)?;
+        write_job(&mut json, config, run, context.facts_of(&run.device_name))?;
     }
     json.close(']')?;
 
@@ -96,8 +102,17 @@ pub fn write_fio_json(
         json.string_element(format_args!("{note}"))?;
     }
     json.close(']')?;
+    json.open(Some("cpu_counters"), '{')?;
+    json.string_field("cycles", format_args!("{}", results.cycles_status))?;
+    json.string_field("instructions", format_args!("{}", results.instructions_status))?;
+    json.close('}')?;
+    json.open(Some("region_samples"), '[')?;
+    for facts in context.device_facts {
+        write_device_facts(&mut json, facts)?;
+    }
+    json.close(']')?;
     // Extra facts may not replace the fields above (a JSON object's keys must be unique).
-    const OWN_KEYS: [&str; 10] = [
+    const OWN_KEYS: [&str; 12] = [
         "version",
         "board",
         "timer_frequency_hz",
@@ -108,6 +123,8 @@ pub fn write_fio_json(
         "settings",
         "devices",
         "notes",
+        "cpu_counters",
+        "region_samples",
     ];
     for (key, value) in context.extra {
         if !OWN_KEYS.contains(key) {
@@ -118,7 +135,47 @@ pub fn write_fio_json(
     json.close('}')
 }
 
-fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt::Result {
+/// One device's region sample and deallocated-read behaviour.
+fn write_device_facts(json: &mut JsonWriter<'_>, facts: &DeviceFacts<'_>) -> fmt::Result {
+    json.open(None, '{')?;
+    json.string_field("device", format_args!("{}", facts.device_name))?;
+    match facts.deallocated_read {
+        Some(behaviour) => json.string_field("deallocated_read", format_args!("{behaviour}"))?,
+        None => json.null_field("deallocated_read")?,
+    }
+    if let Some(sample) = facts.region_sample {
+        json.number_field("region_offset_bytes", sample.region_offset_bytes)?;
+        json.number_field("region_size_bytes", sample.region_size_bytes)?;
+        json.number_field("reads", sample.reads)?;
+        json.number_field("read_bytes", sample.read_bytes)?;
+        json.number_field("failed", sample.failed)?;
+        json.bool_field("all_zero", sample.all_zero)?;
+        json.bool_field("looks_deallocated", sample.looks_deallocated())?;
+    }
+    json.close('}')
+}
+
+/// The CPU cost per I/O: the completions it covers and four figures (`null` when not counted).
+fn write_cpu_per_io(json: &mut JsonWriter<'_>, ios: Option<u64>, per_io: &CpuPerIo) -> fmt::Result {
+    json.open(Some("cpu_per_io"), '{')?;
+    if let Some(ios) = ios {
+        json.number_field("ios", ios)?;
+    }
+    for (name, value) in per_io.named() {
+        match value {
+            Some(milli) => json.fixed_field(name, Fixed::new(milli, MEAN_DECIMALS))?,
+            None => json.null_field(name)?,
+        }
+    }
+    json.close('}')
+}
+
+fn write_job(
+    json: &mut JsonWriter<'_>,
+    config: &Config,
+    run: &RunResult,
+    facts: Option<&DeviceFacts<'_>>,
+) -> fmt::Result {
     json.open(None, '{')?;
     json.string_field(
         "jobname",
@@ -192,6 +249,11 @@ fn write_job(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt
             RunEnd::ClockStalled { .. } => "timer stopped",
         };
         json.string_field("ended_early", format_args!("{reason}"))?;
+    }
+    let cost: &CpuCost = &run.cpu;
+    write_cpu_per_io(json, Some(cost.ios), &cost.per_io())?;
+    if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
+        json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
     }
     json.open(Some("notes"), '[')?;
     for note in &run.notes {
@@ -270,6 +332,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     json.fixed_field("lat_p99_9_ns", milli(median.lat_p99_9_milli_ns))?;
     json.fixed_field("lat_max_ns", milli(median.lat_max_milli_ns))?;
     json.number_field("errors_total", median.errors_total)?;
+    write_cpu_per_io(json, None, &median.cpu_per_io)?;
     json.close('}')
 }
 
@@ -345,6 +408,16 @@ impl<'w> JsonWriter<'w> {
         self.member(Some(key))?;
         write!(self.out, "{value}")
     }
+
+    fn bool_field(&mut self, key: &str, value: bool) -> fmt::Result {
+        self.member(Some(key))?;
+        self.out.write_str(if value { "true" } else { "false" })
+    }
+
+    fn null_field(&mut self, key: &str) -> fmt::Result {
+        self.member(Some(key))?;
+        self.out.write_str("null")
+    }
 }
 
 /// Writes a JSON string (RFC 8259 §7): quotes, with `"`, `\` and control characters escaped.
@@ -375,11 +448,13 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
 mod tests {
     use super::*;
     use crate::cmdline::{JobOperation, JobSpec, Preset};
+    use crate::cpu_cost::NoCpuCounters;
     use crate::fio_json::{extract_json_from_log, parse_fio_json};
     use crate::histogram::{P50_INDEX, P99_INDEX};
-    use crate::runner::run_benchmark;
-    use crate::sim::{SimBehaviour, SimClock, SimDevice};
+    use crate::runner::{run_benchmark, RunEnvironment};
+    use crate::sim::{SimBehaviour, SimDevice};
     use crate::units::NS_PER_S;
+    use blockdev::testing::SteppingClock;
     use blockdev::{BlockDevice, DmaBuffer, Geometry};
     use std::string::String;
     use std::vec::Vec;
@@ -387,7 +462,7 @@ mod tests {
     /// Two simulated devices (an NVMe-like and an SD-like one) through a shortened reference
     /// workload; returns the console text and the results.
     fn simulated_benchmark() -> (String, BenchmarkResults, Config) {
-        let clock = SimClock::new(54_000_000, 2);
+        let clock = SteppingClock::new(54_000_000, 2);
         let mut nvme_behaviour = SimBehaviour::new(
             Geometry {
                 logical_block_bytes: 512,
@@ -428,16 +503,20 @@ mod tests {
             board: "simulated \"board\"",
             timer_frequency_hz: 54_000_000,
             extra: &[("cpu", "host test"), ("board", "ignored duplicate")],
+            device_facts: &[],
         };
         let mut devices: [&mut dyn BlockDevice; 2] = [&mut nvme, &mut sd];
-        let results = run_benchmark(
-            &config,
-            &mut devices,
-            &clock,
-            DmaBuffer { cpu_address: 0x1000_0000, physical_address: 0x1000_0000, length_bytes: 8 << 20 },
-            &context,
-            &mut console,
-        );
+        let counters = NoCpuCounters("host test");
+        let environment = RunEnvironment {
+            clock: &clock,
+            cpu_counters: &counters,
+            buffer_area: DmaBuffer {
+                cpu_address: 0x1000_0000,
+                physical_address: 0x1000_0000,
+                length_bytes: 8 << 20,
+            },
+        };
+        let results = run_benchmark(&config, &mut devices, &environment, &context, &mut console);
         (console, results, config)
     }
 

@@ -5,9 +5,14 @@
 //! ```text
 //! let config = bench::cmdline::Config::from_command_line(bootargs, |key| kernel_owns(key),
 //!     &mut |error| println!("{error}"));
-//! let bytes = bench::runner::buffer_bytes_needed(&config, &geometries);   // size the DMA area
-//! let results = bench::runner::run_benchmark(&config, &mut devices, &clock, dma_area,
-//!     &bench::runner::ReportContext { board, timer_frequency_hz, extra: &[] }, &mut console);
+//! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
+//! let region = bench::plan::device_region(&config, &geometry);   // what to sample first
+//! let environment = bench::runner::RunEnvironment { clock: &timer, cpu_counters: &pmu,
+//!     buffer_area: dma_area };
+//! let context = bench::results::ReportContext { board, timer_frequency_hz, extra: &[],
+//!     device_facts: &facts };
+//! let results = bench::runner::run_benchmark(&config, &mut devices, &environment, &context,
+//!     &mut console);   // console: bench::console::Console
 //! ```
 //!
 //! - [`cmdline`]: `key=value` settings ([`cmdline::settings`]), [`cmdline::Config`] with
@@ -15,15 +20,20 @@
 //!   benchmark's) and [`cmdline::Config::from_command_line`] (presets first, then every key);
 //!   [`cmdline::KNOWN_KEYS`] and [`cmdline::unknown_setting_message`] for the kernel's own
 //!   unknown-key message.
-//! - [`runner`]: [`runner::run_benchmark`] prints a line before each run, an in-place progress
-//!   line during it, a table after each job, a summary of medians with device ratios, and the
-//!   fio-compatible JSON between [`JSON_BEGIN_MARKER`] and [`JSON_END_MARKER`]; it returns
-//!   [`runner::BenchmarkResults`]. [`runner::buffer_bytes_needed`] and
-//!   [`runner::minimum_buffer_bytes`] size the DMA area.
+//! - [`runner`]: [`runner::run_benchmark`] prints warnings about the devices, a line before each
+//!   run, an in-place progress line during it, a table and the CPU cost per I/O after each job,
+//!   a summary of medians with device ratios, and the fio-compatible JSON between
+//!   [`JSON_BEGIN_MARKER`] and [`JSON_END_MARKER`]; it returns [`results::BenchmarkResults`].
+//! - [`plan`]: each job fitted to each device; [`plan::buffer_bytes_needed`] and
+//!   [`plan::minimum_buffer_bytes`] size the DMA area. [`run`]: one run (reap, fill, end of pass).
+//! - [`console`]: the [`console::Console`] the benchmark writes to and the progress line that
+//!   never waits for it. [`cpu_cost`]: the [`cpu_cost::CpuCounters`] the kernel provides and the
+//!   meter that splits driver from bookkeeping.
 //! - [`histogram`], [`stats`], [`wide`]: integer-only statistics (fio's 1856-bucket histogram,
 //!   exact mean and standard deviation).
-//! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs and medians.
-//! - [`report`], [`json`]: the console tables and the JSON writer.
+//! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs, medians and the
+//!   kernel's facts, as data.
+//! - [`report`], [`json`]: the console tables and the JSON writer, which read [`results`].
 //! - `fio_json` (feature `std`): reading fio's and barebench's JSON back, and finding it in a
 //!   serial log, for the host tool.
 //!
@@ -36,13 +46,17 @@ extern crate alloc;
 extern crate std;
 
 pub mod cmdline;
+pub mod console;
+pub mod cpu_cost;
 #[cfg(feature = "std")]
 pub mod fio_json;
 pub mod histogram;
 pub mod json;
 pub mod offsets;
+pub mod plan;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod runner;
 #[cfg(test)]
 mod sim;

@@ -1,20 +1,22 @@
-//! Console output for people: run lines, the in-place progress line, per-job tables, the summary and device ratios (docs/architecture.md "Output").
+//! Console output for people: run lines, per-job tables with the CPU cost per I/O, warnings
+//! about the devices, the summary and device ratios (docs/architecture.md "Output"). It reads the
+//! results as data ([`crate::results`]); the progress line is [`crate::console`]'s.
 //!
 //! Latencies in the tables are submit → completion (fio's `lat`), in µs with one decimal below
 //! 10 ms and whole µs above. Console write errors are ignored: there is nowhere to report them.
 
+use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
 use crate::cmdline::{Config, JobSpec};
+use crate::cpu_cost::{CounterStatus, CpuPerIo};
 use crate::histogram::{P50_INDEX, P99_9_INDEX, P99_INDEX};
-use crate::results::{MedianResult, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
-use crate::runner::{BenchmarkResults, DevicePlan};
+use crate::plan::DevicePlan;
+use crate::results::{BenchmarkResults, MedianResult, ReportContext, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
 use crate::stats::MILLI_PER_UNIT;
-use crate::units::{DurationText, Fixed, LatencyMicros, SizeText, MIB, NS_PER_S};
-
-/// Nanoseconds per tenth of a second (progress shows seconds with one decimal).
-const NS_PER_DECISECOND: u64 = NS_PER_S / 10;
+use crate::units::{DurationText, Fixed, LatencyMicros, SizeText, MIB};
 
 /// The opening lines: what will run.
 pub fn print_start(console: &mut dyn fmt::Write, config: &Config, device_names: &[String]) {
@@ -55,8 +57,7 @@ pub fn print_run_header(
     job: &JobSpec,
     plan: &DevicePlan,
     device_name: &str,
-    run: u32,
-    runs: u32,
+    (run, runs): (u32, u32),
     config: &Config,
 ) {
     let _ = writeln!(
@@ -71,66 +72,6 @@ pub fn print_run_header(
         DurationText(config.ramp_ns),
         DurationText(config.runtime_ns),
     );
-}
-
-/// The progress line of a run, rewritten in place with `\r`.
-pub struct ProgressLine<'a> {
-    device_name: &'a str,
-    job: &'a JobSpec,
-    plan: &'a DevicePlan,
-    run: u32,
-    runs: u32,
-    total_ns: u64,
-    enabled: bool,
-    line_open: bool,
-}
-
-impl<'a> ProgressLine<'a> {
-    pub fn new(
-        device_name: &'a str,
-        job: &'a JobSpec,
-        plan: &'a DevicePlan,
-        run: u32,
-        runs: u32,
-        total_ns: u64,
-        enabled: bool,
-    ) -> ProgressLine<'a> {
-        ProgressLine { device_name, job, plan, run, runs, total_ns, enabled, line_open: false }
-    }
-
-    /// Rewrites the line: elapsed of total seconds and I/Os completed so far (ramp included).
-    pub fn update(&mut self, console: &mut dyn fmt::Write, elapsed_ns: u64, ios: u64) {
-        if !self.enabled {
-            return;
-        }
-        let _ = write!(
-            console,
-            "\r  {} {} {} qd{} run {}/{}: {} of {} s, {ios} I/Os ",
-            self.device_name,
-            self.job.operation.fio_name(),
-            SizeText(self.plan.block_bytes),
-            self.plan.queue_depth,
-            self.run,
-            self.runs,
-            Fixed::new(u128::from(elapsed_ns / NS_PER_DECISECOND), 1),
-            Fixed::new(u128::from(self.total_ns / NS_PER_DECISECOND), 1),
-        );
-        self.line_open = true;
-    }
-
-    /// Ends the line so that a message can be printed below it.
-    pub fn interrupt(&mut self, console: &mut dyn fmt::Write) {
-        if self.line_open {
-            let _ = writeln!(console);
-            self.line_open = false;
-        }
-    }
-
-    /// The last update and the end of the line.
-    pub fn finish(&mut self, console: &mut dyn fmt::Write, elapsed_ns: u64, ios: u64) {
-        self.update(console, elapsed_ns, ios);
-        self.interrupt(console);
-    }
 }
 
 fn mib_per_s(bandwidth_micro: u128) -> Fixed {
@@ -204,6 +145,95 @@ pub fn print_job_table(
             row.write(console, &median.job, median.block_bytes, median.queue_depth, name);
         }
     }
+}
+
+/// The CPU cost per I/O of each device in a job: the median of its runs.
+pub fn print_cpu_cost(console: &mut dyn fmt::Write, medians: &[MedianResult], results: &BenchmarkResults) {
+    for median in medians {
+        let _ = writeln!(
+            console,
+            "{:<8} {}",
+            median.device_name,
+            CpuCostText {
+                per_io: &median.cpu_per_io,
+                cycles: results.cycles_status,
+                instructions: results.instructions_status,
+            }
+        );
+    }
+}
+
+/// `cpu per I/O: driver N instr / M cycles, bookkeeping N instr / M cycles`, with `n/a` and
+/// the reason for a counter that did not count.
+pub struct CpuCostText<'a> {
+    pub per_io: &'a CpuPerIo,
+    pub cycles: CounterStatus,
+    pub instructions: CounterStatus,
+}
+
+impl fmt::Display for CpuCostText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (cycles, instructions) = (self.cycles, self.instructions);
+        if !cycles.is_counting() && !instructions.is_counting() {
+            return write!(f, "cpu per I/O: not measured (cycles: {cycles}; instructions: {instructions})");
+        }
+        let per_io = self.per_io;
+        write!(
+            f,
+            "cpu per I/O: driver {} instr / {} cycles, bookkeeping {} instr / {} cycles",
+            Count(per_io.driver_instructions_milli),
+            Count(per_io.driver_cycles_milli),
+            Count(per_io.bookkeeping_instructions_milli),
+            Count(per_io.bookkeeping_cycles_milli),
+        )?;
+        for (name, status) in [("cycles", cycles), ("instructions", instructions)] {
+            if let CounterStatus::Unavailable(reason) = status {
+                write!(f, " ({name}: {reason})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A per-I/O count in thousandths, printed whole; `n/a` when not measured.
+struct Count(Option<u128>);
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            // Thousandths (`cpu_cost::MILLI_PER_UNIT`): three decimals, rounded to whole.
+            Some(milli) => write!(f, "{}", Fixed::new(milli, 3).rounded_to(0)),
+            None => f.write_str("n/a"),
+        }
+    }
+}
+
+/// A warning for every device whose region read as never written before the first run.
+pub fn region_warnings(context: &ReportContext<'_>, device_names: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for name in device_names {
+        let Some(facts) = context.facts_of(name) else {
+            continue;
+        };
+        let Some(sample) = facts.region_sample.filter(|sample| sample.looks_deallocated()) else {
+            continue;
+        };
+        let mut warning = format!(
+            "warning: {name}: all {} sampled reads of {} spread over region {} at offset {} read \
+             as zeros: the region looks deallocated (never written), and a device may answer such \
+             reads without touching its flash, so read figures look better than real data would \
+             give; write data to the region first",
+            sample.reads - sample.failed,
+            SizeText(sample.read_bytes),
+            SizeText(sample.region_size_bytes),
+            SizeText(sample.region_offset_bytes),
+        );
+        if let Some(behaviour) = facts.deallocated_read {
+            warning.push_str(&format!(" (the device says: {behaviour})"));
+        }
+        warnings.push(warning);
+    }
+    warnings
 }
 
 /// Which run a job-table row shows.
@@ -439,6 +469,7 @@ mod tests {
             lat_p99_9_milli_ns: 0,
             lat_max_milli_ns: 0,
             errors_total: 0,
+            cpu_per_io: CpuPerIo::default(),
         }
     }
 

@@ -1,4 +1,6 @@
-//! Results of runs and their medians, in unrounded fixed-point integers (docs/nvme-and-fio.md §3.4, §3.6).
+//! What the benchmark measured, as data the console report and the JSON writer read: runs and
+//! their medians in unrounded fixed-point integers, and the facts the kernel passes about the
+//! board and each device (docs/nvme-and-fio.md §3.4, §3.6).
 //!
 //! Rates are kept in millionths (IOPS × 10^6, bytes/s × 10^6) and latencies in thousandths of a
 //! nanosecond, so medians are taken from the unrounded values; only printing rounds.
@@ -9,6 +11,7 @@ use alloc::vec::Vec;
 use blockdev::{IoErrorKind, SubmitError};
 
 use crate::cmdline::JobSpec;
+use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX};
 use crate::stats::{LatencySummary, MILLI_PER_UNIT};
 use crate::units::NS_PER_S;
@@ -19,6 +22,73 @@ pub const MICRO_PER_UNIT: u128 = 1_000_000;
 /// How medians are taken; printed with the summary and put in the JSON.
 pub const MEDIAN_RULE: &str = "median of the runs for each metric independently; for an even \
      number of runs, the mean of the two middle values";
+
+/// Facts the kernel passes for the report (the top-level `"barebench"` JSON object).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportContext<'a> {
+    /// Board name as the kernel identified it (`"Raspberry Pi 5"`, `"qemu-virt"`).
+    pub board: &'a str,
+    /// `CNTFRQ_EL0`.
+    pub timer_frequency_hz: u64,
+    /// Any other facts, written as JSON strings.
+    pub extra: &'a [(&'a str, &'a str)],
+    /// What the kernel learned about devices before the benchmark, by device name.
+    pub device_facts: &'a [DeviceFacts<'a>],
+}
+
+impl ReportContext<'_> {
+    pub fn facts_of(&self, device_name: &str) -> Option<&DeviceFacts<'_>> {
+        self.device_facts.iter().find(|facts| facts.device_name == device_name)
+    }
+}
+
+/// What the kernel learned about one device before the first run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceFacts<'a> {
+    pub device_name: &'a str,
+    /// Spread reads over the benchmark's region, to catch a deallocated (never written) one.
+    pub region_sample: Option<RegionSample>,
+    /// How the device says it answers reads of deallocated blocks, in words (NVMe Identify
+    /// Namespace DLFEAT bits 2:0).
+    pub deallocated_read: Option<&'a str>,
+}
+
+/// The result of reading a few blocks spread over the region before the first run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionSample {
+    pub region_offset_bytes: u64,
+    pub region_size_bytes: u64,
+    /// Reads attempted, and the bytes of each.
+    pub reads: u32,
+    pub read_bytes: u64,
+    /// Reads that failed (error, timeout, or no data transferred).
+    pub failed: u32,
+    /// Every byte of every read that succeeded was zero (false when none succeeded).
+    pub all_zero: bool,
+}
+
+impl RegionSample {
+    /// Whether the region reads as never written: every read came back, all of it zeros.
+    pub fn looks_deallocated(&self) -> bool {
+        self.all_zero && self.failed < self.reads
+    }
+}
+
+/// Everything the benchmark measured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BenchmarkResults {
+    /// Every run, in the order it ran.
+    pub runs: Vec<RunResult>,
+    /// The median per (job, device), by job then device.
+    pub medians: Vec<MedianResult>,
+    /// Names of the devices that took part, in "device A, device B" order.
+    pub device_names: Vec<String>,
+    /// Messages printed about skipped jobs, devices and settings.
+    pub notes: Vec<String>,
+    /// Whether the CPU's counters gave the cpu-per-I/O figures, and why not.
+    pub cycles_status: CounterStatus,
+    pub instructions_status: CounterStatus,
+}
 
 /// Why a run stopped before its window was over, or could not be drained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +138,8 @@ pub struct RunResult {
     /// Failed I/Os completed inside the window, indexed by [`IoErrorKind::index`].
     pub errors: [u64; IoErrorKind::ALL.len()],
     pub ended_early: Option<RunEnd>,
+    /// CPU spent in the driver and in the benchmark's bookkeeping over the whole run.
+    pub cpu: CpuCost,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
 }
@@ -120,6 +192,8 @@ pub struct MedianResult {
     pub lat_max_milli_ns: u128,
     /// Failed I/Os summed over the runs (a count, not a median).
     pub errors_total: u64,
+    /// The median of the runs' CPU cost per I/O, figure by figure (over the runs that have it).
+    pub cpu_per_io: CpuPerIo,
 }
 
 /// The median of `values` ([`MEDIAN_RULE`]): the middle value, or for an even count the mean
@@ -161,6 +235,10 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
         median(&mut values)
     };
     let ns = |value: u64| u128::from(value) * MILLI_PER_UNIT;
+    let measured = |value: &dyn Fn(&CpuPerIo) -> Option<u128>| {
+        let mut values: Vec<u128> = group.iter().filter_map(|run| value(&run.cpu.per_io())).collect();
+        (!values.is_empty()).then(|| median(&mut values))
+    };
     Some(MedianResult {
         job_index: first.job_index,
         job: first.job,
@@ -181,6 +259,12 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
         lat_p99_9_milli_ns: metric(&|r| ns(r.lat_percentiles_ns[P99_9_INDEX])),
         lat_max_milli_ns: metric(&|r| ns(r.lat.max_ns)),
         errors_total: group.iter().map(|r| r.errors_total()).sum(),
+        cpu_per_io: CpuPerIo {
+            driver_instructions_milli: measured(&|c| c.driver_instructions_milli),
+            driver_cycles_milli: measured(&|c| c.driver_cycles_milli),
+            bookkeeping_instructions_milli: measured(&|c| c.bookkeeping_instructions_milli),
+            bookkeeping_cycles_milli: measured(&|c| c.bookkeeping_cycles_milli),
+        },
     })
 }
 
@@ -231,6 +315,7 @@ pub(crate) mod tests {
             lat_percentiles_ns: [lat_ns; 17],
             errors: [0, 1, 0, 0, 0],
             ended_early: None,
+            cpu: CpuCost::default(),
             notes: vec![],
         }
     }
@@ -258,6 +343,42 @@ pub(crate) mod tests {
         assert_eq!(sd.runs, 2);
         assert_eq!(sd.iops_micro, 20 * MICRO_PER_UNIT);
         assert_eq!(sd.lat_p99_milli_ns, 80_000_000);
+        assert_eq!(sd.cpu_per_io, CpuPerIo::default(), "no counters, no figures");
+    }
+
+    #[test]
+    fn cpu_cost_medians_are_per_figure_over_the_runs_that_measured_it() {
+        let cost = |ios, driver_instructions, counted| CpuCost {
+            ios,
+            driver: crate::cpu_cost::CounterTotals { instructions: driver_instructions, cycles: 3 * ios },
+            bookkeeping: crate::cpu_cost::CounterTotals { instructions: ios, cycles: ios },
+            instructions_counted: counted,
+            cycles_counted: true,
+        };
+        let mut runs = vec![run_result(0, 1, 10, 1), run_result(0, 2, 10, 1), run_result(0, 3, 10, 1)];
+        runs[0].cpu = cost(10, 4_000, true); // 400 per I/O
+        runs[1].cpu = cost(20, 5_000, true); // 250 per I/O
+        runs[2].cpu = cost(30, 0, false);
+        let median = &medians_of(&runs)[0];
+        // Instructions: the two runs that counted them, (250 + 400) / 2; cycles: all three.
+        assert_eq!(median.cpu_per_io.driver_instructions_milli, Some(325_000));
+        assert_eq!(median.cpu_per_io.driver_cycles_milli, Some(3_000));
+        assert_eq!(median.cpu_per_io.bookkeeping_instructions_milli, Some(1_000));
+    }
+
+    #[test]
+    fn a_region_reads_as_deallocated_when_the_reads_that_came_back_are_all_zeros() {
+        let sample = RegionSample {
+            region_offset_bytes: 0,
+            region_size_bytes: 1 << 20,
+            reads: 64,
+            read_bytes: 4096,
+            failed: 0,
+            all_zero: true,
+        };
+        assert!(sample.looks_deallocated());
+        assert!(!RegionSample { all_zero: false, ..sample }.looks_deallocated());
+        assert!(!RegionSample { failed: 64, ..sample }.looks_deallocated());
     }
 
     #[test]

@@ -1,471 +1,73 @@
-//! The runner: per-device job plans, a queue depth kept in flight, timestamps, windows and repetitions.
+//! The benchmark: every job on every selected device, `runs` times, device order alternating
+//! between repetitions (odd repetitions take the devices in order, even ones in reverse), then
+//! the medians, the summary and the JSON (docs/architecture.md "What is measured", "Output").
 //!
-//! A run ramps, then measures a window; the runner keeps the queue depth in flight all the time,
-//! timestamps each I/O when it is submitted, when the doorbell has been rung and when its
-//! completion is seen, and counts only I/Os that complete inside the window (an I/O in flight at
-//! the ramp boundary counts when it completes inside the window, its latency including ramp
-//! time, as in fio). After the window no new I/O is submitted and the device is drained.
-//!
-//! Each job runs `runs` times; odd repetitions take the devices in order, even ones in reverse.
-//! Nothing allocates per I/O: the per-tag arrays are allocated per job and the histograms once.
-//!
-//! The progress line is written from inside the loop, at most every 500 ms. On a 115200-baud
-//! UART one line takes a few milliseconds, and I/Os that complete meanwhile carry that time in
-//! their latency (at QD1 the device also idles for it); `progress=off` removes the effect.
+//! One run is [`crate::run`]'s business; this module plans each job per device, keeps the order,
+//! drops a device that stops answering, and hands the results as data to [`crate::report`] and
+//! [`crate::json`]. Per-tag arrays are allocated per job and the histograms once; nothing is
+//! allocated per I/O.
 
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
 
-use blockdev::{
-    BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoErrorKind, Operation, Request, SubmitError,
-};
+use blockdev::BlockDevice;
 
 use crate::cmdline::{Config, DeviceSelection, JobSpec};
-use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES};
-use crate::offsets::{derived_seed, AccessPattern, OffsetGenerator};
+use crate::console::Console;
+use crate::offsets::derived_seed;
+use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
-use crate::results::{medians_of, MedianResult, RunEnd, RunResult};
-use crate::stats::LatencyAccumulator;
-use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
+use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
+use crate::run::{run_once, Measurements, RunLabel, Scratch};
 
-/// How long after the window the runner waits for requests still in flight. Drivers time out
-/// their own commands well before this and complete them with `IoErrorKind::Timeout`.
-pub const DRAIN_TIMEOUT_NS: u64 = 10 * NS_PER_S;
-/// At most one progress update per this interval (≈ 2 per second).
-pub const PROGRESS_INTERVAL_NS: u64 = 500 * NS_PER_MS;
-/// This many identical timer readings in a row mean the timer has stopped (one loop iteration
-/// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
-/// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
-pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
+pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
 /// The message for a write job (nothing is ever written).
 pub const WRITES_REFUSED: &str =
     "writes are not enabled: barebench is read-only unless a write region was made for it";
 
-/// Facts the kernel passes for the report (the top-level `"barebench"` JSON object).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ReportContext<'a> {
-    /// Board name as the kernel identified it (`"Raspberry Pi 5"`, `"qemu-virt"`).
-    pub board: &'a str,
-    /// `CNTFRQ_EL0`.
-    pub timer_frequency_hz: u64,
-    /// Any other facts, written as JSON strings.
-    pub extra: &'a [(&'a str, &'a str)],
-}
-
-/// Everything the benchmark measured.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BenchmarkResults {
-    /// Every run, in the order it ran.
-    pub runs: Vec<RunResult>,
-    /// The median per (job, device), by job then device.
-    pub medians: Vec<MedianResult>,
-    /// Names of the devices that took part, in "device A, device B" order.
-    pub device_names: Vec<String>,
-    /// Messages printed about skipped jobs, devices and settings.
-    pub notes: Vec<String>,
-}
-
-/// How one job runs on one device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DevicePlan {
-    pub block_bytes: u64,
-    pub blocks_per_request: u32,
-    pub queue_depth: u32,
-    pub region_offset_bytes: u64,
-    pub region_size_bytes: u64,
-    /// Whole blocks of `block_bytes` in the region (offsets are `region_offset + k × block_bytes`).
-    pub block_slots: u64,
-}
-
-/// Why a job cannot run on a device at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlanError {
-    /// The geometry describes no readable blocks.
-    NoBlocks { block_count: u64, logical_block_bytes: u32 },
-    /// The geometry allows no request at all.
-    NoRequests { max_request_blocks: u32, max_in_flight: u32 },
-    /// The region (after fitting it to the device) holds no whole block.
-    RegionTooSmall { region_offset_bytes: u64, region_size_bytes: u64, block_bytes: u64 },
-    /// The DMA buffer area cannot hold one block.
-    BufferTooSmall { buffer_bytes: usize, block_bytes: u64 },
-}
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            PlanError::NoBlocks { block_count, logical_block_bytes } => write!(
-                f,
-                "the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing \
-                 to read"
-            ),
-            PlanError::NoRequests { max_request_blocks, max_in_flight } => write!(
-                f,
-                "the device accepts requests of at most {max_request_blocks} blocks with \
-                 {max_in_flight} in flight"
-            ),
-            PlanError::RegionTooSmall { region_offset_bytes, region_size_bytes, block_bytes } => write!(
-                f,
-                "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole \
-                 block of {}",
-                SizeText(block_bytes)
-            ),
-            PlanError::BufferTooSmall { buffer_bytes, block_bytes } => write!(
-                f,
-                "the buffer area of {buffer_bytes} bytes cannot hold one block of {}",
-                SizeText(block_bytes)
-            ),
-        }
-    }
-}
-
-/// Adapts `job` to a device: block size rounded up to the logical block and clamped to what one
-/// request may carry, queue depth clamped to `max_in_flight`, region moved or shrunk to fit the
-/// device and its start aligned to the block size. Every change is described in `notes`.
-/// `Err` says why the job cannot run on this device at all.
-pub fn plan_job(
-    job: &JobSpec,
-    config: &Config,
-    geometry: &Geometry,
-    device_name: &str,
-    notes: &mut Vec<String>,
-) -> Result<DevicePlan, PlanError> {
-    let logical_block_bytes = u64::from(geometry.logical_block_bytes);
-    if logical_block_bytes == 0 || geometry.block_count == 0 {
-        return Err(PlanError::NoBlocks {
-            block_count: geometry.block_count,
-            logical_block_bytes: geometry.logical_block_bytes,
-        });
-    }
-    if geometry.max_request_blocks == 0 || geometry.max_in_flight == 0 {
-        return Err(PlanError::NoRequests {
-            max_request_blocks: geometry.max_request_blocks,
-            max_in_flight: geometry.max_in_flight,
-        });
-    }
-
-    let mut block_bytes = job.block_bytes;
-    if !block_bytes.is_multiple_of(logical_block_bytes) {
-        let rounded = block_bytes.div_ceil(logical_block_bytes) * logical_block_bytes;
-        notes.push(format!(
-            "{device_name}: block size {} is not a multiple of its {logical_block_bytes}-byte \
-             logical block; using {}",
-            SizeText(block_bytes),
-            SizeText(rounded)
-        ));
-        block_bytes = rounded;
-    }
-    let max_request_bytes = u64::from(geometry.max_request_blocks) * logical_block_bytes;
-    if block_bytes > max_request_bytes {
-        notes.push(format!(
-            "{device_name}: block size {} is more than one request may carry ({} = {} blocks of \
-             {logical_block_bytes} bytes); using {}",
-            SizeText(block_bytes),
-            SizeText(max_request_bytes),
-            geometry.max_request_blocks,
-            SizeText(max_request_bytes)
-        ));
-        block_bytes = max_request_bytes;
-    }
-
-    let mut queue_depth = job.queue_depth;
-    if queue_depth > geometry.max_in_flight {
-        queue_depth = geometry.max_in_flight;
-        if queue_depth == 1 {
-            notes.push(format!(
-                "{device_name} has no command queueing (one request in flight): running at queue \
-                 depth 1 instead of {}",
-                job.queue_depth
-            ));
-        } else {
-            notes.push(format!(
-                "{device_name}: queue depth {} is more than the {queue_depth} requests it can \
-                 have in flight; using {queue_depth}",
-                job.queue_depth
-            ));
-        }
-    }
-
-    let capacity_bytes = geometry.capacity_bytes();
-    let (mut offset_bytes, mut size_bytes) = (config.offset_bytes, config.size_bytes);
-    if size_bytes >= capacity_bytes {
-        if (offset_bytes, size_bytes) != (0, capacity_bytes) {
-            notes.push(format!(
-                "{device_name}: region {} at {} does not fit its {}; using the whole device",
-                SizeText(size_bytes),
-                SizeText(offset_bytes),
-                SizeText(capacity_bytes)
-            ));
-        }
-        offset_bytes = 0;
-        size_bytes = capacity_bytes;
-    } else if offset_bytes > capacity_bytes - size_bytes {
-        let moved = capacity_bytes - size_bytes;
-        notes.push(format!(
-            "{device_name}: region {} at {} ends beyond its {}; moved to start at {} bytes",
-            SizeText(size_bytes),
-            SizeText(offset_bytes),
-            SizeText(capacity_bytes),
-            moved
-        ));
-        offset_bytes = moved;
-    }
-    let region_end = offset_bytes + size_bytes;
-    let aligned_offset = offset_bytes.div_ceil(block_bytes) * block_bytes;
-    let block_slots = region_end.saturating_sub(aligned_offset) / block_bytes;
-    if block_slots == 0 {
-        return Err(PlanError::RegionTooSmall {
-            region_offset_bytes: offset_bytes,
-            region_size_bytes: size_bytes,
-            block_bytes,
-        });
-    }
-    if aligned_offset != offset_bytes {
-        notes.push(format!(
-            "{device_name}: region start {offset_bytes} aligned up to {aligned_offset} (a \
-             multiple of the block size)"
-        ));
-    }
-    Ok(DevicePlan {
-        block_bytes,
-        blocks_per_request: (block_bytes / logical_block_bytes) as u32,
-        queue_depth,
-        region_offset_bytes: aligned_offset,
-        region_size_bytes: block_slots * block_bytes,
-        block_slots,
-    })
-}
-
-/// The DMA buffer area that lets every request of every job have a buffer of its own: the
-/// largest queue depth × block size over the read jobs and the given devices. A smaller area
-/// works (requests then share buffers), down to [`minimum_buffer_bytes`].
-pub fn buffer_bytes_needed(config: &Config, geometries: &[Geometry]) -> usize {
-    largest_plan_bytes(config, geometries, |plan| {
-        plan.block_bytes.saturating_mul(u64::from(plan.queue_depth))
-    })
-}
-
-/// The smallest DMA buffer area with which every job can run: its largest block size.
-pub fn minimum_buffer_bytes(config: &Config, geometries: &[Geometry]) -> usize {
-    largest_plan_bytes(config, geometries, |plan| plan.block_bytes)
-}
-
-fn largest_plan_bytes(
-    config: &Config,
-    geometries: &[Geometry],
-    bytes_of: impl Fn(&DevicePlan) -> u64,
-) -> usize {
-    let mut ignored_notes = Vec::new();
-    let mut largest = 0u64;
-    for job in config.jobs.iter().filter(|job| !job.operation.is_write()) {
-        for geometry in geometries {
-            if let Ok(plan) = plan_job(job, config, geometry, "", &mut ignored_notes) {
-                largest = largest.max(bytes_of(&plan));
-            }
-            ignored_notes.clear();
-        }
-    }
-    usize::try_from(largest).unwrap_or(usize::MAX)
-}
-
-/// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
-/// whenever the product fits (every latency shorter than ~5 minutes at 54 MHz).
-#[derive(Clone, Copy)]
-struct TickConverter {
-    ticks_per_second: u64,
-}
-
-impl TickConverter {
-    fn ns(self, ticks: u64) -> u64 {
-        match ticks.checked_mul(NS_PER_S) {
-            Some(product) => product / self.ticks_per_second,
-            None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
-        }
-    }
-}
-
-/// Per-tag state, allocated once per job for its deepest queue.
-struct Scratch {
-    submitted_at_ticks: Vec<u64>,
-    kicked_at_ticks: Vec<u64>,
-    tag_in_flight: Vec<bool>,
-    free_tags: Vec<u32>,
-    batch: Vec<u32>,
-    completions: Vec<Completion>,
-}
-
-impl Scratch {
-    fn new(queue_depth: usize) -> Scratch {
-        Scratch {
-            submitted_at_ticks: alloc::vec![0; queue_depth],
-            kicked_at_ticks: alloc::vec![0; queue_depth],
-            tag_in_flight: alloc::vec![false; queue_depth],
-            free_tags: Vec::with_capacity(queue_depth),
-            batch: Vec::with_capacity(queue_depth),
-            completions: alloc::vec![Completion::default(); queue_depth],
-        }
-    }
-
-    fn reset(&mut self, queue_depth: usize) {
-        self.tag_in_flight.fill(false);
-        self.free_tags.clear();
-        self.free_tags.extend((0..queue_depth as u32).rev());
-        self.batch.clear();
-    }
-}
-
-/// The statistics of one run (histograms allocated once per benchmark, reset per run).
-struct Measurements {
-    slat: LatencyAccumulator,
-    clat: LatencyAccumulator,
-    lat: LatencyAccumulator,
-    clat_histogram: LatencyHistogram,
-    lat_histogram: LatencyHistogram,
-    ios: u64,
-    errors: [u64; IoErrorKind::ALL.len()],
-}
-
-impl Measurements {
-    fn new() -> Measurements {
-        Measurements {
-            slat: LatencyAccumulator::new(),
-            clat: LatencyAccumulator::new(),
-            lat: LatencyAccumulator::new(),
-            clat_histogram: LatencyHistogram::new(),
-            lat_histogram: LatencyHistogram::new(),
-            ios: 0,
-            errors: [0; IoErrorKind::ALL.len()],
-        }
-    }
-
-    fn reset(&mut self) {
-        self.slat = LatencyAccumulator::new();
-        self.clat = LatencyAccumulator::new();
-        self.lat = LatencyAccumulator::new();
-        self.clat_histogram.reset();
-        self.lat_histogram.reset();
-        self.ios = 0;
-        self.errors = [0; IoErrorKind::ALL.len()];
-    }
-}
-
-/// What identifies a run, for the messages and the result.
-struct RunLabel<'a> {
-    job_index: usize,
-    job: &'a JobSpec,
-    run: u32,
-    runs: u32,
-    device_index: usize,
-    seed: u64,
-}
-
 /// Runs every job of `config` on the selected `devices` and prints the run lines, progress,
-/// per-job tables, the summary and the JSON block to `console`.
+/// per-job tables with the CPU cost per I/O, the summary and the JSON block to `console`.
 ///
-/// `buffer_area` is one DMA region for the read data; when it holds fewer than queue depth ×
-/// block size bytes, requests share buffers (reads only, so what is measured does not change)
-/// and a line says so. Console write errors are ignored: there is nowhere else to report them.
+/// When the buffer area holds fewer than queue depth × block size bytes, requests share
+/// buffers and a line says so. Console write errors are ignored: there is nowhere else to
+/// report them.
 pub fn run_benchmark(
     config: &Config,
     devices: &mut [&mut dyn BlockDevice],
-    clock: &dyn Clock,
-    buffer_area: DmaBuffer,
+    environment: &RunEnvironment<'_>,
     context: &ReportContext<'_>,
-    console: &mut dyn fmt::Write,
+    console: &mut dyn Console,
 ) -> BenchmarkResults {
-    let mut results = BenchmarkResults::default();
+    let counters = environment.cpu_counters;
+    let mut results = BenchmarkResults {
+        cycles_status: counters.cycles_status(),
+        instructions_status: counters.instructions_status(),
+        ..BenchmarkResults::default()
+    };
     let selected = select_devices(config, devices, &mut |message| say(console, &mut results.notes, message));
     results.device_names = selected.iter().map(|&index| devices[index].name().to_string()).collect();
     report::print_start(console, config, &results.device_names);
-
-    if clock.ticks_per_second() == 0 {
-        say(
-            console,
-            &mut results.notes,
-            String::from("the timer reports a frequency of 0 Hz; nothing can be measured"),
-        );
-        finish(console, config, context, &mut results);
-        return results;
+    for warning in report::region_warnings(context, &results.device_names) {
+        say(console, &mut results.notes, warning);
     }
-
-    let mut measurements = Measurements::new();
-    let mut stuck = alloc::vec![false; devices.len()];
-    let mut clock_stalled = false;
-    for (job_index, job) in config.jobs.iter().enumerate() {
-        if clock_stalled {
-            break;
-        }
-        if job.operation.is_write() {
-            say(console, &mut results.notes, format!("job {job} skipped: {WRITES_REFUSED}"));
-            continue;
-        }
-        report::print_job_header(console, job, job_index + 1, config.jobs.len());
-        let mut plans: Vec<Option<DevicePlan>> = alloc::vec![None; devices.len()];
-        // The plan's messages (clamping, sharing) also go into each run's JSON notes.
-        let mut plan_notes: Vec<Vec<String>> = alloc::vec![Vec::new(); devices.len()];
-        for &device_index in &selected {
-            let device = &devices[device_index];
-            let mut notes = Vec::new();
-            let plan = plan_job(job, config, &device.geometry(), device.name(), &mut notes)
-                .and_then(|plan| check_buffer(&plan, &buffer_area, device.name(), &mut notes));
-            for note in &notes {
-                say(console, &mut results.notes, note.clone());
+    if environment.clock.ticks_per_second() == 0 {
+        let message = String::from("the timer reports a frequency of 0 Hz; nothing can be measured");
+        say(console, &mut results.notes, message);
+    } else {
+        let mut benchmark = Benchmark::new(config, devices, environment, &selected);
+        for (job_index, job) in config.jobs.iter().enumerate() {
+            if benchmark.clock_stalled {
+                break;
             }
-            plan_notes[device_index] = notes;
-            match plan {
-                Ok(plan) => plans[device_index] = Some(plan),
-                Err(reason) => say(
-                    console,
-                    &mut results.notes,
-                    format!("job {job} skipped on {}: {reason}", device.name()),
-                ),
-            }
+            benchmark.run_job(job_index, job, &mut results, console);
         }
-        let deepest = plans.iter().flatten().map(|plan| plan.queue_depth as usize).max().unwrap_or(0);
-        if deepest == 0 {
-            continue;
-        }
-        let mut scratch = Scratch::new(deepest);
-        let first_of_job = results.runs.len();
-        let seed = derived_seed(config.seed, job_index as u64);
-        for run in 1..=config.runs {
-            let order: Vec<usize> =
-                if run % 2 == 1 { selected.clone() } else { selected.iter().rev().copied().collect() };
-            for device_index in order {
-                let Some(plan) = plans[device_index] else {
-                    continue;
-                };
-                if stuck[device_index] || clock_stalled {
-                    continue;
-                }
-                let label = RunLabel { job_index, job, run, runs: config.runs, device_index, seed };
-                let mut result = run_once(
-                    &mut *devices[device_index],
-                    clock,
-                    config,
-                    &plan,
-                    &label,
-                    &buffer_area,
-                    &mut scratch,
-                    &mut measurements,
-                    console,
-                );
-                result.notes.splice(0..0, plan_notes[device_index].iter().cloned());
-                match result.ended_early {
-                    Some(RunEnd::DrainTimeout { .. }) => stuck[device_index] = true,
-                    Some(RunEnd::ClockStalled { .. }) => clock_stalled = true,
-                    _ => {}
-                }
-                results.runs.push(result);
-            }
-        }
-        let job_runs = &results.runs[first_of_job..];
-        let job_medians = medians_of(job_runs);
-        report::print_job_table(console, job, job_runs, &job_medians, &results.device_names);
     }
-    finish(console, config, context, &mut results);
+    results.medians = medians_of(&results.runs);
+    report::print_summary(console, config, &results);
+    let _ = crate::json::write_results_block(console, config, context, &results);
     results
 }
 
@@ -473,17 +75,6 @@ pub fn run_benchmark(
 fn say(console: &mut dyn fmt::Write, notes: &mut Vec<String>, message: String) {
     let _ = writeln!(console, "{message}");
     notes.push(message);
-}
-
-fn finish(
-    console: &mut dyn fmt::Write,
-    config: &Config,
-    context: &ReportContext<'_>,
-    results: &mut BenchmarkResults,
-) {
-    results.medians = medians_of(&results.runs);
-    report::print_summary(console, config, results);
-    let _ = crate::json::write_results_block(console, config, context, results);
 }
 
 /// The indices of the devices to run, in "A, B" order; names that do not exist are reported.
@@ -511,290 +102,131 @@ fn select_devices(
     }
 }
 
-/// Checks that the buffer area holds at least one block, and says when requests must share.
-fn check_buffer(
-    plan: &DevicePlan,
-    buffer_area: &DmaBuffer,
-    device_name: &str,
-    notes: &mut Vec<String>,
-) -> Result<DevicePlan, PlanError> {
-    let buffers = buffer_area.length_bytes as u64 / plan.block_bytes;
-    if buffers == 0 {
-        return Err(PlanError::BufferTooSmall {
-            buffer_bytes: buffer_area.length_bytes,
-            block_bytes: plan.block_bytes,
-        });
-    }
-    if buffers < u64::from(plan.queue_depth) {
-        notes.push(format!(
-            "{device_name}: requests share {buffers} buffers of {} (the buffer area is {} bytes; \
-             queue depth {} × {} would need {}); reads only, so this does not change what is \
-             measured",
-            SizeText(plan.block_bytes),
-            buffer_area.length_bytes,
-            plan.queue_depth,
-            SizeText(plan.block_bytes),
-            u64::from(plan.queue_depth) * plan.block_bytes
-        ));
-    }
-    Ok(*plan)
+/// A job's plan on one device, with the messages about it (they go into each run's notes).
+struct PlannedDevice {
+    plan: DevicePlan,
+    notes: Vec<String>,
 }
 
-/// One run of one job on one device.
-#[allow(clippy::too_many_arguments)]
-fn run_once(
-    device: &mut dyn BlockDevice,
-    clock: &dyn Clock,
-    config: &Config,
-    plan: &DevicePlan,
-    label: &RunLabel<'_>,
-    buffer_area: &DmaBuffer,
-    scratch: &mut Scratch,
-    measurements: &mut Measurements,
-    console: &mut dyn fmt::Write,
-) -> RunResult {
-    let device_name = device.name().to_string();
-    report::print_run_header(console, label.job, plan, &device_name, label.run, label.runs, config);
+/// The state that lasts across jobs.
+struct Benchmark<'b, 'd> {
+    config: &'b Config,
+    devices: &'b mut [&'d mut dyn BlockDevice],
+    environment: &'b RunEnvironment<'b>,
+    selected: &'b [usize],
+    measurements: Measurements,
+    /// Devices that kept requests in flight past the drain timeout: not used again.
+    stuck: Vec<bool>,
+    clock_stalled: bool,
+}
 
-    let geometry = device.geometry();
-    let logical_block_bytes = u64::from(geometry.logical_block_bytes);
-    let queue_depth = plan.queue_depth as usize;
-    let buffer_count = (buffer_area.length_bytes as u64 / plan.block_bytes).max(1);
-    let pattern =
-        if label.job.operation.is_random() { AccessPattern::Random } else { AccessPattern::Sequential };
-    let mut offsets = OffsetGenerator::new(
-        pattern,
-        plan.region_offset_bytes,
-        plan.block_bytes,
-        plan.block_slots,
-        label.seed,
-    );
-    let converter = TickConverter { ticks_per_second: clock.ticks_per_second() };
-    scratch.reset(queue_depth);
-    measurements.reset();
-
-    let ramp_ticks = clock.ns_to_ticks(config.ramp_ns);
-    let window_ticks = clock.ns_to_ticks(config.runtime_ns);
-    let progress_interval_ticks = clock.ns_to_ticks(PROGRESS_INTERVAL_NS);
-    let drain_ticks = clock.ns_to_ticks(DRAIN_TIMEOUT_NS);
-    let mut progress = report::ProgressLine::new(
-        &device_name,
-        label.job,
-        plan,
-        label.run,
-        label.runs,
-        config.ramp_ns + config.runtime_ns,
-        config.progress,
-    );
-
-    let start = clock.now_ticks();
-    let ramp_end = start + ramp_ticks;
-    let window_end = ramp_end + window_ticks;
-    let drain_deadline = window_end + drain_ticks;
-    let mut next_progress = start + progress_interval_ticks;
-
-    let mut in_flight: usize = 0;
-    let mut completed: u64 = 0;
-    let mut unknown_completions: u64 = 0;
-    let mut held_back: Option<Request> = None;
-    let mut submitting = true;
-    let mut ended_early: Option<RunEnd> = None;
-    let mut notes: Vec<String> = Vec::new();
-    let mut last_reading = start;
-    let mut identical_readings: u64 = 0;
-
-    loop {
-        let now = clock.now_ticks();
-        if now == last_reading {
-            identical_readings += 1;
-            if identical_readings >= STALLED_CLOCK_READINGS {
-                ended_early = Some(RunEnd::ClockStalled { ticks: now });
-                progress.interrupt(console);
-                let message = format!(
-                    "the timer stopped at tick {now} ({identical_readings} identical readings); \
-                     the benchmark stops here"
-                );
-                let _ = writeln!(console, "{message}");
-                notes.push(message);
-                break;
-            }
-        } else {
-            last_reading = now;
-            identical_readings = 0;
+impl<'b, 'd> Benchmark<'b, 'd> {
+    fn new(
+        config: &'b Config,
+        devices: &'b mut [&'d mut dyn BlockDevice],
+        environment: &'b RunEnvironment<'b>,
+        selected: &'b [usize],
+    ) -> Self {
+        let stuck = alloc::vec![false; devices.len()];
+        Benchmark {
+            config,
+            devices,
+            environment,
+            selected,
+            measurements: Measurements::new(),
+            stuck,
+            clock_stalled: false,
         }
-        if submitting && now >= window_end {
-            submitting = false;
+    }
+
+    /// Every run of one job, then its table.
+    fn run_job(
+        &mut self,
+        job_index: usize,
+        job: &JobSpec,
+        results: &mut BenchmarkResults,
+        console: &mut dyn Console,
+    ) {
+        if job.operation.is_write() {
+            say(console, &mut results.notes, format!("job {job} skipped: {WRITES_REFUSED}"));
+            return;
         }
-        if submitting {
-            scratch.batch.clear();
-            while in_flight < queue_depth {
-                let request = match held_back.take() {
-                    Some(request) => request,
-                    None => {
-                        let Some(tag) = scratch.free_tags.pop() else {
-                            break;
-                        };
-                        let offset_bytes = offsets.next_offset_bytes();
-                        let buffer_offset = (u64::from(tag) % buffer_count) * plan.block_bytes;
-                        Request {
-                            tag,
-                            operation: Operation::Read,
-                            lba: offset_bytes / logical_block_bytes,
-                            block_count: plan.blocks_per_request,
-                            buffer: DmaBuffer {
-                                cpu_address: buffer_area.cpu_address + buffer_offset as usize,
-                                physical_address: buffer_area.physical_address + buffer_offset,
-                                length_bytes: plan.block_bytes as usize,
-                            },
-                        }
-                    }
+        report::print_job_header(console, job, job_index + 1, self.config.jobs.len());
+        let plans = self.plan_devices(job, results, console);
+        let deepest = plans.iter().flatten().map(|planned| planned.plan.queue_depth as usize).max();
+        let Some(deepest) = deepest else {
+            return;
+        };
+        let mut scratch = Scratch::new(deepest);
+        let first_of_job = results.runs.len();
+        let seed = derived_seed(self.config.seed, job_index as u64);
+        for run in 1..=self.config.runs {
+            for device_index in run_order(self.selected, run) {
+                let Some(planned) = &plans[device_index] else {
+                    continue;
                 };
-                let submitted_at = clock.now_ticks();
-                match device.submit(request) {
-                    Ok(()) => {
-                        let tag = request.tag as usize;
-                        scratch.submitted_at_ticks[tag] = submitted_at;
-                        scratch.tag_in_flight[tag] = true;
-                        scratch.batch.push(request.tag);
-                        in_flight += 1;
-                    }
-                    Err((request, SubmitError::QueueFull)) if in_flight > 0 => {
-                        held_back = Some(request);
-                        break;
-                    }
-                    Err((request, error)) => {
-                        scratch.free_tags.push(request.tag);
-                        ended_early = Some(RunEnd::SubmitRefused { error, lba: request.lba });
-                        let message = format!(
-                            "{device_name}: request for {} blocks at LBA {} refused ({}); this \
-                             run ends here for {device_name}",
-                            request.block_count,
-                            request.lba,
-                            error.name()
-                        );
-                        progress.interrupt(console);
-                        let _ = writeln!(console, "{message}");
-                        notes.push(message);
-                        submitting = false;
-                        break;
-                    }
-                }
-            }
-            if !scratch.batch.is_empty() {
-                device.kick();
-                let kicked_at = clock.now_ticks();
-                for &tag in &scratch.batch {
-                    scratch.kicked_at_ticks[tag as usize] = kicked_at;
-                }
-            }
-        }
-        if !submitting && in_flight == 0 {
-            break;
-        }
-
-        let count = device.poll(&mut scratch.completions[..queue_depth]);
-        if count > 0 {
-            let done = clock.now_ticks();
-            let inside_window = done >= ramp_end && done < window_end;
-            for completion in &scratch.completions[..count] {
-                let tag = completion.tag as usize;
-                if tag >= queue_depth || !scratch.tag_in_flight[tag] {
-                    unknown_completions += 1;
+                if self.stuck[device_index] || self.clock_stalled {
                     continue;
                 }
-                scratch.tag_in_flight[tag] = false;
-                scratch.free_tags.push(completion.tag);
-                in_flight -= 1;
-                completed += 1;
-                if !inside_window {
-                    continue;
+                let label = RunLabel { job_index, job, run, runs: self.config.runs, device_index, seed };
+                let environment = self.environment;
+                let mut result = run_once(
+                    &mut *self.devices[device_index],
+                    environment,
+                    (self.config, &planned.plan, &label),
+                    (&mut scratch, &mut self.measurements),
+                    console,
+                );
+                result.notes.splice(0..0, planned.notes.iter().cloned());
+                match result.ended_early {
+                    Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
+                    Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
+                    _ => {}
                 }
-                match completion.result {
-                    Ok(()) => {
-                        let submitted = scratch.submitted_at_ticks[tag];
-                        let kicked = scratch.kicked_at_ticks[tag];
-                        let lat_ns = converter.ns(done.saturating_sub(submitted));
-                        let clat_ns = converter.ns(done.saturating_sub(kicked));
-                        measurements.lat.record(lat_ns);
-                        measurements.lat_histogram.record(lat_ns);
-                        measurements.clat.record(clat_ns);
-                        measurements.clat_histogram.record(clat_ns);
-                        measurements.slat.record(converter.ns(kicked.saturating_sub(submitted)));
-                        measurements.ios += 1;
-                    }
-                    Err(error) => measurements.errors[error.kind.index()] += 1,
-                }
+                results.runs.push(result);
             }
         }
+        let job_runs = &results.runs[first_of_job..];
+        let job_medians = medians_of(job_runs);
+        report::print_job_table(console, job, job_runs, &job_medians, &results.device_names);
+        report::print_cpu_cost(console, &job_medians, results);
+    }
 
-        if now >= next_progress {
-            progress.update(console, converter.ns(now - start), completed);
-            next_progress = now + progress_interval_ticks;
+    /// The job's plan on each selected device (indexed like `devices`); the messages are printed.
+    fn plan_devices(
+        &self,
+        job: &JobSpec,
+        results: &mut BenchmarkResults,
+        console: &mut dyn Console,
+    ) -> Vec<Option<PlannedDevice>> {
+        let mut plans: Vec<Option<PlannedDevice>> = (0..self.devices.len()).map(|_| None).collect();
+        for &device_index in self.selected {
+            let device = &self.devices[device_index];
+            let mut notes = Vec::new();
+            let plan = plan_job(job, self.config, &device.geometry(), device.name(), &mut notes)
+                .and_then(|plan| fit_buffer(&plan, &self.environment.buffer_area, device.name(), &mut notes));
+            for note in &notes {
+                say(console, &mut results.notes, note.clone());
+            }
+            match plan {
+                Ok(plan) => plans[device_index] = Some(PlannedDevice { plan, notes }),
+                Err(reason) => say(
+                    console,
+                    &mut results.notes,
+                    format!("job {job} skipped on {}: {reason}", device.name()),
+                ),
+            }
         }
-        if !submitting && now >= drain_deadline {
-            ended_early = Some(RunEnd::DrainTimeout {
-                in_flight: in_flight as u32,
-                waited_ns: converter.ns(now - window_end),
-            });
-            progress.interrupt(console);
-            let message = format!(
-                "{device_name}: {in_flight} requests still in flight {} s after the window; \
-                 {device_name} is not used again",
-                DRAIN_TIMEOUT_NS / NS_PER_S
-            );
-            let _ = writeln!(console, "{message}");
-            notes.push(message);
-            break;
-        }
+        plans
     }
-    let end = clock.now_ticks();
-    progress.finish(console, converter.ns(end.saturating_sub(start)), completed);
+}
 
-    if unknown_completions > 0 {
-        let message = format!(
-            "{device_name}: {unknown_completions} completions carried a tag that was not in \
-             flight; ignored"
-        );
-        let _ = writeln!(console, "{message}");
-        notes.push(message);
-    }
-    if measurements.ios == 0 {
-        let errors: u64 = measurements.errors.iter().sum();
-        let message = format!(
-            "{device_name}: no I/O completed successfully in the measured window ({errors} \
-             failed); its figures are zero"
-        );
-        let _ = writeln!(console, "{message}");
-        notes.push(message);
-    }
-
-    let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
-    let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
-    measurements.clat_histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut clat_percentiles_ns);
-    measurements.lat_histogram.percentiles_ns(&FIO_DEFAULT_PERCENTILES, &mut lat_percentiles_ns);
-    RunResult {
-        job_index: label.job_index,
-        job: *label.job,
-        device_index: label.device_index,
-        device_name,
-        run: label.run,
-        block_bytes: plan.block_bytes,
-        queue_depth: plan.queue_depth,
-        region_offset_bytes: plan.region_offset_bytes,
-        region_size_bytes: plan.region_size_bytes,
-        seed: label.seed,
-        ramp_ns: converter.ns(ramp_ticks),
-        window_ns: converter.ns(window_ticks),
-        ios: measurements.ios,
-        bytes: measurements.ios * plan.block_bytes,
-        slat: measurements.slat.summary(),
-        clat: measurements.clat.summary(),
-        lat: measurements.lat.summary(),
-        clat_percentiles_ns,
-        lat_percentiles_ns,
-        errors: measurements.errors,
-        ended_early,
-        notes,
+/// The devices in "A, B" order for odd runs and in reverse for even ones.
+fn run_order(selected: &[usize], run: u32) -> Vec<usize> {
+    if run % 2 == 1 {
+        selected.to_vec()
+    } else {
+        selected.iter().rev().copied().collect()
     }
 }
 
@@ -802,7 +234,12 @@ fn run_once(
 mod tests {
     use super::*;
     use crate::cmdline::{JobOperation, Preset};
-    use crate::sim::{SimBehaviour, SimClock, SimDevice};
+    use crate::cpu_cost::NoCpuCounters;
+    use crate::plan::tests::{nvme_geometry, sd_geometry};
+    use crate::results::{MedianResult, RunResult};
+    use crate::sim::{SimBehaviour, SimDevice};
+    use blockdev::testing::SteppingClock;
+    use blockdev::{Clock, DmaBuffer, IoErrorKind, Operation, SubmitError};
     use core::cell::RefCell;
     use std::string::String;
     use std::vec;
@@ -810,24 +247,6 @@ mod tests {
     const GHZ: u64 = 1_000_000_000;
     const US: u64 = 1_000;
     const MS: u64 = 1_000_000;
-
-    fn nvme_geometry() -> Geometry {
-        Geometry {
-            logical_block_bytes: 512,
-            block_count: 8 << 21, // 8 GiB
-            max_request_blocks: 256,
-            max_in_flight: 63,
-        }
-    }
-
-    fn sd_geometry() -> Geometry {
-        Geometry {
-            logical_block_bytes: 512,
-            block_count: 1 << 21, // 1 GiB
-            max_request_blocks: 65_535,
-            max_in_flight: 1,
-        }
-    }
 
     fn config(jobs: &[JobSpec], ramp_ns: u64, runtime_ns: u64, runs: u32) -> Config {
         let mut config = Config::for_preset(Preset::Reference);
@@ -848,23 +267,37 @@ mod tests {
     fn run(
         config: &Config,
         devices: &mut [&mut dyn BlockDevice],
-        clock: &SimClock,
+        clock: &SteppingClock,
         buffer_bytes: usize,
     ) -> (BenchmarkResults, String) {
         let mut console = String::new();
+        let results = run_on(config, devices, clock, buffer_bytes, &mut console);
+        (results, console)
+    }
+
+    /// The benchmark with a console of the test's choice and no CPU counters.
+    fn run_on(
+        config: &Config,
+        devices: &mut [&mut dyn BlockDevice],
+        clock: &SteppingClock,
+        buffer_bytes: usize,
+        console: &mut dyn Console,
+    ) -> BenchmarkResults {
         let context = ReportContext {
             board: "simulated",
             timer_frequency_hz: clock.ticks_per_second(),
             extra: &[("cpu", "host")],
+            device_facts: &[],
         };
-        let results =
-            run_benchmark(config, devices, clock, buffer_area(buffer_bytes), &context, &mut console);
-        (results, console)
+        let counters = NoCpuCounters("host test");
+        let environment =
+            RunEnvironment { clock, cpu_counters: &counters, buffer_area: buffer_area(buffer_bytes) };
+        run_benchmark(config, devices, &environment, &context, console)
     }
 
     #[test]
     fn queue_depth_is_held_through_the_window() {
-        let clock = SimClock::new(GHZ, 100);
+        let clock = SteppingClock::new(GHZ, 100);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 50 * US);
         behaviour.random_latency_ticks = 50 * US;
         let mut device = SimDevice::new("nvme0", behaviour, &clock);
@@ -875,7 +308,9 @@ mod tests {
         let window_end = MS + 10 * MS; // the run starts at tick 0 at 1 GHz
         let in_window: Vec<&(u64, usize)> = device.polls.iter().filter(|(t, _)| *t < window_end).collect();
         assert!(in_window.len() > 100);
-        assert!(in_window.iter().all(|&&(_, in_flight)| in_flight == 8));
+        // Every poll but the first (before anything was submitted) sees the whole queue depth.
+        assert_eq!(in_window[0].1, 0);
+        assert!(in_window[1..].iter().all(|&&(_, in_flight)| in_flight == 8));
         assert_eq!(device.max_in_flight_seen, 8);
         // After the window the queue drains and nothing new is submitted.
         assert_eq!(device.polls.last().map(|p| p.1), Some(1));
@@ -895,7 +330,7 @@ mod tests {
         // (docs/aarch32-pis.md §5). The clock moves only when the device completes, so I/O k of
         // this QD1 run completes at exactly k × 250 ticks.
         const MHZ: u64 = 1_000_000;
-        let clock = SimClock::new(MHZ, 0);
+        let clock = SteppingClock::new(MHZ, 0);
         let mut device = SimDevice::new("sd0", SimBehaviour::new(nvme_geometry(), 250), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
         let config = config(&[job], MS, 100 * MS, 1);
@@ -911,7 +346,7 @@ mod tests {
 
         // Latencies spread over 100..=400 ticks: every figure a whole microsecond, the
         // percentiles ordered and inside the samples' range.
-        let clock = SimClock::new(MHZ, 0);
+        let clock = SteppingClock::new(MHZ, 0);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 100);
         behaviour.random_latency_ticks = 300;
         let mut device = SimDevice::new("sd0", behaviour, &clock);
@@ -930,7 +365,7 @@ mod tests {
     fn ramp_is_excluded_and_in_flight_io_at_the_boundary_counts() {
         // Clock advances only when the device jumps it to the next completion: I/O k of a
         // queue-depth-1 run completes at exactly k × 30 µs.
-        let clock = SimClock::new(GHZ, 0);
+        let clock = SteppingClock::new(GHZ, 0);
         let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 30 * US), &clock);
         let job = JobSpec::new(JobOperation::Read, 4096, 1);
         // Window [45 µs, 135 µs): completions at 60, 90, 120 count; the one at 60 µs was
@@ -956,8 +391,35 @@ mod tests {
     }
 
     #[test]
+    fn every_run_starts_from_zero() {
+        // A device whose every read takes 30 µs, a clock that moves only with it: each of the
+        // three runs sees exactly the same I/Os, so nothing may carry over from one to the next.
+        let clock = SteppingClock::new(GHZ, 0);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 30 * US), &clock);
+        let job = JobSpec::new(JobOperation::Read, 4096, 2);
+        let config = config(&[job], 45 * US, 900 * US, 3);
+        let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let first = &results.runs[0];
+        assert_eq!(first.ios, 60);
+        for run in &results.runs[1..] {
+            assert_eq!(
+                (run.ios, run.lat, run.clat, run.slat, run.lat_percentiles_ns, run.errors, run.cpu),
+                (
+                    first.ios,
+                    first.lat,
+                    first.clat,
+                    first.slat,
+                    first.lat_percentiles_ns,
+                    first.errors,
+                    first.cpu
+                )
+            );
+        }
+    }
+
+    #[test]
     fn without_ramp_the_window_starts_at_once_and_its_end_is_exclusive() {
-        let clock = SimClock::new(GHZ, 0);
+        let clock = SteppingClock::new(GHZ, 0);
         let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 10 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 4);
         let config = config(&[job], 0, 100 * US, 1);
@@ -968,7 +430,7 @@ mod tests {
 
     #[test]
     fn devices_alternate_order_between_runs() {
-        let clock = SimClock::new(GHZ, 50);
+        let clock = SteppingClock::new(GHZ, 50);
         let log = RefCell::new(Vec::new());
         let mut nvme =
             SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock).with_order_log(&log);
@@ -999,7 +461,7 @@ mod tests {
     /// The runs of a job on a device whose latency is 2000 ticks plus a seeded random part, and
     /// their medians, for checking against values worked out by hand.
     fn seeded_runs(runs: u32) -> (Vec<RunResult>, MedianResult) {
-        let clock = SimClock::new(54_000_000, 3);
+        let clock = SteppingClock::new(54_000_000, 3);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 2_000);
         behaviour.random_latency_ticks = 4_000;
         let mut device = SimDevice::new("nvme0", behaviour, &clock);
@@ -1018,20 +480,20 @@ mod tests {
     fn the_median_of_three_runs_is_the_middle_value_of_each_metric() {
         let (runs, median) = seeded_runs(3);
         // What the three runs measured (IOPS and bytes/s × 10^6, latencies in thousandths of a ns).
-        assert_eq!(column(&runs, |r| r.iops_micro()), [26_333_333_333, 27_333_333_333, 28_000_000_000]);
+        assert_eq!(column(&runs, |r| r.iops_micro()), [26_666_666_666, 27_333_333_333, 28_000_000_000]);
         assert_eq!(
             column(&runs, |r| r.bandwidth_micro()),
-            [107_861_333_333_333, 111_957_333_333_333, 114_688_000_000_000]
+            [109_226_666_666_666, 111_957_333_333_333, 114_688_000_000_000]
         );
-        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [75_285_886, 73_528_427, 71_723_107]);
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_230_456, 73_472_817, 71_667_488]);
+        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [74_814_488, 73_134_793, 71_638_012]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_759_050, 73_079_183, 71_582_393]);
         assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222]);
         // Worked out by hand: the middle of each column once sorted, from whichever run it comes.
         assert_eq!(median.runs, 3);
         assert_eq!(median.iops_micro, 27_333_333_333);
         assert_eq!(median.bandwidth_micro, 111_957_333_333_333);
-        assert_eq!(median.lat_mean_milli_ns, 73_528_427);
-        assert_eq!(median.clat_mean_milli_ns, 73_472_817);
+        assert_eq!(median.lat_mean_milli_ns, 73_134_793);
+        assert_eq!(median.clat_mean_milli_ns, 73_079_183);
         // 109 981 < 110 092 < 110 222: run 1's maximum, although run 2 has the middle mean.
         assert_eq!(median.lat_max_milli_ns, 110_092_000);
     }
@@ -1041,22 +503,22 @@ mod tests {
         let (runs, median) = seeded_runs(4);
         assert_eq!(
             column(&runs, |r| r.iops_micro()),
-            [26_333_333_333, 27_333_333_333, 28_000_000_000, 26_666_666_666]
+            [26_666_666_666, 27_333_333_333, 28_000_000_000, 26_333_333_333]
         );
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_230_456, 73_472_817, 71_667_488, 74_785_588]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_759_050, 73_079_183, 71_582_393, 75_488_456]);
         assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222, 110_777]);
         assert_eq!(median.runs, 4);
         // (26 666 666 666 + 27 333 333 333) / 2 = 26 999 999 999.5 → 27 000 000 000.
         assert_eq!(median.iops_micro, 27_000_000_000);
-        // (73 472 817 + 74 785 588) / 2 = 74 129 202.5 → 74 129 203.
-        assert_eq!(median.clat_mean_milli_ns, 74_129_203);
+        // (73 079 183 + 74 759 050) / 2 = 73 919 116.5 → 73 919 117.
+        assert_eq!(median.clat_mean_milli_ns, 73_919_117);
         // (110 092 + 110 222) / 2 = 110 157 ns.
         assert_eq!(median.lat_max_milli_ns, 110_157_000);
     }
 
     #[test]
     fn errors_are_counted_by_kind_and_do_not_stop_the_run() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
         behaviour.error_every = Some((10, IoErrorKind::Crc));
         let mut device = SimDevice::new("nvme0", behaviour, &clock);
@@ -1074,7 +536,7 @@ mod tests {
 
     #[test]
     fn a_device_where_everything_fails_reports_zeros_and_says_so() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut behaviour = SimBehaviour::new(sd_geometry(), 100 * US);
         behaviour.error_every = Some((1, IoErrorKind::Timeout));
         let mut device = SimDevice::new("sd0", behaviour, &clock);
@@ -1092,7 +554,7 @@ mod tests {
 
     #[test]
     fn a_submit_refusal_ends_that_run_for_that_device_only() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
         behaviour.refuse_after = Some((5, SubmitError::OutOfRange));
         let mut refusing = SimDevice::new("nvme0", behaviour, &clock);
@@ -1120,7 +582,7 @@ mod tests {
 
     #[test]
     fn a_device_that_never_completes_is_dropped_after_the_drain_timeout() {
-        let clock = SimClock::new(GHZ, 1_000);
+        let clock = SteppingClock::new(GHZ, 1_000);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
         behaviour.stall_after = Some(3);
         let mut stalling = SimDevice::new("nvme0", behaviour, &clock);
@@ -1136,90 +598,8 @@ mod tests {
     }
 
     #[test]
-    fn jobs_are_adapted_to_each_device_with_a_message() {
-        let config = config(&[], 0, MS, 1);
-        let mut notes = Vec::new();
-        let sd_job = JobSpec::new(JobOperation::RandRead, 4096, 32);
-        let plan = plan_job(&sd_job, &config, &sd_geometry(), "sd0", &mut notes).unwrap();
-        assert_eq!(plan.queue_depth, 1);
-        assert_eq!(
-            notes,
-            vec![String::from(
-                "sd0 has no command queueing (one request in flight): running at queue depth 1 \
-                 instead of 32"
-            )]
-        );
-
-        notes.clear();
-        let big = JobSpec::new(JobOperation::Read, 1 << 20, 100);
-        let plan = plan_job(&big, &config, &nvme_geometry(), "nvme0", &mut notes).unwrap();
-        assert_eq!((plan.block_bytes, plan.blocks_per_request), (128 << 10, 256));
-        assert_eq!(plan.queue_depth, 63);
-        assert_eq!(notes.len(), 2, "{notes:?}");
-        assert!(notes[0].contains("more than one request may carry (128k = 256 blocks"));
-        assert!(notes[1].contains("queue depth 100 is more than the 63 requests"));
-
-        notes.clear();
-        let mut four_k = nvme_geometry();
-        four_k.logical_block_bytes = 4096;
-        let small = JobSpec::new(JobOperation::RandRead, 512, 1);
-        let plan = plan_job(&small, &config, &four_k, "nvme1", &mut notes).unwrap();
-        assert_eq!((plan.block_bytes, plan.blocks_per_request), (4096, 1));
-        assert!(notes[0].contains("block size 512 is not a multiple of its 4096-byte"));
-
-        // The reference region (2 GiB at 1 GiB) on a 1 GiB card: the whole card.
-        notes.clear();
-        let reference = Config::default();
-        let plan = plan_job(&sd_job, &reference, &sd_geometry(), "sd0", &mut notes).unwrap();
-        assert_eq!((plan.region_offset_bytes, plan.region_size_bytes), (0, 1 << 30));
-        assert!(notes[1].contains("region 2g at 1g does not fit its 1g; using the whole device"));
-
-        // 256 MiB at 900 MiB on a 1 GiB card: moved to end at the end of the card.
-        notes.clear();
-        let mut shifted = config.clone();
-        shifted.offset_bytes = 900 << 20;
-        shifted.size_bytes = 256 << 20;
-        let plan = plan_job(&sd_job, &shifted, &sd_geometry(), "sd0", &mut notes).unwrap();
-        assert_eq!(plan.region_offset_bytes, 768 << 20);
-        assert_eq!(plan.block_slots, (256 << 20) / 4096);
-        assert!(notes[1].contains("moved to start at 805306368 bytes"));
-
-        // An unaligned region start is aligned up to the block size.
-        notes.clear();
-        let mut unaligned = config.clone();
-        unaligned.offset_bytes = 1000;
-        let plan = plan_job(&big, &unaligned, &nvme_geometry(), "nvme0", &mut notes).unwrap();
-        assert_eq!(plan.region_offset_bytes, 128 << 10);
-        assert!(notes.iter().any(|n| n.contains("region start 1000 aligned up to 131072")));
-
-        // A region smaller than a block cannot run.
-        let mut tiny = config.clone();
-        tiny.size_bytes = 4096;
-        let error = plan_job(&big, &tiny, &nvme_geometry(), "nvme0", &mut notes).unwrap_err();
-        assert_eq!(
-            error,
-            PlanError::RegionTooSmall {
-                region_offset_bytes: 0,
-                region_size_bytes: 4096,
-                block_bytes: 128 << 10
-            }
-        );
-        assert!(error.to_string().contains("holds no whole block of 128k"));
-        let broken = Geometry { max_in_flight: 0, ..nvme_geometry() };
-        assert_eq!(
-            plan_job(&big, &config, &broken, "x", &mut notes),
-            Err(PlanError::NoRequests { max_request_blocks: 256, max_in_flight: 0 })
-        );
-        let empty = Geometry { block_count: 0, ..nvme_geometry() };
-        assert!(matches!(
-            plan_job(&big, &config, &empty, "x", &mut notes),
-            Err(PlanError::NoBlocks { block_count: 0, .. })
-        ));
-    }
-
-    #[test]
     fn random_offsets_stay_aligned_inside_the_region() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 5 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 16 << 10, 8);
         let mut config = config(&[job], 0, 2 * MS, 1);
@@ -1240,7 +620,7 @@ mod tests {
 
     #[test]
     fn named_devices_run_in_the_given_order_and_missing_ones_are_reported() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
         let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 100 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
@@ -1259,7 +639,7 @@ mod tests {
 
     #[test]
     fn write_jobs_are_refused_and_nothing_is_written() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
         let jobs = [
             JobSpec::new(JobOperation::Write, 4096, 1),
@@ -1278,14 +658,32 @@ mod tests {
     }
 
     #[test]
+    fn every_request_in_flight_reads_into_a_buffer_of_its_own() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 16 << 10, 8);
+        let config = config(&[job], 0, MS, 1);
+        run(&config, &mut [&mut nvme], &clock, 8 * (16 << 10));
+        let mut buffers_used = std::collections::BTreeSet::new();
+        for request in &nvme.accepted {
+            let buffer = request.buffer;
+            let offset = buffer.cpu_address - 0x4000_0000;
+            assert_eq!(offset % (16 << 10), 0, "{buffer:?}");
+            assert!(offset + buffer.length_bytes <= 8 * (16 << 10), "{buffer:?}");
+            assert_eq!(buffer.physical_address, buffer.cpu_address as u64, "the area is identity-mapped");
+            // Tag k always reads into buffer k.
+            assert_eq!(offset, request.tag as usize * (16 << 10), "{request:?}");
+            buffers_used.insert(offset);
+        }
+        assert_eq!(buffers_used.len(), 8);
+    }
+
+    #[test]
     fn a_small_buffer_area_is_shared_and_a_too_small_one_skips_the_job() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
         let job = JobSpec::new(JobOperation::Read, 64 << 10, 16);
         let config = config(&[job], 0, MS, 1);
-        let geometries = [nvme_geometry(), sd_geometry()];
-        assert_eq!(buffer_bytes_needed(&config, &geometries), 16 * (64 << 10));
-        assert_eq!(minimum_buffer_bytes(&config, &geometries), 64 << 10);
 
         let (results, console) = run(&config, &mut [&mut nvme], &clock, 4 * (64 << 10));
         assert!(console.contains("nvme0: requests share 4 buffers of 64k"));
@@ -1294,6 +692,8 @@ mod tests {
             let start = request.buffer.cpu_address - 0x4000_0000;
             assert!(start + request.buffer.length_bytes <= 4 * (64 << 10));
             assert_eq!(request.buffer.length_bytes, 64 << 10);
+            // Tags share the four buffers round robin.
+            assert_eq!(start, (request.tag as usize % 4) * (64 << 10), "{request:?}");
         }
 
         let (results, console) = run(&config, &mut [&mut nvme], &clock, 1000);
@@ -1305,8 +705,45 @@ mod tests {
     }
 
     #[test]
+    fn completions_for_tags_not_in_flight_are_counted_and_ignored() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
+        behaviour.echo_completions = true;
+        behaviour.random_latency_ticks = 10 * US;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 4)], 0, MS, 1);
+        let (results, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
+        let run = &results.runs[0];
+        assert!(nvme.echoed > 10);
+        let note =
+            std::format!("nvme0: {} completions carried a tag that was not in flight; ignored", nvme.echoed);
+        assert!(console.contains(&note), "{console}");
+        assert!(run.notes.contains(&note));
+        // The echoes neither count as I/O nor free a tag twice: the queue depth stays 4.
+        assert_eq!(run.cpu.ios, nvme.accepted.len() as u64);
+        assert_eq!(nvme.max_in_flight_seen, 4);
+        assert!(run.ended_early.is_none());
+    }
+
+    #[test]
+    fn queue_full_with_nothing_in_flight_ends_the_run_instead_of_spinning() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
+        behaviour.real_slots = Some(0);
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 4)], 0, MS, 1);
+        let (results, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
+        assert!(matches!(
+            results.runs[0].ended_early,
+            Some(RunEnd::SubmitRefused { error: SubmitError::QueueFull, .. })
+        ));
+        assert!(console.contains("refused (queue full); this run ends here for nvme0"), "{console}");
+        assert!(nvme.accepted.is_empty());
+    }
+
+    #[test]
     fn a_driver_with_fewer_slots_than_it_advertises_is_retried_not_dropped() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let mut behaviour = SimBehaviour::new(nvme_geometry(), 20 * US);
         behaviour.real_slots = Some(3);
         let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
@@ -1320,7 +757,7 @@ mod tests {
 
     #[test]
     fn progress_is_rewritten_in_place_about_twice_a_second() {
-        let clock = SimClock::new(GHZ, 1_000);
+        let clock = SteppingClock::new(GHZ, 1_000);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 2 * MS), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
         let config = config(&[job], 500 * MS, 2_000 * MS, 1);
@@ -1342,14 +779,14 @@ mod tests {
 
     #[test]
     fn no_devices_and_a_dead_timer_still_produce_a_report() {
-        let clock = SimClock::new(GHZ, 10);
+        let clock = SteppingClock::new(GHZ, 10);
         let config = config(&REFERENCE, 0, MS, 1);
         let (results, console) = run(&config, &mut [], &clock, 1 << 20);
         assert!(results.runs.is_empty());
         assert!(console.contains("no devices to run"));
         assert!(console.contains(crate::JSON_END_MARKER));
 
-        let dead = SimClock::new(0, 10);
+        let dead = SteppingClock::new(0, 10);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &dead);
         let (results, console) = run(&config, &mut [&mut nvme], &dead, 1 << 20);
         assert!(results.runs.is_empty());
@@ -1358,7 +795,7 @@ mod tests {
 
     #[test]
     fn a_stopped_timer_ends_the_benchmark_instead_of_hanging() {
-        let clock = SimClock::frozen(GHZ);
+        let clock = SteppingClock::frozen(GHZ);
         let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
         let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 20 * US), &clock);
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
@@ -1369,6 +806,175 @@ mod tests {
         assert!(console.contains("the timer stopped at tick 0"));
         assert!(console.contains(crate::JSON_END_MARKER));
         assert!(sd.accepted.is_empty());
+    }
+
+    /// The same benchmark on a fresh device and clock: once with the progress line and a UART
+    /// as slow as a 115200-baud PL011 with a 16-byte FIFO (a blocking write waits for room,
+    /// moving the clock), once with `progress=off`.
+    fn run_with_and_without_progress() -> (BenchmarkResults, BenchmarkResults, String) {
+        // At queue depth 4, I/Os are in flight whenever the UART would make the runner wait.
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 4);
+        let mut config = config(&[job], 500 * MS, 2_000 * MS, 1);
+        let mut outcomes = Vec::new();
+        for progress in [true, false] {
+            config.progress = progress;
+            let clock = SteppingClock::new(GHZ, 1_000);
+            let mut behaviour = SimBehaviour::new(nvme_geometry(), 90 * US);
+            behaviour.random_latency_ticks = 20 * US;
+            let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+            let mut uart = crate::console::tests::SlowUart::new(&clock, 16, 86_800);
+            let results = run_on(&config, &mut [&mut nvme], &clock, 1 << 20, &mut uart);
+            outcomes.push((results, uart.text));
+        }
+        let (quiet, _) = outcomes.pop().unwrap();
+        let (loud, text) = outcomes.pop().unwrap();
+        (loud, quiet, text)
+    }
+
+    #[test]
+    fn the_progress_line_never_stalls_measured_io() {
+        let (with_progress, without_progress, console) = run_with_and_without_progress();
+        // The line was really written (five updates and the final one) ...
+        let progress = console.split("\r  nvme0").count() - 1;
+        assert!((5..=7).contains(&progress), "{progress} progress texts in {console:?}");
+        // ... and every figure of the run is what it is without it.
+        assert_eq!(with_progress.runs, without_progress.runs);
+        assert!(with_progress.runs[0].ios > 40_000);
+    }
+
+    /// A clock whose every reading costs `cost` instructions on the model counters.
+    struct ChargingClock<'c> {
+        clock: &'c SteppingClock,
+        counters: &'c crate::cpu_cost::tests::ModelCounters,
+        cost: u64,
+    }
+
+    impl Clock for ChargingClock<'_> {
+        fn now_ticks(&self) -> u64 {
+            self.counters.run(self.cost);
+            self.clock.now_ticks()
+        }
+        fn ticks_per_second(&self) -> u64 {
+            self.clock.ticks_per_second()
+        }
+    }
+
+    #[test]
+    fn cpu_cost_counts_the_driver_calls_and_bookkeeping_but_not_waiting() {
+        use crate::cpu_cost::tests::ModelCounters;
+        use crate::sim::SimDriverCost;
+        let counters = ModelCounters::new(11);
+        let clock = SteppingClock::new(GHZ, 0);
+        let cost =
+            SimDriverCost { counters: &counters, submit: 100, kick: 20, productive_poll: 50, empty_poll: 7 };
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 10 * US);
+        behaviour.empty_polls_before_completion = 3;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock).with_cpu_cost(cost);
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let config = config(&[job], 0, MS, 2);
+        let charging = ChargingClock { clock: &clock, counters: &counters, cost: 3 };
+        let environment =
+            RunEnvironment { clock: &charging, cpu_counters: &counters, buffer_area: buffer_area(1 << 20) };
+        let context =
+            ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
+        let mut console = String::new();
+        let results = run_benchmark(&config, &mut [&mut nvme], &environment, &context, &mut console);
+        let run = &results.runs[0];
+        assert_eq!(run.cpu.ios, 100, "1 ms of 10 µs reads");
+        // Per I/O: submit + kick + the poll that found it; the three empty polls are waiting.
+        // Bookkeeping: the timer readings of the passes that did I/O, 3 instructions each. The
+        // pass that completes I/O k also submits I/O k + 1: four readings (the pass's own,
+        // completion, submit, doorbell); the first pass has no completion (3 readings) and the
+        // last, at the window's end, no submit (2): 9 + 99 × 12 + 6 = 1203 for 100 I/Os.
+        assert_eq!(run.cpu.driver.instructions, 100 * (100 + 20 + 50));
+        assert_eq!(run.cpu.bookkeeping.instructions, 1203);
+        let per_io = run.cpu.per_io();
+        assert_eq!(per_io.driver_instructions_milli, Some(170_000));
+        // The model's cycles are twice its instructions.
+        assert_eq!(per_io.driver_cycles_milli, Some(340_000));
+        assert_eq!(per_io.bookkeeping_instructions_milli, Some(12_030));
+        assert_eq!(per_io.bookkeeping_cycles_milli, Some(24_060));
+        assert_eq!(results.medians[0].cpu_per_io, per_io);
+        assert!(
+            console.contains(
+                "nvme0    cpu per I/O: driver 170 instr / 340 cycles, bookkeeping 12 instr / 24 cycles\n"
+            ),
+            "{console}"
+        );
+        assert!(console.contains("\"driver_instructions\" : 170.000"), "{console}");
+    }
+
+    #[test]
+    fn without_counters_the_cpu_line_says_why() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 100 * US), &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 1)], 0, MS, 1);
+        let (results, console) = run(&config, &mut [&mut sd], &clock, 1 << 20);
+        assert_eq!(results.medians[0].cpu_per_io, crate::cpu_cost::CpuPerIo::default());
+        assert!(
+            console
+                .contains("sd0      cpu per I/O: not measured (cycles: host test; instructions: host test)"),
+            "{console}"
+        );
+        assert!(console.contains("\"driver_instructions\" : null"), "{console}");
+    }
+
+    #[test]
+    fn a_region_that_reads_as_zeros_is_warned_about_before_the_first_run_and_recorded() {
+        use crate::results::{DeviceFacts, RegionSample};
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let mut sd = SimDevice::new("sd0", SimBehaviour::new(sd_geometry(), 100 * US), &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 1)], 0, MS, 1);
+        let sample = RegionSample {
+            region_offset_bytes: 0,
+            region_size_bytes: 64 << 20,
+            reads: 64,
+            read_bytes: 4096,
+            failed: 0,
+            all_zero: true,
+        };
+        let facts = [
+            DeviceFacts {
+                device_name: "nvme0",
+                region_sample: Some(sample),
+                deallocated_read: Some("deallocated blocks read as zeros (DLFEAT 0x01)"),
+            },
+            DeviceFacts {
+                device_name: "sd0",
+                region_sample: Some(RegionSample { all_zero: false, ..sample }),
+                deallocated_read: None,
+            },
+        ];
+        let context = ReportContext { board: "simulated", device_facts: &facts, ..ReportContext::default() };
+        let counters = NoCpuCounters("host test");
+        let environment =
+            RunEnvironment { clock: &clock, cpu_counters: &counters, buffer_area: buffer_area(1 << 20) };
+        let mut console = String::new();
+        let results = run_benchmark(&config, &mut [&mut nvme, &mut sd], &environment, &context, &mut console);
+        let warning =
+            "warning: nvme0: all 64 sampled reads of 4k spread over region 64m at offset 0 read as \
+                       zeros: the region looks deallocated (never written)";
+        let at = console.find(warning).unwrap_or_else(|| panic!("{console}"));
+        assert!(at < console.find("run 1/1").unwrap(), "before the first run");
+        assert!(console[at..]
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("(the device says: deallocated blocks read as zeros (DLFEAT 0x01))"));
+        assert!(!console.contains("warning: sd0"), "{console}");
+        assert!(results.notes.iter().any(|note| note.starts_with(warning)));
+        let json = crate::fio_json::extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let samples = value["barebench"]["region_samples"].as_array().unwrap();
+        assert_eq!(samples[0]["device"], "nvme0");
+        assert_eq!(samples[0]["looks_deallocated"], true);
+        assert_eq!(samples[0]["deallocated_read"], "deallocated blocks read as zeros (DLFEAT 0x01)");
+        assert_eq!(samples[1]["looks_deallocated"], false);
+        for job in value["jobs"].as_array().unwrap() {
+            let zeros = job["barebench"]["region_reads_as_zeros"].as_bool().unwrap();
+            assert_eq!(zeros, job["barebench"]["device"] == "nvme0");
+        }
     }
 
     const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;

@@ -1,58 +1,20 @@
-//! A simulated clock and block device with a latency model, for host tests of the runner.
+//! A simulated block device with a latency model, for host tests of the runner.
 //!
-//! The clock advances by a fixed step at every reading, and the device jumps it forward to the
-//! next completion when a poll would otherwise find nothing, so runs are deterministic and fast.
+//! The clock ([`SteppingClock`]) advances by a fixed step at every reading, and the device jumps
+//! it forward to the next completion when a poll would otherwise find nothing, so runs are
+//! deterministic and fast.
 
-use core::cell::{Cell, RefCell};
+use core::cell::RefCell;
 use std::string::String;
 use std::vec::Vec;
 
+use blockdev::testing::SteppingClock;
 use blockdev::{
     check_request, BlockDevice, Clock, Completion, Geometry, IoError, IoErrorKind, Request, SubmitError,
 };
 
+use crate::cpu_cost::tests::ModelCounters;
 use crate::offsets::RandomGenerator;
-
-pub struct SimClock {
-    ticks: Cell<u64>,
-    step_ticks: u64,
-    ticks_per_second: u64,
-    /// A broken timer: always the same reading.
-    frozen: bool,
-}
-
-impl SimClock {
-    pub fn new(ticks_per_second: u64, step_ticks: u64) -> SimClock {
-        SimClock { ticks: Cell::new(0), step_ticks, ticks_per_second, frozen: false }
-    }
-
-    /// A timer that never advances.
-    pub fn frozen(ticks_per_second: u64) -> SimClock {
-        SimClock { frozen: true, ..SimClock::new(ticks_per_second, 0) }
-    }
-
-    fn peek(&self) -> u64 {
-        self.ticks.get()
-    }
-
-    fn advance_to(&self, ticks: u64) {
-        if !self.frozen && ticks > self.ticks.get() {
-            self.ticks.set(ticks);
-        }
-    }
-}
-
-impl Clock for SimClock {
-    fn now_ticks(&self) -> u64 {
-        let now = self.ticks.get();
-        self.ticks.set(now + self.step_ticks);
-        now
-    }
-
-    fn ticks_per_second(&self) -> u64 {
-        self.ticks_per_second
-    }
-}
 
 /// How the simulated device behaves.
 #[derive(Clone)]
@@ -72,6 +34,24 @@ pub struct SimBehaviour {
     /// Data moves over one channel at this many ticks per KiB, one request after another, so
     /// large or deep jobs are limited by bandwidth (0: no limit).
     pub transfer_ticks_per_kib: u64,
+    /// Polls that find nothing before the device jumps the clock to the next completion (a
+    /// device that keeps the CPU waiting).
+    pub empty_polls_before_completion: u64,
+    /// Every poll that completes something also hands back its first completion a second time
+    /// (a confused driver), when there is room.
+    pub echo_completions: bool,
+}
+
+/// Instructions the simulated driver runs per call, charged to a model of the CPU counters.
+#[derive(Clone, Copy)]
+pub struct SimDriverCost<'c> {
+    pub counters: &'c ModelCounters,
+    pub submit: u64,
+    pub kick: u64,
+    /// A poll that returns completions.
+    pub productive_poll: u64,
+    /// A poll that finds nothing.
+    pub empty_poll: u64,
 }
 
 impl SimBehaviour {
@@ -85,6 +65,8 @@ impl SimBehaviour {
             stall_after: None,
             real_slots: None,
             transfer_ticks_per_kib: 0,
+            empty_polls_before_completion: 0,
+            echo_completions: false,
         }
     }
 }
@@ -98,7 +80,7 @@ struct InFlight {
 pub struct SimDevice<'c> {
     name: String,
     behaviour: SimBehaviour,
-    clock: &'c SimClock,
+    clock: &'c SteppingClock,
     random: RandomGenerator,
     pending: Vec<Request>,
     in_flight: Vec<InFlight>,
@@ -112,10 +94,14 @@ pub struct SimDevice<'c> {
     pub accepted: Vec<Request>,
     pub kicks: u64,
     order_log: Option<&'c RefCell<Vec<String>>>,
+    empty_polls: u64,
+    cpu: Option<SimDriverCost<'c>>,
+    /// Completions handed back a second time (`echo_completions`).
+    pub echoed: u64,
 }
 
 impl<'c> SimDevice<'c> {
-    pub fn new(name: &str, behaviour: SimBehaviour, clock: &'c SimClock) -> SimDevice<'c> {
+    pub fn new(name: &str, behaviour: SimBehaviour, clock: &'c SteppingClock) -> SimDevice<'c> {
         SimDevice {
             name: name.into(),
             behaviour,
@@ -131,6 +117,21 @@ impl<'c> SimDevice<'c> {
             accepted: Vec::new(),
             kicks: 0,
             order_log: None,
+            empty_polls: 0,
+            cpu: None,
+            echoed: 0,
+        }
+    }
+
+    /// Charges every driver call to `cost.counters`.
+    pub fn with_cpu_cost(mut self, cost: SimDriverCost<'c>) -> Self {
+        self.cpu = Some(cost);
+        self
+    }
+
+    fn charge(&self, instructions: impl Fn(&SimDriverCost<'c>) -> u64) {
+        if let Some(cost) = &self.cpu {
+            cost.counters.run(instructions(cost));
         }
     }
 
@@ -156,6 +157,7 @@ impl BlockDevice for SimDevice<'_> {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        self.charge(|cost| cost.submit);
         let slots = self.behaviour.real_slots.unwrap_or(self.behaviour.geometry.max_in_flight as usize);
         if self.outstanding() >= slots {
             return Err((request, SubmitError::QueueFull));
@@ -179,6 +181,7 @@ impl BlockDevice for SimDevice<'_> {
     }
 
     fn kick(&mut self) {
+        self.charge(|cost| cost.kick);
         self.kicks += 1;
         let now = self.clock.peek();
         for request in self.pending.drain(..) {
@@ -210,13 +213,19 @@ impl BlockDevice for SimDevice<'_> {
         self.polls.push((self.clock.peek(), self.in_flight.len()));
         let mut now = self.clock.peek();
         if !self.in_flight.iter().any(|r| r.complete_at <= now) {
+            if self.empty_polls < self.behaviour.empty_polls_before_completion {
+                self.empty_polls += 1;
+                self.charge(|cost| cost.empty_poll);
+                return 0;
+            }
+            self.empty_polls = 0;
             match self.in_flight.iter().map(|r| r.complete_at).min() {
                 Some(next) if next != u64::MAX => {
                     self.clock.advance_to(next);
                     now = next;
                 }
                 // Nothing will ever complete: let a millisecond of simulated time pass.
-                Some(_) => self.clock.advance_to(now + self.clock.ticks_per_second / 1000),
+                Some(_) => self.clock.advance_to(now + self.clock.ticks_per_second() / 1000),
                 None => {}
             }
         }
@@ -236,6 +245,12 @@ impl BlockDevice for SimDevice<'_> {
             completions[delivered] = Completion { tag: finished.tag, result };
             delivered += 1;
         }
+        if self.behaviour.echo_completions && delivered > 0 && delivered < completions.len() {
+            completions[delivered] = completions[0];
+            delivered += 1;
+            self.echoed += 1;
+        }
+        self.charge(|cost| if delivered > 0 { cost.productive_poll } else { cost.empty_poll });
         delivered
     }
 }

@@ -66,6 +66,28 @@ impl fmt::Display for SizeText {
     }
 }
 
+/// A byte count for people: in the largest binary unit that divides it exactly (`64 MiB`,
+/// `3584 KiB`), else from 1 MiB up in MiB with one decimal (`3.0 MiB`), else in bytes
+/// (`1536 bytes`). The one formatter of sizes in messages (the kernel's, the host tool's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = self.0;
+        for (unit, name) in [(TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")] {
+            if bytes >= unit && bytes.is_multiple_of(unit) {
+                return write!(f, "{} {name}", bytes / unit);
+            }
+        }
+        if bytes >= MIB {
+            let tenths = (u128::from(bytes) * 10 + u128::from(MIB / 2)) / u128::from(MIB);
+            return write!(f, "{} MiB", Fixed::new(tenths, 1));
+        }
+        write!(f, "{bytes} bytes")
+    }
+}
+
 /// A duration as the command line writes it: `2s`, `500ms` (fio reads both forms too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DurationText(pub u64);
@@ -173,6 +195,20 @@ impl<const CAPACITY: usize> TextBuffer<CAPACITY> {
         // Only whole `&str`s are ever copied in, so the bytes are valid UTF-8.
         core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("")
     }
+
+    /// The text's bytes, without the UTF-8 check of [`TextBuffer::as_str`].
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.length]
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.length
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.length == 0
+    }
 }
 
 impl<const CAPACITY: usize> Default for TextBuffer<CAPACITY> {
@@ -197,6 +233,20 @@ impl<const CAPACITY: usize> fmt::Write for TextBuffer<CAPACITY> {
 mod tests {
     use super::*;
     use std::format;
+
+    #[test]
+    fn byte_sizes_read_in_the_largest_exact_unit() {
+        assert_eq!(format!("{}", ByteSize(64 << 20)), "64 MiB");
+        assert_eq!(format!("{}", ByteSize(4 << 30)), "4 GiB");
+        assert_eq!(format!("{}", ByteSize(2 << 40)), "2 TiB");
+        assert_eq!(format!("{}", ByteSize(1536)), "1536 bytes");
+        assert_eq!(format!("{}", ByteSize((3 << 20) + (1 << 19))), "3584 KiB");
+        assert_eq!(format!("{}", ByteSize((3 << 20) + 512)), "3.0 MiB");
+        assert_eq!(format!("{}", ByteSize((3 << 20) + 300_000)), "3.3 MiB");
+        assert_eq!(format!("{}", ByteSize(3 << 10)), "3 KiB");
+        assert_eq!(format!("{}", ByteSize(100)), "100 bytes");
+        assert_eq!(format!("{}", ByteSize(0)), "0 bytes");
+    }
 
     #[test]
     fn sizes_parse_with_binary_suffixes() {

@@ -11,6 +11,8 @@
 
 pub mod crc32;
 pub mod pattern;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use core::fmt;
 

@@ -25,6 +25,32 @@ mod entry;
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 mod entry_aarch32;
 
+/// What `barebench_probe_read32` returns in x0/x1.
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+#[repr(C)]
+struct ProbeResult {
+    value: u64,
+    faulted: u64,
+}
+
+/// Reads a 32-bit register that may not answer: `None` when the load takes a synchronous abort
+/// (an external abort from a block that is absent, as the PCIe root complex is on QEMU's raspi4b:
+/// docs/qemu.md §9). Asynchronous SErrors stay masked and are not caught.
+///
+/// # Safety
+/// `address` must be 4-byte aligned and mapped as device memory, and reading it must have no
+/// side effect the caller does not want.
+#[cfg(all(target_arch = "aarch64", target_os = "none"))]
+pub unsafe fn probe_read32(address: usize) -> Option<u32> {
+    extern "C" {
+        fn barebench_probe_read32(address: usize) -> ProbeResult;
+    }
+    // SAFETY: the caller guarantees the address is a mapped, aligned register; a fault on the one
+    // load inside is turned into `faulted = 1` by the synchronous exception vector.
+    let result = unsafe { barebench_probe_read32(address) };
+    (result.faulted == 0).then_some(result.value as u32)
+}
+
 /// The address of `park_core`, the WFI loop secondary cores are sent to (target only).
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub fn park_core_address() -> u64 {

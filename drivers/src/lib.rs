@@ -17,5 +17,5 @@ pub mod sdhci;
 pub mod sdhost;
 pub mod system_timer;
 
-#[cfg(test)]
-mod testing;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

@@ -35,6 +35,8 @@ pub mod tags {
     /// {clock id, rate in Hz, skip setting turbo}; answers {clock id, rate set}.
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
+    /// Reload the VL805's firmware after a PCIe reset (docs/pcie-brcmstb.md §8).
+    pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
 }
 
@@ -348,6 +350,7 @@ impl BoardRevision {
 mod tests {
     extern crate std;
     use super::*;
+    use blockdev::testing::SteppingClock;
     use core::cell::{Cell, RefCell};
     use std::collections::VecDeque;
     use std::string::ToString;
@@ -495,17 +498,6 @@ mod tests {
         assert!(!FirmwareRevision(1_697_544_000).is_qemu_model());
     }
 
-    struct FakeClock(Cell<u64>);
-    impl Clock for FakeClock {
-        fn now_ticks(&self) -> u64 {
-            self.0.set(self.0.get() + 1_000);
-            self.0.get()
-        }
-        fn ticks_per_second(&self) -> u64 {
-            1_000_000_000
-        }
-    }
-
     /// A mailbox that answers every write after `delay_reads` status reads.
     struct FakeMailbox {
         answers: RefCell<VecDeque<u32>>,
@@ -540,7 +532,7 @@ mod tests {
 
     #[test]
     fn call_skips_stale_answers_and_times_out_without_one() {
-        let clock = FakeClock(Cell::new(0));
+        let clock = SteppingClock::new(1_000_000_000, 1_000);
         let mailbox = Mailbox::new(FakeMailbox {
             answers: RefCell::new(VecDeque::from([0x1234_5678])),
             answer_after_reads: Cell::new(0),

@@ -1,5 +1,7 @@
-//! Register access: the [`RegisterIo`] trait the drivers are written against, and [`Mmio`], its
-//! volatile implementation over a memory-mapped register block.
+//! Register access: the [`RegisterIo`] trait the drivers are written against, [`Mmio`], its
+//! volatile implementation over a memory-mapped register block, and [`BusRegisters`], which
+//! carries a bus's rule for 64-bit registers (BCM2711's PCIe takes no 64-bit MMIO:
+//! docs/pcie-brcmstb.md §6).
 //!
 //! Drivers decode register values with `tock_registers::LocalRegisterCopy` and the bitfields
 //! declared in each driver's `regs.rs`; only this module touches device memory.
@@ -62,10 +64,10 @@ impl Mmio {
         self.length_bytes
     }
 
-    fn register_address(&self, offset_bytes: usize) -> usize {
+    fn register_address(&self, offset_bytes: usize, width_bytes: usize) -> usize {
         assert!(
-            offset_bytes.is_multiple_of(4) && offset_bytes + 4 <= self.length_bytes,
-            "register offset {offset_bytes:#x} outside a {:#x}-byte block",
+            offset_bytes.is_multiple_of(width_bytes) && offset_bytes + width_bytes <= self.length_bytes,
+            "register offset {offset_bytes:#x} ({width_bytes} bytes) outside a {:#x}-byte block",
             self.length_bytes
         );
         self.base_address + offset_bytes
@@ -74,21 +76,99 @@ impl Mmio {
 
 impl RegisterIo for Mmio {
     fn read32(&self, offset_bytes: usize) -> u32 {
-        let address = self.register_address(offset_bytes);
+        let address = self.register_address(offset_bytes, 4);
         // SAFETY: `Mmio::new`'s contract makes every aligned in-range offset a mapped device
         // register; the range and alignment were checked just above.
         unsafe { core::ptr::read_volatile(address as *const u32) }
     }
 
     fn write32(&self, offset_bytes: usize, value: u32) {
-        let address = self.register_address(offset_bytes);
+        let address = self.register_address(offset_bytes, 4);
         // SAFETY: as for `read32`.
         unsafe { core::ptr::write_volatile(address as *mut u32, value) }
+    }
+
+    /// One 64-bit access (a bus that cannot carry it is wrapped in [`BusRegisters`]).
+    fn read64(&self, offset_bytes: usize) -> u64 {
+        let address = self.register_address(offset_bytes, 8);
+        // SAFETY: as for `read32`, for an 8-byte aligned in-range register.
+        unsafe { core::ptr::read_volatile(address as *const u64) }
+    }
+
+    fn write64(&self, offset_bytes: usize, value: u64) {
+        let address = self.register_address(offset_bytes, 8);
+        // SAFETY: as for `read64`.
+        unsafe { core::ptr::write_volatile(address as *mut u64, value) }
+    }
+}
+
+/// How a bus carries accesses to 64-bit registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WideAccess {
+    /// One 64-bit access.
+    Native,
+    /// Two 32-bit accesses, low word first: BCM2711's PCIe "can't handle 64bit MMIO accesses"
+    /// (docs/pcie-brcmstb.md §6; Linux reads NVMe CAP with `lo_hi_readq` for the same reason).
+    Split32,
+}
+
+/// A register block behind a bus with a rule for 64-bit registers; 32-bit accesses pass
+/// through unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusRegisters<R> {
+    registers: R,
+    wide: WideAccess,
+}
+
+impl<R: RegisterIo> BusRegisters<R> {
+    pub fn new(registers: R, wide: WideAccess) -> Self {
+        BusRegisters { registers, wide }
+    }
+
+    pub fn wide_access(&self) -> WideAccess {
+        self.wide
+    }
+
+    /// The register block underneath.
+    pub fn inner(&self) -> &R {
+        &self.registers
+    }
+}
+
+impl<R: RegisterIo> RegisterIo for BusRegisters<R> {
+    fn read32(&self, offset_bytes: usize) -> u32 {
+        self.registers.read32(offset_bytes)
+    }
+
+    fn write32(&self, offset_bytes: usize, value: u32) {
+        self.registers.write32(offset_bytes, value)
+    }
+
+    fn read64(&self, offset_bytes: usize) -> u64 {
+        match self.wide {
+            WideAccess::Native => self.registers.read64(offset_bytes),
+            WideAccess::Split32 => {
+                let low = u64::from(self.registers.read32(offset_bytes));
+                let high = u64::from(self.registers.read32(offset_bytes + 4));
+                (high << 32) | low
+            }
+        }
+    }
+
+    fn write64(&self, offset_bytes: usize, value: u64) {
+        match self.wide {
+            WideAccess::Native => self.registers.write64(offset_bytes, value),
+            WideAccess::Split32 => {
+                self.registers.write32(offset_bytes, value as u32);
+                self.registers.write32(offset_bytes + 4, (value >> 32) as u32);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
 
     #[test]
@@ -102,6 +182,59 @@ mod tests {
         assert_eq!(io.read64(8), 0x1122_3344_5566_7788);
         assert_eq!(io.read32(8), 0x5566_7788);
         assert_eq!(block[1], 0xdead_beef);
+    }
+
+    /// Records the width of every access, and every value written.
+    #[derive(Default)]
+    struct WidthRecorder {
+        accesses: core::cell::RefCell<std::vec::Vec<(usize, u8)>>,
+        written: core::cell::RefCell<std::vec::Vec<u64>>,
+    }
+    impl RegisterIo for WidthRecorder {
+        fn read32(&self, offset_bytes: usize) -> u32 {
+            self.accesses.borrow_mut().push((offset_bytes, 32));
+            offset_bytes as u32
+        }
+        fn write32(&self, offset_bytes: usize, value: u32) {
+            self.accesses.borrow_mut().push((offset_bytes, 32));
+            self.written.borrow_mut().push(u64::from(value));
+        }
+        fn read64(&self, offset_bytes: usize) -> u64 {
+            self.accesses.borrow_mut().push((offset_bytes, 64));
+            0
+        }
+        fn write64(&self, offset_bytes: usize, value: u64) {
+            self.accesses.borrow_mut().push((offset_bytes, 64));
+            self.written.borrow_mut().push(value);
+        }
+    }
+
+    #[test]
+    fn split_buses_make_two_32_bit_accesses_low_first() {
+        let split = BusRegisters::new(WidthRecorder::default(), WideAccess::Split32);
+        assert_eq!(split.read64(0x28), (0x2c << 32) | 0x28);
+        split.write64(0x30, 0x1122_3344_5566_7788);
+        split.write32(0x14, 1);
+        assert_eq!(split.wide_access(), WideAccess::Split32);
+        assert_eq!(
+            split.inner().accesses.borrow().as_slice(),
+            [(0x28, 32), (0x2c, 32), (0x30, 32), (0x34, 32), (0x14, 32)]
+        );
+        assert_eq!(split.inner().written.borrow().as_slice(), [0x5566_7788, 0x1122_3344, 1]);
+        let native = BusRegisters::new(WidthRecorder::default(), WideAccess::Native);
+        native.read64(0);
+        native.write64(0x28, 5);
+        assert_eq!(native.inner().accesses.borrow().as_slice(), [(0, 64), (0x28, 64)]);
+        assert_eq!(native.inner().written.borrow().as_slice(), [5]);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside")]
+    fn mmio_refuses_misaligned_64_bit_registers() {
+        let mut block = [0u64; 2];
+        // SAFETY: the array stands in for a register block for the length of the test.
+        let io = unsafe { Mmio::new(block.as_mut_ptr() as usize, 16) };
+        io.read64(4);
     }
 
     #[test]

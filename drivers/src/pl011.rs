@@ -110,6 +110,21 @@ impl<R: RegisterIo> Pl011<R> {
         true
     }
 
+    /// Queues bytes while the transmit FIFO has room, without waiting, and returns how many it
+    /// took (for output that must never hold up the caller, such as the benchmark's progress
+    /// line). Bytes are sent as they are.
+    pub fn write_available(&self, bytes: &[u8]) -> usize {
+        let mut taken = 0;
+        for &byte in bytes {
+            if self.flags().is_set(FLAG::TX_FIFO_FULL) {
+                break;
+            }
+            self.registers.write32(offsets::DATA, u32::from(byte));
+            taken += 1;
+        }
+        taken
+    }
+
     /// Writes text, turning "\n" into "\r\n" for terminals.
     pub fn write_text(&self, text: &str) {
         for byte in text.bytes() {
@@ -189,6 +204,49 @@ mod tests {
         assert_eq!(writes.last().unwrap(), &(offsets::CONTROL, 0x301));
         assert!(writes.contains(&(offsets::INTEGER_BAUD_RATE, 26)));
         assert!(writes.contains(&(offsets::LINE_CONTROL, 0x70)));
+    }
+
+    /// A transmit FIFO that holds `capacity` bytes and sends nothing until the test says so.
+    struct FifoUart {
+        capacity: usize,
+        sent: RefCell<Vec<u8>>,
+        queued: core::cell::Cell<usize>,
+        flag_reads: core::cell::Cell<usize>,
+    }
+    impl RegisterIo for FifoUart {
+        fn read32(&self, offset_bytes: usize) -> u32 {
+            assert_eq!(offset_bytes, offsets::FLAG);
+            self.flag_reads.set(self.flag_reads.get() + 1);
+            if self.queued.get() == self.capacity {
+                1 << 5
+            } else {
+                0
+            }
+        }
+        fn write32(&self, offset_bytes: usize, value: u32) {
+            assert_eq!(offset_bytes, offsets::DATA);
+            assert!(self.queued.get() < self.capacity, "written while TXFF was set");
+            self.queued.set(self.queued.get() + 1);
+            self.sent.borrow_mut().push(value as u8);
+        }
+    }
+
+    #[test]
+    fn write_available_fills_the_fifo_and_never_waits() {
+        let uart = Pl011::new(FifoUart {
+            capacity: 16,
+            sent: RefCell::new(Vec::new()),
+            queued: core::cell::Cell::new(10),
+            flag_reads: core::cell::Cell::new(0),
+        });
+        assert_eq!(uart.write_available(b"0123456789abcdef"), 6);
+        assert_eq!(uart.registers.sent.borrow().as_slice(), b"012345");
+        // Full: one flag read, nothing taken.
+        assert_eq!(uart.write_available(b"6789"), 0);
+        assert_eq!(uart.registers.flag_reads.get(), 8);
+        uart.registers.queued.set(14);
+        assert_eq!(uart.write_available(b"6789"), 2);
+        assert_eq!(uart.write_available(b""), 0);
     }
 
     #[test]

@@ -144,21 +144,7 @@ pub fn wait_until<C: Clock + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::cell::Cell;
-
-    struct SteppingClock {
-        ticks: Cell<u64>,
-    }
-    impl Clock for SteppingClock {
-        fn now_ticks(&self) -> u64 {
-            let now = self.ticks.get();
-            self.ticks.set(now + 1_000); // every read advances 1 µs at 1 GHz
-            now
-        }
-        fn ticks_per_second(&self) -> u64 {
-            1_000_000_000
-        }
-    }
+    use blockdev::testing::SteppingClock;
 
     #[test]
     fn translations_add_the_offset_and_refuse_what_is_outside() {
@@ -176,7 +162,8 @@ mod tests {
 
     #[test]
     fn waits_end_at_the_deadline() {
-        let clock = SteppingClock { ticks: Cell::new(0) };
+        // Every read advances 1 µs at 1 GHz.
+        let clock = SteppingClock::new(1_000_000_000, 1_000);
         let mut polls = 0;
         assert!(!wait_until(&clock, 50, || {
             polls += 1;

@@ -1,14 +1,24 @@
 //! Test doubles shared by the drivers' host tests: an arena of host memory standing in for the
 //! kernel's DMA pool (physical addresses from [`PHYSICAL_BASE`], handed out by a bump allocator
-//! like `KernelPlatform`'s), a 1 GHz clock that moves a set step on every read, and counters of
-//! the cache-maintenance calls a driver makes.
+//! like `KernelPlatform`'s), a 1 GHz [`SteppingClock`] that moves a set step on every read,
+//! counters of the cache-maintenance calls a driver makes, and an optional [`BusView`]: how a bus
+//! model (the PCIe root complex's inbound windows) turns a device's DMA address into a physical one.
 
 extern crate std;
 
 use crate::platform::{DmaAllocationError, Platform};
+use blockdev::testing::SteppingClock;
 use blockdev::{Clock, DmaBuffer};
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::rc::Rc;
+
+/// How a bus between a simulated device and memory decodes the device's DMA addresses.
+pub trait BusView {
+    /// The physical address behind `length_bytes` at bus address `bus_address`, or `None` when
+    /// the bus does not forward it (the model records why).
+    fn to_physical(&self, bus_address: u64, length_bytes: usize) -> Option<u64>;
+}
 
 /// Where the arena's physical addresses start (inside QEMU virt's RAM, for realism).
 pub const PHYSICAL_BASE: u64 = 0x4000_0000;
@@ -18,11 +28,10 @@ pub struct ArenaPlatform {
     arena: *mut u8,
     arena_bytes: usize,
     next_free: Cell<usize>,
-    now_ticks: Cell<u64>,
-    /// Ticks (ns) the clock advances on every read.
-    step_ticks: Cell<u64>,
+    clock: SteppingClock,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
+    bus_view: RefCell<Option<Rc<dyn BusView>>>,
 }
 
 impl ArenaPlatform {
@@ -36,20 +45,30 @@ impl ArenaPlatform {
             arena,
             arena_bytes,
             next_free: Cell::new(0),
-            now_ticks: Cell::new(0),
-            step_ticks: Cell::new(1_000),
+            clock: SteppingClock::new(1_000_000_000, 1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
+            bus_view: RefCell::new(None),
         }
     }
 
     /// Sets how far the clock moves on each read.
     pub fn set_step_ticks(&self, ticks: u64) {
-        self.step_ticks.set(ticks);
+        self.clock.set_step_ticks(ticks);
     }
 
     pub fn arena_bytes(&self) -> usize {
         self.arena_bytes
+    }
+
+    /// Puts a bus model between the simulated devices and the arena.
+    pub fn set_bus_view(&self, view: Rc<dyn BusView>) {
+        *self.bus_view.borrow_mut() = Some(view);
+    }
+
+    /// The bus model set with [`ArenaPlatform::set_bus_view`], if any.
+    pub fn bus_view(&self) -> Option<Rc<dyn BusView>> {
+        self.bus_view.borrow().clone()
     }
 
     /// The host pointer behind `length_bytes` at `physical_address`, if inside the arena.
@@ -69,13 +88,11 @@ impl Drop for ArenaPlatform {
 
 impl Clock for ArenaPlatform {
     fn now_ticks(&self) -> u64 {
-        let now = self.now_ticks.get();
-        self.now_ticks.set(now + self.step_ticks.get());
-        now
+        self.clock.now_ticks()
     }
 
     fn ticks_per_second(&self) -> u64 {
-        1_000_000_000
+        self.clock.ticks_per_second()
     }
 }
 

@@ -4,6 +4,8 @@
 //! is one, refines it (memory, model, device addresses); without one this table is the map.
 
 use boot::cpu::CoreModel;
+use drivers::pci::brcmstb::Soc;
+use drivers::pci::{HostWindows, Window};
 use drivers::platform::BusTranslation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +111,34 @@ pub enum BoardTimer {
     SystemTimer,
 }
 
+/// BCM2712's bridge reset: a line of the SoC reset controller, and the RESCAL block in pcie1's
+/// page (docs/hardware.md §1.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BridgeReset {
+    pub controller: u64,
+    pub line: u32,
+    pub rescal: u64,
+}
+
+/// The Broadcom STB PCIe root complex the kernel brings up, as the board's device tree describes
+/// it (docs/hardware.md §1.4); a device tree that has the node overrides the windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcieHost {
+    /// The device tree label: `pcie0` (BCM2711), `pcie1` (BCM2712's external connector).
+    pub name: &'static str,
+    pub compatible: &'static str,
+    pub soc: Soc,
+    pub base: u64,
+    pub bridge_reset: Option<BridgeReset>,
+    /// Outbound windows (`ranges`).
+    pub windows: HostWindows,
+    /// How devices see memory (`dma-ranges`).
+    pub dma: BusTranslation,
+    /// The link generation when neither the command line nor the device tree (`max-link-speed`)
+    /// says.
+    pub default_gen: u8,
+}
+
 /// A physical address range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
@@ -156,6 +186,8 @@ pub struct BoardProfile {
     /// L2 cache (docs/aarch32-pis.md §6).
     pub videocore_bus: BusTranslation,
     pub timer: BoardTimer,
+    /// The PCIe root complex brought up for NVMe (QEMU virt's generic host comes from its tree).
+    pub pcie: Option<PcieHost>,
     /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
     /// armstub spin slots of Pi 3/4 (docs/hardware.md §4.1, docs/qemu.md §1). Empty where cores are held by
     /// PSCI (Pi 5, QEMU virt).
@@ -211,6 +243,7 @@ pub static RASPBERRY_PI_1: BoardProfile = BoardProfile {
     default_psci: None,
     videocore_bus: VIDEOCORE_L2_ALIAS,
     timer: BoardTimer::SystemTimer,
+    pcie: None,
     spin_table: &[],
 };
 
@@ -246,6 +279,7 @@ pub static RASPBERRY_PI_2: BoardProfile = BoardProfile {
     default_psci: None,
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::GenericWithLocalPrescaler { local_base: 0x4000_0000 },
+    pcie: None,
     // Cores 1-3 wait in armstub7 (or QEMU's stub) for an address in their ARM-local mailbox 3,
     // written through its set register at 0x4000_008C + 0x10 × core (docs/aarch32-pis.md §2).
     spin_table: &[0x4000_009c, 0x4000_00ac, 0x4000_00bc],
@@ -283,6 +317,7 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     default_psci: None,
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::Generic,
+    pcie: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -320,6 +355,26 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     default_psci: None,
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::Generic,
+    pcie: Some(PcieHost {
+        name: "pcie0",
+        compatible: "brcm,bcm2711-pcie",
+        soc: Soc::Bcm2711,
+        base: 0xfd50_0000,
+        bridge_reset: None,
+        // Upstream bcm2711.dtsi: 64 MiB at PCI 0xF800_0000; memory at PCI 0 for the first 3 GiB
+        // (the B0 stepping's limit; C0 firmware rewrites dma-ranges: docs/hardware.md §1.4).
+        windows: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x6_0000_0000,
+                pci_base: 0xf800_0000,
+                size_bytes: 64 << 20,
+                prefetchable: false,
+            }),
+            memory64: None,
+        },
+        dma: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * ONE_GIB },
+        default_gen: 2,
+    }),
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
 
@@ -351,6 +406,32 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     default_psci: Some(PsciConduit::Smc),
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::Generic,
+    pcie: Some(PcieHost {
+        name: "pcie1",
+        compatible: "brcm,bcm2712-pcie",
+        soc: Soc::Bcm2712,
+        base: 0x10_0011_0000,
+        // Never pcie2 (0x10_0012_0000, line 44): it carries RP1 (docs/pcie-brcmstb.md §7).
+        bridge_reset: Some(BridgeReset { controller: 0x10_0150_4318, line: 43, rescal: 0x10_0011_9500 }),
+        // bcm2712.dtsi: ~4 GiB at PCI 0, 12 GiB prefetchable at PCI 0x4_0000_0000; memory at
+        // PCI 0x10_0000_0000 (docs/hardware.md §1.4).
+        windows: HostWindows {
+            memory32: Some(Window {
+                cpu_base: 0x1b_0000_0000,
+                pci_base: 0,
+                size_bytes: 0xffff_fffc,
+                prefetchable: false,
+            }),
+            memory64: Some(Window {
+                cpu_base: 0x18_0000_0000,
+                pci_base: 0x4_0000_0000,
+                size_bytes: 12 * ONE_GIB,
+                prefetchable: true,
+            }),
+        },
+        dma: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * ONE_GIB },
+        default_gen: 2,
+    }),
     spin_table: &[],
 };
 
@@ -379,6 +460,7 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     default_psci: Some(PsciConduit::Hvc),
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::Generic,
+    pcie: None,
     spin_table: &[],
 };
 
@@ -513,6 +595,30 @@ mod tests {
         }
         // Pi 2 cores 1-3 are released through ARM-local mailbox 3 of each core.
         assert_eq!(RASPBERRY_PI_2.spin_table, &[0x4000_009c, 0x4000_00ac, 0x4000_00bc]);
+    }
+
+    #[test]
+    fn pcie_registers_and_windows_lie_in_device_spans() {
+        for profile in [&RASPBERRY_PI_4, &RASPBERRY_PI_5] {
+            let host = profile.pcie.expect("a root complex");
+            let mut ranges = std::vec![(host.base, 0x9310)];
+            if let Some(reset) = host.bridge_reset {
+                ranges.push((reset.controller, 0x30));
+                ranges.push((reset.rescal, 0x10));
+                assert_eq!(reset.line, 43, "pcie1's line; 44 is pcie2 (RP1)");
+            }
+            for window in [host.windows.memory32, host.windows.memory64].into_iter().flatten() {
+                ranges.push((window.cpu_base, window.size_bytes));
+            }
+            for (base, bytes) in ranges {
+                assert!(
+                    profile.device_spans.iter().any(|s| base >= s.base && base + bytes <= s.end()),
+                    "{}: {base:#x}+{bytes:#x} not in a device span (BARs must be device memory)",
+                    profile.name
+                );
+            }
+        }
+        assert!(RASPBERRY_PI_3.pcie.is_none() && QEMU_VIRT.pcie.is_none());
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, and the
-//! `sd.`/`nvme.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
+//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, `pcie=`,
+//! and the `sd.`/`nvme.`/`pcie.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
 //! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
 //! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
 
@@ -54,9 +54,9 @@ pub fn is_firmware_key(key: &str) -> bool {
     FIRMWARE_KEYS.contains(&key) || (key.contains('.') && !is_driver_option(key))
 }
 
-/// `sd.` and `nvme.` options belong to the drivers.
+/// `sd.`, `nvme.` and `pcie.` options belong to the drivers.
 pub fn is_driver_option(key: &str) -> bool {
-    key.starts_with("sd.") || key.starts_with("nvme.")
+    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.")
 }
 
 /// How the run ends: semihosting only when asked for, because `hlt #0xf000` is undefined on
@@ -111,6 +111,8 @@ pub struct KernelSettings {
     pub crc_requests: heapless::Vec<BlockRange, MAX_CRC_REQUESTS>,
     pub verify_requests: heapless::Vec<BlockRange, MAX_CRC_REQUESTS>,
     pub driver_options: heapless::Vec<DriverOption, MAX_DRIVER_OPTIONS>,
+    /// `pcie=off`: leave the Pi's PCIe root complex as the firmware left it.
+    pub pcie_off: bool,
 }
 
 impl KernelSettings {
@@ -162,13 +164,13 @@ impl fmt::Display for SettingError<'_> {
 
 /// Whether a key is one of the kernel's own.
 pub fn is_kernel_key(key: &str) -> bool {
-    matches!(key, "exit" | "test-fault" | "crc" | "verify")
+    matches!(key, "exit" | "test-fault" | "crc" | "verify" | "pcie")
 }
 
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     sd.* and nvme.* driver options, test-fault=data-abort|undefined-instruction|panic";
+     pcie=on|off, sd.*, nvme.* and pcie.* driver options, test-fault=data-abort|undefined-instruction|panic";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -203,6 +205,21 @@ impl KernelSettings {
                         })
                     }
                 });
+            }
+            "pcie" => {
+                self.pcie_off = match value {
+                    "on" => false,
+                    "off" => true,
+                    _ => {
+                        self.pcie_off = false;
+                        return Err(SettingError {
+                            key,
+                            value,
+                            accepted: "on or off",
+                            consequence: "the PCIe root complex is brought up (pcie=on)",
+                        });
+                    }
+                };
             }
             "crc" | "verify" => {
                 let request = parse_block_range(value).ok_or(SettingError {
@@ -303,6 +320,26 @@ mod tests {
         let sd: std::vec::Vec<_> = settings.driver_options_for("sd.").collect();
         assert_eq!(sd, [("mode", "pio")]);
         assert!(settings.add_driver_option("nvme.x", &"y".repeat(80)).is_err());
+    }
+
+    #[test]
+    fn pcie_switch_and_options_are_the_kernels() {
+        let mut settings = KernelSettings::default();
+        assert!(!settings.pcie_off);
+        settings.apply("pcie", "off").unwrap();
+        assert!(settings.pcie_off);
+        let error = settings.apply("pcie", "maybe").unwrap_err();
+        assert!(!settings.pcie_off, "a bad value means the default");
+        assert_eq!(
+            std::format!("{error}"),
+            "bad setting pcie=maybe: expected on or off; the PCIe root complex is brought up (pcie=on)"
+        );
+        settings.apply("pcie", "off").unwrap();
+        settings.apply("pcie", "on").unwrap();
+        assert!(!settings.pcie_off);
+        assert!(is_kernel_key("pcie"));
+        assert!(is_driver_option("pcie.gen") && !is_firmware_key("pcie.perst-ms"));
+        assert!(KERNEL_KEYS_HELP.contains("pcie=on|off"));
     }
 
     #[test]

@@ -305,6 +305,25 @@ impl<'a> DeviceTree<'a> {
     /// Visits every node depth-first with its reg translated to CPU addresses. `visit` returns
     /// false to stop the walk.
     pub fn walk(&self, mut visit: impl FnMut(&DeviceNode<'a>) -> bool) {
+        self.walk_with_frames(|node, _| visit(node));
+    }
+
+    /// `address` in the space `node`'s own `reg` uses (its parent's children; also the parent
+    /// side of its `ranges`), translated through the ancestors' `ranges` to a CPU address.
+    pub fn to_cpu_address(&self, node: &DeviceNode<'a>, address: u64) -> Option<u64> {
+        let mut translated = None;
+        self.walk_with_frames(|candidate, frames| {
+            if candidate.offset != node.offset {
+                return true;
+            }
+            translated = translate(frames, address);
+            false
+        });
+        translated
+    }
+
+    /// [`DeviceTree::walk`], also handing the visitor the frames that translate the node's `reg`.
+    fn walk_with_frames(&self, mut visit: impl FnMut(&DeviceNode<'a>, &[Frame<'a>]) -> bool) {
         let mut frames = [Frame::default(); MAX_DEPTH + 1];
         // The root's parent: the spec's defaults are 2 address cells and 1 size cell.
         frames[0] = Frame { address_cells: 2, size_cells: 1, ranges: Some(&[]) };
@@ -350,7 +369,7 @@ impl<'a> DeviceTree<'a> {
                         first_reg,
                         compatible,
                     };
-                    if !visit(&node) {
+                    if !visit(&node, &frames[..depth]) {
                         return;
                     }
                 }
@@ -699,6 +718,19 @@ mod tests {
         // A value of another length, or a missing node, is refused.
         assert!(with_property_value(&blob, "/emmc2bus", "dma-ranges", &[0; 4]).is_none());
         assert!(with_property_value(&blob, "/nothing", "dma-ranges", &EMMC2_C0_DMA_RANGES).is_none());
+    }
+
+    #[test]
+    fn addresses_in_a_nodes_space_translate_to_the_cpus() {
+        let blob = pi4_like("x");
+        let tree = DeviceTree::parse(&blob).unwrap();
+        let uart = tree.find_compatible(&["arm,pl011"]).unwrap();
+        assert_eq!(tree.to_cpu_address(&uart, 0x7e20_1000), Some(0xfe20_1000));
+        assert_eq!(tree.to_cpu_address(&uart, 0x7c00_0000), None);
+        let root = tree.root().unwrap();
+        let chosen = tree.find_path("/chosen").unwrap();
+        assert_eq!(tree.to_cpu_address(&chosen, 0x1234), Some(0x1234), "root children: CPU space");
+        assert_eq!(tree.to_cpu_address(&root, 0x10), Some(0x10));
     }
 
     #[test]

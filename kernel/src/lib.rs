@@ -6,11 +6,13 @@
 extern crate alloc;
 
 pub mod atags;
+pub mod block_checks;
 pub mod board;
 pub mod cmdline;
 pub mod devicetree;
 pub mod discovery;
 pub mod memory_plan;
+pub mod pcie_host;
 pub mod sd_dma;
 
 #[cfg(target_os = "none")]

@@ -53,18 +53,10 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
     Ok(bytes)
 }
 
-/// A byte count in the largest binary unit that divides it exactly, e.g. `64 MiB`.
+/// A byte count in the largest binary unit that divides it exactly, e.g. `64 MiB`
+/// ([`bench::units::ByteSize`], the one size formatter the kernel and the tool share).
 pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(u32, &str); 4] = [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")];
-    for (shift, name) in UNITS {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{} {name}", bytes >> shift);
-        }
-    }
-    if bytes >= 1 << 20 {
-        return format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20));
-    }
-    format!("{bytes} bytes")
+    bench::units::ByteSize(bytes).to_string()
 }
 
 /// What an emulated disk holds.

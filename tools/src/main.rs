@@ -134,6 +134,11 @@ struct QemuArgs {
     /// Kill QEMU after this many seconds (exit status 124).
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Count instructions exactly: adds `-icount shift=0` (one instruction = 1 ns of virtual
+    /// time), so the kernel's CPU cost per I/O has instruction counts; times then measure the
+    /// guest's instructions, not the host's speed.
+    #[arg(long)]
+    icount: bool,
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
@@ -298,6 +303,7 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.log_path = log.clone();
     }
     run.timeout = args.timeout.map(Duration::from_secs);
+    run.icount = args.icount;
     if let Some(binary) = &args.qemu {
         run.qemu_binary = binary.clone();
     }

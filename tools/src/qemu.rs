@@ -249,6 +249,9 @@ pub struct QemuRun {
     pub log_path: PathBuf,
     /// Kill QEMU after this long.
     pub timeout: Option<Duration>,
+    /// `-icount shift=0`: exact instruction counting (QEMU implements the PMU's INST_RETIRED
+    /// event only in this mode; docs/qemu.md §5).
+    pub icount: bool,
     pub qemu_binary: PathBuf,
     /// Show a progress bar while pattern images are written.
     pub show_progress: bool,
@@ -275,6 +278,7 @@ impl QemuRun {
             workdir: PathBuf::from("build"),
             log_path: PathBuf::from(format!("build/qemu-{}.log", machine.qemu_name())),
             timeout: None,
+            icount: false,
             qemu_binary: machine.qemu_binary(),
             show_progress: false,
         }
@@ -378,6 +382,10 @@ impl QemuRun {
         push("-serial");
         push("stdio");
         push("-semihosting");
+        if self.icount {
+            push("-icount");
+            push("shift=0");
+        }
         push("-append");
         push(&self.effective_append());
         let mut args_with_paths = args;
@@ -679,6 +687,14 @@ mod tests {
         }
         assert_eq!(QemuRun::new(Machine::Raspi3b).qemu_binary, PathBuf::from("qemu-system-aarch64"));
         assert_eq!(Machine::Raspi0.pl011_address(), 0x2020_1000);
+    }
+
+    #[test]
+    fn icount_asks_for_exact_instruction_counting() {
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        assert!(!args_text(&run).contains(&"-icount".to_string()));
+        run.icount = true;
+        assert!(follows(&args_text(&run), "-icount", "shift=0"));
     }
 
     #[test]

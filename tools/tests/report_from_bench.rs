@@ -3,32 +3,13 @@
 //! a simulated clock, and `tools::report` turns the console text into rows (format compatibility
 //! between bench's JSON writer and the host's reader; docs/nvme-and-fio.md §3.5–3.6).
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use blockdev::{check_request, BlockDevice, Clock, Completion, DmaBuffer, Geometry, Request, SubmitError};
+use blockdev::testing::SteppingClock;
+use blockdev::{check_request, BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use tools::report::input::load_source;
 use tools::report::SourceKind;
-
-/// A clock that moves forward a fixed step each time it is read.
-struct SteppingClock {
-    ticks: Cell<u64>,
-    step_ticks: u64,
-    ticks_per_second: u64,
-}
-
-impl Clock for SteppingClock {
-    fn now_ticks(&self) -> u64 {
-        let now = self.ticks.get();
-        self.ticks.set(now + self.step_ticks);
-        now
-    }
-
-    fn ticks_per_second(&self) -> u64 {
-        self.ticks_per_second
-    }
-}
 
 /// Completes each request a fixed time after it was kicked, in order.
 struct FixedLatencyDevice<'c> {
@@ -61,14 +42,14 @@ impl BlockDevice for FixedLatencyDevice<'_> {
     }
 
     fn kick(&mut self) {
-        let due = self.clock.ticks.get() + self.latency_ticks;
+        let due = self.clock.peek() + self.latency_ticks;
         for tag in self.submitted.drain(..) {
             self.in_flight.push_back((tag, due));
         }
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        let now = self.clock.ticks.get();
+        let now = self.clock.peek();
         let mut count = 0;
         while count < completions.len() {
             match self.in_flight.front() {
@@ -87,7 +68,7 @@ impl BlockDevice for FixedLatencyDevice<'_> {
 #[test]
 fn report_reads_the_benchmarks_own_console_output() {
     const TICKS_PER_SECOND: u64 = 1_000_000;
-    let clock = SteppingClock { ticks: Cell::new(0), step_ticks: 5, ticks_per_second: TICKS_PER_SECOND };
+    let clock = SteppingClock::new(TICKS_PER_SECOND, 5);
     let geometry = |max_in_flight| Geometry {
         logical_block_bytes: 512,
         block_count: 16 << 21,
@@ -118,20 +99,23 @@ fn report_reads_the_benchmarks_own_console_output() {
     );
     assert!(problems.is_empty(), "{problems:?}");
     let geometries = [sd.geometry, nvme.geometry];
-    let mut buffer = vec![0u8; bench::runner::buffer_bytes_needed(&config, &geometries)];
+    let mut buffer = vec![0u8; bench::plan::buffer_bytes_needed(&config, &geometries)];
     let area = DmaBuffer {
         cpu_address: buffer.as_mut_ptr() as usize,
         physical_address: buffer.as_mut_ptr() as u64,
         length_bytes: buffer.len(),
     };
     let mut console = String::new();
-    let context = bench::runner::ReportContext {
+    let context = bench::results::ReportContext {
         board: "simulated-pi",
         timer_frequency_hz: TICKS_PER_SECOND,
-        extra: &[],
+        ..Default::default()
     };
     let mut devices: [&mut dyn BlockDevice; 2] = [&mut sd, &mut nvme];
-    bench::runner::run_benchmark(&config, &mut devices, &clock, area, &context, &mut console);
+    let counters = bench::cpu_cost::NoCpuCounters("simulated");
+    let environment =
+        bench::runner::RunEnvironment { clock: &clock, cpu_counters: &counters, buffer_area: area };
+    bench::runner::run_benchmark(&config, &mut devices, &environment, &context, &mut console);
     drop(buffer);
 
     let dir = tempfile::tempdir().unwrap();

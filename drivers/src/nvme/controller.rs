@@ -363,6 +363,21 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     shut_down: bool,
 }
 
+/// Fresh DMA memory for the controller's own structures (queues, PRP lists, identify data),
+/// aligned to its page and checked to be reachable through its bus translation.
+fn allocate_region<P: Platform>(
+    platform: &P,
+    dma: &BusTranslation,
+    bytes: usize,
+    page_bytes: usize,
+) -> Result<DmaRegion, NvmeError> {
+    let buffer = platform.allocate_dma(bytes, page_bytes)?;
+    dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
+    // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and shared
+    // only with this controller.
+    Ok(unsafe { DmaRegion::new(buffer) })
+}
+
 impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     /// Resets and enables the controller and identifies it (NVMe 1.4 §7.6.1 steps 1-6).
     /// `register_bytes` is BAR0's size; `dma` is how the controller sees RAM; `label` names the
@@ -390,15 +405,10 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         }
         // The smallest page the controller allows (4 KiB on every controller seen so far).
         let page_bytes = capabilities.page_min_bytes;
-        disable(&registers, platform, &capabilities)?;
+        let waits = WaitReporter { events, label: &label };
+        disable(&registers, platform, &capabilities, waits)?;
 
-        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
-            let buffer = platform.allocate_dma(bytes, page_bytes)?;
-            dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
-            // shared only with this controller.
-            Ok(unsafe { DmaRegion::new(buffer) })
-        };
+        let allocate = |bytes: usize| allocate_region(platform, &dma, bytes, page_bytes);
         let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
         let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
@@ -413,7 +423,10 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         barrier::store_before_doorbell();
         let configuration = regs::enable_configuration(capabilities.mpsmin);
         registers.write32(offsets::CC, configuration);
-        wait_ready(&registers, platform, &capabilities, ReadyWait::Enabled)?;
+        wait_ready(&registers, platform, &capabilities, ReadyWait::Enabled, waits)?;
+        // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
+        // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
+        registers.write32(offsets::INTMS, u32::MAX);
 
         let stride = capabilities.doorbell_stride_bytes;
         let mut controller = Controller {
@@ -610,13 +623,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
         let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
-        let allocate = |bytes: usize| -> Result<DmaRegion, NvmeError> {
-            let buffer = self.platform.allocate_dma(bytes, page_bytes)?;
-            self.dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-            // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and
-            // shared only with this controller.
-            Ok(unsafe { DmaRegion::new(buffer) })
-        };
+        let allocate = |bytes: usize| allocate_region(self.platform, &self.dma, bytes, page_bytes);
         let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
         let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {
@@ -817,15 +824,30 @@ fn ready_timeout_ms(capabilities: &Capabilities) -> u64 {
     capabilities.ready_timeout_ms().max(MINIMUM_READY_TIMEOUT_MS)
 }
 
-/// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once.
+/// A controller state wait says so every this often (CAP.TO allows up to 127.5 s; drives behind
+/// a Pi's PCIe have taken 20 s: docs/pcie-brcmstb.md §8).
+pub const READY_WAIT_REPORT_MS: u64 = 2000;
+
+/// Where a long controller state wait is reported.
+#[derive(Clone, Copy)]
+struct WaitReporter<'a> {
+    events: &'a dyn EventSink,
+    label: &'a str,
+}
+
+/// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once. Every
+/// [`READY_WAIT_REPORT_MS`] the wait is reported.
 fn wait_ready<R: RegisterIo, P: Platform>(
     registers: &R,
     platform: &P,
     capabilities: &Capabilities,
     waiting_for: ReadyWait,
+    waits: WaitReporter<'_>,
 ) -> Result<(), NvmeError> {
     let want_ready = waiting_for == ReadyWait::Enabled;
-    let deadline = Deadline::after_us(platform, ready_timeout_ms(capabilities) * 1000);
+    let timeout_ms = ready_timeout_ms(capabilities);
+    let deadline = Deadline::after_us(platform, timeout_ms * 1000);
+    let mut reported_ms = 0;
     loop {
         let csts = registers.read32(offsets::CSTS);
         if want_ready && regs::csts_fatal(csts) {
@@ -847,6 +869,13 @@ fn wait_ready<R: RegisterIo, P: Platform>(
                 csts,
             });
         }
+        let waited_ms = deadline.elapsed_us(platform) / 1000;
+        if waited_ms >= reported_ms + READY_WAIT_REPORT_MS {
+            reported_ms = waited_ms;
+            waits
+                .events
+                .report(waits.label, &Event::StillWaiting { ready: want_ready, waited_ms, timeout_ms });
+        }
         core::hint::spin_loop();
     }
 }
@@ -858,6 +887,7 @@ fn disable<R: RegisterIo, P: Platform>(
     registers: &R,
     platform: &P,
     capabilities: &Capabilities,
+    waits: WaitReporter<'_>,
 ) -> Result<(), NvmeError> {
     let cc = registers.read32(offsets::CC);
     let csts = registers.read32(offsets::CSTS);
@@ -865,11 +895,11 @@ fn disable<R: RegisterIo, P: Platform>(
         if !regs::csts_ready(csts) && !regs::csts_fatal(csts) {
             // If it never gets there, clearing EN below is still the way out; the RDY = 0 wait
             // then reports what the controller did.
-            let _ = wait_ready(registers, platform, capabilities, ReadyWait::Enabled);
+            let _ = wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits);
         }
         registers.write32(offsets::CC, regs::with_enable_cleared(cc));
     }
-    wait_ready(registers, platform, capabilities, ReadyWait::Disabled)
+    wait_ready(registers, platform, capabilities, ReadyWait::Disabled, waits)
 }
 
 #[cfg(test)]
@@ -933,6 +963,37 @@ mod tests {
         // ASQ as the controller holds it is a bus address: CPU + BUS_OFFSET.
         let asq = sim.read64(offsets::ASQ);
         assert!(asq >= BUS_OFFSET, "ASQ {asq:#x} is not a bus address");
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn every_interrupt_vector_is_masked_after_bring_up() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        assert_eq!(sim.interrupt_mask(), u32::MAX);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_slow_controller_gets_its_whole_cap_to_and_the_wait_is_reported() {
+        // CAP.TO = 40 (20 s), ready after about 7 s of polling (two clock reads of 100 µs per
+        // poll): drives behind a Pi's PCIe take this long (docs/pcie-brcmstb.md §8).
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = SimConfig { timeout_units: 40, ready_after_reads: 35_000, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let events = RecordingEvents::default();
+        bring_up(&sim, &platform, &events).expect("ready within CAP.TO");
+        let messages = events.messages.borrow();
+        let waits: std::vec::Vec<_> = messages.iter().filter(|m| m.contains("still waiting")).collect();
+        assert_eq!(waits.len(), 3, "{messages:#?}");
+        assert!(
+            waits[0].starts_with(
+                "nvme 00:02.0: still waiting for CSTS.RDY = 1 after 2000 ms (CAP.TO allows 20000 ms)"
+            ),
+            "{}",
+            waits[0]
+        );
         sim.assert_no_violations();
     }
 

@@ -48,6 +48,8 @@ pub enum Event {
     WrongSubmissionQueue { queue_id: u16, reported_queue_id: u16, command_id: u16 },
     /// Further error reports on this queue are only counted.
     ReportsSuppressed { queue_id: u16, after_reports: u32 },
+    /// A wait for CSTS.RDY (to become `ready`) goes on; CAP.TO allows `timeout_ms`.
+    StillWaiting { ready: bool, waited_ms: u64, timeout_ms: u64 },
 }
 
 impl fmt::Display for Event {
@@ -109,6 +111,11 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "queue {queue_id}: {after_reports} errors reported, further errors are only counted"
+            ),
+            Event::StillWaiting { ready, waited_ms, timeout_ms } => write!(
+                f,
+                "still waiting for CSTS.RDY = {} after {waited_ms} ms (CAP.TO allows {timeout_ms} ms)",
+                u8::from(ready)
             ),
         }
     }

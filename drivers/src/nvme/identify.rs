@@ -204,7 +204,34 @@ pub struct NamespaceIdentity {
     pub format_index: usize,
     /// FLBAS bit 4: metadata at the end of each block's data (extended LBA).
     pub metadata_inline: bool,
+    /// DLFEAT (byte 33): how deallocated blocks read, and Write Zeroes features.
+    pub deallocate_features: u8,
     pub formats: [LbaFormat; MAX_LBA_FORMATS],
+}
+
+/// What a read of a deallocated logical block returns: DLFEAT bits 2:0 (NVMe 1.4 Figure 245).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeallocatedRead {
+    /// 000b: the controller does not say.
+    NotReported,
+    /// 001b: every byte 00h.
+    Zeros,
+    /// 010b: every byte FFh.
+    Ones,
+    /// A reserved value.
+    Reserved(u8),
+}
+
+impl DeallocatedRead {
+    /// In words, for the console and the JSON.
+    pub fn description(self) -> &'static str {
+        match self {
+            DeallocatedRead::NotReported => "what deallocated blocks read as is not reported",
+            DeallocatedRead::Zeros => "deallocated blocks read as all zeros",
+            DeallocatedRead::Ones => "deallocated blocks read as all 0xff",
+            DeallocatedRead::Reserved(_) => "deallocated-block reads in a reserved DLFEAT encoding",
+        }
+    }
 }
 
 impl NamespaceIdentity {
@@ -231,7 +258,18 @@ impl NamespaceIdentity {
             format_count,
             format_index,
             metadata_inline: flbas & 0x10 != 0,
+            deallocate_features: data[33],
             formats,
+        }
+    }
+
+    /// What reads of deallocated (never written, or trimmed) blocks return.
+    pub fn deallocated_read(&self) -> DeallocatedRead {
+        match self.deallocate_features & 0x7 {
+            0 => DeallocatedRead::NotReported,
+            1 => DeallocatedRead::Zeros,
+            2 => DeallocatedRead::Ones,
+            reserved => DeallocatedRead::Reserved(reserved),
         }
     }
 
@@ -383,6 +421,24 @@ mod tests {
         let inline = NamespaceIdentity::parse(1, &namespace_data(7, 0x15));
         assert!(inline.metadata_inline);
         assert_eq!(inline.format().metadata_bytes, 8);
+    }
+
+    #[test]
+    fn deallocated_reads_come_from_dlfeat() {
+        let mut data = namespace_data(0, 0);
+        let read = |data: &[u8; IDENTIFY_BYTES]| NamespaceIdentity::parse(1, data).deallocated_read();
+        assert_eq!(read(&data), DeallocatedRead::NotReported);
+        // Zeros, and Write Zeroes may deallocate (bit 3); QEMU 10's namespaces report 0x01.
+        data[33] = 0x09;
+        assert_eq!(read(&data), DeallocatedRead::Zeros);
+        assert_eq!(read(&data).description(), "deallocated blocks read as all zeros");
+        data[33] = 0x12;
+        assert_eq!(read(&data), DeallocatedRead::Ones);
+        data[33] = 0x05;
+        assert_eq!(read(&data), DeallocatedRead::Reserved(5));
+        data[32] = 0xff;
+        data[34] = 0xff;
+        assert_eq!(NamespaceIdentity::parse(1, &data).deallocate_features, 0x05);
     }
 
     #[test]

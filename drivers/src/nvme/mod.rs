@@ -23,7 +23,7 @@ pub mod selftest;
 pub mod status;
 
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 
 pub use controller::{Controller, DepthChoice, NvmeError, QueueGrant, ShutdownReport};
 pub use events::{Event, EventSink};

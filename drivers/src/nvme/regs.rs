@@ -10,6 +10,9 @@ use tock_registers::LocalRegisterCopy;
 pub mod offsets {
     pub const CAP: usize = 0x00;
     pub const VS: usize = 0x08;
+    /// Interrupt Mask Set / Clear (NVMe 1.4 §3.1.3-3.1.4).
+    pub const INTMS: usize = 0x0C;
+    pub const INTMC: usize = 0x10;
     pub const CC: usize = 0x14;
     pub const CSTS: usize = 0x1C;
     pub const AQA: usize = 0x24;

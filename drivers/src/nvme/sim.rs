@@ -125,9 +125,14 @@ impl crate::testing::ArenaPlatform {
         }
     }
 
-    /// The host pointer behind `length` bytes at bus address `bus`, if inside the arena.
+    /// The host pointer behind `length` bytes at bus address `bus`, if inside the arena: through
+    /// the bus model when one is set (a root complex's inbound windows), else `BUS_OFFSET` below.
     fn pointer(&self, bus: u64, length: usize) -> Option<*mut u8> {
-        self.cpu_pointer(bus.checked_sub(BUS_OFFSET)?, length)
+        let physical = match self.bus_view() {
+            Some(view) => view.to_physical(bus, length)?,
+            None => bus.checked_sub(BUS_OFFSET)?,
+        };
+        self.cpu_pointer(physical, length)
     }
 
     pub fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
@@ -342,6 +347,8 @@ struct State {
     asq: u64,
     acq: u64,
     ready_countdown: u32,
+    /// INTMS as the driver set it.
+    interrupt_mask: u32,
     submission_queues: BTreeMap<u16, SimSubmissionQueue>,
     completion_queues: BTreeMap<u16, SimCompletionQueue>,
     outstanding: BTreeSet<(u16, u16)>,
@@ -382,6 +389,7 @@ impl<'a> SimController<'a> {
                 asq: 0,
                 acq: 0,
                 ready_countdown: 0,
+                interrupt_mask: 0,
                 submission_queues: BTreeMap::new(),
                 completion_queues: BTreeMap::new(),
                 outstanding: BTreeSet::new(),
@@ -489,6 +497,7 @@ impl<'a> SimController<'a> {
             state.outstanding.clear();
             state.held.clear();
             state.csts = 0;
+            state.interrupt_mask = 0;
         }
         let shn = cc_field(value, CC::SHN);
         if enable && shn != 0 && old_shn == 0 {
@@ -1067,6 +1076,7 @@ impl RegisterIo for SimController<'_> {
             offsets::CAP => cap as u32,
             0x04 => (cap >> 32) as u32,
             offsets::VS => state.config.version,
+            offsets::INTMS | offsets::INTMC => state.interrupt_mask,
             offsets::CC => state.cc,
             offsets::CSTS => self.read_csts(&mut state),
             offsets::AQA => state.aqa,
@@ -1087,8 +1097,10 @@ impl RegisterIo for SimController<'_> {
             0x2C => state.asq = (state.asq & 0xffff_ffff) | u64::from(value) << 32,
             offsets::ACQ => state.acq = (state.acq & !0xffff_ffff) | u64::from(value),
             0x34 => state.acq = (state.acq & 0xffff_ffff) | u64::from(value) << 32,
-            0x0C | 0x10 => {
-                state.violations.push(format!("interrupt mask register {offset_bytes:#x} written"))
+            // Masking is allowed (MSI-X is never enabled); unmasking would ask for interrupts.
+            offsets::INTMS => state.interrupt_mask |= value,
+            offsets::INTMC => {
+                state.violations.push(format!("INTMC written with {value:#x}: interrupts unmasked"))
             }
             offset if offset >= offsets::DOORBELLS => self.doorbell(&mut state, offset, value),
             _ => state.violations.push(format!("write of {value:#x} to register {offset_bytes:#x}")),
@@ -1097,6 +1109,11 @@ impl RegisterIo for SimController<'_> {
 }
 
 impl SimController<'_> {
+    /// INTMS as the driver left it.
+    pub fn interrupt_mask(&self) -> u32 {
+        self.state.borrow().interrupt_mask
+    }
+
     /// CSTS without the side effects of a register read (for assertions).
     pub fn csts_bits(&self) -> (bool, bool, u32) {
         let csts = self.state.borrow().csts;

@@ -5,13 +5,18 @@
 //! memory BAR, places it in the host bridge's windows and turns on memory decode and bus mastering.
 //!
 //! Configuration space is reached through [`ConfigAccess`]: [`ecam::Ecam`] for the generic ECAM
-//! host (QEMU virt); the Broadcom STB root complex of CM4/Pi 5 (index register + 4 KiB data window,
-//! docs/hardware.md §3.4) is a second implementation of the same trait. The host's outbound windows
+//! host (QEMU virt), [`brcmstb::RootComplex`] for the Broadcom STB root complex of Pi 4, CM4 and
+//! Pi 5 (index register + 4 KiB data window, docs/hardware.md §3.4). The host's outbound windows
 //! ([`HostWindows`]) and its DMA view of RAM (`platform::BusTranslation`) come from the device
 //! tree (`ranges`, `dma-ranges`), never from constants.
 
+pub mod brcmstb;
 pub mod ecam;
 pub mod ranges;
+pub mod vl805;
+
+#[cfg(test)]
+pub(crate) mod sim;
 
 use core::fmt;
 
@@ -49,6 +54,7 @@ impl ClassCode {
             (0x08, 0x05) => "SD host controller",
             (0x06, 0x00) => "host bridge",
             (0x06, 0x04) => "PCI bridge",
+            (0x0c, 0x03) => "USB controller",
             (0x02, _) => "network controller",
             (0x01, _) => "storage controller",
             _ => "other",
@@ -385,13 +391,16 @@ impl<'a, C: ConfigAccess> Enumerator<'a, C> {
         }
     }
 
-    /// 64-bit BARs go to the 64-bit window when there is one, everything else (and 64-bit BARs
-    /// without it) to the 32-bit window.
+    /// 64-bit BARs go to the 64-bit window when there is one (if it is prefetchable, only
+    /// prefetchable BARs), everything else to the 32-bit window.
     fn place(&mut self, sizing: BarSizing) -> Option<(u64, u64)> {
         // A BAR smaller than a page still gets a page of its own, so mappings never share one.
         let size = sizing.size_bytes.max(4096);
+        // A non-prefetchable BAR never goes into a prefetchable window (PCI-PCI Bridge 1.2
+        // §3.2.5.10: reads there may be merged or prefetched).
         if sizing.is_64_bit {
-            if let Some(allocator) = self.memory64.as_mut() {
+            let fits = |allocator: &WindowAllocator| !allocator.window.prefetchable || sizing.prefetchable;
+            if let Some(allocator) = self.memory64.as_mut().filter(|allocator| fits(allocator)) {
                 if let Some(pci) = allocator.allocate(size) {
                     return Some((pci, allocator.cpu_address_of(pci)));
                 }

@@ -121,15 +121,20 @@ pub fn host_windows(ranges: &[u8], parent_address_cells: usize, size_cells: usiz
     windows
 }
 
-/// How devices behind the host see RAM: from the first memory `dma-ranges` entry, or the identity
-/// when there is none (QEMU virt has no `dma-ranges`: devices see CPU physical addresses).
+/// How devices behind the host see RAM: from the largest memory `dma-ranges` entry (a Pi 5's
+/// pcie1 also lists a 4 KiB window onto its MSI controller), or the identity when there is none
+/// (QEMU virt has no `dma-ranges`: devices see CPU physical addresses).
 pub fn dma_translation(
     dma_ranges: Option<&[u8]>,
     parent_address_cells: usize,
     size_cells: usize,
 ) -> BusTranslation {
     dma_ranges
-        .and_then(|value| decode(value, parent_address_cells, size_cells).find(|e| e.space != SPACE_IO))
+        .and_then(|value| {
+            decode(value, parent_address_cells, size_cells)
+                .filter(|e| e.space != SPACE_IO)
+                .max_by_key(|e| e.size_bytes)
+        })
         .map(|entry| BusTranslation {
             cpu_base: entry.parent_address,
             bus_base: entry.pci_address,

@@ -4,69 +4,13 @@ extern crate std;
 
 use super::ecam::Ecam;
 use super::ranges;
+use super::sim::SimulatedFunction;
 use super::*;
 use crate::mmio::RegisterIo;
 use core::cell::RefCell;
 use std::collections::BTreeMap;
 use std::vec;
 use std::vec::Vec;
-
-/// A function's configuration space with BARs that behave like hardware: the address bits below
-/// the size read back as zero, the type bits are fixed.
-#[derive(Clone)]
-struct SimulatedFunction {
-    registers: [u32; 64],
-    /// (size, type bits) per BAR slot; 64-bit BARs occupy two slots (upper slot size 0).
-    bar_sizes: [(u64, u32); 6],
-    header_type: u8,
-}
-
-impl SimulatedFunction {
-    fn endpoint(vendor: u16, device: u16, class: u32, bars: &[(usize, u64, u32)]) -> Self {
-        let mut function = SimulatedFunction { registers: [0; 64], bar_sizes: [(0, 0); 6], header_type: 0 };
-        function.registers[0] = u32::from(vendor) | (u32::from(device) << 16);
-        function.registers[2] = class << 8 | 0x02;
-        for &(slot, size, type_bits) in bars {
-            function.bar_sizes[slot] = (size, type_bits);
-            function.registers[4 + slot] = type_bits;
-        }
-        function
-    }
-
-    fn bridge() -> Self {
-        let mut function = Self::endpoint(0x1b36, 0x000c, 0x06_04_00, &[]);
-        function.header_type = 1;
-        function.registers[3] = 1 << 16;
-        function
-    }
-
-    fn read(&self, offset: u16) -> u32 {
-        self.registers[usize::from(offset) / 4]
-    }
-
-    fn write(&mut self, offset: u16, value: u32) {
-        let index = usize::from(offset) / 4;
-        let limit = if self.header_type == 1 { 2 } else { 6 };
-        if (4..4 + limit).contains(&index) {
-            let slot = index - 4;
-            let (size, type_bits) = self.bar_sizes[slot];
-            let is_upper_half = slot > 0 && self.bar_sizes[slot - 1].1 & 0b110 == 0b100 && size == 0;
-            if is_upper_half {
-                let full = self.bar_sizes[slot - 1].0;
-                self.registers[index] = value & !((full.saturating_sub(1) >> 32) as u32);
-            } else if size == 0 {
-                self.registers[index] = 0;
-            } else {
-                self.registers[index] = (value & !((size - 1) as u32) & !0xf) | type_bits;
-            }
-            return;
-        }
-        if index == 2 || index == 0 {
-            return;
-        }
-        self.registers[index] = value;
-    }
-}
 
 /// Functions behind each bridge: (device, function, configuration space).
 type BehindBridge = BTreeMap<(u8, u8, u8), Vec<(u8, u8, SimulatedFunction)>>;
@@ -310,4 +254,26 @@ fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
         [0x0200_0000u32, 0x10, 0, 0, 0, 0x10, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
     let dma = ranges::dma_translation(Some(&inbound), 2, 2);
     assert_eq!(dma.to_bus(0x8_0000, 512), Ok(0x10_0008_0000));
+    // With pcie1's MSI window (PCI 0xFF_FFFF_F000 -> 0x10_0013_1000, 4 KiB) listed first, memory
+    // is still the 64 GiB entry.
+    let with_msi: Vec<u8> = [
+        0x0200_0000u32,
+        0xff,
+        0xffff_f000,
+        0x10,
+        0x0013_1000,
+        0,
+        0x1000,
+        0x0200_0000,
+        0x10,
+        0,
+        0,
+        0,
+        0x10,
+        0,
+    ]
+    .iter()
+    .flat_map(|w| w.to_be_bytes())
+    .collect();
+    assert_eq!(ranges::dma_translation(Some(&with_msi), 2, 2), dma);
 }

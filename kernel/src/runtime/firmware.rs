@@ -85,6 +85,12 @@ impl Firmware {
         answer.first().copied().ok_or(MailboxError::TagNotAnswered { tag: tags::GET_FIRMWARE_REVISION })
     }
 
+    /// Asks the VideoCore to load the VL805's firmware into the function at `device_address`
+    /// (bus << 20 | device << 15 | function << 12) after a PCIe reset.
+    pub fn notify_xhci_reset(&self, device_address: u32) -> Result<(), MailboxError> {
+        self.property(drivers::mailbox::tags::NOTIFY_XHCI_RESET, &[device_address], 1).map(|_| ())
+    }
+
     /// The command line the firmware holds (cmdline.txt, or QEMU's -append).
     pub fn command_line(
         &self,

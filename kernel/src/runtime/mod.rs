@@ -8,7 +8,10 @@ pub mod exit;
 pub mod firmware;
 pub mod nvme;
 pub mod pci;
+#[cfg(target_arch = "aarch64")]
+pub mod pcie;
 pub mod platform;
+pub mod pmu;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -26,6 +29,7 @@ use drivers::mailbox::CpuClock;
 use exit::{finish, ExitStatus, PsciConduit};
 use firmware::Firmware;
 use platform::KernelPlatform;
+use pmu::PerformanceCounters;
 use sync::SingleCoreCell;
 use timer::KernelTimer;
 
@@ -68,6 +72,8 @@ pub struct Machine {
     pub main_id: MainId,
     /// The ARM clock after asking the firmware for its maximum (`None`: no firmware to ask).
     pub cpu_clock: Option<CpuClock>,
+    /// The CPU's cycle and instruction counters (the CPU cost per I/O).
+    pub pmu: PerformanceCounters,
 }
 
 /// Called by `boot` on core 0 at EL1 (AArch32: in SVC), MMU off, stack and BSS ready.
@@ -98,6 +104,8 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     }
     init_console(&info, firmware.as_ref());
     print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref());
+    let pmu = PerformanceCounters::start();
+    println!("pmu        {}", pmu.describe());
     for warning in &info.warnings {
         println!("warning: {warning}");
     }
@@ -115,7 +123,8 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine { info, timer, platform, firmware, entry_level, entry_state, main_id, cpu_clock };
+    let machine =
+        Machine { info, timer, platform, firmware, entry_level, entry_state, main_id, cpu_clock, pmu };
     let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
@@ -146,67 +155,41 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
 /// Room left in the DMA pool after the benchmark's buffers, for anything allocated later.
 const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
 
-/// Runs the benchmark on every device (the runner applies `devices=`); false when some I/O
-/// failed or no buffer could be had.
+/// Runs the benchmark on every device (the runner applies `devices=`) after sampling each
+/// device's region; false when some I/O failed or no buffer could be had.
 fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &mut storage::Storage) -> bool {
     use blockdev::BlockDevice;
-    let geometries: alloc::vec::Vec<blockdev::Geometry> =
-        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
-    let wanted = bench::runner::buffer_bytes_needed(config, &geometries) as u64;
-    let minimum = bench::runner::minimum_buffer_bytes(config, &geometries) as u64;
-    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
-    let area_bytes = wanted.min(available).max(minimum).max(4096);
-    let area = match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
-        Ok(area) => area,
-        Err(error) => {
-            println!("benchmark  cannot allocate its buffers: {error}; not run");
-            return false;
-        }
+    let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
+        return false;
     };
-    let info = &machine.info;
-    let board = match info.profile.family {
-        BoardFamily::QemuVirt => "QEMU virt",
-        _ => info.model.as_str(),
-    };
-    let soc = soc_name(info);
-    let cpu = alloc::format!("{}", machine.main_id);
-    let entry = arch::entry_name(machine.entry_state);
-    let revision = info.board_revision.map(|r| alloc::format!("{r:#08x}")).unwrap_or_default();
-    let mut extra = alloc::vec![("soc", soc), ("cpu", cpu.as_str()), ("entry", entry)];
-    let controllers: alloc::vec::Vec<(alloc::string::String, alloc::string::String)> = storage
-        .controllers()
+    let samples = storage::sample_regions(config, storage, machine.platform, area);
+    let device_facts: alloc::vec::Vec<bench::results::DeviceFacts<'_>> = samples
         .iter()
-        .map(|(device, controller)| (alloc::format!("{device}_controller"), controller.clone()))
+        .map(|sampled| bench::results::DeviceFacts {
+            device_name: &sampled.device_name,
+            region_sample: Some(sampled.sample),
+            deallocated_read: sampled.deallocated_read,
+        })
         .collect();
-    for (key, value) in &controllers {
-        extra.push((key.as_str(), value.as_str()));
-    }
-    if !revision.is_empty() {
-        extra.push(("board_revision", revision.as_str()));
-    }
-    let cpu_clock = machine.cpu_clock.map(|clock| alloc::format!("{clock}"));
-    let current_hz =
-        machine.cpu_clock.and_then(|clock| clock.current_hz.ok()).map(|hz| alloc::format!("{hz}"));
-    let max_hz = machine.cpu_clock.and_then(|clock| clock.max_hz.ok()).map(|hz| alloc::format!("{hz}"));
-    for (key, value) in
-        [("cpu_clock", &cpu_clock), ("cpu_clock_hz", &current_hz), ("cpu_max_clock_hz", &max_hz)]
-    {
-        if let Some(value) = value {
-            extra.push((key, value.as_str()));
-        }
-    }
-    let context = bench::runner::ReportContext {
-        board,
+    let board = BoardFacts::of(machine, storage);
+    let extra = board.extra();
+    let context = bench::results::ReportContext {
+        board: board.name,
         timer_frequency_hz: machine.timer.ticks_per_second(),
         extra: &extra,
+        device_facts: &device_facts,
+    };
+    let environment = bench::runner::RunEnvironment {
+        clock: &machine.timer,
+        cpu_counters: &machine.pmu,
+        buffer_area: area,
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
     let results = bench::runner::run_benchmark(
         config,
         &mut devices,
-        &machine.timer,
-        area,
+        &environment,
         &context,
         &mut console::ConsoleWriter,
     );
@@ -214,10 +197,96 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
     errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
+/// One DMA area for the benchmark's read buffers: what every request needs a buffer of its own,
+/// or what the pool has left (requests then share), but at least the largest block.
+fn allocate_benchmark_buffers(
+    machine: &Machine,
+    config: &bench::cmdline::Config,
+    storage: &storage::Storage,
+) -> Option<blockdev::DmaBuffer> {
+    let geometries: alloc::vec::Vec<blockdev::Geometry> =
+        storage.devices().iter().map(|entry| entry.device.geometry()).collect();
+    let wanted = bench::plan::buffer_bytes_needed(config, &geometries) as u64;
+    let minimum = bench::plan::minimum_buffer_bytes(config, &geometries) as u64;
+    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
+    let area_bytes = wanted.min(available).max(minimum).max(4096);
+    match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
+        Ok(area) => Some(area),
+        Err(error) => {
+            println!("benchmark  cannot allocate its buffers: {error}; not run");
+            None
+        }
+    }
+}
+
+/// The board facts the JSON carries besides the board's name.
+struct BoardFacts<'m> {
+    name: &'m str,
+    soc: &'static str,
+    cpu: alloc::string::String,
+    entry: &'static str,
+    /// `(<device>_controller, controller)` for each SD slot, e.g. `("sd0_controller", "sdhost")`.
+    controllers: alloc::vec::Vec<(alloc::string::String, alloc::string::String)>,
+    revision: Option<alloc::string::String>,
+    cpu_clock: Option<alloc::string::String>,
+    cpu_clock_hz: Option<alloc::string::String>,
+    cpu_max_clock_hz: Option<alloc::string::String>,
+}
+
+impl<'m> BoardFacts<'m> {
+    fn of(machine: &'m Machine, storage: &storage::Storage) -> BoardFacts<'m> {
+        let info = &machine.info;
+        let name = match info.profile.family {
+            BoardFamily::QemuVirt => "QEMU virt",
+            _ => info.model.as_str(),
+        };
+        BoardFacts {
+            name,
+            soc: soc_name(info),
+            cpu: alloc::format!("{}", machine.main_id),
+            entry: arch::entry_name(machine.entry_state),
+            controllers: storage
+                .controllers()
+                .iter()
+                .map(|(device, controller)| (alloc::format!("{device}_controller"), controller.clone()))
+                .collect(),
+            revision: info.board_revision.map(|r| alloc::format!("{r:#08x}")),
+            cpu_clock: machine.cpu_clock.map(|clock| alloc::format!("{clock}")),
+            cpu_clock_hz: machine
+                .cpu_clock
+                .and_then(|clock| clock.current_hz.ok())
+                .map(|hz| alloc::format!("{hz}")),
+            cpu_max_clock_hz: machine
+                .cpu_clock
+                .and_then(|clock| clock.max_hz.ok())
+                .map(|hz| alloc::format!("{hz}")),
+        }
+    }
+
+    fn extra(&self) -> alloc::vec::Vec<(&str, &str)> {
+        let mut extra = alloc::vec![("soc", self.soc), ("cpu", self.cpu.as_str()), ("entry", self.entry)];
+        for (key, value) in &self.controllers {
+            extra.push((key.as_str(), value.as_str()));
+        }
+        let optional = [
+            ("board_revision", &self.revision),
+            ("cpu_clock", &self.cpu_clock),
+            ("cpu_clock_hz", &self.cpu_clock_hz),
+            ("cpu_max_clock_hz", &self.cpu_max_clock_hz),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                extra.push((key, value.as_str()));
+            }
+        }
+        extra
+    }
+}
+
 /// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
 /// first (board table order, then PCI), then NVMe controllers in PCI order.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci::enumerate(machine);
+    let pci = pci::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
 }

@@ -15,13 +15,14 @@ use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+use bench::units::ByteSize;
 use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
 use core::cell::RefCell;
-use drivers::mmio::Mmio;
+use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
-use drivers::platform::{BusTranslation, Platform};
+use drivers::platform::Platform;
 
 /// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
 /// (02) (docs/nvme-and-fio.md §1.0).
@@ -30,8 +31,11 @@ const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-type KernelController = Controller<'static, Mmio, KernelPlatform>;
-type KernelNamespace = NamespaceDevice<'static, Mmio, KernelPlatform>;
+/// BAR 0 behind the host's rule for 64-bit registers (two 32-bit halves behind BCM2711's root
+/// complex: docs/pcie-brcmstb.md §6).
+type Bar0 = BusRegisters<Mmio>;
+type KernelController = Controller<'static, Bar0, KernelPlatform>;
+type KernelNamespace = NamespaceDevice<'static, Bar0, KernelPlatform>;
 
 /// The driver's reports go to the console.
 struct ConsoleEvents;
@@ -149,7 +153,7 @@ pub fn attach(
 ) {
     let options = parse_options(settings);
     let Some(topology) = pci else {
-        println!("nvme       no PCIe host; no NVMe controllers");
+        println!("nvme       no PCIe devices; no NVMe controllers");
         return;
     };
     let (base, sub, prog_if) = NVME_PCI_CLASS;
@@ -160,7 +164,7 @@ pub fn attach(
     }
     let mut scratch = Scratch::new(&options, machine.platform);
     for function in &functions {
-        attach_controller(machine, &options, function, topology.dma, &mut scratch, storage);
+        attach_controller(machine, &options, function, topology, &mut scratch, storage);
     }
 }
 
@@ -200,7 +204,7 @@ fn attach_controller(
     machine: &Machine,
     options: &DriverOptions,
     function: &PciFunction,
-    dma: BusTranslation,
+    topology: &PciTopology,
     scratch: &mut Scratch,
     storage: &mut Storage,
 ) {
@@ -223,12 +227,13 @@ fn attach_controller(
     );
     // SAFETY: PCI enumeration assigned this BAR inside the host bridge's memory window, which
     // the memory map covers as device memory; memory decoding and bus mastering are enabled.
-    let registers = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let registers = BusRegisters::new(bar0, topology.wide_access);
     let mut controller = match Controller::bring_up(
         registers,
         bar.size_bytes as usize,
         machine.platform,
-        dma,
+        topology.dma,
         &CONSOLE_EVENTS,
         label.clone(),
     ) {
@@ -337,6 +342,7 @@ fn attach_controller(
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
+        storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
     shut_down_on_exit(storage, controller, devices);
 }
@@ -345,7 +351,7 @@ fn describe_controller(controller: &KernelController) {
     let identity = controller.identity();
     println!("nvme         NVMe {} (VS), {}", controller.version(), controller.capabilities());
     let mdts = match controller.max_transfer_bytes() {
-        Some(bytes) => format!("MDTS {} ({} per command)", identity.mdts, human_bytes(bytes)),
+        Some(bytes) => format!("MDTS {} ({} per command)", identity.mdts, ByteSize(bytes)),
         None => String::from("MDTS 0 (no limit)"),
     };
     println!(
@@ -390,6 +396,11 @@ fn describe_namespace(name: &str, namespace: &NamespaceIdentity) {
         namespace.format_count,
         format.performance_name()
     );
+    println!(
+        "{name:<10} {} (DLFEAT {:#04x})",
+        namespace.deallocated_read().description(),
+        namespace.deallocate_features
+    );
 }
 
 fn describe_queues(name: &str, device: &KernelNamespace, command_limit_bytes: u64) {
@@ -405,19 +416,11 @@ fn describe_queues(name: &str, device: &KernelNamespace, command_limit_bytes: u6
         queue_ids.join(", "),
         pairs[0].entries(),
         geometry.max_in_flight,
-        human_bytes(u64::from(geometry.max_request_blocks) * block_bytes),
-        human_bytes(command_bytes.min(command_limit_bytes)),
+        ByteSize(u64::from(geometry.max_request_blocks) * block_bytes),
+        ByteSize(command_bytes.min(command_limit_bytes)),
         MIB.div_ceil(command_bytes),
         if MIB.div_ceil(command_bytes) == 1 { "" } else { "s" }
     );
-}
-
-fn human_bytes(bytes: u64) -> String {
-    match bytes {
-        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
-        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
-        b => format!("{b} B"),
-    }
 }
 
 fn microseconds(ns: u64) -> String {

@@ -1,18 +1,26 @@
-//! PCIe on the running machine: finds the generic ECAM host in the device tree (QEMU virt's
-//! `pci-host-ecam-generic` node: `reg`, `bus-range`, `ranges`, `dma-ranges`), walks it with
-//! `drivers::pci`, and lists every function with the BARs it was given.
+//! PCIe on the running machine: QEMU virt's generic ECAM host from the device tree
+//! (`pci-host-ecam-generic`: `reg`, `bus-range`, `ranges`, `dma-ranges`), or the board's Broadcom
+//! STB root complex (`pcie` module: Pi 4, CM4, Pi 5); walked with `drivers::pci`, every function
+//! listed with the BARs it was given.
 
 use super::Machine;
+use crate::cmdline::KernelSettings;
+use crate::devicetree::{DeviceNode, DeviceTree};
 use crate::println;
 use alloc::vec::Vec;
-use drivers::pci::{ecam::Ecam, ranges, Enumerator};
+use bench::units::ByteSize;
+use drivers::mmio::WideAccess;
+use drivers::pci::{ecam::Ecam, ranges, Enumerator, HostWindows, Topology};
 pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
 use drivers::platform::BusTranslation;
 
-/// The functions found behind one host bridge, and how they see RAM for DMA.
+/// The functions found behind one host bridge, how they see RAM for DMA, and how their 64-bit
+/// registers must be reached.
 pub struct PciTopology {
     pub functions: Vec<PciFunction>,
     pub dma: BusTranslation,
+    /// `Split32` behind BCM2711's root complex (no 64-bit MMIO), `Native` elsewhere.
+    pub wide_access: WideAccess,
 }
 
 impl PciTopology {
@@ -22,10 +30,41 @@ impl PciTopology {
     }
 }
 
-/// Walks the machine's ECAM host bridge, if its device tree names one.
-pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
-    let tree = machine.info.device_tree?;
-    let node = tree.find_compatible(&["pci-host-ecam-generic"])?;
+/// Walks the machine's PCIe host: the device tree's ECAM host if it names one, else the board's
+/// root complex.
+pub fn enumerate(machine: &Machine, settings: &KernelSettings) -> Option<PciTopology> {
+    let ecam = machine
+        .info
+        .device_tree
+        .and_then(|tree| tree.find_compatible(&["pci-host-ecam-generic"]).map(|node| (tree, node)));
+    if let Some((tree, node)) = ecam {
+        return enumerate_ecam(&tree, &node);
+    }
+    let host = machine.info.profile.pcie?;
+    enumerate_root_complex(machine, settings, &host)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn enumerate_root_complex(
+    machine: &Machine,
+    settings: &KernelSettings,
+    host: &crate::board::PcieHost,
+) -> Option<PciTopology> {
+    super::pcie::enumerate(machine, settings, host)
+}
+
+/// No 32-bit Pi has a PCIe root complex, so the 32-bit kernel carries no driver for one.
+#[cfg(target_arch = "arm")]
+fn enumerate_root_complex(
+    _machine: &Machine,
+    _settings: &KernelSettings,
+    host: &crate::board::PcieHost,
+) -> Option<PciTopology> {
+    println!("{:<10} not driven by the 32-bit kernel; PCIe skipped", host.name);
+    None
+}
+
+fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTopology> {
     let Some((ecam_base, ecam_bytes)) = node.first_reg else {
         println!("pci        {}: no usable reg property; PCIe skipped", node.name);
         return None;
@@ -64,12 +103,22 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
         topology.functions.len(),
         if topology.functions.len() == 1 { "" } else { "s" }
     );
+    list(&topology, &windows);
+    Some(PciTopology {
+        functions: topology.functions.iter().copied().collect(),
+        dma,
+        wide_access: WideAccess::Native,
+    })
+}
+
+/// Prints the windows, then every function with its class and BARs.
+pub fn list(topology: &Topology, windows: &HostWindows) {
     for window in [windows.memory32, windows.memory64].into_iter().flatten() {
         println!(
             "pci          window cpu {:#x} -> pci {:#x}, {}{}",
             window.cpu_base,
             window.pci_base,
-            human_size(window.size_bytes),
+            ByteSize(window.size_bytes),
             if window.prefetchable { ", prefetchable" } else { "" }
         );
     }
@@ -89,34 +138,28 @@ pub fn enumerate(machine: &Machine) -> Option<PciTopology> {
                 if bar.is_64_bit { 64 } else { 32 },
                 if bar.prefetchable { " (prefetchable)" } else { "" },
                 bar.cpu_address,
-                human_size(bar.size_bytes)
+                ByteSize(bar.size_bytes)
             );
         }
         for problem in function.bar_problems.iter().flatten() {
-            match problem {
-                BarProblem::IoSpace { index } => println!("pci          BAR{index} is I/O space: left unassigned"),
-                BarProblem::NoRoom { index, size_bytes, is_64_bit } => println!(
-                    "pci          BAR{index} ({}-bit, {}) does not fit in the host's windows: left unassigned",
-                    if *is_64_bit { 64 } else { 32 },
-                    human_size(*size_bytes)
-                ),
-                BarProblem::Nonsense { index, value } => {
-                    println!("pci          BAR{index} reads back {value:#010x}, not a valid size: left unassigned")
-                }
-            }
+            list_problem(problem);
         }
     }
     if topology.truncated {
         println!("pci        more functions than the kernel records; the rest are ignored");
     }
-    Some(PciTopology { functions: topology.functions.iter().copied().collect(), dma })
 }
 
-fn human_size(bytes: u64) -> alloc::string::String {
-    match bytes {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => alloc::format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => alloc::format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => alloc::format!("{} KiB", b >> 10),
-        b => alloc::format!("{b} bytes"),
+fn list_problem(problem: &BarProblem) {
+    match problem {
+        BarProblem::IoSpace { index } => println!("pci          BAR{index} is I/O space: left unassigned"),
+        BarProblem::NoRoom { index, size_bytes, is_64_bit } => println!(
+            "pci          BAR{index} ({}-bit, {}) does not fit in the host's windows: left unassigned",
+            if *is_64_bit { 64 } else { 32 },
+            ByteSize(*size_bytes)
+        ),
+        BarProblem::Nonsense { index, value } => {
+            println!("pci          BAR{index} reads back {value:#010x}, not a valid size: left unassigned")
+        }
     }
 }

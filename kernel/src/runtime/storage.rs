@@ -1,16 +1,18 @@
 //! The storage devices the kernel found, with the names the console and the command line use
-//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), and the
-//! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks that read through the block
-//! interface.
+//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), the
+//! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks, and the sample of the
+//! benchmark's region before the first run, which read through the block interface
+//! ([`crate::block_checks`]).
 
 use super::platform::KernelPlatform;
+use crate::block_checks::{crc_of_blocks, sample_region, verify_blocks, CheckFailure};
 use crate::cmdline::{BlockRange, KernelSettings};
 use crate::println;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use blockdev::crc32::Crc32;
-use blockdev::{BlockDevice, Completion, DmaBuffer, Operation, Request};
+use bench::results::RegionSample;
+use blockdev::{BlockDevice, DmaBuffer};
 use drivers::platform::Platform;
 
 /// The kind of device, which decides its name prefix.
@@ -32,6 +34,8 @@ impl DeviceClass {
 pub struct StorageDevice {
     pub class: DeviceClass,
     pub device: Box<dyn BlockDevice>,
+    /// How the device says deallocated blocks read (NVMe Identify Namespace DLFEAT), in words.
+    pub deallocated_read: Option<&'static str>,
 }
 
 /// Every usable storage device, in naming order.
@@ -59,7 +63,14 @@ impl Storage {
     }
 
     pub fn add(&mut self, class: DeviceClass, device: Box<dyn BlockDevice>) {
-        self.devices.push(StorageDevice { class, device });
+        self.devices.push(StorageDevice { class, device, deallocated_read: None });
+    }
+
+    /// Records how the device named `name` says deallocated blocks read.
+    pub fn set_deallocated_read(&mut self, name: &str, description: &'static str) {
+        if let Some(entry) = self.find_mut(name) {
+            entry.deallocated_read = Some(description);
+        }
     }
 
     /// Records which controller a device sits behind, for the JSON.
@@ -106,40 +117,6 @@ impl Storage {
 
 /// Bytes read per request by the checks.
 const CHECK_CHUNK_BYTES: usize = 1 << 20;
-/// How long one chunk may take before a check gives up on the device.
-const CHECK_CHUNK_TIMEOUT_US: u64 = 30_000_000;
-
-/// Why a CRC check could not be completed.
-#[derive(Debug)]
-pub enum CheckFailure {
-    NoSuchDevice,
-    OutOfRange { block_count: u64 },
-    NoBuffer(drivers::platform::DmaAllocationError),
-    Refused(blockdev::SubmitError),
-    Failed { lba: u64, error: blockdev::IoError },
-    Timeout { lba: u64 },
-    Mismatch { byte_offset: u64 },
-}
-
-impl core::fmt::Display for CheckFailure {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            CheckFailure::NoSuchDevice => write!(f, "no such device"),
-            CheckFailure::OutOfRange { block_count } => {
-                write!(f, "range is beyond the end of the device ({block_count} blocks); nothing was read")
-            }
-            CheckFailure::NoBuffer(error) => write!(f, "{error}"),
-            CheckFailure::Refused(error) => write!(f, "request refused: {}", error.name()),
-            CheckFailure::Failed { lba, error } => write!(f, "read at LBA {lba} failed: {error}"),
-            CheckFailure::Timeout { lba } => {
-                write!(f, "read at LBA {lba} did not complete in time")
-            }
-            CheckFailure::Mismatch { byte_offset } => {
-                write!(f, "MISMATCH: first differing byte at device offset {byte_offset}")
-            }
-        }
-    }
-}
 
 /// What a block check computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,99 +179,36 @@ pub fn run_block_checks(settings: &KernelSettings, storage: &mut Storage, platfo
     all_passed
 }
 
-/// CRC-32 of `block_count` logical blocks from `lba`, read one chunk at a time.
-pub fn crc_of_blocks(
-    device: &mut dyn BlockDevice,
-    platform: &KernelPlatform,
-    buffer: DmaBuffer,
-    lba: u64,
-    block_count: u64,
-) -> Result<u32, CheckFailure> {
-    let mut crc = Crc32::new();
-    for_each_chunk(device, platform, buffer, lba, block_count, |_, bytes| crc.update(bytes))?;
-    Ok(crc.finish())
+/// A device's region sample, by name.
+pub struct SampledRegion {
+    pub device_name: String,
+    pub sample: RegionSample,
+    pub deallocated_read: Option<&'static str>,
 }
 
-/// Reads the range and compares every byte with the test pattern (`blockdev::pattern`).
-pub fn verify_blocks(
-    device: &mut dyn BlockDevice,
+/// Reads a few blocks spread over each selected device's benchmark region (the same region on
+/// every device, fitted to it as the benchmark does) before the first run; a read that fails is
+/// named on the console.
+pub fn sample_regions(
+    config: &bench::cmdline::Config,
+    storage: &mut Storage,
     platform: &KernelPlatform,
     buffer: DmaBuffer,
-    lba: u64,
-    block_count: u64,
-) -> Result<(), CheckFailure> {
-    let block_bytes = u64::from(device.geometry().logical_block_bytes);
-    let mut mismatch = None;
-    for_each_chunk(device, platform, buffer, lba, block_count, |chunk_lba, bytes| {
-        if mismatch.is_none() {
-            if let Some(offset) = blockdev::pattern::first_mismatch(chunk_lba * block_bytes, bytes) {
-                mismatch = Some(chunk_lba * block_bytes + offset as u64);
-            }
+) -> Vec<SampledRegion> {
+    let mut samples = Vec::new();
+    for entry in storage.devices_mut() {
+        let name = String::from(entry.device.name());
+        let geometry = entry.device.geometry();
+        let Some(region) =
+            bench::plan::device_region(config, &geometry).filter(|_| config.selects_device(&name))
+        else {
+            continue;
+        };
+        let (sample, failure) = sample_region(entry.device.as_mut(), platform, buffer, region);
+        if let Some(failure) = failure {
+            println!("{name}: region sample stopped after {} reads: {failure}", sample.reads);
         }
-    })?;
-    match mismatch {
-        None => Ok(()),
-        Some(byte_offset) => Err(CheckFailure::Mismatch { byte_offset }),
+        samples.push(SampledRegion { device_name: name, sample, deallocated_read: entry.deallocated_read });
     }
-}
-
-/// Reads `block_count` blocks from `lba` through `buffer`, one chunk at a time, and hands each
-/// chunk's LBA and bytes to `consume`. The range is checked before anything is read.
-fn for_each_chunk(
-    device: &mut dyn BlockDevice,
-    platform: &KernelPlatform,
-    buffer: DmaBuffer,
-    lba: u64,
-    block_count: u64,
-    mut consume: impl FnMut(u64, &[u8]),
-) -> Result<(), CheckFailure> {
-    let geometry = device.geometry();
-    let end = lba.checked_add(block_count).filter(|end| *end <= geometry.block_count);
-    if end.is_none() {
-        return Err(CheckFailure::OutOfRange { block_count: geometry.block_count });
-    }
-    let block_bytes = u64::from(geometry.logical_block_bytes);
-    let chunk_blocks =
-        (buffer.length_bytes as u64 / block_bytes).min(u64::from(geometry.max_request_blocks)).max(1);
-    let mut next = lba;
-    let mut remaining = block_count;
-    while remaining > 0 {
-        let blocks = remaining.min(chunk_blocks);
-        let bytes = (blocks * block_bytes) as usize;
-        let chunk =
-            buffer.slice(0, bytes).ok_or(CheckFailure::OutOfRange { block_count: geometry.block_count })?;
-        read_blocking(device, platform, chunk, next, blocks as u32)?;
-        platform.invalidate_for_cpu(&chunk);
-        // SAFETY: the read completed, so no device writes the chunk; it is pool memory owned here.
-        consume(next, unsafe { chunk.as_bytes() });
-        next += blocks;
-        remaining -= blocks;
-    }
-    Ok(())
-}
-
-/// One read through the block interface, waiting for its completion (bounded).
-pub fn read_blocking(
-    device: &mut dyn BlockDevice,
-    platform: &KernelPlatform,
-    buffer: DmaBuffer,
-    lba: u64,
-    block_count: u32,
-) -> Result<(), CheckFailure> {
-    const TAG: u32 = 0x0c8c_0001;
-    let request = Request { tag: TAG, operation: Operation::Read, lba, block_count, buffer };
-    device.submit(request).map_err(|(_, error)| CheckFailure::Refused(error))?;
-    device.kick();
-    let deadline = drivers::platform::Deadline::after_us(platform, CHECK_CHUNK_TIMEOUT_US);
-    let mut completions = [Completion::default(); 4];
-    loop {
-        let finished = device.poll(&mut completions);
-        if let Some(completion) = completions[..finished].iter().find(|c| c.tag == TAG) {
-            return completion.result.map_err(|error| CheckFailure::Failed { lba, error });
-        }
-        if deadline.has_passed(platform) {
-            return Err(CheckFailure::Timeout { lba });
-        }
-        core::hint::spin_loop();
-    }
+    samples
 }

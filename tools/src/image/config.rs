@@ -112,6 +112,10 @@ pub fn config_txt(options: &ConfigOptions) -> String {
     line("# Bare-metal kernel: do not require an OS-compatible device tree.");
     line("os_check=0");
     line("# Console on the 3-pin debug UART (UART10) between the HDMI ports, 115200 8N1.");
+    line("# NVMe on the external PCIe connector: the kernel brings the link up itself. The M.2");
+    line("# HAT+ is powered by the bootloader; other adapters need PCIE_PROBE=1 in the bootloader's");
+    line("# EEPROM configuration (rpi-eeprom-config). Link speed and reset timing: pcie.gen= and");
+    line("# pcie.perst-ms= in cmdline.txt.");
     line("");
     line("[all]");
     text
@@ -215,6 +219,15 @@ mod tests {
             section(&text, "pi5"),
             ["kernel=kernel_2712.img", "arm_64bit=1", "kernel_address=0x80000", "os_check=0"]
         );
+    }
+
+    #[test]
+    fn pi5_section_says_how_an_nvme_adapter_gets_power() {
+        let text = config_txt(&ConfigOptions::default());
+        let pi5: Vec<&str> =
+            text.lines().skip_while(|l| *l != "[pi5]").take_while(|l| *l != "[all]").collect();
+        assert!(pi5.iter().any(|l| l.contains("PCIE_PROBE=1")), "{pi5:?}");
+        assert!(pi5.iter().any(|l| l.contains("pcie.gen=")), "{pi5:?}");
     }
 
     #[test]

@@ -1,0 +1,639 @@
+//! One run of one job on one device: the queue depth kept in flight, three timestamps per I/O,
+//! the ramp, the measured window and the drain (docs/architecture.md "What is measured"; slat,
+//! clat and lat as fio defines them: docs/nvme-and-fio.md §3.1).
+//!
+//! Each pass of the loop reads the timer once and takes three steps: `RunLoop::reap` polls and
+//! records what completed, `RunLoop::fill` submits until the queue depth is in flight again
+//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
+//! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
+//! watches the drain deadline. An I/O
+//! counts when it completes inside the window; one in flight at the ramp boundary counts when it
+//! completes inside the window, its latency including ramp time, as in fio. After the window no
+//! new I/O is submitted and the device is drained.
+//!
+//! Around the driver's calls the loop laps a [`CpuMeter`], which splits the CPU's work into the
+//! driver's and the benchmark's own (docs/measurement.md). Nothing here allocates per I/O.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
+
+use crate::cmdline::{Config, JobSpec};
+use crate::console::{Console, ProgressLine};
+use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
+use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES};
+use crate::offsets::{AccessPattern, OffsetGenerator};
+use crate::plan::DevicePlan;
+use crate::report;
+use crate::results::{RunEnd, RunResult};
+use crate::stats::LatencyAccumulator;
+use crate::units::{NS_PER_MS, NS_PER_S};
+
+/// How long after the window the runner waits for requests still in flight. Drivers time out
+/// their own commands well before this and complete them with `IoErrorKind::Timeout`.
+pub const DRAIN_TIMEOUT_NS: u64 = 10 * NS_PER_S;
+/// At most one progress update per this interval (≈ 2 per second).
+pub const PROGRESS_INTERVAL_NS: u64 = 500 * NS_PER_MS;
+/// How often the unsent part of the progress line is offered to the console: a 115200-baud
+/// UART sends about 11.5 bytes per millisecond, so its FIFO has room again by then.
+pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
+/// This many identical timer readings in a row mean the timer has stopped (one loop iteration
+/// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
+/// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
+pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
+
+/// What the runner needs from the machine besides the devices.
+#[derive(Clone, Copy)]
+pub struct RunEnvironment<'a> {
+    /// The timer every timestamp comes from.
+    pub clock: &'a dyn Clock,
+    /// The CPU's cycle and instruction counters, for the CPU cost per I/O.
+    pub cpu_counters: &'a dyn CpuCounters,
+    /// One DMA region for the read data; requests share it when it is smaller than queue
+    /// depth × block size (reads only, so what is measured does not change).
+    pub buffer_area: DmaBuffer,
+}
+
+/// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
+/// whenever the product fits (every latency shorter than ~5 minutes at 54 MHz).
+#[derive(Clone, Copy)]
+pub(crate) struct TickConverter {
+    ticks_per_second: u64,
+}
+
+impl TickConverter {
+    fn ns(self, ticks: u64) -> u64 {
+        match ticks.checked_mul(NS_PER_S) {
+            Some(product) => product / self.ticks_per_second,
+            None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
+        }
+    }
+}
+
+/// What the runner keeps for one tag while its request is in flight.
+#[derive(Clone, Copy, Default)]
+struct TagState {
+    submitted_at_ticks: u64,
+    kicked_at_ticks: u64,
+    in_flight: bool,
+}
+
+/// Per-tag state, allocated once per job for its deepest queue.
+pub(crate) struct Scratch {
+    tags: Vec<TagState>,
+    free_tags: Vec<u32>,
+    batch: Vec<u32>,
+    completions: Vec<Completion>,
+}
+
+impl Scratch {
+    pub(crate) fn new(queue_depth: usize) -> Scratch {
+        Scratch {
+            tags: alloc::vec![TagState::default(); queue_depth],
+            free_tags: Vec::with_capacity(queue_depth),
+            batch: Vec::with_capacity(queue_depth),
+            completions: alloc::vec![Completion::default(); queue_depth],
+        }
+    }
+
+    fn reset(&mut self, queue_depth: usize) {
+        self.tags.fill(TagState::default());
+        self.free_tags.clear();
+        self.free_tags.extend((0..queue_depth as u32).rev());
+        self.batch.clear();
+    }
+}
+
+/// The statistics of one run (histograms allocated once per benchmark, reset per run).
+pub(crate) struct Measurements {
+    slat: LatencyAccumulator,
+    clat: LatencyAccumulator,
+    lat: LatencyAccumulator,
+    clat_histogram: LatencyHistogram,
+    lat_histogram: LatencyHistogram,
+    ios: u64,
+    errors: [u64; IoErrorKind::ALL.len()],
+}
+
+impl Measurements {
+    pub(crate) fn new() -> Measurements {
+        Measurements {
+            slat: LatencyAccumulator::new(),
+            clat: LatencyAccumulator::new(),
+            lat: LatencyAccumulator::new(),
+            clat_histogram: LatencyHistogram::new(),
+            lat_histogram: LatencyHistogram::new(),
+            ios: 0,
+            errors: [0; IoErrorKind::ALL.len()],
+        }
+    }
+
+    fn reset(&mut self) {
+        self.slat = LatencyAccumulator::new();
+        self.clat = LatencyAccumulator::new();
+        self.lat = LatencyAccumulator::new();
+        self.clat_histogram.reset();
+        self.lat_histogram.reset();
+        self.ios = 0;
+        self.errors = [0; IoErrorKind::ALL.len()];
+    }
+
+    /// One successful I/O inside the window: submit, doorbell and completion-seen ticks.
+    fn record(&mut self, converter: TickConverter, submitted: u64, kicked: u64, done: u64) {
+        let lat_ns = converter.ns(done.saturating_sub(submitted));
+        let clat_ns = converter.ns(done.saturating_sub(kicked));
+        self.lat.record(lat_ns);
+        self.lat_histogram.record(lat_ns);
+        self.clat.record(clat_ns);
+        self.clat_histogram.record(clat_ns);
+        self.slat.record(converter.ns(kicked.saturating_sub(submitted)));
+        self.ios += 1;
+    }
+}
+
+/// What identifies a run, for the messages and the result.
+pub(crate) struct RunLabel<'a> {
+    pub job_index: usize,
+    pub job: &'a JobSpec,
+    pub run: u32,
+    pub runs: u32,
+    pub device_index: usize,
+    pub seed: u64,
+}
+
+/// One run of `label.job` on `device` as `plan` says; prints its header and progress.
+pub(crate) fn run_once(
+    device: &mut dyn BlockDevice,
+    environment: &RunEnvironment<'_>,
+    (config, plan, label): (&Config, &DevicePlan, &RunLabel<'_>),
+    (scratch, measurements): (&mut Scratch, &mut Measurements),
+    console: &mut dyn Console,
+) -> RunResult {
+    let device_name = String::from(device.name());
+    report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
+    let mut run =
+        RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
+    run.run(console);
+    let outcome = run.finish(console);
+    outcome.into_result(plan, label, &device_name)
+}
+
+/// The ticks that bound a run.
+struct RunTimes {
+    start: u64,
+    ramp_ticks: u64,
+    window_ticks: u64,
+    ramp_end: u64,
+    window_end: u64,
+    drain_deadline: u64,
+    progress_interval_ticks: u64,
+    pump_interval_ticks: u64,
+}
+
+impl RunTimes {
+    fn starting_now(clock: &dyn Clock, config: &Config) -> RunTimes {
+        let ramp_ticks = clock.ns_to_ticks(config.ramp_ns);
+        let window_ticks = clock.ns_to_ticks(config.runtime_ns);
+        let drain_ticks = clock.ns_to_ticks(DRAIN_TIMEOUT_NS);
+        let progress_interval_ticks = clock.ns_to_ticks(PROGRESS_INTERVAL_NS);
+        let pump_interval_ticks = clock.ns_to_ticks(PROGRESS_PUMP_INTERVAL_NS);
+        let start = clock.now_ticks();
+        let ramp_end = start + ramp_ticks;
+        let window_end = ramp_end + window_ticks;
+        RunTimes {
+            start,
+            ramp_ticks,
+            window_ticks,
+            ramp_end,
+            window_end,
+            drain_deadline: window_end + drain_ticks,
+            progress_interval_ticks,
+            pump_interval_ticks,
+        }
+    }
+}
+
+/// Offsets and buffers for the next request.
+struct RequestSource {
+    offsets: OffsetGenerator,
+    logical_block_bytes: u64,
+    blocks_per_request: u32,
+    block_bytes: u64,
+    buffer_area: DmaBuffer,
+    buffer_count: u64,
+}
+
+impl RequestSource {
+    fn new(
+        plan: &DevicePlan,
+        logical_block_bytes: u32,
+        job: &JobSpec,
+        seed: u64,
+        buffer_area: DmaBuffer,
+    ) -> Self {
+        let pattern =
+            if job.operation.is_random() { AccessPattern::Random } else { AccessPattern::Sequential };
+        RequestSource {
+            offsets: OffsetGenerator::new(
+                pattern,
+                plan.region_offset_bytes,
+                plan.block_bytes,
+                plan.block_slots,
+                seed,
+            ),
+            logical_block_bytes: u64::from(logical_block_bytes),
+            blocks_per_request: plan.blocks_per_request,
+            block_bytes: plan.block_bytes,
+            buffer_area,
+            buffer_count: (buffer_area.length_bytes as u64 / plan.block_bytes).max(1),
+        }
+    }
+
+    /// The next read, into buffer `tag` (modulo the buffers there are).
+    fn request(&mut self, tag: u32) -> Request {
+        let offset_bytes = self.offsets.next_offset_bytes();
+        let buffer_offset = (u64::from(tag) % self.buffer_count) * self.block_bytes;
+        Request {
+            tag,
+            operation: Operation::Read,
+            lba: offset_bytes / self.logical_block_bytes,
+            block_count: self.blocks_per_request,
+            buffer: DmaBuffer {
+                cpu_address: self.buffer_area.cpu_address + buffer_offset as usize,
+                physical_address: self.buffer_area.physical_address + buffer_offset,
+                length_bytes: self.block_bytes as usize,
+            },
+        }
+    }
+}
+
+/// Notices a timer that has stopped.
+struct StallWatch {
+    last_reading: u64,
+    identical_readings: u64,
+}
+
+impl StallWatch {
+    /// Whether `now` makes [`STALLED_CLOCK_READINGS`] identical readings in a row.
+    fn has_stopped(&mut self, now: u64) -> bool {
+        if now != self.last_reading {
+            self.last_reading = now;
+            self.identical_readings = 0;
+            return false;
+        }
+        self.identical_readings += 1;
+        self.identical_readings >= STALLED_CLOCK_READINGS
+    }
+}
+
+/// The state of a run while it runs.
+struct RunLoop<'r> {
+    device: &'r mut dyn BlockDevice,
+    device_name: &'r str,
+    clock: &'r dyn Clock,
+    converter: TickConverter,
+    queue_depth: usize,
+    requests: RequestSource,
+    scratch: &'r mut Scratch,
+    measurements: &'r mut Measurements,
+    meter: CpuMeter<'r>,
+    progress: ProgressLine<'r>,
+    times: RunTimes,
+    next_progress: u64,
+    next_pump: u64,
+    in_flight: usize,
+    completed: u64,
+    unknown_completions: u64,
+    held_back: Option<Request>,
+    submitting: bool,
+    ended_early: Option<RunEnd>,
+    notes: Vec<String>,
+    stall: StallWatch,
+}
+
+/// What a finished run leaves besides its statistics.
+struct RunOutcome<'r> {
+    measurements: &'r Measurements,
+    converter: TickConverter,
+    times: RunTimes,
+    ended_early: Option<RunEnd>,
+    notes: Vec<String>,
+    cpu: crate::cpu_cost::CpuCost,
+}
+
+impl<'r> RunLoop<'r> {
+    fn new(
+        device: &'r mut dyn BlockDevice,
+        device_name: &'r str,
+        environment: &RunEnvironment<'r>,
+        (config, plan, label): (&Config, &'r DevicePlan, &RunLabel<'r>),
+        (scratch, measurements): (&'r mut Scratch, &'r mut Measurements),
+    ) -> RunLoop<'r> {
+        let progress = ProgressLine::new(
+            device_name,
+            label.job,
+            plan,
+            (label.run, label.runs),
+            config.ramp_ns + config.runtime_ns,
+            config.progress,
+        );
+        let logical_block_bytes = device.geometry().logical_block_bytes;
+        let queue_depth = plan.queue_depth as usize;
+        scratch.reset(queue_depth);
+        measurements.reset();
+        let requests =
+            RequestSource::new(plan, logical_block_bytes, label.job, label.seed, environment.buffer_area);
+        let clock = environment.clock;
+        let times = RunTimes::starting_now(clock, config);
+        let meter = CpuMeter::new(environment.cpu_counters);
+        RunLoop {
+            device_name,
+            device,
+            clock,
+            converter: TickConverter { ticks_per_second: clock.ticks_per_second() },
+            queue_depth,
+            requests,
+            scratch,
+            measurements,
+            meter,
+            progress,
+            next_progress: times.start + times.progress_interval_ticks,
+            next_pump: times.start,
+            stall: StallWatch { last_reading: times.start, identical_readings: 0 },
+            times,
+            in_flight: 0,
+            completed: 0,
+            unknown_completions: 0,
+            held_back: None,
+            submitting: true,
+            ended_early: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn run(&mut self, console: &mut dyn Console) {
+        loop {
+            let now = self.clock.now_ticks();
+            if self.stall.has_stopped(now) {
+                let message = format!(
+                    "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
+                    self.stall.identical_readings
+                );
+                self.end_early(RunEnd::ClockStalled { ticks: now }, message, console);
+                break;
+            }
+            let completed_at = self.reap();
+            let latest = completed_at.unwrap_or(now);
+            if self.submitting && latest >= self.times.window_end {
+                self.submitting = false;
+            }
+            let submitted = self.submitting && self.fill(console);
+            if !self.submitting && self.in_flight == 0 {
+                self.meter.settle(submitted || completed_at.is_some());
+                break;
+            }
+            let stop = self.end_of_pass(now, console);
+            self.meter.settle(submitted || completed_at.is_some());
+            if stop {
+                break;
+            }
+        }
+    }
+
+    /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
+    /// Returns whether anything was submitted.
+    fn fill(&mut self, console: &mut dyn Console) -> bool {
+        self.scratch.batch.clear();
+        while self.in_flight < self.queue_depth {
+            let Some(request) = self.next_request() else {
+                break;
+            };
+            let submitted_at = self.clock.now_ticks();
+            self.meter.lap(Account::Pending);
+            match self.device.submit(request) {
+                Ok(()) => {
+                    self.meter.lap(Account::Driver);
+                    self.note_submitted(request.tag, submitted_at);
+                }
+                Err((request, SubmitError::QueueFull)) if self.in_flight > 0 => {
+                    self.meter.lap(Account::Pending);
+                    self.held_back = Some(request);
+                    break;
+                }
+                Err((request, error)) => {
+                    self.meter.lap(Account::Excluded);
+                    self.refuse(request, error, console);
+                    break;
+                }
+            }
+        }
+        if self.scratch.batch.is_empty() {
+            return false;
+        }
+        self.meter.lap(Account::Bookkeeping);
+        self.device.kick();
+        self.meter.lap(Account::Driver);
+        let kicked_at = self.clock.now_ticks();
+        for &tag in &self.scratch.batch {
+            self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
+        }
+        true
+    }
+
+    /// The request the driver refused for lack of room last time, else a new one.
+    fn next_request(&mut self) -> Option<Request> {
+        if self.held_back.is_some() {
+            return self.held_back.take();
+        }
+        let tag = self.scratch.free_tags.pop()?;
+        Some(self.requests.request(tag))
+    }
+
+    fn note_submitted(&mut self, tag: u32, submitted_at: u64) {
+        let state = &mut self.scratch.tags[tag as usize];
+        state.submitted_at_ticks = submitted_at;
+        state.in_flight = true;
+        self.scratch.batch.push(tag);
+        self.in_flight += 1;
+    }
+
+    /// A refusal other than "queue full" with requests in flight ends the run's submissions.
+    fn refuse(&mut self, request: Request, error: SubmitError, console: &mut dyn Console) {
+        self.scratch.free_tags.push(request.tag);
+        let message = format!(
+            "{name}: request for {} blocks at LBA {} refused ({}); this run ends here for {name}",
+            request.block_count,
+            request.lba,
+            error.name(),
+            name = self.device_name,
+        );
+        self.end_early(RunEnd::SubmitRefused { error, lba: request.lba }, message, console);
+        self.submitting = false;
+    }
+
+    /// Polls once and records what completed. Returns when the completions were seen, if there
+    /// were any; a poll that finds nothing is waiting, and its CPU time is no I/O's cost.
+    fn reap(&mut self) -> Option<u64> {
+        self.meter.lap(Account::Pending);
+        let count = self.device.poll(&mut self.scratch.completions[..self.queue_depth]);
+        if count == 0 {
+            self.meter.lap(Account::Excluded);
+            return None;
+        }
+        self.meter.lap(Account::Driver);
+        let done = self.clock.now_ticks();
+        let inside_window = done >= self.times.ramp_end && done < self.times.window_end;
+        for index in 0..count {
+            let completion = self.scratch.completions[index];
+            self.complete(completion, done, inside_window);
+        }
+        self.meter.lap(Account::Bookkeeping);
+        Some(done)
+    }
+
+    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) {
+        let state = match self.scratch.tags[..self.queue_depth].get_mut(completion.tag as usize) {
+            Some(state) if state.in_flight => state,
+            _ => {
+                self.unknown_completions += 1;
+                return;
+            }
+        };
+        state.in_flight = false;
+        let (submitted, kicked) = (state.submitted_at_ticks, state.kicked_at_ticks);
+        self.scratch.free_tags.push(completion.tag);
+        self.in_flight -= 1;
+        self.completed += 1;
+        if !inside_window {
+            return;
+        }
+        match completion.result {
+            Ok(()) => self.measurements.record(self.converter, submitted, kicked, done),
+            Err(error) => self.measurements.errors[error.kind.index()] += 1,
+        }
+    }
+
+    /// The progress line and the drain deadline; returns whether the run must stop. The
+    /// progress line's work is nobody's CPU cost.
+    fn end_of_pass(&mut self, now: u64, console: &mut dyn Console) -> bool {
+        let progress_due = now >= self.next_progress;
+        let pump_due = self.progress.has_unsent() && now >= self.next_pump;
+        if progress_due || pump_due {
+            self.meter.lap(Account::Pending);
+            if progress_due {
+                self.progress.update(self.converter.ns(now - self.times.start), self.completed);
+                self.next_progress = now + self.times.progress_interval_ticks;
+            }
+            self.progress.pump(console);
+            self.next_pump = now + self.times.pump_interval_ticks;
+            self.meter.lap(Account::Excluded);
+        }
+        if self.submitting || now < self.times.drain_deadline {
+            return false;
+        }
+        let message = format!(
+            "{name}: {} requests still in flight {} s after the window; {name} is not used again",
+            self.in_flight,
+            DRAIN_TIMEOUT_NS / NS_PER_S,
+            name = self.device_name,
+        );
+        let ended = RunEnd::DrainTimeout {
+            in_flight: self.in_flight as u32,
+            waited_ns: self.converter.ns(now - self.times.window_end),
+        };
+        self.end_early(ended, message, console);
+        true
+    }
+
+    /// Records why the run ended early and says so below the progress line.
+    fn end_early(&mut self, end: RunEnd, message: String, console: &mut dyn Console) {
+        self.ended_early = Some(end);
+        self.progress.interrupt(console);
+        let _ = writeln!(console, "{message}");
+        self.notes.push(message);
+    }
+
+    /// The last progress update and the run's closing messages.
+    fn finish(mut self, console: &mut dyn Console) -> RunOutcome<'r> {
+        let end = self.clock.now_ticks();
+        self.progress.finish(
+            console,
+            self.converter.ns(end.saturating_sub(self.times.start)),
+            self.completed,
+        );
+        let name = self.device_name;
+        if self.unknown_completions > 0 {
+            let message = format!(
+                "{name}: {} completions carried a tag that was not in flight; ignored",
+                self.unknown_completions
+            );
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+        }
+        if self.measurements.ios == 0 {
+            let errors: u64 = self.measurements.errors.iter().sum();
+            let message = format!(
+                "{name}: no I/O completed successfully in the measured window ({errors} failed); its \
+                 figures are zero"
+            );
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+        }
+        RunOutcome {
+            measurements: self.measurements,
+            converter: self.converter,
+            times: self.times,
+            ended_early: self.ended_early,
+            notes: self.notes,
+            cpu: self.meter.finish(self.completed),
+        }
+    }
+}
+
+impl RunOutcome<'_> {
+    fn into_result(self, plan: &DevicePlan, label: &RunLabel<'_>, device_name: &str) -> RunResult {
+        let measurements = self.measurements;
+        let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
+        let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
+        let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
+        let clat_extremes = (clat.min_ns, clat.max_ns);
+        let lat_extremes = (lat.min_ns, lat.max_ns);
+        measurements.clat_histogram.percentiles_ns(
+            &FIO_DEFAULT_PERCENTILES,
+            clat_extremes,
+            &mut clat_percentiles_ns,
+        );
+        measurements.lat_histogram.percentiles_ns(
+            &FIO_DEFAULT_PERCENTILES,
+            lat_extremes,
+            &mut lat_percentiles_ns,
+        );
+        RunResult {
+            job_index: label.job_index,
+            job: *label.job,
+            device_index: label.device_index,
+            device_name: String::from(device_name),
+            run: label.run,
+            block_bytes: plan.block_bytes,
+            queue_depth: plan.queue_depth,
+            region_offset_bytes: plan.region_offset_bytes,
+            region_size_bytes: plan.region_size_bytes,
+            seed: label.seed,
+            ramp_ns: self.converter.ns(self.times.ramp_ticks),
+            window_ns: self.converter.ns(self.times.window_ticks),
+            ios: measurements.ios,
+            bytes: measurements.ios * plan.block_bytes,
+            slat: measurements.slat.summary(),
+            clat,
+            lat,
+            clat_percentiles_ns,
+            lat_percentiles_ns,
+            errors: measurements.errors,
+            ended_early: self.ended_early,
+            cpu: self.cpu,
+            notes: self.notes,
+        }
+    }
+}

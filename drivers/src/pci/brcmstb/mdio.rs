@@ -1,0 +1,72 @@
+//! The SerDes registers behind the root complex's MDIO port (Linux `brcm_pcie_mdio_write`,
+//! `brcm_pcie_post_setup_bcm2712`; docs/pcie-brcmstb.md §1 step 5, docs/hardware.md §3.1): a
+//! packet (port, register, command) in MDIO_ADDR, read back, then the data with DONE set in
+//! WR_DATA, which the hardware clears when the write is done.
+
+use super::regs::{offsets, MDIO_ADDR, MDIO_DATA};
+use crate::mmio::RegisterIo;
+use crate::platform::{wait_until, Platform};
+
+/// Linux polls the write for up to 100 µs.
+pub const WRITE_TIMEOUT_US: u64 = 100;
+/// MDIO register that selects the block the following registers address.
+pub const SET_ADDR_OFFSET: u8 = 0x1f;
+/// The PLL block of BCM2712's SerDes.
+pub const PLL_BLOCK: u16 = 0x1600;
+/// Registers and values that let the PLL lock to the 54 MHz crystal instead of a 100 MHz
+/// reference ("Allow a 54MHz (xosc) refclk source"); the link never trains without them.
+pub const PLL_54_MHZ_SETTINGS: [(u8, u16); 7] = [
+    (0x16, 0x50b9),
+    (0x17, 0xbda1),
+    (0x18, 0x0094),
+    (0x19, 0x97b4),
+    (0x1b, 0x5030),
+    (0x1c, 0x5030),
+    (0x1e, 0x0007),
+];
+
+/// An MDIO write that did not finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MdioTimeout {
+    pub register: u8,
+    pub data: u32,
+}
+
+/// Writes `value` to SerDes register `register` of port 0.
+pub fn write<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    register: u8,
+    value: u16,
+) -> Result<(), MdioTimeout> {
+    let packet =
+        (MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(0)).value;
+    registers.write32(offsets::RC_DL_MDIO_ADDR, packet);
+    // The read back orders the packet before the data (as Linux does).
+    registers.read32(offsets::RC_DL_MDIO_ADDR);
+    registers.write32(
+        offsets::RC_DL_MDIO_WR_DATA,
+        (MDIO_DATA::DONE::SET + MDIO_DATA::DATA.val(u32::from(value))).value,
+    );
+    let done = wait_until(platform, WRITE_TIMEOUT_US, || {
+        registers.read32(offsets::RC_DL_MDIO_WR_DATA) & MDIO_DATA::DONE::SET.value == 0
+    });
+    if done {
+        Ok(())
+    } else {
+        Err(MdioTimeout { register, data: registers.read32(offsets::RC_DL_MDIO_WR_DATA) })
+    }
+}
+
+/// Programs BCM2712's SerDes PLL for the 54 MHz reference and waits 200 µs for it.
+pub fn set_up_pll_for_54_mhz<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+) -> Result<(), MdioTimeout> {
+    write(registers, platform, SET_ADDR_OFFSET, PLL_BLOCK)?;
+    for (register, value) in PLL_54_MHZ_SETTINGS {
+        write(registers, platform, register, value)?;
+    }
+    platform.delay_us(200);
+    Ok(())
+}

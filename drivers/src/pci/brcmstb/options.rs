@@ -1,0 +1,87 @@
+//! The root complex options from the kernel command line: `pcie.gen=1|2|3` (the link speed limit;
+//! the Pi 5 device tree says 2, Gen 3 "is not certified", docs/pcie-brcmstb.md §1) and
+//! `pcie.perst-ms=N` (extra time with the reference clock running before PERST# is released, for
+//! slow adapters and switches, docs/pcie-brcmstb.md §8). A malformed value is named with the
+//! accepted forms and the default is kept (docs/architecture.md "Configuration").
+
+use alloc::vec::Vec;
+use core::fmt;
+
+/// The longest extra PERST# time accepted (reports of slow devices go up to 10 s).
+pub const MAX_PERST_EXTRA_MS: u32 = 10_000;
+
+/// What the command line said; `None` = take the device tree's value or the board default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcieOptions {
+    pub gen: Option<u8>,
+    pub perst_extra_ms: Option<u32>,
+}
+
+/// An option that could not be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionError<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub accepted: &'static str,
+}
+
+impl fmt::Display for OptionError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad setting pcie.{}={}: expected {}; the default is kept",
+            self.key, self.value, self.accepted
+        )
+    }
+}
+
+pub const ACCEPTED_KEYS: &str = "pcie.gen=1|2|3, pcie.perst-ms=0..10000";
+
+impl PcieOptions {
+    /// Reads the `pcie.` options (keys without the prefix).
+    pub fn parse<'a>(
+        options: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (PcieOptions, Vec<OptionError<'a>>) {
+        let mut parsed = PcieOptions::default();
+        let mut errors = Vec::new();
+        for (key, value) in options {
+            let error = |accepted| OptionError { key, value, accepted };
+            match key {
+                "gen" => match value {
+                    "1" | "2" | "3" => parsed.gen = value.parse().ok(),
+                    _ => errors.push(error("1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s)")),
+                },
+                "perst-ms" => match value.parse::<u32>() {
+                    Ok(ms) if ms <= MAX_PERST_EXTRA_MS => parsed.perst_extra_ms = Some(ms),
+                    _ => errors.push(error("milliseconds from 0 to 10000")),
+                },
+                _ => errors.push(error(ACCEPTED_KEYS)),
+            }
+        }
+        (parsed, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn good_values_are_taken_and_bad_ones_named() {
+        let (options, errors) = PcieOptions::parse([("gen", "3"), ("perst-ms", "500")]);
+        assert_eq!(options, PcieOptions { gen: Some(3), perst_extra_ms: Some(500) });
+        assert!(errors.is_empty());
+        let (options, errors) =
+            PcieOptions::parse([("gen", "4"), ("perst-ms", "-1"), ("perst-ms", "10001"), ("speed", "fast")]);
+        assert_eq!(options, PcieOptions::default());
+        let messages: Vec<_> = errors.iter().map(|e| format!("{e}")).collect();
+        assert_eq!(messages[0], "bad setting pcie.gen=4: expected 1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s); the default is kept");
+        assert!(messages[1].contains("pcie.perst-ms=-1") && messages[1].contains("0 to 10000"));
+        assert!(messages[2].contains("pcie.perst-ms=10001"));
+        assert!(messages[3].contains("pcie.speed=fast") && messages[3].contains(ACCEPTED_KEYS));
+        let (options, _) = PcieOptions::parse([("gen", "1"), ("perst-ms", "0"), ("perst-ms", "10000")]);
+        assert_eq!(options, PcieOptions { gen: Some(1), perst_extra_ms: Some(10_000) });
+    }
+}

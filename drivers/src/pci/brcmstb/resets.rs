@@ -1,0 +1,77 @@
+//! BCM2712's resets around a root complex (Linux `drivers/reset/reset-brcmstb.c` and
+//! `reset-brcmstb-rescal.c`; docs/pcie-brcmstb.md §1, docs/hardware.md §3.3): the bridge reset is
+//! one line of the SoC's reset controller (43 for pcie1), and RESCAL, the SATA/PCIe resistor
+//! calibration shared by every root complex, sits in pcie1's register page.
+
+use super::regs::{rescal, reset_controller};
+use crate::mmio::RegisterIo;
+use crate::platform::{wait_until, Platform};
+
+/// After a reset line is released the block needs "typically 14 µs for the worst case"; Linux
+/// waits 100-200 µs.
+pub const LINE_SETTLE_US: u64 = 200;
+/// RESCAL is polled every 100 µs for up to 1 ms (Linux `readl_poll_timeout(.., 100, 1000)`).
+pub const RESCAL_TIMEOUT_US: u64 = 1000;
+
+/// What the calibration step did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Calibration {
+    /// STATUS already said done (the firmware calibrated): not run again, so a live RP1 link on
+    /// pcie2 is not disturbed.
+    AlreadyDone,
+    /// Run now, and finished.
+    Done,
+}
+
+/// Why RESCAL failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CalibrationError {
+    /// START did not read back as set ("failed to start SATA/PCIe rescal").
+    DidNotStart { start: u32 },
+    /// STATUS stayed clear for 1 ms ("time out on SATA/PCIe rescal").
+    Timeout { status: u32 },
+}
+
+/// The reset controller line of one root complex's bridge and the RESCAL block.
+pub struct Bcm2712Resets<R: RegisterIo> {
+    pub controller: R,
+    pub rescal: R,
+    pub bridge_line: u32,
+}
+
+impl<R: RegisterIo> Bcm2712Resets<R> {
+    /// SW_INIT_SET: only this line's bit is written (the other lines of the bank, such as
+    /// pcie2's, are untouched by the set/clear registers).
+    pub fn assert_bridge(&self) {
+        let (bank, bit) = reset_controller::bank_and_bit(self.bridge_line);
+        self.controller.write32(bank + reset_controller::SW_INIT_SET, bit);
+    }
+
+    pub fn deassert_bridge<P: Platform>(&self, platform: &P) {
+        let (bank, bit) = reset_controller::bank_and_bit(self.bridge_line);
+        self.controller.write32(bank + reset_controller::SW_INIT_CLEAR, bit);
+        platform.delay_us(LINE_SETTLE_US);
+    }
+
+    /// Runs RESCAL unless it already finished since power-on. pcie1's bridge must be out of
+    /// reset: RESCAL is unreachable otherwise.
+    pub fn calibrate<P: Platform>(&self, platform: &P) -> Result<Calibration, CalibrationError> {
+        if self.rescal.read32(rescal::STATUS) & rescal::BIT != 0 {
+            return Ok(Calibration::AlreadyDone);
+        }
+        let start = self.rescal.read32(rescal::START);
+        self.rescal.write32(rescal::START, start | rescal::BIT);
+        let start = self.rescal.read32(rescal::START);
+        if start & rescal::BIT == 0 {
+            return Err(CalibrationError::DidNotStart { start });
+        }
+        let finished =
+            wait_until(platform, RESCAL_TIMEOUT_US, || self.rescal.read32(rescal::STATUS) & rescal::BIT != 0);
+        if !finished {
+            return Err(CalibrationError::Timeout { status: self.rescal.read32(rescal::STATUS) });
+        }
+        let start = self.rescal.read32(rescal::START);
+        self.rescal.write32(rescal::START, start & !rescal::BIT);
+        Ok(Calibration::Done)
+    }
+}

@@ -1,0 +1,80 @@
+//! A simulated PCI function's configuration space for host tests (PCI Local Bus Specification
+//! 3.0 §6.1-6.2.5): read-only identity and class, BARs whose address bits below their size read
+//! back as zero with fixed type bits, and helpers that decode what the bus walk wrote.
+
+extern crate std;
+
+/// A function's configuration space with BARs that behave like hardware: the address bits below
+/// the size read back as zero, the type bits are fixed.
+#[derive(Clone)]
+pub(crate) struct SimulatedFunction {
+    pub registers: [u32; 64],
+    /// (size, type bits) per BAR slot; 64-bit BARs occupy two slots (upper slot size 0).
+    pub bar_sizes: [(u64, u32); 6],
+    pub header_type: u8,
+}
+
+impl SimulatedFunction {
+    pub fn endpoint(vendor: u16, device: u16, class: u32, bars: &[(usize, u64, u32)]) -> Self {
+        let mut function = SimulatedFunction { registers: [0; 64], bar_sizes: [(0, 0); 6], header_type: 0 };
+        function.registers[0] = u32::from(vendor) | (u32::from(device) << 16);
+        function.registers[2] = class << 8 | 0x02;
+        for &(slot, size, type_bits) in bars {
+            function.bar_sizes[slot] = (size, type_bits);
+            function.registers[4 + slot] = type_bits;
+        }
+        function
+    }
+
+    pub fn bridge() -> Self {
+        let mut function = Self::endpoint(0x1b36, 0x000c, 0x06_04_00, &[]);
+        function.header_type = 1;
+        function.registers[3] = 1 << 16;
+        function
+    }
+
+    pub fn read(&self, offset: u16) -> u32 {
+        self.registers[usize::from(offset) / 4]
+    }
+
+    pub fn write(&mut self, offset: u16, value: u32) {
+        let index = usize::from(offset) / 4;
+        let limit = if self.header_type == 1 { 2 } else { 6 };
+        if (4..4 + limit).contains(&index) {
+            let slot = index - 4;
+            let (size, type_bits) = self.bar_sizes[slot];
+            let is_upper_half = slot > 0 && self.bar_sizes[slot - 1].1 & 0b110 == 0b100 && size == 0;
+            if is_upper_half {
+                let full = self.bar_sizes[slot - 1].0;
+                self.registers[index] = value & !((full.saturating_sub(1) >> 32) as u32);
+            } else if size == 0 {
+                self.registers[index] = 0;
+            } else {
+                self.registers[index] = (value & !((size - 1) as u32) & !0xf) | type_bits;
+            }
+            return;
+        }
+        if index == 2 || index == 0 {
+            return;
+        }
+        self.registers[index] = value;
+    }
+}
+
+impl SimulatedFunction {
+    /// The command register (memory space bit 1, bus master bit 2).
+    pub fn command(&self) -> u32 {
+        self.registers[1] & 0xffff
+    }
+
+    /// Memory BAR `index` as (PCI address, size) when it has been given an address.
+    pub fn memory_bar(&self, index: usize) -> Option<(u64, u64)> {
+        let (size, type_bits) = self.bar_sizes[index];
+        if size == 0 || type_bits & 1 != 0 {
+            return None;
+        }
+        let low = u64::from(self.registers[4 + index] & !0xf);
+        let high = if type_bits & 0b110 == 0b100 { u64::from(self.registers[5 + index]) << 32 } else { 0 };
+        Some((high | low, size))
+    }
+}
