@@ -82,6 +82,14 @@ fn raspi0_zero_reads_through_the_sdhost_timed_by_the_system_timer() {
     );
     assert_eq!(field(out, "entry"), "SVC");
     assert_eq!(field(out, "config"), "ATAGS at 0x100 (no device tree)");
+    assert_eq!(
+        field(out, "pmu"),
+        "not driven by the 32-bit kernel (ARM1176 c15 counters, Cortex-A7 PMUv2); no CPU cost per I/O"
+    );
+    assert!(
+        out.contains("sd0      cpu per I/O: not measured (cycles: not driven by the 32-bit kernel"),
+        "{out}"
+    );
     assert!(field(out, "memory").starts_with("MMU on"), "{out}");
     assert!(out.contains("sdhost at 0x20202000: BCM2835 sdhost (board table), PIO"), "{out}");
     assert!(
@@ -140,7 +148,13 @@ fn raspi2b_reads_through_both_controllers_timed_by_the_generic_timer() {
     // QEMU's counter runs at 62.5 MHz, not the 19.2 MHz of a Pi 2 (docs/aarch32-pis.md §3).
     assert_eq!(field(out, "timer"), "62.500 MHz (CNTFRQ = 62500000)");
     assert!(out.contains("sdhost at 0x3f202000: BCM2835 sdhost"), "{out}");
-    assert_eq!(json_info(out).timer_frequency_hz, Some(62_500_000));
+    let info = json_info(out);
+    assert_eq!(info.timer_frequency_hz, Some(62_500_000));
+    let cycles = info.other.get("cpu_counters").and_then(|counters| counters.get("cycles"));
+    assert!(
+        cycles.and_then(|reason| reason.as_str()).is_some_and(|reason| reason.contains("32-bit kernel")),
+        "{cycles:?}"
+    );
     let run = boot_and_read(Machine::Raspi2b, false, "sd.host=arasan", "raspi2b-arasan");
     assert!(run.output.contains("sdhci at 0x3f300000: Arasan EMMC"), "{}", run.output);
 }
