@@ -125,6 +125,7 @@ fn bring_up_identifies_the_card_at_400_khz_and_runs_high_speed_on_4_bits() {
 fn multi_block_reads_split_at_511_blocks_and_end_with_cmd12() {
     let sim = sim(SimCard::qemu_like(64 * MIB));
     let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
+    assert!(!card.uses_cmd23());
     let bytes = read(&mut card, 1000, 1100).unwrap();
     assert_pattern(&bytes, 1000);
     let bytes = read(&mut card, 7, 1).unwrap();
@@ -144,14 +145,18 @@ fn multi_block_reads_split_at_511_blocks_and_end_with_cmd12() {
 fn cmd23_announces_the_count_and_no_cmd12_follows() {
     let sim = sim(SimCard::qemu_like(4 << 30));
     let mut card = device(sim, BringUpOptions::default(), Cmd23Request::On);
+    assert!(card.uses_cmd23());
     let bytes = read(&mut card, 5_000_000, 600).unwrap();
     assert_pattern(&bytes, 5_000_000);
+    // A single block is a CMD17, which CMD23 does not announce (SD Physical Layer
+    // Specification, CMD23 SET_BLOCK_COUNT: the count is for the next CMD18 or CMD25).
+    assert_pattern(&read(&mut card, 9, 1).unwrap(), 9);
     let state = sim.state.borrow();
     assert!(state.violations.is_empty(), "{:?}", state.violations);
     let sequence: Vec<(u8, u32)> =
-        state.log.iter().filter(|e| matches!(e.0, 12 | 18 | 23)).map(|e| (e.0, e.1)).collect();
+        state.log.iter().filter(|e| matches!(e.0, 12 | 17 | 18 | 23)).map(|e| (e.0, e.1)).collect();
     // SDHC: block addresses.
-    assert_eq!(sequence, [(23, 511), (18, 5_000_000), (23, 89), (18, 5_000_511)]);
+    assert_eq!(sequence, [(23, 511), (18, 5_000_000), (23, 89), (18, 5_000_511), (17, 9)]);
 }
 
 #[test]
@@ -199,6 +204,7 @@ fn errors_that_persist_fail_the_request_after_bounded_attempts() {
     let ReadError::Failed(SdError::Command(failure)) = error else { panic!("{error:?}") };
     assert_eq!((failure.kind, failure.attempts), (FailureKind::DataLine, 3));
     assert_eq!(failure.command.index, 17);
+    assert_eq!(card.last_error(), Some(SdError::Command(failure)));
     // The device takes the next request after the failure.
     sim.state.borrow_mut().data_injection = None;
     assert_pattern(&read(&mut card, 3, 1).unwrap(), 3);
@@ -223,4 +229,37 @@ fn reads_beyond_the_end_are_refused_before_any_command() {
     let blocks = card.geometry().block_count;
     assert!(matches!(read(&mut card, blocks, 1), Err(ReadError::Refused(_))));
     assert_eq!(sim.command_indices().len(), commands_before);
+}
+
+#[test]
+fn a_failure_part_way_says_how_many_blocks_came_first() {
+    // A CMD18 of 8 blocks that fails on every attempt after 300 words (1200 bytes): two whole
+    // blocks had arrived each time.
+    let sim = sim(SimCard::qemu_like(64 * MIB));
+    let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
+    sim.state.borrow_mut().data_injection = Some(DataInjection {
+        command_index: 18,
+        after_words: 300,
+        status_bits: status::CRC16_ERROR,
+        times: 10,
+    });
+    let error = read(&mut card, 64, 8).unwrap_err();
+    let ReadError::Failed(SdError::Command(failure)) = error else { panic!("{error:?}") };
+    assert_eq!((failure.command.index, failure.blocks_done, failure.blocks), (18, 2, 8));
+    // Each failure during the data was retried, up to the bound.
+    assert_eq!(failure.attempts, 3);
+    assert_eq!(sim.command_indices().iter().filter(|&&index| index == 18).count(), 3);
+}
+
+#[test]
+fn data_that_stops_coming_times_out_per_block() {
+    // The card sends 64 words of a block and then nothing, with no error bit: each attempt ends
+    // when no word has arrived for the block timeout, not at the caller's much longer limit.
+    let sim = sim(SimCard::qemu_like(64 * MIB));
+    let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
+    sim.state.borrow_mut().data_injection =
+        Some(DataInjection { command_index: 17, after_words: 64, status_bits: 0, times: 10 });
+    let error = read(&mut card, 5, 1).unwrap_err();
+    let ReadError::Failed(SdError::Command(failure)) = error else { panic!("{error:?}") };
+    assert_eq!((failure.kind, failure.attempts, failure.blocks_done), (FailureKind::NoCompletion, 3, 0));
 }
