@@ -226,7 +226,13 @@ fn reads_beyond_the_end_are_refused_before_any_command() {
     let sim = sim(SimCard::qemu_like(64 * MIB));
     let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
     let commands_before = sim.command_indices().len();
-    let blocks = card.geometry().block_count;
+    assert_eq!(card.name(), "sd0");
+    let geometry = card.geometry();
+    assert_eq!(
+        (geometry.logical_block_bytes, geometry.block_count, geometry.max_in_flight),
+        (512, 131_072, 1)
+    );
+    let blocks = geometry.block_count;
     assert!(matches!(read(&mut card, blocks, 1), Err(ReadError::Refused(_))));
     assert_eq!(sim.command_indices().len(), commands_before);
 }
@@ -262,4 +268,24 @@ fn data_that_stops_coming_times_out_per_block() {
     let error = read(&mut card, 5, 1).unwrap_err();
     let ReadError::Failed(SdError::Command(failure)) = error else { panic!("{error:?}") };
     assert_eq!((failure.kind, failure.attempts, failure.blocks_done), (FailureKind::NoCompletion, 3, 0));
+}
+
+#[test]
+fn a_completion_waits_for_a_poll_with_room_for_it() {
+    let sim = sim(SimCard::qemu_like(64 * MIB));
+    let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
+    let platform: &TestPlatform = card.host_platform();
+    let buffer: DmaBuffer = platform.allocate_dma(512, 64).unwrap();
+    let request =
+        blockdev::Request { tag: 7, operation: blockdev::Operation::Read, lba: 2, block_count: 1, buffer };
+    card.submit(request).unwrap();
+    card.kick();
+    for _ in 0..1000 {
+        assert_eq!(card.poll(&mut []), 0, "no room: nothing is handed over");
+    }
+    let mut completions = [blockdev::Completion::default()];
+    assert_eq!(card.poll(&mut completions), 1);
+    assert_eq!((completions[0].tag, completions[0].result), (7, Ok(())));
+    // SAFETY: the read finished; the arena buffer is host memory nothing else uses.
+    assert_pattern(unsafe { buffer.as_bytes() }, 2);
 }
