@@ -48,6 +48,8 @@ pub struct SimSdhostState {
     command: u32,
     argument: u32,
     pub divider: u32,
+    /// SDTOUT: SD clocks a read may wait for its data.
+    pub data_timeout_clocks: u32,
     response: [u32; 4],
     pub host_status: u32,
     pub power: u32,
@@ -90,6 +92,7 @@ impl SimSdhost {
                 command: 0,
                 argument: 0,
                 divider: 0,
+                data_timeout_clocks: 0,
                 response: [0; 4],
                 host_status: 0,
                 power: 0,
@@ -277,6 +280,13 @@ impl SimSdhostState {
             self.violations.push("a data command without SDHBCT and SDHBLC written first");
             return;
         }
+        // A card may take up to 100 ms to start sending (SD Physical Layer Specification
+        // §4.6.2.1): a shorter SDTOUT ends the read with a data timeout before any data.
+        if u64::from(self.data_timeout_clocks) < u64::from(self.sd_clock_hz()) / 10 {
+            self.violations.push("SDTOUT shorter than the 100 ms read access time");
+            self.host_status |= status::DATA_TIMEOUT;
+            return;
+        }
         let data: Vec<u8> = match (application, index) {
             (true, 51) => self.card.scr.to_vec(),
             (true, 13) => self.card.ssr.to_vec(),
@@ -422,7 +432,7 @@ impl RegisterIo for SimSdhost {
                 }
             }
             offsets::ARGUMENT => state.argument = value,
-            offsets::TIMEOUT => {}
+            offsets::TIMEOUT => state.data_timeout_clocks = value,
             offsets::CLOCK_DIVIDER => state.divider = value & 0x7ff,
             offsets::HOST_STATUS => state.host_status &= !value,
             offsets::POWER => state.power = value & 1,

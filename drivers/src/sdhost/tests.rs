@@ -167,6 +167,8 @@ fn default_speed_keeps_the_whole_divider_in_data_mode() {
     let mut card = device(sim, options, Cmd23Request::Off);
     assert_eq!((card.card().timing, card.card().sd_clock_hz), (Timing::DefaultSpeed, 25_000_000));
     assert_eq!(sim.state.borrow().divider, 8);
+    // Half a second of SD clocks, as Linux sets it.
+    assert_eq!(sim.state.borrow().data_timeout_clocks, 12_500_000);
     let bytes = read(&mut card, 0, 16).unwrap();
     assert_pattern(&bytes, 0);
 }
