@@ -257,19 +257,25 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         Ok(())
     }
 
-    /// Moves what the FIFO holds into `out` from word `*words_done` on; never waits. `Err`
-    /// carries the host status when an error bit is set.
+    /// Moves words into `out` from word `*words_done` on for as long as the FIFO has any (its
+    /// fill level read once per burst of at most 16 words); never waits for an empty FIFO.
+    /// `Err` carries the host status when an error bit is set.
     pub fn read_fifo(&mut self, out: &mut [u8], words_done: &mut usize) -> Result<(), u32> {
         let host_status = self.read(offsets::HOST_STATUS);
         if host_status & status::ERRORS != 0 {
             return Err(host_status);
         }
         let total_words = out.len() / 4;
-        let available = self.fifo_words() as usize;
-        for _ in 0..available.min(total_words - *words_done) {
-            let word = self.read(offsets::DATA);
-            out[*words_done * 4..*words_done * 4 + 4].copy_from_slice(&word.to_le_bytes());
-            *words_done += 1;
+        while *words_done < total_words {
+            let available = self.fifo_words() as usize;
+            if available == 0 {
+                break;
+            }
+            for _ in 0..available.min(total_words - *words_done) {
+                let word = self.read(offsets::DATA);
+                out[*words_done * 4..*words_done * 4 + 4].copy_from_slice(&word.to_le_bytes());
+                *words_done += 1;
+            }
         }
         Ok(())
     }
