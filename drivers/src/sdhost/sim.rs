@@ -427,6 +427,10 @@ impl RegisterIo for SimSdhost {
                     state.command = value;
                 } else if state.polls_left > 0 {
                     state.violations.push("SDCMD written while the previous command still had NEW set");
+                } else if state.debug_mode & debug_mode::STATE_MASK == debug_mode::STATE_READ_WAIT {
+                    // Linux's bcm2835_finish_data forces data mode before the next command.
+                    state.violations.push("SDCMD written while the state machine waits for read data");
+                    state.execute(value);
                 } else {
                     state.execute(value);
                 }
