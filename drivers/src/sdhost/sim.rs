@@ -22,6 +22,8 @@ use std::vec::Vec;
 
 /// Polls of SDCMD during which NEW stays set after a command is written.
 const COMMAND_POLLS: u32 = 2;
+/// SDHSTS reads an R1b command's busy lasts before BUSY_IRPT is raised.
+const BUSY_POLLS: u32 = 3;
 
 /// An error to inject into a data phase: the host status bits, after this many words.
 #[derive(Clone, Copy, Debug)]
@@ -58,6 +60,8 @@ pub struct SimSdhostState {
     block_bytes: u32,
     block_count: u32,
     polls_left: u32,
+    /// SDHSTS reads until the card releases DAT0 after an R1b command.
+    busy_polls_left: u32,
     fifo: VecDeque<u32>,
     /// Bytes of the running read not yet in the FIFO.
     pending: VecDeque<u8>,
@@ -101,6 +105,7 @@ impl SimSdhost {
                 block_bytes: 0,
                 block_count: 0,
                 polls_left: 0,
+                busy_polls_left: 0,
                 fifo: VecDeque::new(),
                 pending: VecDeque::new(),
                 open_ended: false,
@@ -158,6 +163,9 @@ impl SimSdhostState {
         self.command = value;
         self.polls_left = COMMAND_POLLS;
         self.log.push((index, self.argument, self.sd_clock_hz()));
+        if self.busy_polls_left > 0 {
+            self.violations.push("a command while the card still signals busy after an R1b command");
+        }
         if value & cmd::LONG_RESPONSE != 0 && value & cmd::BUSY_WAIT != 0 {
             self.violations.push("a 136-bit response with busy wait (the hardware refuses it)");
             return self.fail();
@@ -188,8 +196,9 @@ impl SimSdhostState {
         if matches!(index, 7 | 12) && !application {
             if value & cmd::BUSY_WAIT == 0 {
                 self.violations.push("an R1b command without BUSY_WAIT");
-            } else if self.host_config & config::BUSY_INTERRUPT_ENABLE != 0 {
-                self.host_status |= status::BUSY_INTERRUPT;
+            } else {
+                // The card holds DAT0 low for a while; BUSY_IRPT marks the end (if enabled).
+                self.busy_polls_left = BUSY_POLLS;
             }
         }
         if value & cmd::READ != 0 {
@@ -408,7 +417,15 @@ impl RegisterIo for SimSdhost {
             offsets::ARGUMENT => state.argument,
             offsets::CLOCK_DIVIDER => state.divider,
             0x10 | 0x14 | 0x18 | 0x1c => state.response[(offset_bytes - offsets::RESPONSE0) / 4],
-            offsets::HOST_STATUS => state.host_status,
+            offsets::HOST_STATUS => {
+                if state.busy_polls_left > 0 {
+                    state.busy_polls_left -= 1;
+                    if state.busy_polls_left == 0 && state.host_config & config::BUSY_INTERRUPT_ENABLE != 0 {
+                        state.host_status |= status::BUSY_INTERRUPT;
+                    }
+                }
+                state.host_status
+            }
             offsets::POWER => state.power,
             offsets::DEBUG_MODE => state.debug_mode,
             offsets::HOST_CONFIG => state.host_config,
