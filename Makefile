@@ -53,12 +53,14 @@ FORCE:
 
 # The main job: the benchmark (preset=quick) on QEMU virt with an emulated NVMe drive and SD card
 # (sdhci-pci), both filled with the test pattern. SETTINGS adds or overrides settings, e.g.
-# `make qemu SETTINGS="preset=reference"`.
+# `make qemu SETTINGS="preset=reference"`; QEMU_DEVICES adds devices, e.g. USB drives:
+# `make qemu QEMU_DEVICES="--usb 512M:pattern --uas 512M:pattern"`.
 SETTINGS ?=
 QEMU_DISK ?= 512M
+QEMU_DEVICES ?=
 qemu: deps kernel
 	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
-	  --nvme $(QEMU_DISK):pattern --sd $(QEMU_DISK):pattern --timeout 1800 -- preset=quick $(SETTINGS)
+	  --nvme $(QEMU_DISK):pattern --sd $(QEMU_DISK):pattern $(QEMU_DEVICES) --timeout 1800 -- preset=quick $(SETTINGS)
 
 test: deps
 	$(MAKE) test-host

@@ -16,6 +16,7 @@ pub mod platform;
 pub mod sdhci;
 pub mod sdhost;
 pub mod system_timer;
+pub mod usb;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

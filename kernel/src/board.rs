@@ -435,6 +435,21 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     spin_table: &[],
 };
 
+/// Pi 5: the pcie2 root complex in front of RP1; its MISC_PCIE_STATUS register (+0x4068) has
+/// PHYLINKUP in bit 4 and DL_ACTIVE in bit 5 (docs/hardware.md §1.3, §3.1).
+pub const BCM2712_PCIE2_BASE: u64 = 0x10_0012_0000;
+pub const BRCMSTB_PCIE_STATUS_OFFSET: usize = 0x4068;
+pub const BRCMSTB_PCIE_LINK_UP_BITS: u32 = (1 << 4) | (1 << 5);
+/// RP1's two xHCI controllers (DWC3, xHCI at offset 0 of 1 MiB each) through pcie2's BAR1
+/// window, as the firmware leaves them with `pciex4_reset=0` (docs/usb-storage.md §7: Linux
+/// `rp1.dtsi` usb@200000 and usb@300000, circle `ARM_XHCI0/1_BASE`).
+pub const RP1_XHCI_BASES: [u64; 2] = [0x1f_0020_0000, 0x1f_0030_0000];
+pub const RP1_XHCI_BYTES: u64 = 1 << 20;
+/// How RP1 sees RAM through pcie2: PCI 0x10_0000_0000 is CPU 0, 64 GiB (pcie2 `dma-ranges`,
+/// docs/pcie-brcmstb.md §1, docs/usb-storage.md §2).
+pub const RP1_DMA: BusTranslation =
+    BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * ONE_GIB };
+
 pub static QEMU_VIRT: BoardProfile = BoardProfile {
     family: BoardFamily::QemuVirt,
     name: "QEMU virt",
@@ -629,6 +644,14 @@ mod tests {
         assert_eq!(family_from_compatible("acme,board"), None);
         assert_eq!(family_from_core(CoreModel::CortexA53), Some(BoardFamily::RaspberryPi3));
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
+        // RP1's xHCIs and pcie2 sit in the Pi 5's device spans (mapped as device memory).
+        for address in RP1_XHCI_BASES.iter().copied().chain([BCM2712_PCIE2_BASE + 0x4068]) {
+            assert!(
+                RASPBERRY_PI_5.device_spans.iter().any(|s| address >= s.base && address < s.end()),
+                "{address:#x}"
+            );
+        }
+        assert_eq!(RP1_DMA.to_bus(0x8_0000, 4096), Ok(0x10_0008_0000));
         // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
     }

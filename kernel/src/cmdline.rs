@@ -54,9 +54,9 @@ pub fn is_firmware_key(key: &str) -> bool {
     FIRMWARE_KEYS.contains(&key) || (key.contains('.') && !is_driver_option(key))
 }
 
-/// `sd.`, `nvme.` and `pcie.` options belong to the drivers.
+/// `sd.`, `nvme.`, `pcie.` and `usb.` options belong to the drivers.
 pub fn is_driver_option(key: &str) -> bool {
-    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.")
+    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.") || key.starts_with("usb.")
 }
 
 /// How the run ends: semihosting only when asked for, because `hlt #0xf000` is undefined on
@@ -170,7 +170,7 @@ pub fn is_kernel_key(key: &str) -> bool {
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     pcie=on|off, sd.*, nvme.* and pcie.* driver options, test-fault=data-abort|undefined-instruction|panic";
+     pcie=on|off, sd.*, nvme.*, pcie.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -350,5 +350,7 @@ mod tests {
         assert!(!is_firmware_key("nvme.queues"));
         assert!(!is_firmware_key("runtime"));
         assert!(is_driver_option("sd.mode"));
+        assert!(is_driver_option("usb.protocol"));
+        assert!(!is_firmware_key("usb.protocol"));
     }
 }

@@ -36,7 +36,7 @@ enum Command {
     /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
     Image(ImageArgs),
     /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
-    Qemu(QemuArgs),
+    Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
     Serial(SerialArgs),
     /// Turn serial logs (and fio JSON from Linux) into tables and charts.
@@ -119,6 +119,12 @@ struct QemuArgs {
     /// where this host refuses io_uring].
     #[arg(long, value_name = "BACKEND")]
     nvme_aio: Option<String>,
+    /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    usb: Option<DiskSpec>,
+    /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    uas: Option<DiskSpec>,
     /// CPU model for virt (the raspi machines have their own fixed CPUs).
     #[arg(long, default_value = DEFAULT_VIRT_CPU)]
     cpu: String,
@@ -295,6 +301,8 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.nvme_aio = backend.clone();
         run.nvme_aio_note = None;
     }
+    run.usb = args.usb.clone();
+    run.uas = args.uas.clone();
     run.virt_cpu = args.cpu.clone();
     run.virt_memory = args.memory.clone();
     run.extra_args = args.extra_args.clone();

@@ -1,7 +1,8 @@
 //! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`; the 32-bit `raspi0`,
-//! `raspi1ap` and `raspi2b` with `qemu-system-arm`) with emulated SD/EMMC2/NVMe disks, captures
-//! the serial console and passes the exit status on (docs/qemu.md §0 command lines, §2 SD
-//! placement, §3 NVMe on virt, §4 semihosting exits; docs/aarch32-pis.md §3 for the 32-bit machines).
+//! `raspi1ap` and `raspi2b` with `qemu-system-arm`) with emulated SD/EMMC2/NVMe disks and USB
+//! drives, captures the serial console and passes the exit status on (docs/qemu.md §0 command
+//! lines, §2 SD placement, §3 NVMe on virt, §4 semihosting exits; docs/aarch32-pis.md §3 for the
+//! 32-bit machines; docs/usb-storage.md §8 for `qemu-xhci` with `usb-storage` and `usb-uas`).
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -194,6 +195,10 @@ pub enum DiskRole {
     Sd,
     Emmc2,
     Nvme,
+    /// A Bulk-Only USB drive (`usb-storage` on `qemu-xhci`).
+    UsbBot,
+    /// A UAS USB drive (`usb-uas` with a `scsi-hd` on `qemu-xhci`).
+    UsbUas,
 }
 
 impl DiskRole {
@@ -202,6 +207,8 @@ impl DiskRole {
             DiskRole::Sd => "sd",
             DiskRole::Emmc2 => "emmc2",
             DiskRole::Nvme => "nvme",
+            DiskRole::UsbBot => "usb",
+            DiskRole::UsbUas => "uas",
         }
     }
 }
@@ -235,6 +242,10 @@ pub struct QemuRun {
     /// `aio=` of the NVMe drive (docs/qemu.md §3: io_uring gives the lowest, steadiest latency;
     /// [`host_nvme_aio`] picks it where the host allows).
     pub nvme_aio: String,
+    /// USB drive on the Bulk-Only transport (virt only: `qemu-xhci` + `usb-storage`).
+    pub usb: Option<DiskSpec>,
+    /// USB drive on UAS (virt only: `qemu-xhci` + `usb-uas` + `scsi-hd`).
+    pub uas: Option<DiskSpec>,
     /// Printed when the run has an NVMe drive: why `nvme_aio` is not io_uring.
     pub nvme_aio_note: Option<String>,
     /// CPU model for virt (mandatory there: the default is 32-bit).
@@ -272,6 +283,8 @@ impl QemuRun {
             nvme_options: Vec::new(),
             nvme_aio: aio.backend.to_string(),
             nvme_aio_note: aio.note(),
+            usb: None,
+            uas: None,
             virt_cpu: DEFAULT_VIRT_CPU.to_string(),
             virt_memory: DEFAULT_VIRT_MEMORY.to_string(),
             extra_args: Vec::new(),
@@ -309,6 +322,13 @@ impl QemuRun {
                 reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
             });
         }
+        if (self.usb.is_some() || self.uas.is_some()) && self.machine != Machine::Virt {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "USB drive",
+                machine,
+                reason: "QEMU's raspi machines have no PCIe for an xHCI (use --machine virt)",
+            });
+        }
         if self.emmc2.is_some() && self.machine != Machine::Raspi4b {
             return Err(QemuError::DeviceNotOnMachine {
                 device: "EMMC2",
@@ -317,7 +337,13 @@ impl QemuRun {
             });
         }
         let mut planned = Vec::new();
-        let disks = [(DiskRole::Sd, &self.sd), (DiskRole::Emmc2, &self.emmc2), (DiskRole::Nvme, &self.nvme)];
+        let disks = [
+            (DiskRole::Sd, &self.sd),
+            (DiskRole::Emmc2, &self.emmc2),
+            (DiskRole::Nvme, &self.nvme),
+            (DiskRole::UsbBot, &self.usb),
+            (DiskRole::UsbUas, &self.uas),
+        ];
         for (role, spec) in disks {
             let Some(spec) = spec else { continue };
             let (spec, requested_size_bytes) = match role {
@@ -325,7 +351,7 @@ impl QemuRun {
                     Some(rounded) => (rounded, Some(spec.size_bytes)),
                     None => (spec.clone(), None),
                 },
-                DiskRole::Nvme => (spec.clone(), None),
+                DiskRole::Nvme | DiskRole::UsbBot | DiskRole::UsbUas => (spec.clone(), None),
             };
             let content_name = match &spec.content {
                 DiskContent::Pattern => "pattern",
@@ -391,6 +417,11 @@ impl QemuRun {
         let mut args_with_paths = args;
         args_with_paths.push("-kernel".into());
         args_with_paths.push(self.kernel.clone().into_os_string());
+        if disks.iter().any(|disk| matches!(disk.role, DiskRole::UsbBot | DiskRole::UsbUas)) {
+            // One xHCI for both drives: the BOT drive on root port 1, the UAS drive on port 2
+            // (both USB 3 ports of qemu-xhci: docs/usb-storage.md §3).
+            args_with_paths.extend(["-device".into(), "qemu-xhci,id=xhci".into()]);
+        }
         for disk in disks {
             let file = disk.image_path.to_string_lossy();
             let drive = |id: &str| format!("if=none,id={id},file={file},format=raw,snapshot=on");
@@ -414,6 +445,20 @@ impl QemuRun {
                     add(drive("e2"));
                     add("-device".into());
                     add("sd-card,drive=e2,bus=/generic-sdhci/sd-bus".into());
+                }
+                (DiskRole::UsbBot, _) => {
+                    add("-drive".into());
+                    add(drive("ub"));
+                    add("-device".into());
+                    add("usb-storage,bus=xhci.0,port=1,drive=ub,serial=barebench-bot".into());
+                }
+                (DiskRole::UsbUas, _) => {
+                    add("-device".into());
+                    add("usb-uas,id=uas,bus=xhci.0,port=2".into());
+                    add("-drive".into());
+                    add(drive("uasd"));
+                    add("-device".into());
+                    add("scsi-hd,bus=uas.0,scsi-id=0,lun=0,drive=uasd,serial=barebench-uas".into());
                 }
                 (DiskRole::Nvme, _) => {
                     add("-drive".into());
@@ -761,6 +806,40 @@ mod tests {
         assert_eq!(&args[args.len() - 2..], ["-d", "guest_errors"]);
         // NVMe sizes are not rounded: only the SD card model needs a power of two.
         assert_eq!(run.plan_disks().unwrap()[1].spec.size_bytes, 100 << 20);
+    }
+
+    #[test]
+    fn virt_usb_drives_share_one_xhci() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.usb = Some("64M".parse().unwrap());
+        run.uas = Some("32M:zeros".parse().unwrap());
+        let args = args_text(&run);
+        assert_eq!(args.iter().filter(|a| a.starts_with("qemu-xhci")).count(), 1);
+        assert!(follows(&args, "-device", "qemu-xhci,id=xhci"));
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=ub,file=build/disk-usb-64MiB-pattern.img,format=raw,snapshot=on"
+        ));
+        assert!(follows(&args, "-device", "usb-storage,bus=xhci.0,port=1,drive=ub,serial=barebench-bot"));
+        assert!(follows(&args, "-device", "usb-uas,id=uas,bus=xhci.0,port=2"));
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=uasd,file=build/disk-uas-32MiB-zeros.img,format=raw,snapshot=on"
+        ));
+        assert!(follows(
+            &args,
+            "-device",
+            "scsi-hd,bus=uas.0,scsi-id=0,lun=0,drive=uasd,serial=barebench-uas"
+        ));
+        let only_uas = QemuRun { usb: None, ..run };
+        let args = args_text(&only_uas);
+        assert!(follows(&args, "-device", "qemu-xhci,id=xhci"));
+        assert!(!args.iter().any(|a| a.starts_with("usb-storage")));
+        let mut raspi = QemuRun::new(Machine::Raspi4b);
+        raspi.uas = Some("64M".parse().unwrap());
+        assert!(matches!(raspi.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "USB drive", .. })));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod sd;
 pub mod storage;
 mod sync;
 pub mod timer;
+pub mod usb;
 
 use crate::board::{BoardFamily, Span, UartClock};
 use crate::cmdline::{self, KernelSettings, TestFault, Token};
@@ -283,12 +284,14 @@ impl<'m> BoardFacts<'m> {
     }
 }
 
-/// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
-/// first (board table order, then PCI), then NVMe controllers in PCI order.
+/// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
+/// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
+/// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
     let pci = pci::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
+    usb::attach(machine, settings, pci.as_ref(), storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where

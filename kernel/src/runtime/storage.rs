@@ -1,8 +1,8 @@
 //! The storage devices the kernel found, with the names the console and the command line use
-//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), the
-//! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks, and the sample of the
-//! benchmark's region before the first run, which read through the block interface
-//! ([`crate::block_checks`]).
+//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace, then `usb0`,
+//! `usb1`, … one per USB drive), the `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity
+//! checks, and the sample of the benchmark's region before the first run, which read through the
+//! block interface ([`crate::block_checks`]).
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, sample_region, verify_blocks, CheckFailure};
@@ -20,6 +20,7 @@ use drivers::platform::Platform;
 pub enum DeviceClass {
     Sd,
     Nvme,
+    Usb,
 }
 
 impl DeviceClass {
@@ -27,6 +28,7 @@ impl DeviceClass {
         match self {
             DeviceClass::Sd => "sd",
             DeviceClass::Nvme => "nvme",
+            DeviceClass::Usb => "usb",
         }
     }
 }
@@ -44,6 +46,7 @@ pub struct Storage {
     devices: Vec<StorageDevice>,
     next_sd: u32,
     next_nvme: u32,
+    next_usb: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
     /// (device, its controller) for the JSON's board facts, e.g. ("sd0", "BCM2835 sdhost at 0x20202000").
     controllers: Vec<(String, String)>,
@@ -56,6 +59,7 @@ impl Storage {
         let counter = match class {
             DeviceClass::Sd => &mut self.next_sd,
             DeviceClass::Nvme => &mut self.next_nvme,
+            DeviceClass::Usb => &mut self.next_usb,
         };
         let name = alloc::format!("{}{}", class.prefix(), counter);
         *counter += 1;
