@@ -413,6 +413,43 @@ mod tests {
     }
 
     #[test]
+    fn a_1_mhz_counter_gives_whole_microseconds_and_exact_statistics() {
+        // The Pi 1 / Zero latency clock is the BCM2835 system timer: one tick is 1 µs
+        // (docs/aarch32-pis.md §5). The clock moves only when the device completes, so I/O k of
+        // this QD1 run completes at exactly k × 250 ticks.
+        const MHZ: u64 = 1_000_000;
+        let clock = SteppingClock::new(MHZ, 0);
+        let mut device = SimDevice::new("sd0", SimBehaviour::new(nvme_geometry(), 250), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let config = config(&[job], MS, 100 * MS, 1);
+        let (results, console) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let first = &results.runs[0];
+        assert_eq!((first.lat.min_ns, first.lat.max_ns), (250 * US, 250 * US));
+        assert_eq!(first.lat.mean_milli_ns, u128::from(250 * US) * 1000);
+        assert_eq!(first.lat.stddev_milli_ns, 0);
+        assert!(first.lat_percentiles_ns.iter().all(|&p| p == 250 * US), "{:?}", first.lat_percentiles_ns);
+        assert_eq!(first.window_ns, 100 * MS);
+        assert_eq!(first.ios, 400);
+        assert!(console.contains("\"timer_frequency_hz\" : 1000000"), "{console}");
+
+        // Latencies spread over 100..=400 ticks: every figure a whole microsecond, the
+        // percentiles ordered and inside the samples' range.
+        let clock = SteppingClock::new(MHZ, 0);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 100);
+        behaviour.random_latency_ticks = 300;
+        let mut device = SimDevice::new("sd0", behaviour, &clock);
+        let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let lat = &results.runs[0].lat;
+        assert!(lat.min_ns >= 100 * US && lat.max_ns <= 400 * US, "{lat:?}");
+        assert_eq!((lat.min_ns % US, lat.max_ns % US), (0, 0));
+        let percentiles = &results.runs[0].lat_percentiles_ns;
+        assert!(percentiles.windows(2).all(|pair| pair[0] <= pair[1]), "{percentiles:?}");
+        assert!(percentiles.iter().all(|&p| lat.min_ns <= p && p <= lat.max_ns), "{percentiles:?}");
+        let mean_ns = (lat.mean_milli_ns / 1000) as u64;
+        assert!((200 * US..=300 * US).contains(&mean_ns), "{mean_ns}");
+    }
+
+    #[test]
     fn ramp_is_excluded_and_in_flight_io_at_the_boundary_counts() {
         // Clock advances only when the device jumps it to the next completion: I/O k of a
         // queue-depth-1 run completes at exactly k × 30 µs.

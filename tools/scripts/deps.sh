@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Machine set-up for barebench, idempotent: the Rust target and components the build needs, and
-# qemu-system-aarch64 >= 9.0 (10.x from Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
+# Machine set-up for barebench, idempotent: the Rust targets and components the build needs
+# (aarch64-unknown-none; armv7a-none-eabi and rust-src for the 32-bit Pis, whose ARMv6 image builds
+# core with -Zbuild-std), and qemu-system-aarch64 >= 9.0 with qemu-system-arm beside it (10.x from
+# Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
 # Also the host tools the tests use (dosfstools, mtools, llvm, losetup, fio's fio_jsonplus_clat2csv)
 # when asked with --test-tools, and a cached Python virtual environment with fio-plot 1.1.21 from
 # PyPI (BAREBENCH_VENV, default ~/.cache/barebench/venv) for the fio-plot end-to-end test.
@@ -36,11 +38,17 @@ if ! grep -q "^${pinned}" <<<"$toolchains"; then
 fi
 # Components and targets go into the stable directory when 1.95.0 is a link to it.
 installed_targets=$(rustup target list --installed 2>/dev/null || true)
-if ! grep -qx aarch64-unknown-none <<<"$installed_targets"; then
-  log "adding Rust target aarch64-unknown-none"
-  rustup target add aarch64-unknown-none 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add aarch64-unknown-none
-fi
+for target in aarch64-unknown-none armv7a-none-eabi; do
+  if ! grep -qx "$target" <<<"$installed_targets"; then
+    log "adding Rust target $target"
+    rustup target add "$target" 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add "$target"
+  fi
+done
 installed_components=$(rustup component list --installed 2>/dev/null || true)
+if ! grep -q "^rust-src" <<<"$installed_components"; then
+  log "adding Rust component rust-src (the 32-bit Pi image builds core from it)"
+  rustup component add rust-src 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup component add rust-src
+fi
 for component in clippy rustfmt; do
   if ! grep -q "^${component}" <<<"$installed_components"; then
     log "adding Rust component ${component}"
@@ -77,8 +85,8 @@ is_debian_12=0
 missing=()
 debian_packages=()
 qemu_from_backports=0
-if [ "$(qemu_major)" -lt 9 ]; then
-  missing+=("qemu-system-aarch64 >= 9.0, found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
+if [ "$(qemu_major)" -lt 9 ] || ! command -v qemu-system-arm >/dev/null 2>&1; then
+  missing+=("qemu-system-aarch64 >= 9.0 and qemu-system-arm (raspi0, raspi1ap, raspi2b), found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
   qemu_from_backports=1
 fi
 if [ "$want_test_tools" -eq 1 ]; then

@@ -51,6 +51,9 @@ struct ImageArgs {
     /// Kernel image (copied as kernel8.img and kernel_2712.img).
     #[arg(long, default_value = "build/kernel8.img")]
     kernel: PathBuf,
+    /// 32-bit kernel image for Pi 1, Zero and Pi 2 (copied as kernel.img and kernel7.img).
+    #[arg(long, default_value = "build/kernel.img")]
+    kernel32: PathBuf,
     /// Image size, e.g. 256M (rounded up to a power of two; default 256 MiB or what the files need).
     #[arg(long, value_parser = parse_size_arg)]
     size: Option<u64>,
@@ -92,10 +95,12 @@ struct ImageArgs {
 
 #[derive(Args)]
 struct QemuArgs {
-    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b or raspi4b.
+    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b, raspi4b, or the
+    /// 32-bit raspi0, raspi1ap, raspi2b.
     #[arg(long, value_enum, default_value_t = DEFAULT_MACHINE)]
     machine: Machine,
-    /// Kernel image [default: build/kernel8.img for raspi*, build/kernel-virt.img for virt].
+    /// Kernel image [default: build/kernel8.img for raspi3b/4b, build/kernel.img for raspi0/1ap,
+    /// build/kernel7.img for raspi2b, build/kernel-virt.img for virt].
     #[arg(long)]
     kernel: Option<PathBuf>,
     /// SD card: SIZE[:pattern|zeros|FILE] (size rounded up to a power of two).
@@ -143,9 +148,9 @@ struct QemuArgs {
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
-    /// The QEMU binary.
-    #[arg(long, default_value = "qemu-system-aarch64")]
-    qemu: PathBuf,
+    /// The QEMU binary [default: qemu-system-arm for raspi0/1ap/2b, qemu-system-aarch64 otherwise].
+    #[arg(long)]
+    qemu: Option<PathBuf>,
     /// Benchmark settings as one string.
     #[arg(long, value_name = "SETTINGS")]
     cmdline: Option<String>,
@@ -223,6 +228,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     let request = ImageRequest {
         output: args.output.clone(),
         kernel: args.kernel.clone(),
+        kernel32: args.kernel32.clone(),
         settings: settings_from(&args.cmdline, &args.settings),
         size_bytes: args.size,
         firmware,
@@ -314,7 +320,9 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     }
     run.timeout = args.timeout.map(Duration::from_secs);
     run.icount = args.icount;
-    run.qemu_binary = args.qemu.clone();
+    if let Some(binary) = &args.qemu {
+        run.qemu_binary = binary.clone();
+    }
     run.show_progress = true;
     eprintln!(
         "barebench: {} -M {} -append {:?}; serial log {}",

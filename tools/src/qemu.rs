@@ -1,7 +1,8 @@
-//! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`) with emulated SD/EMMC2/NVMe
-//! disks and USB drives, captures the serial console and passes the exit status on (docs/qemu.md §0
-//! command lines, §2 SD placement, §3 NVMe on virt, §4 semihosting exits; docs/usb-storage.md §8
-//! for `qemu-xhci` with `usb-storage` and `usb-uas`).
+//! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`; the 32-bit `raspi0`,
+//! `raspi1ap` and `raspi2b` with `qemu-system-arm`) with emulated SD/EMMC2/NVMe disks and USB
+//! drives, captures the serial console and passes the exit status on (docs/qemu.md §0 command
+//! lines, §2 SD placement, §3 NVMe on virt, §4 semihosting exits; docs/aarch32-pis.md §3 for the
+//! 32-bit machines; docs/usb-storage.md §8 for `qemu-xhci` with `usb-storage` and `usb-uas`).
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -31,6 +32,12 @@ pub const FALLBACK_NVME_AIO: &str = "threads";
 /// The QEMU machines barebench runs on (docs/qemu.md §1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Machine {
+    /// Raspberry Pi Zero: BCM2835, ARM1176 (qemu-system-arm).
+    Raspi0,
+    /// Raspberry Pi 1 A+: BCM2835, ARM1176 (qemu-system-arm).
+    Raspi1ap,
+    /// Raspberry Pi 2 B v1.1: BCM2836, Cortex-A7 (qemu-system-arm).
+    Raspi2b,
     /// Raspberry Pi 3B: BCM2837, Arasan SDHCI gets the `-drive if=sd` card.
     Raspi3b,
     /// Raspberry Pi 4B: BCM2711, SD on the Arasan SDHCI, optional card on EMMC2.
@@ -43,6 +50,9 @@ impl Machine {
     /// The `-M` value.
     pub fn qemu_name(self) -> &'static str {
         match self {
+            Machine::Raspi0 => "raspi0",
+            Machine::Raspi1ap => "raspi1ap",
+            Machine::Raspi2b => "raspi2b",
             Machine::Raspi3b => "raspi3b",
             Machine::Raspi4b => "raspi4b",
             Machine::Virt => "virt",
@@ -52,14 +62,27 @@ impl Machine {
     /// The kernel image `make` builds for this machine.
     pub fn default_kernel(self) -> PathBuf {
         match self {
+            Machine::Raspi0 | Machine::Raspi1ap => PathBuf::from("build/kernel.img"),
+            Machine::Raspi2b => PathBuf::from("build/kernel7.img"),
             Machine::Raspi3b | Machine::Raspi4b => PathBuf::from("build/kernel8.img"),
             Machine::Virt => PathBuf::from("build/kernel-virt.img"),
+        }
+    }
+
+    /// The QEMU binary: `qemu-system-arm` for the 32-bit Pis (`qemu-system-aarch64` has no
+    /// raspi0/raspi1ap/raspi2b), `qemu-system-aarch64` otherwise.
+    pub fn qemu_binary(self) -> PathBuf {
+        match self {
+            Machine::Raspi0 | Machine::Raspi1ap | Machine::Raspi2b => PathBuf::from("qemu-system-arm"),
+            _ => PathBuf::from("qemu-system-aarch64"),
         }
     }
 
     /// Physical address of the first PL011 (docs/qemu.md §1 "UARTs").
     pub fn pl011_address(self) -> u32 {
         match self {
+            Machine::Raspi0 | Machine::Raspi1ap => 0x2020_1000,
+            Machine::Raspi2b => 0x3F20_1000,
             Machine::Raspi3b => 0x3F20_1000,
             Machine::Raspi4b => 0xFE20_1000,
             Machine::Virt => 0x0900_0000,
@@ -269,7 +292,7 @@ impl QemuRun {
             log_path: PathBuf::from(format!("build/qemu-{}.log", machine.qemu_name())),
             timeout: None,
             icount: false,
-            qemu_binary: PathBuf::from("qemu-system-aarch64"),
+            qemu_binary: machine.qemu_binary(),
             show_progress: false,
         }
     }
@@ -689,6 +712,26 @@ mod tests {
         assert!(follows(&args, "-serial", "stdio"));
         assert!(follows(&args, "-display", "none"));
         assert!(args.contains(&"-semihosting".to_string()));
+    }
+
+    #[test]
+    fn the_32_bit_pis_run_in_qemu_system_arm_with_their_image() {
+        for (machine, name, kernel) in [
+            (Machine::Raspi0, "raspi0", "build/kernel.img"),
+            (Machine::Raspi1ap, "raspi1ap", "build/kernel.img"),
+            (Machine::Raspi2b, "raspi2b", "build/kernel7.img"),
+        ] {
+            let mut run = QemuRun::new(machine);
+            assert_eq!(run.qemu_binary, PathBuf::from("qemu-system-arm"));
+            run.sd = Some("64M".parse().unwrap());
+            let args = args_text(&run);
+            assert!(follows(&args, "-M", name));
+            assert!(follows(&args, "-kernel", kernel));
+            assert!(args.iter().any(|arg| arg.starts_with("if=sd,")), "{args:?}");
+            assert!(!args.contains(&"-cpu".to_string()));
+        }
+        assert_eq!(QemuRun::new(Machine::Raspi3b).qemu_binary, PathBuf::from("qemu-system-aarch64"));
+        assert_eq!(Machine::Raspi0.pl011_address(), 0x2020_1000);
     }
 
     #[test]

@@ -85,13 +85,13 @@ impl core::fmt::Display for DeviceSetupError {
 
 /// A name for the console without an allocator.
 #[derive(Clone, Copy)]
-struct Name {
+pub(crate) struct Name {
     bytes: [u8; 16],
     length: usize,
 }
 
 impl Name {
-    fn new(text: &str) -> Name {
+    pub(crate) fn new(text: &str) -> Name {
         let mut bytes = [0u8; 16];
         let mut length = text.len().min(16);
         while !text.is_char_boundary(length) {
@@ -100,7 +100,7 @@ impl Name {
         bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
         Name { bytes, length }
     }
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("sd?")
     }
 }
@@ -273,14 +273,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.last_error
     }
 
-    fn data_address(&self, lba: u64) -> u32 {
-        if self.card.capacity_class().block_addressed() {
-            lba as u32
-        } else {
-            (lba * u64::from(BLOCK_BYTES)) as u32
-        }
-    }
-
     /// Prepares the command for the blocks of `request` from `first_block` on (at most
     /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
     /// the data buffer, all before the command that starts the DMA is handed over. A buffer
@@ -311,7 +303,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
     /// when multi-block reads are announced, else the read command.
     fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
-        let address = self.data_address(request.lba + u64::from(segment.first_block));
+        let address = self.card.data_address(request.lba + u64::from(segment.first_block));
         let command = if segment.blocks > 1 {
             Command::read_multiple_block(address)
         } else {

@@ -50,6 +50,8 @@ pub struct Storage {
     next_nvme: u32,
     next_usb: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
+    /// (device, its controller) for the JSON's board facts, e.g. ("sd0", "BCM2835 sdhost at 0x20202000").
+    controllers: Vec<(String, String)>,
     /// `regs=DEV`: each device's register reader, for the snapshot after the last run.
     register_readers: Vec<(String, Box<dyn Fn() -> RegisterSnapshot>)>,
 }
@@ -85,6 +87,15 @@ impl Storage {
         if let Some(entry) = self.find_mut(name) {
             entry.deallocated_read = Some(description);
         }
+    }
+
+    /// Records which controller a device sits behind, for the JSON.
+    pub fn set_controller(&mut self, device: &str, controller: String) {
+        self.controllers.push((String::from(device), controller));
+    }
+
+    pub fn controllers(&self) -> &[(String, String)] {
+        &self.controllers
     }
 
     /// Registers work for the end of the run (an NVMe controller's normal shutdown).
