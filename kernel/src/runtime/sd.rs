@@ -115,14 +115,14 @@ pub fn attach(
     storage: &mut Storage,
 ) {
     let options = parse_options(settings);
-    let options = SdSettings { options, settings };
+    let sd_settings = SdSettings { options, settings };
     let info = &machine.info;
     let qemu = info.is_qemu();
     let board_hosts = info
         .profile
         .sd_hosts
         .iter()
-        .filter(|host| allowed_here(host, qemu) && chosen_for_slot(host, &options))
+        .filter(|host| allowed_here(host, qemu) && chosen_for_slot(host, &sd_settings.options))
         .map(|host| match quirks_for(host.kind) {
             None => Site::Sdhost { base: host.base },
             Some(quirks) => Site::Sdhci(HostSite {
@@ -150,8 +150,8 @@ pub fn attach(
     let sites: alloc::vec::Vec<Site> = board_hosts.chain(pci_hosts).collect();
     for site in sites {
         match site {
-            Site::Sdhci(site) => attach_host(machine, &options, &site, storage),
-            Site::Sdhost { base } => attach_sdhost(machine, &options, base, storage),
+            Site::Sdhci(site) => attach_host(machine, &sd_settings, &site, storage),
+            Site::Sdhost { base } => attach_sdhost(machine, &sd_settings.options, base, storage),
         }
     }
 }
