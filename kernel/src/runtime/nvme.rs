@@ -6,18 +6,16 @@
 
 use super::pci::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
-use super::storage::{print_registers, DeviceClass, Storage};
+use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::Machine;
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
 use alloc::format;
-use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use blockdev::{BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, Request, SubmitError};
-use core::cell::RefCell;
+use blockdev::{BlockDevice, DmaBuffer};
 use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::selftest::{self, Place, RunReport, Workload};
@@ -555,14 +553,14 @@ fn self_test(
 fn shut_down_on_exit(storage: &mut Storage, mut controller: KernelController, devices: Vec<SharedNamespace>) {
     storage.on_shutdown(Box::new(move || {
         for device in &devices {
-            let statistics = device.inner.borrow().statistics();
+            let statistics = device.borrow().statistics();
             let mut errors = String::new();
             for (status, count) in &statistics.errors_by_status {
                 errors.push_str(&format!("; {status} ×{count}"));
             }
             println!(
                 "{}: {} requests ({} split, {} failed), {} commands, {} command errors, {} untrusted completions, {} SQ and {} CQ doorbell writes{errors}",
-                device.name,
+                device.name(),
                 statistics.requests_completed,
                 statistics.requests_split,
                 statistics.requests_failed,
@@ -591,42 +589,6 @@ fn shut_down_on_exit(storage: &mut Storage, mut controller: KernelController, de
     }));
 }
 
-/// A namespace device shared between the storage registry (the block interface) and the
-/// shutdown hook (its counters). One core, no interrupts: the borrows never overlap.
-#[derive(Clone)]
-struct SharedNamespace {
-    name: String,
-    inner: Rc<RefCell<KernelNamespace>>,
-}
-
-impl SharedNamespace {
-    fn new(device: KernelNamespace) -> Self {
-        SharedNamespace { name: String::from(device.name()), inner: Rc::new(RefCell::new(device)) }
-    }
-}
-
-impl BlockDevice for SharedNamespace {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn geometry(&self) -> Geometry {
-        self.inner.borrow().geometry()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        self.inner.borrow_mut().submit(request)
-    }
-
-    fn kick(&mut self) {
-        self.inner.borrow_mut().kick()
-    }
-
-    fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        self.inner.borrow_mut().poll(completions)
-    }
-
-    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
-        self.inner.borrow_mut().poll_detailed(completions, details)
-    }
-}
+/// A namespace shared between the storage registry (the block interface) and the shutdown hook
+/// (its counters).
+type SharedNamespace = SharedDevice<KernelNamespace>;

@@ -240,3 +240,68 @@ pub fn sample_regions(
     }
     samples
 }
+
+/// A block device shared between the storage registry (the block interface) and the code that
+/// reads its counters at the end (an NVMe namespace, a USB drive). One core, no interrupts: the
+/// borrows never overlap.
+pub struct SharedDevice<D> {
+    name: String,
+    inner: alloc::rc::Rc<core::cell::RefCell<D>>,
+}
+
+impl<D> Clone for SharedDevice<D> {
+    fn clone(&self) -> Self {
+        SharedDevice { name: self.name.clone(), inner: alloc::rc::Rc::clone(&self.inner) }
+    }
+}
+
+impl<D: BlockDevice> SharedDevice<D> {
+    pub fn new(device: D) -> Self {
+        SharedDevice {
+            name: String::from(device.name()),
+            inner: alloc::rc::Rc::new(core::cell::RefCell::new(device)),
+        }
+    }
+
+    /// The device itself, for its counters.
+    pub fn borrow(&self) -> core::cell::Ref<'_, D> {
+        self.inner.borrow()
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn geometry(&self) -> blockdev::Geometry {
+        self.inner.borrow().geometry()
+    }
+
+    fn submit(
+        &mut self,
+        request: blockdev::Request,
+    ) -> Result<(), (blockdev::Request, blockdev::SubmitError)> {
+        self.inner.borrow_mut().submit(request)
+    }
+
+    fn kick(&mut self) {
+        self.inner.borrow_mut().kick()
+    }
+
+    fn poll(&mut self, completions: &mut [blockdev::Completion]) -> usize {
+        self.inner.borrow_mut().poll(completions)
+    }
+
+    fn poll_detailed(
+        &mut self,
+        completions: &mut [blockdev::Completion],
+        details: &mut [blockdev::CommandDetail],
+    ) -> usize {
+        self.inner.borrow_mut().poll_detailed(completions, details)
+    }
+
+    fn data_path(&self) -> Option<blockdev::DataPath> {
+        self.inner.borrow().data_path()
+    }
+}

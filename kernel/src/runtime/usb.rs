@@ -7,7 +7,7 @@
 
 use super::pci::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
-use super::storage::{DeviceClass, Storage};
+use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::Machine;
 use crate::board::{self, BoardFamily};
 use crate::cmdline::KernelSettings;
@@ -17,7 +17,7 @@ use alloc::format;
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
-use blockdev::{BlockDevice, Completion, Geometry, Request, SubmitError};
+use blockdev::BlockDevice;
 use core::cell::RefCell;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::{BusTranslation, Platform};
@@ -300,7 +300,7 @@ fn report_on_exit(
 ) {
     storage.on_shutdown(Box::new(move || {
         for drive in &drives {
-            let inner = drive.inner.borrow();
+            let inner = drive.borrow();
             let statistics = inner.statistics();
             let mut failures = String::new();
             for kind in blockdev::IoErrorKind::ALL {
@@ -311,7 +311,7 @@ fn report_on_exit(
             }
             println!(
                 "{}: {} requests, {} failed{failures}; {}",
-                drive.name,
+                drive.name(),
                 statistics.requests,
                 statistics.failed,
                 inner.transport_counters()
@@ -333,38 +333,5 @@ fn report_on_exit(
     }));
 }
 
-/// A drive shared between the storage registry (the block interface) and the end-of-run
-/// report. One core, no interrupts: the borrows never overlap.
-#[derive(Clone)]
-struct SharedDrive {
-    name: String,
-    inner: Rc<RefCell<KernelDrive>>,
-}
-
-impl SharedDrive {
-    fn new(drive: KernelDrive) -> Self {
-        SharedDrive { name: String::from(drive.name()), inner: Rc::new(RefCell::new(drive)) }
-    }
-}
-
-impl BlockDevice for SharedDrive {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn geometry(&self) -> Geometry {
-        self.inner.borrow().geometry()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        self.inner.borrow_mut().submit(request)
-    }
-
-    fn kick(&mut self) {
-        self.inner.borrow_mut().kick()
-    }
-
-    fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        self.inner.borrow_mut().poll(completions)
-    }
-}
+/// A drive shared between the storage registry (the block interface) and the end-of-run report.
+type SharedDrive = SharedDevice<KernelDrive>;
