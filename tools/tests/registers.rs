@@ -83,7 +83,7 @@ fn virt_sd_and_nvme_registers_at_bring_up_and_after_the_last_run() {
 fn raspi3b_arasan_registers_without_adma() {
     let image = TestImage::full("regs-raspi3b", 16 << 20);
     let run = Run::new(Machine::Raspi3b)
-        .append("exit=semihosting regs=sd0 jobs=none")
+        .append("exit=semihosting sd.host=arasan regs=sd0 jobs=none")
         .arg("-drive")
         .arg(&format!("if=sd,{}", image.drive()))
         .go();
