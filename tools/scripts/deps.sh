@@ -112,8 +112,12 @@ if [ "$want_test_tools" -eq 1 ]; then
     missing+=("fio_jsonplus_clat2csv (package fio)")
     debian_packages+=(fio)
   fi
-  # `python3 -m venv` needs ensurepip, which Debian ships in python3-venv.
-  if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  # fio-plot runs in a Python virtual environment: `python3 -m venv` needs ensurepip, which
+  # Debian ships in python3-venv (and a minimal system may have no python3 at all).
+  if ! command -v python3 >/dev/null 2>&1; then
+    missing+=("python3 with its venv module (packages python3, python3-venv)")
+    debian_packages+=(python3 python3-venv)
+  elif ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
     missing+=("python3 venv module (package python3-venv)")
     debian_packages+=(python3-venv)
   fi
