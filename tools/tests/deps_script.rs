@@ -117,6 +117,7 @@ fn elsewhere_it_lists_what_is_missing_and_changes_nothing() {
         );
         assert!(stderr.contains("fsck.fat (package dosfstools)"), "{stderr}");
         assert!(stderr.contains("fio_jsonplus_clat2csv (package fio)"), "{stderr}");
+        assert!(stderr.contains("python3 with its venv module (packages python3, python3-venv)"), "{stderr}");
         assert!(!stderr.contains("mtools") && !stderr.contains("llvm-objcopy"), "{stderr}");
         assert_eq!(machine.system_calls(), "", "no apt-get, sudo or tee elsewhere");
     }
@@ -127,7 +128,7 @@ fn elsewhere_with_everything_present_it_succeeds_quietly() {
     let machine = FakeMachine::new(
         FEDORA,
         Some("10.0.2"),
-        &["fsck.fat", "mdir", "llvm-objcopy", "fio_jsonplus_clat2csv"],
+        &["fsck.fat", "mdir", "llvm-objcopy", "fio_jsonplus_clat2csv", "python3"],
     );
     let output = machine.run_deps();
     let stderr = String::from_utf8_lossy(&output.stderr);
