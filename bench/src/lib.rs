@@ -41,6 +41,7 @@
 //! Memory: the histograms are allocated once per benchmark, per-tag arrays once per job, result
 //! records once per run; nothing is allocated per I/O. Nothing is ever written to a device.
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
+#![forbid(unsafe_code)]
 
 extern crate alloc;
 #[cfg(any(test, feature = "std"))]

@@ -8,6 +8,7 @@
 //! Time is read through [`Clock`], so the same benchmark code runs against the ARM generic timer
 //! in the kernel and against a simulated clock in host tests.
 #![no_std]
+#![forbid(unsafe_code)]
 
 pub mod crc32;
 pub mod pattern;
@@ -22,6 +23,11 @@ use core::fmt;
 /// physical address there); `physical_address` is the CPU physical address. A driver turns the
 /// physical address into a bus address with its own translation (the Pi's SD and PCIe DMA see RAM
 /// at an offset), never by assuming they are equal.
+///
+/// It only names memory: nothing here reads or writes it. Whoever makes one promises that it
+/// names memory a device may use by DMA (drivers program their devices with it, and the SD
+/// hosts' PIO paths write it); the CPU reaches that memory through `drivers::dma::DmaRegion`,
+/// whose volatile copies never make a Rust reference into bytes a device may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaBuffer {
     pub cpu_address: usize,
@@ -41,26 +47,6 @@ impl DmaBuffer {
             physical_address: self.physical_address + offset_bytes as u64,
             length_bytes,
         })
-    }
-
-    /// The bytes of the buffer, for the CPU.
-    ///
-    /// # Safety
-    /// `cpu_address..cpu_address + length_bytes` must be valid, readable memory that no device is
-    /// writing while the slice lives.
-    pub unsafe fn as_bytes(&self) -> &[u8] {
-        // SAFETY: the caller guarantees the range is valid and not being written (see above).
-        unsafe { core::slice::from_raw_parts(self.cpu_address as *const u8, self.length_bytes) }
-    }
-
-    /// The bytes of the buffer, for the CPU to fill.
-    ///
-    /// # Safety
-    /// As for [`DmaBuffer::as_bytes`], and no other reference to the range may exist.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn as_bytes_mut(&self) -> &mut [u8] {
-        // SAFETY: the caller guarantees exclusive access to a valid range (see above).
-        unsafe { core::slice::from_raw_parts_mut(self.cpu_address as *mut u8, self.length_bytes) }
     }
 }
 
@@ -262,7 +248,9 @@ pub trait BlockDevice {
     fn geometry(&self) -> Geometry;
 
     /// Queues a request without starting it. On refusal the request comes back with the reason;
-    /// a refusal never reaches the device.
+    /// a refusal never reaches the device. An accepted request's buffer belongs to the driver
+    /// (and its device's DMA) until its completion comes back from [`BlockDevice::poll`]: the
+    /// submitter neither touches nor frees it meanwhile.
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)>;
 
     /// Starts everything submitted since the last kick (one doorbell write for the batch).

@@ -1,5 +1,6 @@
 //! What the exception vectors save, and how to name it (Arm ARM D1.10.4 vector offsets, D17.2.37
 //! ESR_ELx exception classes).
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

@@ -1,6 +1,7 @@
 //! What the AArch32 exception vectors save, and how to name it (ARMv7 ARM B1.8 exception
 //! vectors, B4.1.52 DFSR and B4.1.96 IFSR short-descriptor fault status; ARM1176JZF-S TRM §3.2.21
 //! for the same encodings on ARMv6; docs/aarch32-pis.md §4).
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

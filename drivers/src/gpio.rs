@@ -1,6 +1,7 @@
 //! BCM2835/BCM2711 GPIO function select (BCM2835 ARM Peripherals §6.1: GPFSELn at 0x00–0x14,
 //! three bits per pin, ten pins per register). Used to route the PL011 to GPIO 14/15 and the SD
 //! pins (GPIO 48–53) to the chosen controller (docs/hardware.md §2.1, docs/qemu.md §2).
+#![forbid(unsafe_code)]
 
 use crate::mmio::RegisterIo;
 

@@ -6,6 +6,8 @@
 extern crate alloc;
 
 pub mod barrier;
+pub mod blocking;
+pub mod dma;
 pub mod gpio;
 pub mod mailbox;
 pub mod mmio;

@@ -2,6 +2,7 @@
 //! memory split, clock rates (and raising the ARM clock to its maximum), power, the firmware's
 //! copy of the command line (docs/hardware.md §4.6, after circle's `bcmmailbox.cpp`,
 //! `bcmpropertytags.h`, `cputhrottle.cpp` and the Raspberry Pi firmware wiki's tag list).
+#![forbid(unsafe_code)]
 
 use crate::barrier;
 use crate::mmio::RegisterIo;

@@ -1,5 +1,6 @@
 //! PL011 UART transmit/receive, 8N1 with FIFOs (Arm PrimeCell UART (PL011) TRM DDI 0183, §3.3
 //! register summary; baud divisor §3.3.6).
+#![forbid(unsafe_code)]
 
 use crate::mmio::RegisterIo;
 use tock_registers::{register_bitfields, LocalRegisterCopy};

@@ -37,9 +37,24 @@ impl fmt::Display for DmaAllocationError {
 
 /// The machine services a driver uses. Methods take `&self`; implementations use interior
 /// mutability for the allocator.
-pub trait Platform: Clock {
+///
+/// # Safety
+/// Drivers turn what this trait returns into raw memory accesses and device programming
+/// ([`crate::dma::DmaRegion`]), so an implementor promises, as rcore-os/virtio-drivers' `Hal`
+/// does:
+/// - every buffer from [`Platform::allocate_dma`] is `length_bytes` of memory the CPU may read
+///   and write at `cpu_address`, aligned to `alignment_bytes`, zeroed, and that stays valid,
+///   does not move and is handed to no one else for as long as the platform value lives;
+/// - `physical_address` is the CPU physical address of those same bytes (`cpu_address` maps to
+///   it), so a device given the bus address of `physical_address` through the board's
+///   [`BusTranslation`] reads and writes exactly that buffer and nothing else;
+/// - [`Platform::clean_for_device`] returns only once the CPU's writes to the buffer are in
+///   memory where a device reads them, and [`Platform::invalidate_for_cpu`] only once no cached
+///   line can hide what a device wrote (both may do nothing where the memory is not cached).
+pub unsafe trait Platform: Clock {
     /// Zeroed DMA memory of `length_bytes`, aligned to `alignment_bytes` (a power of two), that
-    /// lives until the end of the run. Memory from the kernel's pool is mapped non-cacheable.
+    /// lives as long as the platform (see the trait's safety contract). Memory from the
+    /// kernel's pool is mapped non-cacheable.
     fn allocate_dma(
         &self,
         length_bytes: usize,

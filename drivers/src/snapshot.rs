@@ -4,6 +4,7 @@
 //!
 //! A snapshot is data: the drivers fill it ([`crate::sdhci::snapshot`], [`crate::nvme::snapshot`])
 //! and the kernel prints it with [`RegisterSnapshot::lines`], one register per line.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

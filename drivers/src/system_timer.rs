@@ -2,6 +2,7 @@
 //! at +0x04 and CHI at +0x08 hold a 64-bit count of a 1 MHz clock; docs/aarch32-pis.md §5): the
 //! only timer of the ARM1176 Pis, and so the latency clock of Pi 1 and Zero, with 1 µs
 //! resolution.
+#![forbid(unsafe_code)]
 
 use crate::mmio::RegisterIo;
 

@@ -452,7 +452,10 @@ impl Clock for ArenaPlatform {
     }
 }
 
-impl Platform for ArenaPlatform {
+// SAFETY: buffers are disjoint, aligned pieces of the zeroed arena, which lives (and stays in
+// place) until the platform is dropped; `physical_address` and `cpu_pointer` translate with the
+// same offset. There is no cache to maintain on the host: the calls are only logged.
+unsafe impl Platform for ArenaPlatform {
     /// Zeroed by the CPU, as the kernel's allocator does: logged as a CPU write.
     fn allocate_dma(
         &self,

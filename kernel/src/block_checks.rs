@@ -5,14 +5,17 @@
 //! the poison afterwards is a read that reported success without transferring data: the check
 //! fails instead of computing a CRC of stale memory or taking a zeroed buffer for an empty disk.
 
+use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
 use bench::plan::Region;
 use bench::results::RegionSample;
 use blockdev::crc32::Crc32;
-use blockdev::{BlockDevice, Completion, DmaBuffer, Operation, Request};
-use drivers::platform::{Deadline, Platform};
+use blockdev::{BlockDevice, DmaBuffer, Operation, Request};
+use drivers::blocking::{complete_one, WaitError};
+use drivers::dma::DmaRegion;
+use drivers::platform::Platform;
 
 /// What a buffer holds before each read: no device's data and no test pattern looks like it.
 pub const POISON: &[u8; 16] = b"barebench poison";
@@ -147,25 +150,30 @@ pub fn read_checked<P: Platform + ?Sized, R>(
     block_count: u32,
     consume: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, CheckFailure> {
-    // SAFETY: `buffer` is DMA memory owned by the caller and no request is using it.
-    fill_with_poison(unsafe { buffer.as_bytes_mut() });
+    // SAFETY: `buffer` is DMA memory from the platform that the caller lends to this check
+    // alone: no request is using it, and the device writes it only during the read below.
+    let region = unsafe { DmaRegion::new(buffer) };
+    fill_with_poison(&region);
     // The poison must be in memory before the device writes, or a later eviction could
     // overwrite the data with it.
     platform.clean_for_device(&buffer);
     read_blocking(device, platform, buffer, lba, block_count)?;
     platform.invalidate_for_cpu(&buffer);
-    // SAFETY: the read completed, so no device writes the buffer any more.
-    let bytes = unsafe { buffer.as_bytes() };
+    // The read completed: no device writes the buffer any more, and a copy is what the checks
+    // read (no reference into DMA memory).
+    let mut bytes = vec![0u8; buffer.length_bytes];
+    region.read_bytes(0, &mut bytes);
     let block_bytes = bytes.len() / block_count.max(1) as usize;
     match bytes.chunks(block_bytes.max(1)).position(is_poison) {
         Some(block) => Err(CheckFailure::NotTransferred { lba: lba + block as u64 }),
-        None => Ok(consume(bytes)),
+        None => Ok(consume(&bytes)),
     }
 }
 
-fn fill_with_poison(bytes: &mut [u8]) {
-    for (byte, poison) in bytes.iter_mut().zip(POISON.iter().cycle()) {
-        *byte = *poison;
+fn fill_with_poison(region: &DmaRegion) {
+    for offset_bytes in (0..region.length_bytes()).step_by(POISON.len()) {
+        let length_bytes = POISON.len().min(region.length_bytes() - offset_bytes);
+        region.write_bytes(offset_bytes, &POISON[..length_bytes]);
     }
 }
 
@@ -183,19 +191,10 @@ pub fn read_blocking<P: Platform + ?Sized>(
 ) -> Result<(), CheckFailure> {
     const TAG: u32 = 0x0c8c_0001;
     let request = Request { tag: TAG, operation: Operation::Read, lba, block_count, buffer };
-    device.submit(request).map_err(|(_, error)| CheckFailure::Refused(error))?;
-    device.kick();
-    let deadline = Deadline::after_us(platform, READ_TIMEOUT_US);
-    let mut completions = [Completion::default(); 4];
-    loop {
-        let finished = device.poll(&mut completions);
-        if let Some(completion) = completions[..finished].iter().find(|c| c.tag == TAG) {
-            return completion.result.map_err(|error| CheckFailure::Failed { lba, error });
-        }
-        if deadline.has_passed(platform) {
-            return Err(CheckFailure::Timeout { lba });
-        }
-        core::hint::spin_loop();
+    match complete_one(device, platform, request, READ_TIMEOUT_US) {
+        Ok(result) => result.map_err(|error| CheckFailure::Failed { lba, error }),
+        Err(WaitError::Refused(error)) => Err(CheckFailure::Refused(error)),
+        Err(WaitError::Timeout) => Err(CheckFailure::Timeout { lba }),
     }
 }
 
@@ -271,7 +270,7 @@ pub fn sample_region<P: Platform + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blockdev::{Geometry, SubmitError};
+    use blockdev::{Completion, Geometry, SubmitError};
     use drivers::testing::ArenaPlatform;
 
     /// What the fake device does with a read.
@@ -320,17 +319,17 @@ mod tests {
                 return 0;
             };
             // SAFETY: the buffer is the test's arena memory and this request owns it.
-            let bytes = unsafe { request.buffer.as_bytes_mut() };
-            let length = request.block_count as usize * 512;
-            for (index, sector) in bytes[..length].chunks_mut(512).enumerate() {
+            let region = unsafe { DmaRegion::new(request.buffer) };
+            let mut sector = [0u8; 512];
+            for index in 0..request.block_count as usize {
                 match self.answer {
                     Answer::Pattern => {
-                        let sector: &mut [u8; 512] = sector.try_into().unwrap();
-                        blockdev::pattern::fill_sector(request.lba + index as u64, sector)
+                        blockdev::pattern::fill_sector(request.lba + index as u64, &mut sector)
                     }
                     Answer::Zeros => sector.fill(0),
-                    Answer::NothingTransferred => {}
+                    Answer::NothingTransferred => continue,
                 }
+                region.write_bytes(index * 512, &sector);
             }
             completions[0] = Completion { tag: request.tag, result: Ok(()) };
             1
@@ -412,8 +411,7 @@ mod tests {
         assert!(!sample.all_zero && !sample.looks_deallocated());
 
         // A zeroed buffer and a device that writes nothing is not an empty disk.
-        // SAFETY: the arena buffer is not in use by any request.
-        unsafe { buffer.as_bytes_mut() }.fill(0);
+        platform.cpu_fill(&buffer, 0);
         let mut silent = FakeDisk::new(Answer::NothingTransferred);
         let (sample, failure) = sample_region(&mut silent, &platform, buffer, region);
         assert!(matches!(failure, Some(CheckFailure::NotTransferred { lba: 2048 })));

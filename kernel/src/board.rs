@@ -2,6 +2,7 @@
 //! the addresses from docs/hardware.md §1 (docs/aarch32-pis.md §1, §6 for the 32-bit Pis, and
 //! docs/qemu.md §3 for QEMU virt). The device tree, when there
 //! is one, refines it (memory, model, device addresses); without one this table is the map.
+#![forbid(unsafe_code)]
 
 use boot::cpu::CoreModel;
 use drivers::pci::brcmstb::Soc;

@@ -2,6 +2,7 @@
 //! and the `sd.`/`nvme.`/`pcie.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
 //! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
 //! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

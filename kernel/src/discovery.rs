@@ -1,6 +1,7 @@
 //! Board discovery: the device tree when one is passed, else the ATAGS QEMU's raspi
 //! machines pass, else the board table chosen by the CPU (MIDR) and refined by the VideoCore
 //! mailbox. The portable part lives here; `runtime` adds the mailbox queries.
+#![forbid(unsafe_code)]
 
 use crate::atags::BootTags;
 use crate::board::{self, BoardFamily, BoardProfile, Span};

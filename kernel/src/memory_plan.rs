@@ -1,6 +1,7 @@
 //! Where the heap and the DMA pool go, and the regions the MMU maps (docs/architecture.md "Memory": identity map, RAM
 //! normal write-back, a DMA pool normal non-cacheable, devices nGnRE). Pure arithmetic, tested on
 //! the host; `runtime` applies it.
+#![forbid(unsafe_code)]
 
 use crate::board::Span;
 use boot::mmu::{MemoryKind, Region, BLOCK_2M};

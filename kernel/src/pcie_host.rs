@@ -4,6 +4,7 @@
 //! RP1, is never picked): `ranges`, `dma-ranges` (the firmware rewrites them on CM4 and C0 Pi 4s,
 //! docs/pcie-brcmstb.md §3), `max-link-speed` (`dtparam=pciex1_gen`), `brcm,tperst-clk-ms`
 //! (`dtparam=pciex1_tperst_clk_ms`); then the command line's `pcie.gen=` and `pcie.perst-ms=`.
+#![forbid(unsafe_code)]
 
 use crate::board::PcieHost;
 use crate::devicetree::{read_cells, DeviceNode, DeviceTree};

@@ -4,6 +4,7 @@
 //! writes the right one into the device tree's `emmc2bus` `dma-ranges` (Linux
 //! `arch/arm/boot/dts/broadcom/bcm2711.dtsi`); without a tree the board revision decides, as
 //! circle's `machineinfo.cpp` does; when neither knows, nobody does, and data moves by PIO.
+#![forbid(unsafe_code)]
 
 use crate::board::{SdDma, EMMC2_B0_DMA, EMMC2_C0_DMA};
 use crate::devicetree::DeviceTree;

@@ -1,5 +1,6 @@
 //! Emulated-disk specifications (`SIZE[:pattern|zeros|FILE]`) and the image files made from them
 //! for QEMU (docs/qemu.md §0, §2: SD card sizes must be a power of two).
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::fs::{self, File};

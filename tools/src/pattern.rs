@@ -3,6 +3,7 @@
 //! defined once, in `blockdev::pattern` (tag `BAREBNCH`, the sector number, a generated tail), and
 //! shared with the kernel's `verify=` check; this module writes it into image files and
 //! recognises it.
+#![forbid(unsafe_code)]
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};

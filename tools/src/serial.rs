@@ -1,5 +1,6 @@
 //! `barebench serial`: captures the kernel's serial console (115200 8N1, docs/ecosystem.md §4.1),
 //! shows it live, saves it, and stops at the end-of-results marker line (docs/architecture.md "Output").
+#![forbid(unsafe_code)]
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 //! (Secure SVC, every raspi2b core at the entry). Images are small and runs short: TCG is slow
 //! on these machines.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -5,6 +5,7 @@
 //! calls in order, but not which instructions they and the kernel's platform become; this reads
 //! `build/kernel-virt.elf` and `build/kernel8.elf` (built by `make`) with `llvm-objdump`.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::Command;

@@ -2,6 +2,7 @@
 //! raspi4b's EMMC2 card, with a short job list: the per-job tables, the summary and the
 //! fio-compatible JSON block (read back with `bench::fio_json`, the parser the host tool uses).
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -2,6 +2,7 @@
 //! banner against what each machine is (docs/qemu.md §1), the exit status, the exception report and
 //! the handling of a malformed command line.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

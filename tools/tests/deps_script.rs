@@ -2,6 +2,7 @@
 //! missing and stops. Runs the real script with a PATH of stand-ins (rustup, rustc, QEMU, the
 //! test tools, apt-get, sudo, tee) that record every call instead of touching the machine, and a
 //! made-up os-release.
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -6,6 +6,7 @@
 //! A heading's number is its leading `N.N` (`### 2.5 1.8 V signalling` is §2.5); a quoted name
 //! matches a heading's text without its number, whole or up to a parenthesised remark
 //! (`"Card model"` is `### Card model (hw/sd/sd.c)`).
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -4,6 +4,7 @@
 //! charts from it, and fio's `fio_jsonplus_clat2csv` (Debian's `fio`) turns the json+ bins
 //! into a CSV whose totals match the run (docs/fio-json.md §7).
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

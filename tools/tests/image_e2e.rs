@@ -1,6 +1,7 @@
 //! End-to-end: `barebench image` builds an image that fsck.fat and mtools accept and that holds
 //! every expected file with the expected bytes; `--write` to a plain file and a loop device.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};

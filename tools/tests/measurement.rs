@@ -2,6 +2,7 @@
 //! and the CPU cost per I/O (instruction counts only under `-icount shift=0`), the progress
 //! line, and the warning for a region that reads as never written (docs/measurement.md).
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

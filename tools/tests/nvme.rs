@@ -5,6 +5,7 @@
 //! for byte (`verify=`) and by CRC (`crc=`) against CRCs the host computes from the image with
 //! crc32fast. Also: no NVMe device, a controller without a namespace, and bad input.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -4,6 +4,7 @@
 //! raspi4b, which models no PCIe root complex (docs/qemu.md §9), the kernel says the link is down
 //! at once and runs the benchmark on the SD card; `pcie=off` and bad `pcie.` settings are named.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

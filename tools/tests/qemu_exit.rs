@@ -1,6 +1,7 @@
 //! End-to-end: `tools::qemu::QemuRun` boots a hand-assembled kernel on every machine and passes
 //! on the exit status set through semihosting, with the serial console captured (docs/qemu.md §4).
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 //! benchmark), raspi3b's Arasan (no ADMA registers read: it advertises no ADMA2) and raspi4b's
 //! EMMC2 and legacy Arasan together (`regs=all`).
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -1,5 +1,6 @@
 //! `barebench report` on a recorded (synthetic) serial log and a fio 3.36 JSON from Linux:
 //! the expected Markdown table, CSV and JSON, well-formed SVG charts and PNGs that decode.
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::path::{Path, PathBuf};

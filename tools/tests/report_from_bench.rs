@@ -2,6 +2,7 @@
 //! simulated devices (an SD-like one at queue depth 1, an NVMe-like one with a deep queue) with
 //! a simulated clock, and `tools::report` turns the console text into rows (format compatibility
 //! between bench's JSON writer and the host's reader; docs/nvme-and-fio.md §3.5–3.6).
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;

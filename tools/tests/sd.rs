@@ -7,6 +7,7 @@
 //! read (start, end, pseudo-random places); the kernel's `crc=` results are compared with CRCs
 //! the host computes from the image file (crc32fast), and `verify=` checks every byte.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -1,5 +1,6 @@
 //! `barebench serial` on a pseudo-terminal: prints the picocom line, saves the console and
 //! stops at the end-of-results marker; keeps the log when the port goes away.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

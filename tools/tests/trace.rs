@@ -5,6 +5,7 @@
 //! not match is named. Also the IOPS and CPU cost per I/O with and without `trace=` (printed,
 //! not asserted: QEMU's timing is the host's), instructions counted under `-icount shift=0`.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

@@ -7,6 +7,7 @@
 //! transports also run at high speed (`p3=0`: UAS with Read/Write Ready), with bad settings, and
 //! on a controller without streams.
 #![cfg(feature = "e2e")]
+#![forbid(unsafe_code)]
 
 mod qemu_harness;
 

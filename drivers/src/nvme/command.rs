@@ -3,6 +3,7 @@
 //! sends: Identify (§5.15), Set Features Number of Queues (§5.21.1.7), Create/Delete I/O
 //! Completion and Submission Queue (§5.3-5.6) and NVM Read (NVM Command Set 1.0 / NVMe 1.4
 //! §6.9); layouts as summarised in docs/nvme-and-fio.md §1.4-1.8.
+#![forbid(unsafe_code)]
 
 use super::status::Status;
 

@@ -7,7 +7,6 @@ use super::command::{
     allocated_queue_counts, cns, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
     SUBMISSION_ENTRY_BYTES,
 };
-use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::identify::{
     active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES, IDENTIFY_BYTES,
@@ -18,6 +17,7 @@ use super::regs::{self, offsets, Capabilities, Version};
 use super::ring::{CompletionRing, SubmissionRing};
 use super::status::{code_type, generic, Status};
 use crate::barrier;
+use crate::dma::{allocate_region, DmaRegion, DmaRegionError};
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
 use alloc::string::String;
@@ -264,6 +264,15 @@ impl From<DmaAllocationError> for NvmeError {
     }
 }
 
+impl From<DmaRegionError> for NvmeError {
+    fn from(error: DmaRegionError) -> Self {
+        match error {
+            DmaRegionError::Allocation(error) => NvmeError::Allocation(error),
+            DmaRegionError::Unreachable(error) => NvmeError::Unreachable(error),
+        }
+    }
+}
+
 impl From<UnreachableAddress> for NvmeError {
     fn from(error: UnreachableAddress) -> Self {
         NvmeError::Unreachable(error)
@@ -359,21 +368,6 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     shut_down: bool,
 }
 
-/// Fresh DMA memory for the controller's own structures (queues, PRP lists, identify data),
-/// aligned to its page and checked to be reachable through its bus translation.
-fn allocate_region<P: Platform>(
-    platform: &P,
-    dma: &BusTranslation,
-    bytes: usize,
-    page_bytes: usize,
-) -> Result<DmaRegion, NvmeError> {
-    let buffer = platform.allocate_dma(bytes, page_bytes)?;
-    dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-    // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and shared
-    // only with this controller.
-    Ok(unsafe { DmaRegion::new(buffer) })
-}
-
 impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     /// Resets and enables the controller and identifies it (NVMe 1.4 §7.6.1 steps 1-6).
     /// `register_bytes` is BAR0's size; `dma` is how the controller sees RAM; `label` names the
@@ -404,12 +398,11 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let waits = WaitReporter { events, label: &label };
         disable(&registers, platform, &capabilities, waits)?;
 
-        let allocate = |bytes: usize| allocate_region(platform, &dma, bytes, page_bytes);
-        let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
-        let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
-        let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
-        let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
-        let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        // SAFETY: the regions stay in the controller, which borrows the platform for 'p.
+        let allocate = |bytes: usize| unsafe { allocate_region(platform, &dma, bytes, page_bytes) };
+        let (submission, submission_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
+        let (completion, completion_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
+        let (identify_buffer, _) = allocate(IDENTIFY_BYTES.max(page_bytes))?;
         // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
         // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
         // register write, as before a doorbell.
@@ -628,21 +621,18 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
         let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
-        let allocate = |bytes: usize| allocate_region(self.platform, &self.dma, bytes, page_bytes);
-        let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
-        let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
+        // SAFETY: the regions stay in the queue pair, which borrows the platform for 'p.
+        let allocate = |bytes: usize| unsafe { allocate_region(self.platform, &self.dma, bytes, page_bytes) };
+        let (completion, completion_bus) = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
+        let (submission, submission_bus) = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {
-            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?)
+            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?.0)
         } else {
             None
         };
         // As for the admin CQ: in memory before the Create command (whose doorbell comes after
         // the admin ring's store barrier) hands it over.
         self.platform.clean_for_device(&completion.buffer());
-        let completion_bus =
-            self.dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
-        let submission_bus =
-            self.dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
         self.admin_command(SubmissionEntry::create_io_completion_queue(queue_id, entries, completion_bus))?;
         if let Err(error) = self.admin_command(SubmissionEntry::create_io_submission_queue(
             queue_id,

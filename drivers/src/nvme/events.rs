@@ -1,6 +1,7 @@
 //! Things the NVMe driver reports while it runs (failed commands by status name, completions
 //! that cannot be trusted: NVMe Base Specification 1.4 §4.6 completion entry fields) through a
 //! sink the kernel prints from; the driver itself has no console.
+#![forbid(unsafe_code)]
 
 use super::command::{admin_opcode_name, io_opcode_name};
 use super::status::Status;

@@ -1,6 +1,7 @@
 //! Identify data structures (NVMe Base Specification 1.4 §5.15.2: Identify Controller, Figure
 //! 247; Identify Namespace, Figure 245; Active Namespace ID list, §5.15.2.2), decoded into the
 //! fields the console shows (offsets as in docs/nvme-and-fio.md §1.4).
+#![forbid(unsafe_code)]
 
 use super::regs::Version;
 use core::fmt;

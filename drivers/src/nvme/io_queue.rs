@@ -9,13 +9,14 @@
 //! pieces that do not fit in the SQ (or find no free command identifier) wait inside the pair
 //! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
 //! more than the pair can keep.
+#![forbid(unsafe_code)]
 
 use super::command::{CompletionEntry, SubmissionEntry};
-use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::prp;
 use super::ring::{CompletionRing, SubmissionRing};
 use super::status::Status;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Platform};
 use alloc::collections::VecDeque;

@@ -10,7 +10,6 @@
 
 pub mod command;
 pub mod controller;
-pub mod dma;
 pub mod events;
 pub mod identify;
 pub mod io_queue;

@@ -7,6 +7,7 @@
 //! about N/Q requests, and a pair slowed by large split requests does not hold up the others.
 //! `max_in_flight` is the sum over the pairs; `kick()` rings each pair's doorbell (one write per
 //! pair with new commands) and `poll()` visits the pairs round robin.
+#![forbid(unsafe_code)]
 
 use super::identify::NamespaceIdentity;
 use super::io_queue::{IoQueuePair, QueueStatistics};

@@ -1,6 +1,7 @@
 //! The NVMe driver options from the kernel command line (`nvme.queues=N`, `nvme.depth=N`,
 //! `nvme.selftest=qdN|off`, `nvme.measure=on|off`; docs/architecture.md "Configuration": a malformed value
 //! is reported with the accepted forms and the default is kept).
+#![forbid(unsafe_code)]
 
 use alloc::vec::Vec;
 use core::fmt;

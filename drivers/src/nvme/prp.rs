@@ -3,6 +3,7 @@
 //! dword-aligned in a page, every later entry is page aligned; a transfer ending in the second
 //! page puts that page in PRP2; a longer one puts a list pointer in PRP2, and a list page whose
 //! entries do not all fit uses its last slot to point at the next list page.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

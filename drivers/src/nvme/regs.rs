@@ -1,6 +1,7 @@
 //! NVMe controller registers at BAR0 (NVMe Base Specification 1.4, §3.1 "Register Definition";
 //! offsets and fields as tabulated in docs/nvme-and-fio.md §1.1): CAP, VS, CC, CSTS, AQA, ASQ, ACQ and
 //! the doorbells from 0x1000, with their fields declared for `tock_registers::LocalRegisterCopy`.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 use tock_registers::register_bitfields;

@@ -15,8 +15,8 @@
 use super::command::{
     phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
 };
-use super::dma::DmaRegion;
 use crate::barrier;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::Platform;
 

@@ -4,6 +4,7 @@
 //! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
 //! (fio's clat plus the submit, docs/nvme-and-fio.md §3.1).
 
+use crate::dma::DmaRegion;
 use alloc::vec::Vec;
 use blockdev::{
     BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoError, Operation, Request, SubmitError,
@@ -419,13 +420,21 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
         let Some(data) = slot.data else {
             return;
         };
-        // SAFETY: the read into this buffer completed (the driver made the data visible to the
-        // CPU) and no other request uses the slot until it is submitted again.
-        let bytes = unsafe { data.as_bytes() };
-        let device_offset = slot.lba * self.block_bytes;
-        if let Some(position) = blockdev::pattern::first_mismatch(device_offset, bytes) {
-            self.report.mismatches += 1;
-            self.report.first_mismatch.get_or_insert(device_offset + position as u64);
+        // SAFETY: the scratch memory was handed to `run` as DMA memory for its requests; the
+        // read into this slot completed (the driver made the data visible to the CPU) and no
+        // other request uses the slot until it is submitted again.
+        let data = unsafe { DmaRegion::new(data) };
+        let mut sector = [0u8; blockdev::pattern::SECTOR_BYTES];
+        for offset_bytes in (0..data.length_bytes()).step_by(sector.len()) {
+            let chunk =
+                &mut sector[..(data.length_bytes() - offset_bytes).min(blockdev::pattern::SECTOR_BYTES)];
+            data.read_bytes(offset_bytes, chunk);
+            let device_offset = slot.lba * self.block_bytes + offset_bytes as u64;
+            if let Some(position) = blockdev::pattern::first_mismatch(device_offset, chunk) {
+                self.report.mismatches += 1;
+                self.report.first_mismatch.get_or_insert(device_offset + position as u64);
+                return;
+            }
         }
     }
 

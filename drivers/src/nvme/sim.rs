@@ -1438,10 +1438,10 @@ pub fn pattern_bytes(first_byte: u64, length: usize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::dma::DmaRegion;
     use super::super::regs;
     use super::*;
     use crate::barrier;
+    use crate::dma::DmaRegion;
     use crate::platform::Platform;
     use blockdev::Clock;
 

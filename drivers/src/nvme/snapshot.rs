@@ -7,6 +7,7 @@
 //! configured: §3.1.3 forbids the access only under MSI-X), and 64-bit registers go through the
 //! caller's [`RegisterIo`], which splits them into 32-bit halves where the bus needs it
 //! (docs/pcie-brcmstb.md §6).
+#![forbid(unsafe_code)]
 
 use super::regs::{offsets, Capabilities};
 use crate::mmio::RegisterIo;

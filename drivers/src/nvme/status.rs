@@ -2,6 +2,7 @@
 //! Definition": Status Code Type, Status Code, Command Retry Delay, More, Do Not Retry; code
 //! names from §4.6.1.2.1-2.4 and the NVM command set's additions, as listed in docs/nvme-and-fio.md
 //! §1.9).
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

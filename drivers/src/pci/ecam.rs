@@ -1,6 +1,7 @@
 //! The PCI Express Enhanced Configuration Access Mechanism (PCIe Base Specification §7.2.2): every
 //! function's 4 KiB configuration space is memory-mapped at
 //! `base + (bus - first_bus) << 20 | device << 15 | function << 12`.
+#![forbid(unsafe_code)]
 
 use super::{ConfigAccess, FunctionAddress};
 use crate::mmio::RegisterIo;

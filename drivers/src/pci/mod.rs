@@ -9,6 +9,7 @@
 //! Pi 5 (index register + 4 KiB data window, docs/hardware.md §3.4). The host's outbound windows
 //! ([`HostWindows`]) and its DMA view of RAM (`platform::BusTranslation`) come from the device
 //! tree (`ranges`, `dma-ranges`), never from constants.
+#![forbid(unsafe_code)]
 
 pub mod brcmstb;
 pub mod ecam;

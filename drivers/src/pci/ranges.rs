@@ -4,6 +4,7 @@
 //! prefetchable bit 30), a parent CPU address and a size; `dma-ranges` the same way inbound.
 //! The same triples describe any bus's `dma-ranges` (Devicetree Specification §2.3.9), so
 //! [`bus_translation`] reads them for simple buses too (BCM2711's `emmc2bus`).
+#![forbid(unsafe_code)]
 
 use super::{HostWindows, Window};
 use crate::platform::BusTranslation;

@@ -1,6 +1,7 @@
 //! A simulated PCI function's configuration space for host tests (PCI Local Bus Specification
 //! 3.0 §6.1-6.2.5): read-only identity and class, BARs whose address bits below their size read
 //! back as zero with fixed type bits, and helpers that decode what the bus walk wrote.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

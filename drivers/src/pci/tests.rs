@@ -1,4 +1,5 @@
 //! Host tests of the bus walk and BAR assignment against a simulated configuration space.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

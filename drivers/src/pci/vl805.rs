@@ -4,6 +4,7 @@
 //! firmware version at configuration offset 0x50 means it is already loaded (Linux
 //! `rpi_firmware_init_vl805` and `reset-raspberrypi.c`; docs/pcie-brcmstb.md §8, docs/hardware.md
 //! §3.2).
+#![forbid(unsafe_code)]
 
 use super::{ConfigAccess, FunctionAddress, PciFunction};
 use crate::platform::Platform;

@@ -5,7 +5,7 @@
 //! `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`) get 32 KiB descriptors, whose length is never 0
 //! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
-use crate::nvme::dma::DmaRegion;
+use crate::dma::DmaRegion;
 use crate::platform::{BusTranslation, UnreachableAddress};
 use blockdev::DmaBuffer;
 use core::fmt;

@@ -4,6 +4,7 @@
 //! (SD Physical Layer Simplified Specification v9.00 §4.2 card identification, §4.2.4 signal
 //! voltage switch, §4.3.10 CMD6; SDHCI §3.6 card initialization, §3.6.1 voltage switch,
 //! §2.2.24 Host Control 2 and the tuning procedure).
+#![forbid(unsafe_code)]
 
 use super::card::{ocr, BusSpeedFunction, CapacityClass, Cid, Csd, Scr, SdStatus, SwitchStatus};
 use super::card_bus::CardBus;

@@ -2,6 +2,7 @@
 //! OCR, the R1 card status and the CMD6 switch status (SD Physical Layer Simplified Specification
 //! v9.00: §5.1 OCR, §5.2 CID, §5.3 CSD, §5.6 SCR, §4.10.1 card status, §4.10.2 SD Status,
 //! §4.3.10 switch function status).
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

@@ -3,6 +3,7 @@
 //! and the BCM2835 sdhost both implement it, so that card identification, the card's registers
 //! and the CMD6 speed switch ([`super::bringup`]) exist once (SD Physical Layer Simplified
 //! Specification v9.00 §4.2, §4.3.10).
+#![forbid(unsafe_code)]
 
 use super::bringup::Timing;
 use super::command::Command;

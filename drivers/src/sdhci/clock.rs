@@ -1,6 +1,7 @@
 //! SDCLK divider selection (SDHCI §2.2.14 Clock Control: v3.00 10-bit divided clock mode,
 //! SDCLK = base / 2N with N = 0 meaning the base clock; v1/v2 8-bit mode, SDCLK = base / N with
 //! N a power of two from 1 to 256). The result never exceeds the requested frequency.
+#![forbid(unsafe_code)]
 
 /// A divider setting and the frequency it gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! SD commands and their SDHCI encoding: index, response type, data phase (SD Physical Layer
 //! Simplified Specification v9.00 §4.7.4 command tables; SDHCI §2.2.6 Command register and
 //! Table 2-10 response-type/check combinations).
+#![forbid(unsafe_code)]
 
 use super::regs::TRANSFER_MODE_COMMAND;
 use core::fmt;

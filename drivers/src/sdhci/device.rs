@@ -13,6 +13,8 @@ use super::error::{CommandFailure, FailureKind, SdError};
 use super::host::{SdhciHost, BLOCK_TIMEOUT_US, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
 use crate::barrier;
+use crate::blocking::WaitError;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use blockdev::{
@@ -537,10 +539,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
                 break;
             };
-            // SAFETY: the buffer belongs to the submitted request, which the caller may not
-            // touch until it completes, and no DMA is programmed for it (PIO).
-            let bytes = unsafe { block.as_bytes_mut() };
-            if !self.host.read_block_if_ready(bytes)? {
+            // SAFETY: the buffer belongs to the submitted request, which the submitter may not
+            // touch or free until it completes (`blockdev::BlockDevice::submit`), and no DMA is
+            // programmed for it (PIO).
+            let mut block = unsafe { DmaRegion::new(block) };
+            if !self.host.read_block_if_ready(&mut block)? {
                 break;
             }
             active.blocks_done += 1;
@@ -558,23 +561,40 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         buffer: DmaBuffer,
         timeout_us: u64,
     ) -> Result<(), ReadError> {
-        let request = Request { tag: 0, operation: Operation::Read, lba, block_count, buffer };
-        self.submit(request).map_err(|(_, error)| ReadError::Refused(error))?;
-        self.kick();
-        let deadline = Deadline::after_us(self.host.platform(), timeout_us);
-        let mut completions = [Completion::default()];
-        loop {
-            if self.poll(&mut completions) == 1 {
-                return completions[0].result.map_err(|_| {
-                    ReadError::Failed(
-                        self.last_error
-                            .unwrap_or(SdError::UnusableCard { reason: "unknown failure", value: 0 }),
-                    )
-                });
-            }
-            if deadline.has_passed(self.host.platform()) {
-                return Err(ReadError::Timeout);
-            }
+        let platform = self.host.platform();
+        let result = read_blocking(self, platform, lba, block_count, buffer, timeout_us);
+        result.map_err(|error| error.or_last(self.last_error))
+    }
+}
+
+/// One read through an SD driver's block interface, waited for (bounded): both SD hosts'
+/// `read_blocking`. A failed read is [`ReadError::Failed`] with a placeholder the caller
+/// replaces with its last error ([`ReadError::or_last`]).
+pub(crate) fn read_blocking<D: BlockDevice + ?Sized, C: blockdev::Clock + ?Sized>(
+    device: &mut D,
+    clock: &C,
+    lba: u64,
+    block_count: u32,
+    buffer: DmaBuffer,
+    timeout_us: u64,
+) -> Result<(), ReadError> {
+    let request = Request { tag: 0, operation: Operation::Read, lba, block_count, buffer };
+    match crate::blocking::complete_one(device, clock, request, timeout_us) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(ReadError::Failed(UNKNOWN_FAILURE)),
+        Err(WaitError::Refused(error)) => Err(ReadError::Refused(error)),
+        Err(WaitError::Timeout) => Err(ReadError::Timeout),
+    }
+}
+
+const UNKNOWN_FAILURE: SdError = SdError::UnusableCard { reason: "unknown failure", value: 0 };
+
+impl ReadError {
+    /// A failed read reports the driver's `last_error` when it has one.
+    pub(crate) fn or_last(self, last_error: Option<SdError>) -> ReadError {
+        match (self, last_error) {
+            (ReadError::Failed(_), Some(error)) => ReadError::Failed(error),
+            (other, _) => other,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The SD driver's typed errors, each carrying the command and the register values that explain
 //! it, and their mapping to the block interface's error kinds (SDHCI §2.2.18 Error Interrupt
 //! Status; SD §4.10.1 card status).
+#![forbid(unsafe_code)]
 
 use super::clock::ClockError;
 use super::command::Command;

@@ -1,6 +1,7 @@
 //! The SDHCI host controller: reset, bus power, SD clock, command issue with error recovery, and
 //! PIO register reads (SD Host Controller Simplified Specification v4.20: §3.2 SD clock control,
 //! §3.3 power, §3.7.1 command issue, §3.7.2 data transfer without DMA, §3.10 error recovery).
+#![forbid(unsafe_code)]
 
 use super::clock::{divider_for, ClockSetting};
 use super::command::{Command, DataPhase, ResponseKind};
@@ -9,6 +10,7 @@ use super::quirks::{bcm2712_config, CapabilitySource, HostQuirks};
 use super::regs::TRANSFER_MODE_COMMAND;
 use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
+use crate::dma::PioTarget;
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Deadline, Platform};
 use core::fmt;
@@ -674,9 +676,9 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
     }
 
-    /// Reads one block of `out.len()` bytes (a multiple of 4) from the buffer data port once
+    /// Reads one block of `out.length_bytes()` (a multiple of 4) from the buffer data port once
     /// Buffer Read Ready is set (§3.7.2.2 steps 5-8). `Ok(false)` if not ready yet.
-    pub fn read_block_if_ready(&mut self, out: &mut [u8]) -> Result<bool, u32> {
+    pub fn read_block_if_ready(&mut self, out: &mut (impl PioTarget + ?Sized)) -> Result<bool, u32> {
         let status = self.read(offsets::INTERRUPT_STATUS);
         if status & interrupt::ALL_ERRORS != 0 {
             return Err(status);
@@ -685,8 +687,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             return Ok(false);
         }
         self.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_READ_READY);
-        for chunk in out.chunks_exact_mut(4) {
-            chunk.copy_from_slice(&self.registers.read32(offsets::BUFFER_DATA_PORT).to_le_bytes());
+        for offset_bytes in (0..out.length_bytes() / 4).map(|word| word * 4) {
+            out.store_word(offset_bytes, self.registers.read32(offsets::BUFFER_DATA_PORT));
         }
         Ok(true)
     }

@@ -1,6 +1,7 @@
 //! The `sd.*` driver options of the kernel command line (docs/architecture.md "Configuration"): transfer
 //! mode, how multi-block reads end, whether CMD6 may raise the bus speed, a clock ceiling, and
 //! which controller gets the SD slot on the Pi 1-3 (docs/aarch32-pis.md §7).
+#![forbid(unsafe_code)]
 
 use super::bringup::BringUpOptions;
 use super::device::{Cmd23Request, ModeRequest};

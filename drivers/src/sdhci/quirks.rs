@@ -1,5 +1,6 @@
 //! The board differences between SDHCI hosts as data (docs/hardware.md §2.1-2.7, docs/qemu.md §2): one
 //! table entry per controller kind, read by the one host driver instead of branches on the kind.
+#![forbid(unsafe_code)]
 
 use super::adma::DescriptorLimit;
 use crate::gpio::{Bcm2835Gpio, PinFunction};

@@ -4,6 +4,7 @@
 //! Every access is a 32-bit access to a 32-bit aligned word (the BCM2835/2837 Arasan and BCM2711
 //! EMMC2 accept nothing else: docs/hardware.md §2.3), so 8- and 16-bit registers are named here by the
 //! word that holds them and the shift inside it.
+#![forbid(unsafe_code)]
 
 use tock_registers::register_bitfields;
 

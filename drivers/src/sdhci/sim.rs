@@ -10,6 +10,7 @@
 //! sampling clock (or through the BCM2712's 50 MHz-limited PHY) fails its CRC, and DMA outside
 //! the window fails with an ADMA error. Capabilities come per board ([`SimBoard`]).
 //! The card behaves like QEMU's (`hw/sd/sd.c`, as docs/qemu.md §2 describes it) unless told otherwise.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

@@ -8,6 +8,7 @@
 //! else: docs/hardware.md §2.3), each once, and none with a side effect: the Buffer Data Port
 //! (0x20), whose read consumes data, is never touched, and nothing is written (interrupt status
 //! bits are read, never cleared).
+#![forbid(unsafe_code)]
 
 use super::regs::offsets;
 use crate::mmio::RegisterIo;

@@ -6,6 +6,7 @@
 
 use super::host::SdhostHost;
 use super::regs::MAX_BLOCKS_PER_COMMAND;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use crate::sdhci::bringup::CardInfo;
@@ -165,11 +166,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         let Some(data) = request.buffer.slice(offset, length) else {
             return self.data_failure(request, active, FailureKind::BadResponse, 0);
         };
-        // SAFETY: the buffer belongs to the submitted request, which the caller may not touch
-        // until it completes, and no DMA is programmed for it (PIO).
-        let bytes = unsafe { data.as_bytes_mut() };
+        // SAFETY: the buffer belongs to the submitted request, which the submitter may not touch
+        // or free until it completes (`blockdev::BlockDevice::submit`), and no DMA is programmed
+        // for it (PIO).
+        let mut target = unsafe { DmaRegion::new(data) };
         let before = active.words_done;
-        if let Err(host_status) = self.host.read_fifo(bytes, &mut active.words_done) {
+        if let Err(host_status) = self.host.read_fifo(&mut target, &mut active.words_done) {
             return self.data_failure(request, active, SdhostHost::<R, P>::kind_of(host_status), host_status);
         }
         if active.words_done < length / 4 {
@@ -217,24 +219,10 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         buffer: DmaBuffer,
         timeout_us: u64,
     ) -> Result<(), ReadError> {
-        let request = Request { tag: 0, operation: Operation::Read, lba, block_count, buffer };
-        self.submit(request).map_err(|(_, error)| ReadError::Refused(error))?;
-        self.kick();
-        let deadline = Deadline::after_us(self.host.platform(), timeout_us);
-        let mut completions = [Completion::default()];
-        loop {
-            if self.poll(&mut completions) == 1 {
-                return completions[0].result.map_err(|_| {
-                    ReadError::Failed(
-                        self.last_error
-                            .unwrap_or(SdError::UnusableCard { reason: "unknown failure", value: 0 }),
-                    )
-                });
-            }
-            if deadline.has_passed(self.host.platform()) {
-                return Err(ReadError::Timeout);
-            }
-        }
+        let platform = self.host.platform();
+        let result =
+            crate::sdhci::device::read_blocking(self, platform, lba, block_count, buffer, timeout_us);
+        result.map_err(|error| error.or_last(self.last_error))
     }
 }
 

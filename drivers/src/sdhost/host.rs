@@ -2,8 +2,10 @@
 //! its FIFO, and recovery, in the order Linux's `drivers/mmc/host/bcm2835.c` uses them
 //! (docs/aarch32-pis.md §7). The card protocol on top is the SDHCI driver's, through
 //! [`CardBus`].
+#![forbid(unsafe_code)]
 
 use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
+use crate::dma::PioTarget;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use crate::sdhci::bringup::Timing;
@@ -260,12 +262,16 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     /// Moves words into `out` from word `*words_done` on for as long as the FIFO has any (its
     /// fill level read once per burst of at most 16 words); never waits for an empty FIFO.
     /// `Err` carries the host status when an error bit is set.
-    pub fn read_fifo(&mut self, out: &mut [u8], words_done: &mut usize) -> Result<(), u32> {
+    pub fn read_fifo(
+        &mut self,
+        out: &mut (impl PioTarget + ?Sized),
+        words_done: &mut usize,
+    ) -> Result<(), u32> {
         let host_status = self.read(offsets::HOST_STATUS);
         if host_status & status::ERRORS != 0 {
             return Err(host_status);
         }
-        let total_words = out.len() / 4;
+        let total_words = out.length_bytes() / 4;
         while *words_done < total_words {
             let available = self.fifo_words() as usize;
             if available == 0 {
@@ -273,7 +279,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
             }
             for _ in 0..available.min(total_words - *words_done) {
                 let word = self.read(offsets::DATA);
-                out[*words_done * 4..*words_done * 4 + 4].copy_from_slice(&word.to_le_bytes());
+                out.store_word(*words_done * 4, word);
                 *words_done += 1;
             }
         }

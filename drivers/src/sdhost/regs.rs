@@ -1,6 +1,7 @@
 //! The BCM2835 sdhost register block (docs/aarch32-pis.md §7; names and bits as in Linux
 //! `drivers/mmc/host/bcm2835.c` and QEMU `hw/sd/bcm2835_sdhost.c`; the block is absent from the
 //! BCM2835 ARM Peripherals datasheet). At PERI + 0x20_2000 on BCM2835/2836/2837.
+#![forbid(unsafe_code)]
 
 /// Bytes of the register window the driver uses (up to SDHBLC).
 pub const BLOCK_BYTES: usize = 0x100;

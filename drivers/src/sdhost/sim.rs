@@ -9,6 +9,7 @@
 //! 400 kHz gets no answer; without SLOW_CARD only the divider's low 3 bits count in data mode, and
 //! data clocked faster than the card's timing allows fails its CRC; an open-ended CMD18 leaves
 //! the state machine in READWAIT until CMD12; reading an empty FIFO is a FIFO error.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

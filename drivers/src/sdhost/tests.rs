@@ -2,6 +2,7 @@
 //! the shared card protocol, reads checked against the test pattern across the 511-block split
 //! with CMD12 and with CMD23, the whole divider in data mode, error injection with recovery and
 //! bounded retries, and an empty slot.
+#![forbid(unsafe_code)]
 
 extern crate std;
 
@@ -57,8 +58,7 @@ fn read(
     let platform: &TestPlatform = device.host_platform();
     let buffer: DmaBuffer = platform.allocate_dma(blocks as usize * 512, 64).unwrap();
     device.read_blocking(lba, blocks, buffer, 10_000_000)?;
-    // SAFETY: the read finished; the arena buffer is host memory nothing else uses.
-    Ok(unsafe { buffer.as_bytes() }.to_vec())
+    Ok(platform.cpu_read(&buffer))
 }
 
 fn assert_pattern(bytes: &[u8], first_lba: u64) {
@@ -289,8 +289,7 @@ fn a_completion_waits_for_a_poll_with_room_for_it() {
     let mut completions = [blockdev::Completion::default()];
     assert_eq!(card.poll(&mut completions), 1);
     assert_eq!((completions[0].tag, completions[0].result), (7, Ok(())));
-    // SAFETY: the read finished; the arena buffer is host memory nothing else uses.
-    assert_pattern(unsafe { buffer.as_bytes() }, 2);
+    assert_pattern(&platform.cpu_read(&buffer), 2);
 }
 
 #[test]
@@ -308,7 +307,6 @@ fn one_poll_drains_the_fifo_for_as_long_as_data_keeps_coming() {
     let mut completions = [blockdev::Completion::default()];
     assert_eq!(card.poll(&mut completions), 1);
     assert_eq!((completions[0].tag, completions[0].result), (3, Ok(())));
-    // SAFETY: the read finished; the arena buffer is host memory nothing else uses.
-    assert_pattern(unsafe { buffer.as_bytes() }, 40);
+    assert_pattern(&platform.cpu_read(&buffer), 40);
     assert!(sim.state.borrow().violations.is_empty(), "{:?}", sim.state.borrow().violations);
 }

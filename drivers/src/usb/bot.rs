@@ -16,8 +16,8 @@ use super::transport::{
     TransportError, COMMAND_TIMEOUT_US,
 };
 use super::trb::CompletionCode;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
-use crate::nvme::dma::DmaRegion;
 use crate::platform::{Deadline, Platform};
 
 pub const CBW_BYTES: usize = 31;
@@ -147,8 +147,9 @@ impl BotTransport {
     ) -> Result<(BotTransport, u8), UsbError> {
         let bulk_in = BulkPipe::new(hc, interface.bulk_in, device.speed)?;
         let bulk_out = BulkPipe::new(hc, interface.bulk_out, device.speed)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
         let (wrappers, wrappers_bus) =
-            super::controller::allocate_region(hc.platform(), &hc.dma(), WRAPPER_BUFFER_BYTES, 64)?;
+            unsafe { crate::dma::allocate_region(hc.platform(), &hc.dma(), WRAPPER_BUFFER_BYTES, 64) }?;
         device.configure_endpoints(
             hc,
             &[],

@@ -3,6 +3,7 @@
 //! §6.2.5.1; docs/usb-storage.md §1 (its paragraph on contexts) and §4-5). A context is 32 or
 //! 64 bytes as HCCPARAMS1.CSZ says (QEMU and the VL805 use 32, RP1 64), of which the first 32
 //! are defined.
+#![forbid(unsafe_code)]
 
 use super::regs::Speed;
 

@@ -15,8 +15,8 @@ use super::regs::{
 use super::ring::{segment_table_entry, EventRing, ProducerRing};
 use super::trb::{CompletionCode, Event, Trb, TRB_BYTES};
 use crate::barrier;
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
-use crate::nvme::dma::DmaRegion;
 use crate::platform::{wait_until, BusTranslation, Deadline, Platform};
 use alloc::collections::VecDeque;
 use alloc::string::String;
@@ -103,23 +103,11 @@ pub struct HostController<'p, R: RegisterIo, P: Platform> {
 /// doorbells and take its events). One core, no interrupts: the borrows never overlap.
 pub type SharedController<'p, R, P> = alloc::rc::Rc<RefCell<HostController<'p, R, P>>>;
 
-/// DMA memory the controller reads or writes, with its bus address, zeroed.
-pub fn allocate_region<P: Platform>(
-    platform: &P,
-    dma: &BusTranslation,
-    length_bytes: usize,
-    alignment_bytes: usize,
-) -> Result<(DmaRegion, u64), UsbError> {
-    let buffer = platform.allocate_dma(length_bytes, alignment_bytes)?;
-    let bus = dma.to_bus(buffer.physical_address, buffer.length_bytes as u64)?;
-    // SAFETY: fresh memory from the platform's DMA allocator, kept for the whole run and shared
-    // only with this controller.
-    Ok((unsafe { DmaRegion::new(buffer) }, bus))
-}
-
 /// A ring segment with its guard page.
 pub fn allocate_ring<P: Platform>(platform: &P, dma: &BusTranslation) -> Result<ProducerRing, UsbError> {
-    let (memory, bus) = allocate_region(platform, dma, RING_ALLOCATION_BYTES, PAGE_BYTES)?;
+    // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+    let (memory, bus) =
+        unsafe { crate::dma::allocate_region(platform, dma, RING_ALLOCATION_BYTES, PAGE_BYTES) }?;
     Ok(ProducerRing::new(memory, bus, RING_TRBS))
 }
 
@@ -169,7 +157,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         registers.write32(operational + operational::CONFIG, u32::from(slots_enabled));
 
-        let (dcbaa, dcbaa_bus) = allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (dcbaa, dcbaa_bus) =
+            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
         set_up_scratchpads(platform, &dma, &dcbaa, capabilities.scratchpad_buffers)?;
         platform.clean_for_device(&dcbaa.buffer());
         regs::write_split64(&registers, operational + operational::DCBAAP, dcbaa_bus);
@@ -177,10 +167,14 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         let command_ring = allocate_ring(platform, &dma)?;
         regs::write_split64(&registers, operational + operational::CRCR, command_ring.initial_dequeue());
 
-        let (event_memory, event_bus) =
-            allocate_region(platform, &dma, EVENT_RING_TRBS as usize * TRB_BYTES, PAGE_BYTES)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (event_memory, event_bus) = unsafe {
+            crate::dma::allocate_region(platform, &dma, EVENT_RING_TRBS as usize * TRB_BYTES, PAGE_BYTES)
+        }?;
         let event_ring = EventRing::new(event_memory, event_bus, EVENT_RING_TRBS);
-        let (segment_table, segment_table_bus) = allocate_region(platform, &dma, 64, 64)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (segment_table, segment_table_bus) =
+            unsafe { crate::dma::allocate_region(platform, &dma, 64, 64) }?;
         for (index, word) in segment_table_entry(event_bus, EVENT_RING_TRBS).iter().enumerate() {
             segment_table.write_words(4 * index, &[*word]);
         }
@@ -634,9 +628,12 @@ fn set_up_scratchpads<P: Platform>(
     if count == 0 {
         return Ok(());
     }
-    let (array, array_bus) = allocate_region(platform, dma, usize::from(count) * 8, 64)?;
+    // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+    let (array, array_bus) =
+        unsafe { crate::dma::allocate_region(platform, dma, usize::from(count) * 8, 64) }?;
     for index in 0..usize::from(count) {
-        let (_, page_bus) = allocate_region(platform, dma, PAGE_BYTES, PAGE_BYTES)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (_, page_bus) = unsafe { crate::dma::allocate_region(platform, dma, PAGE_BYTES, PAGE_BYTES) }?;
         array.write_u64(index * 8, page_bus);
     }
     platform.clean_for_device(&array.buffer());

@@ -3,6 +3,7 @@
 //! endpoint companion; USB Mass Storage Class Bulk-Only Transport 1.0 §3.1-3.2 class requests;
 //! UAS pipe usage descriptor from USB Attached SCSI 1.0 §5.3.3.1; docs/usb-storage.md §4 steps
 //! 4-6: the order of descriptors varies, so everything is collected before choosing).
+#![forbid(unsafe_code)]
 
 use alloc::string::String;
 use alloc::vec::Vec;

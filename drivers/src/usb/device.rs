@@ -6,7 +6,7 @@
 //! docs/usb-storage.md §4 steps 1-7).
 
 use super::context::{self, ContextLayout, EndpointContext, EndpointType, SlotContext};
-use super::controller::{allocate_region, allocate_ring, HostController, PAGE_BYTES};
+use super::controller::{allocate_ring, HostController, PAGE_BYTES};
 use super::descriptors::{
     configuration_total_length, descriptor_type, first_language, string_from_descriptor, ConfigurationInfo,
     DeviceDescriptor, SetupPacket,
@@ -15,8 +15,8 @@ use super::error::UsbError;
 use super::regs::Speed;
 use super::ring::ProducerRing;
 use super::trb::{CompletionCode, Trb};
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
-use crate::nvme::dma::DmaRegion;
 use crate::platform::{Deadline, Platform};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -63,9 +63,15 @@ impl UsbDevice {
         let platform = hc.platform();
         let dma = hc.dma();
         let layout = hc.layout();
-        let (input, input_bus) = allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
-        let (output, output_bus) = allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
-        let (buffer, buffer_bus) = allocate_region(platform, &dma, CONTROL_BUFFER_BYTES, PAGE_BYTES)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (input, input_bus) =
+            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (output, output_bus) =
+            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (buffer, buffer_bus) =
+            unsafe { crate::dma::allocate_region(platform, &dma, CONTROL_BUFFER_BYTES, PAGE_BYTES) }?;
         let control_ring = allocate_ring(platform, &dma)?;
         hc.set_device_context(slot_id, output_bus);
         let mut device = UsbDevice {

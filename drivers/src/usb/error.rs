@@ -1,4 +1,5 @@
 //! What can go wrong in the USB driver, with the register values and codes that explain it.
+#![forbid(unsafe_code)]
 
 use super::descriptors::DescriptorError;
 use super::trb::CompletionCode;
@@ -192,6 +193,15 @@ impl fmt::Display for UsbError {
 impl From<DmaAllocationError> for UsbError {
     fn from(error: DmaAllocationError) -> Self {
         UsbError::Allocation(error)
+    }
+}
+
+impl From<crate::dma::DmaRegionError> for UsbError {
+    fn from(error: crate::dma::DmaRegionError) -> Self {
+        match error {
+            crate::dma::DmaRegionError::Allocation(error) => UsbError::Allocation(error),
+            crate::dma::DmaRegionError::Unreachable(error) => UsbError::Unreachable(error),
+        }
     }
 }
 

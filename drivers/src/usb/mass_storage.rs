@@ -248,7 +248,7 @@ pub struct MassStorageDevice<'p, R: RegisterIo, P: Platform> {
     geometry: Geometry,
     dma: BusTranslation,
     long_cdbs: bool,
-    scratch: (crate::nvme::dma::DmaRegion, u64),
+    scratch: (crate::dma::DmaRegion, u64),
     waiting: VecDeque<(Request, u64)>,
     running: Vec<Running>,
     ready: VecDeque<Completion>,
@@ -293,7 +293,12 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         };
         let (dma, scratch) = {
             let hc = controller.borrow();
-            (hc.dma(), super::controller::allocate_region(hc.platform(), &hc.dma(), SCRATCH_BYTES, 64)?)
+            // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+            (
+                hc.dma(),
+                unsafe { crate::dma::allocate_region(hc.platform(), &hc.dma(), SCRATCH_BYTES, 64) }
+                    .map_err(UsbError::from)?,
+            )
         };
         let offer = MassStorageOffer::find(&device.configuration);
         let (tags, streams) = match &transport {

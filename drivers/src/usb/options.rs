@@ -1,5 +1,6 @@
 //! The `usb.` driver options of the kernel command line (README "Settings"): which mass
 //! storage transport to use, to compare UAS and Bulk-Only on the same drive.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

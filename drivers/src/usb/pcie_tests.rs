@@ -5,6 +5,7 @@
 //! window at PCI 0x10_0000_0000 (docs/hardware.md §1.4). The xHCI simulator sits behind the
 //! model's outbound window, and every DMA access it makes goes through the model's inbound
 //! decoding.
+#![forbid(unsafe_code)]
 
 extern crate std;
 
@@ -199,8 +200,7 @@ fn read_through_root_complex(
     for _ in 0..100_000 {
         if drive.poll(&mut done) == 1 {
             done[0].result.map_err(|e| std::format!("{e}"))?;
-            // SAFETY: the arena outlives the slice and the read has completed.
-            return Ok(unsafe { buffer.as_bytes() }.to_vec());
+            return Ok(platform.cpu_read(&buffer));
         }
     }
     Err("the read did not complete".to_string())

@@ -6,6 +6,7 @@
 //! Every access is 32 bits wide. The 64-bit registers (CRCR, DCBAAP, ERSTBA, ERDP) are written
 //! as two 32-bit halves, low first: the specification allows it (§5.1), and the BCM2711's PCIe
 //! bridge drops the upper half of a 64-bit MMIO write (docs/usb-storage.md §1 step 7).
+#![forbid(unsafe_code)]
 
 use crate::mmio::RegisterIo;
 use core::fmt;

@@ -12,7 +12,7 @@
 
 use super::trb::{Trb, TRB_BYTES};
 use crate::barrier;
-use crate::nvme::dma::DmaRegion;
+use crate::dma::DmaRegion;
 use crate::platform::Platform;
 use alloc::collections::VecDeque;
 
@@ -395,7 +395,9 @@ mod tests {
         }
     }
 
-    impl Platform for SpyPlatform {
+    // SAFETY: allocation is the arena platform's (which keeps the contract); the cache calls
+    // only record, as the arena's do (the host has no cache to maintain).
+    unsafe impl Platform for SpyPlatform {
         fn allocate_dma(
             &self,
             length_bytes: usize,

@@ -3,6 +3,7 @@
 //! codes SAM-5 §5.3; SCSI Block Commands SBC-3: READ CAPACITY(10)/(16) §5.16-5.17, READ(10)/(16)
 //! §5.11/5.13, WRITE(10)/(16) §5.32/5.34, SYNCHRONIZE CACHE(10) §5.24; table in
 //! docs/usb-storage.md §6). Multi-byte fields are big-endian.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

@@ -1,5 +1,6 @@
 //! Host tests of the USB driver against the simulated xHCI and drives (`sim`): bring-up,
 //! enumeration, both transports, protocol choice, error recovery and the block interface.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

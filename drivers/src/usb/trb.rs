@@ -2,6 +2,7 @@
 //! Interface 1.2, §6.4: transfer TRBs §6.4.1, event TRBs §6.4.2, command TRBs §6.4.3, Link TRB
 //! §6.4.4.1; completion codes §6.4.5 Table 6-90). Builders for the TRBs the driver writes and a
 //! decoder for the events it reads; the cycle bit is left to the ring that places the TRB.
+#![forbid(unsafe_code)]
 
 use core::fmt;
 

@@ -7,7 +7,7 @@
 //! management (ABORT TASK when a command times out).
 
 use super::context::stream_array_for;
-use super::controller::{allocate_region, allocate_ring, HostController, TransferEvent, PAGE_BYTES};
+use super::controller::{allocate_ring, HostController, TransferEvent, PAGE_BYTES};
 use super::descriptors::{EndpointInfo, SetupPacket, UasInterface};
 use super::device::UsbDevice;
 use super::error::UsbError;
@@ -18,8 +18,8 @@ use super::transport::{
     enqueue_bulk, transferred_bytes, write_bytes, BulkPipe, CommandId, Finished, Outcome, ScsiCommand,
     TransportError, COMMAND_TIMEOUT_US,
 };
+use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
-use crate::nvme::dma::DmaRegion;
 use crate::platform::{Deadline, Platform};
 use alloc::vec::Vec;
 
@@ -165,12 +165,15 @@ impl StreamedPipe {
                 rings.push(allocate_ring(hc.platform(), &hc.dma())?);
             }
             let (entries, max_primary_streams) = stream_array_for(u32::from(tags));
-            let (array, array_bus) = allocate_region(
-                hc.platform(),
-                &hc.dma(),
-                (entries as usize * 16).max(PAGE_BYTES),
-                PAGE_BYTES,
-            )?;
+            // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+            let (array, array_bus) = unsafe {
+                crate::dma::allocate_region(
+                    hc.platform(),
+                    &hc.dma(),
+                    (entries as usize * 16).max(PAGE_BYTES),
+                    PAGE_BYTES,
+                )
+            }?;
             stream_array = Some((array, array_bus, max_primary_streams));
         }
         let mut pipe = StreamedPipe {
@@ -347,8 +350,15 @@ impl UasTransport {
         let status = StreamedPipe::new(hc, interface.status, device.speed, stream_tags)?;
         let data_in = StreamedPipe::new(hc, interface.data_in, device.speed, stream_tags)?;
         let data_out = StreamedPipe::new(hc, interface.data_out, device.speed, stream_tags)?;
-        let (ius, ius_bus) =
-            allocate_region(hc.platform(), &hc.dma(), IU_SLOT_BYTES * (usize::from(tags) + 1), PAGE_BYTES)?;
+        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
+        let (ius, ius_bus) = unsafe {
+            crate::dma::allocate_region(
+                hc.platform(),
+                &hc.dma(),
+                IU_SLOT_BYTES * (usize::from(tags) + 1),
+                PAGE_BYTES,
+            )
+        }?;
         let mut transport = UasTransport {
             interface,
             lun: 0,

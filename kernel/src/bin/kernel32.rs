@@ -3,6 +3,7 @@
 //! them (docs/aarch32-pis.md §2); QEMU raspi0, raspi1ap and raspi2b run its ELF.
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
+#![forbid(unsafe_code)]
 
 #[cfg(target_os = "none")]
 use kernel as _;

@@ -1,6 +1,7 @@
 //! The image for every Raspberry Pi (and QEMU raspi3b/raspi4b), linked at 0x80000.
 #![cfg_attr(target_os = "none", no_std)]
 #![cfg_attr(target_os = "none", no_main)]
+#![forbid(unsafe_code)]
 
 #[cfg(target_os = "none")]
 use kernel as _;

@@ -2,6 +2,7 @@
 //! because the semihosting trap is undefined or a supervisor call on real hardware), PSCI SYSTEM_OFF through the
 //! conduit `board::choose_psci_conduit` picked (Arm DEN0022 §5.2), or a report and an idle loop
 //! with the console alive.
+#![forbid(unsafe_code)]
 
 use super::console;
 use crate::cmdline::ExitMethod;

@@ -21,6 +21,7 @@ use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
 use drivers::platform::Platform;
+use drivers::snapshot::RegisterSnapshot;
 
 /// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
 /// (02) (docs/nvme-and-fio.md §1.0).
@@ -198,6 +199,8 @@ impl Scratch {
     }
 }
 
+/// One controller: bring-up, its usable namespaces, the queue plan, then each namespace as a
+/// device. Every failure is reported and skips what it affects; the rest goes on.
 fn attach_controller(
     machine: &Machine,
     (options, settings): (&DriverOptions, &KernelSettings),
@@ -207,12 +210,54 @@ fn attach_controller(
     storage: &mut Storage,
 ) {
     let label = format!("nvme {}", function.address);
+    let Some(mut found) = open_controller(machine, function, topology, &label) else {
+        return;
+    };
+    describe_controller(&found.controller);
+    let Some(plan) = plan_queues(&mut found.controller, options, &label) else {
+        shut_down_on_exit(storage, found.controller, Vec::new());
+        return;
+    };
+    let mut devices = Vec::new();
+    for &namespace in &plan.namespaces {
+        let name = storage.next_name(DeviceClass::Nvme);
+        describe_namespace(&name, &namespace);
+        let Some(device) =
+            namespace_device(&mut found.controller, &name, namespace, &plan, machine, options, scratch)
+        else {
+            continue;
+        };
+        if settings.wants_registers(&name) {
+            watch_registers(storage, &name, function, &found);
+        }
+        devices.push(device.clone());
+        storage.add(DeviceClass::Nvme, Box::new(device));
+        storage.set_deallocated_read(&name, namespace.deallocated_read().description());
+    }
+    shut_down_on_exit(storage, found.controller, devices);
+}
+
+/// A controller brought up behind its BAR 0, with its registers as found before the first write.
+struct FoundController {
+    controller: KernelController,
+    registers: Bar0,
+    bar0_address: u64,
+    as_found: RegisterSnapshot,
+}
+
+/// Maps BAR 0 and brings the controller up; `None` (reported) when it has no BAR or fails.
+fn open_controller(
+    machine: &Machine,
+    function: &PciFunction,
+    topology: &PciTopology,
+    label: &str,
+) -> Option<FoundController> {
     let Some(bar) = function.bar(0) else {
         println!(
             "{label}: NVMe controller {:04x}:{:04x} without an assigned BAR 0; skipped",
             function.vendor_id, function.device_id
         );
-        return;
+        return None;
     };
     println!(
         "nvme       {} {:04x}:{:04x} BAR0 {:#x} ({} KiB, {}-bit)",
@@ -228,48 +273,42 @@ fn attach_controller(
     let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
     let registers = BusRegisters::new(bar0, topology.wide_access);
     let as_found = drivers::nvme::snapshot::snapshot(&registers);
-    let mut controller = match Controller::bring_up(
+    let brought_up = Controller::bring_up(
         registers,
         bar.size_bytes as usize,
         machine.platform,
         topology.dma,
         &CONSOLE_EVENTS,
-        label.clone(),
-    ) {
-        Ok(controller) => controller,
+        String::from(label),
+    );
+    match brought_up {
+        Ok(controller) => {
+            Some(FoundController { controller, registers, bar0_address: bar.cpu_address, as_found })
+        }
         Err(error) => {
             println!("{label}: {error}; skipped");
-            return;
-        }
-    };
-    describe_controller(&controller);
-    let namespaces = match controller.active_namespaces() {
-        Ok(namespaces) => namespaces,
-        Err(error) => {
-            println!("{label}: cannot list namespaces: {error}");
-            shut_down_on_exit(storage, controller, Vec::new());
-            return;
-        }
-    };
-    let mut usable = Vec::new();
-    for namespace in namespaces {
-        match controller.check_namespace(&namespace) {
-            Ok(_) => usable.push(namespace),
-            Err(error) => println!("{label}: {error}; not registered"),
+            None
         }
     }
-    if usable.is_empty() {
-        println!("{label}: no usable namespace");
-        shut_down_on_exit(storage, controller, Vec::new());
-        return;
-    }
+}
+
+/// Which namespaces get devices, and with how many queue pairs of what depth each.
+struct QueuePlan {
+    namespaces: Vec<NamespaceIdentity>,
+    pairs_each: usize,
+    depth: DepthChoice,
+}
+
+/// The usable namespaces and the queue pairs the controller grants them; `None` (reported)
+/// when no namespace can be used.
+fn plan_queues(controller: &mut KernelController, options: &DriverOptions, label: &str) -> Option<QueuePlan> {
+    let mut usable = usable_namespaces(controller, label)?;
     let wanted = (usize::from(options.queue_pairs) * usable.len()).min(usize::from(u16::MAX)) as u16;
     let grant = match controller.request_io_queues(wanted) {
         Ok(grant) => grant,
         Err(error) => {
             println!("{label}: cannot set the number of queues: {error}");
-            shut_down_on_exit(storage, controller, Vec::new());
-            return;
+            return None;
         }
     };
     println!(
@@ -301,58 +340,90 @@ fn attach_controller(
     if depth.was_clamped() {
         println!("{label}: {depth}");
     }
-    let mut devices = Vec::new();
-    for namespace in usable {
-        let name = storage.next_name(DeviceClass::Nvme);
-        describe_namespace(&name, &namespace);
-        let mut pairs = Vec::new();
-        for _ in 0..pairs_each {
-            let queue_name = format!("{name}q{}", pairs.len() + 1);
-            match controller.create_io_queue_pair(&namespace, depth, queue_name) {
-                Ok(pair) => pairs.push(pair),
-                Err(error) => {
-                    println!("{name}: cannot create I/O queue pair {}: {error}", pairs.len() + 1);
-                    break;
-                }
+    Some(QueuePlan { namespaces: usable, pairs_each, depth })
+}
+
+/// The active namespaces the driver can use; `None` (reported) when there are none.
+fn usable_namespaces(controller: &mut KernelController, label: &str) -> Option<Vec<NamespaceIdentity>> {
+    let namespaces = match controller.active_namespaces() {
+        Ok(namespaces) => namespaces,
+        Err(error) => {
+            println!("{label}: cannot list namespaces: {error}");
+            return None;
+        }
+    };
+    let mut usable = Vec::new();
+    for namespace in namespaces {
+        match controller.check_namespace(&namespace) {
+            Ok(_) => usable.push(namespace),
+            Err(error) => println!("{label}: {error}; not registered"),
+        }
+    }
+    if usable.is_empty() {
+        println!("{label}: no usable namespace");
+        return None;
+    }
+    Some(usable)
+}
+
+/// The namespace's queue pairs, then the bring-up measurement and self-test when asked; `None`
+/// (reported) when it gets no queue or stops answering.
+fn namespace_device(
+    controller: &mut KernelController,
+    name: &str,
+    namespace: NamespaceIdentity,
+    plan: &QueuePlan,
+    machine: &Machine,
+    options: &DriverOptions,
+    scratch: &mut Scratch,
+) -> Option<SharedNamespace> {
+    let mut pairs = Vec::new();
+    for _ in 0..plan.pairs_each {
+        let queue_name = format!("{name}q{}", pairs.len() + 1);
+        match controller.create_io_queue_pair(&namespace, plan.depth, queue_name) {
+            Ok(pair) => pairs.push(pair),
+            Err(error) => {
+                println!("{name}: cannot create I/O queue pair {}: {error}", pairs.len() + 1);
+                break;
             }
         }
-        if pairs.is_empty() {
-            println!("{name}: no I/O queue; not registered");
-            continue;
-        }
-        let device = NamespaceDevice::new(name.clone(), namespace, pairs);
-        describe_queues(&name, &device, controller.command_limit_bytes());
-        let mut device = SharedNamespace::new(device);
-        let mut responsive = true;
-        if options.measure {
-            responsive &= measure(&name, &mut device, machine.platform, scratch);
-        }
-        if let (Some(depth), true) = (options.self_test_depth, responsive) {
-            responsive &= self_test(&name, &mut device, depth, machine.platform, scratch);
-        }
-        if !responsive {
-            // Reads are still outstanding: the device cannot be handed to the checks or the
-            // benchmark.
-            println!(
-                "{name}: reads stopped completing (CSTS = {:#010x}); not registered",
-                controller.status_register()
-            );
-            continue;
-        }
-        if settings.wants_registers(&name) {
-            let found = format!(
-                "as found (NVMe {} BAR0 {:#x}, before the driver's first write)",
-                function.address, bar.cpu_address
-            );
-            print_registers(&name, &found, &as_found);
-            print_registers(&name, "after bring-up", &drivers::nvme::snapshot::snapshot(&registers));
-            storage.watch_registers(&name, Box::new(move || drivers::nvme::snapshot::snapshot(&registers)));
-        }
-        devices.push(device.clone());
-        storage.add(DeviceClass::Nvme, Box::new(device));
-        storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
-    shut_down_on_exit(storage, controller, devices);
+    if pairs.is_empty() {
+        println!("{name}: no I/O queue; not registered");
+        return None;
+    }
+    let device = NamespaceDevice::new(String::from(name), namespace, pairs);
+    describe_queues(name, &device, controller.command_limit_bytes());
+    let mut device = SharedNamespace::new(device);
+    let mut responsive = true;
+    if options.measure {
+        responsive &= measure(name, &mut device, machine.platform, scratch);
+    }
+    if let (Some(depth), true) = (options.self_test_depth, responsive) {
+        responsive &= self_test(name, &mut device, depth, machine.platform, scratch);
+    }
+    if !responsive {
+        // Reads are still outstanding: the device cannot be handed to the checks or the
+        // benchmark.
+        println!(
+            "{name}: reads stopped completing (CSTS = {:#010x}); not registered",
+            controller.status_register()
+        );
+        return None;
+    }
+    Some(device)
+}
+
+/// `regs=`: the registers as found and after bring-up now, and after the last run later.
+fn watch_registers(storage: &mut Storage, name: &str, function: &PciFunction, found: &FoundController) {
+    let when = format!(
+        "as found (NVMe {} BAR0 {:#x}, before the driver's first write)",
+        function.address, found.bar0_address
+    );
+    print_registers(name, &when, &found.as_found);
+    let registers = found.registers;
+    print_registers(name, "after bring-up", &drivers::nvme::snapshot::snapshot(&registers));
+    storage.watch_registers(name, Box::new(move || drivers::nvme::snapshot::snapshot(&registers)));
 }
 
 fn describe_controller(controller: &KernelController) {

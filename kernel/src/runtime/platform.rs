@@ -49,7 +49,12 @@ impl Clock for KernelPlatform {
     }
 }
 
-impl Platform for KernelPlatform {
+// SAFETY: `new`'s caller hands over a pool of RAM that nothing else uses, mapped normal
+// non-cacheable and identity-mapped (CPU address = physical address); the bump allocator hands
+// out each byte once and never frees, zeroes what it hands out, and the cache maintenance below
+// cleans or invalidates by address for anything outside the pool (docs/architecture.md, "How a
+// driver sees hardware").
+unsafe impl Platform for KernelPlatform {
     fn allocate_dma(
         &self,
         length_bytes: usize,

@@ -12,6 +12,7 @@
 //! DEFINED CP15 c15 registers (ARM1176JZF-S TRM, c15 Performance Monitor Control Register) and the Cortex-A7's PMUv2 has a 32-bit
 //! cycle counter (ARMv7 ARM C12), neither of which is the PMUv3 below; it says so on the `pmu`
 //! line and the benchmark reports no CPU cost per I/O.
+#![forbid(unsafe_code)]
 
 use bench::cpu_cost::{CounterReading, CounterStatus, CpuCounters};
 #[cfg(target_arch = "aarch64")]

@@ -4,6 +4,7 @@
 //! checks, and the sample of the benchmark's region before the first run, which read through the
 //! block interface ([`crate::block_checks`]), and the controllers whose registers `regs=DEV`
 //! prints again after the last run.
+#![forbid(unsafe_code)]
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, sample_region, verify_blocks, CheckFailure};

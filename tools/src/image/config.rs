@@ -1,6 +1,7 @@
 //! `config.txt` and `cmdline.txt` for the one SD card that boots every Pi from Pi 1 to Pi 5
 //! (docs/hardware.md §4.1–4.4, docs/ecosystem.md §1.5–1.7, §4.1, docs/aarch32-pis.md §2;
 //! Raspberry Pi config.txt documentation, `boot.adoc` and `conditional.adoc`).
+#![forbid(unsafe_code)]
 
 use std::fmt::Write;
 

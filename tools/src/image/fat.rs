@@ -1,5 +1,6 @@
 //! Builds the SD card image in-process: an MBR with one FAT32 (LBA, type 0x0C) boot partition
 //! at LBA 8192 holding the boot files (docs/ecosystem.md §1.7 layout, §1.8 fatfs/mbrman recipe).
+#![forbid(unsafe_code)]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};

@@ -1,6 +1,7 @@
 //! Where the boot files come from: Debian's `raspi-firmware` and 6.12 arm64 kernel packages,
 //! fetched with APT into a private root and unpacked (never installed), or a directory such as
 //! the Raspberry Pi firmware repository's `boot/` (docs/ecosystem.md §1.1–1.6, docs/hardware.md §4.5).
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fs;

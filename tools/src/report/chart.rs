@@ -6,6 +6,7 @@
 //! 4 KiB random IOPS at QD1 and QD32 (as asked; an SD host runs QD32 at QD1), and latency at QD1
 //! (mean, p99, p99.9). Text uses DejaVu Sans from the `dejavu` crate (Bitstream Vera licence), so
 //! PNG text needs no system font.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;

@@ -9,6 +9,7 @@
 //! no run asked for that depth, so two jobs never land in one file. Linux fio JSON is split the
 //! same way, its device being the base name of `filename`; `numjobs` is added to the job options
 //! when fio left it out (fio-plot skips a file without it; fio's default is 1).
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::fs;

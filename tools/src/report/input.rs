@@ -1,6 +1,7 @@
 //! Reading the report's inputs: barebench serial logs (the fio-compatible JSON block between
 //! the result markers) and fio JSON from Linux runs, through `bench::fio_json`
 //! (docs/nvme-and-fio.md §3.5–3.6 for the format; medians preferred when a job ran several times).
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! `barebench report`: results from serial logs (bare metal) and fio JSON (Linux) as Markdown,
 //! CSV, JSON and bar charts (docs/architecture.md "Output"; docs/ecosystem.md §4.2–4.3 for what readers expect).
+#![forbid(unsafe_code)]
 
 pub mod chart;
 pub mod fio_layout;

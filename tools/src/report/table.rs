@@ -1,5 +1,6 @@
 //! The report as a Markdown table (one row per device and job, like the published Pi storage
 //! tables, docs/ecosystem.md §4.2), CSV and JSON.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write;
 

@@ -4,6 +4,7 @@
 //! per command, times in ns from the run's start) with charts: latency over time, a latency
 //! histogram with fio's percentiles marked (bench's own histogram, so the values are the run
 //! table's), and the gaps between completions; and the slowest commands listed.
+#![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

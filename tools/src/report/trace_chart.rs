@@ -1,6 +1,7 @@
 //! The charts of one run's trace (plotters, with the report's font and size: `chart.rs`):
 //! latency of every command over the run, the latency histogram with fio's percentiles marked,
 //! and the gap between consecutive completions; each as SVG and PNG.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,7 @@
 //! Runs the kernel images under QEMU for the end-to-end tests: serial captured to a file,
 //! semihosting on, a timeout, and the exit status passed back.
 #![allow(dead_code)]
+#![forbid(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};

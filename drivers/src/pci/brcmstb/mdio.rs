@@ -2,6 +2,7 @@
 //! `brcm_pcie_post_setup_bcm2712`; docs/pcie-brcmstb.md §1 step 5, docs/hardware.md §3.1): a
 //! packet (port, register, command) in MDIO_ADDR, read back, then the data with DONE set in
 //! WR_DATA, which the hardware clears when the write is done.
+#![forbid(unsafe_code)]
 
 use super::regs::{offsets, MDIO_ADDR, MDIO_DATA};
 use crate::mmio::RegisterIo;

@@ -18,6 +18,7 @@
 //! Configuration reads of the root port go to the controller's own registers; everything below
 //! goes through EXT_CFG_INDEX and the 4 KiB data window, and only while the link is up (an access
 //! without a link aborts the CPU).
+#![forbid(unsafe_code)]
 
 pub mod mdio;
 pub mod options;

@@ -3,6 +3,7 @@
 //! `pcie.perst-ms=N` (extra time with the reference clock running before PERST# is released, for
 //! slow adapters and switches, docs/pcie-brcmstb.md §8). A malformed value is named with the
 //! accepted forms and the default is kept (docs/architecture.md "Configuration").
+#![forbid(unsafe_code)]
 
 use alloc::vec::Vec;
 use core::fmt;

@@ -3,6 +3,7 @@
 //! `drivers/pci/controller/pcie-brcmstb.c`, `drivers/reset/reset-brcmstb.c` and
 //! `reset-brcmstb-rescal.c` use them (offsets and bits: docs/hardware.md §3.1,
 //! docs/pcie-brcmstb.md §0-§4). Offsets are from the block's base; nothing else lives here.
+#![forbid(unsafe_code)]
 
 use tock_registers::fields::FieldValue;
 use tock_registers::{register_bitfields, LocalRegisterCopy, RegisterLongName};

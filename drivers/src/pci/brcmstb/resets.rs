@@ -2,6 +2,7 @@
 //! `reset-brcmstb-rescal.c`; docs/pcie-brcmstb.md §1, docs/hardware.md §3.3): the bridge reset is
 //! one line of the SoC's reset controller (43 for pcie1), and RESCAL, the SATA/PCIe resistor
 //! calibration shared by every root complex, sits in pcie1's register page.
+#![forbid(unsafe_code)]
 
 use super::regs::{rescal, reset_controller};
 use crate::mmio::RegisterIo;

@@ -18,6 +18,7 @@
 //!
 //! Unknown registers are errors. Every register write is logged in order. Values nobody documents
 //! (the endianness register's reset value) are chosen so that forgetting to set them fails.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

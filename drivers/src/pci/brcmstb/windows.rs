@@ -3,6 +3,7 @@
 //! docs/hardware.md §3.5-3.6): outbound windows turn CPU addresses into PCI addresses in 1 MiB
 //! units; the inbound window turns device DMA addresses into CPU addresses and must be a power of
 //! two in size, aligned to its size.
+#![forbid(unsafe_code)]
 
 use super::Soc;
 use crate::pci::Window;

@@ -4,6 +4,7 @@
 //! CSW, STALL until CLEAR_FEATURE, everything STALLed after a phase error until the Bulk-Only
 //! reset, like QEMU's `needs_reset`); UAS over streams (one outstanding status and data read per
 //! stream, as QEMU asserts) or with Read/Write Ready below SuperSpeed; and faults to inject.
+#![forbid(unsafe_code)]
 
 extern crate std;
 

@@ -2,6 +2,7 @@
 //! answers): INQUIRY, TEST UNIT READY (not ready for the first N tries), REQUEST SENSE, READ
 //! CAPACITY(10)/(16), READ(10)/(16) over the test pattern (`blockdev::pattern`), media errors at
 //! chosen LBAs; any write is a violation (the benchmark never writes).
+#![forbid(unsafe_code)]
 
 extern crate std;
 

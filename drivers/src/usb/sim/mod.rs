@@ -10,6 +10,7 @@
 //! bus offset of the NVMe simulator's arena, so a driver that forgets its translation fails.
 //! Driver mistakes are collected as violations; transfer events can be held and released out
 //! of order.
+#![forbid(unsafe_code)]
 
 extern crate std;
 
