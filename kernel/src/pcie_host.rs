@@ -39,7 +39,9 @@ pub struct HostPlan {
 fn find_node<'a>(tree: &DeviceTree<'a>, host: &PcieHost) -> Option<DeviceNode<'a>> {
     let mut found = None;
     tree.walk(|node| {
-        if node.is_compatible(host.compatible) && node.first_reg.map(|(base, _)| base) == Some(host.base) {
+        if node.is_compatible(host.compatible)
+            && node.first_reg.map(|(base, _)| base) == Some(host.registers.base)
+        {
             found = Some(*node);
             return false;
         }

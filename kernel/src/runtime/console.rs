@@ -2,26 +2,29 @@
 //! macros. The exception and panic paths write through [`emergency_writer`], which needs no lock.
 
 use super::sync::SingleCoreCell;
+use super::windows;
+use crate::board::{BlockKind, MmioBlock};
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use drivers::mmio::Mmio;
 use drivers::pl011::Pl011;
 
 pub const BAUD: u32 = 115_200;
-const PL011_BLOCK_BYTES: usize = 0x1000;
 
 static CONSOLE: SingleCoreCell<Option<Pl011<Mmio>>> = SingleCoreCell::new(None);
 static CONSOLE_BASE: AtomicUsize = AtomicUsize::new(0);
+static CONSOLE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-/// Takes over the PL011 at `base`. `uart_clock_hz` = None keeps the firmware's divisors.
+/// Takes over the PL011 `block`. `uart_clock_hz` = None keeps the firmware's divisors.
 ///
 /// # Safety
-/// `base` must be the board's PL011, reachable as device memory now and for the rest of the run.
-pub unsafe fn init(base: u64, uart_clock_hz: Option<u32>) {
-    // SAFETY: the caller guarantees `base` is the PL011's register block.
-    let uart = Pl011::new(unsafe { Mmio::new(base as usize, PL011_BLOCK_BYTES) });
+/// `block` must be the board's PL011, reachable as device memory now and for the rest of the run.
+pub unsafe fn init(block: MmioBlock, uart_clock_hz: Option<u32>) {
+    // SAFETY: the caller guarantees `block` is the PL011's register block.
+    let uart = Pl011::new(unsafe { windows::open(block) });
     uart.configure(uart_clock_hz, BAUD);
-    CONSOLE_BASE.store(base as usize, Ordering::Release);
+    CONSOLE_BYTES.store(block.size_bytes as usize, Ordering::Release);
+    CONSOLE_BASE.store(block.base as usize, Ordering::Release);
     CONSOLE.with(|console| *console = Some(uart));
 }
 
@@ -101,8 +104,10 @@ pub fn emergency_writer() -> Option<impl fmt::Write> {
     if base == 0 {
         return None;
     }
-    // SAFETY: the address was stored by `init`, whose caller guaranteed it is the PL011.
-    let uart = Pl011::new(unsafe { Mmio::new(base, PL011_BLOCK_BYTES) });
+    let block =
+        MmioBlock::new(BlockKind::ConsoleUart, base as u64, CONSOLE_BYTES.load(Ordering::Acquire) as u64);
+    // SAFETY: the block was stored by `init`, whose caller guaranteed it is the PL011.
+    let uart = Pl011::new(unsafe { windows::open(block) });
     struct Emergency(Pl011<Mmio>);
     impl fmt::Write for Emergency {
         fn write_str(&mut self, text: &str) -> fmt::Result {

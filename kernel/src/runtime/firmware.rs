@@ -3,6 +3,7 @@
 
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
+use crate::board::MmioBlock;
 use drivers::mailbox::{tags, Mailbox, MailboxError, PropertyBuffer, PropertyTags};
 use drivers::mmio::Mmio;
 use drivers::platform::BusTranslation;
@@ -16,7 +17,7 @@ pub const MAX_RESPONSE_WORDS: usize = 512;
 /// The mailbox of one board.
 #[derive(Clone, Copy)]
 pub struct Firmware {
-    mailbox_base: u64,
+    mailbox: Mmio,
     videocore_bus: BusTranslation,
     timer: KernelTimer,
 }
@@ -25,9 +26,11 @@ impl Firmware {
     /// `videocore_bus` is how the VideoCore sees the buffer (the board's alias).
     ///
     /// # Safety
-    /// `mailbox_base` must be the board's VideoCore mailbox register block.
-    pub unsafe fn new(mailbox_base: u64, videocore_bus: BusTranslation, timer: KernelTimer) -> Self {
-        Firmware { mailbox_base, videocore_bus, timer }
+    /// `mailbox` must be the board's VideoCore mailbox register block.
+    pub unsafe fn new(mailbox: MmioBlock, videocore_bus: BusTranslation, timer: KernelTimer) -> Self {
+        // SAFETY: the caller guarantees the block.
+        let mailbox = unsafe { super::windows::open(mailbox) };
+        Firmware { mailbox, videocore_bus, timer }
     }
 
     /// Sends one tag and returns its answer words.
@@ -37,8 +40,7 @@ impl Firmware {
         request: &[u32],
         response_words: usize,
     ) -> Result<heapless::Vec<u32, MAX_RESPONSE_WORDS>, MailboxError> {
-        // SAFETY: `Firmware::new`'s caller guaranteed the address is the mailbox.
-        let mailbox = Mailbox::new(unsafe { Mmio::new(self.mailbox_base as usize, 0x40) });
+        let mailbox = Mailbox::new(self.mailbox);
         BUFFER
             .with(|buffer| {
                 buffer.prepare_single_tag(tag, request, response_words)?;

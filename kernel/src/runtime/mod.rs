@@ -18,8 +18,9 @@ mod sync;
 pub mod timer;
 pub mod trace;
 pub mod usb;
+pub mod windows;
 
-use crate::board::{BoardFamily, Span, UartClock};
+use crate::board::{BlockKind, BoardFamily, MmioBlock, Span, UartClock};
 use crate::cmdline::{self, KernelSettings, TestFault, Token};
 use crate::devicetree::DeviceTree;
 use crate::discovery::{self, BoardInfo, ConfigSource, UnknownBoard};
@@ -88,11 +89,12 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         Ok(info) => info,
         Err(unknown) => stop_on_unknown_board(boot_argument, unknown),
     };
-    // SAFETY: the board table gives this board's system timer and ARM-local block.
-    let timer = unsafe { KernelTimer::for_board(info.profile.timer, info.profile.system_timer) };
-    let firmware = info.profile.mailbox.map(|base| {
-        // SAFETY: the board table gives this board's mailbox address (docs/hardware.md §1).
-        unsafe { Firmware::new(base, info.profile.videocore_bus, timer) }
+    // SAFETY: `discover` found this board's profile, whose table gives its system timer and
+    // ARM-local block.
+    let timer = unsafe { KernelTimer::for_board(info.profile) };
+    let firmware = info.profile.block(BlockKind::Mailbox).ok().map(|mailbox| {
+        // SAFETY: the board table gives this board's mailbox block (docs/hardware.md §1).
+        unsafe { Firmware::new(mailbox, info.profile.videocore_bus, timer) }
     });
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
@@ -412,20 +414,21 @@ fn park_secondary_cores(spin_table: &[u64]) {
 
 fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
     let profile = info.profile;
+    // Every board of the table has one (board tests); without it there is nowhere to print.
+    let Ok(console_uart) = profile.block(BlockKind::ConsoleUart) else {
+        return;
+    };
     if let (
-        Some(gpio_base),
+        Some(gpio),
         BoardFamily::RaspberryPi1
         | BoardFamily::RaspberryPi2
         | BoardFamily::RaspberryPi3
         | BoardFamily::RaspberryPi4,
-    ) = (profile.gpio, profile.family)
+    ) = (windows::gpio(profile), profile.family)
     {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
         // (docs/hardware.md §4.1, docs/ecosystem.md §4.1: on Pi 3/4 and Zero W the PL011
         // otherwise serves Bluetooth; docs/aarch32-pis.md §2).
-        // SAFETY: the board table gives this board's GPIO block.
-        let gpio =
-            drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });
         gpio.set_functions(14..=15, drivers::gpio::PinFunction::Alt0);
         // Take GPIO 32/33 (Bluetooth's PL011 pins, ALT3) off the UART so that only the header
         // pins drive its receive line.
@@ -440,9 +443,7 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         ),
         UartClock::KeepFirmware { fallback_hz } => {
             // SAFETY: the board table gives this board's console PL011.
-            let uart = drivers::pl011::Pl011::new(unsafe {
-                drivers::mmio::Mmio::new(profile.console_uart as usize, 0x1000)
-            });
+            let uart = drivers::pl011::Pl011::new(unsafe { windows::open(console_uart) });
             match uart.divisors() {
                 (0, _) => Some(fallback_hz),
                 _ => None,
@@ -450,7 +451,7 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
         }
     };
     // SAFETY: the board table gives this board's console PL011.
-    unsafe { console::init(profile.console_uart, uart_clock_hz) };
+    unsafe { console::init(console_uart, uart_clock_hz) };
 }
 
 fn print_banner(
@@ -681,9 +682,10 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
     // SAFETY: as in `discover`.
     let tree = plausible.then(|| unsafe { DeviceTree::from_address(boot_argument as usize) }.ok()).flatten();
     if let Some(tree) = tree {
-        if let Some((uart, _)) = tree.find_compatible(&["arm,pl011"]).and_then(|node| node.first_reg) {
+        if let Some((uart, bytes)) = tree.find_compatible(&["arm,pl011"]).and_then(|node| node.first_reg) {
+            let block = MmioBlock::new(BlockKind::ConsoleUart, uart, bytes);
             // SAFETY: the device tree names this PL011; its divisors are left as they are.
-            unsafe { console::init(uart, None) };
+            unsafe { console::init(block, None) };
             println!(
                 "{PROGRAM_NAME}: unknown board (MIDR {:#010x}: {}, compatible {:?}); stopping without touching any device",
                 unknown.main_id.0, unknown.main_id, unknown.root_compatible

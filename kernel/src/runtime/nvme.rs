@@ -7,7 +7,8 @@
 use super::pci::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
-use super::Machine;
+use super::{windows, Machine};
+use crate::board::{BlockKind, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
@@ -270,7 +271,7 @@ fn open_controller(
     );
     // SAFETY: PCI enumeration assigned this BAR inside the host bridge's memory window, which
     // the memory map covers as device memory; memory decoding and bus mastering are enabled.
-    let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
+    let bar0 = unsafe { windows::open(MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes)) };
     let registers = BusRegisters::new(bar0, topology.wide_access);
     let as_found = drivers::nvme::snapshot::snapshot(&registers);
     let brought_up = Controller::bring_up(

@@ -4,6 +4,7 @@
 //! listed with the BARs it was given.
 
 use super::Machine;
+use crate::board::{BlockKind, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::devicetree::{DeviceNode, DeviceTree};
 use crate::println;
@@ -94,8 +95,9 @@ fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTop
             "pci        host at {ecam_base:#x} has no memory window in its ranges; BARs cannot be assigned"
         );
     }
+    let block = MmioBlock::new(BlockKind::PciEcam, ecam_base, decoded_buses << 20);
     // SAFETY: the device tree names this ECAM region, and the memory map covers it as device memory.
-    let region = unsafe { drivers::mmio::Mmio::new(ecam_base as usize, (decoded_buses << 20) as usize) };
+    let region = unsafe { super::windows::open(block) };
     let config = Ecam::new(region, first_bus, last_bus);
     let topology = Enumerator::new(&config, windows).run();
     println!(

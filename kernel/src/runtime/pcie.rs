@@ -6,7 +6,7 @@
 //! (`usb` module) takes the controller.
 
 use super::pci::{self, PciTopology};
-use super::Machine;
+use super::{windows, Machine};
 use crate::board::{BridgeReset, PcieHost};
 use crate::cmdline::KernelSettings;
 use crate::pcie_host::{self, HostPlan, WindowSource};
@@ -14,7 +14,7 @@ use crate::println;
 use bench::units::ByteSize;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::pci::brcmstb::options::PcieOptions;
-use drivers::pci::brcmstb::regs::{offsets, rescal, reset_controller};
+use drivers::pci::brcmstb::regs::{offsets, reset_controller};
 use drivers::pci::brcmstb::{Bcm2712Resets, LinkPlan, LinkUp, RootComplex};
 use drivers::pci::{vl805, Enumerator, PciFunction};
 use drivers::platform::Platform;
@@ -41,7 +41,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
     if unsafe { boot::probe_read32(probe.0 as usize) }.is_none() {
         println!(
             "{name:<10} link down: nothing answers at {:#x} (reading {} at {:#x} raised a synchronous external abort); PCIe skipped",
-            board.base, probe.1, probe.0
+            board.registers.base, probe.1, probe.0
         );
         return None;
     }
@@ -87,7 +87,7 @@ fn describe(plan: &HostPlan) {
         "{:<10} {} root complex at {:#x} ({source}): inbound pci {:#x} -> cpu {:#x} ({}), Gen{} limit, PERST# extra {} ms",
         host.name,
         host.soc.name(),
-        host.base,
+        host.registers.base,
         host.dma.bus_base,
         host.dma.cpu_base,
         ByteSize(host.dma.size_bytes),
@@ -107,28 +107,24 @@ fn first_register(board: &PcieHost) -> (u64, &'static str) {
         Some(BridgeReset { controller, line, .. }) => {
             let (bank, _) = reset_controller::bank_and_bit(line);
             (
-                controller + (bank + reset_controller::SW_INIT_STATUS) as u64,
+                controller.base + (bank + reset_controller::SW_INIT_STATUS) as u64,
                 "the reset controller's SW_INIT_STATUS",
             )
         }
-        None => (board.base + offsets::RGR1_SW_INIT_1 as u64, "RGR1_SW_INIT_1"),
+        None => (board.registers.base + offsets::RGR1_SW_INIT_1 as u64, "RGR1_SW_INIT_1"),
     }
 }
 
 fn root_complex(machine: &Machine, board: &PcieHost) -> KernelRootComplex {
     // SAFETY: the board table (checked against the device tree's reg) gives these blocks; the
     // memory map covers them as device memory, and nothing else in the kernel uses them.
-    let registers = unsafe { Mmio::new(board.base as usize, offsets::BLOCK_BYTES) };
+    let registers = unsafe { windows::open(board.registers) };
     match board.bridge_reset {
         None => RootComplex::bcm2711(registers, machine.platform),
         Some(reset) => {
             // SAFETY: as above, for the reset controller and RESCAL blocks of BCM2712.
-            let (controller, rescal_block) = unsafe {
-                (
-                    Mmio::new(reset.controller as usize, reset_controller::BLOCK_BYTES),
-                    Mmio::new(reset.rescal as usize, rescal::BLOCK_BYTES),
-                )
-            };
+            let (controller, rescal_block) =
+                unsafe { (windows::open(reset.controller), windows::open(reset.rescal)) };
             let resets = Bcm2712Resets { controller, rescal: rescal_block, bridge_line: reset.line };
             RootComplex::bcm2712(registers, resets, machine.platform)
         }

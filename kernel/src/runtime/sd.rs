@@ -10,8 +10,8 @@ use super::firmware::Firmware;
 use super::pci::PciTopology;
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
-use super::Machine;
-use crate::board::{Presence, SdHost, SdHostKind};
+use super::{windows, Machine};
+use crate::board::{BlockKind, MmioBlock, Presence, SdHost, SdHostKind};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
@@ -67,7 +67,7 @@ struct SdSettings<'s> {
 
 /// One SD host to look at.
 struct HostSite {
-    base: u64,
+    block: MmioBlock,
     quirks: &'static HostQuirks,
     dma: DmaDecision,
     origin: &'static str,
@@ -86,7 +86,7 @@ fn quirks_for(kind: SdHostKind) -> Option<&'static HostQuirks> {
 /// An SD controller to look at.
 enum Site {
     Sdhci(HostSite),
-    Sdhost { base: u64 },
+    Sdhost { block: MmioBlock },
 }
 
 /// Whether a slot-choice host is the one `sd.host=` gives the slot to; says so when it is not.
@@ -102,7 +102,7 @@ fn chosen_for_slot(host: &SdHost, options: &SdOptions) -> bool {
         } else {
             ("sdhci", "sdhost (sd.host=auto|sdhost)")
         };
-        println!("{name} at {:#x}: not probed: GPIO 48-53 give the SD slot to the {other}", host.base);
+        println!("{name} at {:#x}: not probed: GPIO 48-53 give the SD slot to the {other}", host.block.base);
     }
     host.kind == wanted
 }
@@ -124,9 +124,9 @@ pub fn attach(
         .iter()
         .filter(|host| allowed_here(host, qemu) && chosen_for_slot(host, &sd_settings.options))
         .map(|host| match quirks_for(host.kind) {
-            None => Site::Sdhost { base: host.base },
+            None => Site::Sdhost { block: host.block },
             Some(quirks) => Site::Sdhci(HostSite {
-                base: host.base,
+                block: host.block,
                 quirks,
                 dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
                 origin: "board table",
@@ -136,7 +136,7 @@ pub fn attach(
     let pci_hosts = pci.into_iter().flat_map(|topology| {
         topology.with_class(base, sub, prog_if).filter_map(move |function| match function.bar(0) {
             Some(bar) => Some(Site::Sdhci(HostSite {
-                base: bar.cpu_address,
+                block: MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes),
                 quirks: &quirks::GENERIC_PCI,
                 dma: DmaDecision::fixed(topology.dma),
                 origin: "PCI",
@@ -151,7 +151,7 @@ pub fn attach(
     for site in sites {
         match site {
             Site::Sdhci(site) => attach_host(machine, &sd_settings, &site, storage),
-            Site::Sdhost { base } => attach_sdhost(machine, &sd_settings.options, base, storage),
+            Site::Sdhost { block } => attach_sdhost(machine, &sd_settings.options, block, storage),
         }
     }
 }
@@ -163,7 +163,7 @@ fn allowed_here(host: &SdHost, qemu: bool) -> bool {
         println!(
             "sdhci at {:#x}: not probed: on a Pi 4 / 400 / CM4 this legacy Arasan does not reach the SD slot, \
              and its pins GPIO 48-53 are the Ethernet RGMII lines (only QEMU's raspi4b wires a card to it)",
-            host.base
+            host.block.base
         );
     }
     allowed
@@ -172,10 +172,18 @@ fn allowed_here(host: &SdHost, qemu: bool) -> bool {
 fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, storage: &mut Storage) {
     let options = &sd_settings.options;
     let quirks = site.quirks;
-    let base = site.base;
+    let base = site.block.base;
+    if site.block.size_bytes < register_window_bytes(quirks) as u64 {
+        println!(
+            "sdhci at {base:#x}: its register block has {:#x} bytes, fewer than the {:#x} the driver uses; skipped",
+            site.block.size_bytes,
+            register_window_bytes(quirks)
+        );
+        return;
+    }
     let mut notes: heapless::String<192> = heapless::String::new();
-    if let (Some(pins), Some(gpio_base)) = (quirks.pins, machine.info.profile.gpio) {
-        route_pins(gpio_base, pins);
+    if let (Some(pins), Some(gpio)) = (quirks.pins, windows::gpio(machine.info.profile)) {
+        pins.apply(&gpio);
         let released =
             pins.release_first.map(|(first, last)| alloc::format!("GPIO {first}-{last} to input, "));
         let _ = core::fmt::Write::write_fmt(
@@ -196,7 +204,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     let (base_clock_hz, clock_source) = base_clock(machine.firmware.as_ref(), quirks.base_clock);
     // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
     // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
-    let registers = unsafe { Mmio::new(base as usize, register_window_bytes(quirks)) };
+    let registers = unsafe { windows::open(site.block) };
     let as_found = drivers::sdhci::snapshot::snapshot(&registers);
     let mut host =
         match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
@@ -257,14 +265,6 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     storage.add(DeviceClass::Sd, Box::new(device));
 }
 
-/// The quirks' pin routing: GPIO 34-39 released, GPIO 48-53 input first (QEMU's condition for
-/// the Arasan), then the real hardware's ALT3 (docs/hardware.md §2.1, docs/qemu.md §2).
-fn route_pins(gpio_base: u64, pins: quirks::PinRouting) {
-    // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
-    let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
-    pins.apply(&gpio);
-}
-
 /// SET_POWER_STATE {device, on | wait} (docs/hardware.md §2.9 step 1).
 fn power_on(firmware: &Firmware, device: u32) -> Result<(), alloc::string::String> {
     const ON: u32 = 1;
@@ -310,7 +310,6 @@ enum BoardHook {
 
 const PI4_IO_1V8_GPIO: u32 = 128 + 4;
 const PI4_CARD_POWER_GPIO: u32 = 128 + 6;
-const PI5_AON_GPIO_BANK: u64 = 0x10_7d51_7c00;
 const PI5_IO_1V8_BIT: u32 = 1 << 3;
 const PI5_CARD_POWER_BIT: u32 = 1 << 4;
 /// Card power off time for a power cycle (SD §6.4.1.2: at least 1 ms below 0.5 V; generous).
@@ -327,11 +326,11 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
         crate::board::BoardFamily::RaspberryPi4 => {
             machine.firmware.map(|firmware| BoardHook::Pi4Expander { firmware, platform: machine.platform })
         }
-        crate::board::BoardFamily::RaspberryPi5 => Some(BoardHook::Pi5Aon {
-            // SAFETY: the AON GPIO bank lies in the Pi 5's mapped peripheral span (board table).
-            bank: unsafe { Mmio::new(PI5_AON_GPIO_BANK as usize, 0x20) },
-            platform: machine.platform,
-        }),
+        crate::board::BoardFamily::RaspberryPi5 => {
+            // SAFETY: the Pi 5's table gives its AON GPIO block, in its mapped peripheral span.
+            let bank = unsafe { windows::open_kind(machine.info.profile, BlockKind::AlwaysOnGpio) }.ok()?;
+            Some(BoardHook::Pi5Aon { bank, platform: machine.platform })
+        }
         _ => None,
     }
 }
@@ -558,10 +557,9 @@ impl<D: SdDevice> BlockDevice for ReportingSdCard<D> {
 /// The BCM2835 sdhost in the SD slot of a Pi 1-3 (docs/aarch32-pis.md §7): GPIO 48-53 on ALT0
 /// (which is also what moves QEMU's card to it), the card powered through the firmware, the
 /// divider fed by the VPU core clock (mailbox clock 4), the card brought up at 3.3 V.
-fn attach_sdhost(machine: &Machine, options: &SdOptions, base: u64, storage: &mut Storage) {
-    if let Some(gpio_base) = machine.info.profile.gpio {
-        // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
-        let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
+fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, storage: &mut Storage) {
+    let base = block.base;
+    if let Some(gpio) = windows::gpio(machine.info.profile) {
         gpio.set_functions(SD_SLOT_PINS, drivers::gpio::PinFunction::Alt0);
     }
     if let Some(firmware) = machine.firmware.as_ref() {
@@ -573,7 +571,7 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, base: u64, storage: &mu
     let (core_hz, clock_source) = base_clock(machine.firmware.as_ref(), source);
     let core_hz = core_hz.unwrap_or(CORE_CLOCK_FALLBACK_HZ);
     // SAFETY: the board table gives this sdhost register block, mapped as device memory.
-    let registers = unsafe { Mmio::new(base as usize, drivers::sdhost::regs::BLOCK_BYTES) };
+    let registers = unsafe { windows::open(block) };
     let mut host = SdhostHost::new(registers, machine.platform, core_hz);
     println!("sdhost at {base:#x}: BCM2835 sdhost (board table), PIO");
     println!(

@@ -3,7 +3,8 @@
 //! on the ARM1176 Pis, which have no generic timer, the BCM2835 system timer's 1 MHz counter
 //! (docs/aarch32-pis.md §5), with an `embedded-hal` delay.
 
-use crate::board::BoardTimer;
+use super::windows;
+use crate::board::{BlockKind, BoardProfile, BoardTimer};
 use blockdev::Clock;
 use boot::cpu::registers;
 use drivers::mmio::Mmio;
@@ -13,9 +14,9 @@ use drivers::system_timer::SystemTimer;
 #[derive(Clone, Copy, Debug)]
 enum Source {
     Generic,
-    /// The system timer block's base address.
+    /// The system timer block's window.
     SystemTimer {
-        base: usize,
+        window: Mmio,
     },
 }
 
@@ -37,23 +38,30 @@ impl KernelTimer {
     /// one from the crystal, so that CNTPCT counts at the CNTFRQ the firmware wrote.
     ///
     /// # Safety
-    /// `system_timer` (for the system timer) and the ARM-local block (for the prescaler) must be
-    /// this board's, reachable as device memory for the rest of the run.
-    pub unsafe fn for_board(timer: BoardTimer, system_timer: Option<u64>) -> Self {
-        match (timer, system_timer) {
-            (BoardTimer::SystemTimer, Some(base)) => KernelTimer {
-                source: Source::SystemTimer { base: base as usize },
-                ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
-            },
-            (BoardTimer::GenericWithLocalPrescaler { local_base }, _) => {
-                // SAFETY: the caller guarantees the ARM-local block; control = 0 selects the
-                // crystal with increment 1, prescaler 0x8000_0000 divides by one (armstub8).
-                let local = unsafe { Mmio::new(local_base as usize, 0x10) };
-                drivers::mmio::RegisterIo::write32(&local, 0x00, 0);
-                drivers::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
+    /// `profile` must be this board's: its system timer (for the system timer) and ARM-local
+    /// block (for the prescaler) reachable as device memory for the rest of the run.
+    pub unsafe fn for_board(profile: &BoardProfile) -> Self {
+        match profile.timer {
+            BoardTimer::SystemTimer => {
+                // SAFETY: the caller guarantees the board, whose table gives the block.
+                match unsafe { windows::open_kind(profile, BlockKind::SystemTimer) } {
+                    Ok(window) => KernelTimer {
+                        source: Source::SystemTimer { window },
+                        ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
+                    },
+                    Err(_) => Self::generic(),
+                }
+            }
+            BoardTimer::GenericWithLocalPrescaler => {
+                // SAFETY: the caller guarantees the board; control = 0 selects the crystal with
+                // increment 1, prescaler 0x8000_0000 divides by one (armstub8).
+                if let Ok(local) = unsafe { windows::open_kind(profile, BlockKind::ArmLocal) } {
+                    drivers::mmio::RegisterIo::write32(&local, 0x00, 0);
+                    drivers::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
+                }
                 Self::generic()
             }
-            _ => Self::generic(),
+            BoardTimer::Generic => Self::generic(),
         }
     }
 
@@ -74,9 +82,10 @@ impl core::fmt::Display for TimerDescription {
         match self.0.source {
             Source::Generic if cfg!(target_arch = "aarch64") => write!(f, "(CNTFRQ_EL0 = {hz})"),
             Source::Generic => write!(f, "(CNTFRQ = {hz})"),
-            Source::SystemTimer { base } => write!(
+            Source::SystemTimer { window } => write!(
                 f,
-                "(BCM2835 system timer at {base:#x}; latency resolution {} ns)",
+                "(BCM2835 system timer at {:#x}; latency resolution {} ns)",
+                window.base_address(),
                 1_000_000_000 / hz.max(1)
             ),
         }
@@ -88,10 +97,7 @@ impl Clock for KernelTimer {
     fn now_ticks(&self) -> u64 {
         match self.source {
             Source::Generic => registers::counter_ticks(),
-            Source::SystemTimer { base } => {
-                // SAFETY: `for_board`'s caller guaranteed the block.
-                SystemTimer::new(unsafe { Mmio::new(base, 0x10) }).ticks()
-            }
+            Source::SystemTimer { window } => SystemTimer::new(window).ticks(),
         }
     }
 

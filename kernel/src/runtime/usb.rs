@@ -8,8 +8,9 @@
 use super::pci::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{DeviceClass, SharedDevice, Storage};
+use super::windows;
 use super::Machine;
-use crate::board::{self, BoardFamily};
+use crate::board::{self, BlockKind, BoardFamily, BoardProfile, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
@@ -46,8 +47,7 @@ static CONSOLE_EVENTS: ConsoleEvents = ConsoleEvents;
 /// One xHCI to bring up: where its registers are and how it sees RAM.
 struct Site {
     label: String,
-    base: u64,
-    register_bytes: usize,
+    registers: MmioBlock,
     dma: BusTranslation,
 }
 
@@ -65,7 +65,7 @@ pub fn attach(
     let mut sites = pci_sites(pci);
     if machine.info.profile.family == BoardFamily::RaspberryPi5 {
         if options.pi5_rp1 {
-            sites.extend(rp1_sites());
+            sites.extend(rp1_sites(machine.info.profile));
         } else {
             println!(
                 "usb        Pi 5 USB ports are on RP1 behind pcie2, which this kernel does not bring up yet; with \
@@ -108,8 +108,7 @@ fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
         );
         sites.push(Site {
             label,
-            base: bar.cpu_address,
-            register_bytes: bar.size_bytes as usize,
+            registers: MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes),
             dma: topology.dma,
         });
     }
@@ -118,10 +117,12 @@ fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
 
 /// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
 /// `pciex4_reset=0`).
-fn rp1_sites() -> Vec<Site> {
-    // SAFETY: the Pi 5 board table maps pcie2's register page as device memory; reading the
-    // status register has no side effect.
-    let pcie2 = unsafe { Mmio::new(board::BCM2712_PCIE2_BASE as usize, 0x1_0000) };
+fn rp1_sites(profile: &BoardProfile) -> Vec<Site> {
+    // SAFETY: `profile` is the Pi 5's, whose table gives pcie2's register block, mapped as
+    // device memory; reading the status register has no side effect.
+    let Ok(pcie2) = (unsafe { windows::open_kind(profile, BlockKind::Rp1PcieBridge) }) else {
+        return Vec::new();
+    };
     let status = pcie2.read32(board::BRCMSTB_PCIE_STATUS_OFFSET);
     if status & board::BRCMSTB_PCIE_LINK_UP_BITS != board::BRCMSTB_PCIE_LINK_UP_BITS {
         println!(
@@ -130,15 +131,9 @@ fn rp1_sites() -> Vec<Site> {
         );
         return Vec::new();
     }
-    board::RP1_XHCI_BASES
-        .iter()
-        .enumerate()
-        .map(|(index, base)| Site {
-            label: format!("rp1 xhci{index}"),
-            base: *base,
-            register_bytes: board::RP1_XHCI_BYTES as usize,
-            dma: board::RP1_DMA,
-        })
+    (0..2u8)
+        .filter_map(|index| profile.block(BlockKind::Rp1Xhci(index)).ok().map(|block| (index, block)))
+        .map(|(index, registers)| Site { label: format!("rp1 xhci{index}"), registers, dma: board::RP1_DMA })
         .collect()
 }
 
@@ -159,10 +154,10 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
     // SAFETY: the site's registers come from an assigned PCI BAR or the board table, mapped as
     // device memory, with memory decoding and bus mastering on for a PCI function.
-    let registers = unsafe { Mmio::new(site.base as usize, site.register_bytes) };
+    let registers = unsafe { windows::open(site.registers) };
     let controller = match HostController::bring_up(
         registers,
-        site.register_bytes,
+        site.registers.size_bytes as usize,
         machine.platform,
         site.dma,
         site.label.clone(),
