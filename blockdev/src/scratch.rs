@@ -284,6 +284,37 @@ pub fn scan<R: BlockReader>(
     buffer: &mut [u8],
     found: &mut dyn FnMut(Finding),
 ) -> Result<(), ScanError<R::Error>> {
+    for_each_partition(reader, buffer, &mut |reader, buffer, partition| {
+        check_partition(reader, buffer, partition, found)
+    })
+}
+
+/// Partition `number` (1-based, as Linux counts) of the MBR or, behind a protective MBR, the GPT.
+pub fn find_partition<R: BlockReader>(
+    reader: &mut R,
+    buffer: &mut [u8],
+    number: u32,
+) -> Result<Option<Partition>, ScanError<R::Error>> {
+    let mut result = None;
+    for_each_partition(reader, buffer, &mut |_, _, partition| {
+        if partition.number == number {
+            result = Some(partition);
+        }
+        Ok(())
+    })?;
+    Ok(result)
+}
+
+/// What [`for_each_partition`] calls for each partition; it may use the reader and the buffer.
+type Visit<'v, R> =
+    dyn FnMut(&mut R, &mut [u8], Partition) -> Result<(), ScanError<<R as BlockReader>::Error>> + 'v;
+
+/// Calls `visit` for each MBR primary partition or, when the MBR is protective, each GPT entry.
+fn for_each_partition<R: BlockReader>(
+    reader: &mut R,
+    buffer: &mut [u8],
+    visit: &mut Visit<'_, R>,
+) -> Result<(), ScanError<R::Error>> {
     let block_bytes = reader.block_bytes();
     let valid_size = block_bytes.is_power_of_two() && (512..=65_536).contains(&block_bytes);
     if !valid_size || buffer.len() < block_bytes as usize {
@@ -300,15 +331,14 @@ pub fn scan<R: BlockReader>(
         *entry = (buffer[at + 4], u64::from(le_u32(buffer, at + 8)), u64::from(le_u32(buffer, at + 12)));
     }
     if entries.iter().any(|&(partition_type, _, _)| partition_type == MBR_TYPE_GPT_PROTECTIVE) {
-        return scan_gpt(reader, buffer, found);
+        return for_each_gpt_partition(reader, buffer, visit);
     }
     for (index, &(partition_type, first_lba, block_count)) in entries.iter().enumerate() {
         if partition_type == 0 || block_count == 0 {
             continue;
         }
         let table = PartitionTable::Mbr { partition_type };
-        let partition = Partition { number: index as u32 + 1, table, first_lba, block_count };
-        check_partition(reader, buffer, partition, found)?;
+        visit(reader, buffer, Partition { number: index as u32 + 1, table, first_lba, block_count })?;
     }
     Ok(())
 }
@@ -329,10 +359,10 @@ struct GptEntries {
     crc: u32,
 }
 
-fn scan_gpt<R: BlockReader>(
+fn for_each_gpt_partition<R: BlockReader>(
     reader: &mut R,
     buffer: &mut [u8],
-    found: &mut dyn FnMut(Finding),
+    visit: &mut Visit<'_, R>,
 ) -> Result<(), ScanError<R::Error>> {
     read(reader, 1, buffer)?;
     let entries = gpt_header(buffer).map_err(ScanError::BadGpt)?;
@@ -343,12 +373,12 @@ fn scan_gpt<R: BlockReader>(
     let block_bytes = buffer.len() as u64;
     for index in 0..entries.count {
         // Entries are a power of two of at least 128 bytes, so none straddles a block; the
-        // entry's block is read again for each entry because the marker reads reuse the buffer.
+        // entry's block is read again for each entry because the visitor may reuse the buffer.
         let byte = u64::from(index) * u64::from(entries.entry_bytes);
         read(reader, entries.first_lba + byte / block_bytes, buffer)?;
         let at = (byte % block_bytes) as usize;
         if let Some(partition) = gpt_partition(index + 1, &buffer[at..at + 48]) {
-            check_partition(reader, buffer, partition, found)?;
+            visit(reader, buffer, partition)?;
         }
     }
     Ok(())
@@ -726,6 +756,19 @@ mod tests {
             refusal(&disk.findings().unwrap()),
             Refusal::TooSmall { length_bytes: MIB + 512, minimum_bytes: MIB + 4096 }
         );
+    }
+
+    #[test]
+    fn partitions_are_found_by_number_in_either_table() {
+        let mut disk = Disk::new(64 * MIB, 512);
+        disk.mbr(&[(0x0C, 2048, 2048), (0xDA, 4096, 8192)]);
+        let mut buffer = [0u8; 512];
+        let second = find_partition(&mut disk, &mut buffer, 2).unwrap().unwrap();
+        assert_eq!((second.first_lba, second.block_count), (4096, 8192));
+        assert_eq!(find_partition(&mut disk, &mut buffer, 3).unwrap(), None);
+        disk.gpt(&[(2048, 4095), (4096, 36863)]);
+        let second = find_partition(&mut disk, &mut buffer, 2).unwrap().unwrap();
+        assert_eq!((second.table, second.first_lba, second.block_count), (PartitionTable::Gpt, 4096, 32768));
     }
 
     #[test]
