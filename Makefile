@@ -31,11 +31,16 @@ FORCE:
 # The main job: the benchmark (preset=quick) on QEMU virt with an emulated NVMe drive and SD card
 # (sdhci-pci), both filled with the test pattern. SETTINGS adds or overrides settings, e.g.
 # `make qemu SETTINGS="preset=reference"`.
+# With `write=` in SETTINGS both images get a marked 256 MiB scratch region (rebuilt every run,
+# written in place), e.g. `make qemu SETTINGS="write=nvme0,sd0 preset=randrw"`.
 SETTINGS ?=
 QEMU_DISK ?= 512M
+comma := ,
+QEMU_SCRATCH ?= $(if $(findstring write=,$(SETTINGS)),$(comma)scratch=256M)
 qemu: deps kernel
 	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
-	  --nvme $(QEMU_DISK):pattern --sd $(QEMU_DISK):pattern --timeout 1800 -- preset=quick $(SETTINGS)
+	  --nvme $(QEMU_DISK):pattern$(QEMU_SCRATCH) --sd $(QEMU_DISK):pattern$(QEMU_SCRATCH) \
+	  --timeout 1800 -- preset=quick $(SETTINGS)
 
 test: deps
 	$(MAKE) test-host
