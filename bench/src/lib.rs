@@ -63,6 +63,7 @@ mod sim;
 pub mod stats;
 pub mod units;
 pub mod wide;
+pub mod written;
 
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";
