@@ -515,6 +515,7 @@ mod tests {
                 physical_address: 0x1000_0000,
                 length_bytes: 8 << 20,
             },
+            writes: None,
         };
         let results = run_benchmark(&config, &mut devices, &environment, &context, &mut console);
         (console, results, config)

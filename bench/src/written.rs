@@ -52,7 +52,8 @@ fn fill_block(block: &mut [u8], lba: u64, run_id: u64, sequence: u32) {
     block[8..16].copy_from_slice(&run_id.to_le_bytes());
     block[16..24].copy_from_slice(&u64::from(sequence).to_le_bytes());
     block[24..HEADER_BYTES].fill(0);
-    let mut state = splitmix(lba ^ run_id.rotate_left(17) ^ u64::from(sequence).wrapping_mul(0xA24B_AED4_963E_E407));
+    let mut state =
+        splitmix(lba ^ run_id.rotate_left(17) ^ u64::from(sequence).wrapping_mul(0xA24B_AED4_963E_E407));
     state |= 1;
     for word in block[HEADER_BYTES..].chunks_mut(8) {
         state ^= state >> 12;
@@ -101,16 +102,28 @@ pub struct SlotTable {
 }
 
 /// What a read of a slot should find.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Expected {
     /// Not written in this run (or its write failed): not checked.
+    #[default]
     Unknown,
-    Written { sequence: u32 },
+    Written {
+        sequence: u32,
+    },
 }
 
 impl SlotTable {
     pub fn new(slot_count: u64) -> SlotTable {
         SlotTable { slots: alloc::vec![0; slot_count as usize] }
+    }
+
+    /// Slots tracked.
+    pub fn len(&self) -> u64 {
+        self.slots.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
     }
 
     pub fn clear(&mut self) {
@@ -150,6 +163,15 @@ impl SlotTable {
             .enumerate()
             .filter(|(_, &value)| value != 0 && value != UNKNOWN && value & IN_FLIGHT == 0)
             .map(|(slot, &value)| (slot as u64, value))
+    }
+
+    /// The first slot from `from` on that holds a completed write, with its sequence number.
+    pub fn next_written(&self, from: u64) -> Option<(u64, u32)> {
+        let start = usize::try_from(from).ok()?;
+        self.slots.get(start..)?.iter().enumerate().find_map(|(offset, &value)| {
+            let written = value != 0 && value != UNKNOWN && value & IN_FLIGHT == 0;
+            written.then_some(((start + offset) as u64, value))
+        })
     }
 
     /// Slots whose write failed (their content is unknown).
@@ -235,6 +257,9 @@ mod tests {
         assert_eq!(table.start(2), Expected::Unknown);
         table.finish(2, None);
         assert_eq!(table.written().collect::<Vec<_>>(), alloc::vec![(1, 5)]);
+        assert_eq!(table.next_written(0), Some((1, 5)));
+        assert_eq!(table.next_written(2), None);
+        assert_eq!(table.next_written(99), None);
         assert_eq!(table.failed(), 1);
         table.clear();
         assert_eq!(table.written().count(), 0);
