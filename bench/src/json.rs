@@ -20,7 +20,7 @@ use crate::cmdline::Config;
 use crate::cpu_cost::{CpuCost, CpuPerIo};
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
 use crate::results::{
-    BenchmarkResults, DeviceFacts, MedianResult, ReportContext, RunEnd, RunResult, MEDIAN_RULE,
+    BenchmarkResults, DeviceFacts, Direction, MedianResult, ReportContext, RunEnd, RunResult, MEDIAN_RULE,
     MICRO_PER_UNIT,
 };
 use crate::stats::LatencySummary;
@@ -61,13 +61,27 @@ pub fn write_fio_json(
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
     json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
     json.string_field("time_based", format_args!("1"))?;
-    json.string_field("readonly", format_args!("1"))?;
+    let readonly = if results.runs.iter().any(|run| run.direction == Direction::Write) { "0" } else { "1" };
+    json.string_field("readonly", format_args!("{readonly}"))?;
     json.string_field("randseed", format_args!("{}", config.seed))?;
     json.close('}')?;
 
     json.open(Some("jobs"), '[')?;
     for run in &results.runs {
-        write_job(&mut json, config, run, context.facts_of(&run.device_name))?;
+        // A mixed run is one fio job with both sections: written with its read result.
+        let sibling = results.runs.iter().find(|other| {
+            other.direction != run.direction
+                && (other.job_index, other.device_index, other.run)
+                    == (run.job_index, run.device_index, run.run)
+        });
+        if run.direction == Direction::Write && sibling.is_some() {
+            continue;
+        }
+        let (read, write) = match run.direction {
+            Direction::Read => (Some(run), sibling),
+            Direction::Write => (None, Some(run)),
+        };
+        write_job(&mut json, config, run, (read, write), context.facts_of(&run.device_name))?;
     }
     json.close(']')?;
 
@@ -170,10 +184,13 @@ fn write_cpu_per_io(json: &mut JsonWriter<'_>, ios: Option<u64>, per_io: &CpuPer
     json.close('}')
 }
 
+/// One fio job: `run`'s options, then the read and write sections from the results of each
+/// direction (a section without one is zeros, as fio writes it).
 fn write_job(
     json: &mut JsonWriter<'_>,
     config: &Config,
     run: &RunResult,
+    (read, write): (Option<&RunResult>, Option<&RunResult>),
     facts: Option<&DeviceFacts<'_>>,
 ) -> fmt::Result {
     json.open(None, '{')?;
@@ -202,26 +219,21 @@ fn write_job(
     json.string_field("size", format_args!("{}", run.region_size_bytes))?;
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
     json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
+    if run.job.operation.is_mixed() {
+        json.string_field("rwmixread", format_args!("{}", run.job.read_percent))?;
+    }
+    if run.job.flush_every_writes > 0 {
+        json.string_field("fsync", format_args!("{}", run.job.flush_every_writes))?;
+    }
     json.close('}')?;
 
     let runtime_ms = rounded_ms(run.window_ns);
-    json.open(Some("read"), '{')?;
-    json.number_field("io_bytes", run.bytes)?;
-    json.number_field("io_kbytes", run.bytes / KIB)?;
-    let bw_bytes = run.bandwidth_micro() / MICRO_PER_UNIT;
-    json.number_field("bw_bytes", bw_bytes)?;
-    json.number_field("bw", bw_bytes / u128::from(KIB))?;
-    json.fixed_field("iops", Fixed::new(run.iops_micro(), RATE_DECIMALS))?;
-    json.number_field("runtime", runtime_ms)?;
-    json.number_field("total_ios", run.ios)?;
-    json.number_field("short_ios", 0u32)?;
-    json.number_field("drop_ios", 0u32)?;
-    write_latency(json, "slat_ns", &run.slat, None)?;
-    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns))?;
-    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns))?;
-    json.close('}')?;
-
-    write_zero_direction(json, "write")?;
+    for (key, direction) in [("read", read), ("write", write)] {
+        match direction {
+            Some(result) => write_direction(json, key, result)?,
+            None => write_zero_direction(json, key)?,
+        }
+    }
     json.number_field("job_runtime", runtime_ms)?;
 
     json.open(Some("barebench"), '{')?;
@@ -252,6 +264,9 @@ fn write_job(
     }
     let cost: &CpuCost = &run.cpu;
     write_cpu_per_io(json, Some(cost.ios), &cost.per_io())?;
+    if let Some(write) = write {
+        write_write_facts(json, write)?;
+    }
     if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
         json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
     }
@@ -262,6 +277,60 @@ fn write_job(
     json.close(']')?;
     json.close('}')?;
     json.close('}')
+}
+
+/// One direction's fio section from a result.
+fn write_direction(json: &mut JsonWriter<'_>, key: &str, run: &RunResult) -> fmt::Result {
+    json.open(Some(key), '{')?;
+    json.number_field("io_bytes", run.bytes)?;
+    json.number_field("io_kbytes", run.bytes / KIB)?;
+    let bw_bytes = run.bandwidth_micro() / MICRO_PER_UNIT;
+    json.number_field("bw_bytes", bw_bytes)?;
+    json.number_field("bw", bw_bytes / u128::from(KIB))?;
+    json.fixed_field("iops", Fixed::new(run.iops_micro(), RATE_DECIMALS))?;
+    json.number_field("runtime", rounded_ms(run.window_ns))?;
+    json.number_field("total_ios", run.ios)?;
+    json.number_field("short_ios", 0u32)?;
+    json.number_field("drop_ios", 0u32)?;
+    write_latency(json, "slat_ns", &run.slat, None)?;
+    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns))?;
+    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns))?;
+    json.close('}')
+}
+
+/// The scratch region, the flushes (as sysbench reports fsyncs) and the verification of a
+/// write run, in the job's `"barebench"` object.
+fn write_write_facts(json: &mut JsonWriter<'_>, write: &RunResult) -> fmt::Result {
+    if let Some(id) = write.scratch_region_id {
+        json.string_field("scratch_region_id", format_args!("{id:#018x}"))?;
+    }
+    if let Some(flushes) = write.flushes {
+        json.open(Some("flush"), '{')?;
+        json.number_field("count", flushes.count)?;
+        json.bool_field("sent", flushes.sent)?;
+        if let Some(reason) = flushes.no_cache {
+            json.string_field("not_sent_because", format_args!("{reason}"))?;
+        }
+        json.fixed_field("per_second", Fixed::new(write.flushes_micro(), RATE_DECIMALS))?;
+        json.number_field("errors", flushes.errors)?;
+        json.number_field("lat_p99_ns", flushes.lat_p99_ns)?;
+        write_latency(json, "lat_ns", &flushes.lat, None)?;
+        json.close('}')?;
+    }
+    if let Some(verify) = &write.verify {
+        json.open(Some("verify"), '{')?;
+        json.number_field("blocks_checked", verify.blocks_checked)?;
+        json.number_field("mismatches", verify.mismatches)?;
+        json.number_field("read_errors", verify.read_errors)?;
+        json.number_field("unknown_blocks", verify.unknown_blocks)?;
+        json.open(Some("mismatch_lbas"), '[')?;
+        for lba in &verify.mismatch_lbas {
+            json.string_element(format_args!("{lba}"))?;
+        }
+        json.close(']')?;
+        json.close('}')?;
+    }
+    Ok(())
 }
 
 fn rounded_ms(ns: u64) -> u64 {
@@ -317,6 +386,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     // The job as asked (`randread:4k:32`); `bs`/`iodepth` below are what ran on this device.
     json.string_field("job", format_args!("{}", median.job))?;
     json.string_field("rw", format_args!("{}", median.job.operation.fio_name()))?;
+    json.string_field("direction", format_args!("{}", median.direction.name()))?;
     json.number_field("bs", median.block_bytes)?;
     json.number_field("iodepth", median.queue_depth)?;
     json.number_field("runs", median.runs)?;
@@ -332,6 +402,14 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     json.fixed_field("lat_p99_9_ns", milli(median.lat_p99_9_milli_ns))?;
     json.fixed_field("lat_max_ns", milli(median.lat_max_milli_ns))?;
     json.number_field("errors_total", median.errors_total)?;
+    if let Some(flushes_micro) = median.flushes_micro {
+        json.fixed_field("flushes_per_second", Fixed::new(flushes_micro, RATE_DECIMALS))?;
+        json.fixed_field("flush_lat_mean_ns", milli(median.flush_lat_mean_milli_ns.unwrap_or(0)))?;
+        json.fixed_field("flush_lat_p99_ns", milli(median.flush_lat_p99_milli_ns.unwrap_or(0)))?;
+    }
+    if let Some(mismatches) = median.verify_mismatches {
+        json.number_field("verify_mismatches", mismatches)?;
+    }
     write_cpu_per_io(json, None, &median.cpu_per_io)?;
     json.close('}')
 }

@@ -924,6 +924,40 @@ mod tests {
     }
 
     #[test]
+    fn a_mixed_run_is_one_fio_job_with_both_sections_and_the_write_facts() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let medium = SimMedium { memory: &memory, disk: RefCell::new(vec![0; 64 << 20]), corrupt_lba: None };
+        let mut behaviour = SimBehaviour::new(small_geometry(), 20 * US);
+        behaviour.flush_support = blockdev::FlushSupport::Command;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock).with_medium(&medium);
+        let mut config =
+            write_config(&[JobSpec::new(JobOperation::RandReadWrite, 16 << 10, 1).with_mix(60, 100)]);
+        config.runs = 2;
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        assert_eq!(results.runs.len(), 4, "a read and a write result per run");
+        let json = crate::fio_json::extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let jobs = value["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 2, "one fio job per run");
+        for job in jobs {
+            assert!(job["read"]["total_ios"].as_u64().unwrap() > 0);
+            assert!(job["write"]["total_ios"].as_u64().unwrap() > 0);
+            assert_eq!(job["job options"]["rwmixread"], "60");
+            assert_eq!(job["job options"]["fsync"], "100");
+            assert_eq!(job["barebench"]["scratch_region_id"], "0x0000000000005eed");
+            assert_eq!(job["barebench"]["verify"]["mismatches"], 0);
+            assert!(job["barebench"]["flush"]["count"].as_u64().is_some());
+        }
+        assert_eq!(value["global options"]["readonly"], "0");
+        let medians = value["barebench medians"].as_array().unwrap();
+        let directions: Vec<&str> = medians.iter().map(|m| m["direction"].as_str().unwrap()).collect();
+        assert_eq!(directions, ["read", "write"]);
+        assert!(console.contains("randrw:16k:1:mix=60:flush=100 read"), "{console}");
+        assert!(console.contains("randrw:16k:1:mix=60:flush=100 write"), "{console}");
+    }
+
+    #[test]
     fn flushes_are_sent_every_n_writes_or_counted_without_a_cache() {
         let clock = SteppingClock::new(GHZ, 10);
         let memory = TestMemory::new(0x4000_0000, 1 << 20);
