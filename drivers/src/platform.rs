@@ -7,6 +7,12 @@
 //! Pi's DMA paths is cache-coherent, so a driver calls [`Platform::clean_for_device`] before a
 //! device reads memory the CPU wrote and [`Platform::invalidate_for_cpu`] after a device wrote
 //! memory the CPU will read, even though QEMU (which models no caches) never shows the difference.
+//!
+//! Cache maintenance is not ordering: these calls only deal with caches (and cost nothing for
+//! the non-cacheable DMA pool). The order in which a device sees memory and registers is the
+//! driver's to enforce with [`crate::barrier`]: a store barrier between writing what the device
+//! will read and the register write that starts it, a load barrier between the read that shows
+//! the device finished and the reads of what it wrote.
 
 use blockdev::{Clock, DmaBuffer};
 use core::fmt;
@@ -40,10 +46,15 @@ pub trait Platform: Clock {
         alignment_bytes: usize,
     ) -> Result<DmaBuffer, DmaAllocationError>;
 
-    /// Makes CPU writes to `buffer` visible to a device (clean the data cache by address).
+    /// Makes CPU writes to `buffer` reach memory, where a device reads (clean the data cache by
+    /// address, complete when this returns). Orders nothing against later accesses: the driver
+    /// puts `barrier::store_before_doorbell` between this and the register write that starts
+    /// the device.
     fn clean_for_device(&self, buffer: &DmaBuffer);
 
-    /// Makes device writes to `buffer` visible to the CPU (invalidate the data cache by address).
+    /// Makes device writes to `buffer` visible to later CPU reads (invalidate the data cache by
+    /// address). Call it after the device wrote; the driver orders its reads after the
+    /// observation that the device finished with `barrier::load_after_completion`.
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer);
 
     /// Waits at least `microseconds`.

@@ -4,7 +4,7 @@
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
 use super::command::{
-    allocated_queue_counts, cns, phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
+    allocated_queue_counts, cns, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
     SUBMISSION_ENTRY_BYTES,
 };
 use super::dma::DmaRegion;
@@ -334,13 +334,9 @@ pub struct ShutdownReport {
 }
 
 struct AdminQueue {
-    submission: DmaRegion,
-    completion: DmaRegion,
-    submission_ring: SubmissionRing,
-    completion_ring: CompletionRing,
+    submission: SubmissionRing,
+    completion: CompletionRing,
     next_command_id: u16,
-    submission_doorbell: usize,
-    completion_doorbell: usize,
 }
 
 /// One NVMe controller after bring-up, owning its admin queue.
@@ -414,6 +410,9 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
         let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
         let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
+        // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
+        // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
+        // register write, as before a doorbell.
         platform.clean_for_device(&completion.buffer());
 
         registers
@@ -440,13 +439,17 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             version,
             page_bytes,
             admin: AdminQueue {
-                submission,
-                completion,
-                submission_ring: SubmissionRing::new(ADMIN_QUEUE_ENTRIES),
-                completion_ring: CompletionRing::new(ADMIN_QUEUE_ENTRIES),
+                submission: SubmissionRing::new(
+                    submission,
+                    ADMIN_QUEUE_ENTRIES,
+                    regs::submission_doorbell(0, stride),
+                ),
+                completion: CompletionRing::new(
+                    completion,
+                    ADMIN_QUEUE_ENTRIES,
+                    regs::completion_doorbell(0, stride),
+                ),
                 next_command_id: 0,
-                submission_doorbell: regs::submission_doorbell(0, stride),
-                completion_doorbell: regs::completion_doorbell(0, stride),
             },
             identify_buffer,
             identity: ControllerIdentity::parse(&[0u8; IDENTIFY_BYTES]),
@@ -505,6 +508,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     fn identify(&mut self, cns_value: u8, namespace_id: u32) -> Result<[u8; IDENTIFY_BYTES], NvmeError> {
         let buffer = self.identify_buffer.buffer();
         let bus = self.dma.to_bus(buffer.physical_address, IDENTIFY_BYTES as u64)?;
+        // Nothing dirty in the cache may later be written back over what the controller writes.
+        self.platform.clean_for_device(&buffer);
         self.admin_command(SubmissionEntry::identify(cns_value, namespace_id, bus))?;
         self.platform.invalidate_for_cpu(&buffer);
         let mut data = [0u8; IDENTIFY_BYTES];
@@ -631,6 +636,8 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         } else {
             None
         };
+        // As for the admin CQ: in memory before the Create command (whose doorbell comes after
+        // the admin ring's store barrier) hands it over.
         self.platform.clean_for_device(&completion.buffer());
         let completion_bus =
             self.dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
@@ -681,59 +688,52 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_id = self.admin.next_command_id;
         self.admin.next_command_id = command_id.wrapping_add(1);
         entry.set_command_id(command_id);
-        let Some(slot) = self.admin.submission_ring.push() else {
+        let Some(sequence) = self.admin.submission.push(&entry) else {
             // Commands run one at a time and each completion moves the head, so the ring only
             // fills if the controller never reported a head: treat it as unusable.
             self.admin_usable = false;
             return Err(NvmeError::AdminQueueUnusable);
         };
-        let offset = slot as usize * SUBMISSION_ENTRY_BYTES;
-        for (index, word) in entry.dwords.iter().enumerate() {
-            self.admin.submission.write_u32(offset + 4 * index, *word);
+        self.admin.submission.notify(&self.registers, self.platform);
+        let completion = self.wait_for_admin_completion(opcode, command_id)?;
+        if self.admin.submission.accept_head(completion.sq_head(), sequence).is_err() {
+            return Err(NvmeError::AdminProtocol { opcode, command_id, reported_head: completion.sq_head() });
         }
-        self.platform.clean_for_device(&self.admin.submission.slice(offset, SUBMISSION_ENTRY_BYTES));
-        barrier::store_before_doorbell();
-        self.registers.write32(self.admin.submission_doorbell, self.admin.submission_ring.tail());
+        let status = completion.status();
+        if !status.is_success() {
+            return Err(NvmeError::AdminFailed {
+                opcode,
+                status,
+                command_specific: completion.command_specific(),
+            });
+        }
+        Ok(completion)
+    }
+
+    /// Polls the admin CQ until the completion of `command_id` arrives; completions for other
+    /// commands are reported and ignored while the deadline keeps running.
+    fn wait_for_admin_completion(
+        &mut self,
+        opcode: u8,
+        command_id: u16,
+    ) -> Result<CompletionEntry, NvmeError> {
         let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
         loop {
-            let completion = self.next_admin_completion();
-            match completion {
-                Some(completion) if completion.command_id() != command_id || completion.sq_id() != 0 => {
-                    // Not ours: reported and ignored; the wait (and its deadline) goes on.
-                    self.events.report(
-                        &self.label,
-                        &Event::UnknownCommandId {
-                            queue_id: 0,
-                            command_id: completion.command_id(),
-                            sq_head: completion.sq_head(),
-                            status: completion.status(),
-                        },
-                    );
-                }
-                Some(completion) => {
-                    let ring = &mut self.admin.submission_ring;
-                    let lower_bound = ring.head_after_fetch_of(slot);
-                    let reported = u32::from(completion.sq_head());
-                    if !ring.head_is_possible(reported, lower_bound) {
-                        ring.set_head(lower_bound);
-                        return Err(NvmeError::AdminProtocol {
-                            opcode,
-                            command_id,
-                            reported_head: completion.sq_head(),
-                        });
-                    }
-                    ring.set_head(reported);
-                    let status = completion.status();
-                    if !status.is_success() {
-                        return Err(NvmeError::AdminFailed {
-                            opcode,
-                            status,
-                            command_specific: completion.command_specific(),
-                        });
-                    }
+            if let Some(completion) = self.admin.completion.pop(self.platform) {
+                self.admin.completion.release(&self.registers);
+                if completion.command_id() == command_id && completion.sq_id() == 0 {
                     return Ok(completion);
                 }
-                None => {}
+                // Not ours: reported and ignored; the wait (and its deadline) goes on.
+                self.events.report(
+                    &self.label,
+                    &Event::UnknownCommandId {
+                        queue_id: 0,
+                        command_id: completion.command_id(),
+                        sq_head: completion.sq_head(),
+                        status: completion.status(),
+                    },
+                );
             }
             if deadline.has_passed(self.platform) {
                 self.admin_usable = false;
@@ -746,26 +746,6 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             }
             core::hint::spin_loop();
         }
-    }
-
-    /// Takes the next admin completion if one is there, and releases its slot to the controller.
-    fn next_admin_completion(&mut self) -> Option<CompletionEntry> {
-        let queue = &mut self.admin;
-        let offset = queue.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
-        self.platform.invalidate_for_cpu(&queue.completion.slice(offset, COMPLETION_ENTRY_BYTES));
-        let dword3 = queue.completion.read_u32(offset + 12);
-        if !queue.completion_ring.is_new(phase_of(dword3)) {
-            return None;
-        }
-        barrier::load_after_completion();
-        let mut entry = CompletionEntry::default();
-        for (index, word) in entry.dwords.iter_mut().enumerate() {
-            *word = queue.completion.read_u32(offset + 4 * index);
-        }
-        queue.completion_ring.advance();
-        barrier::full();
-        self.registers.write32(queue.completion_doorbell, queue.completion_ring.head());
-        Some(entry)
     }
 
     /// Normal shutdown (NVMe 1.4 §7.6.2): delete the I/O queues (SQs, then CQs), set CC.SHN =
@@ -1029,6 +1009,24 @@ mod tests {
                 && message.contains("CC = 0x00460001"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn an_admin_command_that_never_completes_times_out_after_10_s() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = SimConfig { fault: Some(Fault::AdminCommandsHang), ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let error = bring_up(&sim, &platform, &DiscardEvents).err().expect("fails");
+        match error {
+            NvmeError::AdminTimeout { opcode, waited_ms, csts, .. } => {
+                assert_eq!(opcode, super::super::command::admin_opcode::IDENTIFY);
+                assert!((10_000..10_200).contains(&waited_ms), "waited {waited_ms} ms");
+                assert_eq!(csts & 1, 1, "still ready");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(format!("{error}").contains("did not complete in 10"), "{error}");
+        sim.assert_no_violations();
     }
 
     #[test]

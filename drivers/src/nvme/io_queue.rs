@@ -10,15 +10,12 @@
 //! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
 //! more than the pair can keep.
 
-use super::command::{
-    phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
-};
+use super::command::{CompletionEntry, SubmissionEntry};
 use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
 use super::prp;
 use super::ring::{CompletionRing, SubmissionRing};
 use super::status::Status;
-use crate::barrier;
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Platform};
 use alloc::collections::VecDeque;
@@ -76,22 +73,28 @@ pub struct QueueStatistics {
     pub command_errors: u64,
     /// Completions that could not be trusted (unknown CID, impossible SQ head, wrong SQ).
     pub protocol_errors: u64,
+    /// The most commands one pair had in flight at once.
     pub max_commands_in_flight: u32,
+    /// The most requests one pair had in flight at once.
     pub max_requests_in_flight: u32,
     /// Error statuses seen and how often, first seen first.
     pub errors_by_status: Vec<(Status, u64)>,
 }
 
 impl QueueStatistics {
-    fn count_status(&mut self, status: Status) {
+    /// Counts `times` more errors with `status` (a new kind only while fewer than
+    /// [`STATUS_KINDS_COUNTED`] are listed).
+    fn count_status(&mut self, status: Status, times: u64) {
         if let Some(entry) = self.errors_by_status.iter_mut().find(|(s, _)| *s == status) {
-            entry.1 += 1;
+            entry.1 += times;
         } else if self.errors_by_status.len() < STATUS_KINDS_COUNTED {
-            self.errors_by_status.push((status, 1));
+            self.errors_by_status.push((status, times));
         }
     }
 
-    /// Adds another pair's counters (for a namespace spread over several pairs).
+    /// Adds another pair's counters (for a namespace spread over several pairs). Maxima stay
+    /// the largest any one pair reached: pairs peak at different moments, so their sum would
+    /// claim more in flight than there ever was.
     pub fn add(&mut self, other: &QueueStatistics) {
         self.requests_submitted += other.requests_submitted;
         self.requests_completed += other.requests_completed;
@@ -103,12 +106,10 @@ impl QueueStatistics {
         self.cq_doorbell_writes += other.cq_doorbell_writes;
         self.command_errors += other.command_errors;
         self.protocol_errors += other.protocol_errors;
-        self.max_commands_in_flight += other.max_commands_in_flight;
-        self.max_requests_in_flight += other.max_requests_in_flight;
+        self.max_commands_in_flight = self.max_commands_in_flight.max(other.max_commands_in_flight);
+        self.max_requests_in_flight = self.max_requests_in_flight.max(other.max_requests_in_flight);
         for (status, count) in &other.errors_by_status {
-            for _ in 0..*count {
-                self.count_status(*status);
-            }
+            self.count_status(*status, *count);
         }
     }
 }
@@ -117,7 +118,8 @@ impl QueueStatistics {
 struct CommandSlot {
     in_use: bool,
     request: u32,
-    sq_slot: u32,
+    /// The push sequence number of its SQ entry.
+    sq_sequence: u64,
     lba: u64,
     block_count: u32,
 }
@@ -168,8 +170,6 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     unreleased: usize,
     /// Requests that finished without a completion entry (a piece could not be built).
     finished_early: VecDeque<u32>,
-    /// The tail the controller was last told.
-    doorbell_tail: u32,
     lists_bus: u64,
     statistics: QueueStatistics,
     reports_made: u32,
@@ -199,8 +199,8 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             platform,
             events,
             geometry,
-            submission_ring: SubmissionRing::new(setup.entries),
-            completion_ring: CompletionRing::new(setup.entries),
+            submission_ring: SubmissionRing::new(setup.submission, setup.entries, setup.submission_doorbell),
+            completion_ring: CompletionRing::new(setup.completion, setup.entries, setup.completion_doorbell),
             commands: alloc::vec![CommandSlot::default(); slots as usize],
             free_commands: (0..slots as u16).rev().collect(),
             requests: alloc::vec![IDLE_REQUEST; slots as usize],
@@ -208,7 +208,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             waiting: VecDeque::with_capacity(slots as usize),
             unreleased: 0,
             finished_early: VecDeque::new(),
-            doorbell_tail: 0,
             lists_bus,
             statistics: QueueStatistics::default(),
             reports_made: 0,
@@ -325,13 +324,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
         let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
         entry.set_command_id(command_id);
-        let sq_slot = self.submission_ring.push().expect("checked by the caller");
-        let offset = sq_slot as usize * SUBMISSION_ENTRY_BYTES;
-        for (word_index, word) in entry.dwords.iter().enumerate() {
-            setup.submission.write_u32(offset + 4 * word_index, *word);
-        }
+        let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
         self.commands[usize::from(command_id)] =
-            CommandSlot { in_use: true, request: index, sq_slot, lba, block_count };
+            CommandSlot { in_use: true, request: index, sq_sequence, lba, block_count };
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
@@ -339,94 +334,18 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         true
     }
 
-    /// Tells the controller about every entry written since the last doorbell: cache clean of
-    /// those entries, `dsb st`, one tail doorbell write.
+    /// Tells the controller about every entry written since the last doorbell (one write).
     fn ring_submission_doorbell(&mut self) {
-        let tail = self.submission_ring.tail();
-        if tail == self.doorbell_tail {
-            return;
+        if self.submission_ring.notify(&self.registers, self.platform) {
+            self.statistics.sq_doorbell_writes += 1;
         }
-        let entries = self.setup.entries;
-        let sq = &self.setup.submission;
-        let from = self.doorbell_tail as usize * SUBMISSION_ENTRY_BYTES;
-        if self.doorbell_tail < tail {
-            let bytes = (tail - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
-            self.platform.clean_for_device(&sq.slice(from, bytes));
-        } else {
-            let bytes = (entries - self.doorbell_tail) as usize * SUBMISSION_ENTRY_BYTES;
-            self.platform.clean_for_device(&sq.slice(from, bytes));
-            if tail > 0 {
-                self.platform.clean_for_device(&sq.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
-            }
-        }
-        barrier::store_before_doorbell();
-        self.registers.write32(self.setup.submission_doorbell, tail);
-        self.doorbell_tail = tail;
-        self.statistics.sq_doorbell_writes += 1;
     }
 
     /// Handles one completion entry; returns the finished request, if this was its last piece.
     fn complete(&mut self, entry: &CompletionEntry) -> Option<Completion> {
-        let queue_id = self.setup.queue_id;
         let command_id = entry.command_id();
-        if entry.sq_id() != queue_id {
-            self.statistics.protocol_errors += 1;
-            self.report(Event::WrongSubmissionQueue {
-                queue_id,
-                reported_queue_id: entry.sq_id(),
-                command_id,
-            });
-            return None;
-        }
-        let command = match self.commands.get(usize::from(command_id)) {
-            Some(command) if command.in_use => *command,
-            _ => {
-                self.statistics.protocol_errors += 1;
-                self.report(Event::UnknownCommandId {
-                    queue_id,
-                    command_id,
-                    sq_head: entry.sq_head(),
-                    status: entry.status(),
-                });
-                return None;
-            }
-        };
-        let lower_bound = self.submission_ring.head_after_fetch_of(command.sq_slot);
-        let reported_head = u32::from(entry.sq_head());
-        let outcome = if self.submission_ring.head_is_possible(reported_head, lower_bound) {
-            self.submission_ring.set_head(reported_head);
-            let status = entry.status();
-            if status.is_success() {
-                Ok(())
-            } else {
-                self.statistics.command_errors += 1;
-                self.statistics.count_status(status);
-                self.report(Event::CommandFailed {
-                    queue_id,
-                    command_id,
-                    opcode: super::command::io_opcode::READ,
-                    namespace_id: self.setup.namespace_id,
-                    lba: command.lba,
-                    block_count: command.block_count,
-                    status,
-                    command_specific: entry.command_specific(),
-                    sq_head: entry.sq_head(),
-                });
-                Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
-            }
-        } else {
-            self.statistics.protocol_errors += 1;
-            self.report(Event::ImpossibleSqHead {
-                queue_id,
-                command_id,
-                reported_head: entry.sq_head(),
-                known_head: self.submission_ring.head(),
-                tail: self.submission_ring.tail(),
-                entries: self.setup.entries,
-            });
-            self.submission_ring.set_head(lower_bound);
-            Err(IoError { kind: IoErrorKind::Protocol, code: reported_head })
-        };
+        let command = self.trusted_command(entry)?;
+        let outcome = self.command_outcome(entry, &command);
         self.commands[usize::from(command_id)].in_use = false;
         self.free_commands.push(command_id);
         self.statistics.commands_completed += 1;
@@ -445,6 +364,65 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
         let request = &self.requests[index as usize];
         (request.pieces_done == request.pieces_total).then(|| self.finish(index))
+    }
+
+    /// The command an entry completes, if the entry names this queue and a command in flight;
+    /// otherwise the entry is reported and ignored.
+    fn trusted_command(&mut self, entry: &CompletionEntry) -> Option<CommandSlot> {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        let event = if entry.sq_id() != queue_id {
+            Event::WrongSubmissionQueue { queue_id, reported_queue_id: entry.sq_id(), command_id }
+        } else {
+            match self.commands.get(usize::from(command_id)) {
+                Some(command) if command.in_use => return Some(*command),
+                _ => Event::UnknownCommandId {
+                    queue_id,
+                    command_id,
+                    sq_head: entry.sq_head(),
+                    status: entry.status(),
+                },
+            }
+        };
+        self.statistics.protocol_errors += 1;
+        self.report(event);
+        None
+    }
+
+    /// The command's result: its status, unless the SQ head it reports is impossible.
+    fn command_outcome(&mut self, entry: &CompletionEntry, command: &CommandSlot) -> Result<(), IoError> {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        if let Err(known) = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence) {
+            self.statistics.protocol_errors += 1;
+            self.report(Event::ImpossibleSqHead {
+                queue_id,
+                command_id,
+                reported_head: entry.sq_head(),
+                known_head: known.known_head,
+                tail: known.tail,
+                entries: self.setup.entries,
+            });
+            return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(entry.sq_head()) });
+        }
+        let status = entry.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        self.statistics.command_errors += 1;
+        self.statistics.count_status(status, 1);
+        self.report(Event::CommandFailed {
+            queue_id,
+            command_id,
+            opcode: super::command::io_opcode::READ,
+            namespace_id: self.setup.namespace_id,
+            lba: command.lba,
+            block_count: command.block_count,
+            status,
+            command_specific: entry.command_specific(),
+            sq_head: entry.sq_head(),
+        });
+        Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
     }
 
     fn finish(&mut self, index: u32) -> Completion {
@@ -542,28 +520,16 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         // At most one pass over the CQ per call, so that a controller posting nonsense cannot
         // keep `poll` from returning.
         while produced < completions.len() && consumed < self.setup.entries {
-            let cq = self.setup.completion;
-            let offset = self.completion_ring.head() as usize * COMPLETION_ENTRY_BYTES;
-            self.platform.invalidate_for_cpu(&cq.slice(offset, COMPLETION_ENTRY_BYTES));
-            let dword3 = cq.read_u32(offset + 12);
-            if !self.completion_ring.is_new(phase_of(dword3)) {
+            let Some(entry) = self.completion_ring.pop(self.platform) else {
                 break;
-            }
-            barrier::load_after_completion();
-            let entry = CompletionEntry {
-                dwords: [cq.read_u32(offset), cq.read_u32(offset + 4), cq.read_u32(offset + 8), dword3],
             };
-            self.completion_ring.advance();
             consumed += 1;
             if let Some(done) = self.complete(&entry) {
                 completions[produced] = done;
                 produced += 1;
             }
         }
-        if consumed > 0 {
-            // The entries were read before the controller may reuse their slots.
-            barrier::full();
-            self.registers.write32(self.setup.completion_doorbell, self.completion_ring.head());
+        if self.completion_ring.release(&self.registers) {
             self.statistics.cq_doorbell_writes += 1;
             if self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
@@ -582,6 +548,9 @@ mod tests {
         pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform,
     };
     use super::*;
+    use crate::barrier::BarrierKind;
+    use crate::testing::{ByteRange, PlatformEvent};
+    use blockdev::Clock;
     use std::format;
     use std::string::ToString;
     use std::vec;
@@ -616,11 +585,13 @@ mod tests {
         Request { tag, operation: Operation::Read, lba, block_count, buffer }
     }
 
-    /// Polls until `count` completions arrived (bounded), returning them.
-    fn wait_for(device: &mut dyn BlockDevice, count: usize) -> StdVec<Completion> {
+    /// Polls until `count` completions arrived (bounded), returning them. Time passes between
+    /// polls (a clock read), so the simulated controller works.
+    fn wait_for(platform: &SimPlatform, device: &mut dyn BlockDevice, count: usize) -> StdVec<Completion> {
         let mut all = StdVec::new();
         let mut out = [Completion::default(); 8];
         for _ in 0..100_000 {
+            platform.now_ticks();
             let n = device.poll(&mut out);
             all.extend_from_slice(&out[..n]);
             if all.len() >= count {
@@ -672,7 +643,7 @@ mod tests {
                         tag += 1;
                         device.submit(read(tag, lba, blocks, data)).unwrap();
                         device.kick();
-                        let done = wait_for(&mut device, 1);
+                        let done = wait_for(&platform, &mut device, 1);
                         assert_eq!(done[0], Completion { tag, result: Ok(()) });
                         check_pattern(&platform, &data, lba * block, *size as usize);
                     }
@@ -693,6 +664,134 @@ mod tests {
                 assert!(device.statistics().requests_split > 0);
             }
         }
+    }
+
+    /// What an event of the log is, in words, for one queue pair and one data buffer.
+    fn label(pair: &Pair, data: &DmaBuffer, event: &PlatformEvent) -> Option<&'static str> {
+        let region =
+            |memory: &DmaRegion| ByteRange::new(memory.physical_address(), memory.length_bytes() as u64);
+        let sq = region(&pair.setup.submission);
+        let cq = region(&pair.setup.completion);
+        let lists = pair.setup.lists.map(|lists| region(&lists)).unwrap_or(ByteRange::new(0, 0));
+        let data = ByteRange::of(data);
+        let within = |range: &ByteRange, area: &ByteRange| range.overlap(area) == Some(*range);
+        let label = match *event {
+            PlatformEvent::MmioWrite { offset_bytes, .. }
+                if offset_bytes == pair.setup.submission_doorbell =>
+            {
+                "SQ doorbell"
+            }
+            PlatformEvent::MmioWrite { offset_bytes, .. }
+                if offset_bytes == pair.setup.completion_doorbell =>
+            {
+                "CQ doorbell"
+            }
+            PlatformEvent::Barrier(BarrierKind::Store) => "store barrier",
+            PlatformEvent::Barrier(BarrierKind::Load) => "load barrier",
+            PlatformEvent::Barrier(BarrierKind::Full) => "full barrier",
+            PlatformEvent::CpuWrite(range) if within(&range, &sq) => "CPU writes SQ entry",
+            PlatformEvent::CpuWrite(range) if within(&range, &lists) => "CPU writes PRP list",
+            PlatformEvent::Clean(range) if within(&range, &sq) => "clean SQ entry",
+            PlatformEvent::Clean(range) if within(&range, &lists) => "clean PRP list",
+            PlatformEvent::Clean(range) if range == data => "clean data",
+            PlatformEvent::DeviceRead(range) if within(&range, &sq) => "device reads SQ entry",
+            PlatformEvent::DeviceRead(range) if within(&range, &lists) => "device reads PRP list",
+            PlatformEvent::DeviceWrite(range) if within(&range, &data) => "device writes data",
+            PlatformEvent::DeviceWrite(range) if within(&range, &cq) => "device writes CQ entry",
+            PlatformEvent::Invalidate(range) if within(&range, &cq) => "invalidate CQ entry",
+            PlatformEvent::Invalidate(range) if range == data => "invalidate data",
+            PlatformEvent::CpuRead(range) if within(&range, &cq) && range.length_bytes == 4 => {
+                "CPU reads CQ phase"
+            }
+            PlatformEvent::CpuRead(range) if within(&range, &cq) => "CPU reads CQ entry",
+            PlatformEvent::CpuRead(range) if range == data => "CPU reads data",
+            _ => return None,
+        };
+        Some(label)
+    }
+
+    #[test]
+    fn one_read_follows_the_order_the_hardware_needs() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        let data = platform.allocate_dma(16 << 10, 4096).unwrap();
+        sim.hold_io_completions(true);
+        let start = platform.log().len();
+        // 16 KiB in four pages: PRP1 and a list of three entries.
+        device.submit(read(1, 64, 32, data)).unwrap();
+        device.kick();
+        let mut out = [Completion::default(); 2];
+        assert_eq!(device.poll(&mut out), 0, "not complete before the controller ran");
+        sim.release_held(1);
+        assert_eq!(device.poll(&mut out), 1);
+        check_pattern(&platform, &data, 64 * 512, 16 << 10);
+        let mut trace: StdVec<&str> =
+            platform.log().since(start).iter().filter_map(|event| label(&device, &data, event)).collect();
+        trace.dedup();
+        assert_eq!(
+            trace,
+            [
+                // submit: nothing dirty may be written back over the data later
+                "clean data",
+                // kick: the list and the entry written, cleaned, ordered, then the doorbell
+                "CPU writes PRP list",
+                "clean PRP list",
+                "CPU writes SQ entry",
+                "clean SQ entry",
+                "store barrier",
+                "SQ doorbell",
+                "device reads SQ entry",
+                // an empty poll: one invalidate and one load, no barrier
+                "invalidate CQ entry",
+                "CPU reads CQ phase",
+                // the controller works later
+                "device reads PRP list",
+                "device writes data",
+                "device writes CQ entry",
+                // the poll that finds it: phase, load barrier, the rest of the entry
+                "invalidate CQ entry",
+                "CPU reads CQ phase",
+                "load barrier",
+                "CPU reads CQ entry",
+                // the request is done: its data becomes visible to the CPU
+                "invalidate data",
+                // the next slot is not new yet
+                "invalidate CQ entry",
+                "CPU reads CQ phase",
+                // the slot goes back to the controller after the reads
+                "load barrier",
+                "CQ doorbell",
+                "CPU reads data",
+            ]
+        );
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn commands_complete_after_the_doorbell_and_out_of_order() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 16);
+        let buffer = platform.allocate_dma(12 * 4096, 4096).unwrap();
+        sim.reset_statistics();
+        for tag in 0..12u32 {
+            let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
+            device.submit(read(tag, u64::from(tag) * 8, 8, data)).unwrap();
+        }
+        device.kick();
+        assert_eq!(sim.held_count(), 12, "fetched at the doorbell");
+        let mut out = [Completion::default(); 16];
+        assert_eq!(device.poll(&mut out), 0, "none completed inside the doorbell write");
+        let tags: StdVec<u32> = wait_for(&platform, &mut device, 12).iter().map(|c| c.tag).collect();
+        assert_ne!(tags, (0..12).collect::<StdVec<_>>(), "completion order differs from submission order");
+        assert!(sim.statistics().overtakes > 0);
+        assert_eq!(device.statistics().requests_split, 0, "4 KiB reads need one command each");
+        for tag in tags {
+            let data = buffer.slice(tag as usize * 4096, 4096).unwrap();
+            check_pattern(&platform, &data, u64::from(tag) * 8 * 512, 4096);
+        }
+        sim.assert_no_violations();
     }
 
     #[test]
@@ -742,6 +841,7 @@ mod tests {
         while done < 200 {
             polls += 1;
             assert!(polls < 100_000, "stuck after {done} completions");
+            platform.now_ticks();
             let n = device.poll(&mut out);
             for completion in &out[..n] {
                 assert_eq!(completion.result, Ok(()));
@@ -756,6 +856,9 @@ mod tests {
         }
         sim.assert_no_violations();
         assert!(device.statistics().commands_submitted > 200);
+        let statistics = sim.statistics();
+        assert!(statistics.cq_wraps >= 40, "{} passes over the CQ", statistics.cq_wraps);
+        assert!(statistics.overtakes > 10, "{} completions overtook", statistics.overtakes);
     }
 
     #[test]
@@ -844,7 +947,7 @@ mod tests {
         // 1 MiB from LBA 0: pieces of 64 blocks; the second fails; the rest are not all sent.
         device.submit(read(5, 0, 2048, buffer)).unwrap();
         device.kick();
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         let status_field = super::super::status::Status::new(2, 0x81, true).field();
         assert_eq!(
             done[0].result,
@@ -863,7 +966,7 @@ mod tests {
         // The queue still works afterwards.
         device.submit(read(6, 4096, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         sim.assert_no_violations();
     }
 
@@ -878,28 +981,38 @@ mod tests {
         sim.corrupt_next_completion(Corruption::UnknownCommandId);
         device.submit(read(1, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()), "the real one still counts");
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()), "the real one still counts");
         assert!(events.any_contains("unknown command identifier 65520"));
 
         sim.corrupt_next_completion(Corruption::WrongSubmissionQueue);
         device.submit(read(2, 0, 8, buffer)).unwrap();
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         assert!(events.any_contains("names submission queue 8"));
+
+        sim.corrupt_next_completion(Corruption::DuplicateCompletion);
+        device.submit(read(4, 0, 8, buffer)).unwrap();
+        device.kick();
+        let done = wait_for(&platform, &mut device, 1);
+        assert_eq!(done, [Completion { tag: 4, result: Ok(()) }], "the copy completes nothing");
+        let mut out = [Completion::default(); 2];
+        assert_eq!(device.poll(&mut out), 0);
+        assert!(events.any_contains("unknown command identifier"), "{:?}", events.messages.borrow());
+        assert_eq!(device.statistics().protocol_errors, 3);
 
         sim.corrupt_next_completion(Corruption::ImpossibleSqHead);
         device.submit(read(3, 0, 8, buffer)).unwrap();
         device.kick();
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Protocol);
         assert!(events.any_contains("reports SQ head 65534, impossible"));
-        assert_eq!(device.statistics().protocol_errors, 3);
+        assert_eq!(device.statistics().protocol_errors, 4);
 
         // The queue goes on working with the head it could prove.
         for tag in 10..30 {
             device.submit(read(tag, 8, 8, buffer)).unwrap();
             device.kick();
-            assert_eq!(wait_for(&mut device, 1)[0].result, Ok(()));
+            assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         }
         sim.assert_no_violations();
     }
@@ -915,7 +1028,7 @@ mod tests {
         for tag in 0..40 {
             device.submit(read(tag, 0, 1, buffer)).unwrap();
             device.kick();
-            wait_for(&mut device, 1);
+            wait_for(&platform, &mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
         assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
@@ -936,27 +1049,86 @@ mod tests {
         let second = buffer.slice(0, 4096).unwrap();
         device.submit(read(2, 0, 8, second)).unwrap();
         // Poll until the first finishes; the second, never kicked, must not have been read.
-        let done = wait_for(&mut device, 1);
+        let done = wait_for(&platform, &mut device, 1);
         assert_eq!(done[0].tag, 1);
         assert_eq!(sim.statistics().reads, 8);
         device.kick();
-        assert_eq!(wait_for(&mut device, 1)[0].tag, 2);
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].tag, 2);
         assert_eq!(sim.statistics().reads, 9);
         sim.assert_no_violations();
     }
 
     #[test]
-    fn statistics_add_up() {
-        let mut total = QueueStatistics::default();
+    fn statistics_add_up_and_maxima_stay_maxima() {
+        let invalid_field = Status::new(0, 2, true);
+        let unrecovered = Status::new(2, 0x81, false);
+        // Every counter a different value, so a counter added into the wrong field shows.
         let one = QueueStatistics {
-            commands_submitted: 3,
-            errors_by_status: vec![(Status::new(0, 2, true), 2)],
-            ..QueueStatistics::default()
+            requests_submitted: 1,
+            requests_completed: 2,
+            requests_failed: 3,
+            requests_split: 4,
+            commands_submitted: 5,
+            commands_completed: 6,
+            sq_doorbell_writes: 7,
+            cq_doorbell_writes: 8,
+            command_errors: 9,
+            protocol_errors: 10,
+            max_commands_in_flight: 5,
+            max_requests_in_flight: 2,
+            errors_by_status: vec![(invalid_field, 2)],
         };
+        let other = QueueStatistics {
+            requests_submitted: 100,
+            requests_completed: 200,
+            requests_failed: 300,
+            requests_split: 400,
+            commands_submitted: 500,
+            commands_completed: 600,
+            sq_doorbell_writes: 700,
+            cq_doorbell_writes: 800,
+            command_errors: 900,
+            protocol_errors: 1000,
+            max_commands_in_flight: 3,
+            max_requests_in_flight: 7,
+            errors_by_status: vec![(unrecovered, 1_000_000), (invalid_field, 3)],
+        };
+        let mut total = QueueStatistics::default();
         total.add(&one);
-        total.add(&one);
-        assert_eq!(total.commands_submitted, 6);
-        assert_eq!(total.errors_by_status, vec![(Status::new(0, 2, true), 4)]);
+        total.add(&other);
+        let expected = QueueStatistics {
+            requests_submitted: 101,
+            requests_completed: 202,
+            requests_failed: 303,
+            requests_split: 404,
+            commands_submitted: 505,
+            commands_completed: 606,
+            sq_doorbell_writes: 707,
+            cq_doorbell_writes: 808,
+            command_errors: 909,
+            protocol_errors: 1010,
+            // Two pairs that each peaked at 5 and 3 never had 8 in flight.
+            max_commands_in_flight: 5,
+            max_requests_in_flight: 7,
+            // First seen first.
+            errors_by_status: vec![(invalid_field, 5), (unrecovered, 1_000_000)],
+        };
+        assert_eq!(total, expected);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+
+    #[test]
+    fn statistics_list_a_limited_number_of_error_kinds() {
+        let mut total = QueueStatistics::default();
+        for code in 0..STATUS_KINDS_COUNTED as u8 + 4 {
+            total.count_status(Status::new(0, code, false), 2);
+        }
+        total.count_status(Status::new(0, 0, false), 1);
+        assert_eq!(total.errors_by_status.len(), STATUS_KINDS_COUNTED);
+        assert_eq!(total.errors_by_status[0], (Status::new(0, 0, false), 3));
+        assert_eq!(
+            total.errors_by_status.last().unwrap().0,
+            Status::new(0, STATUS_KINDS_COUNTED as u8 - 1, false)
+        );
     }
 }

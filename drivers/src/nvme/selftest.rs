@@ -5,7 +5,9 @@
 //! (fio's clat plus the submit, docs/nvme-and-fio.md §3.1).
 
 use alloc::vec::Vec;
-use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Request, SubmitError};
+use blockdev::{
+    BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoError, Operation, Request, SubmitError,
+};
 use core::fmt;
 
 /// A run gives up when no read completes for this long.
@@ -192,30 +194,43 @@ struct Slot {
     data: Option<DmaBuffer>,
 }
 
-/// Runs `workload` on `device`, with buffers carved from `scratch`.
-pub fn run<C: Clock + ?Sized>(
-    device: &mut dyn BlockDevice,
-    clock: &C,
-    scratch: DmaBuffer,
-    workload: &Workload,
-) -> Result<RunReport, RunError> {
-    let geometry = device.geometry();
-    let block_bytes = u64::from(geometry.logical_block_bytes);
-    let depth = workload.depth.min(geometry.max_in_flight).max(1);
-    let slot_bytes = workload.slot_bytes();
-    let needed_bytes = slot_bytes * depth as usize;
-    if needed_bytes > scratch.length_bytes {
-        return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes });
+/// Where the next read goes and how big it is.
+struct Planned {
+    lba: u64,
+    block_count: u32,
+    buffer_offset_bytes: usize,
+}
+
+/// Chooses each read of a workload in turn.
+struct Planner<'w> {
+    workload: &'w Workload<'w>,
+    geometry: Geometry,
+    alignment_blocks: u64,
+    random: Random,
+    next_request: usize,
+}
+
+impl<'w> Planner<'w> {
+    fn new(workload: &'w Workload<'w>, geometry: Geometry) -> Self {
+        let block_bytes = u64::from(geometry.logical_block_bytes);
+        Planner {
+            workload,
+            geometry,
+            alignment_blocks: (workload.lba_alignment_bytes / block_bytes).max(1),
+            random: Random(workload.seed | 1),
+            next_request: 0,
+        }
     }
-    let alignment_blocks = (workload.lba_alignment_bytes / block_bytes).max(1);
-    let mut random = Random(workload.seed | 1);
-    let mut next_request = 0u32;
-    let mut plan = |random: &mut Random| -> Result<(u64, u32, usize), RunError> {
-        let index = next_request as usize;
-        next_request += 1;
+
+    fn next(&mut self) -> Result<Planned, RunError> {
+        let (workload, geometry) = (self.workload, self.geometry);
+        let index = self.next_request;
+        self.next_request += 1;
         let size = u64::from(workload.sizes_bytes[index % workload.sizes_bytes.len()]);
-        let block_count = size.div_ceil(block_bytes).clamp(1, u64::from(geometry.max_request_blocks)) as u32;
-        let offset = match workload.buffer_offsets_bytes {
+        let block_count = size
+            .div_ceil(u64::from(geometry.logical_block_bytes))
+            .clamp(1, u64::from(geometry.max_request_blocks)) as u32;
+        let buffer_offset_bytes = match workload.buffer_offsets_bytes {
             [] => 0,
             offsets => offsets[index % offsets.len()],
         };
@@ -231,119 +246,197 @@ pub fn run<C: Clock + ?Sized>(
         let lba = match place {
             Place::Start => 0,
             Place::End => last_start,
-            Place::Random => random.below(last_start / alignment_blocks + 1) * alignment_blocks,
+            Place::Random => {
+                self.random.below(last_start / self.alignment_blocks + 1) * self.alignment_blocks
+            }
         };
-        Ok((lba, block_count, offset))
-    };
-    let mut slots = [Slot::default(); 256];
-    let depth = depth.min(slots.len() as u32);
-    let mut report = RunReport { depth, ..RunReport::default() };
-    let mut submit = |device: &mut dyn BlockDevice,
-                      slot_index: usize,
-                      slots: &mut [Slot],
-                      random: &mut Random|
-     -> Result<(), RunError> {
-        let (lba, block_count, offset) = plan(random)?;
-        let bytes = block_count as usize * block_bytes as usize;
-        let data =
-            scratch.slice(slot_index * slot_bytes + offset, bytes).ok_or(RunError::ScratchTooSmall {
-                needed_bytes: slot_index * slot_bytes + offset + bytes,
-                available_bytes: scratch.length_bytes,
-            })?;
+        Ok(Planned { lba, block_count, buffer_offset_bytes })
+    }
+}
+
+/// At most this many reads in flight (the runner's slot table).
+const MAX_DEPTH: usize = 256;
+
+/// One run in progress.
+struct Runner<'r, C: Clock + ?Sized> {
+    device: &'r mut dyn BlockDevice,
+    clock: &'r C,
+    scratch: DmaBuffer,
+    slot_bytes: usize,
+    block_bytes: u64,
+    verify: bool,
+    requests: u32,
+    planner: Planner<'r>,
+    slots: [Slot; MAX_DEPTH],
+    report: RunReport,
+    samples_ns: Option<Vec<u64>>,
+    issued: u32,
+    completed: u32,
+    in_flight: u32,
+    last_progress_ticks: u64,
+}
+
+/// Runs `workload` on `device`, with buffers carved from `scratch`: fills the queue, then
+/// replaces each completed read with the next until all are done.
+pub fn run<C: Clock + ?Sized>(
+    device: &mut dyn BlockDevice,
+    clock: &C,
+    scratch: DmaBuffer,
+    workload: &Workload,
+) -> Result<RunReport, RunError> {
+    let mut runner = Runner::new(device, clock, scratch, workload)?;
+    let start_ticks = clock.now_ticks();
+    runner.fill()?;
+    while runner.completed < runner.issued {
+        runner.reap()?;
+    }
+    Ok(runner.finish(start_ticks))
+}
+
+impl<'r, C: Clock + ?Sized> Runner<'r, C> {
+    fn new(
+        device: &'r mut dyn BlockDevice,
+        clock: &'r C,
+        scratch: DmaBuffer,
+        workload: &'r Workload<'r>,
+    ) -> Result<Self, RunError> {
+        let geometry = device.geometry();
+        let depth = workload.depth.min(geometry.max_in_flight).clamp(1, MAX_DEPTH as u32);
+        let slot_bytes = workload.slot_bytes();
+        let needed_bytes = slot_bytes * depth as usize;
+        if needed_bytes > scratch.length_bytes {
+            return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes });
+        }
+        let samples_ns =
+            (workload.requests <= MEDIAN_MAX_SAMPLES).then(|| Vec::with_capacity(workload.requests as usize));
+        Ok(Runner {
+            device,
+            clock,
+            scratch,
+            slot_bytes,
+            block_bytes: u64::from(geometry.logical_block_bytes),
+            verify: workload.verify,
+            requests: workload.requests,
+            planner: Planner::new(workload, geometry),
+            slots: [Slot::default(); MAX_DEPTH],
+            report: RunReport { depth, ..RunReport::default() },
+            samples_ns,
+            issued: 0,
+            completed: 0,
+            in_flight: 0,
+            last_progress_ticks: clock.now_ticks(),
+        })
+    }
+
+    /// Submits the next planned read into `slot_index`'s buffer.
+    fn submit(&mut self, slot_index: usize) -> Result<(), RunError> {
+        let Planned { lba, block_count, buffer_offset_bytes } = self.planner.next()?;
+        let start = slot_index * self.slot_bytes + buffer_offset_bytes;
+        let bytes = block_count as usize * self.block_bytes as usize;
+        let data = self.scratch.slice(start, bytes).ok_or(RunError::ScratchTooSmall {
+            needed_bytes: start + bytes,
+            available_bytes: self.scratch.length_bytes,
+        })?;
         let request =
             Request { tag: slot_index as u32, operation: Operation::Read, lba, block_count, buffer: data };
-        slots[slot_index] = Slot { lba, block_count, submitted_ticks: clock.now_ticks(), data: Some(data) };
-        device.submit(request).map_err(|(_, error)| RunError::Refused { lba, block_count, error })
-    };
-    let mut samples_ns = if workload.requests <= MEDIAN_MAX_SAMPLES {
-        Some(Vec::with_capacity(workload.requests as usize))
-    } else {
-        None
-    };
-    let start_ticks = clock.now_ticks();
-    let mut in_flight = 0u32;
-    let mut issued = 0u32;
-    for slot_index in 0..depth as usize {
-        if issued == workload.requests {
-            break;
-        }
-        submit(device, slot_index, &mut slots, &mut random)?;
-        issued += 1;
-        in_flight += 1;
+        self.slots[slot_index] =
+            Slot { lba, block_count, submitted_ticks: self.clock.now_ticks(), data: Some(data) };
+        self.device.submit(request).map_err(|(_, error)| RunError::Refused { lba, block_count, error })?;
+        self.issued += 1;
+        self.in_flight += 1;
+        self.report.max_in_flight = self.report.max_in_flight.max(self.in_flight);
+        Ok(())
     }
-    report.max_in_flight = in_flight;
-    device.kick();
-    let idle_ticks = clock.ns_to_ticks(IDLE_TIMEOUT_MS * 1_000_000);
-    let mut last_progress = clock.now_ticks();
-    let mut completions = [Completion::default(); 64];
-    let mut completed = 0u32;
-    while completed < issued {
-        let count = device.poll(&mut completions);
-        let now = clock.now_ticks();
+
+    /// Puts the first `depth` reads in flight with one kick.
+    fn fill(&mut self) -> Result<(), RunError> {
+        for slot_index in 0..self.report.depth as usize {
+            if self.issued == self.requests {
+                break;
+            }
+            self.submit(slot_index)?;
+        }
+        self.device.kick();
+        Ok(())
+    }
+
+    /// One poll: records what completed and refills the freed slots (one kick), or gives up
+    /// after [`IDLE_TIMEOUT_MS`] without a completion.
+    fn reap(&mut self) -> Result<(), RunError> {
+        let mut completions = [Completion::default(); 64];
+        let count = self.device.poll(&mut completions);
+        let now = self.clock.now_ticks();
         if count == 0 {
-            if now.saturating_sub(last_progress) > idle_ticks {
+            let idle_ns = self.clock.ticks_to_ns(now.saturating_sub(self.last_progress_ticks));
+            if idle_ns > IDLE_TIMEOUT_MS * 1_000_000 {
                 return Err(RunError::Timeout {
-                    in_flight,
-                    completed,
-                    waited_ms: clock.ticks_to_ns(now - last_progress) / 1_000_000,
+                    in_flight: self.in_flight,
+                    completed: self.completed,
+                    waited_ms: idle_ns / 1_000_000,
                 });
             }
             core::hint::spin_loop();
-            continue;
+            return Ok(());
         }
-        last_progress = now;
+        self.last_progress_ticks = now;
         let mut resubmitted = false;
         for completion in &completions[..count] {
-            let slot_index = completion.tag as usize;
-            let slot = slots[slot_index];
-            let latency_ns = clock.ticks_to_ns(now.saturating_sub(slot.submitted_ticks));
-            report.latency.record(latency_ns);
-            if let Some(samples) = samples_ns.as_mut() {
-                samples.push(latency_ns);
-            }
-            completed += 1;
-            in_flight -= 1;
-            let bytes = u64::from(slot.block_count) * block_bytes;
-            report.requests += 1;
-            report.bytes += bytes;
-            match completion.result {
-                Err(error) => {
-                    report.failed += 1;
-                    report.first_failure.get_or_insert((slot.lba, error));
-                }
-                Ok(()) if workload.verify => {
-                    if let Some(data) = slot.data {
-                        // SAFETY: the read into this buffer completed (the driver made the data
-                        // visible to the CPU) and no other request uses the slot until it is
-                        // submitted again below.
-                        let bytes = unsafe { data.as_bytes() };
-                        let device_offset = slot.lba * block_bytes;
-                        if let Some(position) = blockdev::pattern::first_mismatch(device_offset, bytes) {
-                            report.mismatches += 1;
-                            report.first_mismatch.get_or_insert(device_offset + position as u64);
-                        }
-                    }
-                }
-                Ok(()) => {}
-            }
-            if issued < workload.requests {
-                submit(device, slot_index, &mut slots, &mut random)?;
-                issued += 1;
-                in_flight += 1;
+            self.record(completion, now);
+            if self.issued < self.requests {
+                self.submit(completion.tag as usize)?;
                 resubmitted = true;
             }
         }
-        report.max_in_flight = report.max_in_flight.max(in_flight);
         if resubmitted {
-            device.kick();
+            self.device.kick();
+        }
+        Ok(())
+    }
+
+    /// Latency, size and outcome of one completed read, its data checked if asked.
+    fn record(&mut self, completion: &Completion, now_ticks: u64) {
+        let slot = self.slots[completion.tag as usize];
+        let latency_ns = self.clock.ticks_to_ns(now_ticks.saturating_sub(slot.submitted_ticks));
+        self.report.latency.record(latency_ns);
+        if let Some(samples) = self.samples_ns.as_mut() {
+            samples.push(latency_ns);
+        }
+        self.completed += 1;
+        self.in_flight -= 1;
+        self.report.requests += 1;
+        self.report.bytes += u64::from(slot.block_count) * self.block_bytes;
+        match completion.result {
+            Err(error) => {
+                self.report.failed += 1;
+                self.report.first_failure.get_or_insert((slot.lba, error));
+            }
+            Ok(()) if self.verify => self.check_data(&slot),
+            Ok(()) => {}
         }
     }
-    report.elapsed_ns = clock.ticks_to_ns(clock.now_ticks().saturating_sub(start_ticks));
-    if let Some(mut samples) = samples_ns.filter(|samples| !samples.is_empty()) {
-        samples.sort_unstable();
-        report.latency.median_ns = Some(samples[samples.len() / 2]);
+
+    fn check_data(&mut self, slot: &Slot) {
+        let Some(data) = slot.data else {
+            return;
+        };
+        // SAFETY: the read into this buffer completed (the driver made the data visible to the
+        // CPU) and no other request uses the slot until it is submitted again.
+        let bytes = unsafe { data.as_bytes() };
+        let device_offset = slot.lba * self.block_bytes;
+        if let Some(position) = blockdev::pattern::first_mismatch(device_offset, bytes) {
+            self.report.mismatches += 1;
+            self.report.first_mismatch.get_or_insert(device_offset + position as u64);
+        }
     }
-    Ok(report)
+
+    fn finish(mut self, start_ticks: u64) -> RunReport {
+        self.report.elapsed_ns = self.clock.ticks_to_ns(self.clock.now_ticks().saturating_sub(start_ticks));
+        if let Some(mut samples) = self.samples_ns.filter(|samples| !samples.is_empty()) {
+            samples.sort_unstable();
+            self.report.latency.median_ns = Some(samples[samples.len() / 2]);
+        }
+        self.report
+    }
 }
 
 #[cfg(test)]

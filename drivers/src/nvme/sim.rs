@@ -14,10 +14,12 @@ use super::regs::{offsets, CC, CSTS};
 use super::status::{code_type, command_specific, generic, media, Status};
 use crate::mmio::RegisterIo;
 use crate::platform::BusTranslation;
+use crate::testing::{Background, ByteRange, EventLog, PlatformEvent};
 use blockdev::DmaBuffer;
-use core::cell::{Cell, RefCell};
+use core::cell::{RefCell, RefMut};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::format;
+use std::rc::{Rc, Weak};
 use std::string::String;
 use std::vec;
 use std::vec::Vec;
@@ -125,49 +127,41 @@ impl crate::testing::ArenaPlatform {
         }
     }
 
-    /// The host pointer behind `length` bytes at bus address `bus`, if inside the arena: through
-    /// the bus model when one is set (a root complex's inbound windows), else `BUS_OFFSET` below.
-    fn pointer(&self, bus: u64, length: usize) -> Option<*mut u8> {
-        let physical = match self.bus_view() {
-            Some(view) => view.to_physical(bus, length)?,
-            None => bus.checked_sub(BUS_OFFSET)?,
-        };
-        self.cpu_pointer(physical, length)
+    /// The physical address behind `length` bytes at bus address `bus`: through the bus model
+    /// when one is set (a root complex's inbound windows, which records what it refuses), else
+    /// `BUS_OFFSET` below. `None` when the bus does not forward it.
+    pub fn physical_of_bus(&self, bus: u64, length: usize) -> Option<u64> {
+        match self.bus_view() {
+            Some(view) => view.to_physical(bus, length),
+            None => bus.checked_sub(BUS_OFFSET),
+        }
     }
 
+    /// A DMA read by the controller (logged); false when the address is unreachable.
     pub fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
-        match self.pointer(bus, out.len()) {
-            Some(source) => {
-                // SAFETY: `pointer` checked the range lies inside the arena, which lives as long
-                // as `self`; the driver under test is not running concurrently.
-                unsafe { core::ptr::copy_nonoverlapping(source, out.as_mut_ptr(), out.len()) };
-                true
-            }
-            None => false,
-        }
+        self.physical_of_bus(bus, out.len()).is_some_and(|physical| self.device_read(physical, out))
     }
 
+    /// A DMA write by the controller (logged); false when the address is unreachable.
     pub fn write_bus(&self, bus: u64, data: &[u8]) -> bool {
-        match self.pointer(bus, data.len()) {
-            Some(target) => {
-                // SAFETY: as for `read_bus`.
-                unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), target, data.len()) };
-                true
-            }
-            None => false,
-        }
+        self.physical_of_bus(bus, data.len()).is_some_and(|physical| self.device_write(physical, data))
     }
 
-    pub fn read_bus_u64(&self, bus: u64) -> Option<u64> {
+    /// A PRP list entry as the controller's walker sees it, with the physical address it came
+    /// from (not logged: the simulator logs the list pages it read as whole runs).
+    fn peek_bus_u64(&self, bus: u64) -> Option<(u64, u64)> {
+        let physical = self.physical_of_bus(bus, 8)?;
+        let source = self.cpu_pointer(physical, 8)?;
         let mut bytes = [0u8; 8];
-        self.read_bus(bus, &mut bytes).then(|| u64::from_le_bytes(bytes))
+        // SAFETY: `cpu_pointer` checked the 8 bytes lie inside the arena.
+        unsafe { core::ptr::copy_nonoverlapping(source, bytes.as_mut_ptr(), 8) };
+        Some((physical, u64::from_le_bytes(bytes)))
     }
 
-    /// Bytes of a DMA buffer as the CPU sees them.
+    /// Bytes of a DMA buffer as the CPU reads them (logged, and so checked for a missing
+    /// invalidate after the controller wrote them).
     pub fn bytes_of(&self, buffer: &DmaBuffer) -> Vec<u8> {
-        let mut out = vec![0u8; buffer.length_bytes];
-        assert!(self.read_bus(buffer.physical_address + BUS_OFFSET, &mut out));
-        out
+        self.cpu_read(buffer)
     }
 }
 
@@ -211,6 +205,8 @@ pub enum Fault {
     FatalOnEnable,
     /// CSTS.SHST stays at "occurring".
     NeverFinishesShutdown,
+    /// Admin commands are fetched but never completed.
+    AdminCommandsHang,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +217,8 @@ pub enum Corruption {
     ImpossibleSqHead,
     /// A bogus completion naming another submission queue comes before the next real one.
     WrongSubmissionQueue,
+    /// The next completion is posted twice (the copy names a command that already finished).
+    DuplicateCompletion,
 }
 
 #[derive(Clone, Debug)]
@@ -250,6 +248,11 @@ pub struct SimConfig {
     pub model: &'static str,
     pub firmware: &'static str,
     pub rtd3_entry_latency_us: u32,
+    /// Each command completes 1 to this many clock reads after its doorbell, drawn per
+    /// command, so later commands overtake earlier ones.
+    pub completion_latency_max_ticks: u32,
+    /// Seed of the latencies and of [`SimController::release_held`]'s picks.
+    pub completion_seed: u64,
 }
 
 impl Default for SimConfig {
@@ -275,6 +278,8 @@ impl Default for SimConfig {
             model: "QEMU NVMe Ctrl",
             firmware: "10.0.2",
             rtd3_entry_latency_us: 0,
+            completion_latency_max_ticks: 4,
+            completion_seed: 0x9E37_79B9_7F4A_7C15,
         }
     }
 }
@@ -299,6 +304,21 @@ struct SimSubmissionQueue {
     tail: u32,
 }
 
+/// A command the controller fetched and has not completed yet.
+struct InFlight {
+    submission_queue: u16,
+    entry: SubmissionEntry,
+    /// Log index of the doorbell write that handed the command over.
+    doorbell_event: usize,
+    /// Fetch order, to count completions that overtake earlier commands.
+    fetched: u64,
+    /// The clock read (tick) from which the command may complete.
+    due_tick: u64,
+    /// A status decided at fetch (a command identifier conflict): not executed.
+    refused: Option<Status>,
+}
+
+#[derive(Clone, Copy)]
 struct Pending {
     submission_queue: u16,
     command_id: u16,
@@ -308,6 +328,17 @@ struct Pending {
     sq_head_override: Option<u16>,
 }
 
+/// A completion entry in the CQ that the host has not released yet.
+struct Posted {
+    submission_queue: u16,
+    command_id: u16,
+    slot: u32,
+    /// Where the entry lies (physical).
+    entry: ByteRange,
+    /// Log index of the DMA write that posted it.
+    written_event: usize,
+}
+
 struct SimCompletionQueue {
     base: u64,
     entries: u32,
@@ -315,8 +346,10 @@ struct SimCompletionQueue {
     head: u32,
     phase: bool,
     backlog: VecDeque<Pending>,
-    /// (submission queue, command id) of every posted entry the host has not released yet.
-    posted: VecDeque<(u16, u16)>,
+    posted: VecDeque<Posted>,
+    /// Log index of the MMIO write that gave the queue to the controller (CC.EN for the admin
+    /// CQ, the doorbell of its Create command for an I/O CQ).
+    handover_event: usize,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -337,6 +370,10 @@ pub struct SimStatistics {
     pub reads_per_queue: BTreeMap<u16, u64>,
     /// (LBA, blocks) of every Read executed.
     pub read_ranges: Vec<(u64, u32)>,
+    /// Completions posted while a command fetched earlier from the same SQ was still running.
+    pub overtakes: u64,
+    /// Completion entries posted at slot 0 after the first pass (the phase tag flipped).
+    pub cq_wraps: u64,
 }
 
 struct State {
@@ -352,8 +389,11 @@ struct State {
     submission_queues: BTreeMap<u16, SimSubmissionQueue>,
     completion_queues: BTreeMap<u16, SimCompletionQueue>,
     outstanding: BTreeSet<(u16, u16)>,
+    in_flight: Vec<InFlight>,
+    fetch_count: u64,
+    tick: u64,
+    random: u64,
     hold_io_completions: bool,
-    held: Vec<(u16, Pending)>,
     corrupt_next: Option<Corruption>,
     corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
@@ -362,9 +402,23 @@ struct State {
     statistics: SimStatistics,
 }
 
+/// The controller's state, shared with the platform, which lets it work on every clock read.
+struct SimCore {
+    state: RefCell<State>,
+}
+
+impl Background for SimCore {
+    fn advance(&self, platform: &SimPlatform) {
+        // A clock read from inside the controller's own work must not re-enter it.
+        if let Ok(mut state) = self.state.try_borrow_mut() {
+            state.advance(platform);
+        }
+    }
+}
+
 pub struct SimController<'a> {
     platform: &'a SimPlatform,
-    state: RefCell<State>,
+    core: Rc<SimCore>,
 }
 
 fn cc_field(cc: u32, field: tock_registers::fields::Field<u32, CC::Register>) -> u32 {
@@ -375,44 +429,59 @@ const CSTS_RDY: u32 = 1;
 const CSTS_CFS: u32 = 1 << 1;
 const CSTS_SHST_OCCURRING: u32 = 1 << 2;
 const CSTS_SHST_COMPLETE: u32 = 2 << 2;
+/// Generic status "Command Aborted due to SQ Deletion" (NVMe 1.4 Figure 128).
+const ABORTED_SQ_DELETION: u8 = 0x08;
+const SUBMISSION_ENTRY_BYTES: u64 = 64;
+const COMPLETION_ENTRY_BYTES: u64 = 16;
 
 impl<'a> SimController<'a> {
     pub fn new(platform: &'a SimPlatform, config: SimConfig) -> Self {
         let start_enabled = config.start_enabled;
-        SimController {
-            platform,
-            state: RefCell::new(State {
-                cc: if start_enabled { 0x0046_0001 } else { 0 },
-                csts: if start_enabled { CSTS_RDY } else { 0 },
-                config,
-                aqa: 0,
-                asq: 0,
-                acq: 0,
-                ready_countdown: 0,
-                interrupt_mask: 0,
-                submission_queues: BTreeMap::new(),
-                completion_queues: BTreeMap::new(),
-                outstanding: BTreeSet::new(),
-                hold_io_completions: false,
-                held: Vec::new(),
-                corrupt_next: None,
-                corrupt_next_admin: None,
-                media_errors: Vec::new(),
-                data_corruptions: Vec::new(),
-                violations: Vec::new(),
-                statistics: SimStatistics::default(),
-            }),
-        }
+        let state = State {
+            cc: if start_enabled { 0x0046_0001 } else { 0 },
+            csts: if start_enabled { CSTS_RDY } else { 0 },
+            random: config.completion_seed | 1,
+            config,
+            aqa: 0,
+            asq: 0,
+            acq: 0,
+            ready_countdown: 0,
+            interrupt_mask: 0,
+            submission_queues: BTreeMap::new(),
+            completion_queues: BTreeMap::new(),
+            outstanding: BTreeSet::new(),
+            in_flight: Vec::new(),
+            fetch_count: 0,
+            tick: 0,
+            hold_io_completions: false,
+            corrupt_next: None,
+            corrupt_next_admin: None,
+            media_errors: Vec::new(),
+            data_corruptions: Vec::new(),
+            violations: Vec::new(),
+            statistics: SimStatistics::default(),
+        };
+        let core = Rc::new(SimCore { state: RefCell::new(state) });
+        let background: Weak<dyn Background> = Rc::downgrade(&core) as Weak<SimCore>;
+        platform.add_background(background);
+        SimController { platform, core }
+    }
+
+    fn state(&self) -> RefMut<'_, State> {
+        self.core.state.borrow_mut()
     }
 
     /// The size of BAR0 a controller like this has (registers + doorbells for 64 pairs).
     pub fn register_bytes(&self) -> usize {
-        let state = self.state.borrow();
-        0x1000 + (2 * 65) * (4usize << state.config.dstrd)
+        0x1000 + (2 * 65) * (4usize << self.state().config.dstrd)
     }
 
+    /// The driver's mistakes seen so far: the controller's own findings, then the platform
+    /// log's (CPU reads without an invalidate).
     pub fn violations(&self) -> Vec<String> {
-        self.state.borrow().violations.clone()
+        let mut violations = self.state().violations.clone();
+        violations.extend(self.platform.log().violations());
+        violations
     }
 
     pub fn assert_no_violations(&self) {
@@ -421,95 +490,258 @@ impl<'a> SimController<'a> {
     }
 
     pub fn statistics(&self) -> SimStatistics {
-        self.state.borrow().statistics.clone()
+        self.state().statistics.clone()
     }
 
     pub fn reset_statistics(&self) {
-        let mut state = self.state.borrow_mut();
+        let mut state = self.state();
         let keep_created = state.statistics.io_queues_created.clone();
         state.statistics = SimStatistics { io_queues_created: keep_created, ..SimStatistics::default() };
     }
 
-    /// Holds I/O completions back until [`SimController::release_held`].
+    /// Holds I/O commands back (fetched, not completed) until [`SimController::release_held`].
     pub fn hold_io_completions(&self, hold: bool) {
-        self.state.borrow_mut().hold_io_completions = hold;
+        self.state().hold_io_completions = hold;
     }
 
+    /// I/O commands fetched and not completed.
     pub fn held_count(&self) -> usize {
-        self.state.borrow().held.len()
+        self.state().in_flight.iter().filter(|command| command.submission_queue != 0).count()
     }
 
-    /// Posts up to `count` held completions (oldest first).
+    /// Completes up to `count` of the I/O commands in flight, picked at random (so in any order).
     pub fn release_held(&self, count: usize) {
-        let mut state = self.state.borrow_mut();
-        let count = count.min(state.held.len());
-        let released: Vec<_> = state.held.drain(..count).collect();
-        for (queue, pending) in released {
-            if let Some(cq) = state.completion_queues.get_mut(&queue) {
-                cq.backlog.push_back(pending);
+        let mut state = self.state();
+        for _ in 0..count {
+            let held: Vec<usize> = (0..state.in_flight.len())
+                .filter(|index| state.in_flight[*index].submission_queue != 0)
+                .collect();
+            if held.is_empty() {
+                break;
             }
-            Self::post(self.platform, &mut state, queue);
+            let pick = held[(state.next_random() % held.len() as u64) as usize];
+            let command = state.in_flight.remove(pick);
+            state.complete(self.platform, command);
         }
     }
 
     /// Corrupts the next I/O completion.
     pub fn corrupt_next_completion(&self, corruption: Corruption) {
-        self.state.borrow_mut().corrupt_next = Some(corruption);
+        self.state().corrupt_next = Some(corruption);
     }
 
     /// Corrupts the next admin completion.
     pub fn corrupt_next_admin_completion(&self, corruption: Corruption) {
-        self.state.borrow_mut().corrupt_next_admin = Some(corruption);
+        self.state().corrupt_next_admin = Some(corruption);
     }
 
     /// Reads touching `lba` of namespace `namespace_id` fail with Unrecovered Read Error.
     pub fn add_media_error(&self, namespace_id: u32, lba: u64) {
-        self.state.borrow_mut().media_errors.push((namespace_id, lba));
+        self.state().media_errors.push((namespace_id, lba));
     }
 
     /// Reads of `lba` return its first byte inverted (data the driver must not call good).
     pub fn add_data_corruption(&self, namespace_id: u32, lba: u64) {
-        self.state.borrow_mut().data_corruptions.push((namespace_id, lba));
+        self.state().data_corruptions.push((namespace_id, lba));
     }
 
     pub fn io_queue_ids(&self) -> Vec<u16> {
-        self.state.borrow().submission_queues.keys().copied().filter(|q| *q != 0).collect()
+        self.state().submission_queues.keys().copied().filter(|q| *q != 0).collect()
     }
 
     pub fn io_queue_entries(&self, queue_id: u16) -> Option<u32> {
-        self.state.borrow().submission_queues.get(&queue_id).map(|q| q.entries)
+        self.state().submission_queues.get(&queue_id).map(|q| q.entries)
     }
 
-    fn page_bytes(state: &State) -> u64 {
-        1u64 << (12 + cc_field(state.cc, CC::MPS))
+    /// INTMS as the driver left it.
+    pub fn interrupt_mask(&self) -> u32 {
+        self.state().interrupt_mask
     }
 
-    fn write_cc(&self, state: &mut State, value: u32) {
-        let was_enabled = state.cc & 1 != 0;
+    /// CSTS without the side effects of a register read (for assertions).
+    pub fn csts_bits(&self) -> (bool, bool, u32) {
+        let csts = self.state().csts;
+        (
+            csts & CSTS_RDY != 0,
+            csts & CSTS_CFS != 0,
+            LocalRegisterCopy::<u32, CSTS::Register>::new(csts).read(CSTS::SHST),
+        )
+    }
+}
+
+impl RegisterIo for SimController<'_> {
+    fn read32(&self, offset_bytes: usize) -> u32 {
+        let mut state = self.state();
+        state.statistics.register_reads += 1;
+        let cap = state.config.cap();
+        match offset_bytes {
+            offsets::CAP => cap as u32,
+            0x04 => (cap >> 32) as u32,
+            offsets::VS => state.config.version,
+            offsets::INTMS | offsets::INTMC => state.interrupt_mask,
+            offsets::CC => state.cc,
+            offsets::CSTS => state.read_csts(),
+            offsets::AQA => state.aqa,
+            offsets::ASQ => state.asq as u32,
+            0x2C => (state.asq >> 32) as u32,
+            offsets::ACQ => state.acq as u32,
+            0x34 => (state.acq >> 32) as u32,
+            _ => 0,
+        }
+    }
+
+    fn write32(&self, offset_bytes: usize, value: u32) {
+        let event = self.platform.log().push(PlatformEvent::MmioWrite { block: "nvme", offset_bytes, value });
+        let mut state = self.state();
+        match offset_bytes {
+            offsets::CC => state.write_cc(value, event),
+            offsets::AQA => state.aqa = value,
+            offsets::ASQ => state.asq = (state.asq & !0xffff_ffff) | u64::from(value),
+            0x2C => state.asq = (state.asq & 0xffff_ffff) | u64::from(value) << 32,
+            offsets::ACQ => state.acq = (state.acq & !0xffff_ffff) | u64::from(value),
+            0x34 => state.acq = (state.acq & 0xffff_ffff) | u64::from(value) << 32,
+            // Masking is allowed (MSI-X is never enabled); unmasking would ask for interrupts.
+            offsets::INTMS => state.interrupt_mask |= value,
+            offsets::INTMC => {
+                state.violations.push(format!("INTMC written with {value:#x}: interrupts unmasked"))
+            }
+            offset if offset >= offsets::DOORBELLS => state.doorbell(self.platform, offset, value, event),
+            _ => state.violations.push(format!("write of {value:#x} to register {offset_bytes:#x}")),
+        }
+    }
+}
+
+/// Merges `(address, bytes)` pieces that follow each other into runs (PRP list entries read,
+/// data segments written), so that each run is checked once.
+fn contiguous_runs(pieces: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (address, length) in pieces {
+        match runs.last_mut() {
+            Some((start, bytes)) if *start + *bytes == address => *bytes += length,
+            _ => runs.push((address, length)),
+        }
+    }
+    runs
+}
+
+/// Checks how the host consumed the completion entry at `entry` (physical), posted at log
+/// index `written_event` and released by the head doorbell at `doorbell_event`: phase read,
+/// then a load barrier, then the other fields; a load barrier after its last read.
+fn check_consumed(
+    log: &EventLog,
+    entry: ByteRange,
+    written_event: usize,
+    doorbell_event: usize,
+) -> Result<(), String> {
+    let phase = ByteRange::new(entry.start + 12, 4);
+    let fields = ByteRange::new(entry.start, 12);
+    let mut phase_read = false;
+    let mut barrier_after_phase = false;
+    let mut read_seen = false;
+    let mut barrier_after_last_read = false;
+    for event in log.between(written_event + 1, doorbell_event) {
+        match event {
+            PlatformEvent::CpuRead(read) if read.overlap(&entry).is_some() => {
+                if read.overlap(&fields).is_some() && !barrier_after_phase {
+                    return Err(String::from(
+                        "entry fields read before a load barrier followed the phase read",
+                    ));
+                }
+                phase_read |= read.overlap(&phase).is_some();
+                read_seen = true;
+                barrier_after_last_read = false;
+            }
+            PlatformEvent::Barrier(kind) if kind.orders_loads() => {
+                barrier_after_phase |= phase_read;
+                barrier_after_last_read |= read_seen;
+            }
+            _ => {}
+        }
+    }
+    if !phase_read {
+        return Err(String::from("released before the CPU read it"));
+    }
+    if !barrier_after_last_read {
+        return Err(String::from("no load barrier between the entry's reads and the head doorbell"));
+    }
+    Ok(())
+}
+
+impl State {
+    fn next_random(&mut self) -> u64 {
+        // xorshift64* (Vigna 2016).
+        let mut x = self.random;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.random = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn page_bytes(&self) -> u64 {
+        1u64 << (12 + cc_field(self.cc, CC::MPS))
+    }
+
+    /// The physical address of a DMA access to `length` bytes at bus address `bus`, started by
+    /// the MMIO write at log index `handover`, after checking the access against the log (see
+    /// `EventLog::check_device_access`); `None` when the bus does not forward it (the caller
+    /// reports that: the access fails).
+    fn checked_physical(
+        &mut self,
+        platform: &SimPlatform,
+        what: &str,
+        bus: u64,
+        length: u64,
+        handover: usize,
+        require_written: bool,
+    ) -> Option<u64> {
+        let physical = platform.physical_of_bus(bus, length as usize)?;
+        self.check_access(platform, what, ByteRange::new(physical, length), handover, require_written);
+        Some(physical)
+    }
+
+    /// Checks a DMA access to the physical `range` started by the MMIO write at log index
+    /// `handover` (see `EventLog::check_device_access`).
+    fn check_access(
+        &mut self,
+        platform: &SimPlatform,
+        what: &str,
+        range: ByteRange,
+        handover: usize,
+        require_written: bool,
+    ) {
+        let log = platform.log();
+        if let Err(violation) = log.check_device_access(range, handover, log.len(), require_written) {
+            self.violations.push(format!("{what}: {violation}"));
+        }
+    }
+
+    fn write_cc(&mut self, value: u32, event: usize) {
+        let was_enabled = self.cc & 1 != 0;
         let enable = value & 1 != 0;
-        let old_shn = cc_field(state.cc, CC::SHN);
-        state.cc = value;
+        let old_shn = cc_field(self.cc, CC::SHN);
+        self.cc = value;
         if !was_enabled && enable {
-            self.enable(state);
+            self.enable(event);
         } else if was_enabled && !enable {
-            state.submission_queues.clear();
-            state.completion_queues.clear();
-            state.outstanding.clear();
-            state.held.clear();
-            state.csts = 0;
-            state.interrupt_mask = 0;
+            self.submission_queues.clear();
+            self.completion_queues.clear();
+            self.outstanding.clear();
+            self.in_flight.clear();
+            self.csts = 0;
+            self.interrupt_mask = 0;
         }
         let shn = cc_field(value, CC::SHN);
         if enable && shn != 0 && old_shn == 0 {
-            state.statistics.shutdowns += 1;
-            state.statistics.io_queues_alive_at_shutdown = state
+            self.statistics.shutdowns += 1;
+            self.statistics.io_queues_alive_at_shutdown = self
                 .submission_queues
                 .keys()
-                .chain(state.completion_queues.keys())
+                .chain(self.completion_queues.keys())
                 .filter(|q| **q != 0)
                 .count();
-            state.csts &= !(3 << 2);
-            state.csts |= if state.config.fault == Some(Fault::NeverFinishesShutdown) {
+            self.csts &= !(3 << 2);
+            self.csts |= if self.config.fault == Some(Fault::NeverFinishesShutdown) {
                 CSTS_SHST_OCCURRING
             } else {
                 CSTS_SHST_COMPLETE
@@ -517,233 +749,268 @@ impl<'a> SimController<'a> {
         }
     }
 
-    fn enable(&self, state: &mut State) {
-        let page = Self::page_bytes(state);
-        let mps = cc_field(state.cc, CC::MPS) as u8;
+    /// CC.EN 0 → 1 at log index `event`: checks the admin queue setup and creates queue 0.
+    fn enable(&mut self, event: usize) {
+        let page = self.page_bytes();
+        let mps = cc_field(self.cc, CC::MPS) as u8;
         let mut problems = Vec::new();
-        if !state.asq.is_multiple_of(page) || !state.acq.is_multiple_of(page) {
-            problems.push(format!("admin queues at {:#x}/{:#x} not aligned to {page}", state.asq, state.acq));
+        if !self.asq.is_multiple_of(page) || !self.acq.is_multiple_of(page) {
+            problems.push(format!("admin queues at {:#x}/{:#x} not aligned to {page}", self.asq, self.acq));
         }
-        let sq_entries = (state.aqa & 0xfff) + 1;
-        let cq_entries = ((state.aqa >> 16) & 0xfff) + 1;
+        let sq_entries = (self.aqa & 0xfff) + 1;
+        let cq_entries = ((self.aqa >> 16) & 0xfff) + 1;
         if sq_entries < 2 || cq_entries < 2 {
-            problems.push(format!("AQA {:#x} has a queue below 2 entries", state.aqa));
+            problems.push(format!("AQA {:#x} has a queue below 2 entries", self.aqa));
         }
-        if cc_field(state.cc, CC::IOSQES) != 6 || cc_field(state.cc, CC::IOCQES) != 4 {
-            problems.push(format!("CC {:#x} entry sizes are not 64/16", state.cc));
+        if cc_field(self.cc, CC::IOSQES) != 6 || cc_field(self.cc, CC::IOCQES) != 4 {
+            problems.push(format!("CC {:#x} entry sizes are not 64/16", self.cc));
         }
-        if mps < state.config.mpsmin || mps > state.config.mpsmax {
+        if mps < self.config.mpsmin || mps > self.config.mpsmax {
             problems.push(format!("CC.MPS {mps} outside CAP"));
         }
-        if cc_field(state.cc, CC::CSS) != 0 {
-            problems.push(format!("CC.CSS {}", cc_field(state.cc, CC::CSS)));
+        if cc_field(self.cc, CC::CSS) != 0 {
+            problems.push(format!("CC.CSS {}", cc_field(self.cc, CC::CSS)));
         }
-        if !problems.is_empty() || state.config.fault == Some(Fault::FatalOnEnable) {
-            state.violations.extend(problems);
-            state.csts |= CSTS_CFS;
+        if !problems.is_empty() || self.config.fault == Some(Fault::FatalOnEnable) {
+            self.violations.extend(problems);
+            self.csts |= CSTS_CFS;
             return;
         }
-        state.submission_queues.insert(
+        self.submission_queues.insert(
             0,
-            SimSubmissionQueue {
-                base: state.asq,
-                entries: sq_entries,
-                completion_queue: 0,
-                head: 0,
-                tail: 0,
-            },
+            SimSubmissionQueue { base: self.asq, entries: sq_entries, completion_queue: 0, head: 0, tail: 0 },
         );
-        state.completion_queues.insert(
-            0,
-            SimCompletionQueue {
-                base: state.acq,
-                entries: cq_entries,
-                tail: 0,
-                head: 0,
-                phase: true,
-                backlog: VecDeque::new(),
-                posted: VecDeque::new(),
-            },
-        );
-        if state.config.fault != Some(Fault::NeverReady) {
-            state.ready_countdown = state.config.ready_after_reads;
-            if state.ready_countdown == 0 {
-                state.csts |= CSTS_RDY;
+        self.completion_queues.insert(0, SimCompletionQueue::new(self.acq, cq_entries, event));
+        if self.config.fault != Some(Fault::NeverReady) {
+            self.ready_countdown = self.config.ready_after_reads;
+            if self.ready_countdown == 0 {
+                self.csts |= CSTS_RDY;
             }
         }
     }
 
-    fn read_csts(&self, state: &mut State) -> u32 {
-        if state.ready_countdown > 0 {
-            state.ready_countdown -= 1;
-            if state.ready_countdown == 0 && state.cc & 1 != 0 {
-                state.csts |= CSTS_RDY;
+    fn read_csts(&mut self) -> u32 {
+        if self.ready_countdown > 0 {
+            self.ready_countdown -= 1;
+            if self.ready_countdown == 0 && self.cc & 1 != 0 {
+                self.csts |= CSTS_RDY;
             }
         }
-        state.csts
+        self.csts
     }
 
-    fn doorbell(&self, state: &mut State, offset: usize, value: u32) {
-        let stride = 4usize << state.config.dstrd;
+    fn doorbell(&mut self, platform: &SimPlatform, offset: usize, value: u32, event: usize) {
+        let stride = 4usize << self.config.dstrd;
         let index = (offset - offsets::DOORBELLS) / stride;
         if !(offset - offsets::DOORBELLS).is_multiple_of(stride) {
-            state.violations.push(format!("doorbell write at {offset:#x} between doorbells"));
+            self.violations.push(format!("doorbell write at {offset:#x} between doorbells"));
             return;
         }
         let queue = (index / 2) as u16;
-        if state.csts & CSTS_RDY == 0 {
-            state.violations.push(format!("doorbell {offset:#x} written while not ready"));
+        if self.csts & CSTS_RDY == 0 {
+            self.violations.push(format!("doorbell {offset:#x} written while not ready"));
             return;
         }
         if index.is_multiple_of(2) {
-            state.statistics.sq_doorbell_writes += 1;
-            self.submission_doorbell(state, queue, value);
+            self.statistics.sq_doorbell_writes += 1;
+            self.submission_doorbell(platform, queue, value, event);
         } else {
-            state.statistics.cq_doorbell_writes += 1;
-            self.completion_doorbell(state, queue, value);
+            self.statistics.cq_doorbell_writes += 1;
+            self.completion_doorbell(platform, queue, value, event);
         }
     }
 
-    fn submission_doorbell(&self, state: &mut State, queue: u16, value: u32) {
-        let Some(sq) = state.submission_queues.get_mut(&queue) else {
-            state
-                .violations
-                .push(format!("SQ {queue} tail doorbell {value} for a queue that does not exist"));
+    /// A new SQ tail: fetches every entry up to it (each must have been written, cleaned and
+    /// ordered by a store barrier before this doorbell). The commands complete later.
+    fn submission_doorbell(&mut self, platform: &SimPlatform, queue: u16, value: u32, event: usize) {
+        let Some(sq) = self.submission_queues.get_mut(&queue) else {
+            self.violations.push(format!("SQ {queue} tail doorbell {value} for a queue that does not exist"));
             return;
         };
         if value >= sq.entries {
-            state.violations.push(format!("SQ {queue} tail {value} outside {} entries", sq.entries));
+            self.violations.push(format!("SQ {queue} tail {value} outside {} entries", sq.entries));
             return;
         }
         sq.tail = value;
-        loop {
-            let Some(sq) = state.submission_queues.get_mut(&queue) else {
-                return;
-            };
-            if sq.head == sq.tail {
-                break;
-            }
-            let address = sq.base + u64::from(sq.head) * 64;
-            sq.head = (sq.head + 1) % sq.entries;
-            let completion_queue = sq.completion_queue;
-            let mut bytes = [0u8; 64];
-            if !self.platform.read_bus(address, &mut bytes) {
-                state.violations.push(format!("SQ {queue} entry at {address:#x} unreachable"));
-                state.csts |= CSTS_CFS;
-                return;
-            }
-            let mut entry = SubmissionEntry::default();
-            for (index, word) in entry.dwords.iter_mut().enumerate() {
-                *word = u32::from_le_bytes(bytes[4 * index..4 * index + 4].try_into().unwrap());
-            }
-            let key = (queue, entry.command_id());
-            let (status, command_specific) = if state.outstanding.contains(&key) {
-                state.violations.push(format!(
-                    "command identifier {} reused on SQ {queue} while outstanding",
-                    entry.command_id()
-                ));
-                (Status::new(code_type::GENERIC, 0x03, true), 0)
-            } else {
-                state.outstanding.insert(key);
-                state.statistics.max_outstanding = state
-                    .statistics
-                    .max_outstanding
-                    .max(state.outstanding.iter().filter(|(q, _)| *q == queue).count());
-                if queue == 0 {
-                    self.execute_admin(state, &entry)
-                } else {
-                    self.execute_io(state, queue, &entry)
-                }
-            };
-            let pending = Pending {
-                submission_queue: queue,
-                command_id: entry.command_id(),
-                status,
-                command_specific,
-                sq_head_override: None,
-            };
-            if queue != 0 && state.hold_io_completions {
-                state.held.push((completion_queue, pending));
-            } else if let Some(cq) = state.completion_queues.get_mut(&completion_queue) {
-                cq.backlog.push_back(pending);
-            }
+        while let Some(entry) = self.fetch(platform, queue, event) {
+            self.accept(queue, entry, event);
         }
-        let completion_queue = state.submission_queues[&queue].completion_queue;
-        Self::post(self.platform, state, completion_queue);
     }
 
-    fn completion_doorbell(&self, state: &mut State, queue: u16, value: u32) {
-        let Some(cq) = state.completion_queues.get_mut(&queue) else {
-            state
-                .violations
-                .push(format!("CQ {queue} head doorbell {value} for a queue that does not exist"));
+    /// Reads the entry at the SQ's head, if the head is behind the tail.
+    fn fetch(&mut self, platform: &SimPlatform, queue: u16, event: usize) -> Option<SubmissionEntry> {
+        let sq = self.submission_queues.get_mut(&queue)?;
+        if sq.head == sq.tail {
+            return None;
+        }
+        let slot = sq.head;
+        let address = sq.base + u64::from(slot) * SUBMISSION_ENTRY_BYTES;
+        sq.head = (sq.head + 1) % sq.entries;
+        let what = format!("SQ {queue} entry {slot}");
+        let physical = self.checked_physical(platform, &what, address, SUBMISSION_ENTRY_BYTES, event, true);
+        let mut bytes = [0u8; SUBMISSION_ENTRY_BYTES as usize];
+        if !physical.is_some_and(|physical| platform.device_read(physical, &mut bytes)) {
+            self.violations.push(format!("SQ {queue} entry at {address:#x} unreachable"));
+            self.csts |= CSTS_CFS;
+            return None;
+        }
+        let mut entry = SubmissionEntry::default();
+        for (index, word) in entry.dwords.iter_mut().enumerate() {
+            *word = u32::from_le_bytes(bytes[4 * index..4 * index + 4].try_into().unwrap());
+        }
+        Some(entry)
+    }
+
+    /// Takes a fetched command in flight, due a few clock reads from now.
+    fn accept(&mut self, queue: u16, entry: SubmissionEntry, event: usize) {
+        let key = (queue, entry.command_id());
+        let refused = if self.outstanding.contains(&key) {
+            self.violations.push(format!(
+                "command identifier {} reused on SQ {queue} while outstanding",
+                entry.command_id()
+            ));
+            Some(Status::new(code_type::GENERIC, 0x03, true))
+        } else {
+            self.outstanding.insert(key);
+            let on_queue = self.outstanding.iter().filter(|(q, _)| *q == queue).count();
+            self.statistics.max_outstanding = self.statistics.max_outstanding.max(on_queue);
+            None
+        };
+        let latency = 1 + self.next_random() % u64::from(self.config.completion_latency_max_ticks.max(1));
+        self.fetch_count += 1;
+        self.in_flight.push(InFlight {
+            submission_queue: queue,
+            entry,
+            doorbell_event: event,
+            fetched: self.fetch_count,
+            due_tick: self.tick + latency,
+            refused,
+        });
+    }
+
+    /// One clock read: completes the commands whose time has come, earliest due first.
+    fn advance(&mut self, platform: &SimPlatform) {
+        self.tick += 1;
+        loop {
+            let hold_io = self.hold_io_completions;
+            let hold_admin = self.config.fault == Some(Fault::AdminCommandsHang);
+            let due = (0..self.in_flight.len())
+                .filter(|index| {
+                    let command = &self.in_flight[*index];
+                    let held = if command.submission_queue == 0 { hold_admin } else { hold_io };
+                    command.due_tick <= self.tick && !held
+                })
+                .min_by_key(|index| self.in_flight[*index].due_tick);
+            let Some(index) = due else {
+                return;
+            };
+            let command = self.in_flight.remove(index);
+            self.complete(platform, command);
+        }
+    }
+
+    /// Executes a command and posts its completion.
+    fn complete(&mut self, platform: &SimPlatform, command: InFlight) {
+        let queue = command.submission_queue;
+        let Some(completion_queue) = self.submission_queues.get(&queue).map(|sq| sq.completion_queue) else {
+            return;
+        };
+        if self
+            .in_flight
+            .iter()
+            .any(|other| other.submission_queue == queue && other.fetched < command.fetched)
+        {
+            self.statistics.overtakes += 1;
+        }
+        let (status, command_specific) = match command.refused {
+            Some(status) => (status, 0),
+            None if queue == 0 => self.execute_admin(platform, &command.entry, command.doorbell_event),
+            None => self.execute_io(platform, queue, &command.entry, command.doorbell_event),
+        };
+        let pending = Pending {
+            submission_queue: queue,
+            command_id: command.entry.command_id(),
+            status,
+            command_specific,
+            sq_head_override: None,
+        };
+        if let Some(cq) = self.completion_queues.get_mut(&completion_queue) {
+            cq.backlog.push_back(pending);
+        }
+        self.post(platform, completion_queue);
+    }
+
+    /// A new CQ head: the released entries must have been consumed in order (see
+    /// [`check_consumed`]); their slots take new completions.
+    fn completion_doorbell(&mut self, platform: &SimPlatform, queue: u16, value: u32, event: usize) {
+        let Some(cq) = self.completion_queues.get_mut(&queue) else {
+            self.violations.push(format!("CQ {queue} head doorbell {value} for a queue that does not exist"));
             return;
         };
         let posted = (cq.tail + cq.entries - cq.head) % cq.entries;
         let released = (value + cq.entries - cq.head) % cq.entries;
         if value >= cq.entries || released > posted {
-            state.violations.push(format!(
+            self.violations.push(format!(
                 "CQ {queue} head {value} beyond the entries posted (head {}, tail {})",
                 cq.head, cq.tail
             ));
             return;
         }
         cq.head = value;
-        let finished: Vec<_> = cq.posted.drain(..released as usize).collect();
-        for key in finished {
-            state.outstanding.remove(&key);
+        let finished: Vec<Posted> = cq.posted.drain(..released as usize).collect();
+        for entry in finished {
+            if let Err(violation) = check_consumed(platform.log(), entry.entry, entry.written_event, event) {
+                self.violations.push(format!("CQ {queue} entry {}: {violation}", entry.slot));
+            }
+            self.outstanding.remove(&(entry.submission_queue, entry.command_id));
         }
-        Self::post(self.platform, state, queue);
+        self.post(platform, queue);
+    }
+
+    /// The next completion to post on `queue`, with any corruption the test asked for.
+    fn next_to_post(&mut self, queue: u16) -> Option<Pending> {
+        let cq = self.completion_queues.get_mut(&queue)?;
+        if (cq.tail + 1) % cq.entries == cq.head || cq.backlog.is_empty() {
+            return None;
+        }
+        let corruption = if queue == 0 { self.corrupt_next_admin.take() } else { self.corrupt_next.take() };
+        let mut pending = cq.backlog.pop_front().expect("not empty");
+        let bogus = |submission_queue, command_id| Pending {
+            submission_queue,
+            command_id,
+            status: Status::SUCCESS,
+            command_specific: 0,
+            sq_head_override: None,
+        };
+        match corruption {
+            Some(Corruption::UnknownCommandId) => {
+                cq.backlog.push_front(pending);
+                pending = bogus(queue, 0xFFF0);
+            }
+            Some(Corruption::WrongSubmissionQueue) => {
+                let real_queue = pending.submission_queue;
+                cq.backlog.push_front(pending);
+                pending = bogus(real_queue + 7, 0);
+            }
+            Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
+            Some(Corruption::DuplicateCompletion) => cq.backlog.push_front(pending),
+            None => {}
+        }
+        Some(pending)
     }
 
     /// Moves backlog entries into the CQ while it has room.
-    fn post(platform: &SimPlatform, state: &mut State, queue: u16) {
-        loop {
-            let corruption =
-                if queue == 0 { state.corrupt_next_admin.take() } else { state.corrupt_next.take() };
-            let Some(cq) = state.completion_queues.get_mut(&queue) else {
-                return;
-            };
-            if (cq.tail + 1) % cq.entries == cq.head || cq.backlog.is_empty() {
-                return;
-            }
-            let mut pending = cq.backlog.pop_front().expect("not empty");
-            match corruption {
-                Some(Corruption::UnknownCommandId) => {
-                    cq.backlog.push_front(pending);
-                    pending = Pending {
-                        submission_queue: queue,
-                        command_id: 0xFFF0,
-                        status: Status::SUCCESS,
-                        command_specific: 0,
-                        sq_head_override: None,
-                    };
-                }
-                Some(Corruption::WrongSubmissionQueue) => {
-                    let real_queue = pending.submission_queue;
-                    cq.backlog.push_front(pending);
-                    pending = Pending {
-                        submission_queue: real_queue + 7,
-                        command_id: 0,
-                        status: Status::SUCCESS,
-                        command_specific: 0,
-                        sq_head_override: None,
-                    };
-                }
-                Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
-                None => {}
-            }
-            let Some(cq) = state.completion_queues.get_mut(&queue) else {
-                return;
-            };
+    fn post(&mut self, platform: &SimPlatform, queue: u16) {
+        while let Some(pending) = self.next_to_post(queue) {
             let sq_head = match pending.sq_head_override {
                 Some(head) => head,
-                None => state
+                None => self
                     .submission_queues
                     .get(&pending.submission_queue)
                     .map(|sq| sq.head as u16)
                     .unwrap_or(0),
             };
+            let cq = self.completion_queues.get_mut(&queue).expect("checked by next_to_post");
             let entry = CompletionEntry::new(
                 pending.command_specific,
                 sq_head,
@@ -752,258 +1019,322 @@ impl<'a> SimController<'a> {
                 cq.phase,
                 pending.status,
             );
-            let mut bytes = [0u8; 16];
+            let mut bytes = [0u8; COMPLETION_ENTRY_BYTES as usize];
             for (index, word) in entry.dwords.iter().enumerate() {
                 bytes[4 * index..4 * index + 4].copy_from_slice(&word.to_le_bytes());
             }
-            let address = cq.base + u64::from(cq.tail) * 16;
-            if !platform.write_bus(address, &bytes) {
-                state.violations.push(format!("CQ {queue} entry at {address:#x} unreachable"));
-                state.csts |= CSTS_CFS;
+            let (slot, address, handover) =
+                (cq.tail, cq.base + u64::from(cq.tail) * COMPLETION_ENTRY_BYTES, cq.handover_event);
+            let what = format!("CQ {queue} entry {slot}");
+            let physical =
+                self.checked_physical(platform, &what, address, COMPLETION_ENTRY_BYTES, handover, false);
+            let written_event = platform.log().len();
+            let Some(physical) = physical.filter(|physical| platform.device_write(*physical, &bytes)) else {
+                self.violations.push(format!("CQ {queue} entry at {address:#x} unreachable"));
+                self.csts |= CSTS_CFS;
                 return;
-            }
-            cq.posted.push_back((pending.submission_queue, pending.command_id));
+            };
+            let cq = self.completion_queues.get_mut(&queue).expect("still there");
+            cq.posted.push_back(Posted {
+                submission_queue: pending.submission_queue,
+                command_id: pending.command_id,
+                slot,
+                entry: ByteRange::new(physical, COMPLETION_ENTRY_BYTES),
+                written_event,
+            });
             cq.tail += 1;
             if cq.tail == cq.entries {
                 cq.tail = 0;
                 cq.phase = !cq.phase;
+                self.statistics.cq_wraps += 1;
             }
         }
     }
 
-    fn transfer(&self, state: &mut State, entry: &SubmissionEntry, data: &[u8]) -> Result<(), Status> {
-        let page = Self::page_bytes(state) as usize;
-        let platform = self.platform;
-        let list_reads = Cell::new(0u64);
-        let chained = Cell::new(false);
+    /// Writes `data` where the command's PRPs point, reading PRP lists as a controller does;
+    /// `handover` is the log index of the doorbell that submitted the command.
+    fn transfer(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        data: &[u8],
+        handover: usize,
+    ) -> Result<(), Status> {
+        let page = self.page_bytes() as usize;
+        // (bus address, physical address if the bus forwarded it) of every list entry read.
+        let list_reads = RefCell::new(Vec::new());
         let segments = walk_prps(entry.prp1(), entry.prp2(), data.len(), page, |address| {
-            list_reads.set(list_reads.get() + 1);
-            if address.is_multiple_of(page as u64) && list_reads.get() > 1 {
-                chained.set(true);
-            }
-            platform.read_bus_u64(address)
+            let read = platform.peek_bus_u64(address);
+            list_reads.borrow_mut().push((address, read.map(|(physical, _)| physical)));
+            read.map(|(_, value)| value)
         });
-        state.statistics.list_reads += list_reads.get();
-        if chained.get() {
-            state.statistics.chained_lists += 1;
+        let list_reads = list_reads.into_inner();
+        self.statistics.list_reads += list_reads.len() as u64;
+        if list_reads.iter().skip(1).any(|(address, _)| address.is_multiple_of(page as u64)) {
+            self.statistics.chained_lists += 1;
         }
-        let segments = match segments {
-            Ok(segments) => segments,
-            Err(error) => {
-                state.violations.push(format!(
-                    "bad PRPs {:#x}/{:#x} for {} bytes: {error:?}",
-                    entry.prp1(),
-                    entry.prp2(),
-                    data.len()
-                ));
-                return Err(Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true));
-            }
-        };
+        let physical_entries =
+            list_reads.iter().filter_map(|(_, physical)| physical.map(|physical| (physical, 8)));
+        for (start, bytes) in contiguous_runs(physical_entries) {
+            self.check_access(platform, "PRP list", ByteRange::new(start, bytes), handover, true);
+            let mut copy = vec![0u8; bytes as usize];
+            platform.device_read(start, &mut copy);
+        }
+        let segments = segments.map_err(|error| {
+            self.violations.push(format!(
+                "bad PRPs {:#x}/{:#x} for {} bytes: {error:?}",
+                entry.prp1(),
+                entry.prp2(),
+                data.len()
+            ));
+            Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true)
+        })?;
+        // Segments that follow each other on the bus carry data that follows each other too.
         let mut offset = 0;
-        for (address, bytes) in segments {
-            if !platform.write_bus(address, &data[offset..offset + bytes]) {
-                state
-                    .violations
-                    .push(format!("data segment {address:#x}+{bytes:#x} unreachable (bus translation?)"));
+        for (start, bytes) in
+            contiguous_runs(segments.iter().map(|&(address, bytes)| (address, bytes as u64)))
+        {
+            let piece = &data[offset..offset + bytes as usize];
+            let physical = self.checked_physical(platform, "data", start, bytes, handover, false);
+            if !physical.is_some_and(|physical| platform.device_write(physical, piece)) {
+                self.violations
+                    .push(format!("data segment {start:#x}+{bytes:#x} unreachable (bus translation?)"));
                 return Err(Status::new(code_type::GENERIC, 0x04, false));
             }
-            offset += bytes;
+            offset += bytes as usize;
         }
         Ok(())
     }
 
-    fn execute_admin(&self, state: &mut State, entry: &SubmissionEntry) -> (Status, u32) {
+    fn execute_admin(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        handover: usize,
+    ) -> (Status, u32) {
         let opcode = entry.opcode();
-        state.statistics.admin_commands.push(opcode);
+        self.statistics.admin_commands.push(opcode);
         let invalid_field = Status::new(code_type::GENERIC, generic::INVALID_FIELD, true);
         if entry.psdt() != 0 || entry.fuse() != 0 {
-            state.violations.push(format!("admin {opcode:#x} with PSDT/FUSE set"));
+            self.violations.push(format!("admin {opcode:#x} with PSDT/FUSE set"));
             return (invalid_field, 0);
         }
-        let specific = |code| Status::new(code_type::COMMAND_SPECIFIC, code, true);
-        let page = Self::page_bytes(state);
         match opcode {
-            admin_opcode::IDENTIFY => {
-                let data = match entry.cdw(10) & 0xff {
-                    value if value == u32::from(cns::CONTROLLER) => self.controller_data(state),
-                    value if value == u32::from(cns::NAMESPACE) => {
-                        let id = entry.namespace_id();
-                        if id == 0 || id > state.config.namespace_count {
-                            return (
-                                Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true),
-                                0,
-                            );
-                        }
-                        Self::namespace_data(state, id)
-                    }
-                    value
-                        if value == u32::from(cns::ACTIVE_NAMESPACE_LIST)
-                            && state.config.supports_active_list =>
-                    {
-                        let mut data = vec![0u8; 4096];
-                        let after = entry.namespace_id();
-                        let mut ids: Vec<u32> =
-                            state.config.namespaces.iter().map(|n| n.id).filter(|id| *id > after).collect();
-                        ids.sort_unstable();
-                        for (index, id) in ids.iter().take(1024).enumerate() {
-                            data[4 * index..4 * index + 4].copy_from_slice(&id.to_le_bytes());
-                        }
-                        data
-                    }
-                    _ => return (invalid_field, 0),
-                };
-                match self.transfer(state, entry, &data) {
-                    Ok(()) => (Status::SUCCESS, 0),
-                    Err(status) => (status, 0),
-                }
-            }
+            admin_opcode::IDENTIFY => self.identify(platform, entry, handover),
             admin_opcode::SET_FEATURES if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) => {
-                if state.completion_queues.keys().any(|q| *q != 0) {
-                    return (Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true), 0);
-                }
-                let submission = entry.cdw(11) & 0xffff;
-                let completion = entry.cdw(11) >> 16;
-                if submission == 0xffff || completion == 0xffff {
-                    return (invalid_field, 0);
-                }
-                let most = u32::from(state.config.max_io_queue_pairs);
-                let granted_sq = (submission + 1).min(most) - 1;
-                let granted_cq = (completion + 1).min(most) - 1;
-                (Status::SUCCESS, granted_cq << 16 | granted_sq)
+                self.set_number_of_queues(entry)
             }
-            admin_opcode::CREATE_IO_COMPLETION_QUEUE => {
-                let queue = (entry.cdw(10) & 0xffff) as u16;
-                let entries = (entry.cdw(10) >> 16) + 1;
-                let flags = entry.cdw(11);
-                if queue == 0
-                    || queue > state.config.max_io_queue_pairs
-                    || state.completion_queues.contains_key(&queue)
-                {
-                    return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
-                }
-                if entries < 2 || entries > u32::from(state.config.mqes) + 1 {
-                    return (specific(command_specific::INVALID_QUEUE_SIZE), 0);
-                }
-                if flags & 1 == 0 {
-                    return (invalid_field, 0);
-                }
-                if flags & 2 != 0 {
-                    state.violations.push(format!("CQ {queue} created with interrupts enabled"));
-                }
-                if flags >> 16 != 0 {
-                    return (specific(command_specific::INVALID_INTERRUPT_VECTOR), 0);
-                }
-                if !entry.prp1().is_multiple_of(page) {
-                    return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
-                }
-                state.completion_queues.insert(
-                    queue,
-                    SimCompletionQueue {
-                        base: entry.prp1(),
-                        entries,
-                        tail: 0,
-                        head: 0,
-                        phase: true,
-                        backlog: VecDeque::new(),
-                        posted: VecDeque::new(),
-                    },
-                );
-                (Status::SUCCESS, 0)
-            }
-            admin_opcode::CREATE_IO_SUBMISSION_QUEUE => {
-                let queue = (entry.cdw(10) & 0xffff) as u16;
-                let entries = (entry.cdw(10) >> 16) + 1;
-                let completion_queue = (entry.cdw(11) >> 16) as u16;
-                if entry.cdw(11) & 1 == 0 {
-                    return (invalid_field, 0);
-                }
-                if completion_queue == 0 || !state.completion_queues.contains_key(&completion_queue) {
-                    return (specific(0x00), 0);
-                }
-                if queue == 0
-                    || queue > state.config.max_io_queue_pairs
-                    || state.submission_queues.contains_key(&queue)
-                {
-                    return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
-                }
-                if entries < 2 || entries > u32::from(state.config.mqes) + 1 {
-                    return (specific(command_specific::INVALID_QUEUE_SIZE), 0);
-                }
-                if !entry.prp1().is_multiple_of(page) {
-                    return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
-                }
-                state.submission_queues.insert(
-                    queue,
-                    SimSubmissionQueue { base: entry.prp1(), entries, completion_queue, head: 0, tail: 0 },
-                );
-                state.statistics.io_queues_created.push(queue);
-                (Status::SUCCESS, 0)
-            }
-            admin_opcode::DELETE_IO_SUBMISSION_QUEUE => {
-                let queue = (entry.cdw(10) & 0xffff) as u16;
-                if queue == 0 || state.submission_queues.remove(&queue).is_none() {
-                    return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
-                }
-                state.statistics.io_queues_deleted.push(queue);
-                (Status::SUCCESS, 0)
-            }
-            admin_opcode::DELETE_IO_COMPLETION_QUEUE => {
-                let queue = (entry.cdw(10) & 0xffff) as u16;
-                if queue == 0 || !state.completion_queues.contains_key(&queue) {
-                    return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
-                }
-                if state.submission_queues.values().any(|sq| sq.completion_queue == queue) {
-                    return (specific(command_specific::INVALID_QUEUE_DELETION), 0);
-                }
-                state.completion_queues.remove(&queue);
-                (Status::SUCCESS, 0)
-            }
+            admin_opcode::CREATE_IO_COMPLETION_QUEUE => self.create_completion_queue(entry, handover),
+            admin_opcode::CREATE_IO_SUBMISSION_QUEUE => self.create_submission_queue(entry),
+            admin_opcode::DELETE_IO_SUBMISSION_QUEUE => self.delete_submission_queue(platform, entry),
+            admin_opcode::DELETE_IO_COMPLETION_QUEUE => self.delete_completion_queue(entry),
             _ => (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0),
         }
     }
 
-    fn execute_io(&self, state: &mut State, queue: u16, entry: &SubmissionEntry) -> (Status, u32) {
+    fn identify(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        handover: usize,
+    ) -> (Status, u32) {
+        let invalid_field = Status::new(code_type::GENERIC, generic::INVALID_FIELD, true);
+        let data = match entry.cdw(10) & 0xff {
+            value if value == u32::from(cns::CONTROLLER) => self.controller_data(),
+            value if value == u32::from(cns::NAMESPACE) => {
+                let id = entry.namespace_id();
+                if id == 0 || id > self.config.namespace_count {
+                    return (Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true), 0);
+                }
+                self.namespace_data(id)
+            }
+            value if value == u32::from(cns::ACTIVE_NAMESPACE_LIST) && self.config.supports_active_list => {
+                let mut data = vec![0u8; 4096];
+                let after = entry.namespace_id();
+                let mut ids: Vec<u32> =
+                    self.config.namespaces.iter().map(|n| n.id).filter(|id| *id > after).collect();
+                ids.sort_unstable();
+                for (index, id) in ids.iter().take(1024).enumerate() {
+                    data[4 * index..4 * index + 4].copy_from_slice(&id.to_le_bytes());
+                }
+                data
+            }
+            _ => return (invalid_field, 0),
+        };
+        match self.transfer(platform, entry, &data, handover) {
+            Ok(()) => (Status::SUCCESS, 0),
+            Err(status) => (status, 0),
+        }
+    }
+
+    fn set_number_of_queues(&mut self, entry: &SubmissionEntry) -> (Status, u32) {
+        if self.completion_queues.keys().any(|q| *q != 0) {
+            return (Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true), 0);
+        }
+        let submission = entry.cdw(11) & 0xffff;
+        let completion = entry.cdw(11) >> 16;
+        if submission == 0xffff || completion == 0xffff {
+            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
+        }
+        let most = u32::from(self.config.max_io_queue_pairs);
+        let granted_sq = (submission + 1).min(most) - 1;
+        let granted_cq = (completion + 1).min(most) - 1;
+        (Status::SUCCESS, granted_cq << 16 | granted_sq)
+    }
+
+    /// Checks a queue identifier and size of a Create command.
+    fn check_new_queue(&self, queue: u16, entries: u32, exists: bool) -> Option<Status> {
+        let specific = |code| Status::new(code_type::COMMAND_SPECIFIC, code, true);
+        if queue == 0 || queue > self.config.max_io_queue_pairs || exists {
+            return Some(specific(command_specific::INVALID_QUEUE_IDENTIFIER));
+        }
+        if entries < 2 || entries > u32::from(self.config.mqes) + 1 {
+            return Some(specific(command_specific::INVALID_QUEUE_SIZE));
+        }
+        None
+    }
+
+    fn create_completion_queue(&mut self, entry: &SubmissionEntry, handover: usize) -> (Status, u32) {
+        let queue = (entry.cdw(10) & 0xffff) as u16;
+        let entries = (entry.cdw(10) >> 16) + 1;
+        let flags = entry.cdw(11);
+        if let Some(status) =
+            self.check_new_queue(queue, entries, self.completion_queues.contains_key(&queue))
+        {
+            return (status, 0);
+        }
+        if flags & 1 == 0 {
+            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
+        }
+        if flags & 2 != 0 {
+            self.violations.push(format!("CQ {queue} created with interrupts enabled"));
+        }
+        if flags >> 16 != 0 {
+            return (
+                Status::new(code_type::COMMAND_SPECIFIC, command_specific::INVALID_INTERRUPT_VECTOR, true),
+                0,
+            );
+        }
+        if !entry.prp1().is_multiple_of(self.page_bytes()) {
+            return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
+        }
+        self.completion_queues.insert(queue, SimCompletionQueue::new(entry.prp1(), entries, handover));
+        (Status::SUCCESS, 0)
+    }
+
+    fn create_submission_queue(&mut self, entry: &SubmissionEntry) -> (Status, u32) {
+        let queue = (entry.cdw(10) & 0xffff) as u16;
+        let entries = (entry.cdw(10) >> 16) + 1;
+        let completion_queue = (entry.cdw(11) >> 16) as u16;
+        if entry.cdw(11) & 1 == 0 {
+            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
+        }
+        if completion_queue == 0 || !self.completion_queues.contains_key(&completion_queue) {
+            return (Status::new(code_type::COMMAND_SPECIFIC, 0x00, true), 0);
+        }
+        if let Some(status) =
+            self.check_new_queue(queue, entries, self.submission_queues.contains_key(&queue))
+        {
+            return (status, 0);
+        }
+        if !entry.prp1().is_multiple_of(self.page_bytes()) {
+            return (Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true), 0);
+        }
+        self.submission_queues.insert(
+            queue,
+            SimSubmissionQueue { base: entry.prp1(), entries, completion_queue, head: 0, tail: 0 },
+        );
+        self.statistics.io_queues_created.push(queue);
+        (Status::SUCCESS, 0)
+    }
+
+    /// Deletes an I/O SQ; its commands still in flight complete as aborted (NVMe 1.4 §5.6).
+    fn delete_submission_queue(&mut self, platform: &SimPlatform, entry: &SubmissionEntry) -> (Status, u32) {
+        let queue = (entry.cdw(10) & 0xffff) as u16;
+        let Some(sq) = self.submission_queues.get(&queue).filter(|_| queue != 0) else {
+            return (
+                Status::new(code_type::COMMAND_SPECIFIC, command_specific::INVALID_QUEUE_IDENTIFIER, true),
+                0,
+            );
+        };
+        let completion_queue = sq.completion_queue;
+        let (aborted, running): (Vec<InFlight>, Vec<InFlight>) = core::mem::take(&mut self.in_flight)
+            .into_iter()
+            .partition(|command| command.submission_queue == queue);
+        self.in_flight = running;
+        for command in aborted {
+            if let Some(cq) = self.completion_queues.get_mut(&completion_queue) {
+                cq.backlog.push_back(Pending {
+                    submission_queue: queue,
+                    command_id: command.entry.command_id(),
+                    status: Status::new(code_type::GENERIC, ABORTED_SQ_DELETION, false),
+                    command_specific: 0,
+                    sq_head_override: None,
+                });
+            }
+        }
+        self.post(platform, completion_queue);
+        self.submission_queues.remove(&queue);
+        self.statistics.io_queues_deleted.push(queue);
+        (Status::SUCCESS, 0)
+    }
+
+    fn delete_completion_queue(&mut self, entry: &SubmissionEntry) -> (Status, u32) {
+        let queue = (entry.cdw(10) & 0xffff) as u16;
+        let specific = |code| Status::new(code_type::COMMAND_SPECIFIC, code, true);
+        if queue == 0 || !self.completion_queues.contains_key(&queue) {
+            return (specific(command_specific::INVALID_QUEUE_IDENTIFIER), 0);
+        }
+        if self.submission_queues.values().any(|sq| sq.completion_queue == queue) {
+            return (specific(command_specific::INVALID_QUEUE_DELETION), 0);
+        }
+        self.completion_queues.remove(&queue);
+        (Status::SUCCESS, 0)
+    }
+
+    /// A Read (the only I/O command the driver may send).
+    fn execute_io(
+        &mut self,
+        platform: &SimPlatform,
+        queue: u16,
+        entry: &SubmissionEntry,
+        handover: usize,
+    ) -> (Status, u32) {
         let opcode = entry.opcode();
         if opcode == io_opcode::WRITE {
-            state.violations.push(String::from("the driver sent a Write command"));
+            self.violations.push(String::from("the driver sent a Write command"));
             return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
         if opcode != io_opcode::READ {
             return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
-        let Some(namespace) = state.config.namespaces.iter().find(|n| n.id == entry.namespace_id()).cloned()
+        let Some(namespace) = self.config.namespaces.iter().find(|n| n.id == entry.namespace_id()).cloned()
         else {
             return (Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true), 0);
         };
         let (lba, blocks) = entry.read_range();
         if lba + u64::from(blocks) > namespace.blocks {
-            state.violations.push(format!(
+            self.violations.push(format!(
                 "read of {blocks} blocks at {lba} beyond {} blocks reached the controller",
                 namespace.blocks
             ));
             return (Status::new(code_type::GENERIC, generic::LBA_OUT_OF_RANGE, true), 0);
         }
         let bytes = (blocks as usize) << namespace.lba_shift;
-        let max_bytes = (Self::page_bytes(state) as usize) << state.config.mdts;
-        if state.config.mdts != 0 && bytes > max_bytes {
-            state.violations.push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
+        let max_bytes = (self.page_bytes() as usize) << self.config.mdts;
+        if self.config.mdts != 0 && bytes > max_bytes {
+            self.violations.push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
             return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
         }
-        state.statistics.reads += 1;
-        state.statistics.read_ranges.push((lba, blocks));
-        *state.statistics.reads_per_queue.entry(queue).or_default() += 1;
-        state.statistics.read_bytes_max = state.statistics.read_bytes_max.max(bytes);
-        let first_byte = lba << namespace.lba_shift;
-        let mut data = pattern_bytes(first_byte, bytes);
-        for (id, bad) in &state.data_corruptions {
-            if *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad) {
-                data[((bad - lba) << namespace.lba_shift) as usize] ^= 0xff;
-            }
-        }
-        if let Err(status) = self.transfer(state, entry, &data) {
+        self.statistics.reads += 1;
+        self.statistics.read_ranges.push((lba, blocks));
+        *self.statistics.reads_per_queue.entry(queue).or_default() += 1;
+        self.statistics.read_bytes_max = self.statistics.read_bytes_max.max(bytes);
+        let data = self.disk_contents(&namespace, lba, blocks);
+        if let Err(status) = self.transfer(platform, entry, &data, handover) {
             return (status, 0);
         }
-        let hit = state
+        let hit = self
             .media_errors
             .iter()
             .any(|(id, bad)| *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad));
@@ -1016,8 +1347,20 @@ impl<'a> SimController<'a> {
         (Status::SUCCESS, 0)
     }
 
-    fn controller_data(&self, state: &State) -> Vec<u8> {
-        let config = &state.config;
+    /// The pattern of `blocks` blocks from `lba`, with the corruptions the test asked for.
+    fn disk_contents(&self, namespace: &SimNamespace, lba: u64, blocks: u32) -> Vec<u8> {
+        let bytes = (blocks as usize) << namespace.lba_shift;
+        let mut data = pattern_bytes(lba << namespace.lba_shift, bytes);
+        for (id, bad) in &self.data_corruptions {
+            if *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad) {
+                data[((bad - lba) << namespace.lba_shift) as usize] ^= 0xff;
+            }
+        }
+        data
+    }
+
+    fn controller_data(&self) -> Vec<u8> {
+        let config = &self.config;
         let mut data = vec![0u8; 4096];
         data[0..2].copy_from_slice(&0x1b36u16.to_le_bytes());
         data[2..4].copy_from_slice(&0x1af4u16.to_le_bytes());
@@ -1038,9 +1381,9 @@ impl<'a> SimController<'a> {
         data
     }
 
-    fn namespace_data(state: &State, id: u32) -> Vec<u8> {
+    fn namespace_data(&self, id: u32) -> Vec<u8> {
         let mut data = vec![0u8; 4096];
-        let Some(namespace) = state.config.namespaces.iter().find(|n| n.id == id) else {
+        let Some(namespace) = self.config.namespaces.iter().find(|n| n.id == id) else {
             return data;
         };
         data[0..8].copy_from_slice(&namespace.blocks.to_le_bytes());
@@ -1052,6 +1395,21 @@ impl<'a> SimController<'a> {
         data[128..132].copy_from_slice(&in_use.to_le_bytes());
         data[132..136].copy_from_slice(&(u32::from(other_shift) << 16).to_le_bytes());
         data
+    }
+}
+
+impl SimCompletionQueue {
+    fn new(base: u64, entries: u32, handover_event: usize) -> Self {
+        SimCompletionQueue {
+            base,
+            entries,
+            tail: 0,
+            head: 0,
+            phase: true,
+            backlog: VecDeque::new(),
+            posted: VecDeque::new(),
+            handover_event,
+        }
     }
 }
 
@@ -1067,60 +1425,180 @@ pub fn pattern_bytes(first_byte: u64, length: usize) -> Vec<u8> {
     data
 }
 
-impl RegisterIo for SimController<'_> {
-    fn read32(&self, offset_bytes: usize) -> u32 {
-        let mut state = self.state.borrow_mut();
-        state.statistics.register_reads += 1;
-        let cap = state.config.cap();
-        match offset_bytes {
-            offsets::CAP => cap as u32,
-            0x04 => (cap >> 32) as u32,
-            offsets::VS => state.config.version,
-            offsets::INTMS | offsets::INTMC => state.interrupt_mask,
-            offsets::CC => state.cc,
-            offsets::CSTS => self.read_csts(&mut state),
-            offsets::AQA => state.aqa,
-            offsets::ASQ => state.asq as u32,
-            0x2C => (state.asq >> 32) as u32,
-            offsets::ACQ => state.acq as u32,
-            0x34 => (state.acq >> 32) as u32,
-            _ => 0,
-        }
+#[cfg(test)]
+mod tests {
+    use super::super::dma::DmaRegion;
+    use super::super::regs;
+    use super::*;
+    use crate::barrier;
+    use crate::platform::Platform;
+    use blockdev::Clock;
+
+    /// A controller enabled by hand, with an admin queue pair and an identify buffer.
+    struct Bench<'a> {
+        platform: &'a SimPlatform,
+        sim: SimController<'a>,
+        submission: DmaRegion,
+        completion: DmaRegion,
+        identify: DmaRegion,
     }
 
-    fn write32(&self, offset_bytes: usize, value: u32) {
-        let mut state = self.state.borrow_mut();
-        match offset_bytes {
-            offsets::CC => self.write_cc(&mut state, value),
-            offsets::AQA => state.aqa = value,
-            offsets::ASQ => state.asq = (state.asq & !0xffff_ffff) | u64::from(value),
-            0x2C => state.asq = (state.asq & 0xffff_ffff) | u64::from(value) << 32,
-            offsets::ACQ => state.acq = (state.acq & !0xffff_ffff) | u64::from(value),
-            0x34 => state.acq = (state.acq & 0xffff_ffff) | u64::from(value) << 32,
-            // Masking is allowed (MSI-X is never enabled); unmasking would ask for interrupts.
-            offsets::INTMS => state.interrupt_mask |= value,
-            offsets::INTMC => {
-                state.violations.push(format!("INTMC written with {value:#x}: interrupts unmasked"))
+    fn region(platform: &SimPlatform, bytes: usize) -> DmaRegion {
+        let buffer = platform.allocate_dma(bytes, 4096).unwrap();
+        platform.clean_for_device(&buffer);
+        // SAFETY: fresh arena memory, used only by this test and the simulator.
+        unsafe { DmaRegion::new(buffer) }
+    }
+
+    fn bus(region: &DmaRegion) -> u64 {
+        region.physical_address() + BUS_OFFSET
+    }
+
+    fn enabled(platform: &SimPlatform) -> Bench<'_> {
+        let sim = SimController::new(platform, SimConfig::default());
+        let (submission, completion, identify) =
+            (region(platform, 4096), region(platform, 4096), region(platform, 4096));
+        sim.write32(offsets::AQA, regs::admin_queue_attributes(4, 4));
+        sim.write64(offsets::ASQ, bus(&submission));
+        sim.write64(offsets::ACQ, bus(&completion));
+        barrier::store_before_doorbell();
+        sim.write32(offsets::CC, regs::enable_configuration(0));
+        assert!(sim.csts_bits().0, "ready");
+        Bench { platform, sim, submission, completion, identify }
+    }
+
+    impl Bench<'_> {
+        /// Writes an Identify Controller into SQ slot 0 and cleans it (no barrier yet).
+        fn write_identify(&self) {
+            let mut entry = SubmissionEntry::identify(cns::CONTROLLER, 0, bus(&self.identify));
+            entry.set_command_id(5);
+            self.submission.write_words(0, &entry.dwords);
+            self.platform.clean_for_device(&self.submission.slice(0, 64));
+        }
+
+        fn ring_submission(&self) {
+            self.sim.write32(regs::submission_doorbell(0, 4), 1);
+        }
+
+        fn run_until_posted(&self) {
+            for _ in 0..10 {
+                self.platform.now_ticks();
             }
-            offset if offset >= offsets::DOORBELLS => self.doorbell(&mut state, offset, value),
-            _ => state.violations.push(format!("write of {value:#x} to register {offset_bytes:#x}")),
+            assert_eq!(self.sim.statistics().admin_commands, [admin_opcode::IDENTIFY]);
+        }
+
+        fn release_completion(&self) {
+            self.sim.write32(regs::completion_doorbell(0, 4), 1);
+        }
+
+        fn violations_containing(&self, text: &str) -> usize {
+            self.sim.violations().iter().filter(|violation| violation.contains(text)).count()
         }
     }
-}
 
-impl SimController<'_> {
-    /// INTMS as the driver left it.
-    pub fn interrupt_mask(&self) -> u32 {
-        self.state.borrow().interrupt_mask
+    #[test]
+    fn a_well_ordered_admin_command_passes() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        let mut out = [0u32; 4];
+        bench.completion.read_words(0, &mut out);
+        assert_eq!(out, [0; 4], "nothing posted inside the doorbell write");
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        assert_eq!(bench.completion.read_u32(12) & 1 << 16, 1 << 16, "phase 1");
+        barrier::load_after_completion();
+        bench.completion.read_words(0, &mut out[..3]);
+        barrier::load_after_completion();
+        bench.release_completion();
+        bench.sim.assert_no_violations();
     }
 
-    /// CSTS without the side effects of a register read (for assertions).
-    pub fn csts_bits(&self) -> (bool, bool, u32) {
-        let csts = self.state.borrow().csts;
-        (
-            csts & CSTS_RDY != 0,
-            csts & CSTS_CFS != 0,
-            LocalRegisterCopy::<u32, CSTS::Register>::new(csts).read(CSTS::SHST),
-        )
+    #[test]
+    fn a_doorbell_not_ordered_after_the_entry_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        bench.ring_submission();
+        assert_eq!(
+            bench.violations_containing("SQ 0 entry 0: device access"),
+            1,
+            "{:?}",
+            bench.sim.violations()
+        );
+        assert_eq!(bench.violations_containing("no store barrier"), 1);
+    }
+
+    #[test]
+    fn an_entry_written_after_its_clean_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        bench.submission.write_words(32, &[0]);
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        assert_eq!(bench.violations_containing("not cleaned before the last store barrier"), 1);
+    }
+
+    #[test]
+    fn a_data_buffer_written_by_the_cpu_and_not_cleaned_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.identify.write_words(0, &[0xdead_beef]);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        assert_eq!(bench.violations_containing("data: device access"), 1, "{:?}", bench.sim.violations());
+    }
+
+    #[test]
+    fn completion_fields_read_before_the_load_barrier_are_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        let mut entry = [0u32; 4];
+        bench.completion.read_words(0, &mut entry);
+        barrier::load_after_completion();
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("fields read before a load barrier"), 1);
+    }
+
+    #[test]
+    fn a_head_doorbell_not_ordered_after_the_reads_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        platform.invalidate_for_cpu(&bench.completion.slice(0, 16));
+        bench.completion.read_u32(12);
+        barrier::load_after_completion();
+        bench.completion.read_words(0, &mut [0u32; 3]);
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("no load barrier between the entry's reads"), 1);
+    }
+
+    #[test]
+    fn a_completion_released_unread_or_read_stale_is_flagged() {
+        let platform = SimPlatform::for_nvme(1 << 20);
+        let bench = enabled(&platform);
+        bench.write_identify();
+        barrier::store_before_doorbell();
+        bench.ring_submission();
+        bench.run_until_posted();
+        barrier::load_after_completion();
+        bench.release_completion();
+        assert_eq!(bench.violations_containing("released before the CPU read it"), 1);
+        let mut data = [0u8; 8];
+        bench.identify.read_bytes(0, &mut data);
+        assert_eq!(bench.violations_containing("that no invalidate followed"), 1, "identify data read stale");
     }
 }

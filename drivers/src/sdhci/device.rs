@@ -268,6 +268,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 dma = true;
             }
         }
+        if dma {
+            // The descriptors (Normal memory) before the command write that starts the DMA
+            // (Device memory): cache maintenance does not order them.
+            crate::barrier::store_before_doorbell();
+        }
         self.host.issue(&command, mode.value, BLOCK_BYTES, blocks)?;
         self.host.wait_command_complete(&command)?;
         let budget_us =
@@ -385,6 +390,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         if let Some(data) = request.buffer.slice(offset, (active.blocks * BLOCK_BYTES) as usize) {
             if active.dma {
                 active.blocks_done = active.blocks;
+                // Reads of the data only after the status read that showed Transfer Complete.
+                crate::barrier::load_after_completion();
                 self.host.platform().invalidate_for_cpu(&data);
             } else {
                 // The CPU wrote these bytes (PIO): push them to memory, so that a caller's

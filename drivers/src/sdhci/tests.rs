@@ -742,3 +742,49 @@ fn descriptor_table_lives_where_the_host_can_reach_it() {
         Err(adma::AdmaError::Unreachable(_))
     ));
 }
+
+#[test]
+fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completion() {
+    use super::regs::offsets;
+    use crate::barrier::BarrierKind;
+    use crate::testing::{LoggedRegisters, PlatformEvent};
+    let platform = platform(16 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let window = sim.state.borrow().dma_window;
+    let registers = LoggedRegisters { block: "sdhci", inner: sim };
+    let mut host = SdhciHost::new(registers, platform, &GENERIC_PCI, None, Some(window)).unwrap();
+    let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    let mut device = SdCard::new(host, card, "sd0", ModeRequest::Auto, Cmd23Request::Off).unwrap();
+    let buffer = platform.allocate_dma(8 * 512, 4096).unwrap();
+    let start = platform.log().len();
+    device.submit(Request { tag: 1, operation: Operation::Read, lba: 64, block_count: 8, buffer }).unwrap();
+    device.kick();
+    let mut completions = [Completion::default(); 1];
+    let mut polls = 0;
+    while device.poll(&mut completions) == 0 {
+        polls += 1;
+        assert!(polls < MAX_POLLS, "the read never completed");
+    }
+    assert_eq!(completions[0].result, Ok(()));
+    let mut trace: Vec<&str> = platform
+        .log()
+        .since(start)
+        .iter()
+        .filter_map(|event| match *event {
+            PlatformEvent::Clean(_) => Some("clean"),
+            PlatformEvent::Barrier(BarrierKind::Store) => Some("store barrier"),
+            PlatformEvent::MmioWrite { offset_bytes, .. }
+                if offset_bytes == offsets::TRANSFER_MODE_COMMAND =>
+            {
+                Some("command")
+            }
+            PlatformEvent::Barrier(BarrierKind::Load) => Some("load barrier"),
+            PlatformEvent::Invalidate(range) if range.start == buffer.physical_address => {
+                Some("invalidate data")
+            }
+            _ => None,
+        })
+        .collect();
+    trace.dedup();
+    assert_eq!(trace, ["clean", "store barrier", "command", "load barrier", "invalidate data"]);
+}

@@ -81,18 +81,18 @@ impl Platform for KernelPlatform {
         Ok(DmaBuffer { cpu_address: start as usize, physical_address: start, length_bytes })
     }
 
+    /// The pool is Normal non-cacheable: nothing to clean (the driver's store barrier orders the
+    /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
     fn clean_for_device(&self, buffer: &DmaBuffer) {
-        if self.in_pool(buffer) {
-            drivers::barrier::store_before_doorbell();
-        } else {
+        if !self.in_pool(buffer) {
             boot::mmu::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
     }
 
+    /// The pool is Normal non-cacheable: nothing to invalidate (the driver's load barrier orders
+    /// the reads after the completion). Elsewhere `dc civac` by line, then DSB.
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
-        if self.in_pool(buffer) {
-            drivers::barrier::full();
-        } else {
+        if !self.in_pool(buffer) {
             boot::mmu::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
     }
