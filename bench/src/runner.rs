@@ -890,7 +890,7 @@ mod tests {
         let verify = results.runs[0].verify.as_ref().unwrap();
         assert_eq!(verify.mismatches, 1, "{verify:?}");
         assert_eq!(verify.mismatch_lbas, vec![corrupt]);
-        assert!(console.contains(&format!("nvme0: verify FAILED: 1 of")), "{console}");
+        assert!(console.contains("nvme0: verify FAILED: 1 of"), "{console}");
         assert!(console.contains(&format!("(first at LBA [{corrupt}])")), "{console}");
     }
 
