@@ -31,7 +31,8 @@ fn build_image(path: &Path) -> Vec<u8> {
     }
     let mut mbr = [0u8; 512];
     // (type, first LBA, sectors): 1 good, 2 no marker, 3 bad CRC, 4 length past the end.
-    let partitions = [(0xDA, 2048u32, 32768u32), (0xDA, 36864, 4096), (0xDA, 40960, 8192), (0x83, 49152, 8192)];
+    let partitions =
+        [(0xDA, 2048u32, 32768u32), (0xDA, 36864, 4096), (0xDA, 40960, 8192), (0x83, 49152, 8192)];
     for (index, (kind, first, count)) in partitions.iter().enumerate() {
         let at = 446 + 16 * index;
         mbr[at + 4] = *kind;
@@ -79,19 +80,30 @@ fn run(name: &str, settings: &str) -> (Vec<u8>, Option<i32>, String, Vec<u8>) {
 }
 
 fn changed_outside(before: &[u8], after: &[u8], (start, end): (u64, u64)) -> Vec<usize> {
-    (0..before.len()).filter(|&i| before[i] != after[i] && !(start as usize..end as usize).contains(&i)).collect()
+    (0..before.len())
+        .filter(|&i| before[i] != after[i] && !(start as usize..end as usize).contains(&i))
+        .collect()
 }
 
 #[test]
 fn every_write_operation_stays_in_the_region_and_verifies() {
-    let settings = "write=nvme0 jobs=write:64k:4,randwrite:4k:16:flush=32,rw:16k:2,randrw:4k:8:mix=75:flush=16 \
+    let settings =
+        "write=nvme0 jobs=write:64k:4,randwrite:4k:16:flush=32,rw:16k:2,randrw:4k:8:mix=75:flush=16 \
                     ramp=100ms runtime=400ms runs=1 progress=off nvme.measure=off";
     let (before, status, console, after) = run("all", settings);
     assert_eq!(status, Some(0), "{console}");
     let writable = (REGION.0 + MIB, REGION.0 + REGION.1);
     let outside = changed_outside(&before, &after, writable);
-    assert!(outside.is_empty(), "{} bytes changed outside the writable part, first at {}", outside.len(), outside[0]);
-    assert_ne!(before[writable.0 as usize..writable.1 as usize], after[writable.0 as usize..writable.1 as usize]);
+    assert!(
+        outside.is_empty(),
+        "{} bytes changed outside the writable part, first at {}",
+        outside.len(),
+        outside[0]
+    );
+    assert_ne!(
+        before[writable.0 as usize..writable.1 as usize],
+        after[writable.0 as usize..writable.1 as usize]
+    );
     for refused in [
         "partition 2 (MBR, type 0xda): not a scratch region: type 0xda but no BAREBENCHSCRATCH marker",
         "partition 3 (MBR, type 0xda): not a scratch region: marker CRC-32",
@@ -99,7 +111,10 @@ fn every_write_operation_stays_in_the_region_and_verifies() {
     ] {
         assert!(console.contains(refused), "missing {refused:?} in\n{console}");
     }
-    assert!(console.contains("partition 1 (MBR, type 0xda): scratch region id 0x0000000000000b0b"), "{console}");
+    assert!(
+        console.contains("partition 1 (MBR, type 0xda): scratch region id 0x0000000000000b0b"),
+        "{console}"
+    );
     assert_eq!(console.matches("nvme0: verify: ").count(), 4, "{console}");
     assert!(!console.contains("verify FAILED"), "{console}");
     assert!(console.contains("flushes/s"), "{console}");
@@ -108,7 +123,8 @@ fn every_write_operation_stays_in_the_region_and_verifies() {
 
 #[test]
 fn without_write_nothing_is_written_and_the_read_jobs_run() {
-    let settings = "jobs=randwrite:4k:4,randread:4k:4 ramp=50ms runtime=200ms runs=1 progress=off nvme.measure=off";
+    let settings =
+        "jobs=randwrite:4k:4,randread:4k:4 ramp=50ms runtime=200ms runs=1 progress=off nvme.measure=off";
     let (before, status, console, after) = run("refused", settings);
     assert_eq!(status, Some(0), "{console}");
     assert!(before == after, "the image changed");
