@@ -615,4 +615,8 @@ impl BlockDevice for SharedNamespace {
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         self.inner.borrow_mut().poll(completions)
     }
+
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        self.inner.borrow().flush_support()
+    }
 }
