@@ -14,7 +14,7 @@ use crate::mmio::RegisterIo;
 use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
-use blockdev::{check_request, BlockDevice, Completion, Geometry, Operation, Request, SubmitError};
+use blockdev::{check_request, BlockDevice, Completion, Geometry, Request, SubmitError};
 
 pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
     name: String,
@@ -112,7 +112,7 @@ mod tests {
     use super::super::events::DiscardEvents;
     use super::super::sim::{pattern_bytes, SimConfig, SimController, SimPlatform};
     use super::*;
-    use blockdev::{Clock, DmaBuffer};
+    use blockdev::{Clock, DmaBuffer, Operation};
     use std::string::ToString;
     use std::vec::Vec as StdVec;
 
