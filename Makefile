@@ -7,6 +7,18 @@ PROFILE_DIR  := $(or $(CARGO_TARGET_DIR),target)/$(TARGET)/release
 BUILD        := build
 OBJCOPY      ?= llvm-objcopy
 
+# The 32-bit Pis (Pi 1, Zero, Pi 2): one ARMv6 hard-float image for the ARM1176 and the Cortex-A7.
+# armv6-none-eabihf is a tier-3 target without a prebuilt core, so this one build compiles core
+# and alloc itself with -Zbuild-std, which a stable compiler allows only with RUSTC_BOOTSTRAP=1:
+# an unsupported escape hatch, confined to this build and pinned to rust-toolchain.toml's compiler.
+ARM32_TARGET      := armv6-none-eabihf
+ARM32_PROFILE_DIR := $(or $(CARGO_TARGET_DIR),target)/$(ARM32_TARGET)/release
+ARM32_BUILD       := RUSTC_BOOTSTRAP=1 $(CARGO) build --release -p kernel --target $(ARM32_TARGET) \
+                     --bin kernel32 -Zbuild-std=core,alloc -Zbuild-std-features=compiler-builtins-mem
+# The portable crates' and the kernel's 32-bit checks use the prebuilt armv7a-none-eabi: same
+# target_arch, same 32-bit usize, no -Zbuild-std.
+ARM32_CHECK_TARGET := armv7a-none-eabi
+
 .PHONY: all deps kernel qemu test test-host test-e2e clippy fmt-check clean
 
 all: kernel
@@ -14,33 +26,46 @@ all: kernel
 deps:
 	@tools/scripts/deps.sh --test-tools
 
-kernel: $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img
+kernel: $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img $(BUILD)/kernel.img $(BUILD)/kernel7.img
 
 # Cargo decides whether anything changed; the images are always re-extracted from its output.
 $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img &: FORCE
 	@mkdir -p $(BUILD)
-	$(CARGO) build --release -p kernel --target $(TARGET) --bins
+	$(CARGO) build --release -p kernel --target $(TARGET) --bin kernel8 --bin kernel-virt
 	$(OBJCOPY) -O binary $(PROFILE_DIR)/kernel8 $(BUILD)/kernel8.img
 	$(OBJCOPY) -O binary $(PROFILE_DIR)/kernel-virt $(BUILD)/kernel-virt.img
 	cp $(PROFILE_DIR)/kernel8 $(BUILD)/kernel8.elf
 	cp $(PROFILE_DIR)/kernel-virt $(BUILD)/kernel-virt.elf
 	@ls -l $(BUILD)/kernel8.img $(BUILD)/kernel-virt.img
 
+# Pi 1 / Zero load kernel.img, Pi 2 v1.1 kernel7.img: the same bytes under both names, with the
+# ELF (what QEMU's raspi0/raspi1ap/raspi2b can also load) beside them.
+$(BUILD)/kernel.img $(BUILD)/kernel7.img &: FORCE
+	@mkdir -p $(BUILD)
+	$(ARM32_BUILD)
+	$(OBJCOPY) -O binary $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel.img
+	cp $(BUILD)/kernel.img $(BUILD)/kernel7.img
+	cp $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel.elf
+	cp $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel7.elf
+	@ls -l $(BUILD)/kernel.img $(BUILD)/kernel7.img
+
 FORCE:
 
 # The main job: the benchmark (preset=quick) on QEMU virt with an emulated NVMe drive and SD card
 # (sdhci-pci), both filled with the test pattern. SETTINGS adds or overrides settings, e.g.
-# `make qemu SETTINGS="preset=reference"`.
-# With `write=` in SETTINGS both images get a marked 256 MiB scratch region (rebuilt every run,
-# written in place), e.g. `make qemu SETTINGS="write=nvme0,sd0 preset=randrw"`.
+# `make qemu SETTINGS="preset=reference"`; QEMU_DEVICES adds devices, e.g. USB drives:
+# `make qemu QEMU_DEVICES="--usb 512M:pattern --uas 512M:pattern"`.
+# With `write=` in SETTINGS the NVMe and SD images get a marked 256 MiB scratch region (rebuilt every
+# run, written in place), e.g. `make qemu SETTINGS="write=nvme0,sd0 preset=randrw"`.
 SETTINGS ?=
 QEMU_DISK ?= 512M
+QEMU_DEVICES ?=
 comma := ,
 QEMU_SCRATCH ?= $(if $(findstring write=,$(SETTINGS)),$(comma)scratch=256M)
 qemu: deps kernel
 	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
 	  --nvme $(QEMU_DISK):pattern$(QEMU_SCRATCH) --sd $(QEMU_DISK):pattern$(QEMU_SCRATCH) \
-	  --timeout 1800 -- preset=quick $(SETTINGS)
+	  $(QEMU_DEVICES) --timeout 1800 -- preset=quick $(SETTINGS)
 
 test: deps
 	$(MAKE) test-host
@@ -58,6 +83,7 @@ test-e2e:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p kernel -p boot -p drivers -p blockdev -p bench --target $(TARGET) -- -D warnings
+	$(CARGO) clippy -p kernel -p boot -p drivers -p blockdev -p bench --target $(ARM32_CHECK_TARGET) -- -D warnings
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

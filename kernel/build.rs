@@ -8,5 +8,8 @@ fn main() {
         println!("cargo:rustc-link-search={}", linker_dir.display());
         println!("cargo:rustc-link-arg-bin=kernel8=-Tpi.ld");
         println!("cargo:rustc-link-arg-bin=kernel-virt=-Tvirt.ld");
+        // The trace channel's interned strings (defmt's `.defmt` info section, docs/ecosystem.md §2.2).
+        println!("cargo:rustc-link-arg-bins=-Tdefmt.x");
+        println!("cargo:rustc-link-arg-bin=kernel32=-Tpi32.ld");
     }
 }

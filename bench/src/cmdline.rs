@@ -14,7 +14,7 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 12] = [
+pub const KNOWN_KEYS: [&str; 15] = [
     "jobs",
     "ramp",
     "runtime",
@@ -25,6 +25,9 @@ pub const KNOWN_KEYS: [&str; 12] = [
     "seed",
     "preset",
     "progress",
+    "sample_interval",
+    "output",
+    "trace",
     "write",
     "write.verify",
 ];
@@ -42,6 +45,26 @@ pub const MAX_DURATION_NS: u64 = 86_400 * NS_PER_S;
 /// The default seed of the offset generator: fixed, so that runs repeat exactly (as fio's
 /// `randrepeat=1` default does); printed at the start and settable with `seed=`.
 pub const DEFAULT_SEED: u64 = 0x6261_7265_6265_6e63; // "barebenc" in ASCII
+/// fio's default `bwavgtime`/`iopsavgtime`: IOPS and bandwidth are sampled every 500 ms of the
+/// measured window (docs/fio-json.md §3).
+pub const DEFAULT_SAMPLE_INTERVAL_NS: u64 = 500 * NS_PER_MS;
+
+/// The JSON flavour: fio's `--output-format=json`, or `json+` with every latency histogram bin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Json,
+    /// Adds `bins` (fio's 1856-bucket histogram, non-zero buckets) to `clat_ns` and `lat_ns`.
+    JsonPlus,
+}
+
+impl OutputFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Json => "json",
+            OutputFormat::JsonPlus => "json+",
+        }
+    }
+}
 
 /// One word of the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,6 +296,11 @@ pub struct Config {
     pub write_devices: Vec<String>,
     /// `write.verify=`: read back and check every block a write or mixed run wrote.
     pub write_verify: bool,
+    /// `trace=DEV[:N]` (repeatable): devices whose commands are recorded (crate::trace).
+    pub traces: Vec<crate::trace::TraceRequest>,
+    /// Length of the intervals IOPS and bandwidth are sampled over (fio's `bwavgtime`).
+    pub sample_interval_ns: u64,
+    pub output: OutputFormat,
 }
 
 impl Default for Config {
@@ -369,6 +397,8 @@ const EXPECTED_SIZE: &str = "a non-zero size in bytes or with k, m, g or t (bina
 const EXPECTED_DEVICES: &str =
     "all, or a comma-separated list of device names like sd0,nvme0 (letters, digits, '.', '_', '-')";
 const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 42 or 0x2a";
+const EXPECTED_SAMPLE_INTERVAL: &str = "a duration from 1ms to 1 day, like 500ms or 1s";
+const EXPECTED_OUTPUT: &str = "json or json+";
 const EXPECTED_PRESET: &str = "reference, quick, blocksizes, matrix, randrw or fileio";
 const EXPECTED_ON_OFF: &str = "on or off";
 const EXPECTED_WRITE: &str = "a comma-separated list of device names like nvme0,sd0 on which write \
@@ -390,6 +420,9 @@ impl Config {
             progress: true,
             write_devices: Vec::new(),
             write_verify: true,
+            traces: Vec::new(),
+            sample_interval_ns: DEFAULT_SAMPLE_INTERVAL_NS,
+            output: OutputFormat::Json,
         };
         config.apply_preset(preset);
         config
@@ -495,6 +528,30 @@ impl Config {
                 self.write_verify = parse_on_off(value)
                     .ok_or_else(|| malformed(EXPECTED_ON_OFF, on_off(self.write_verify).to_string()))?
             }
+            "trace" => {
+                let kept = || String::from("no trace of it");
+                let request = crate::trace::TraceRequest::parse(value)
+                    .ok_or_else(|| malformed(crate::trace::EXPECTED_TRACE, kept()))?;
+                if self.traces.len() >= crate::trace::MAX_TRACE_REQUESTS {
+                    return Err(malformed("at most 8 trace= settings", kept()));
+                }
+                self.traces.retain(|existing| existing.device != request.device);
+                self.traces.push(request);
+            }
+            "sample_interval" => {
+                self.sample_interval_ns = parse_duration_ns(value)
+                    .filter(|&ns| (NS_PER_MS..=MAX_DURATION_NS).contains(&ns))
+                    .ok_or_else(|| {
+                        malformed(EXPECTED_SAMPLE_INTERVAL, DurationText(self.sample_interval_ns).to_string())
+                    })?
+            }
+            "output" => {
+                self.output = match value {
+                    "json" => OutputFormat::Json,
+                    "json+" => OutputFormat::JsonPlus,
+                    _ => return Err(malformed(EXPECTED_OUTPUT, self.output.name().to_string())),
+                }
+            }
             _ => return Ok(Applied::NotMine),
         }
         Ok(Applied::Set)
@@ -561,7 +618,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
-             progress={} write={} write.verify={}",
+             progress={} sample_interval={} output={} write={} write.verify={}",
             self.preset.name(),
             JobListText(&self.jobs),
             DurationText(self.ramp_ns),
@@ -572,6 +629,8 @@ impl fmt::Display for Config {
             DeviceSelectionText(&self.devices),
             self.seed,
             on_off(self.progress),
+            DurationText(self.sample_interval_ns),
+            self.output.name(),
             WriteDevicesText(&self.write_devices),
             on_off(self.write_verify),
         )
@@ -799,11 +858,17 @@ mod tests {
         assert_eq!(parse("ramp=0").0.ramp_ns, 0);
         assert_eq!(parse("devices=all").0.devices, DeviceSelection::All);
         assert!(parse("progress=on").0.progress);
+        let (config, messages) = parse("sample_interval=250ms output=json+");
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!((config.sample_interval_ns, config.output), (250 * NS_PER_MS, OutputFormat::JsonPlus));
+        assert_eq!(parse("output=json").0.output, OutputFormat::Json);
+        assert_eq!(Config::default().sample_interval_ns, 500 * NS_PER_MS);
+        assert_eq!(Config::default().output, OutputFormat::Json);
     }
 
     #[test]
     fn each_malformed_value_keeps_the_default_and_says_what_is_accepted() {
-        let cases: [(&str, &str); 38] = [
+        let cases: [(&str, &str); 41] = [
             ("jobs=read:4k:1:mix=50", "mix the percentage of reads of rw/randrw"),
             ("jobs=randrw:4k:1:mix=101", "0 to 100"),
             ("jobs=randrw:4k:1:mix=50:mix=60", "op:bs:qd[:mix=N][:flush=N]"),
@@ -842,6 +907,9 @@ mod tests {
             ("seed=0xZZ", "using the default 7089073068225949283"),
             ("preset=fast", "expected reference, quick, blocksizes, matrix, randrw or fileio; using the default reference"),
             ("progress=yes", "expected on or off; using the default on"),
+            ("sample_interval=0", "from 1ms to 1 day, like 500ms or 1s; using the default 500ms"),
+            ("sample_interval=fast", "like 500ms"),
+            ("output=xml", "expected json or json+; using the default json"),
         ];
         let default = Config::default();
         for (line, expected_text) in cases {
@@ -936,15 +1004,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress, write, write.verify"
+                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress, write, write.verify); ignored"
+                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress, write, write.verify"
+                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
                 ),
             ]
         );
@@ -954,7 +1022,7 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress, write, write.verify"
+             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
         );
     }
 
@@ -1016,5 +1084,37 @@ mod tests {
                 Setting::Pair { key: "x", value: "" },
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod trace_setting_tests {
+    use super::*;
+    use crate::trace::TraceRequest;
+
+    #[test]
+    fn trace_is_repeatable_and_a_device_named_twice_keeps_the_last() {
+        let mut problems = Vec::new();
+        let config = Config::from_command_line(
+            "trace=nvme0 trace=sd0:100 trace=sd0:200 trace=sd0:0 trace=:3",
+            |_| false,
+            &mut |error| problems.push(error.to_string()),
+        );
+        assert_eq!(
+            config.traces,
+            [
+                TraceRequest { device: String::from("nvme0"), keep: 65_536 },
+                TraceRequest { device: String::from("sd0"), keep: 200 }
+            ]
+        );
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("bad setting trace=sd0:0: expected DEV or DEV:N"), "{problems:?}");
+        assert!(Config::default().traces.is_empty());
+        let mut config = Config::default();
+        for n in 0..8 {
+            config.apply("trace", &alloc::format!("sd{n}")).unwrap();
+        }
+        let error = config.apply("trace", "nvme9").unwrap_err();
+        assert!(error.to_string().contains("at most 8 trace= settings"), "{error}");
     }
 }

@@ -95,7 +95,13 @@ pub enum Account {
     Pending = 2,
     /// Waiting (a poll that found nothing) or output: not part of any I/O's cost.
     Excluded = 3,
+    /// Storing a completed command in the `trace=` ring (bench::trace): measured apart so the
+    /// recording cost per I/O can be printed; the benchmark's bookkeeping does not include it.
+    Recording = 4,
 }
+
+/// How many [`Account`]s there are.
+const ACCOUNTS: usize = 5;
 
 /// Instructions and cycles summed over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,6 +125,8 @@ pub struct CpuCost {
     pub ios: u64,
     pub driver: CounterTotals,
     pub bookkeeping: CounterTotals,
+    /// Everything the counters moved over the run, waiting and output included.
+    pub whole_run: CounterTotals,
     pub instructions_counted: bool,
     pub cycles_counted: bool,
 }
@@ -127,6 +135,15 @@ pub struct CpuCost {
 pub const MILLI_PER_UNIT: u128 = 1000;
 
 impl CpuCost {
+    /// The share of the run's cycles spent in the driver and the benchmark's bookkeeping rather
+    /// than waiting for the device (polls that found nothing) or printing, in millionths of a
+    /// percent; `None` when cycles were not counted. barebench's `usr_cpu` (docs/fio-json.md §10).
+    pub fn busy_percent_micro(&self) -> Option<u128> {
+        let busy = u128::from(self.driver.cycles) + u128::from(self.bookkeeping.cycles);
+        let whole = u128::from(self.whole_run.cycles);
+        (self.cycles_counted && whole > 0).then(|| (busy * 100_000_000 / whole).min(100_000_000))
+    }
+
     /// Per-I/O figures in thousandths, `None` where a counter did not count or nothing completed.
     pub fn per_io(&self) -> CpuPerIo {
         let per_io = |total: u64, counted: bool| {
@@ -176,8 +193,10 @@ pub struct CpuMeter<'c> {
     lap_cost: CounterTotals,
     /// Indexed by [`Account`], so that every lap runs the same instructions whatever it charges
     /// (and the calibration measures exactly what a lap costs).
-    accounts: [CounterTotals; 4],
+    accounts: [CounterTotals; ACCOUNTS],
     cost: CpuCost,
+    /// The reading when the run started (after calibration).
+    started: CounterReading,
 }
 
 impl<'c> CpuMeter<'c> {
@@ -195,10 +214,12 @@ impl<'c> CpuMeter<'c> {
             instructions_mask: if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 },
             last: counters.read(),
             lap_cost: CounterTotals::default(),
-            accounts: [CounterTotals::default(); 4],
+            accounts: [CounterTotals::default(); ACCOUNTS],
             cost,
+            started: CounterReading::default(),
         };
         meter.calibrate();
+        meter.started = meter.last;
         meter
     }
 
@@ -248,10 +269,21 @@ impl<'c> CpuMeter<'c> {
         }
     }
 
+    /// What has been charged to `account` so far.
+    pub fn total(&self, account: Account) -> CounterTotals {
+        self.accounts[account as usize]
+    }
+
     /// The totals, for `ios` completions.
     pub fn finish(self, ios: u64) -> CpuCost {
+        let now = if self.active { self.counters.read() } else { self.started };
+        let whole_run = CounterTotals {
+            instructions: now.instructions.wrapping_sub(self.started.instructions) & self.instructions_mask,
+            cycles: now.cycles.wrapping_sub(self.started.cycles),
+        };
         CpuCost {
             ios,
+            whole_run,
             driver: self.accounts[Account::Driver as usize],
             bookkeeping: self.accounts[Account::Bookkeeping as usize],
             ..self.cost
@@ -329,6 +361,25 @@ pub(crate) mod tests {
         let per_io = cost.per_io();
         assert_eq!(per_io.driver_instructions_milli, Some(105_000));
         assert_eq!(per_io.bookkeeping_cycles_milli, Some(60_000));
+    }
+
+    #[test]
+    fn the_busy_share_is_driver_and_bookkeeping_cycles_over_the_whole_run() {
+        let counters = ModelCounters::new(0);
+        let mut meter = CpuMeter::new(&counters);
+        counters.run(100);
+        meter.lap(Account::Driver);
+        counters.run(30);
+        meter.lap(Account::Bookkeeping);
+        counters.run(870); // waiting
+        meter.lap(Account::Excluded);
+        counters.run(250); // after the last lap: part of the run, nobody's cost
+        let cost = meter.finish(1);
+        assert_eq!(cost.whole_run, CounterTotals { instructions: 1250, cycles: 2500 });
+        // 260 of 2500 cycles: 10.4 %.
+        assert_eq!(cost.busy_percent_micro(), Some(10_400_000));
+        let none = CpuMeter::new(&NoCpuCounters("absent")).finish(1);
+        assert_eq!(none.busy_percent_micro(), None);
     }
 
     /// A 64-bit instruction counter that leaves the width at its default.

@@ -29,11 +29,20 @@ pub struct FioReport {
     /// `"fio-3.36"` for fio, `"barebench-0.1.0"` for this program.
     #[serde(rename = "fio version")]
     pub fio_version: String,
+    /// Report time in s and ms since the epoch, and as `ctime()` text (barebench, without a
+    /// wall clock: 0 and the epoch).
+    #[serde(deserialize_with = "lenient_u64")]
+    pub timestamp: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub timestamp_ms: u64,
+    pub time: String,
     /// Options that apply to every job (values as strings, as fio writes them).
     #[serde(rename = "global options", deserialize_with = "options_map")]
     pub global_options: BTreeMap<String, String>,
     /// One entry per job (barebench: one per device × workload × run).
     pub jobs: Vec<FioJob>,
+    /// fio's Linux block-device statistics (empty from barebench), kept as they are.
+    pub disk_util: Vec<serde_json::Value>,
     /// barebench only: the median of the runs per device and workload.
     #[serde(rename = "barebench medians")]
     pub barebench_medians: Vec<BarebenchMedian>,
@@ -54,16 +63,52 @@ impl FioReport {
 pub struct FioJob {
     pub jobname: String,
     pub groupid: i64,
+    /// ms since the epoch at the post-ramp stats reset (fio 3.36+; 0 from barebench).
+    #[serde(deserialize_with = "lenient_u64")]
+    pub job_start: u64,
     /// fio's errno for the job (0 = no error).
     pub error: i64,
+    /// Seconds left, and seconds since the start (rounded up).
+    #[serde(deserialize_with = "lenient_u64")]
+    pub eta: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub elapsed: u64,
     /// Options given for this job only (values as strings).
     #[serde(rename = "job options", deserialize_with = "options_map")]
     pub job_options: BTreeMap<String, String>,
     pub read: FioDirection,
     pub write: FioDirection,
+    pub trim: FioDirection,
+    pub sync: FioSync,
     /// Milliseconds the job ran (fio 3.x).
     #[serde(deserialize_with = "lenient_u64")]
     pub job_runtime: u64,
+    /// % of the runtime in user and kernel mode (barebench: driver and bookkeeping against
+    /// waiting, and 0).
+    pub usr_cpu: f64,
+    pub sys_cpu: f64,
+    /// Context switches, major and minor page faults (0 from barebench).
+    #[serde(deserialize_with = "lenient_u64")]
+    pub ctx: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub majf: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub minf: u64,
+    /// Queue-depth bands in %, keyed as fio writes them (`"1"`, `"2"`, …, `">=64"`).
+    pub iodepth_level: BTreeMap<String, f64>,
+    pub iodepth_submit: BTreeMap<String, f64>,
+    pub iodepth_complete: BTreeMap<String, f64>,
+    /// Completion-latency bands in %, keyed by their upper bound in the unit.
+    pub latency_ns: BTreeMap<String, f64>,
+    pub latency_us: BTreeMap<String, f64>,
+    pub latency_ms: BTreeMap<String, f64>,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub latency_depth: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub latency_target: u64,
+    pub latency_percentile: f64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub latency_window: u64,
     /// barebench only: device, run number, errors by kind, window, sizes used.
     pub barebench: Option<BarebenchJob>,
     /// The job's effective settings, resolved by [`parse_fio_json`] (not part of the JSON).
@@ -98,6 +143,34 @@ pub struct FioDirection {
     pub slat_ns: FioLatency,
     pub clat_ns: FioLatency,
     pub lat_ns: FioLatency,
+    /// Bandwidth over the interval samples in KiB/s; `bw_agg` in % of the group's.
+    #[serde(deserialize_with = "lenient_u64")]
+    pub bw_min: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub bw_max: u64,
+    pub bw_agg: f64,
+    pub bw_mean: f64,
+    pub bw_dev: f64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub bw_samples: u64,
+    /// IOPS over the interval samples.
+    #[serde(deserialize_with = "lenient_u64")]
+    pub iops_min: u64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub iops_max: u64,
+    pub iops_mean: f64,
+    pub iops_stddev: f64,
+    #[serde(deserialize_with = "lenient_u64")]
+    pub iops_samples: u64,
+}
+
+/// The `"sync"` object: fsync count and latency (zero for reads).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FioSync {
+    #[serde(deserialize_with = "lenient_u64")]
+    pub total_ios: u64,
+    pub lat_ns: FioLatency,
 }
 
 /// A latency statistic in nanoseconds (`slat_ns`, `clat_ns`, `lat_ns`).
@@ -117,6 +190,9 @@ pub struct FioLatency {
     /// report percentiles for this statistic.
     #[serde(rename = "percentile", deserialize_with = "percentile_map")]
     pub percentiles: BTreeMap<String, u64>,
+    /// json+ only: histogram bucket value in ns → count, non-empty buckets.
+    #[serde(deserialize_with = "bins_map")]
+    pub bins: BTreeMap<u64, u64>,
 }
 
 impl FioLatency {
@@ -513,6 +589,20 @@ fn percentile_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap
         .collect()
 }
 
+/// json+ `bins`: keys are bucket values in ns, as decimal text.
+fn bins_map<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<u64, u64>, D::Error> {
+    let raw = BTreeMap::<String, serde_json::Value>::deserialize(deserializer)?;
+    raw.into_iter()
+        .map(|(key, value)| match (key.trim().parse::<u64>(), json_value_to_u64(&value)) {
+            (Ok(bucket_ns), Some(count)) => Ok((bucket_ns, count)),
+            _ => Err(de::Error::invalid_value(
+                de::Unexpected::Other(&key),
+                &"a bucket value in ns and a count",
+            )),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,6 +643,41 @@ mod tests {
         assert_eq!(sequential.settings.block_bytes, 1 << 20);
         assert_eq!(sequential.settings.queue_depth, 16);
         assert_eq!(report.jobs[2].settings.queue_depth, 32);
+
+        // The rest of fio 3.36's schema.
+        assert_eq!((report.timestamp, report.timestamp_ms), (1_718_000_039, 1_718_000_039_512));
+        assert_eq!(report.time, "Mon Jun 10 06:13:59 2024");
+        assert_eq!(report.disk_util.len(), 1);
+        assert_eq!((sequential.job_start, sequential.elapsed, sequential.eta), (1_718_000_000_123, 13, 0));
+        let read = &sequential.read;
+        assert_eq!((read.bw_min, read.bw_max, read.bw_samples), (440_320, 462_848, 20));
+        assert!((read.bw_agg - 100.0).abs() < 1e-9 && (read.bw_mean - 451_206.2).abs() < 1e-6);
+        assert!((read.bw_dev - 4_301.77).abs() < 1e-6);
+        assert_eq!((read.iops_min, read.iops_max, read.iops_samples), (430, 452, 20));
+        assert!((read.iops_mean - 440.6).abs() < 1e-9 && (read.iops_stddev - 4.19).abs() < 1e-9);
+        assert_eq!((sequential.trim.total_ios, sequential.sync.total_ios), (0, 0));
+        assert!((sequential.usr_cpu - 1.23).abs() < 1e-9 && (sequential.sys_cpu - 4.56).abs() < 1e-9);
+        assert_eq!((sequential.ctx, sequential.majf, sequential.minf), (4423, 0, 36));
+        assert_eq!(sequential.iodepth_level.get("16"), Some(&100.0));
+        assert_eq!(sequential.iodepth_complete.get("8"), Some(&0.1));
+        assert_eq!(sequential.iodepth_submit.len(), 7);
+        assert_eq!(sequential.latency_us.get("100"), Some(&97.5));
+        assert_eq!((sequential.latency_ns.len(), sequential.latency_ms.len()), (10, 12));
+        assert_eq!(
+            (sequential.latency_depth, sequential.latency_target, sequential.latency_window),
+            (16, 0, 0)
+        );
+        assert!((sequential.latency_percentile - 100.0).abs() < 1e-9);
+        assert!(read.clat_ns.bins.is_empty(), "json, not json+");
+    }
+
+    #[test]
+    fn reads_json_plus_bins() {
+        let text = r#"{"jobs": [{"read": {"clat_ns": {"N": 3, "bins": {"2528": 2, "87552": 1}}}}]}"#;
+        let report = parse_fio_json(text).unwrap();
+        let bins: Vec<(u64, u64)> = report.jobs[0].read.clat_ns.bins.iter().map(|(&k, &v)| (k, v)).collect();
+        assert_eq!(bins, [(2528, 2), (87_552, 1)]);
+        assert!(parse_fio_json(r#"{"jobs": [{"read": {"clat_ns": {"bins": {"x": 1}}}}]}"#).is_err());
     }
 
     #[test]

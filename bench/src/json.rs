@@ -16,15 +16,19 @@ use core::fmt::{self, Write};
 
 use blockdev::IoErrorKind;
 
-use crate::cmdline::Config;
+use crate::cmdline::{Config, OutputFormat};
 use crate::cpu_cost::{CpuCost, CpuPerIo};
+use crate::distributions::{
+    fio_percent, DepthCounts, RateSummary, BATCH_BAND_KEYS, DEPTH_PERCENT_FLOOR, LATENCY_BANDS,
+    LATENCY_PERCENT_FLOOR, LEVEL_BAND_KEYS, MS_BAND_KEYS, UNIT_BAND_KEYS,
+};
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
 use crate::results::{
-    BenchmarkResults, DeviceFacts, Direction, MedianResult, ReportContext, RunEnd, RunResult, MEDIAN_RULE,
-    MICRO_PER_UNIT,
+    BenchmarkResults, DeviceFacts, Direction, FlushResult, HistogramBins, MedianResult, ReportContext,
+    RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
 };
 use crate::stats::LatencySummary;
-use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS};
+use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS, NS_PER_S};
 use crate::{JSON_BEGIN_MARKER, JSON_END_MARKER};
 
 /// fio's `error` for a run that ended early: EIO (Linux errno 5, `asm-generic/errno-base.h`).
@@ -33,6 +37,16 @@ const FIO_ERROR_EIO: u32 = 5;
 /// Decimals of the fixed-point means (thousandths of a ns) and rates (millionths).
 const MEAN_DECIMALS: u32 = 3;
 const RATE_DECIMALS: u32 = 6;
+/// Decimals of percentages kept in millionths of a percent.
+const PERCENT_DECIMALS: u32 = 6;
+/// What fio's OS-level fields mean here; written in the top-level `"barebench"` object.
+pub const FIO_FIELDS_ON_BARE_METAL: &str = "usr_cpu = share of the run's CPU cycles spent in the \
+     driver and the benchmark's bookkeeping rather than waiting for the device (0 when the cycle \
+     counter does not count); sys_cpu, ctx, majf, minf = 0 (no interrupts, scheduler or paging); \
+     timestamp, timestamp_ms, job_start = 0 and time = the epoch (no wall clock); disk_util empty \
+     (no block layer); bw and iops samples every sample_interval of the window";
+/// What C's `ctime()` prints for time 0 (UTC), without the newline: `time` with no wall clock.
+pub const EPOCH_CTIME: &str = "Thu Jan  1 00:00:00 1970";
 
 /// Writes the marker lines and the JSON document between them.
 pub fn write_results_block(
@@ -56,6 +70,10 @@ pub fn write_fio_json(
     let mut json = JsonWriter::new(out);
     json.open(None, '{')?;
     json.string_field("fio version", format_args!("barebench-{}", env!("CARGO_PKG_VERSION")))?;
+    // No wall clock on bare metal: the epoch, as fio would print for a clock at 0.
+    json.number_field("timestamp", 0u32)?;
+    json.number_field("timestamp_ms", 0u32)?;
+    json.string_field("time", format_args!("{EPOCH_CTIME}"))?;
 
     json.open(Some("global options"), '{')?;
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
@@ -84,6 +102,9 @@ pub fn write_fio_json(
         write_job(&mut json, config, run, (read, write), context.facts_of(&run.device_name))?;
     }
     json.close(']')?;
+    // fio's Linux block-device statistics; there is no block layer here.
+    json.open(Some("disk_util"), '[')?;
+    json.close(']')?;
 
     json.open(Some("barebench medians"), '[')?;
     for median in &results.medians {
@@ -105,6 +126,7 @@ pub fn write_fio_json(
              to doorbell"
         ),
     )?;
+    json.string_field("fio_fields", format_args!("{FIO_FIELDS_ON_BARE_METAL}"))?;
     json.string_field("settings", format_args!("{config}"))?;
     json.open(Some("devices"), '[')?;
     for name in &results.device_names {
@@ -126,7 +148,8 @@ pub fn write_fio_json(
     }
     json.close(']')?;
     // Extra facts may not replace the fields above (a JSON object's keys must be unique).
-    const OWN_KEYS: [&str; 12] = [
+    const OWN_KEYS: [&str; 13] = [
+        "fio_fields",
         "version",
         "board",
         "timer_frequency_hz",
@@ -184,6 +207,19 @@ fn write_cpu_per_io(json: &mut JsonWriter<'_>, ios: Option<u64>, per_io: &CpuPer
     json.close('}')
 }
 
+/// How the driver moved the data: `"data_path": {"mode", "commands", "pio_fallbacks"}`, for
+/// drivers that say.
+fn write_data_path(json: &mut JsonWriter<'_>, path: Option<&blockdev::DataPath>) -> fmt::Result {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    json.open(Some("data_path"), '{')?;
+    json.string_field("mode", format_args!("{}", path.mode))?;
+    json.number_field("commands", path.commands)?;
+    json.number_field("pio_fallbacks", path.pio_fallbacks)?;
+    json.close('}')
+}
+
 /// One fio job: `run`'s options, then the read and write sections from the results of each
 /// direction (a section without one is zeros, as fio writes it).
 fn write_job(
@@ -206,15 +242,49 @@ fn write_job(
         ),
     )?;
     json.number_field("groupid", 0u32)?;
+    // No wall clock: fio's epoch milliseconds become 0.
+    json.number_field("job_start", 0u32)?;
     let error = if run.ended_early.is_some() { FIO_ERROR_EIO } else { 0 };
     json.number_field("error", error)?;
+    json.number_field("eta", 0u32)?;
+    json.number_field("elapsed", run.elapsed_ns.div_ceil(NS_PER_S))?;
+    write_job_options(json, config, run)?;
 
+    let runtime_ms = rounded_ms(run.window_ns);
+    for (key, direction) in [("read", read), ("write", write)] {
+        match direction {
+            Some(result) => write_direction(json, config, key, result)?,
+            None => write_zero_direction(json, key)?,
+        }
+    }
+    write_zero_direction(json, "trim")?;
+    write_sync(json, write.and_then(|write| write.flushes.as_ref()))?;
+    json.number_field("job_runtime", runtime_ms)?;
+    write_cpu_fields(json, &run.cpu)?;
+    write_depth_bands(json, &run.depth)?;
+    // fio's bands count the completions of every direction of the job.
+    let mut bands = [0u64; LATENCY_BANDS];
+    for result in [read, write].into_iter().flatten() {
+        bands.iter_mut().zip(&result.latency_bands).for_each(|(total, count)| *total += count);
+    }
+    write_latency_bands(json, &bands)?;
+    json.number_field("latency_depth", run.queue_depth)?;
+    json.number_field("latency_target", 0u32)?;
+    json.fixed_field("latency_percentile", Fixed::new(100_000_000, PERCENT_DECIMALS))?;
+    json.number_field("latency_window", 0u32)?;
+    write_job_facts(json, run, write, facts)
+}
+
+/// `"job options"`: what fio would list for this job, always with `rw`, `bs`, `iodepth` and
+/// `numjobs` (fio-plot skips a file without them, docs/fio-json.md §7).
+fn write_job_options(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult) -> fmt::Result {
     json.open(Some("job options"), '{')?;
     json.string_field("name", format_args!("{}-{}", run.job.operation.fio_name(), run.device_name))?;
     json.string_field("filename", format_args!("{}", run.device_name))?;
     json.string_field("rw", format_args!("{}", run.job.operation.fio_name()))?;
     json.string_field("bs", format_args!("{}", SizeText(run.block_bytes)))?;
     json.string_field("iodepth", format_args!("{}", run.queue_depth))?;
+    json.string_field("numjobs", format_args!("1"))?;
     json.string_field("offset", format_args!("{}", run.region_offset_bytes))?;
     json.string_field("size", format_args!("{}", run.region_size_bytes))?;
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
@@ -225,17 +295,115 @@ fn write_job(
     if run.job.flush_every_writes > 0 {
         json.string_field("fsync", format_args!("{}", run.job.flush_every_writes))?;
     }
-    json.close('}')?;
+    json.close('}')
+}
 
-    let runtime_ms = rounded_ms(run.window_ns);
-    for (key, direction) in [("read", read), ("write", write)] {
-        match direction {
-            Some(result) => write_direction(json, key, result)?,
-            None => write_zero_direction(json, key)?,
-        }
+/// `bw_min` … `iops_samples` from the interval samples; `bw_agg` against the job's own
+/// bandwidth (each run is its own group): 100·bw_mean / (bw_bytes / 1024), at most 100, 100 when
+/// the job moved at most 1 KiB/s, 0 without samples (fio `convert_agg_kbytes_percent()`).
+fn write_rate_samples(
+    json: &mut JsonWriter<'_>,
+    bandwidth_kib: &RateSummary,
+    iops: &RateSummary,
+    bw_bytes: u128,
+) -> fmt::Result {
+    let bw_agg_micro = if bandwidth_kib.samples == 0 {
+        0
+    } else if bw_bytes <= u128::from(KIB) {
+        HUNDRED_PERCENT_MICRO
+    } else {
+        // mean (thousandths) × 1000 → millionths; × 100 % × 1024 B/KiB ÷ bytes/s.
+        (bandwidth_kib.mean_milli * 1000 * 100 * u128::from(KIB) / bw_bytes).min(HUNDRED_PERCENT_MICRO)
+    };
+    json.number_field("bw_min", bandwidth_kib.min)?;
+    json.number_field("bw_max", bandwidth_kib.max)?;
+    json.fixed_field("bw_agg", Fixed::new(bw_agg_micro, PERCENT_DECIMALS))?;
+    json.fixed_field("bw_mean", Fixed::new(bandwidth_kib.mean_milli, MEAN_DECIMALS))?;
+    json.fixed_field("bw_dev", Fixed::new(bandwidth_kib.stddev_milli, MEAN_DECIMALS))?;
+    json.number_field("bw_samples", bandwidth_kib.samples)?;
+    json.number_field("iops_min", iops.min)?;
+    json.number_field("iops_max", iops.max)?;
+    json.fixed_field("iops_mean", Fixed::new(iops.mean_milli, MEAN_DECIMALS))?;
+    json.fixed_field("iops_stddev", Fixed::new(iops.stddev_milli, MEAN_DECIMALS))?;
+    json.number_field("iops_samples", iops.samples)
+}
+
+/// 100 % in millionths of a percent.
+const HUNDRED_PERCENT_MICRO: u128 = 100_000_000;
+
+/// `usr_cpu`: the share of the run's cycles in the driver and bookkeeping, against waiting
+/// ([`CpuCost::busy_percent_micro`]; 0 when the cycle counter does not count). `sys_cpu`: 0, no
+/// exception or interrupt handler runs during a run. No scheduler and no paging: `ctx`, `majf`,
+/// `minf` are 0.
+fn write_cpu_fields(json: &mut JsonWriter<'_>, cost: &CpuCost) -> fmt::Result {
+    json.fixed_field("usr_cpu", Fixed::new(cost.busy_percent_micro().unwrap_or(0), PERCENT_DECIMALS))?;
+    json.fixed_field("sys_cpu", Fixed::new(0, PERCENT_DECIMALS))?;
+    for key in ["ctx", "majf", "minf"] {
+        json.number_field(key, 0u32)?;
     }
-    json.number_field("job_runtime", runtime_ms)?;
+    Ok(())
+}
 
+fn write_depth_bands(json: &mut JsonWriter<'_>, depth: &DepthCounts) -> fmt::Result {
+    let maps = [
+        ("iodepth_level", &LEVEL_BAND_KEYS, &depth.level),
+        ("iodepth_submit", &BATCH_BAND_KEYS, &depth.submit),
+        ("iodepth_complete", &BATCH_BAND_KEYS, &depth.complete),
+    ];
+    for (name, keys, counts) in maps {
+        write_percent_map(json, name, keys, counts, DEPTH_PERCENT_FLOOR)?;
+    }
+    Ok(())
+}
+
+/// `latency_ns`, `latency_us`, `latency_ms`: the share of completions in each band, over all
+/// completions of the window.
+fn write_latency_bands(json: &mut JsonWriter<'_>, bands: &[u64; LATENCY_BANDS]) -> fmt::Result {
+    let total: u64 = bands.iter().sum();
+    let (ns, rest) = bands.split_at(UNIT_BAND_KEYS.len());
+    let (us, ms) = rest.split_at(UNIT_BAND_KEYS.len());
+    let maps: [(&str, &[&str], &[u64]); 3] = [
+        ("latency_ns", &UNIT_BAND_KEYS, ns),
+        ("latency_us", &UNIT_BAND_KEYS, us),
+        ("latency_ms", &MS_BAND_KEYS, ms),
+    ];
+    for (name, keys, counts) in maps {
+        json.open(Some(name), '{')?;
+        for (key, &count) in keys.iter().zip(counts) {
+            json.fixed_field(
+                key,
+                Fixed::new(fio_percent(count, total, LATENCY_PERCENT_FLOOR), PERCENT_DECIMALS),
+            )?;
+        }
+        json.close('}')?;
+    }
+    Ok(())
+}
+
+/// One depth map: each band's share of the map's own total.
+fn write_percent_map(
+    json: &mut JsonWriter<'_>,
+    name: &str,
+    keys: &[&str],
+    counts: &[u64],
+    floor: u128,
+) -> fmt::Result {
+    let total: u64 = counts.iter().sum();
+    json.open(Some(name), '{')?;
+    for (key, &count) in keys.iter().zip(counts) {
+        json.fixed_field(key, Fixed::new(fio_percent(count, total, floor), PERCENT_DECIMALS))?;
+    }
+    json.close('}')
+}
+
+/// The job's `"barebench"` object: what ran, errors by kind, the CPU cost per I/O, and for a
+/// write or mixed job its scratch region, flushes and verification.
+fn write_job_facts(
+    json: &mut JsonWriter<'_>,
+    run: &RunResult,
+    write: Option<&RunResult>,
+    facts: Option<&DeviceFacts<'_>>,
+) -> fmt::Result {
     json.open(Some("barebench"), '{')?;
     json.string_field("device", format_args!("{}", run.device_name))?;
     json.number_field("run", run.run)?;
@@ -245,6 +413,7 @@ fn write_job(
     json.number_field("requested_queue_depth", run.job.queue_depth)?;
     json.number_field("window_ns", run.window_ns)?;
     json.number_field("ramp_ns", run.ramp_ns)?;
+    json.number_field("elapsed_ns", run.elapsed_ns)?;
     json.number_field("region_offset_bytes", run.region_offset_bytes)?;
     json.number_field("region_size_bytes", run.region_size_bytes)?;
     json.number_field("seed", run.seed)?;
@@ -267,6 +436,7 @@ fn write_job(
     if let Some(write) = write {
         write_write_facts(json, write)?;
     }
+    write_data_path(json, run.data_path.as_ref())?;
     if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
         json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
     }
@@ -280,7 +450,7 @@ fn write_job(
 }
 
 /// One direction's fio section from a result.
-fn write_direction(json: &mut JsonWriter<'_>, key: &str, run: &RunResult) -> fmt::Result {
+fn write_direction(json: &mut JsonWriter<'_>, config: &Config, key: &str, run: &RunResult) -> fmt::Result {
     json.open(Some(key), '{')?;
     json.number_field("io_bytes", run.bytes)?;
     json.number_field("io_kbytes", run.bytes / KIB)?;
@@ -292,9 +462,21 @@ fn write_direction(json: &mut JsonWriter<'_>, key: &str, run: &RunResult) -> fmt
     json.number_field("total_ios", run.ios)?;
     json.number_field("short_ios", 0u32)?;
     json.number_field("drop_ios", 0u32)?;
-    write_latency(json, "slat_ns", &run.slat, None)?;
-    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns))?;
-    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns))?;
+    let bins = |bins| (config.output == OutputFormat::JsonPlus).then_some(bins);
+    write_latency(json, "slat_ns", &run.slat, None, None)?;
+    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns), bins(&run.clat_bins))?;
+    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns), bins(&run.lat_bins))?;
+    write_rate_samples(json, &run.bandwidth_kib_samples, &run.iops_samples, bw_bytes)?;
+    json.close('}')
+}
+
+/// fio's `"sync"` section (its fsyncs): the run's flushes, as sysbench counts its fsyncs; zeros
+/// for a job without flushes.
+fn write_sync(json: &mut JsonWriter<'_>, flushes: Option<&FlushResult>) -> fmt::Result {
+    json.open(Some("sync"), '{')?;
+    json.number_field("total_ios", flushes.map_or(0, |flushes| flushes.count))?;
+    let default = LatencySummary::default();
+    write_latency(json, "lat_ns", flushes.map_or(&default, |flushes| &flushes.lat), None, None)?;
     json.close('}')
 }
 
@@ -314,7 +496,7 @@ fn write_write_facts(json: &mut JsonWriter<'_>, write: &RunResult) -> fmt::Resul
         json.fixed_field("per_second", Fixed::new(write.flushes_micro(), RATE_DECIMALS))?;
         json.number_field("errors", flushes.errors)?;
         json.number_field("lat_p99_ns", flushes.lat_p99_ns)?;
-        write_latency(json, "lat_ns", &flushes.lat, None)?;
+        write_latency(json, "lat_ns", &flushes.lat, None, None)?;
         json.close('}')?;
     }
     if let Some(verify) = &write.verify {
@@ -342,6 +524,7 @@ fn write_latency(
     key: &str,
     summary: &LatencySummary,
     percentiles_ns: Option<&[u64; FIO_DEFAULT_PERCENTILES.len()]>,
+    bins: Option<&HistogramBins>,
 ) -> fmt::Result {
     json.open(Some(key), '{')?;
     json.number_field("min", summary.min_ns)?;
@@ -360,6 +543,16 @@ fn write_latency(
             json.number_field(key.as_str(), value)?;
         }
         json.close('}')?;
+        // json+: every non-empty histogram bucket, keyed by its value in ns (fio's `bins`).
+        if let Some(bins) = bins {
+            json.open(Some("bins"), '{')?;
+            for &(value_ns, count) in &bins.0 {
+                let mut key = crate::units::TextBuffer::<24>::new();
+                write!(key, "{value_ns}")?;
+                json.number_field(key.as_str(), count)?;
+            }
+            json.close('}')?;
+        }
     }
     json.close('}')
 }
@@ -374,8 +567,9 @@ fn write_zero_direction(json: &mut JsonWriter<'_>, key: &str) -> fmt::Result {
         json.number_field(field, 0u32)?;
     }
     for latency in ["slat_ns", "clat_ns", "lat_ns"] {
-        write_latency(json, latency, &LatencySummary::default(), None)?;
+        write_latency(json, latency, &LatencySummary::default(), None, None)?;
     }
+    write_rate_samples(json, &RateSummary::default(), &RateSummary::default(), 0)?;
     json.close('}')
 }
 
@@ -411,6 +605,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
         json.number_field("verify_mismatches", mismatches)?;
     }
     write_cpu_per_io(json, None, &median.cpu_per_io)?;
+    write_data_path(json, median.data_path.as_ref())?;
     json.close('}')
 }
 
@@ -523,6 +718,9 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
 }
 
 #[cfg(test)]
+mod schema_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::cmdline::{JobOperation, JobSpec, Preset};
@@ -629,6 +827,17 @@ mod tests {
             assert_eq!(read.lat_ns.percentile(99.0), Some(run.lat_percentiles_ns[P99_INDEX]));
             assert_eq!(read.lat_ns.percentiles.len(), 17);
             assert_eq!(job.write.total_ios, 0);
+            assert_eq!(read.iops_samples, run.iops_samples.samples);
+            assert_eq!(
+                (read.bw_min, read.bw_max),
+                (run.bandwidth_kib_samples.min, run.bandwidth_kib_samples.max)
+            );
+            assert!((read.iops_mean - run.iops_samples.mean_milli as f64 / 1e3).abs() < 1e-9);
+            assert_eq!(job.latency_depth, u64::from(run.queue_depth));
+            assert_eq!(job.elapsed, run.elapsed_ns.div_ceil(NS_PER_S));
+            let band_total: f64 =
+                job.latency_ns.values().chain(job.latency_us.values()).chain(job.latency_ms.values()).sum();
+            assert!(run.ios == 0 || (99.9..100.2).contains(&band_total), "{band_total}");
             let settings = &job.settings;
             assert_eq!(settings.rw, run.job.operation.fio_name());
             assert_eq!(settings.block_bytes, run.block_bytes);

@@ -30,7 +30,8 @@
 //!   never waits for it. [`cpu_cost`]: the [`cpu_cost::CpuCounters`] the kernel provides and the
 //!   meter that splits driver from bookkeeping.
 //! - [`histogram`], [`stats`], [`wide`]: integer-only statistics (fio's 1856-bucket histogram,
-//!   exact mean and standard deviation).
+//!   exact mean and standard deviation); [`distributions`]: fio's latency and queue-depth bands
+//!   and the interval samples of IOPS and bandwidth.
 //! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs, medians and the
 //!   kernel's facts, as data.
 //! - [`report`], [`json`]: the console tables and the JSON writer, which read [`results`].
@@ -48,6 +49,7 @@ extern crate std;
 pub mod cmdline;
 pub mod console;
 pub mod cpu_cost;
+pub mod distributions;
 #[cfg(feature = "std")]
 pub mod fio_json;
 pub mod histogram;
@@ -61,6 +63,9 @@ pub mod runner;
 #[cfg(test)]
 mod sim;
 pub mod stats;
+pub mod trace;
+#[cfg(test)]
+mod trace_tests;
 pub mod units;
 pub mod wide;
 pub mod written;

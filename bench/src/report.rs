@@ -219,6 +219,29 @@ pub fn print_cpu_cost(console: &mut dyn fmt::Write, medians: &[MedianResult], re
     }
 }
 
+/// How each device in a job moved its data, summed over the runs:
+/// `sd0      data path: ADMA2 (32-bit), 1240 commands, 0 by PIO instead`.
+pub fn print_data_paths(console: &mut dyn fmt::Write, medians: &[MedianResult]) {
+    for median in medians {
+        if let Some(path) = median.data_path {
+            let _ = writeln!(
+                console,
+                "{:<8} data path: {}, {} commands, {} by PIO instead",
+                median.device_name, path.mode, path.commands, path.pio_fallbacks
+            );
+        }
+    }
+}
+
+/// The warning after a run in which some commands did not move their data the device's way.
+pub fn pio_fallback_note(device_name: &str, path: &blockdev::DataPath) -> String {
+    format!(
+        "warning: {device_name}: {} of {} commands moved their data by PIO, not {} (a buffer the DMA \
+         engine cannot use); this run measured both",
+        path.pio_fallbacks, path.commands, path.mode
+    )
+}
+
 /// `cpu per I/O: driver N instr / M cycles, bookkeeping N instr / M cycles`, with `n/a` and
 /// the reason for a counter that did not count.
 pub struct CpuCostText<'a> {
@@ -543,6 +566,7 @@ mod tests {
             lat_max_milli_ns: 0,
             errors_total: 0,
             cpu_per_io: CpuPerIo::default(),
+            data_path: None,
         }
     }
 

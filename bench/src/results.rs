@@ -8,11 +8,14 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use blockdev::{IoErrorKind, SubmitError};
+use blockdev::{DataPath, IoErrorKind, SubmitError};
 
 use crate::cmdline::JobSpec;
 use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
-use crate::histogram::{FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX};
+use crate::distributions::{DepthCounts, RateSummary, LATENCY_BANDS};
+use crate::histogram::{
+    bucket_value_ns, LatencyHistogram, FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX,
+};
 use crate::stats::{LatencySummary, MILLI_PER_UNIT};
 use crate::units::NS_PER_S;
 
@@ -158,6 +161,8 @@ pub struct RunResult {
     pub ramp_ns: u64,
     /// Length of the measured window.
     pub window_ns: u64,
+    /// From the start of the ramp to the end of the drain.
+    pub elapsed_ns: u64,
     /// Successful I/Os completed inside the window, and their bytes.
     pub ios: u64,
     pub bytes: u64,
@@ -170,11 +175,23 @@ pub struct RunResult {
     /// fio's default percentile list ([`FIO_DEFAULT_PERCENTILES`]), ns.
     pub clat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
     pub lat_percentiles_ns: [u64; FIO_DEFAULT_PERCENTILES.len()],
+    /// The non-empty buckets of the clat and lat histograms (fio's json+ `bins`).
+    pub clat_bins: HistogramBins,
+    pub lat_bins: HistogramBins,
+    /// Completions per fio latency band (`latency_ns`, `latency_us`, `latency_ms` in order).
+    pub latency_bands: [u64; LATENCY_BANDS],
+    /// fio's queue-depth bands inside the window.
+    pub depth: DepthCounts,
+    /// IOPS and bandwidth (KiB/s) sampled over fixed intervals of the window.
+    pub iops_samples: RateSummary,
+    pub bandwidth_kib_samples: RateSummary,
     /// Failed I/Os completed inside the window, indexed by [`IoErrorKind::index`].
     pub errors: [u64; IoErrorKind::ALL.len()],
     pub ended_early: Option<RunEnd>,
     /// CPU spent in the driver and in the benchmark's bookkeeping over the whole run.
     pub cpu: CpuCost,
+    /// How the driver moved the run's data (commands, PIO fallbacks), for drivers that say.
+    pub data_path: Option<DataPath>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
     /// The run's flushes (write results of jobs with `flush=`).
@@ -203,6 +220,23 @@ impl RunResult {
     /// Flushes per second × 10^6 (0 without flushes).
     pub fn flushes_micro(&self) -> u128 {
         self.flushes.map_or(0, |flushes| per_second_micro(u128::from(flushes.count), self.window_ns))
+    }
+}
+
+/// The non-empty buckets of a latency histogram as (bucket value in ns, count), ascending: fio's
+/// json+ `bins` (docs/fio-json.md §4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramBins(pub Vec<(u64, u64)>);
+
+impl HistogramBins {
+    pub fn of(histogram: &LatencyHistogram) -> HistogramBins {
+        let counts = histogram.counts().iter().enumerate();
+        HistogramBins(
+            counts
+                .filter(|(_, &count)| count > 0)
+                .map(|(index, &count)| (bucket_value_ns(index), count))
+                .collect(),
+        )
     }
 }
 
@@ -249,6 +283,8 @@ pub struct MedianResult {
     pub flush_no_cache: Option<&'static str>,
     /// Verification mismatches summed over the runs (write results with verification).
     pub verify_mismatches: Option<u64>,
+    /// Commands and PIO fallbacks summed over the runs (counts, not medians).
+    pub data_path: Option<DataPath>,
 }
 
 /// The median of `values` ([`MEDIAN_RULE`]): the middle value, or for an even count the mean
@@ -341,6 +377,16 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
             bookkeeping_instructions_milli: measured(&|c| c.bookkeeping_instructions_milli),
             bookkeeping_cycles_milli: measured(&|c| c.bookkeeping_cycles_milli),
         },
+        data_path: summed_data_path(group),
+    })
+}
+
+/// The runs' data paths added up (`None` when no run has one).
+fn summed_data_path(group: &[&RunResult]) -> Option<DataPath> {
+    group.iter().filter_map(|run| run.data_path).reduce(|total, path| DataPath {
+        mode: total.mode,
+        commands: total.commands + path.commands,
+        pio_fallbacks: total.pio_fallbacks + path.pio_fallbacks,
     })
 }
 
@@ -386,6 +432,7 @@ pub(crate) mod tests {
             seed: 1,
             ramp_ns: 0,
             window_ns: NS_PER_S,
+            elapsed_ns: NS_PER_S,
             ios,
             bytes: ios * 4096,
             slat: LatencySummary::default(),
@@ -393,11 +440,30 @@ pub(crate) mod tests {
             lat: latency,
             clat_percentiles_ns: [lat_ns; 17],
             lat_percentiles_ns: [lat_ns; 17],
+            clat_bins: HistogramBins::default(),
+            lat_bins: HistogramBins::default(),
+            latency_bands: [0; LATENCY_BANDS],
+            depth: DepthCounts::default(),
+            iops_samples: RateSummary::default(),
+            bandwidth_kib_samples: RateSummary::default(),
             errors: [0, 1, 0, 0, 0],
             ended_early: None,
             cpu: CpuCost::default(),
+            data_path: None,
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn data_paths_are_summed_over_the_runs() {
+        let path =
+            |commands, pio_fallbacks| Some(DataPath { mode: "ADMA2 (32-bit)", commands, pio_fallbacks });
+        let mut runs = vec![run_result(1, 1, 10, 100), run_result(1, 2, 10, 100), run_result(1, 3, 10, 100)];
+        runs[0].data_path = path(100, 0);
+        runs[1].data_path = path(120, 3);
+        runs[2].data_path = path(90, 1);
+        assert_eq!(medians_of(&runs)[0].data_path, path(310, 4));
+        assert_eq!(medians_of(&[run_result(0, 1, 10, 100)])[0].data_path, None);
     }
 
     #[test]
@@ -432,6 +498,7 @@ pub(crate) mod tests {
             ios,
             driver: crate::cpu_cost::CounterTotals { instructions: driver_instructions, cycles: 3 * ios },
             bookkeeping: crate::cpu_cost::CounterTotals { instructions: ios, cycles: ios },
+            whole_run: crate::cpu_cost::CounterTotals::default(),
             instructions_counted: counted,
             cycles_counted: true,
         };

@@ -12,7 +12,10 @@
 //! new I/O is submitted and the device is drained.
 //!
 //! Around the driver's calls the loop laps a [`CpuMeter`], which splits the CPU's work into the
-//! driver's and the benchmark's own (docs/measurement.md). Nothing here allocates per I/O.
+//! driver's and the benchmark's own (docs/measurement.md). With `trace=` the loop also stores
+//! each command that completes in the window in a [`TraceRing`] (polling with
+//! `BlockDevice::poll_detailed` for the queue and command identifiers), metered apart as
+//! [`Account::Recording`]. Nothing here allocates per I/O.
 
 use alloc::format;
 use alloc::string::String;
@@ -20,18 +23,21 @@ use alloc::vec::Vec;
 
 use blockdev::scratch::ScratchRegion;
 use blockdev::{
-    BlockDevice, Clock, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request, SubmitError,
+    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request,
+    SubmitError,
 };
 
-use crate::cmdline::{Config, JobSpec};
+use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
+use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
 use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
 use crate::plan::DevicePlan;
 use crate::report;
-use crate::results::{Direction, FlushResult, RunEnd, RunResult};
+use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
 use crate::stats::LatencyAccumulator;
+use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
 use crate::written::{self, Expected, SlotTable, VerifyOutcome};
 
@@ -104,7 +110,11 @@ struct TagState {
     submitted_at_ticks: u64,
     kicked_at_ticks: u64,
     in_flight: bool,
+    /// The request (its operation also for write and mixed jobs' bookkeeping, the rest for a
+    /// trace record).
     operation: Operation,
+    lba: u64,
+    block_count: u32,
     /// The block slot of the region (write and mixed jobs).
     slot: u64,
     /// A write's sequence number.
@@ -123,6 +133,8 @@ impl Default for TagState {
             slot: 0,
             sequence: 0,
             expected: Expected::Unknown,
+            lba: 0,
+            block_count: 0,
         }
     }
 }
@@ -135,6 +147,8 @@ pub(crate) struct Scratch {
     completions: Vec<Completion>,
     /// What each slot holds, for write and mixed jobs (allocated per job, cleared per run).
     table: Option<SlotTable>,
+    /// Filled by `poll_detailed` while a trace records.
+    details: Vec<CommandDetail>,
 }
 
 impl Scratch {
@@ -145,6 +159,7 @@ impl Scratch {
             batch: Vec::with_capacity(queue_depth),
             completions: alloc::vec![Completion::default(); queue_depth],
             table: None,
+            details: alloc::vec![CommandDetail::default(); queue_depth],
         }
     }
 
@@ -174,6 +189,10 @@ pub(crate) struct Measurements {
     lat: LatencyAccumulator,
     clat_histogram: LatencyHistogram,
     lat_histogram: LatencyHistogram,
+    /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
+    latency_bands: [u64; LATENCY_BANDS],
+    /// fio's queue-depth bands, inside the window.
+    depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
 }
@@ -186,6 +205,8 @@ impl Measurements {
             lat: LatencyAccumulator::new(),
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
+            latency_bands: [0; LATENCY_BANDS],
+            depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
         }
@@ -197,6 +218,8 @@ impl Measurements {
         self.lat = LatencyAccumulator::new();
         self.clat_histogram.reset();
         self.lat_histogram.reset();
+        self.latency_bands = [0; LATENCY_BANDS];
+        self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
     }
@@ -209,6 +232,7 @@ impl Measurements {
         self.lat_histogram.record(lat_ns);
         self.clat.record(clat_ns);
         self.clat_histogram.record(clat_ns);
+        self.latency_bands[latency_band(clat_ns)] += 1;
         self.slat.record(converter.ns(kicked.saturating_sub(submitted)));
         self.ios += 1;
     }
@@ -229,19 +253,37 @@ pub(crate) fn run_once(
     device: &mut dyn BlockDevice,
     environment: &RunEnvironment<'_>,
     (config, plan, label): (&Config, &DevicePlan, &RunLabel<'_>),
-    (scratch, measurements): (&mut Scratch, &mut [Measurements; 2]),
+    (scratch, measurements, trace): (&mut Scratch, &mut [Measurements; 2], Option<&mut TraceRing>),
     console: &mut dyn Console,
 ) -> Vec<RunResult> {
     let device_name = String::from(device.name());
     report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
+    let path_before = device.data_path();
     let mut run =
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
+    if let Some(ring) = trace {
+        ring.start(run.times.start);
+        run.trace = Some(ring);
+    }
     run.run(console);
+    let path_after = run.device.data_path();
     if config.write_verify {
         run.verify_written(console);
     }
-    let outcome = run.finish(console);
-    outcome.into_results(plan, label, &device_name)
+    let mut outcome = run.finish(console);
+    // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
+    let keep_bins = config.output == OutputFormat::JsonPlus;
+    let data_path = path_after.zip(path_before).map(|(after, before)| after.since(&before));
+    if let Some(path) = data_path.filter(|path| path.pio_fallbacks > 0) {
+        let message = report::pio_fallback_note(&device_name, &path);
+        let _ = writeln!(console, "{message}");
+        outcome.notes.push(message);
+    }
+    let mut results = outcome.into_results(plan, label, &device_name, keep_bins);
+    for result in &mut results {
+        result.data_path = data_path;
+    }
+    results
 }
 
 /// The flushes of a run with `flush=`.
@@ -319,6 +361,11 @@ struct RunTimes {
 }
 
 impl RunTimes {
+    /// Whether `ticks` lies inside the measured window.
+    fn in_window(&self, ticks: u64) -> bool {
+        ticks >= self.ramp_end && ticks < self.window_end
+    }
+
     fn starting_now(clock: &dyn Clock, config: &Config) -> RunTimes {
         let ramp_ticks = clock.ns_to_ticks(config.ramp_ns);
         let window_ticks = clock.ns_to_ticks(config.runtime_ns);
@@ -486,6 +533,12 @@ struct RunLoop<'r> {
     meter: CpuMeter<'r>,
     progress: ProgressLine<'r>,
     times: RunTimes,
+    /// IOPS and bandwidth samples per direction ([`Direction`] as index).
+    sampler: [RateSampler; 2],
+    /// The direction whose results carry the job's queue-depth bands (reads, unless the job
+    /// only writes).
+    depth_direction: usize,
+    block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
     in_flight: usize,
@@ -496,6 +549,7 @@ struct RunLoop<'r> {
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     stall: StallWatch,
+    trace: Option<&'r mut TraceRing>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -506,6 +560,8 @@ struct RunOutcome<'r> {
     region_id: Option<u64>,
     converter: TickConverter,
     times: RunTimes,
+    sampler: [RateSampler; 2],
+    end_ticks: u64,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     cpu: crate::cpu_cost::CpuCost,
@@ -546,6 +602,11 @@ impl<'r> RunLoop<'r> {
         let clock = environment.clock;
         let times = RunTimes::starting_now(clock, config);
         let meter = CpuMeter::new(environment.cpu_counters);
+        let sampler = RateSampler::new(
+            times.ramp_end,
+            times.window_ticks,
+            clock.ns_to_ticks(config.sample_interval_ns),
+        );
         RunLoop {
             device_name,
             device,
@@ -559,6 +620,10 @@ impl<'r> RunLoop<'r> {
             checks,
             meter,
             progress,
+            sampler: [sampler; 2],
+            depth_direction: if label.job.read_percent > 0 { Direction::Read } else { Direction::Write }
+                as usize,
+            block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
@@ -570,6 +635,7 @@ impl<'r> RunLoop<'r> {
             submitting: true,
             ended_early: None,
             notes: Vec::new(),
+            trace: None,
         }
     }
 
@@ -616,6 +682,9 @@ impl<'r> RunLoop<'r> {
             }
             let completed_at = self.reap();
             let latest = completed_at.unwrap_or(now);
+            while latest >= self.sampler[0].next_due_ticks {
+                self.take_sample(latest);
+            }
             if self.submitting && latest >= self.times.window_end {
                 self.submitting = false;
             }
@@ -632,6 +701,16 @@ impl<'r> RunLoop<'r> {
         }
     }
 
+    /// One IOPS and bandwidth sample (docs/fio-json.md §3), charged to nobody's CPU cost.
+    fn take_sample(&mut self, now: u64) {
+        self.meter.lap(Account::Pending);
+        let ticks_per_second = self.converter.ticks_per_second;
+        for (sampler, measurements) in self.sampler.iter_mut().zip(self.measurements.iter()) {
+            sampler.sample(now, measurements.ios, self.block_bytes, ticks_per_second);
+        }
+        self.meter.lap(Account::Excluded);
+    }
+
     /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
     /// Returns whether anything was submitted.
     fn fill(&mut self, console: &mut dyn Console) -> bool {
@@ -645,7 +724,7 @@ impl<'r> RunLoop<'r> {
             match self.device.submit(request) {
                 Ok(()) => {
                     self.meter.lap(Account::Driver);
-                    self.note_submitted(request.tag, submitted_at);
+                    self.note_submitted(&request, submitted_at);
                 }
                 Err((request, SubmitError::QueueFull)) if self.in_flight > 0 => {
                     self.meter.lap(Account::Pending);
@@ -668,6 +747,11 @@ impl<'r> RunLoop<'r> {
         let kicked_at = self.clock.now_ticks();
         for &tag in &self.scratch.batch {
             self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
+        }
+        if self.times.in_window(kicked_at) {
+            self.measurements[self.depth_direction]
+                .depth
+                .record_kick(self.scratch.batch.len(), self.in_flight);
         }
         true
     }
@@ -726,11 +810,13 @@ impl<'r> RunLoop<'r> {
         }
     }
 
-    fn note_submitted(&mut self, tag: u32, submitted_at: u64) {
-        let state = &mut self.scratch.tags[tag as usize];
+    fn note_submitted(&mut self, request: &Request, submitted_at: u64) {
+        let state = &mut self.scratch.tags[request.tag as usize];
         state.submitted_at_ticks = submitted_at;
         state.in_flight = true;
-        self.scratch.batch.push(tag);
+        (state.operation, state.lba, state.block_count) =
+            (request.operation, request.lba, request.block_count);
+        self.scratch.batch.push(request.tag);
         self.in_flight += 1;
     }
 
@@ -753,28 +839,39 @@ impl<'r> RunLoop<'r> {
     /// were any; a poll that finds nothing is waiting, and its CPU time is no I/O's cost.
     fn reap(&mut self) -> Option<u64> {
         self.meter.lap(Account::Pending);
-        let count = self.device.poll(&mut self.scratch.completions[..self.queue_depth]);
+        let completions = &mut self.scratch.completions[..self.queue_depth];
+        let count = match self.trace {
+            None => self.device.poll(completions),
+            Some(_) => self.device.poll_detailed(completions, &mut self.scratch.details[..self.queue_depth]),
+        };
         if count == 0 {
             self.meter.lap(Account::Excluded);
             return None;
         }
         self.meter.lap(Account::Driver);
         let done = self.clock.now_ticks();
-        let inside_window = done >= self.times.ramp_end && done < self.times.window_end;
+        let inside_window = self.times.in_window(done);
+        if inside_window {
+            self.measurements[self.depth_direction].depth.record_reap(count);
+        }
         for index in 0..count {
             let completion = self.scratch.completions[index];
-            self.complete(completion, done, inside_window);
+            let known = self.complete(completion, done, inside_window);
+            if known && inside_window && self.trace.is_some() {
+                self.record(completion, self.scratch.details[index], done);
+            }
         }
         self.meter.lap(Account::Bookkeeping);
         Some(done)
     }
 
-    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) {
+    /// Frees the completion's tag and counts it; false for a tag that was not in flight.
+    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
         let state = match self.scratch.tags[..self.queue_depth].get_mut(completion.tag as usize) {
             Some(state) if state.in_flight => state,
             _ => {
                 self.unknown_completions += 1;
-                return;
+                return false;
             }
         };
         state.in_flight = false;
@@ -784,19 +881,45 @@ impl<'r> RunLoop<'r> {
         self.in_flight -= 1;
         self.completed += 1;
         let direction = match state.operation {
-            Operation::Flush => return self.complete_flush(completion, submitted, done, inside_window),
+            Operation::Flush => {
+                self.complete_flush(completion, submitted, done, inside_window);
+                return true;
+            }
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
         self.account_slot(completion, &state);
         if !inside_window {
-            return;
+            return true;
         }
         let measurements = &mut self.measurements[direction as usize];
         match completion.result {
             Ok(()) => measurements.record(self.converter, submitted, kicked, done),
             Err(error) => measurements.errors[error.kind.index()] += 1,
         }
+        true
+    }
+
+    /// Stores a command that completed in the window in the trace ring, metered apart.
+    fn record(&mut self, completion: Completion, detail: CommandDetail, done: u64) {
+        let Some(ring) = self.trace.as_deref_mut() else {
+            return;
+        };
+        let Some(state) = self.scratch.tags.get(completion.tag as usize) else {
+            return;
+        };
+        let status = match completion.result {
+            Ok(()) => TraceStatus::Ok,
+            Err(error) => TraceStatus::Failed { kind: error.kind, code: error.code },
+        };
+        self.meter.lap(Account::Bookkeeping);
+        ring.record(
+            (state.submitted_at_ticks, state.kicked_at_ticks, done),
+            (state.operation, state.lba, state.block_count),
+            detail,
+            status,
+        );
+        self.meter.lap(Account::Recording);
     }
 
     fn complete_flush(&mut self, completion: Completion, submitted: u64, done: u64, inside_window: bool) {
@@ -1004,6 +1127,9 @@ impl<'r> RunLoop<'r> {
         if let Some(request) = self.held_back.take() {
             self.release_unsent(&request);
         }
+        if let Some(ring) = self.trace.take() {
+            ring.set_recording_cost(self.meter.total(Account::Recording));
+        }
         RunOutcome {
             flush: self.flush.as_ref().map(FlushState::result),
             region_id: self.checks.as_ref().and_then(|checks| checks.region_id),
@@ -1011,6 +1137,8 @@ impl<'r> RunLoop<'r> {
             measurements: self.measurements,
             converter: self.converter,
             times: self.times,
+            sampler: self.sampler,
+            end_ticks: end,
             ended_early: self.ended_early,
             notes: self.notes,
             cpu: self.meter.finish(self.completed),
@@ -1021,14 +1149,20 @@ impl<'r> RunLoop<'r> {
 impl RunOutcome<'_> {
     /// A result per direction the job has (a mixed job has both); the write result carries
     /// the flushes and the checks.
-    fn into_results(self, plan: &DevicePlan, label: &RunLabel<'_>, device_name: &str) -> Vec<RunResult> {
+    fn into_results(
+        self,
+        plan: &DevicePlan,
+        label: &RunLabel<'_>,
+        device_name: &str,
+        keep_bins: bool,
+    ) -> Vec<RunResult> {
         let read_percent = label.job.read_percent;
         let mut results = Vec::new();
         if read_percent > 0 {
-            results.push(self.result(Direction::Read, plan, label, device_name));
+            results.push(self.result(Direction::Read, plan, label, device_name, keep_bins));
         }
         if read_percent < 100 {
-            let mut write = self.result(Direction::Write, plan, label, device_name);
+            let mut write = self.result(Direction::Write, plan, label, device_name, keep_bins);
             write.flushes = self.flush;
             write.verify = self.verify.clone();
             write.scratch_region_id = self.region_id;
@@ -1043,8 +1177,12 @@ impl RunOutcome<'_> {
         plan: &DevicePlan,
         label: &RunLabel<'_>,
         device_name: &str,
+        keep_bins: bool,
     ) -> RunResult {
         let measurements = &self.measurements[direction as usize];
+        let sampler = &self.sampler[direction as usize];
+        let bins =
+            |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
@@ -1074,6 +1212,7 @@ impl RunOutcome<'_> {
             seed: label.seed,
             ramp_ns: self.converter.ns(self.times.ramp_ticks),
             window_ns: self.converter.ns(self.times.window_ticks),
+            elapsed_ns: self.converter.ns(self.end_ticks.saturating_sub(self.times.start)),
             ios: measurements.ios,
             bytes: measurements.ios * plan.block_bytes,
             slat: measurements.slat.summary(),
@@ -1081,6 +1220,12 @@ impl RunOutcome<'_> {
             lat,
             clat_percentiles_ns,
             lat_percentiles_ns,
+            clat_bins: bins(&measurements.clat_histogram),
+            lat_bins: bins(&measurements.lat_histogram),
+            latency_bands: measurements.latency_bands,
+            depth: measurements.depth,
+            iops_samples: sampler.iops(),
+            bandwidth_kib_samples: sampler.bandwidth_kib(),
             errors: measurements.errors,
             ended_early: self.ended_early,
             cpu: self.cpu,
@@ -1088,6 +1233,7 @@ impl RunOutcome<'_> {
             flushes: None,
             verify: None,
             scratch_region_id: None,
+            data_path: None,
         }
     }
 }

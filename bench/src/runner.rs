@@ -22,6 +22,7 @@ use crate::report;
 use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
 use crate::run::DeviceRegion;
 use crate::run::{run_once, Measurements, RunLabel, Scratch};
+use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
 use crate::units::SizeText;
 use crate::written::MAX_TRACKED_SLOTS;
 
@@ -67,6 +68,19 @@ pub fn run_benchmark(
     context: &ReportContext<'_>,
     console: &mut dyn Console,
 ) -> BenchmarkResults {
+    run_benchmark_with_traces(config, devices, environment, context, console, &NoTraceOutput)
+}
+
+/// [`run_benchmark`], writing the `trace=` records of each traced run through `traces` after
+/// the run (crate::trace).
+pub fn run_benchmark_with_traces(
+    config: &Config,
+    devices: &mut [&mut dyn BlockDevice],
+    environment: &RunEnvironment<'_>,
+    context: &ReportContext<'_>,
+    console: &mut dyn Console,
+    traces: &dyn TraceOutput,
+) -> BenchmarkResults {
     let counters = environment.cpu_counters;
     let mut results = BenchmarkResults {
         cycles_status: counters.cycles_status(),
@@ -84,6 +98,10 @@ pub fn run_benchmark(
         say(console, &mut results.notes, message);
     } else {
         let mut benchmark = Benchmark::new(config, devices, environment, &selected);
+        benchmark.rings = allocate_rings(config, benchmark.devices, &selected, &mut |message| {
+            say(console, &mut results.notes, message)
+        });
+        benchmark.trace_output = traces;
         for (job_index, job) in config.jobs.iter().enumerate() {
             if benchmark.clock_stalled {
                 break;
@@ -146,6 +164,9 @@ struct Benchmark<'b, 'd> {
     /// Devices that kept requests in flight past the drain timeout: not used again.
     stuck: Vec<bool>,
     clock_stalled: bool,
+    /// `trace=`: each device's ring (indexed like `devices`), allocated before the first run.
+    rings: Vec<Option<TraceRing>>,
+    trace_output: &'b dyn TraceOutput,
 }
 
 impl<'b, 'd> Benchmark<'b, 'd> {
@@ -164,6 +185,8 @@ impl<'b, 'd> Benchmark<'b, 'd> {
             measurements: [Measurements::new(), Measurements::new()],
             stuck,
             clock_stalled: false,
+            rings: Vec::new(),
+            trace_output: &NoTraceOutput,
         }
     }
 
@@ -202,9 +225,18 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                     &mut *self.devices[device_index],
                     environment,
                     (&planned.config, &planned.plan, &label),
-                    (&mut scratch, &mut self.measurements),
+                    (
+                        &mut scratch,
+                        &mut self.measurements,
+                        self.rings.get_mut(device_index).and_then(Option::as_mut),
+                    ),
                     console,
                 );
+                if let Some(Some(ring)) = self.rings.get(device_index) {
+                    let run_name = format!("job{}-run{run}", job_index + 1);
+                    let name = self.devices[device_index].name();
+                    write_trace(console, self.trace_output, (name, &run_name), ring, self.environment);
+                }
                 for mut result in run_results {
                     result.notes.splice(0..0, planned.notes.iter().cloned());
                     match result.ended_early {
@@ -220,6 +252,7 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         let job_medians = medians_of(job_runs);
         report::print_job_table(console, job, job_runs, &job_medians, &results.device_names);
         report::print_cpu_cost(console, &job_medians, results);
+        report::print_data_paths(console, &job_medians);
     }
 
     /// The job's plan on each selected device (indexed like `devices`); the messages are printed.
@@ -276,6 +309,61 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         }
         plans
     }
+}
+
+/// A ring for each selected device that `trace=` names; a name that is no selected device, or a
+/// ring the heap cannot hold, is reported and the benchmark runs without it.
+fn allocate_rings(
+    config: &Config,
+    devices: &[&mut dyn BlockDevice],
+    selected: &[usize],
+    say: &mut dyn FnMut(String),
+) -> Vec<Option<TraceRing>> {
+    let mut rings: Vec<Option<TraceRing>> = (0..devices.len()).map(|_| None).collect();
+    for request in &config.traces {
+        let found = selected.iter().copied().find(|&index| devices[index].name() == request.device);
+        let Some(index) = found else {
+            say(format!("trace={}: no such device among those measured; not traced", request.device));
+            continue;
+        };
+        match TraceRing::allocate(request.keep) {
+            Ok(ring) => rings[index] = Some(ring),
+            Err(error) => say(format!("trace={}:{}: {error}; not traced", request.device, request.keep)),
+        }
+    }
+    rings
+}
+
+/// A run's trace between its markers, then what it held and what recording cost per I/O.
+fn write_trace(
+    console: &mut dyn Console,
+    output: &dyn TraceOutput,
+    (device, run_name): (&str, &str),
+    ring: &TraceRing,
+    environment: &RunEnvironment<'_>,
+) {
+    let _ = writeln!(console, "{}", crate::trace::begin_marker(device, run_name));
+    let trace = crate::trace::RunTrace {
+        device,
+        run_name,
+        ticks_per_second: environment.clock.ticks_per_second(),
+        ring,
+    };
+    output.write_records(console, &trace);
+    let _ = writeln!(console, "{}", crate::trace::TRACE_END_MARKER);
+    let counters = environment.cpu_counters;
+    let cost = crate::trace::RecordingCostText {
+        ring,
+        cycles: counters.cycles_status(),
+        instructions: counters.instructions_status(),
+    };
+    let _ = writeln!(
+        console,
+        "{device:<8} trace {run_name}: {} commands recorded, {} more not kept (ring of {}); {cost}",
+        ring.records().len(),
+        ring.not_kept(),
+        ring.keep()
+    );
 }
 
 impl Benchmark<'_, '_> {
@@ -451,6 +539,43 @@ mod tests {
         let iops = run.iops_micro() / 1_000_000;
         assert!((95_000..120_000).contains(&iops), "{iops}");
         assert!(run.lat.min_ns >= 50 * US && run.lat.max_ns <= 100 * US + 10 * US);
+    }
+
+    #[test]
+    fn a_1_mhz_counter_gives_whole_microseconds_and_exact_statistics() {
+        // The Pi 1 / Zero latency clock is the BCM2835 system timer: one tick is 1 µs
+        // (docs/aarch32-pis.md §5). The clock moves only when the device completes, so I/O k of
+        // this QD1 run completes at exactly k × 250 ticks.
+        const MHZ: u64 = 1_000_000;
+        let clock = SteppingClock::new(MHZ, 0);
+        let mut device = SimDevice::new("sd0", SimBehaviour::new(nvme_geometry(), 250), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let config = config(&[job], MS, 100 * MS, 1);
+        let (results, console) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let first = &results.runs[0];
+        assert_eq!((first.lat.min_ns, first.lat.max_ns), (250 * US, 250 * US));
+        assert_eq!(first.lat.mean_milli_ns, u128::from(250 * US) * 1000);
+        assert_eq!(first.lat.stddev_milli_ns, 0);
+        assert!(first.lat_percentiles_ns.iter().all(|&p| p == 250 * US), "{:?}", first.lat_percentiles_ns);
+        assert_eq!(first.window_ns, 100 * MS);
+        assert_eq!(first.ios, 400);
+        assert!(console.contains("\"timer_frequency_hz\" : 1000000"), "{console}");
+
+        // Latencies spread over 100..=400 ticks: every figure a whole microsecond, the
+        // percentiles ordered and inside the samples' range.
+        let clock = SteppingClock::new(MHZ, 0);
+        let mut behaviour = SimBehaviour::new(nvme_geometry(), 100);
+        behaviour.random_latency_ticks = 300;
+        let mut device = SimDevice::new("sd0", behaviour, &clock);
+        let (results, _) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        let lat = &results.runs[0].lat;
+        assert!(lat.min_ns >= 100 * US && lat.max_ns <= 400 * US, "{lat:?}");
+        assert_eq!((lat.min_ns % US, lat.max_ns % US), (0, 0));
+        let percentiles = &results.runs[0].lat_percentiles_ns;
+        assert!(percentiles.windows(2).all(|pair| pair[0] <= pair[1]), "{percentiles:?}");
+        assert!(percentiles.iter().all(|&p| lat.min_ns <= p && p <= lat.max_ns), "{percentiles:?}");
+        let mean_ns = (lat.mean_milli_ns / 1000) as u64;
+        assert!((200 * US..=300 * US).contains(&mean_ns), "{mean_ns}");
     }
 
     #[test]
@@ -1309,6 +1434,58 @@ mod tests {
             let zeros = job["barebench"]["region_reads_as_zeros"].as_bool().unwrap();
             assert_eq!(zeros, job["barebench"]["device"] == "nvme0");
         }
+    }
+
+    #[test]
+    fn pio_fallbacks_are_counted_per_run_printed_and_in_the_json() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut adma = SimBehaviour::new(sd_geometry(), 100 * US);
+        adma.data_path = Some(("ADMA2 (32-bit)", Some(10)));
+        let mut sd = SimDevice::new("sd0", adma, &clock);
+        let mut clean = SimBehaviour::new(sd_geometry(), 100 * US);
+        clean.data_path = Some(("ADMA2 (32-bit)", None));
+        let mut sd1 = SimDevice::new("sd1", clean, &clock);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let config = config(&[JobSpec::new(JobOperation::RandRead, 4096, 1)], 0, 10 * MS, 2);
+        let (results, console) = run(&config, &mut [&mut sd, &mut sd1, &mut nvme], &clock, 1 << 20);
+        let sd_runs: Vec<&RunResult> = results.runs.iter().filter(|r| r.device_name == "sd0").collect();
+        // Each run counts only its own commands: every request of the run, one in ten by PIO.
+        let mut total = (0, 0);
+        for run in &sd_runs {
+            let path = run.data_path.expect("sd0 says how its data moved");
+            assert!(path.commands >= run.ios && path.commands > 0, "{path:?} for {} I/Os", run.ios);
+            assert!(path.pio_fallbacks > 0 && path.pio_fallbacks <= path.commands / 10 + 1, "{path:?}");
+            let warning = format!(
+                "warning: sd0: {} of {} commands moved their data by PIO, not ADMA2 (32-bit)",
+                path.pio_fallbacks, path.commands
+            );
+            assert!(console.contains(&warning), "{warning}\n{console}");
+            assert!(run.notes.iter().any(|note| note.starts_with(&warning)));
+            total = (total.0 + path.commands, total.1 + path.pio_fallbacks);
+        }
+        let line =
+            format!("sd0      data path: ADMA2 (32-bit), {} commands, {} by PIO instead", total.0, total.1);
+        assert!(console.contains(&line), "{line}\n{console}");
+        assert!(console.contains("sd1      data path: ADMA2 (32-bit), "), "{console}");
+        assert!(!console.contains("warning: sd1"), "{console}");
+        assert!(!console.contains("nvme0    data path"), "{console}");
+        let json = crate::fio_json::extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for job in value["jobs"].as_array().unwrap() {
+            let barebench = &job["barebench"];
+            match barebench["device"].as_str().unwrap() {
+                "sd0" => {
+                    assert_eq!(barebench["data_path"]["mode"], "ADMA2 (32-bit)");
+                    assert!(barebench["data_path"]["pio_fallbacks"].as_u64().unwrap() > 0);
+                }
+                "sd1" => assert_eq!(barebench["data_path"]["pio_fallbacks"], 0),
+                _ => assert!(barebench.get("data_path").is_none()),
+            }
+        }
+        let medians = value["barebench medians"].as_array().unwrap();
+        let sd0 = medians.iter().find(|m| m["device"] == "sd0").unwrap();
+        assert_eq!(sd0["data_path"]["commands"], total.0);
+        assert_eq!(sd0["data_path"]["pio_fallbacks"], total.1);
     }
 
     const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;

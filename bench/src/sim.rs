@@ -10,8 +10,8 @@ use std::vec::Vec;
 
 use blockdev::testing::SteppingClock;
 use blockdev::{
-    check_request, BlockDevice, Clock, Completion, DmaBuffer, FlushSupport, Geometry, IoError, IoErrorKind,
-    Operation, Request, SubmitError,
+    check_request, BlockDevice, Clock, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, IoError,
+    IoErrorKind, Operation, Request, SubmitError,
 };
 
 use crate::cpu_cost::tests::ModelCounters;
@@ -81,6 +81,9 @@ pub struct SimBehaviour {
     pub echo_completions: bool,
     /// What the device says about flushes.
     pub flush_support: FlushSupport,
+    /// Report a data path (`BlockDevice::data_path`) with this mode, one command per request,
+    /// every n-th of them (n > 0) a PIO fallback.
+    pub data_path: Option<(&'static str, Option<u64>)>,
 }
 
 /// Instructions the simulated driver runs per call, charged to a model of the CPU counters.
@@ -109,6 +112,7 @@ impl SimBehaviour {
             empty_polls_before_completion: 0,
             echo_completions: false,
             flush_support: FlushSupport::NoCache("simulated"),
+            data_path: None,
         }
     }
 }
@@ -333,5 +337,12 @@ impl BlockDevice for SimDevice<'_> {
         }
         self.charge(|cost| if delivered > 0 { cost.productive_poll } else { cost.empty_poll });
         delivered
+    }
+
+    fn data_path(&self) -> Option<DataPath> {
+        let (mode, fallback_every) = self.behaviour.data_path?;
+        let commands = self.accepted_submits;
+        let pio_fallbacks = fallback_every.map_or(0, |every| commands / every);
+        Some(DataPath { mode, commands, pio_fallbacks })
     }
 }

@@ -1,5 +1,5 @@
 //! The data write and mixed jobs put on a device, and how it is checked (README "Writes",
-//! docs/measurement.md §13).
+//! docs/measurement.md §15).
 //!
 //! Every logical block written carries a 32-byte header: bytes 0..8 its LBA, 8..16 the run id,
 //! 16..24 the write's sequence number in the run, 24..28 the CRC-32 (zlib's) of the whole block

@@ -188,6 +188,18 @@ impl Default for Completion {
     }
 }
 
+/// What a driver can say about the command that carried a request, for per-command traces:
+/// the queue, the command's identifier in it, and for NVMe the submission queue head the
+/// completion reported (NVMe 1.4 §4.6, completion queue entry DW2). A request split into several
+/// commands is described by the last one to complete. An SD host has one queue (0) and one
+/// command slot (0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommandDetail {
+    pub queue_id: u16,
+    pub command_id: u16,
+    pub sq_head: Option<u16>,
+}
+
 /// Why `submit` handed a request back without queueing it. Nothing was sent to the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubmitError {
@@ -234,6 +246,31 @@ pub fn check_request(geometry: &Geometry, request: &Request) -> Result<(), Submi
     Ok(())
 }
 
+/// How a driver moved the data of the commands it issued, counted since it was set up. A run
+/// takes the difference over its window, so that what it measured is said even when some
+/// requests did not go the way the device's mode line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataPath {
+    /// How data moves when it can go the intended way (`"ADMA2 (32-bit)"`, `"PIO"`).
+    pub mode: &'static str,
+    /// Commands issued with data (each part of a split request counts).
+    pub commands: u64,
+    /// Of those, commands whose data went by PIO although the device was set up for DMA (the
+    /// buffer was one the DMA engine cannot use).
+    pub pio_fallbacks: u64,
+}
+
+impl DataPath {
+    /// What happened between `earlier` and `self` (same device).
+    pub fn since(&self, earlier: &DataPath) -> DataPath {
+        DataPath {
+            mode: self.mode,
+            commands: self.commands.saturating_sub(earlier.commands),
+            pio_fallbacks: self.pio_fallbacks.saturating_sub(earlier.pio_fallbacks),
+        }
+    }
+}
+
 /// A storage device's data path.
 pub trait BlockDevice {
     /// The device's name as the console and the command line use it (`sd0`, `nvme0`).
@@ -256,6 +293,21 @@ pub trait BlockDevice {
     /// takes no writes at all, so it has nothing to flush.
     fn flush_support(&self) -> FlushSupport {
         FlushSupport::NoCache("the driver takes no writes")
+    }
+
+    /// How the data moved so far, for drivers that can move it more than one way (an SD host
+    /// with ADMA2 falls back to PIO for a buffer ADMA2 cannot use); `None` for the others.
+    fn data_path(&self) -> Option<DataPath> {
+        None
+    }
+
+    /// [`BlockDevice::poll`], and for each completion `i` the command that carried it in
+    /// `details[i]` (`details` at least as long as `completions`). Used only while a trace
+    /// records; a driver that knows nothing more keeps this default (queue 0, command 0).
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        let count = self.poll(completions);
+        details[..count].fill(CommandDetail::default());
+        count
     }
 }
 
@@ -357,6 +409,15 @@ mod tests {
         // A day at 1 GHz does not overflow.
         assert_eq!(ticks_to_ns(86_400 * 1_000_000_000, 1_000_000_000), 86_400 * 1_000_000_000);
         assert_eq!(ticks_to_ns(5, 0), 0);
+    }
+
+    #[test]
+    fn data_path_differences_count_what_happened_in_between() {
+        let before = DataPath { mode: "ADMA2 (32-bit)", commands: 10, pio_fallbacks: 1 };
+        let after = DataPath { mode: "ADMA2 (32-bit)", commands: 25, pio_fallbacks: 4 };
+        assert_eq!(after.since(&before), DataPath { mode: "ADMA2 (32-bit)", commands: 15, pio_fallbacks: 3 });
+        // A device reset in between never makes a negative count.
+        assert_eq!(before.since(&after).commands, 0);
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! The CPU: MIDR_EL1 decoding (Arm ARM D17.2.100; part numbers from the Cortex-A53/A72/A76 TRMs),
-//! the Performance Monitors' identification fields (Arm ARM D11 "The Performance Monitors
-//! Extension"; ID_AA64DFR0_EL1, PMCR_EL0, PMCEID0_EL0 in D17.2/D17.5), and on the target the
-//! system registers the kernel reads and the PMU counters it runs ([`registers::Pmu`]).
+//! The CPU: MIDR decoding (Arm ARM D17.2.100, ARMv7 ARM B4.1.105; part numbers from the
+//! ARM1176JZF-S and Cortex-A7/A53/A72/A76 TRMs), the Performance Monitors' identification fields
+//! (Arm ARM D11 "The Performance Monitors Extension"; ID_AA64DFR0_EL1, PMCR_EL0, PMCEID0_EL0 in
+//! D17.2/D17.5), and on the target the system registers the kernel reads (AArch64 system
+//! registers, or the AArch32 CP15 encodings of docs/aarch32-pis.md §4, §5) and the PMU counters
+//! it runs ([`registers::Pmu`]).
 
 /// The decoded Main ID Register.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,6 +12,10 @@ pub struct MainId(pub u64);
 /// The cores the supported boards use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CoreModel {
+    /// Pi 1 A/B/A+/B+, Zero, Zero W, CM1 (BCM2835); QEMU raspi0, raspi1ap.
+    Arm1176,
+    /// Pi 2 B v1.0/1.1 (BCM2836); QEMU raspi2b.
+    CortexA7,
     /// Pi 3, Zero 2 W (BCM2837 / RP3A0); QEMU raspi3b.
     CortexA53,
     /// QEMU virt `-cpu cortex-a57`.
@@ -23,6 +29,8 @@ pub enum CoreModel {
 impl CoreModel {
     pub fn name(self) -> &'static str {
         match self {
+            CoreModel::Arm1176 => "ARM1176JZF-S",
+            CoreModel::CortexA7 => "Cortex-A7",
             CoreModel::CortexA53 => "Cortex-A53",
             CoreModel::CortexA57 => "Cortex-A57",
             CoreModel::CortexA72 => "Cortex-A72",
@@ -51,6 +59,8 @@ impl MainId {
             return None;
         }
         match self.part_number() {
+            0xb76 => Some(CoreModel::Arm1176),
+            0xc07 => Some(CoreModel::CortexA7),
             0xd03 => Some(CoreModel::CortexA53),
             0xd07 => Some(CoreModel::CortexA57),
             0xd08 => Some(CoreModel::CortexA72),
@@ -121,6 +131,59 @@ pub fn common_event_implemented(common_events_0: u64, event: u32) -> bool {
 pub const PMCR_START: u64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 6);
 /// PMCNTENSET_EL0: the cycle counter (bit 31) and event counter 0.
 pub const COUNTERS_ENABLED: u64 = (1 << 31) | 1;
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub mod registers {
+    //! Reads of the CP15 registers the kernel reports (AArch32 target only; ARMv7 ARM B4.1,
+    //! ARM1176JZF-S TRM §3.2; docs/aarch32-pis.md §4, §5).
+
+    pub fn main_id() -> super::MainId {
+        let value: u32;
+        // SAFETY: reading MIDR (c0, c0, 0) has no side effects and exists on every ARM core.
+        unsafe { core::arch::asm!("mrc p15, 0, {0}, c0, c0, 0", out(reg) value, options(nomem, nostack)) };
+        super::MainId(u64::from(value))
+    }
+
+    /// MPIDR on ARMv7 (the ARM1176 has none: its c0, c0, 5 reads MIDR).
+    pub fn multiprocessor_affinity() -> u64 {
+        let value: u32;
+        // SAFETY: reading c0, c0, 5 has no side effects on either core.
+        unsafe { core::arch::asm!("mrc p15, 0, {0}, c0, c0, 5", out(reg) value, options(nomem, nostack)) };
+        u64::from(value)
+    }
+
+    /// CNTFRQ (c14, c0, 0). Only on cores with the generic timer (Cortex-A7).
+    pub fn counter_frequency_hz() -> u64 {
+        let value: u32;
+        // SAFETY: reading CNTFRQ has no side effects; callers use it only on a Cortex-A7.
+        unsafe { core::arch::asm!("mrc p15, 0, {0}, c14, c0, 0", out(reg) value, options(nomem, nostack)) };
+        u64::from(value)
+    }
+
+    /// CNTPCT (`mrrc p15, 0, lo, hi, c14`) after an ISB. Only on a Cortex-A7.
+    #[inline(always)]
+    pub fn counter_ticks() -> u64 {
+        let (low, high): (u32, u32);
+        // SAFETY: the CP15 ISB and the CNTPCT read have no side effects; callers use this only
+        // on a core with the generic timer.
+        unsafe {
+            core::arch::asm!(
+                "mcr p15, 0, {zero}, c7, c5, 4",
+                "mrrc p15, 0, {low}, {high}, c14",
+                zero = in(reg) 0u32,
+                low = out(reg) low,
+                high = out(reg) high,
+                options(nomem, nostack)
+            )
+        };
+        (u64::from(high) << 32) | u64::from(low)
+    }
+
+    /// Short-descriptor translation: 32-bit physical addresses (ID_AA64MMFR0's PARange 0).
+    pub fn physical_address_range() -> u64 {
+        0
+    }
+}
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub mod registers {
@@ -243,6 +306,10 @@ mod tests {
         assert_eq!(MainId(0x414f_d0b1).core_model(), Some(CoreModel::CortexA76));
         assert_eq!(std::format!("{}", MainId(0x410f_d034)), "Cortex-A53 r0p4");
         assert_eq!(MainId(0x510f_8000).core_model(), None);
+        // QEMU raspi0/raspi1ap (ARM1176JZF-S r0p7) and raspi2b (Cortex-A7 r0p5).
+        assert_eq!(MainId(0x410f_b767).core_model(), Some(CoreModel::Arm1176));
+        assert_eq!(MainId(0x410f_c075).core_model(), Some(CoreModel::CortexA7));
+        assert_eq!(std::format!("{}", MainId(0x410f_b767)), "ARM1176JZF-S r0p7");
         assert!(std::format!("{}", MainId(0x410f_d400)).contains("part 0xd40"));
     }
 

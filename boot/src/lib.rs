@@ -1,6 +1,8 @@
 //! Reset to Rust for every way the kernel is started (Arm ARM D1 "The AArch64 exception model";
 //! docs/hardware.md §4, docs/qemu.md §1): Pi firmware (EL2, DTB in x0), QEMU raspi raw image (EL2, ATAGS or
-//! DTB in x0) or ELF (EL3, all cores at the entry point), QEMU virt (EL1, DTB in x0).
+//! DTB in x0) or ELF (EL3, all cores at the entry point), QEMU virt (EL1, DTB in x0); and on the
+//! 32-bit Pis (docs/aarch32-pis.md §2-4) the AArch32 entry in [`entry_aarch32`] with its own
+//! exception frame ([`exception_aarch32`]) and short-descriptor tables ([`mmu_aarch32`]).
 //!
 //! `_start` parks every core but the first with WFI, drops to EL1, enables FP/SIMD, zeroes BSS,
 //! sets the stack and the exception vectors, and calls the kernel's
@@ -14,10 +16,14 @@
 
 pub mod cpu;
 pub mod exception;
+pub mod exception_aarch32;
 pub mod mmu;
+pub mod mmu_aarch32;
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 mod entry;
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+mod entry_aarch32;
 
 /// What `barebench_probe_read32` returns in x0/x1.
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
@@ -52,4 +58,13 @@ pub fn park_core_address() -> u64 {
         fn park_core() -> !;
     }
     park_core as *const () as u64
+}
+
+/// The address of `park_core`, the WFI loop secondary cores are sent to (AArch32 target only).
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+pub fn park_core_address() -> u64 {
+    extern "C" {
+        fn park_core() -> !;
+    }
+    park_core as *const () as usize as u64
 }

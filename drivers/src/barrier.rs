@@ -13,6 +13,11 @@
 //! so these use inline assembly on the target and a compiler fence on the host, where tests run
 //! against simulated devices; in host tests each barrier is also recorded in the test
 //! platform's event log, in order with MMIO writes and DMA, so tests can check its place.
+//!
+//! The 32-bit kernel is ARMv6 code that also runs on the Cortex-A7, so it uses the CP15 barrier
+//! operations both cores have (c7, c10, 4 = DSB; c7, c10, 5 = DMB: ARM1176JZF-S TRM §3.2.22;
+//! docs/aarch32-pis.md §4 item 9); they order all accesses, a superset of what each AArch64
+//! variant asks for.
 
 /// The barrier kinds, for the test event log and for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +53,8 @@ pub fn store_before_doorbell() {
     unsafe {
         core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
     };
+    #[cfg(all(target_arch = "arm", target_os = "none"))]
+    cp15_data_synchronization_barrier();
     host_barrier(BarrierKind::Store);
 }
 
@@ -63,6 +70,11 @@ pub fn load_after_completion() {
     unsafe {
         core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
     };
+    #[cfg(all(target_arch = "arm", target_os = "none"))]
+    // SAFETY: the CP15 DMB only orders memory accesses.
+    unsafe {
+        core::arch::asm!("mcr p15, 0, {0}, c7, c10, 5", in(reg) 0u32, options(nostack, preserves_flags))
+    };
     host_barrier(BarrierKind::Load);
 }
 
@@ -75,6 +87,8 @@ pub fn full() {
     unsafe {
         core::arch::asm!("dsb sy", options(nostack, preserves_flags))
     };
+    #[cfg(all(target_arch = "arm", target_os = "none"))]
+    cp15_data_synchronization_barrier();
     host_barrier(BarrierKind::Full);
 }
 
@@ -117,4 +131,13 @@ mod tests {
         assert!(BarrierKind::Load.orders_loads() && !BarrierKind::Load.orders_stores());
         assert!(BarrierKind::Full.orders_loads() && BarrierKind::Full.orders_stores());
     }
+}
+
+#[cfg(all(target_arch = "arm", target_os = "none"))]
+#[inline(always)]
+fn cp15_data_synchronization_barrier() {
+    // SAFETY: the CP15 DSB only waits for earlier memory accesses to complete.
+    unsafe {
+        core::arch::asm!("mcr p15, 0, {0}, c7, c10, 4", in(reg) 0u32, options(nostack, preserves_flags))
+    };
 }

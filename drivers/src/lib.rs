@@ -14,6 +14,10 @@ pub mod pci;
 pub mod pl011;
 pub mod platform;
 pub mod sdhci;
+pub mod sdhost;
+pub mod snapshot;
+pub mod system_timer;
+pub mod usb;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -292,7 +292,14 @@ impl BoardRevision {
             return None;
         }
         Some(match (self.0 >> 4) & 0xff {
+            0x00 => "Raspberry Pi Model A",
+            0x01 => "Raspberry Pi Model B",
+            0x02 => "Raspberry Pi Model A+",
+            0x03 => "Raspberry Pi Model B+",
             0x04 => "Raspberry Pi 2 Model B",
+            0x06 => "Raspberry Pi Compute Module 1",
+            0x09 => "Raspberry Pi Zero",
+            0x0c => "Raspberry Pi Zero W",
             0x08 => "Raspberry Pi 3 Model B",
             0x0a => "Raspberry Pi Compute Module 3",
             0x0d => "Raspberry Pi 3 Model B+",
@@ -364,6 +371,16 @@ mod tests {
         assert_eq!(BoardRevision(0x00d0_4170).model_name(), Some("Raspberry Pi 5"));
         assert_eq!(BoardRevision(0x00d0_4170).memory_bytes(), Some(8 << 30));
         assert_eq!(BoardRevision(0x000e).model_name(), None);
+        // QEMU's raspi0, raspi1ap and raspi2b (docs/aarch32-pis.md §1).
+        for (revision, model, soc) in [
+            (0x0092_0092, "Raspberry Pi Zero", "BCM2835"),
+            (0x0090_0021, "Raspberry Pi Model A+", "BCM2835"),
+            (0x00a2_1041, "Raspberry Pi 2 Model B", "BCM2836"),
+            (0x0090_00c1, "Raspberry Pi Zero W", "BCM2835"),
+        ] {
+            assert_eq!(BoardRevision(revision).model_name(), Some(model));
+            assert_eq!(BoardRevision(revision).processor_name(), Some(soc));
+        }
     }
 
     #[test]

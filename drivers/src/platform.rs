@@ -122,6 +122,12 @@ impl Deadline {
         Deadline { start_ticks, end_ticks }
     }
 
+    /// A deadline `ticks` from now, for hot paths that converted their timeout once.
+    pub fn after_ticks<C: Clock + ?Sized>(clock: &C, ticks: u64) -> Self {
+        let start_ticks = clock.now_ticks();
+        Deadline { start_ticks, end_ticks: start_ticks.saturating_add(ticks) }
+    }
+
     pub fn has_passed<C: Clock + ?Sized>(&self, clock: &C) -> bool {
         clock.now_ticks() >= self.end_ticks
     }
@@ -181,6 +187,9 @@ mod tests {
             false
         }));
         assert!((40..=60).contains(&polls), "{polls} polls for 50 µs at 1 µs per poll");
+        let deadline = Deadline::after_ticks(&clock, 5_000);
+        assert_eq!(deadline.end_ticks - deadline.start_ticks, 5_000);
+        assert_eq!(Deadline::after_ticks(&clock, u64::MAX).end_ticks, u64::MAX);
         let mut countdown = 3;
         assert!(wait_until(&clock, 50, || {
             countdown -= 1;

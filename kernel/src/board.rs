@@ -1,5 +1,6 @@
 //! The board table: what the kernel knows about each supported board without being told, with
-//! the addresses from docs/hardware.md §1 (and docs/qemu.md §3 for QEMU virt). The device tree, when there
+//! the addresses from docs/hardware.md §1 (docs/aarch32-pis.md §1, §6 for the 32-bit Pis, and
+//! docs/qemu.md §3 for QEMU virt). The device tree, when there
 //! is one, refines it (memory, model, device addresses); without one this table is the map.
 
 use boot::cpu::CoreModel;
@@ -9,6 +10,10 @@ use drivers::platform::BusTranslation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BoardFamily {
+    /// Pi 1 A/B/A+/B+, Zero, Zero W, CM1 (BCM2835); QEMU raspi0, raspi1ap.
+    RaspberryPi1,
+    /// Pi 2 B v1.0/1.1 (BCM2836); QEMU raspi2b.
+    RaspberryPi2,
     /// Pi 3 B/B+/A+, Zero 2 W, CM3 (BCM2837 / RP3A0); QEMU raspi3b.
     RaspberryPi3,
     /// Pi 4 B, 400, CM4 (BCM2711); QEMU raspi4b.
@@ -33,6 +38,8 @@ pub enum UartClock {
 /// The SD host controllers a board has, by register layout and quirks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SdHostKind {
+    /// The BCM2835 sdhost, Linux's controller for the SD slot of Pi 1-3.
+    Bcm2835Sdhost,
     /// The Arasan SDHCI ("EMMC") of BCM2835/2837 and BCM2711's legacy one.
     ArasanEmmc,
     /// BCM2711 EMMC2, the Pi 4 SD slot.
@@ -59,6 +66,9 @@ pub enum Presence {
     /// slot of a Pi 4 / 400 / CM4, whose GPIO 48-53 are the Ethernet RGMII lines (docs/hardware.md
     /// §2.1, §7): routing them to the Arasan would take the Ethernet PHY's pins.
     QemuOnly,
+    /// One of the two controllers GPIO 48-53 can route to the SD slot of a Pi 1-3 (ALT0 the
+    /// sdhost, ALT3 the Arasan; docs/aarch32-pis.md §7): only the one `sd.host=` picks is probed.
+    SlotChoice,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +83,7 @@ impl SdHost {
     /// Whether this host may be probed on this machine (`qemu`: the firmware is QEMU's model).
     pub fn may_probe(&self, qemu: bool) -> bool {
         match self.presence {
-            Presence::Always => true,
+            Presence::Always | Presence::SlotChoice => true,
             Presence::QemuOnly => qemu,
         }
     }
@@ -85,6 +95,20 @@ impl SdHost {
 pub enum PsciConduit {
     Hvc,
     Smc,
+}
+
+/// The clock the kernel times with (docs/aarch32-pis.md §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BoardTimer {
+    /// The ARM generic timer at CNTFRQ.
+    Generic,
+    /// The generic timer of a BCM2836, whose ARM-local prescaler (local block + 0x08) decides
+    /// the counter's real rate: set to 0x8000_0000 (divide by one) with the crystal selected
+    /// (local block + 0x00 = 0), as the Raspberry Pi's armstub8 does, so that the counter runs at
+    /// the 19.2 MHz CNTFRQ says.
+    GenericWithLocalPrescaler { local_base: u64 },
+    /// The BCM2835 system timer's 1 MHz counter (no generic timer on the ARM1176).
+    SystemTimer,
 }
 
 /// BCM2712's bridge reset: a line of the SoC reset controller, and the RESCAL block in pcie1's
@@ -157,6 +181,11 @@ pub struct BoardProfile {
     /// The PSCI conduit when the device tree names none: TF-A at EL3 on the Pi 5 (docs/hardware.md
     /// §4.3), QEMU virt's HVC; `None` where the firmware has no PSCI (Pi 3/4 spin tables).
     pub default_psci: Option<PsciConduit>,
+    /// How the VideoCore sees the ARM's RAM, for mailbox buffers: the uncached alias 0xC000_0000
+    /// on Pi 2-4, the L2-coherent alias 0x4000_0000 on Pi 1, whose firmware runs the VideoCore
+    /// L2 cache (docs/aarch32-pis.md §6).
+    pub videocore_bus: BusTranslation,
+    pub timer: BoardTimer,
     /// The PCIe root complex brought up for NVMe (QEMU virt's generic host comes from its tree).
     pub pcie: Option<PcieHost>,
     /// Where the firmware (or QEMU's stub) holds cores 1-3, waiting in WFE for an address: the
@@ -170,11 +199,91 @@ const ONE_GIB: u64 = 1 << 30;
 /// The VideoCore bus sees the first GiB of RAM at 0xC000_0000 (docs/hardware.md §2.4, §4.6).
 pub const VIDEOCORE_UNCACHED_ALIAS: BusTranslation =
     BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: ONE_GIB };
+/// The VideoCore's L2-coherent view of the first GiB (Pi 1: docs/aarch32-pis.md §6).
+pub const VIDEOCORE_L2_ALIAS: BusTranslation =
+    BusTranslation { cpu_base: 0, bus_base: 0x4000_0000, size_bytes: ONE_GIB };
 /// BCM2711 EMMC2 on the B0 stepping: bus 0xC000_0000 -> CPU 0, 1 GiB (docs/hardware.md §1.4).
 pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
 /// BCM2711 EMMC2 on the C0 stepping: bus = CPU below the peripherals, 0xFC00_0000 bytes
 /// (docs/hardware.md §1.4).
 pub const EMMC2_C0_DMA: BusTranslation = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0xfc00_0000 };
+
+pub static RASPBERRY_PI_1: BoardProfile = BoardProfile {
+    family: BoardFamily::RaspberryPi1,
+    name: "Raspberry Pi 1 / Zero / Zero W / CM1",
+    soc: "BCM2835",
+    core: CoreModel::Arm1176,
+    core_count: 1,
+    device_spans: &[Span::new(0x2000_0000, 0x0100_0000)],
+    console_uart: 0x2020_1000,
+    uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
+    mailbox: Some(0x2000_b880),
+    gpio: Some(0x2020_0000),
+    system_timer: Some(0x2000_3000),
+    // The slot's two controllers; `sd.host=` picks one (docs/aarch32-pis.md §7).
+    sd_hosts: &[
+        SdHost {
+            kind: SdHostKind::Bcm2835Sdhost,
+            base: 0x2020_2000,
+            dma: SdDma::Fixed(VIDEOCORE_L2_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0x2030_0000,
+            dma: SdDma::Fixed(VIDEOCORE_L2_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+    ],
+    // The smallest split of the smallest board (256 MiB, 64 MiB for the VideoCore); the
+    // firmware's answer replaces it.
+    default_ram: Span::new(0, 0x0c00_0000),
+    dma_limit: ONE_GIB,
+    low_reserved_bytes: 0x1000,
+    default_psci: None,
+    videocore_bus: VIDEOCORE_L2_ALIAS,
+    timer: BoardTimer::SystemTimer,
+    pcie: None,
+    spin_table: &[],
+};
+
+pub static RASPBERRY_PI_2: BoardProfile = BoardProfile {
+    family: BoardFamily::RaspberryPi2,
+    name: "Raspberry Pi 2 B",
+    soc: "BCM2836",
+    core: CoreModel::CortexA7,
+    core_count: 4,
+    device_spans: &[Span::new(0x3f00_0000, 0x0100_0000), Span::new(0x4000_0000, 0x0020_0000)],
+    console_uart: 0x3f20_1000,
+    uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
+    mailbox: Some(0x3f00_b880),
+    gpio: Some(0x3f20_0000),
+    system_timer: Some(0x3f00_3000),
+    sd_hosts: &[
+        SdHost {
+            kind: SdHostKind::Bcm2835Sdhost,
+            base: 0x3f20_2000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0x3f30_0000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+    ],
+    default_ram: Span::new(0, 0x3c00_0000),
+    dma_limit: ONE_GIB,
+    low_reserved_bytes: 0x1000,
+    default_psci: None,
+    videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
+    timer: BoardTimer::GenericWithLocalPrescaler { local_base: 0x4000_0000 },
+    pcie: None,
+    // Cores 1-3 wait in armstub7 (or QEMU's stub) for an address in their ARM-local mailbox 3,
+    // written through its set register at 0x4000_008C + 0x10 × core (docs/aarch32-pis.md §2).
+    spin_table: &[0x4000_009c, 0x4000_00ac, 0x4000_00bc],
+};
 
 pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     family: BoardFamily::RaspberryPi3,
@@ -188,16 +297,26 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     mailbox: Some(0x3f00_b880),
     gpio: Some(0x3f20_0000),
     system_timer: Some(0x3f00_3000),
-    sd_hosts: &[SdHost {
-        kind: SdHostKind::ArasanEmmc,
-        base: 0x3f30_0000,
-        dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
-        presence: Presence::Always,
-    }],
+    sd_hosts: &[
+        SdHost {
+            kind: SdHostKind::Bcm2835Sdhost,
+            base: 0x3f20_2000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+        SdHost {
+            kind: SdHostKind::ArasanEmmc,
+            base: 0x3f30_0000,
+            dma: SdDma::Fixed(VIDEOCORE_UNCACHED_ALIAS),
+            presence: Presence::SlotChoice,
+        },
+    ],
     default_ram: Span::new(0, 0x3c00_0000),
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
     default_psci: None,
+    videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
+    timer: BoardTimer::Generic,
     pcie: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
@@ -234,6 +353,8 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
     dma_limit: ONE_GIB,
     low_reserved_bytes: 0x1000,
     default_psci: None,
+    videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
+    timer: BoardTimer::Generic,
     pcie: Some(PcieHost {
         name: "pcie0",
         compatible: "brcm,bcm2711-pcie",
@@ -283,6 +404,8 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     // TF-A BL31 sits at 0x1000-0x80000 (docs/hardware.md §4.3).
     low_reserved_bytes: 0x8_0000,
     default_psci: Some(PsciConduit::Smc),
+    videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
+    timer: BoardTimer::Generic,
     pcie: Some(PcieHost {
         name: "pcie1",
         compatible: "brcm,bcm2712-pcie",
@@ -312,6 +435,21 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     spin_table: &[],
 };
 
+/// Pi 5: the pcie2 root complex in front of RP1; its MISC_PCIE_STATUS register (+0x4068) has
+/// PHYLINKUP in bit 4 and DL_ACTIVE in bit 5 (docs/hardware.md §1.3, §3.1).
+pub const BCM2712_PCIE2_BASE: u64 = 0x10_0012_0000;
+pub const BRCMSTB_PCIE_STATUS_OFFSET: usize = 0x4068;
+pub const BRCMSTB_PCIE_LINK_UP_BITS: u32 = (1 << 4) | (1 << 5);
+/// RP1's two xHCI controllers (DWC3, xHCI at offset 0 of 1 MiB each) through pcie2's BAR1
+/// window, as the firmware leaves them with `pciex4_reset=0` (docs/usb-storage.md §7: Linux
+/// `rp1.dtsi` usb@200000 and usb@300000, circle `ARM_XHCI0/1_BASE`).
+pub const RP1_XHCI_BASES: [u64; 2] = [0x1f_0020_0000, 0x1f_0030_0000];
+pub const RP1_XHCI_BYTES: u64 = 1 << 20;
+/// How RP1 sees RAM through pcie2: PCI 0x10_0000_0000 is CPU 0, 64 GiB (pcie2 `dma-ranges`,
+/// docs/pcie-brcmstb.md §1, docs/usb-storage.md §2).
+pub const RP1_DMA: BusTranslation =
+    BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * ONE_GIB };
+
 pub static QEMU_VIRT: BoardProfile = BoardProfile {
     family: BoardFamily::QemuVirt,
     name: "QEMU virt",
@@ -335,6 +473,8 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
     dma_limit: u64::MAX,
     low_reserved_bytes: 0,
     default_psci: Some(PsciConduit::Hvc),
+    videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
+    timer: BoardTimer::Generic,
     pcie: None,
     spin_table: &[],
 };
@@ -342,6 +482,16 @@ pub static QEMU_VIRT: BoardProfile = BoardProfile {
 /// The board family a root `compatible` names (Linux's and QEMU's device trees).
 pub fn family_from_compatible(compatible: &str) -> Option<BoardFamily> {
     match compatible {
+        "brcm,bcm2835"
+        | "raspberrypi,model-a"
+        | "raspberrypi,model-a-plus"
+        | "raspberrypi,model-b"
+        | "raspberrypi,model-b-plus"
+        | "raspberrypi,model-b-rev2"
+        | "raspberrypi,model-zero"
+        | "raspberrypi,model-zero-w"
+        | "raspberrypi,compute-module" => Some(BoardFamily::RaspberryPi1),
+        "brcm,bcm2836" | "raspberrypi,2-model-b" => Some(BoardFamily::RaspberryPi2),
         "brcm,bcm2837"
         | "brcm,bcm2710"
         | "raspberrypi,3-model-b"
@@ -363,6 +513,8 @@ pub fn family_from_compatible(compatible: &str) -> Option<BoardFamily> {
 /// The Pi family a core implies, for a kernel started without a device tree.
 pub fn family_from_core(core: CoreModel) -> Option<BoardFamily> {
     match core {
+        CoreModel::Arm1176 => Some(BoardFamily::RaspberryPi1),
+        CoreModel::CortexA7 => Some(BoardFamily::RaspberryPi2),
         CoreModel::CortexA53 => Some(BoardFamily::RaspberryPi3),
         CoreModel::CortexA72 => Some(BoardFamily::RaspberryPi4),
         CoreModel::CortexA76 => Some(BoardFamily::RaspberryPi5),
@@ -397,6 +549,8 @@ pub fn choose_psci_conduit(
 
 pub fn profile(family: BoardFamily) -> &'static BoardProfile {
     match family {
+        BoardFamily::RaspberryPi1 => &RASPBERRY_PI_1,
+        BoardFamily::RaspberryPi2 => &RASPBERRY_PI_2,
         BoardFamily::RaspberryPi3 => &RASPBERRY_PI_3,
         BoardFamily::RaspberryPi4 => &RASPBERRY_PI_4,
         BoardFamily::RaspberryPi5 => &RASPBERRY_PI_5,
@@ -410,7 +564,9 @@ mod tests {
 
     #[test]
     fn every_fixed_address_lies_in_a_device_span() {
-        for profile in [&RASPBERRY_PI_3, &RASPBERRY_PI_4, &RASPBERRY_PI_5, &QEMU_VIRT] {
+        for profile in
+            [&RASPBERRY_PI_1, &RASPBERRY_PI_2, &RASPBERRY_PI_3, &RASPBERRY_PI_4, &RASPBERRY_PI_5, &QEMU_VIRT]
+        {
             let addresses = [Some(profile.console_uart), profile.mailbox, profile.gpio, profile.system_timer]
                 .into_iter()
                 .flatten()
@@ -431,6 +587,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_32_bit_pis_are_known_by_core_and_tree() {
+        assert_eq!(family_from_core(CoreModel::Arm1176), Some(BoardFamily::RaspberryPi1));
+        assert_eq!(family_from_core(CoreModel::CortexA7), Some(BoardFamily::RaspberryPi2));
+        assert_eq!(family_from_compatible("raspberrypi,model-zero-w"), Some(BoardFamily::RaspberryPi1));
+        assert_eq!(family_from_compatible("brcm,bcm2836"), Some(BoardFamily::RaspberryPi2));
+        // Pi 1: the system timer, the VideoCore's L2-coherent alias; Pi 2: the generic timer
+        // behind the ARM-local prescaler, the uncached alias (docs/aarch32-pis.md §5, §6).
+        assert_eq!(RASPBERRY_PI_1.timer, BoardTimer::SystemTimer);
+        assert_eq!(RASPBERRY_PI_1.videocore_bus.bus_base, 0x4000_0000);
+        assert_eq!(RASPBERRY_PI_2.timer, BoardTimer::GenericWithLocalPrescaler { local_base: 0x4000_0000 });
+        assert_eq!(RASPBERRY_PI_2.videocore_bus.bus_base, 0xc000_0000);
+        // Both slots' controllers, the sdhost first, each a slot choice.
+        for profile in [&RASPBERRY_PI_1, &RASPBERRY_PI_2, &RASPBERRY_PI_3] {
+            let kinds: Vec<SdHostKind> = profile.sd_hosts.iter().map(|host| host.kind).collect();
+            assert_eq!(kinds, [SdHostKind::Bcm2835Sdhost, SdHostKind::ArasanEmmc], "{}", profile.name);
+            assert!(profile.sd_hosts.iter().all(|host| host.presence == Presence::SlotChoice));
+            assert_eq!(profile.sd_hosts[1].base - profile.sd_hosts[0].base, 0xf_e000);
+        }
+        // Pi 2 cores 1-3 are released through ARM-local mailbox 3 of each core.
+        assert_eq!(RASPBERRY_PI_2.spin_table, &[0x4000_009c, 0x4000_00ac, 0x4000_00bc]);
     }
 
     #[test]
@@ -465,6 +644,14 @@ mod tests {
         assert_eq!(family_from_compatible("acme,board"), None);
         assert_eq!(family_from_core(CoreModel::CortexA53), Some(BoardFamily::RaspberryPi3));
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
+        // RP1's xHCIs and pcie2 sit in the Pi 5's device spans (mapped as device memory).
+        for address in RP1_XHCI_BASES.iter().copied().chain([BCM2712_PCIE2_BASE + 0x4068]) {
+            assert!(
+                RASPBERRY_PI_5.device_spans.iter().any(|s| address >= s.base && address < s.end()),
+                "{address:#x}"
+            );
+        }
+        assert_eq!(RP1_DMA.to_bus(0x8_0000, 4096), Ok(0x10_0008_0000));
         // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);
     }
@@ -476,8 +663,8 @@ mod tests {
         assert!(arasan.may_probe(true));
         assert!(!arasan.may_probe(false), "GPIO 48-53 are the Pi 4's Ethernet lines");
         assert!(RASPBERRY_PI_4.sd_hosts[0].may_probe(false));
-        // The Pi 3's Arasan is its SD slot.
-        assert!(RASPBERRY_PI_3.sd_hosts[0].may_probe(false));
+        // The Pi 3's slot goes to the sdhost or the Arasan, both probeable.
+        assert!(RASPBERRY_PI_3.sd_hosts.iter().all(|host| host.may_probe(false)));
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].dma, SdDma::Bcm2711Emmc2);
     }
 

@@ -1,4 +1,4 @@
-//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, `pcie=`,
+//! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, `pcie=`, `regs=`,
 //! and the `sd.`/`nvme.`/`pcie.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
 //! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
 //! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
@@ -54,9 +54,9 @@ pub fn is_firmware_key(key: &str) -> bool {
     FIRMWARE_KEYS.contains(&key) || (key.contains('.') && !is_driver_option(key))
 }
 
-/// `sd.`, `nvme.` and `pcie.` options belong to the drivers.
+/// `sd.`, `nvme.`, `pcie.` and `usb.` options belong to the drivers.
 pub fn is_driver_option(key: &str) -> bool {
-    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.")
+    key.starts_with("sd.") || key.starts_with("nvme.") || key.starts_with("pcie.") || key.starts_with("usb.")
 }
 
 /// How the run ends: semihosting only when asked for, because `hlt #0xf000` is undefined on
@@ -113,6 +113,18 @@ pub struct KernelSettings {
     pub driver_options: heapless::Vec<DriverOption, MAX_DRIVER_OPTIONS>,
     /// `pcie=off`: leave the Pi's PCIe root complex as the firmware left it.
     pub pcie_off: bool,
+    /// `regs=DEV` (repeatable) or `regs=all`: the devices whose controller registers are printed.
+    pub register_requests: heapless::Vec<heapless::String<16>, MAX_REGISTER_REQUESTS>,
+}
+
+/// The most `regs=` settings one command line may carry.
+pub const MAX_REGISTER_REQUESTS: usize = 8;
+
+impl KernelSettings {
+    /// Whether `regs=` asked for the device called `name` (or for all).
+    pub fn wants_registers(&self, name: &str) -> bool {
+        self.register_requests.iter().any(|wanted| wanted == name || wanted == "all")
+    }
 }
 
 impl KernelSettings {
@@ -164,13 +176,13 @@ impl fmt::Display for SettingError<'_> {
 
 /// Whether a key is one of the kernel's own.
 pub fn is_kernel_key(key: &str) -> bool {
-    matches!(key, "exit" | "test-fault" | "crc" | "verify" | "pcie")
+    matches!(key, "exit" | "test-fault" | "crc" | "verify" | "pcie" | "regs")
 }
 
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     pcie=on|off, sd.*, nvme.* and pcie.* driver options, test-fault=data-abort|undefined-instruction|panic";
+     pcie=on|off, regs=DEV or regs=all (repeatable), sd.*, nvme.*, pcie.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -220,6 +232,25 @@ impl KernelSettings {
                         });
                     }
                 };
+            }
+            "regs" => {
+                let name = heapless::String::try_from(value)
+                    .ok()
+                    .filter(|name: &heapless::String<16>| {
+                        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric())
+                    })
+                    .ok_or(SettingError {
+                        key,
+                        value,
+                        accepted: "a device name such as sd0 or nvme0, or all",
+                        consequence: "no registers are printed for it",
+                    })?;
+                self.register_requests.push(name).map_err(|_| SettingError {
+                    key,
+                    value,
+                    accepted: "at most 8 regs= settings",
+                    consequence: "no registers are printed for it",
+                })?;
             }
             "crc" | "verify" => {
                 let request = parse_block_range(value).ok_or(SettingError {
@@ -343,6 +374,21 @@ mod tests {
     }
 
     #[test]
+    fn register_requests_name_devices_or_all() {
+        let mut settings = KernelSettings::default();
+        assert!(is_kernel_key("regs") && KERNEL_KEYS_HELP.contains("regs=DEV"));
+        assert!(!settings.wants_registers("sd0"));
+        settings.apply("regs", "sd0").unwrap();
+        assert!(settings.wants_registers("sd0") && !settings.wants_registers("nvme0"));
+        for bad in ["", "sd 0", "nvme0:1", "a-very-long-device-name"] {
+            let error = settings.apply("regs", bad).unwrap_err();
+            assert!(std::format!("{error}").contains("a device name such as sd0"), "{bad}");
+        }
+        settings.apply("regs", "all").unwrap();
+        assert!(settings.wants_registers("nvme3"));
+    }
+
+    #[test]
     fn firmware_keys_are_recognised() {
         assert!(is_firmware_key("coherent_pool"));
         assert!(is_firmware_key("8250.nr_uarts"));
@@ -350,5 +396,7 @@ mod tests {
         assert!(!is_firmware_key("nvme.queues"));
         assert!(!is_firmware_key("runtime"));
         assert!(is_driver_option("sd.mode"));
+        assert!(is_driver_option("usb.protocol"));
+        assert!(!is_firmware_key("usb.protocol"));
     }
 }

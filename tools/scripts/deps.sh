@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Machine set-up for barebench, idempotent: the Rust target and components the build needs, and
-# qemu-system-aarch64 >= 9.0 (10.x from Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
-# Also the host tools the tests use (dosfstools, mtools, llvm, losetup) when asked with --test-tools.
+# Machine set-up for barebench, idempotent: the Rust targets and components the build needs
+# (aarch64-unknown-none; armv7a-none-eabi and rust-src for the 32-bit Pis, whose ARMv6 image builds
+# core with -Zbuild-std), and qemu-system-aarch64 >= 9.0 with qemu-system-arm beside it (10.x from
+# Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
+# Also the host tools the tests use (dosfstools, mtools, llvm, losetup, fio's fio_jsonplus_clat2csv)
+# when asked with --test-tools, and a cached Python virtual environment with fio-plot 1.1.21 from
+# PyPI (BAREBENCH_VENV, default ~/.cache/barebench/venv) for the fio-plot end-to-end test.
 #
 # System packages are installed only on Debian 12 (bookworm), the system this was written for:
 # there it adds a bookworm-backports APT source when none is configured and installs with apt-get.
@@ -34,11 +38,17 @@ if ! grep -q "^${pinned}" <<<"$toolchains"; then
 fi
 # Components and targets go into the stable directory when 1.95.0 is a link to it.
 installed_targets=$(rustup target list --installed 2>/dev/null || true)
-if ! grep -qx aarch64-unknown-none <<<"$installed_targets"; then
-  log "adding Rust target aarch64-unknown-none"
-  rustup target add aarch64-unknown-none 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add aarch64-unknown-none
-fi
+for target in aarch64-unknown-none armv7a-none-eabi; do
+  if ! grep -qx "$target" <<<"$installed_targets"; then
+    log "adding Rust target $target"
+    rustup target add "$target" 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup target add "$target"
+  fi
+done
 installed_components=$(rustup component list --installed 2>/dev/null || true)
+if ! grep -q "^rust-src" <<<"$installed_components"; then
+  log "adding Rust component rust-src (the 32-bit Pi image builds core from it)"
+  rustup component add rust-src 2>/dev/null || RUSTUP_TOOLCHAIN=stable rustup component add rust-src
+fi
 for component in clippy rustfmt; do
   if ! grep -q "^${component}" <<<"$installed_components"; then
     log "adding Rust component ${component}"
@@ -75,8 +85,8 @@ is_debian_12=0
 missing=()
 debian_packages=()
 qemu_from_backports=0
-if [ "$(qemu_major)" -lt 9 ]; then
-  missing+=("qemu-system-aarch64 >= 9.0, found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
+if [ "$(qemu_major)" -lt 9 ] || ! command -v qemu-system-arm >/dev/null 2>&1; then
+  missing+=("qemu-system-aarch64 >= 9.0 and qemu-system-arm (raspi0, raspi1ap, raspi2b), found: $(qemu_version_line) (Debian: qemu-system-arm from bookworm-backports; Ubuntu 24.04: qemu-system-arm; Fedora: qemu-system-aarch64)")
   qemu_from_backports=1
 fi
 if [ "$want_test_tools" -eq 1 ]; then
@@ -96,6 +106,20 @@ if [ "$want_test_tools" -eq 1 ]; then
   if ! command -v losetup >/dev/null 2>&1 && [ ! -x /usr/sbin/losetup ] && [ ! -x /sbin/losetup ]; then
     missing+=("losetup (package mount; util-linux on other systems)")
     debian_packages+=(mount)
+  fi
+  # fio's json+ to CSV converter, run on barebench's json+ output by the fio-consumers test.
+  if ! command -v fio_jsonplus_clat2csv >/dev/null 2>&1; then
+    missing+=("fio_jsonplus_clat2csv (package fio)")
+    debian_packages+=(fio)
+  fi
+  # fio-plot runs in a Python virtual environment: `python3 -m venv` needs ensurepip, which
+  # Debian ships in python3-venv (and a minimal system may have no python3 at all).
+  if ! command -v python3 >/dev/null 2>&1; then
+    missing+=("python3 with its venv module (packages python3, python3-venv)")
+    debian_packages+=(python3 python3-venv)
+  elif ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    missing+=("python3 venv module (package python3-venv)")
+    debian_packages+=(python3-venv)
   fi
 fi
 
@@ -143,5 +167,17 @@ if [ "${#debian_packages[@]}" -gt 0 ]; then
   log "installing test tools: ${debian_packages[*]}"
   apt_update_once
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${debian_packages[@]}" >&2
+fi
+# fio-plot 1.1.21 (and six for fio_jsonplus_clat2csv) in a virtual environment, made once.
+# Best effort: without Python or PyPI the fio-consumers test says what is missing.
+venv_dir=${BAREBENCH_VENV:-${HOME:+$HOME/.cache/barebench/venv}}
+if [ "$want_test_tools" -eq 1 ] && [ -n "$venv_dir" ] && [ ! -x "$venv_dir/bin/fio-plot" ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    log "creating ${venv_dir} with fio-plot 1.1.21 from PyPI"
+    { python3 -m venv "$venv_dir" && "$venv_dir/bin/pip" install -q 'fio-plot==1.1.21' six >&2; } \
+      || log "could not set up fio-plot in ${venv_dir}; the fio-plot test will fail and say so"
+  else
+    log "no python3: fio-plot is not set up; the fio-plot test will fail and say so"
+  fi
 fi
 log "ready: $(qemu_version_line); rustc $(rustc --version | cut -d' ' -f2)"

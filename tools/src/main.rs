@@ -37,7 +37,7 @@ enum Command {
     /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
     Image(ImageArgs),
     /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
-    Qemu(QemuArgs),
+    Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
     Serial(SerialArgs),
     /// Turn serial logs (and fio JSON from Linux) into tables and charts.
@@ -69,6 +69,9 @@ struct ImageArgs {
     /// Kernel image (copied as kernel8.img and kernel_2712.img).
     #[arg(long, default_value = "build/kernel8.img")]
     kernel: PathBuf,
+    /// 32-bit kernel image for Pi 1, Zero and Pi 2 (copied as kernel.img and kernel7.img).
+    #[arg(long, default_value = "build/kernel.img")]
+    kernel32: PathBuf,
     /// Image size, e.g. 256M (rounded up to a power of two; default 256 MiB or what the files need).
     #[arg(long, value_parser = parse_size_arg)]
     size: Option<u64>,
@@ -114,10 +117,12 @@ struct ImageArgs {
 
 #[derive(Args)]
 struct QemuArgs {
-    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b or raspi4b.
+    /// QEMU machine: virt (sdhci-pci and NVMe on PCIe, as `make qemu`), raspi3b, raspi4b, or the
+    /// 32-bit raspi0, raspi1ap, raspi2b.
     #[arg(long, value_enum, default_value_t = DEFAULT_MACHINE)]
     machine: Machine,
-    /// Kernel image [default: build/kernel8.img for raspi*, build/kernel-virt.img for virt].
+    /// Kernel image [default: build/kernel8.img for raspi3b/4b, build/kernel.img for raspi0/1ap,
+    /// build/kernel7.img for raspi2b, build/kernel-virt.img for virt].
     #[arg(long)]
     kernel: Option<PathBuf>,
     /// SD card: SIZE[:pattern|zeros|FILE] (size rounded up to a power of two).
@@ -136,6 +141,12 @@ struct QemuArgs {
     /// where this host refuses io_uring].
     #[arg(long, value_name = "BACKEND")]
     nvme_aio: Option<String>,
+    /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    usb: Option<DiskSpec>,
+    /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|zeros|FILE].
+    #[arg(long, value_name = "SPEC")]
+    uas: Option<DiskSpec>,
     /// CPU model for virt (the raspi machines have their own fixed CPUs).
     #[arg(long, default_value = DEFAULT_VIRT_CPU)]
     cpu: String,
@@ -159,9 +170,9 @@ struct QemuArgs {
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
-    /// The QEMU binary.
-    #[arg(long, default_value = "qemu-system-aarch64")]
-    qemu: PathBuf,
+    /// The QEMU binary [default: qemu-system-arm for raspi0/1ap/2b, qemu-system-aarch64 otherwise].
+    #[arg(long)]
+    qemu: Option<PathBuf>,
     /// Benchmark settings as one string.
     #[arg(long, value_name = "SETTINGS")]
     cmdline: Option<String>,
@@ -193,6 +204,14 @@ struct ReportArgs {
     /// Serial logs of barebench runs and fio JSON files from Linux runs.
     #[arg(required = true, value_name = "LOG_OR_FIO_JSON")]
     inputs: Vec<PathBuf>,
+    /// Also decode the per-command traces (`trace=DEV`) of the logs into trace-DEV-RUN.csv,
+    /// charts and traces.md, with the kernel ELF's defmt table.
+    #[arg(long)]
+    trace: bool,
+    /// The kernel ELF that printed the logs [default: build/kernel-virt.elf or build/kernel8.elf,
+    /// whichever matches].
+    #[arg(long, value_name = "ELF", requires = "trace")]
+    elf: Option<PathBuf>,
 }
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
@@ -231,6 +250,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     let request = ImageRequest {
         output: args.output.clone(),
         kernel: args.kernel.clone(),
+        kernel32: args.kernel32.clone(),
         settings: settings_from(&args.cmdline, &args.settings),
         size_bytes: args.size,
         firmware,
@@ -347,6 +367,8 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.nvme_aio = backend.clone();
         run.nvme_aio_note = None;
     }
+    run.usb = args.usb.clone();
+    run.uas = args.uas.clone();
     run.virt_cpu = args.cpu.clone();
     run.virt_memory = args.memory.clone();
     run.extra_args = args.extra_args.clone();
@@ -356,7 +378,9 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     }
     run.timeout = args.timeout.map(Duration::from_secs);
     run.icount = args.icount;
-    run.qemu_binary = args.qemu.clone();
+    if let Some(binary) = &args.qemu {
+        run.qemu_binary = binary.clone();
+    }
     run.show_progress = true;
     eprintln!(
         "barebench: {} -M {} -append {:?}; serial log {}",
@@ -430,7 +454,55 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
     }
 }
 
+/// `report --trace`: each log's traces decoded, written and summarised.
+fn run_trace_report(args: &ReportArgs) -> Result<ExitCode> {
+    use tools::report::trace;
+    let elves = match &args.elf {
+        Some(elf) => vec![elf.clone()],
+        None => trace::default_elves(std::path::Path::new("build")),
+    };
+    let mut decoded = Vec::new();
+    for input in &args.inputs {
+        let Ok(log) = std::fs::read_to_string(input) else {
+            continue;
+        };
+        if !log.contains(bench::trace::TRACE_BEGIN_PREFIX) {
+            continue;
+        }
+        let (elf, traces) = trace::decode_with_any(&log, &elves)?;
+        println!("{}: {} traces decoded with {}", input.display(), traces.len(), elf.display());
+        decoded.extend(traces);
+    }
+    if decoded.is_empty() {
+        eprintln!("barebench: no trace in any input (run with trace=DEV)");
+        return Ok(ExitCode::FAILURE);
+    }
+    for written in trace::write_traces(&decoded, &args.output)? {
+        println!("wrote {}", written.display());
+    }
+    for one in &decoded {
+        let rows = one.rows();
+        println!(
+            "{} {}: {} commands, mean latency {:.1} µs; slowest:",
+            one.device,
+            one.run,
+            rows.len(),
+            trace::mean_latency_ns(&rows) / 1e3
+        );
+        for line in trace::slowest(one, 5) {
+            println!("  {line}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn run_report(args: &ReportArgs) -> Result<ExitCode> {
+    if args.trace {
+        let status = run_trace_report(args)?;
+        if status != ExitCode::SUCCESS {
+            return Ok(status);
+        }
+    }
     let report = tools::report::build_report(&args.inputs);
     for source in &report.sources {
         for problem in &source.problems {

@@ -1,6 +1,8 @@
-//! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`) with emulated SD/EMMC2/NVMe
-//! disks, captures the serial console and passes the exit status on (docs/qemu.md §0 command lines,
-//! §2 SD placement, §3 NVMe on virt, §4 semihosting exits).
+//! Runs the barebench kernel under QEMU (`raspi3b`, `raspi4b`, `virt`; the 32-bit `raspi0`,
+//! `raspi1ap` and `raspi2b` with `qemu-system-arm`) with emulated SD/EMMC2/NVMe disks and USB
+//! drives, captures the serial console and passes the exit status on (docs/qemu.md §0 command
+//! lines, §2 SD placement, §3 NVMe on virt, §4 semihosting exits; docs/aarch32-pis.md §3 for the
+//! 32-bit machines; docs/usb-storage.md §8 for `qemu-xhci` with `usb-storage` and `usb-uas`).
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -30,6 +32,12 @@ pub const FALLBACK_NVME_AIO: &str = "threads";
 /// The QEMU machines barebench runs on (docs/qemu.md §1 table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Machine {
+    /// Raspberry Pi Zero: BCM2835, ARM1176 (qemu-system-arm).
+    Raspi0,
+    /// Raspberry Pi 1 A+: BCM2835, ARM1176 (qemu-system-arm).
+    Raspi1ap,
+    /// Raspberry Pi 2 B v1.1: BCM2836, Cortex-A7 (qemu-system-arm).
+    Raspi2b,
     /// Raspberry Pi 3B: BCM2837, Arasan SDHCI gets the `-drive if=sd` card.
     Raspi3b,
     /// Raspberry Pi 4B: BCM2711, SD on the Arasan SDHCI, optional card on EMMC2.
@@ -42,6 +50,9 @@ impl Machine {
     /// The `-M` value.
     pub fn qemu_name(self) -> &'static str {
         match self {
+            Machine::Raspi0 => "raspi0",
+            Machine::Raspi1ap => "raspi1ap",
+            Machine::Raspi2b => "raspi2b",
             Machine::Raspi3b => "raspi3b",
             Machine::Raspi4b => "raspi4b",
             Machine::Virt => "virt",
@@ -51,14 +62,27 @@ impl Machine {
     /// The kernel image `make` builds for this machine.
     pub fn default_kernel(self) -> PathBuf {
         match self {
+            Machine::Raspi0 | Machine::Raspi1ap => PathBuf::from("build/kernel.img"),
+            Machine::Raspi2b => PathBuf::from("build/kernel7.img"),
             Machine::Raspi3b | Machine::Raspi4b => PathBuf::from("build/kernel8.img"),
             Machine::Virt => PathBuf::from("build/kernel-virt.img"),
+        }
+    }
+
+    /// The QEMU binary: `qemu-system-arm` for the 32-bit Pis (`qemu-system-aarch64` has no
+    /// raspi0/raspi1ap/raspi2b), `qemu-system-aarch64` otherwise.
+    pub fn qemu_binary(self) -> PathBuf {
+        match self {
+            Machine::Raspi0 | Machine::Raspi1ap | Machine::Raspi2b => PathBuf::from("qemu-system-arm"),
+            _ => PathBuf::from("qemu-system-aarch64"),
         }
     }
 
     /// Physical address of the first PL011 (docs/qemu.md §1 "UARTs").
     pub fn pl011_address(self) -> u32 {
         match self {
+            Machine::Raspi0 | Machine::Raspi1ap => 0x2020_1000,
+            Machine::Raspi2b => 0x3F20_1000,
             Machine::Raspi3b => 0x3F20_1000,
             Machine::Raspi4b => 0xFE20_1000,
             Machine::Virt => 0x0900_0000,
@@ -171,6 +195,10 @@ pub enum DiskRole {
     Sd,
     Emmc2,
     Nvme,
+    /// A Bulk-Only USB drive (`usb-storage` on `qemu-xhci`).
+    UsbBot,
+    /// A UAS USB drive (`usb-uas` with a `scsi-hd` on `qemu-xhci`).
+    UsbUas,
 }
 
 impl DiskRole {
@@ -179,6 +207,8 @@ impl DiskRole {
             DiskRole::Sd => "sd",
             DiskRole::Emmc2 => "emmc2",
             DiskRole::Nvme => "nvme",
+            DiskRole::UsbBot => "usb",
+            DiskRole::UsbUas => "uas",
         }
     }
 }
@@ -212,6 +242,10 @@ pub struct QemuRun {
     /// `aio=` of the NVMe drive (docs/qemu.md §3: io_uring gives the lowest, steadiest latency;
     /// [`host_nvme_aio`] picks it where the host allows).
     pub nvme_aio: String,
+    /// USB drive on the Bulk-Only transport (virt only: `qemu-xhci` + `usb-storage`).
+    pub usb: Option<DiskSpec>,
+    /// USB drive on UAS (virt only: `qemu-xhci` + `usb-uas` + `scsi-hd`).
+    pub uas: Option<DiskSpec>,
     /// Printed when the run has an NVMe drive: why `nvme_aio` is not io_uring.
     pub nvme_aio_note: Option<String>,
     /// CPU model for virt (mandatory there: the default is 32-bit).
@@ -249,6 +283,8 @@ impl QemuRun {
             nvme_options: Vec::new(),
             nvme_aio: aio.backend.to_string(),
             nvme_aio_note: aio.note(),
+            usb: None,
+            uas: None,
             virt_cpu: DEFAULT_VIRT_CPU.to_string(),
             virt_memory: DEFAULT_VIRT_MEMORY.to_string(),
             extra_args: Vec::new(),
@@ -256,7 +292,7 @@ impl QemuRun {
             log_path: PathBuf::from(format!("build/qemu-{}.log", machine.qemu_name())),
             timeout: None,
             icount: false,
-            qemu_binary: PathBuf::from("qemu-system-aarch64"),
+            qemu_binary: machine.qemu_binary(),
             show_progress: false,
         }
     }
@@ -286,6 +322,13 @@ impl QemuRun {
                 reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
             });
         }
+        if (self.usb.is_some() || self.uas.is_some()) && self.machine != Machine::Virt {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "USB drive",
+                machine,
+                reason: "QEMU's raspi machines have no PCIe for an xHCI (use --machine virt)",
+            });
+        }
         if self.emmc2.is_some() && self.machine != Machine::Raspi4b {
             return Err(QemuError::DeviceNotOnMachine {
                 device: "EMMC2",
@@ -294,7 +337,13 @@ impl QemuRun {
             });
         }
         let mut planned = Vec::new();
-        let disks = [(DiskRole::Sd, &self.sd), (DiskRole::Emmc2, &self.emmc2), (DiskRole::Nvme, &self.nvme)];
+        let disks = [
+            (DiskRole::Sd, &self.sd),
+            (DiskRole::Emmc2, &self.emmc2),
+            (DiskRole::Nvme, &self.nvme),
+            (DiskRole::UsbBot, &self.usb),
+            (DiskRole::UsbUas, &self.uas),
+        ];
         for (role, spec) in disks {
             let Some(spec) = spec else { continue };
             let (spec, requested_size_bytes) = match role {
@@ -302,7 +351,7 @@ impl QemuRun {
                     Some(rounded) => (rounded, Some(spec.size_bytes)),
                     None => (spec.clone(), None),
                 },
-                DiskRole::Nvme => (spec.clone(), None),
+                DiskRole::Nvme | DiskRole::UsbBot | DiskRole::UsbUas => (spec.clone(), None),
             };
             let content_name = match &spec.content {
                 DiskContent::Pattern => "pattern",
@@ -383,6 +432,11 @@ impl QemuRun {
         let mut args_with_paths = args;
         args_with_paths.push("-kernel".into());
         args_with_paths.push(self.kernel.clone().into_os_string());
+        if disks.iter().any(|disk| matches!(disk.role, DiskRole::UsbBot | DiskRole::UsbUas)) {
+            // One xHCI for both drives: the BOT drive on root port 1, the UAS drive on port 2
+            // (both USB 3 ports of qemu-xhci: docs/usb-storage.md §3).
+            args_with_paths.extend(["-device".into(), "qemu-xhci,id=xhci".into()]);
+        }
         for disk in disks {
             let file = disk.image_path.to_string_lossy();
             let snapshot = if disk.spec.writes == DiskWrites::Discarded { "on" } else { "off" };
@@ -407,6 +461,20 @@ impl QemuRun {
                     add(drive("e2"));
                     add("-device".into());
                     add("sd-card,drive=e2,bus=/generic-sdhci/sd-bus".into());
+                }
+                (DiskRole::UsbBot, _) => {
+                    add("-drive".into());
+                    add(drive("ub"));
+                    add("-device".into());
+                    add("usb-storage,bus=xhci.0,port=1,drive=ub,serial=barebench-bot".into());
+                }
+                (DiskRole::UsbUas, _) => {
+                    add("-device".into());
+                    add("usb-uas,id=uas,bus=xhci.0,port=2".into());
+                    add("-drive".into());
+                    add(drive("uasd"));
+                    add("-device".into());
+                    add("scsi-hd,bus=uas.0,scsi-id=0,lun=0,drive=uasd,serial=barebench-uas".into());
                 }
                 (DiskRole::Nvme, _) => {
                     add("-drive".into());
@@ -663,6 +731,26 @@ mod tests {
     }
 
     #[test]
+    fn the_32_bit_pis_run_in_qemu_system_arm_with_their_image() {
+        for (machine, name, kernel) in [
+            (Machine::Raspi0, "raspi0", "build/kernel.img"),
+            (Machine::Raspi1ap, "raspi1ap", "build/kernel.img"),
+            (Machine::Raspi2b, "raspi2b", "build/kernel7.img"),
+        ] {
+            let mut run = QemuRun::new(machine);
+            assert_eq!(run.qemu_binary, PathBuf::from("qemu-system-arm"));
+            run.sd = Some("64M".parse().unwrap());
+            let args = args_text(&run);
+            assert!(follows(&args, "-M", name));
+            assert!(follows(&args, "-kernel", kernel));
+            assert!(args.iter().any(|arg| arg.starts_with("if=sd,")), "{args:?}");
+            assert!(!args.contains(&"-cpu".to_string()));
+        }
+        assert_eq!(QemuRun::new(Machine::Raspi3b).qemu_binary, PathBuf::from("qemu-system-aarch64"));
+        assert_eq!(Machine::Raspi0.pl011_address(), 0x2020_1000);
+    }
+
+    #[test]
     fn icount_asks_for_exact_instruction_counting() {
         let mut run = QemuRun::new(Machine::Raspi4b);
         assert!(!args_text(&run).contains(&"-icount".to_string()));
@@ -758,6 +846,40 @@ mod tests {
         assert_eq!(&args[args.len() - 2..], ["-d", "guest_errors"]);
         // NVMe sizes are not rounded: only the SD card model needs a power of two.
         assert_eq!(run.plan_disks().unwrap()[1].spec.size_bytes, 100 << 20);
+    }
+
+    #[test]
+    fn virt_usb_drives_share_one_xhci() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.usb = Some("64M".parse().unwrap());
+        run.uas = Some("32M:zeros".parse().unwrap());
+        let args = args_text(&run);
+        assert_eq!(args.iter().filter(|a| a.starts_with("qemu-xhci")).count(), 1);
+        assert!(follows(&args, "-device", "qemu-xhci,id=xhci"));
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=ub,file=build/disk-usb-64MiB-pattern.img,format=raw,snapshot=on"
+        ));
+        assert!(follows(&args, "-device", "usb-storage,bus=xhci.0,port=1,drive=ub,serial=barebench-bot"));
+        assert!(follows(&args, "-device", "usb-uas,id=uas,bus=xhci.0,port=2"));
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=uasd,file=build/disk-uas-32MiB-zeros.img,format=raw,snapshot=on"
+        ));
+        assert!(follows(
+            &args,
+            "-device",
+            "scsi-hd,bus=uas.0,scsi-id=0,lun=0,drive=uasd,serial=barebench-uas"
+        ));
+        let only_uas = QemuRun { usb: None, ..run };
+        let args = args_text(&only_uas);
+        assert!(follows(&args, "-device", "qemu-xhci,id=xhci"));
+        assert!(!args.iter().any(|a| a.starts_with("usb-storage")));
+        let mut raspi = QemuRun::new(Machine::Raspi4b);
+        raspi.uas = Some("64M".parse().unwrap());
+        assert!(matches!(raspi.plan_disks(), Err(QemuError::DeviceNotOnMachine { device: "USB drive", .. })));
     }
 
     #[test]

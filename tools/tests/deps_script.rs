@@ -57,15 +57,17 @@ impl FakeMachine {
             &format!(
                 "case \"$1 $2\" in\n\
                  'toolchain list') echo '{channel}-x86_64-unknown-linux-gnu' ;;\n\
-                 'target list') echo aarch64-unknown-none ;;\n\
-                 'component list') printf 'clippy-x86_64-unknown-linux-gnu\\nrustfmt-x86_64-unknown-linux-gnu\\n' ;;\n\
+                 'target list') printf 'aarch64-unknown-none\\narmv7a-none-eabi\\n' ;;\n\
+                 'component list') printf 'clippy-x86_64-unknown-linux-gnu\\nrustfmt-x86_64-unknown-linux-gnu\\nrust-src\\n' ;;\n\
                  *) {record} ;;\n\
                  esac"
             ),
         );
         write_script(&bin, "rustc", &format!("echo 'rustc {channel} (0000000 2026-01-01)'"));
         if let Some(version) = qemu_version {
-            write_script(&bin, "qemu-system-aarch64", &format!("echo 'QEMU emulator version {version}'"));
+            for binary in ["qemu-system-aarch64", "qemu-system-arm"] {
+                write_script(&bin, binary, &format!("echo 'QEMU emulator version {version}'"));
+            }
         }
         for tool in present_tools {
             write_script(&bin, tool, "exit 0");
@@ -108,10 +110,14 @@ fn elsewhere_it_lists_what_is_missing_and_changes_nothing() {
         assert_eq!(output.status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("this is not Debian 12"), "{stderr}");
         assert!(
-            stderr.contains("qemu-system-aarch64 >= 9.0, found: QEMU emulator version 7.2.0"),
+            stderr.contains(
+                "qemu-system-aarch64 >= 9.0 and qemu-system-arm (raspi0, raspi1ap, raspi2b), found: QEMU emulator version 7.2.0"
+            ),
             "{stderr}"
         );
         assert!(stderr.contains("fsck.fat (package dosfstools)"), "{stderr}");
+        assert!(stderr.contains("fio_jsonplus_clat2csv (package fio)"), "{stderr}");
+        assert!(stderr.contains("python3 with its venv module (packages python3, python3-venv)"), "{stderr}");
         assert!(!stderr.contains("mtools") && !stderr.contains("llvm-objcopy"), "{stderr}");
         assert_eq!(machine.system_calls(), "", "no apt-get, sudo or tee elsewhere");
     }
@@ -119,7 +125,11 @@ fn elsewhere_it_lists_what_is_missing_and_changes_nothing() {
 
 #[test]
 fn elsewhere_with_everything_present_it_succeeds_quietly() {
-    let machine = FakeMachine::new(FEDORA, Some("10.0.2"), &["fsck.fat", "mdir", "llvm-objcopy"]);
+    let machine = FakeMachine::new(
+        FEDORA,
+        Some("10.0.2"),
+        &["fsck.fat", "mdir", "llvm-objcopy", "fio_jsonplus_clat2csv", "python3"],
+    );
     let output = machine.run_deps();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
@@ -149,4 +159,40 @@ fn on_debian_12_it_installs_qemu_from_bookworm_backports() {
     // The stand-in QEMU stays at 7.2, so the script says so and fails.
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("still older than 9.0"), "{stderr}");
+}
+
+#[test]
+fn the_32_bit_target_rust_src_and_qemu_system_arm_are_asked_for() {
+    let machine = FakeMachine::new(FEDORA, Some("10.0.2"), &["fsck.fat", "mdir", "llvm-objcopy"]);
+    let bin = machine.dir.path().join("bin");
+    let calls = machine.dir.path().join("calls.log");
+    let record = format!("echo \"$(basename \"$0\") $*\" >> {}", calls.display());
+    let channel = fs::read_to_string(repository_root().join("rust-toolchain.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("channel = \"").map(|rest| rest.trim_end_matches('"').to_string()))
+        .unwrap();
+    // Only the AArch64 target and no rust-src: both are added with rustup.
+    write_script(
+        &bin,
+        "rustup",
+        &format!(
+            "case \"$1 $2\" in\n\
+             'toolchain list') echo '{channel}-x86_64-unknown-linux-gnu' ;;\n\
+             'target list') echo aarch64-unknown-none ;;\n\
+             'component list') printf 'clippy-x86_64-unknown-linux-gnu\\nrustfmt-x86_64-unknown-linux-gnu\\n' ;;\n\
+             *) {record} ;;\n\
+             esac"
+        ),
+    );
+    // QEMU 10 without qemu-system-arm: named as missing.
+    fs::remove_file(bin.join("qemu-system-arm")).unwrap();
+    let output = machine.run_deps();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let calls = machine.system_calls();
+    assert!(calls.contains("rustup target add armv7a-none-eabi"), "{calls}\n{stderr}");
+    assert!(calls.contains("rustup component add rust-src"), "{calls}\n{stderr}");
+    assert!(!calls.contains("target add aarch64"), "{calls}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("qemu-system-arm (raspi0, raspi1ap, raspi2b)"), "{stderr}");
 }

@@ -87,6 +87,14 @@ fn kernel(dir: &Path) -> (PathBuf, Vec<u8>) {
     (path, bytes)
 }
 
+/// A stand-in 32-bit kernel beside the 64-bit one.
+fn kernel32(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let bytes: Vec<u8> = (0..50_000u32).map(|i| (i * 11 % 253) as u8).collect();
+    let path = dir.join("kernel.img");
+    fs::write(&path, &bytes).unwrap();
+    (path, bytes)
+}
+
 /// Fake firmware and a kernel in `work`, and `barebench image` with `--write target` plus
 /// `extra` arguments, run there: the set-up every `--write` test shares.
 fn write_image(work: &Path, target: &str, extra: &[&str]) -> Output {
@@ -94,12 +102,15 @@ fn write_image(work: &Path, target: &str, extra: &[&str]) -> Output {
     fs::create_dir_all(&firmware_dir).unwrap();
     fake_firmware(&firmware_dir);
     let (kernel_path, _) = kernel(work);
+    let (kernel32_path, _) = kernel32(work);
     let mut args = vec![
         "image",
         "-o",
         "card.img",
         "--kernel",
         kernel_path.to_str().unwrap(),
+        "--kernel32",
+        kernel32_path.to_str().unwrap(),
         "--firmware",
         firmware_dir.to_str().unwrap(),
         "--size",
@@ -118,6 +129,7 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
     fs::create_dir_all(&firmware_dir).unwrap();
     let firmware = fake_firmware(&firmware_dir);
     let (kernel_path, kernel_bytes) = kernel(work.path());
+    let (kernel32_path, kernel32_bytes) = kernel32(work.path());
     let image = work.path().join("card.img");
     let output = barebench(
         &[
@@ -126,6 +138,8 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
             image.to_str().unwrap(),
             "--kernel",
             kernel_path.to_str().unwrap(),
+            "--kernel32",
+            kernel32_path.to_str().unwrap(),
             "--firmware",
             firmware_dir.to_str().unwrap(),
             "--size",
@@ -141,9 +155,16 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
     fsck_partition(&image);
 
     let root = mdir_listing(&image, "/");
-    for name in
-        ["bootcode.bin", "config.txt", "cmdline.txt", "kernel8.img", "kernel_2712.img", "bcm2712-rpi-5-b.dtb"]
-    {
+    for name in [
+        "bootcode.bin",
+        "config.txt",
+        "cmdline.txt",
+        "kernel8.img",
+        "kernel_2712.img",
+        "kernel.img",
+        "kernel7.img",
+        "bcm2712-rpi-5-b.dtb",
+    ] {
         assert!(root.contains(name), "{name} missing from {root}");
     }
     for (name, bytes) in &firmware {
@@ -151,10 +172,16 @@ fn image_from_a_firmware_directory_passes_fsck_and_mtools() {
     }
     assert_eq!(mtools_file(&image, "kernel8.img"), kernel_bytes);
     assert_eq!(mtools_file(&image, "kernel_2712.img"), kernel_bytes);
+    assert_eq!(mtools_file(&image, "kernel.img"), kernel32_bytes);
+    assert_eq!(mtools_file(&image, "kernel7.img"), kernel32_bytes);
     assert_eq!(mtools_file(&image, "cmdline.txt"), b"preset=quick devices=sd0\n");
     let config = String::from_utf8(mtools_file(&image, "config.txt")).unwrap();
     assert!(config.contains("dtoverlay=disable-bt"), "the overlay is on the card: {config}");
     assert!(config.contains("kernel_address=0x80000"));
+    assert!(
+        config.contains("[pi2]\n# Pi 2 B\nkernel=kernel7.img\narm_64bit=0\nkernel_address=0x8000\n"),
+        "{config}"
+    );
     assert!(config.contains("os_check=0"));
 }
 
@@ -177,6 +204,7 @@ fn image_from_debian_packages_holds_firmware_dtbs_and_licences() {
     // downloads raspi-firmware (4.8 MB) and the 6.12 arm64 kernel package (93 MB).
     let work = tempfile::tempdir().unwrap();
     let (kernel_path, _) = kernel(work.path());
+    let (kernel32_path, _) = kernel32(work.path());
     let image = work.path().join("card.img");
     let output = barebench(
         &[
@@ -185,6 +213,8 @@ fn image_from_debian_packages_holds_firmware_dtbs_and_licences() {
             image.to_str().unwrap(),
             "--kernel",
             kernel_path.to_str().unwrap(),
+            "--kernel32",
+            kernel32_path.to_str().unwrap(),
             "--cmdline",
             "runs=1",
         ],

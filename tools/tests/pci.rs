@@ -93,6 +93,10 @@ fn raspi4b_reports_pcie0_link_down_at_once_and_still_runs_the_benchmark() {
         "{out}"
     );
     assert!(out.contains("nvme       no PCIe devices; no NVMe controllers"), "{out}");
+    assert!(
+        out.contains("usb        the Pi 4's USB 3 controller (VL805) is behind pcie0, which is not up (see the pcie0 line); no USB drives"),
+        "{out}"
+    );
     assert!(!out.contains("EXCEPTION"), "{out}");
     assert!(out.contains("results for randread:4k:1"), "{out}");
     assert!(out.lines().any(|l| l.starts_with("sd0") && l.contains("randread:4k:1")), "{out}");

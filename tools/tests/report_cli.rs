@@ -48,6 +48,12 @@ fn report_from_a_log_and_linux_fio() {
     assert_eq!(json["sources"][0]["board"], "pi5");
     assert_eq!(json["sources"][1]["kind"], "linux_fio");
 
+    // fio-plot's layout beside the report: one fio document per job and device.
+    for file in ["nvme0/4k/randread-1-1.json", "sd0/1m/read-16-1.json", "nvme0n1/4k/randread-32-1.json"] {
+        let path = out.path().join("fio").join(file);
+        let document: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(document["jobs"][0]["job options"]["numjobs"], "1", "{file}");
+    }
     for name in ["sequential-mib-s", "random-4k-iops", "latency-qd1-us"] {
         let svg = fs::read_to_string(out.path().join(format!("{name}.svg"))).unwrap();
         let document = roxmltree::Document::parse(&svg).unwrap_or_else(|error| panic!("{name}.svg: {error}"));

@@ -1,4 +1,5 @@
-//! End-to-end: SD cards under QEMU. raspi3b's Arasan SDHCI (SDSC image, PIO), raspi4b's
+//! End-to-end: SD cards under QEMU. raspi3b's Arasan SDHCI (SDSC image, PIO) and its sdhost
+//! (the slot's controller unless `sd.host=arasan`), raspi4b's
 //! EMMC2 and legacy Arasan together, raspi4b booted with Debian's Pi 4 device tree as shipped
 //! (B0 `dma-ranges`) and as a C0 board's firmware edits it, and `sdhci-pci` on virt (SDHC image,
 //! ADMA2 and forced PIO).
@@ -66,7 +67,10 @@ fn raspi3b_arasan_reads_an_sdsc_card_by_pio() {
     let ranges = ranges(blocks, 3);
     let image = Image::new("sd-raspi3b", 1 << 30, &ranges);
     let run = Run::new(Machine::Raspi3b)
-        .append(&format!("exit=semihosting jobs=none sd.mode=adma2 {}", checks("sd0", &ranges, 5)))
+        .append(&format!(
+            "exit=semihosting jobs=none sd.mode=adma2 sd.host=arasan {}",
+            checks("sd0", &ranges, 5)
+        ))
         .arg("-drive")
         .arg(&format!("if=sd,{}", image.drive()))
         .go();
@@ -93,6 +97,32 @@ fn raspi3b_arasan_reads_an_sdsc_card_by_pio() {
     assert_eq!(image.blocks, blocks);
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "raspi3b PIO", "sd0");
+}
+
+#[test]
+fn raspi3b_slot_goes_to_the_sdhost_unless_asked_otherwise() {
+    let blocks = (256u64 << 20) / SECTOR;
+    let ranges = ranges(blocks, 8);
+    let image = Image::new("sd-raspi3b-sdhost", 256 << 20, &ranges);
+    let run = Run::new(Machine::Raspi3b)
+        .append(&format!("exit=semihosting jobs=none {}", checks("sd0", &ranges, 3)))
+        .arg("-drive")
+        .arg(&format!("if=sd,{}", image.drive()))
+        .go();
+    run.assert_status(0);
+    let out = &run.output;
+    assert!(line_with(out, "sdhost at 0x3f202000:").contains("BCM2835 sdhost"), "{out}");
+    assert!(
+        out.contains("sdhci at 0x3f300000: not probed: GPIO 48-53 give the SD slot to the sdhost"),
+        "{out}"
+    );
+    let mode = line_with(out, "sd0        mode");
+    assert!(
+        mode.contains("High Speed (HS)") && mode.contains("PIO") && mode.ends_with("end by CMD12"),
+        "{mode}"
+    );
+    assert_checks(out, "sd0", &image, &ranges, 3);
+    report_timing(out, "raspi3b sdhost PIO", "sd0");
 }
 
 #[test]
@@ -205,7 +235,10 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
         "{out}"
     );
     let mode = line_with(out, "sd0        mode");
-    assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("auto-CMD12"), "{mode}");
+    assert!(
+        mode.contains("ADMA2 (32-bit) with 64 KiB per descriptor") && mode.contains("auto-CMD12"),
+        "{mode}"
+    );
     assert_checks(out, "sd0", &image, &ranges, 5);
     report_timing(out, "virt ADMA2", "sd0");
     // ADMA2 with CMD23 announcing the count (QEMU's v3 card accepts it: docs/qemu.md §2).
@@ -219,6 +252,29 @@ fn virt_sdhci_pci_reads_an_sdhc_card_by_adma2() {
     let mode = line_with(&run.output, "sd0        mode");
     assert!(mode.contains("ADMA2 (32-bit)") && mode.contains("end by CMD23"), "{mode}");
     assert_checks(&run.output, "sd0", &image, some, 2);
+}
+
+#[test]
+fn a_benchmark_job_on_sd_says_how_its_data_moved() {
+    let image = Image::new("sd-virt-job", 64 * MIB, &[(0, 64 * MIB / SECTOR)]);
+    let run = Run::new(Machine::Virt)
+        .append("exit=semihosting jobs=read:64k:1 runs=1 ramp=0 runtime=300ms offset=0 size=16m progress=off")
+        .args(&["-drive", &format!("if=none,id=sdc,{}", image.drive())])
+        .args(&["-device", "sdhci-pci,sd-spec-version=3", "-device", "sd-card,drive=sdc"])
+        .go();
+    run.assert_status(0);
+    let out = &run.output;
+    // Every 64 KiB request is one command whose data moved by ADMA2; none fell back to PIO.
+    let path = line_with(out, "sd0      data path: ");
+    assert!(path.starts_with("sd0      data path: ADMA2 (32-bit), "), "{path}");
+    assert!(path.ends_with(" commands, 0 by PIO instead"), "{path}");
+    assert!(!out.contains("by PIO, not"), "{out}");
+    let json = bench::fio_json::extract_json_from_log(out).expect("the JSON block");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let job = &value["jobs"][0]["barebench"];
+    assert_eq!(job["data_path"]["mode"], "ADMA2 (32-bit)");
+    assert_eq!(job["data_path"]["pio_fallbacks"], 0);
+    assert!(job["data_path"]["commands"].as_u64().unwrap() > 0, "{job}");
 }
 
 #[test]
@@ -275,7 +331,7 @@ fn empty_slots_are_reported_and_the_run_goes_on() {
     let run = Run::new(Machine::Raspi3b).append("exit=semihosting jobs=none sd.mode=bogus").go();
     run.assert_status(0);
     let out = &run.output;
-    assert!(out.lines().any(|line| line == "sdhci at 0x3f300000: no card"), "{out}");
+    assert!(out.lines().any(|line| line == "sdhost at 0x3f202000: no card"), "{out}");
     assert!(!out.contains("sd0 "), "{out}");
     assert!(out.contains("warning: bad setting sd.mode=bogus: expected sd.mode=auto|pio|adma2"), "{out}");
     assert!(out.contains("storage    no usable devices found"), "{out}");

@@ -109,6 +109,18 @@ impl DmaRegion {
         unsafe { ptr::write_volatile(address as *mut u64, value) }
     }
 
+    /// Sets `length_bytes` bytes from `offset_bytes` to zero, a 32-bit word at a time (both must
+    /// be multiples of 4): xHCI contexts and USB wrappers are cleared before each use.
+    pub fn zero(&self, offset_bytes: usize, length_bytes: usize) {
+        assert!(length_bytes.is_multiple_of(4), "zeroing {length_bytes} bytes: not whole words");
+        let address = self.address_of(offset_bytes, length_bytes, 4);
+        self.log_access(offset_bytes, length_bytes, true);
+        for index in 0..length_bytes / 4 {
+            // SAFETY: as for `write_words`; the whole run was checked to lie inside the region.
+            unsafe { ptr::write_volatile((address as *mut u32).add(index), 0) };
+        }
+    }
+
     /// Copies `out.len()` bytes from `offset_bytes` (identify data after its command completed).
     pub fn read_bytes(&self, offset_bytes: usize, out: &mut [u8]) {
         let address = self.address_of(offset_bytes, out.len(), 1);
@@ -159,6 +171,22 @@ mod tests {
         assert!(bytes_past_the_end.is_err());
         let misaligned = std::panic::catch_unwind(|| region.write_u64(4, 0));
         assert!(misaligned.is_err());
+        drop(backing);
+    }
+
+    #[test]
+    fn zero_clears_exactly_the_words_asked_for() {
+        let mut backing = vec![u64::MAX; 4];
+        let buffer =
+            DmaBuffer { cpu_address: backing.as_mut_ptr() as usize, physical_address: 0, length_bytes: 32 };
+        // SAFETY: the vector outlives the region and nothing else touches it in this test.
+        let region = unsafe { DmaRegion::new(buffer) };
+        region.zero(4, 16);
+        let mut words = [0u32; 8];
+        region.read_words(0, &mut words);
+        assert_eq!(words, [u32::MAX, 0, 0, 0, 0, u32::MAX, u32::MAX, u32::MAX]);
+        assert!(std::panic::catch_unwind(|| region.zero(24, 12)).is_err(), "past the end");
+        assert!(std::panic::catch_unwind(|| region.zero(0, 6)).is_err(), "not whole words");
         drop(backing);
     }
 }

@@ -22,8 +22,8 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{
-    check_request, BlockDevice, Completion, DmaBuffer, Geometry, IoError, IoErrorKind, Operation, Request,
-    SubmitError,
+    check_request, BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, IoError, IoErrorKind,
+    Operation, Request, SubmitError,
 };
 
 /// The largest request the block interface accepts; the pair splits it into commands.
@@ -369,8 +369,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
     }
 
-    /// Handles one completion entry; returns the finished request, if this was its last piece.
-    fn complete(&mut self, entry: &CompletionEntry) -> Option<Completion> {
+    /// Handles one completion entry; returns the finished request, if this was its last piece,
+    /// with this entry's identifiers.
+    fn complete(&mut self, entry: &CompletionEntry) -> Option<(Completion, CommandDetail)> {
         let command_id = entry.command_id();
         let command = self.trusted_command(entry)?;
         let outcome = self.command_outcome(entry, &command);
@@ -391,7 +392,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             }
         }
         let request = &self.requests[index as usize];
-        (request.pieces_done == request.pieces_total).then(|| self.finish(index))
+        let detail =
+            CommandDetail { queue_id: self.setup.queue_id, command_id, sq_head: Some(entry.sq_head()) };
+        (request.pieces_done == request.pieces_total).then(|| (self.finish(index), detail))
     }
 
     /// The command an entry completes, if the entry names this queue and a command in flight;
@@ -547,12 +550,22 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     /// Consumes new completion entries (phase tag), releases them with one CQ head doorbell
     /// write, then issues waiting pieces into the freed slots (one SQ doorbell write).
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        self.poll_detailed(completions, &mut [])
+    }
+
+    /// As `poll`; `details` (when not empty) gets each completion's queue, command identifier
+    /// and the SQ head its completion entry reported.
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
         let mut produced = 0;
         while produced < completions.len() {
             let Some(index) = self.finished_early.pop_front() else {
                 break;
             };
             completions[produced] = self.finish(index);
+            if let Some(detail) = details.get_mut(produced) {
+                // Failed before any of its commands was issued.
+                *detail = CommandDetail { queue_id: self.setup.queue_id, ..CommandDetail::default() };
+            }
             produced += 1;
         }
         let mut consumed = 0u32;
@@ -563,8 +576,11 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
                 break;
             };
             consumed += 1;
-            if let Some(done) = self.complete(&entry) {
+            if let Some((done, detail)) = self.complete(&entry) {
                 completions[produced] = done;
+                if let Some(slot) = details.get_mut(produced) {
+                    *slot = detail;
+                }
                 produced += 1;
             }
         }
@@ -646,6 +662,55 @@ mod tests {
             data[..bytes] == pattern_bytes(first_byte, bytes)[..],
             "data at device byte {first_byte} ({bytes} bytes) differs"
         );
+    }
+
+    #[test]
+    fn detailed_polls_name_the_queue_command_and_reported_sq_head() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        let buffer = platform.allocate_dma(8 * 4096, 4096).unwrap();
+        // Four single-command reads, then one split into two commands (MDTS 512 KiB).
+        for tag in 0..4u32 {
+            device
+                .submit(read(tag, u64::from(tag) * 8, 8, buffer.slice(tag as usize * 4096, 4096).unwrap()))
+                .unwrap();
+        }
+        let large = platform.allocate_dma(1 << 20, 4096).unwrap();
+        device.submit(read(9, 4096, 2048, large)).unwrap();
+        device.kick();
+        let mut completions = [Completion::default(); 8];
+        let mut details = [CommandDetail { queue_id: 77, command_id: 77, sq_head: None }; 8];
+        let mut seen = StdVec::new();
+        for _ in 0..100_000 {
+            platform.now_ticks();
+            let count = device.poll_detailed(&mut completions, &mut details);
+            seen.extend(completions[..count].iter().zip(&details[..count]).map(|(c, d)| (c.tag, *d)));
+            if seen.len() == 5 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
+        let queue_id = device.queue_id();
+        assert!(seen.iter().all(|(_, detail)| detail.queue_id == queue_id && detail.queue_id != 0));
+        // Six commands went into an 8-entry SQ: every reported head is a slot index past the
+        // command's own, and the command identifiers of one batch are distinct.
+        let mut ids: StdVec<u16> = seen.iter().map(|(_, d)| d.command_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 5, "{seen:?}");
+        assert!(
+            seen.iter().all(|(_, d)| matches!(d.sq_head, Some(head) if (1..8).contains(&head))),
+            "{seen:?}"
+        );
+        // The split request reports its last command: the sixth entry, so the head is past it.
+        let (_, split) = seen.iter().find(|(tag, _)| *tag == 9).unwrap();
+        assert_eq!(split.sq_head, Some(6), "{seen:?}");
+        // A plain poll leaves no trace of details behind.
+        device.submit(read(1, 0, 8, buffer.slice(0, 4096).unwrap())).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].tag, 1);
+        sim.assert_no_violations();
     }
 
     #[test]

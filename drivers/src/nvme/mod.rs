@@ -20,6 +20,7 @@ pub mod prp;
 pub mod regs;
 pub mod ring;
 pub mod selftest;
+pub mod snapshot;
 pub mod status;
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::mmio::RegisterIo;
 use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
-use blockdev::{check_request, BlockDevice, Completion, Geometry, Request, SubmitError};
+use blockdev::{check_request, BlockDevice, CommandDetail, Completion, Geometry, Request, SubmitError};
 
 pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
     name: String,
@@ -91,6 +91,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        self.poll_detailed(completions, &mut [])
+    }
+
+    fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
         let count = self.pairs.len();
         let mut produced = 0;
         for step in 0..count {
@@ -98,7 +102,8 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
                 break;
             }
             let index = (self.next_poll + step) % count;
-            produced += self.pairs[index].poll(&mut completions[produced..]);
+            let details = details.get_mut(produced..).unwrap_or_default();
+            produced += self.pairs[index].poll_detailed(&mut completions[produced..], details);
         }
         self.next_poll = (self.next_poll + 1) % count;
         produced

@@ -147,6 +147,12 @@ impl crate::testing::ArenaPlatform {
         self.physical_of_bus(bus, data.len()).is_some_and(|physical| self.device_write(physical, data))
     }
 
+    /// A 64-bit little-endian word read by the controller (logged), as `read_bus`.
+    pub fn read_bus_u64(&self, bus: u64) -> Option<u64> {
+        let mut bytes = [0u8; 8];
+        self.read_bus(bus, &mut bytes).then(|| u64::from_le_bytes(bytes))
+    }
+
     /// A PRP list entry as the controller's walker sees it, with the physical address it came
     /// from (not logged: the simulator logs the list pages it read as whole runs).
     fn peek_bus_u64(&self, bus: u64) -> Option<(u64, u64)> {
@@ -601,6 +607,11 @@ impl RegisterIo for SimController<'_> {
             0x2C => (state.asq >> 32) as u32,
             offsets::ACQ => state.acq as u32,
             0x34 => (state.acq >> 32) as u32,
+            // NVMe 1.4 §3.1.24-25: what a doorbell read returns is undefined.
+            offset if offset >= offsets::DOORBELLS => {
+                state.violations.push(format!("read of doorbell register {offset:#x}"));
+                0
+            }
             _ => 0,
         }
     }

@@ -47,14 +47,16 @@ impl ClassCode {
     pub const NVME: ClassCode = ClassCode { base: 0x01, sub: 0x08, prog_if: 0x02 };
     /// SD host controller with DMA (SD Host Controller Simplified Specification: 08h 05h 01h).
     pub const SDHCI: ClassCode = ClassCode { base: 0x08, sub: 0x05, prog_if: 0x01 };
+    /// USB xHCI host controller (xHCI 1.2 §5.2.1: serial bus 0Ch, USB 03h, interface 30h).
+    pub const XHCI: ClassCode = ClassCode { base: 0x0c, sub: 0x03, prog_if: 0x30 };
 
     pub fn name(&self) -> &'static str {
         match (self.base, self.sub) {
             (0x01, 0x08) => "NVMe controller",
             (0x08, 0x05) => "SD host controller",
+            (0x0c, 0x03) => "USB controller",
             (0x06, 0x00) => "host bridge",
             (0x06, 0x04) => "PCI bridge",
-            (0x0c, 0x03) => "USB controller",
             (0x02, _) => "network controller",
             (0x01, _) => "storage controller",
             _ => "other",

@@ -40,18 +40,25 @@ pub enum Firmware<E> {
     ReloadFailed(E),
 }
 
+impl<E> Firmware<E> {
+    /// Whether the controller may be driven: not after a failed reload (docs/usb-storage.md §13).
+    pub fn allows_use(&self) -> bool {
+        !matches!(self, Firmware::ReloadFailed(_))
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for Firmware<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Firmware::AlreadyLoaded { version } => {
-                write!(f, "VL805 firmware {version:#x} already loaded; left alone (no USB driver yet)")
+                write!(f, "VL805 firmware {version:#x} already loaded")
             }
             Firmware::Reloaded { version } => write!(
                 f,
-                "VL805 firmware reloaded by the VideoCore (mailbox tag 0x00030058): version {version:#x}; left alone (no USB driver yet)"
+                "VL805 firmware reloaded by the VideoCore (mailbox tag 0x00030058): version {version:#x}"
             ),
             Firmware::ReloadFailed(error) => {
-                write!(f, "VL805 firmware reload failed: {error}; USB stays off until the next boot")
+                write!(f, "VL805 firmware reload failed: {error}; its USB ports are not used")
             }
         }
     }
@@ -148,10 +155,13 @@ mod tests {
         assert!(format!("{outcome}")
             .contains("reloaded by the VideoCore (mailbox tag 0x00030058): version 0x138a1"));
 
+        assert!(outcome.allows_use());
+        assert!(Firmware::<&str>::AlreadyLoaded { version: 1 }.allows_use());
         let outcome = ensure_firmware(&vl805(0), AT, &platform, |_| Err("no answer"));
+        assert!(!outcome.allows_use());
         assert_eq!(
             format!("{outcome}"),
-            "VL805 firmware reload failed: no answer; USB stays off until the next boot"
+            "VL805 firmware reload failed: no answer; its USB ports are not used"
         );
     }
 

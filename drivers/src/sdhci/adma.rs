@@ -1,14 +1,47 @@
 //! ADMA2 descriptor tables (SD Host Controller Simplified Specification v4.20 §1.13.4: 32-bit
 //! descriptors of 64 bits, and the v3-mode 64-bit descriptors of 96 bits; attribute Valid, End,
-//! Act = Tran; length 16 bits). Each descriptor here moves at most 32 KiB so that the length
-//! field is never 0 (which some hosts read as 65536 and others do not).
+//! Act = Tran; length 16 bits, 0 meaning 65536 bytes). A descriptor moves up to 64 KiB, as
+//! Linux's `sdhci.c` does, on hosts that read a length of 0 as 65536; hosts that do not (Linux's
+//! `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`) get 32 KiB descriptors, whose length is never 0
+//! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
+use crate::nvme::dma::DmaRegion;
 use crate::platform::{BusTranslation, UnreachableAddress};
 use blockdev::DmaBuffer;
 use core::fmt;
 
-/// Bytes one descriptor moves at most.
-pub const DESCRIPTOR_MAX_BYTES: usize = 32 * 1024;
+/// How much one descriptor may move on a host, from the quirks table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescriptorLimit {
+    /// 65536 bytes, written as length 0 (SDHCI §1.13.4 Table 1-10; QEMU's `sdhci.c` and every
+    /// host Linux drives without `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`).
+    ZeroLengthMeans64KiB,
+    /// 32768 bytes: for hosts that misread a length of 0 (the length field is never 0).
+    NoZeroLength32KiB,
+}
+
+impl DescriptorLimit {
+    /// Bytes one descriptor moves at most.
+    pub const fn max_bytes(self) -> usize {
+        match self {
+            DescriptorLimit::ZeroLengthMeans64KiB => 64 * 1024,
+            DescriptorLimit::NoZeroLength32KiB => 32 * 1024,
+        }
+    }
+
+    /// The 16-bit length field for `length_bytes` (1 ..= `max_bytes`): 65536 is written as 0.
+    fn length_field(self, length_bytes: usize) -> u32 {
+        debug_assert!(length_bytes > 0 && length_bytes <= self.max_bytes());
+        (length_bytes & 0xffff) as u32
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DescriptorLimit::ZeroLengthMeans64KiB => "64 KiB per descriptor",
+            DescriptorLimit::NoZeroLength32KiB => "32 KiB per descriptor",
+        }
+    }
+}
 
 const ATTRIBUTE_VALID: u32 = 1 << 0;
 const ATTRIBUTE_END: u32 = 1 << 1;
@@ -86,9 +119,10 @@ impl fmt::Display for AdmaError {
 
 /// A descriptor table in DMA memory, rewritten for each transfer.
 pub struct DescriptorTable {
-    table: DmaBuffer,
+    table: DmaRegion,
     table_bus_address: u64,
     format: AdmaFormat,
+    limit: DescriptorLimit,
     data_translation: BusTranslation,
 }
 
@@ -97,6 +131,7 @@ impl DescriptorTable {
     pub fn new(
         table: DmaBuffer,
         format: AdmaFormat,
+        limit: DescriptorLimit,
         translation: BusTranslation,
     ) -> Result<DescriptorTable, AdmaError> {
         let table_bus_address = translation
@@ -105,27 +140,39 @@ impl DescriptorTable {
         if format == AdmaFormat::Adma2Bits32 && table_bus_address + table.length_bytes as u64 > 1 << 32 {
             return Err(AdmaError::Above4GiB { bus_address: table_bus_address });
         }
-        if !table_bus_address.is_multiple_of(8) {
+        if !table_bus_address.is_multiple_of(8) || !table.cpu_address.is_multiple_of(8) {
             return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
         }
-        Ok(DescriptorTable { table, table_bus_address, format, data_translation: translation })
+        // SAFETY: the caller hands over DMA memory for this table alone (see above), and it was
+        // just checked to be 8-byte aligned.
+        let table = unsafe { DmaRegion::new(table) };
+        Ok(DescriptorTable { table, table_bus_address, format, limit, data_translation: translation })
     }
 
     /// Table bytes needed for transfers of up to `max_transfer_bytes`.
-    pub fn bytes_for(max_transfer_bytes: usize, format: AdmaFormat) -> usize {
-        max_transfer_bytes.div_ceil(DESCRIPTOR_MAX_BYTES) * format.descriptor_bytes()
+    pub fn bytes_for(max_transfer_bytes: usize, format: AdmaFormat, limit: DescriptorLimit) -> usize {
+        max_transfer_bytes.div_ceil(limit.max_bytes()) * format.descriptor_bytes()
     }
 
     pub fn format(&self) -> AdmaFormat {
         self.format
     }
 
+    pub fn limit(&self) -> DescriptorLimit {
+        self.limit
+    }
+
     pub fn bus_address(&self) -> u64 {
         self.table_bus_address
     }
 
-    pub fn buffer(&self) -> &DmaBuffer {
-        &self.table
+    pub fn buffer(&self) -> DmaBuffer {
+        self.table.buffer()
+    }
+
+    /// The first `count` descriptors' bytes (what [`DescriptorTable::describe`] wrote).
+    pub fn descriptors(&self, count: usize) -> DmaBuffer {
+        self.table.slice(0, count * self.format.descriptor_bytes())
     }
 
     /// Writes descriptors for `data` (its first `length_bytes`); returns how many.
@@ -141,30 +188,33 @@ impl DescriptorTable {
         if self.format == AdmaFormat::Adma2Bits32 && bus_address + length_bytes as u64 > 1 << 32 {
             return Err(AdmaError::Above4GiB { bus_address });
         }
-        let count = length_bytes.div_ceil(DESCRIPTOR_MAX_BYTES);
+        let max_bytes = self.limit.max_bytes();
+        let count = length_bytes.div_ceil(max_bytes);
         let stride = self.format.descriptor_bytes();
-        if count * stride > self.table.length_bytes || count == 0 {
+        if count * stride > self.table.length_bytes() || count == 0 {
             return Err(AdmaError::TooLong {
                 length_bytes,
-                capacity_bytes: self.table.length_bytes / stride * DESCRIPTOR_MAX_BYTES,
+                capacity_bytes: self.table.length_bytes() / stride * max_bytes,
             });
         }
-        // SAFETY: the table is DMA memory owned by this driver; no transfer is running while it
-        // is rewritten (one request in flight, and this runs before the command is issued).
-        let bytes = unsafe { self.table.as_bytes_mut() };
+        // No transfer runs while the table is rewritten (one request in flight, and this runs
+        // before the command is issued).
         for index in 0..count {
-            let offset = index * DESCRIPTOR_MAX_BYTES;
-            let length = (length_bytes - offset).min(DESCRIPTOR_MAX_BYTES) as u32;
+            let offset = index * max_bytes;
+            let length = self.limit.length_field((length_bytes - offset).min(max_bytes));
             let mut attributes = ATTRIBUTE_VALID | ACTION_TRANSFER;
             if index + 1 == count {
                 attributes |= ATTRIBUTE_END;
             }
             let address = bus_address + offset as u64;
-            let entry = &mut bytes[index * stride..(index + 1) * stride];
-            entry[..4].copy_from_slice(&(attributes | (length << 16)).to_le_bytes());
+            let first_word = attributes | (length << 16);
             match self.format {
-                AdmaFormat::Adma2Bits32 => entry[4..8].copy_from_slice(&(address as u32).to_le_bytes()),
-                AdmaFormat::Adma2Bits64 => entry[4..12].copy_from_slice(&address.to_le_bytes()),
+                AdmaFormat::Adma2Bits32 => {
+                    self.table.write_words(index * stride, &[first_word, address as u32])
+                }
+                AdmaFormat::Adma2Bits64 => self
+                    .table
+                    .write_words(index * stride, &[first_word, address as u32, (address >> 32) as u32]),
             }
         }
         Ok(count)
@@ -177,6 +227,8 @@ mod tests {
     use super::*;
     use std::vec;
 
+    const LIMIT_32K: DescriptorLimit = DescriptorLimit::NoZeroLength32KiB;
+
     fn buffer(memory: &mut [u64], physical_address: u64) -> DmaBuffer {
         DmaBuffer {
             cpu_address: memory.as_mut_ptr() as usize,
@@ -186,11 +238,12 @@ mod tests {
     }
 
     #[test]
-    fn thirty_two_bit_descriptors_split_at_32_kib_and_end() {
+    fn hosts_without_zero_length_get_32_kib_descriptors_that_end() {
         let mut memory = vec![0u64; 8];
         let table = buffer(&mut memory, 0x4100_0000);
+        let limit = DescriptorLimit::NoZeroLength32KiB;
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, BusTranslation::IDENTITY).unwrap();
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         assert_eq!(adma.describe(&data, 70_000), Ok(3));
         assert_eq!(memory[0], 0x4200_0000_8000_0021);
@@ -199,7 +252,41 @@ mod tests {
         assert_eq!(memory[2], 0x4201_0000_1170_0023);
         // 8 descriptors of 32 KiB is all this table holds.
         assert_eq!(adma.describe(&data, 256 * 1024), Ok(8));
-        assert!(matches!(adma.describe(&data, 256 * 1024 + 512), Err(AdmaError::TooLong { .. })));
+        assert_eq!(
+            adma.describe(&data, 256 * 1024 + 512),
+            Err(AdmaError::TooLong { length_bytes: 256 * 1024 + 512, capacity_bytes: 256 * 1024 })
+        );
+        assert!(memory.iter().all(|entry| (entry >> 16) & 0xffff != 0), "no length field is 0");
+        assert_eq!(limit.name(), "32 KiB per descriptor");
+        assert_eq!(DescriptorLimit::ZeroLengthMeans64KiB.name(), "64 KiB per descriptor");
+    }
+
+    #[test]
+    fn sixty_four_kib_descriptors_write_65536_as_length_zero() {
+        let mut memory = vec![0u64; 16];
+        let table = buffer(&mut memory, 0x4100_0000);
+        let limit = DescriptorLimit::ZeroLengthMeans64KiB;
+        let mut adma =
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
+        // 1 MiB is 16 descriptors of 64 KiB, each with length field 0, the last with End.
+        assert_eq!(adma.describe(&data, 1 << 20), Ok(16));
+        for (index, entry) in memory.iter().enumerate() {
+            let end = if index == 15 { 0b10 } else { 0 };
+            assert_eq!(*entry, ((0x4200_0000 + (index as u64) * 0x1_0000) << 32) | 0x21 | end, "{index}");
+        }
+        // 65536 + 512: one full descriptor, then 512 bytes with End.
+        assert_eq!(adma.describe(&data, 65_536 + 512), Ok(2));
+        assert_eq!(memory[0], 0x4200_0000_0000_0021);
+        assert_eq!(memory[1], 0x4201_0000_0200_0023);
+        // Exactly 65535 bytes is one descriptor with the length written out.
+        assert_eq!(adma.describe(&data, 65_535), Ok(1));
+        assert_eq!(memory[0], 0x4200_0000_ffff_0023);
+        assert_eq!(DescriptorTable::bytes_for(1 << 20, AdmaFormat::Adma2Bits32, limit), 16 * 8);
+        assert_eq!(
+            DescriptorTable::bytes_for(1 << 20, AdmaFormat::Adma2Bits64, DescriptorLimit::NoZeroLength32KiB),
+            32 * 12
+        );
     }
 
     #[test]
@@ -208,7 +295,9 @@ mod tests {
         // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (docs/hardware.md §2.4).
         let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
         let table = buffer(&mut memory, 0x0010_0000);
-        let mut adma = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, b0).unwrap();
+        let mut adma =
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, DescriptorLimit::ZeroLengthMeans64KiB, b0)
+                .unwrap();
         assert_eq!(adma.bus_address(), 0xc010_0000);
         let low = DmaBuffer { cpu_address: 0, physical_address: 0x0020_0000, length_bytes: 4096 };
         assert_eq!(adma.describe(&low, 4096), Ok(1));
@@ -224,7 +313,8 @@ mod tests {
         let mut memory = vec![0u64; 3];
         let table = buffer(&mut memory, 0x1_0000_0000);
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits64, BusTranslation::IDENTITY).unwrap();
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits64, LIMIT_32K, BusTranslation::IDENTITY)
+                .unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x2_0000_0000, length_bytes: 40_960 };
         assert_eq!(adma.describe(&data, 40_960), Ok(2));
         let bytes: std::vec::Vec<u8> = memory.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -235,7 +325,7 @@ mod tests {
         // The same table cannot be used for 32-bit ADMA2.
         let table = buffer(&mut memory, 0x1_0000_0000);
         assert!(matches!(
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, BusTranslation::IDENTITY),
+            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, LIMIT_32K, BusTranslation::IDENTITY),
             Err(AdmaError::Above4GiB { .. })
         ));
     }

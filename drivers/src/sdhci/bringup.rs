@@ -6,6 +6,7 @@
 //! §2.2.24 Host Control 2 and the tuning procedure).
 
 use super::card::{ocr, BusSpeedFunction, CapacityClass, Cid, Csd, Scr, SdStatus, SwitchStatus};
+use super::card_bus::CardBus;
 use super::command::Command;
 use super::error::{FailureKind, SdError};
 use super::host::SdhciHost;
@@ -190,6 +191,16 @@ impl CardInfo {
     pub fn capacity_bytes(&self) -> u64 {
         self.csd.capacity_bytes()
     }
+
+    /// The data address of 512-byte block `lba`: the block number for SDHC and larger, the byte
+    /// offset for SDSC (SD §4.3.14).
+    pub fn data_address(&self, lba: u64) -> u32 {
+        if self.capacity_class().block_addressed() {
+            lba as u32
+        } else {
+            (lba * 512) as u32
+        }
+    }
 }
 
 /// Brings the card on `host` to the transfer state at its best timing.
@@ -231,7 +242,49 @@ fn identify<R: RegisterIo, P: Platform>(
     board: Option<&dyn BoardSignalling>,
     options: BringUpOptions,
 ) -> Result<CardInfo, SdError> {
-    host.send_command(&Command::go_idle(), 0)?;
+    let (interface_v2, ocr) = identify_operating_conditions(host, request_1v8)?;
+    let mut signalling_1v8 = false;
+    if request_1v8 && ocr & ocr::SWITCHING_TO_1V8_ACCEPTED != 0 {
+        if let Some(board) = board {
+            switch_to_1v8(host, board)?;
+            signalling_1v8 = true;
+        }
+    }
+    let registers = read_card_registers(host)?;
+    let (timing, fallback) =
+        negotiate_timing(host, registers.rca, &registers.scr, &registers.csd, signalling_1v8, options)?;
+    Ok(registers.into_card_info(host, ocr, interface_v2, signalling_1v8, timing, fallback))
+}
+
+/// Brings a card on a host without 1.8 V signalling or tuning (the BCM2835 sdhost) to the
+/// transfer state: identification at 3.3 V, the card's registers, 4-bit bus, then High Speed
+/// when card and host have it, else Default Speed.
+pub fn bring_up_at_3v3<B: CardBus>(host: &mut B, options: BringUpOptions) -> Result<CardInfo, SdError> {
+    let (interface_v2, ocr) = identify_operating_conditions(host, false)?;
+    let registers = read_card_registers(host)?;
+    let candidates = [(Timing::HighSpeed, host.supports_high_speed())];
+    let timing =
+        match select_timing(host, registers.rca, &registers.scr, &registers.csd, &candidates, options)? {
+            Some((timing, _)) => timing,
+            None => Timing::DefaultSpeed,
+        };
+    host.set_timing_3v3(timing, options.clock_for(timing))?;
+    Ok(registers.into_card_info(host, ocr, interface_v2, false, timing, None))
+}
+
+/// CMD0, CMD8 and ACMD41 until the card is ready: whether it answered CMD8, and its OCR.
+fn identify_operating_conditions<B: CardBus>(
+    host: &mut B,
+    request_1v8: bool,
+) -> Result<(bool, u32), SdError> {
+    // CMD0 has no response; a host that still sees none on the bus (the sdhost's FAIL with an
+    // empty slot) has no card.
+    match host.send_command(&Command::go_idle(), 0) {
+        Err(SdError::Command(failure)) if failure.kind == FailureKind::CommandTimeout => {
+            return Err(SdError::NoCard { present_state: failure.present_state })
+        }
+        result => result?,
+    };
     let interface_v2 = match host.send_command(&Command::send_interface_condition(), 0) {
         Ok(response) if response.short() & 0xfff == 0x1aa => true,
         Ok(response) => {
@@ -244,13 +297,48 @@ fn identify<R: RegisterIo, P: Platform>(
         Err(error) => return Err(error),
     };
     let ocr = wait_until_ready(host, interface_v2, request_1v8)?;
-    let mut signalling_1v8 = false;
-    if request_1v8 && ocr & ocr::SWITCHING_TO_1V8_ACCEPTED != 0 {
-        if let Some(board) = board {
-            switch_to_1v8(host, board)?;
-            signalling_1v8 = true;
+    Ok((interface_v2, ocr))
+}
+
+/// What identification reads from the card once it is ready.
+struct CardRegisters {
+    rca: u16,
+    cid: Cid,
+    csd: Csd,
+    scr: Scr,
+    sd_status: Option<SdStatus>,
+}
+
+impl CardRegisters {
+    fn into_card_info<B: CardBus>(
+        self,
+        host: &B,
+        ocr: u32,
+        interface_v2: bool,
+        signalling_1v8: bool,
+        timing: Timing,
+        fallback: Option<TimingFallback>,
+    ) -> CardInfo {
+        CardInfo {
+            ocr,
+            rca: self.rca,
+            cid: self.cid,
+            csd: self.csd,
+            scr: self.scr,
+            sd_status: self.sd_status,
+            interface_v2,
+            signalling_1v8,
+            timing,
+            fallback,
+            bus_width_bits: host.bus_mode().width_bits,
+            sd_clock_hz: host.bus_mode().sd_clock_hz,
         }
     }
+}
+
+/// CMD2, CMD3, CMD9, CMD7 (and CMD16 for byte-addressed cards), the SCR, the 4-bit bus when the
+/// card has it, and the SD Status (SD §4.2.2, §4.3).
+fn read_card_registers<B: CardBus>(host: &mut B) -> Result<CardRegisters, SdError> {
     let cid = Cid { raw: host.send_command(&Command::all_send_cid(), 0)?.long_register() };
     let rca = publish_relative_address(host)?;
     let csd_raw = host.send_command(&Command::send_csd(rca), rca)?.long_register();
@@ -272,27 +360,11 @@ fn identify<R: RegisterIo, P: Platform>(
         .read_register_data(&Command::sd_status(), rca, &mut status)
         .ok()
         .map(|_| SdStatus { bytes: status });
-    let (timing, fallback) = negotiate_timing(host, rca, &scr, &csd, signalling_1v8, options)?;
-    Ok(CardInfo {
-        ocr,
-        rca,
-        cid,
-        csd,
-        scr,
-        sd_status,
-        interface_v2,
-        signalling_1v8,
-        timing,
-        fallback,
-        bus_width_bits: host.bus_mode().width_bits,
-        sd_clock_hz: host.bus_mode().sd_clock_hz,
-    })
+    Ok(CardRegisters { rca, cid, csd, scr, sd_status })
 }
 
 /// CMD3 until the card publishes a non-zero relative address (SD §4.2.2: zero is reserved).
-fn publish_relative_address<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-) -> Result<u16, SdError> {
+fn publish_relative_address<B: CardBus>(host: &mut B) -> Result<u16, SdError> {
     for _ in 0..2 {
         let rca = (host.send_command(&Command::send_relative_address(), 0)?.short() >> 16) as u16;
         if rca != 0 {
@@ -304,11 +376,7 @@ fn publish_relative_address<R: RegisterIo, P: Platform>(
 
 /// ACMD41 until the card leaves the busy state (SD §4.2.3). A card that never answers CMD55 /
 /// ACMD41 is no card.
-fn wait_until_ready<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-    interface_v2: bool,
-    request_1v8: bool,
-) -> Result<u32, SdError> {
+fn wait_until_ready<B: CardBus>(host: &mut B, interface_v2: bool, request_1v8: bool) -> Result<u32, SdError> {
     let mut argument = ocr::VOLTAGE_WINDOW_3V3;
     if interface_v2 {
         argument |= ocr::HOST_CAPACITY_SUPPORT | ocr::SDXC_POWER_CONTROL;
@@ -375,7 +443,7 @@ fn switch_to_1v8<R: RegisterIo, P: Platform>(
     Ok(())
 }
 
-fn read_scr<R: RegisterIo, P: Platform>(host: &mut SdhciHost<'_, R, P>, rca: u16) -> Result<Scr, SdError> {
+fn read_scr<B: CardBus>(host: &mut B, rca: u16) -> Result<Scr, SdError> {
     let mut last_error = None;
     for _ in 0..REGISTER_READ_ATTEMPTS {
         let mut bytes = [0u8; 8];
@@ -397,7 +465,8 @@ fn negotiate_timing<R: RegisterIo, P: Platform>(
     signalling_1v8: bool,
     options: BringUpOptions,
 ) -> Result<(Timing, Option<TimingFallback>), SdError> {
-    let Some((timing, support)) = select_timing(host, rca, scr, csd, signalling_1v8, options)? else {
+    let candidates = sdhci_timing_candidates(host, signalling_1v8);
+    let Some((timing, support)) = select_timing(host, rca, scr, csd, &candidates, options)? else {
         apply_timing(host, Timing::DefaultSpeed, signalling_1v8, options)?;
         return Ok((Timing::DefaultSpeed, None));
     };
@@ -414,28 +483,17 @@ fn negotiate_timing<R: RegisterIo, P: Platform>(
     }
 }
 
-/// Picks the fastest timing card and host share and switches the card to it with CMD6 (SD
-/// §4.3.10). UHS-I in Linux's order of preference: SDR104, DDR50, SDR50 (Linux
-/// `drivers/mmc/core/sd.c` `sd_update_bus_speed_mode`; the Pi 4 runs DDR50 this way:
-/// docs/hardware.md §2.6). `None` when the card stays at Default Speed.
-fn select_timing<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-    rca: u16,
-    scr: &Scr,
-    csd: &Csd,
+/// The timings an SDHCI host offers, fastest first, each with whether the host can run it:
+/// UHS-I in Linux's order of preference, SDR104, DDR50, SDR50 (Linux `drivers/mmc/core/sd.c`
+/// `sd_update_bus_speed_mode`; the Pi 4 runs DDR50 this way: docs/hardware.md §2.6), or High
+/// Speed at 3.3 V.
+fn sdhci_timing_candidates<R: RegisterIo, P: Platform>(
+    host: &SdhciHost<'_, R, P>,
     signalling_1v8: bool,
-    options: BringUpOptions,
-) -> Result<Option<(Timing, SwitchStatus)>, SdError> {
-    if !options.allow_speed_switch || !scr.supports_switch() || !csd.supports_switch() {
-        return Ok(None);
-    }
-    let mut bytes = [0u8; 64];
-    // Mode 0 (check) with every group "no change" reports what the card supports.
-    host.read_register_data(&Command::switch_function(0x00ff_ffff), rca, &mut bytes)?;
-    let support = SwitchStatus { bytes };
+) -> heapless::Vec<(Timing, bool), 4> {
     let capabilities = host.capabilities();
     let base_hz = host.base_clock_hz();
-    let candidates: &[(Timing, bool)] = if signalling_1v8 {
+    let list: &[(Timing, bool)] = if signalling_1v8 {
         &[
             (Timing::Sdr104, capabilities.sdr104() && base_hz >= 100_000_000),
             (Timing::Ddr50, capabilities.ddr50()),
@@ -445,6 +503,27 @@ fn select_timing<R: RegisterIo, P: Platform>(
     } else {
         &[(Timing::HighSpeed, capabilities.high_speed())]
     };
+    list.iter().copied().collect()
+}
+
+/// Picks the first of `candidates` (fastest first, with whether the host can run each) that the
+/// card supports and switches the card to it with CMD6 (SD §4.3.10). `None` when the card stays
+/// at Default Speed.
+fn select_timing<B: CardBus>(
+    host: &mut B,
+    rca: u16,
+    scr: &Scr,
+    csd: &Csd,
+    candidates: &[(Timing, bool)],
+    options: BringUpOptions,
+) -> Result<Option<(Timing, SwitchStatus)>, SdError> {
+    if !options.allow_speed_switch || !scr.supports_switch() || !csd.supports_switch() {
+        return Ok(None);
+    }
+    let mut bytes = [0u8; 64];
+    // Mode 0 (check) with every group "no change" reports what the card supports.
+    host.read_register_data(&Command::switch_function(0x00ff_ffff), rca, &mut bytes)?;
+    let support = SwitchStatus { bytes };
     for &(timing, host_can) in candidates {
         if host_can && support.supports(timing.function()) {
             return Ok(switch_card(host, rca, timing)?.then_some((timing, support)));
@@ -455,11 +534,7 @@ fn select_timing<R: RegisterIo, P: Platform>(
 
 /// CMD6 mode 1 for `timing`'s access mode; whether the card switched (SD §4.3.10.4: the status
 /// names the function selected, 0xF on error).
-fn switch_card<R: RegisterIo, P: Platform>(
-    host: &mut SdhciHost<'_, R, P>,
-    rca: u16,
-    timing: Timing,
-) -> Result<bool, SdError> {
+pub(crate) fn switch_card<B: CardBus>(host: &mut B, rca: u16, timing: Timing) -> Result<bool, SdError> {
     let function = timing.function() as u32;
     let mut bytes = [0u8; 64];
     host.read_register_data(&Command::switch_function(0x80ff_fff0 | function), rca, &mut bytes)?;
@@ -479,10 +554,7 @@ fn apply_timing<R: RegisterIo, P: Platform>(
     if signalling_1v8 {
         return host.switch_uhs_mode(timing.uhs_mode(), target_hz);
     }
-    if timing != Timing::DefaultSpeed {
-        host.set_high_speed();
-    }
-    host.set_clock(target_hz)
+    host.set_timing_3v3(timing, target_hz)
 }
 
 /// After failed tuning: back to the fixed sampling clock, the bus down to SDR25's 50 MHz before

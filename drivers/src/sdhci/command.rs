@@ -135,6 +135,13 @@ impl Command {
         Command::new(51, 0, ResponseKind::R1).with_data(DataPhase::ReadSingle).application()
     }
 
+    /// Whether the response is a full R1 card status (R6 and R7, the answers to CMD3 and CMD8,
+    /// carry other fields: SD §4.9.5, §4.9.6).
+    pub fn returns_card_status(&self) -> bool {
+        let r6_or_r7 = !self.application && matches!(self.index, 3 | 8);
+        matches!(self.response, ResponseKind::R1 | ResponseKind::R1b) && !r6_or_r7
+    }
+
     /// The well-known name, for messages.
     pub fn name(&self) -> &'static str {
         match (self.application, self.index) {

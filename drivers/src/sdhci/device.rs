@@ -2,19 +2,21 @@
 //! into commands of at most 65535 blocks (SDHCI §2.2.3 16-bit Block Count), each a CMD17 or a
 //! CMD18 ended by auto-CMD12 or announced by CMD23 (SD §4.3.3, §4.3.14; SDHCI §3.7.2 data
 //! transfer, §1.15 auto CMD12), moved by PIO in `poll()` or by ADMA2 (SDHCI §1.13), with error
-//! recovery and bounded retries (SDHCI §3.10).
+//! recovery and bounded retries (SDHCI §3.10). `kick()` only hands a command to the controller;
+//! `poll()` runs each request's state machine one look at the interrupt status at a time.
 
-use super::adma::{AdmaError, AdmaFormat, DescriptorTable};
+use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
 use super::bringup::CardInfo;
 use super::card::{CardState, CardStatus};
 use super::command::Command;
 use super::error::{CommandFailure, FailureKind, SdError};
-use super::host::{SdhciHost, BLOCK_TIMEOUT_US};
+use super::host::{SdhciHost, BLOCK_TIMEOUT_US, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
+use crate::barrier;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use blockdev::{
-    check_request, BlockDevice, Completion, DmaBuffer, Geometry, Operation, Request, SubmitError,
+    check_request, BlockDevice, Completion, DataPath, DmaBuffer, Geometry, Operation, Request, SubmitError,
 };
 
 /// The logical block size (SD §4.3.2: 512 bytes for SDHC/SDXC; SDSC is set to 512 with CMD16).
@@ -83,13 +85,13 @@ impl core::fmt::Display for DeviceSetupError {
 
 /// A name for the console without an allocator.
 #[derive(Clone, Copy)]
-struct Name {
+pub(crate) struct Name {
     bytes: [u8; 16],
     length: usize,
 }
 
 impl Name {
-    fn new(text: &str) -> Name {
+    pub(crate) fn new(text: &str) -> Name {
         let mut bytes = [0u8; 16];
         let mut length = text.len().min(16);
         while !text.is_char_boundary(length) {
@@ -98,33 +100,84 @@ impl Name {
         bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
         Name { bytes, length }
     }
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("sd?")
     }
+}
+
+/// One command's share of a request: its blocks, and whether ADMA2 moves them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Segment {
+    /// First block of this command, relative to the request.
+    first_block: u32,
+    blocks: u32,
+    dma: bool,
+}
+
+/// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// CMD23 handed to the controller; waiting for its Command Complete.
+    SetBlockCount,
+    /// The read command handed to the controller; waiting for its Command Complete.
+    Command,
+    /// Waiting for the data (by PIO, Buffer Read Ready per block) and Transfer Complete, which
+    /// the host raises after its auto-CMD12 when it sends one (SDHCI §1.15).
+    Data,
 }
 
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
 struct ActiveCommand {
+    segment: Segment,
+    /// The read command (CMD17 or CMD18).
     command: Command,
-    /// First block of this command, relative to the request.
-    first_block: u32,
-    blocks: u32,
+    phase: Phase,
     blocks_done: u32,
     attempt: u32,
+    /// When the current phase gives up.
     deadline: Deadline,
-    dma: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
 enum State {
     Idle,
-    Queued(Request),
+    /// Submitted, its first command prepared (descriptors written and cleaned); waiting for
+    /// `kick()`.
+    Queued(Request, Segment),
     Running(Request, ActiveCommand),
     Done(Completion),
 }
 
+/// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
+/// division, too dear for every command).
+#[derive(Clone, Copy, Debug)]
+struct TimeoutTicks {
+    command: u64,
+    block: u64,
+    dma_per_block: u64,
+}
+
+impl TimeoutTicks {
+    fn new<C: blockdev::Clock + ?Sized>(clock: &C) -> TimeoutTicks {
+        let ticks = |us: u64| clock.ns_to_ticks(us * 1000);
+        TimeoutTicks {
+            command: ticks(COMMAND_TIMEOUT_US),
+            block: ticks(BLOCK_TIMEOUT_US),
+            dma_per_block: ticks(DMA_PER_BLOCK_US),
+        }
+    }
+}
+
 /// The SD card as a block device.
+///
+/// `submit()` checks the request and prepares its first command (the ADMA2 descriptor table
+/// written and cleaned, the data buffer cleaned); `kick()` hands that command to the controller
+/// (CMD23 when multi-block reads are announced, else the read command) and returns; `poll()`
+/// looks once at the interrupt status and advances the request: Command Complete, the next
+/// command after CMD23, data by PIO, Transfer Complete, the next command of a split request,
+/// errors with recovery and retries. So `kick()` is the doorbell in the same sense as NVMe's
+/// (docs/measurement.md §13).
 pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     host: SdhciHost<'p, R, P>,
     card: CardInfo,
@@ -134,6 +187,9 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     adma: Option<DescriptorTable>,
     state: State,
     last_error: Option<SdError>,
+    commands: u64,
+    pio_fallbacks: u64,
+    timeouts: TimeoutTicks,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -154,16 +210,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         };
         let mut adma = None;
         if let Some(translation) = translation {
-            let format = AdmaFormat::Adma2Bits32;
+            let limit = host.quirks().adma_descriptor_limit;
             let bytes = DescriptorTable::bytes_for(
                 (MAX_BLOCKS_PER_COMMAND * BLOCK_BYTES) as usize,
                 AdmaFormat::Adma2Bits64,
+                limit,
             );
             let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
             adma = Some(
-                match DescriptorTable::new(table, format, translation) {
+                match DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation) {
                     Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {
-                        DescriptorTable::new(table, AdmaFormat::Adma2Bits64, translation)
+                        DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation)
                     }
                     other => other,
                 }
@@ -180,7 +237,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Cmd23Request::Off => false,
         };
         Ok(SdCard {
-            host,
             card,
             name: Name::new(name),
             mode,
@@ -188,6 +244,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             adma,
             state: State::Idle,
             last_error: None,
+            commands: 0,
+            pio_fallbacks: 0,
+            timeouts: TimeoutTicks::new(host.platform()),
+            host,
         })
     }
 
@@ -200,6 +260,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     pub fn transfer_mode(&self) -> TransferMode {
         self.mode
     }
+    /// What one ADMA2 descriptor carries at most (`None` with PIO).
+    pub fn descriptor_limit(&self) -> Option<DescriptorLimit> {
+        self.adma.as_ref().map(DescriptorTable::limit)
+    }
     pub fn uses_cmd23(&self) -> bool {
         self.use_cmd23
     }
@@ -209,90 +273,97 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.last_error
     }
 
-    fn data_address(&self, lba: u64) -> u32 {
-        if self.card.capacity_class().block_addressed() {
-            lba as u32
-        } else {
-            (lba * u64::from(BLOCK_BYTES)) as u32
+    /// Prepares the command for the blocks of `request` from `first_block` on (at most
+    /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
+    /// the data buffer, all before the command that starts the DMA is handed over. A buffer
+    /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
+    fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
+        let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
+        let mut segment = Segment { first_block, blocks, dma: false };
+        self.commands += 1;
+        let Some(table) = self.adma.as_mut() else {
+            return segment;
+        };
+        let length = (blocks * BLOCK_BYTES) as usize;
+        let data = request.buffer.slice((first_block * BLOCK_BYTES) as usize, length);
+        let described = data.map(|data| (data, table.describe(&data, length)));
+        match described {
+            Some((data, Ok(count))) => {
+                let platform = self.host.platform();
+                platform.clean_for_device(&table.descriptors(count));
+                // Nothing of the CPU's may be written back over what the device writes.
+                platform.clean_for_device(&data);
+                segment.dma = true;
+            }
+            _ => self.pio_fallbacks += 1,
         }
+        segment
     }
 
-    /// Issues the command for `first_block..first_block + blocks` of `request`.
-    fn start_command(
-        &mut self,
-        request: &Request,
-        first_block: u32,
-        attempt: u32,
-    ) -> Result<ActiveCommand, SdError> {
-        let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let address = self.data_address(request.lba + u64::from(first_block));
-        let multi = blocks > 1;
-        let command =
-            if multi { Command::read_multiple_block(address) } else { Command::read_single_block(address) };
-        if multi && self.use_cmd23 {
-            self.host.send_command(&Command::set_block_count(blocks), self.card.rca)?;
+    /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
+    /// when multi-block reads are announced, else the read command.
+    fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
+        let address = self.card.data_address(request.lba + u64::from(segment.first_block));
+        let command = if segment.blocks > 1 {
+            Command::read_multiple_block(address)
+        } else {
+            Command::read_single_block(address)
+        };
+        let mut active = ActiveCommand {
+            segment,
+            command,
+            phase: Phase::Command,
+            blocks_done: 0,
+            attempt,
+            deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
+        };
+        if segment.blocks > 1 && self.use_cmd23 {
+            self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
+            active.phase = Phase::SetBlockCount;
+        } else {
+            self.issue_read(&active)?;
         }
+        Ok(active)
+    }
+
+    /// Programs the DMA (when the segment uses it) and writes the read command.
+    fn issue_read(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
         use TRANSFER_MODE_COMMAND::*;
+        let segment = active.segment;
         let mut mode = READ::SET + BLOCK_COUNT_ENABLE::SET;
-        if multi {
+        if segment.blocks > 1 {
             mode += MULTI_BLOCK::SET;
             if !self.use_cmd23 {
                 mode += AUTO_COMMAND::Cmd12;
             }
         }
-        let mut dma = false;
-        if let Some(table) = self.adma.as_mut() {
-            let offset = (first_block * BLOCK_BYTES) as usize;
-            let length = (blocks * BLOCK_BYTES) as usize;
-            let slice = request.buffer.slice(offset, length);
-            // A buffer ADMA2 cannot use (misaligned, out of the window) goes by PIO.
-            if slice.is_some_and(|s| table.describe(&s, length).is_ok()) {
-                self.host.platform().clean_for_device(table.buffer());
-                let address = table.bus_address();
-                let select = match table.format() {
-                    AdmaFormat::Adma2Bits32 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_32,
-                    AdmaFormat::Adma2Bits64 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_64,
-                };
-                let control = self.host.read(offsets::HOST_CONTROL_POWER);
-                let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
-                self.host.write(offsets::HOST_CONTROL_POWER, (control & !select_mask) | select.value);
-                self.host.write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
-                if table.format() == AdmaFormat::Adma2Bits64 {
-                    self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
-                }
-                if let Some(data) = slice {
-                    // Nothing of the CPU's may be written back over what the device writes.
-                    self.host.platform().clean_for_device(&data);
-                }
-                mode += DMA_ENABLE::SET;
-                dma = true;
+        if let (true, Some(table)) = (segment.dma, self.adma.as_ref()) {
+            let select = match table.format() {
+                AdmaFormat::Adma2Bits32 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_32,
+                AdmaFormat::Adma2Bits64 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_64,
+            };
+            let address = table.bus_address();
+            let wide = table.format() == AdmaFormat::Adma2Bits64;
+            let control = self.host.read(offsets::HOST_CONTROL_POWER);
+            let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
+            self.host.write(offsets::HOST_CONTROL_POWER, (control & !select_mask) | select.value);
+            self.host.write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
+            if wide {
+                self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
+            mode += DMA_ENABLE::SET;
+            // The descriptors and the cleaned buffer (Normal memory) are observed by the host
+            // before the Command register write (Device memory) that starts its DMA.
+            barrier::store_before_doorbell();
         }
-        if dma {
-            // The descriptors (Normal memory) before the command write that starts the DMA
-            // (Device memory): cache maintenance does not order them.
-            crate::barrier::store_before_doorbell();
-        }
-        self.host.issue(&command, mode.value, BLOCK_BYTES, blocks)?;
-        self.host.wait_command_complete(&command)?;
-        let budget_us =
-            if dma { BLOCK_TIMEOUT_US + u64::from(blocks) * DMA_PER_BLOCK_US } else { BLOCK_TIMEOUT_US };
-        Ok(ActiveCommand {
-            command,
-            first_block,
-            blocks,
-            blocks_done: 0,
-            attempt,
-            deadline: Deadline::after_us(self.host.platform(), budget_us),
-            dma,
-        })
+        self.host.issue(&active.command, mode.value, BLOCK_BYTES, segment.blocks)
     }
 
-    /// Starts a command, retrying after recoverable errors; the request fails after
+    /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, first_block: u32, mut attempt: u32) {
+    fn start_with_retries(&mut self, request: Request, segment: Segment, mut attempt: u32) {
         loop {
-            match self.start_command(&request, first_block, attempt) {
+            match self.start(&request, segment, attempt) {
                 Ok(active) => {
                     self.state = State::Running(request, active);
                     return;
@@ -334,41 +405,90 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.state = State::Done(Completion { tag: request.tag, result: Err(error.io_error()) });
     }
 
-    /// A data-phase failure of the running command.
-    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, status: u32) {
-        let mut failure = self.host.failure(active.command, kind, status);
-        failure.blocks_done = active.blocks_done;
-        failure.blocks = active.blocks;
-        let error = SdError::Command(failure);
+    /// A failure of the running command (already recovered from by the host where it says so):
+    /// another attempt of the same segment, or the request fails.
+    fn command_failure(&mut self, request: Request, active: ActiveCommand, error: SdError) {
         if self.retry_after(&error, active.attempt) {
-            self.start_with_retries(request, active.first_block, active.attempt + 1);
+            self.start_with_retries(request, active.segment, active.attempt + 1);
         } else {
             self.fail(request, error, active.attempt);
         }
     }
 
-    /// Moves whatever data is ready and advances the request; never waits.
-    fn advance(&mut self, request: Request, mut active: ActiveCommand) {
-        if !active.dma {
-            while active.blocks_done < active.blocks {
-                let offset = ((active.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-                let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
-                    break;
+    /// A data-phase failure of the running command.
+    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, status: u32) {
+        let mut failure = self.host.failure(active.command, kind, status);
+        failure.blocks_done = active.blocks_done;
+        failure.blocks = active.segment.blocks;
+        self.command_failure(request, active, SdError::Command(failure));
+    }
+
+    /// Looks once at the running command and moves it on as far as it can; never waits.
+    fn advance(&mut self, request: Request, active: ActiveCommand) {
+        match active.phase {
+            Phase::SetBlockCount => self.advance_set_block_count(request, active),
+            Phase::Command => self.advance_command(request, active),
+            Phase::Data => self.advance_data(request, active),
+        }
+    }
+
+    /// CMD23's Command Complete: its status checked, the read command handed over.
+    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand) {
+        let set_block_count = Command::set_block_count(active.segment.blocks);
+        let outcome = match self.host.command_outcome(&set_block_count) {
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
+                self.state = State::Running(request, active);
+                return;
+            }
+            Ok(None) => Err(self.host.command_timed_out(&set_block_count)),
+            Ok(Some(response)) => self
+                .host
+                .check_card_status(&set_block_count, &response)
+                .and_then(|()| self.issue_read(&active)),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(()) => {
+                active.phase = Phase::Command;
+                active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
+                self.state = State::Running(request, active);
+            }
+            Err(error) => self.command_failure(request, active, error),
+        }
+    }
+
+    /// The read command's Command Complete; the data phase follows in the same poll.
+    fn advance_command(&mut self, request: Request, mut active: ActiveCommand) {
+        match self.host.command_outcome(&active.command) {
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
+                self.state = State::Running(request, active);
+            }
+            Ok(None) => {
+                let error = self.host.command_timed_out(&active.command);
+                self.command_failure(request, active, error);
+            }
+            Ok(Some(_)) => {
+                active.phase = Phase::Data;
+                let timeouts = self.timeouts;
+                let budget_ticks = if active.segment.dma {
+                    timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
+                } else {
+                    timeouts.block
                 };
-                // SAFETY: the buffer belongs to the submitted request, which the caller may
-                // not touch until it completes, and no DMA is programmed for it (PIO).
-                let bytes = unsafe { block.as_bytes_mut() };
-                match self.host.read_block_if_ready(bytes) {
-                    Ok(true) => {
-                        active.blocks_done += 1;
-                        active.deadline = Deadline::after_us(self.host.platform(), BLOCK_TIMEOUT_US);
-                    }
-                    Ok(false) => break,
-                    Err(status) => {
-                        let kind = FailureKind::from_interrupt_status(status);
-                        return self.data_failure(request, active, kind, status);
-                    }
-                }
+                active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
+                self.advance_data(request, active);
+            }
+            Err(error) => self.command_failure(request, active, error),
+        }
+    }
+
+    /// Moves whatever PIO data is ready, then looks for Transfer Complete.
+    fn advance_data(&mut self, request: Request, mut active: ActiveCommand) {
+        let segment = active.segment;
+        if !segment.dma {
+            if let Err(status) = self.read_ready_blocks(&request, &mut active) {
+                let kind = FailureKind::from_interrupt_status(status);
+                return self.data_failure(request, active, kind, status);
             }
         }
         let status = self.host.read(offsets::INTERRUPT_STATUS);
@@ -376,8 +496,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             let kind = FailureKind::from_interrupt_status(status);
             return self.data_failure(request, active, kind, status);
         }
-        let finished =
-            status & interrupt::TRANSFER_COMPLETE != 0 && (active.dma || active.blocks_done == active.blocks);
+        let finished = status & interrupt::TRANSFER_COMPLETE != 0
+            && (segment.dma || active.blocks_done == segment.blocks);
         if !finished {
             if active.deadline.has_passed(self.host.platform()) {
                 return self.data_failure(request, active, FailureKind::NoCompletion, status);
@@ -386,12 +506,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             return;
         }
         self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
-        let offset = (active.first_block * BLOCK_BYTES) as usize;
-        if let Some(data) = request.buffer.slice(offset, (active.blocks * BLOCK_BYTES) as usize) {
-            if active.dma {
-                active.blocks_done = active.blocks;
-                // Reads of the data only after the status read that showed Transfer Complete.
-                crate::barrier::load_after_completion();
+        let offset = (segment.first_block * BLOCK_BYTES) as usize;
+        if let Some(data) = request.buffer.slice(offset, (segment.blocks * BLOCK_BYTES) as usize) {
+            if segment.dma {
+                // No load of the data may be performed before the status load that saw Transfer
+                // Complete; then no line the CPU cached while the DMA ran may hide what the
+                // device wrote.
+                barrier::load_after_completion();
                 self.host.platform().invalidate_for_cpu(&data);
             } else {
                 // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
@@ -399,12 +520,33 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.platform().clean_for_device(&data);
             }
         }
-        let next_block = active.first_block + active.blocks;
+        let next_block = segment.first_block + segment.blocks;
         if next_block < request.block_count {
-            self.start_with_retries(request, next_block, 1);
+            let next = self.prepare(&request, next_block);
+            self.start_with_retries(request, next, 1);
         } else {
             self.state = State::Done(Completion { tag: request.tag, result: Ok(()) });
         }
+    }
+
+    /// Reads every PIO block the controller has ready; `Err` with the interrupt status on an
+    /// error.
+    fn read_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+        while active.blocks_done < active.segment.blocks {
+            let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
+            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+                break;
+            };
+            // SAFETY: the buffer belongs to the submitted request, which the caller may not
+            // touch until it completes, and no DMA is programmed for it (PIO).
+            let bytes = unsafe { block.as_bytes_mut() };
+            if !self.host.read_block_if_ready(bytes)? {
+                break;
+            }
+            active.blocks_done += 1;
+            active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.block);
+        }
+        Ok(())
     }
 
     /// Reads `block_count` blocks at `lba` into `buffer` and waits (bounded) for the result:
@@ -477,13 +619,14 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
             return Err((request, SubmitError::Unsupported));
         }
         check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        self.state = State::Queued(request);
+        let segment = self.prepare(&request, 0);
+        self.state = State::Queued(request, segment);
         Ok(())
     }
 
     fn kick(&mut self) {
-        if let State::Queued(request) = self.state {
-            self.start_with_retries(request, 0, 1);
+        if let State::Queued(request, segment) = self.state {
+            self.start_with_retries(request, segment, 1);
         }
     }
 
@@ -499,5 +642,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
             }
             _ => 0,
         }
+    }
+
+    fn data_path(&self) -> Option<DataPath> {
+        Some(DataPath { mode: self.mode.name(), commands: self.commands, pio_fallbacks: self.pio_fallbacks })
     }
 }

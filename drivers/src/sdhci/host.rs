@@ -178,6 +178,15 @@ impl Response {
     }
     /// A 136-bit response as the 128-bit register it carries (CRC byte zero: the controller
     /// keeps bits 127:8 in RESPONSE[119:0], SDHCI §2.2.7).
+    /// A response whose 136-bit register arrived whole, CRC byte included (the BCM2835 sdhost's
+    /// SDRSP0-3): stored as SDHCI stores it, without the CRC byte.
+    pub fn from_long_register(register: u128) -> Response {
+        let shifted = register >> 8;
+        Response {
+            words: [shifted as u32, (shifted >> 32) as u32, (shifted >> 64) as u32, (shifted >> 96) as u32],
+        }
+    }
+
     pub fn long_register(&self) -> u128 {
         let value = u128::from(self.words[0])
             | u128::from(self.words[1]) << 32
@@ -288,6 +297,11 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         timeout_us: u64,
         waiting_for: &'static str,
     ) -> Result<u32, SdError> {
+        // Usually true at once (an idle controller before a command): no deadline to compute.
+        let value = self.read(offset);
+        if value & mask == expected {
+            return Ok(value);
+        }
         let deadline = Deadline::after_us(self.platform, timeout_us);
         loop {
             let value = self.read(offset);
@@ -552,31 +566,18 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         Ok(())
     }
 
-    /// Waits for Command Complete or an error; on error recovers and reports it.
-    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
-        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
-        let status = loop {
-            let status = self.read(offsets::INTERRUPT_STATUS);
-            if status & (interrupt::COMMAND_COMPLETE | interrupt::ERROR_INTERRUPT | interrupt::ALL_ERRORS)
-                != 0
-            {
-                break status;
-            }
-            if deadline.has_passed(self.platform) {
-                let status = self.read(offsets::INTERRUPT_STATUS);
-                if status & (interrupt::COMMAND_COMPLETE | interrupt::ALL_ERRORS) != 0 {
-                    break status;
-                }
-                let failure = self.failure(*command, FailureKind::NoCompletion, status);
-                self.recover(command.data != DataPhase::None);
-                return Err(failure.into());
-            }
-            core::hint::spin_loop();
-        };
+    /// Looks once for the end of `command`'s command phase, without waiting: `Ok(None)` while
+    /// neither Command Complete nor an error is set; on Command Complete clears it and returns
+    /// the response; on an error recovers (§3.10.1) and reports it.
+    pub fn command_outcome(&mut self, command: &Command) -> Result<Option<Response>, SdError> {
+        let status = self.read(offsets::INTERRUPT_STATUS);
         if status & interrupt::ALL_ERRORS != 0 {
             let failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
             self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
             return Err(failure.into());
+        }
+        if status & interrupt::COMMAND_COMPLETE == 0 {
+            return Ok(None);
         }
         self.write(offsets::INTERRUPT_STATUS, interrupt::COMMAND_COMPLETE);
         let mut words = [self.read(offsets::RESPONSE0), 0, 0, 0];
@@ -585,15 +586,40 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
                 *word = self.read(offsets::RESPONSE0 + 4 * index);
             }
         }
-        Ok(Response { words })
+        Ok(Some(Response { words }))
+    }
+
+    /// The command phase of `command` took longer than [`COMMAND_TIMEOUT_US`]: recovers and
+    /// reports it.
+    pub fn command_timed_out(&mut self, command: &Command) -> SdError {
+        let status = self.read(offsets::INTERRUPT_STATUS);
+        let failure = self.failure(*command, FailureKind::NoCompletion, status);
+        self.recover(command.data != DataPhase::None);
+        failure.into()
+    }
+
+    /// Waits for Command Complete or an error; on error recovers and reports it.
+    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
+        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
+        loop {
+            if let Some(response) = self.command_outcome(command)? {
+                return Ok(response);
+            }
+            if deadline.has_passed(self.platform) {
+                // Once more after the deadline, so that a slow host is not a timeout.
+                return match self.command_outcome(command)? {
+                    Some(response) => Ok(response),
+                    None => Err(self.command_timed_out(command)),
+                };
+            }
+            core::hint::spin_loop();
+        }
     }
 
     /// Checks the card status of an R1/R1b answer (R6 and R7 carry no full status).
-    fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
-        let r6_or_r7 = !command.application && matches!(command.index, 3 | 8);
-        let full_r1 = matches!(command.response, ResponseKind::R1 | ResponseKind::R1b) && !r6_or_r7;
+    pub fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
         let errors = super::card::CardStatus(response.short()).errors();
-        if full_r1 && errors != 0 {
+        if command.returns_card_status() && errors != 0 {
             let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
             failure.response = response.short();
             return Err(failure.into());
@@ -707,6 +733,40 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 }
 
+impl<'p, R: RegisterIo, P: Platform> super::card_bus::CardBus for SdhciHost<'p, R, P> {
+    type Platform = P;
+
+    fn platform(&self) -> &P {
+        self.platform
+    }
+    fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
+        SdhciHost::send_command(self, command, rca)
+    }
+    fn read_register_data(
+        &mut self,
+        command: &Command,
+        rca: u16,
+        out: &mut [u8],
+    ) -> Result<Response, SdError> {
+        SdhciHost::read_register_data(self, command, rca, out)
+    }
+    fn set_bus_width_4_bit(&mut self) {
+        SdhciHost::set_bus_width_4_bit(self)
+    }
+    fn bus_mode(&self) -> BusMode {
+        SdhciHost::bus_mode(self)
+    }
+    fn supports_high_speed(&self) -> bool {
+        self.capabilities.high_speed()
+    }
+    fn set_timing_3v3(&mut self, timing: super::bringup::Timing, target_hz: u32) -> Result<u32, SdError> {
+        if timing != super::bringup::Timing::DefaultSpeed {
+            self.set_high_speed();
+        }
+        self.set_clock(target_hz)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -808,5 +868,8 @@ mod tests {
         let response = Response { words: [0x4433_2211, 0x8877_6655, 0xccbb_aa99, 0x00ff_eedd] };
         assert_eq!(response.long_register(), 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100);
         assert_eq!(response.short(), 0x4433_2211);
+        // The whole register with its CRC byte (sdhost) keeps all but the CRC byte.
+        let whole = Response::from_long_register(0xffee_ddcc_bbaa_9988_7766_5544_3322_11a5);
+        assert_eq!(whole, response);
     }
 }

@@ -9,6 +9,7 @@
 pub mod adma;
 pub mod bringup;
 pub mod card;
+pub mod card_bus;
 pub mod clock;
 pub mod command;
 pub mod device;
@@ -17,13 +18,15 @@ pub mod host;
 pub mod options;
 pub mod quirks;
 pub mod regs;
+pub mod snapshot;
 
 #[cfg(test)]
-mod sim;
+pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
 
-pub use bringup::{bring_up, BoardSignalling, BringUpOptions, CardInfo, Timing};
+pub use bringup::{bring_up, bring_up_at_3v3, BoardSignalling, BringUpOptions, CardInfo, Timing};
+pub use card_bus::CardBus;
 pub use device::{Cmd23Request, ModeRequest, SdCard, TransferMode};
 pub use error::{CommandFailure, FailureKind, SdError};
 pub use host::SdhciHost;

@@ -1,12 +1,31 @@
 //! The `sd.*` driver options of the kernel command line (docs/architecture.md "Configuration"): transfer
-//! mode, how multi-block reads end, whether CMD6 may raise the bus speed, and a clock ceiling.
+//! mode, how multi-block reads end, whether CMD6 may raise the bus speed, a clock ceiling, and
+//! which controller gets the SD slot on the Pi 1-3 (docs/aarch32-pis.md §7).
 
 use super::bringup::BringUpOptions;
 use super::device::{Cmd23Request, ModeRequest};
 
 /// The accepted forms, for messages.
-pub const ACCEPTED: &str =
-    "sd.mode=auto|pio|adma2, sd.cmd23=auto|on|off, sd.speed=auto|default, sd.max-clock-hz=N (N >= 400000)";
+pub const ACCEPTED: &str = "sd.mode=auto|pio|adma2, sd.cmd23=auto|on|off, sd.speed=auto|default, \
+     sd.max-clock-hz=N (N >= 400000), sd.host=auto|sdhost|arasan";
+
+/// Which controller GPIO 48-53 route to the SD slot of a Pi 1-3 (`sd.host`): ALT0 the sdhost,
+/// ALT3 the Arasan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SlotHost {
+    /// The sdhost, as Linux uses it for the slot.
+    #[default]
+    Auto,
+    Sdhost,
+    Arasan,
+}
+
+impl SlotHost {
+    /// Whether the slot goes to the sdhost.
+    pub fn is_sdhost(self) -> bool {
+        !matches!(self, SlotHost::Arasan)
+    }
+}
 
 /// Everything the `sd.*` options choose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -14,6 +33,7 @@ pub struct SdOptions {
     pub mode: ModeRequest,
     pub cmd23: Cmd23Request,
     pub bring_up: BringUpOptions,
+    pub slot_host: SlotHost,
 }
 
 /// An option that was not understood; nothing changed.
@@ -32,6 +52,9 @@ impl SdOptions {
             ("cmd23", "off") => self.cmd23 = Cmd23Request::Off,
             ("speed", "auto") => self.bring_up.allow_speed_switch = true,
             ("speed", "default") => self.bring_up.allow_speed_switch = false,
+            ("host", "auto") => self.slot_host = SlotHost::Auto,
+            ("host", "sdhost") => self.slot_host = SlotHost::Sdhost,
+            ("host", "arasan") => self.slot_host = SlotHost::Arasan,
             ("max-clock-hz", text) => {
                 let hz = text.parse::<u32>().ok().filter(|hz| *hz >= 400_000).ok_or(UnknownOption)?;
                 self.bring_up.max_clock_hz = Some(hz);
@@ -66,5 +89,13 @@ mod tests {
         assert_eq!(options, before);
         options.apply("mode", "adma2").unwrap();
         assert_eq!(options.mode, ModeRequest::Adma2);
+        // The slot goes to the sdhost unless the Arasan is asked for.
+        assert!(options.slot_host.is_sdhost());
+        options.apply("host", "arasan").unwrap();
+        assert_eq!(options.slot_host, SlotHost::Arasan);
+        assert!(!options.slot_host.is_sdhost());
+        options.apply("host", "sdhost").unwrap();
+        assert!(options.slot_host.is_sdhost());
+        assert_eq!(options.apply("host", "emmc2"), Err(UnknownOption));
     }
 }

@@ -1,6 +1,7 @@
 //! The board differences between SDHCI hosts as data (docs/hardware.md §2.1-2.7, docs/qemu.md §2): one
 //! table entry per controller kind, read by the one host driver instead of branches on the kind.
 
+use super::adma::DescriptorLimit;
 use crate::gpio::{Bcm2835Gpio, PinFunction};
 use crate::mmio::RegisterIo;
 
@@ -94,6 +95,10 @@ pub struct HostQuirks {
     /// Offset of the BCM2712 "cfg" block from the host registers (docs/hardware.md §2.7). The
     /// host's register window must then reach `offset + bcm2712_config::BLOCK_BYTES`.
     pub config_block_offset: Option<usize>,
+    /// What one ADMA2 descriptor may carry: 64 KiB (length 0) unless Linux marks the host
+    /// `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC` (none of these hosts: `sdhci-iproc.c`,
+    /// `sdhci-brcmstb.c`, `sdhci-pci-core.c`'s generic entry; QEMU's `sdhci.c` reads 0 as 64 KiB).
+    pub adma_descriptor_limit: DescriptorLimit,
 }
 
 /// The capabilities Linux supplies for the BCM2835/2837 Arasan, whose register cannot be trusted
@@ -126,6 +131,7 @@ pub const ARASAN_EMMC: HostQuirks = HostQuirks {
         release_first: Some((34, 39)),
     }),
     config_block_offset: None,
+    adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
 /// BCM2711 EMMC2, the Pi 4 SD slot: clock ID 12, 32-bit access, write spacing, broken card
@@ -142,6 +148,7 @@ pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     can_switch_to_1v8: true,
     pins: None,
     config_block_offset: None,
+    adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
 /// BCM2712 sdio1, the Pi 5 SD slot: standard access widths, clock ID 1 (200 MHz fallback),
@@ -159,6 +166,7 @@ pub const BCM2712_SDHCI: HostQuirks = HostQuirks {
     can_switch_to_1v8: true,
     pins: None,
     config_block_offset: Some(0x400),
+    adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
 /// A standard SDHCI on PCI (class 08:05:01; QEMU's `sdhci-pci`): everything from the
@@ -175,6 +183,7 @@ pub const GENERIC_PCI: HostQuirks = HostQuirks {
     can_switch_to_1v8: false,
     pins: None,
     config_block_offset: None,
+    adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
 /// BCM2712 cfg-block registers (docs/hardware.md §2.7; rpi-linux sdhci-brcmstb.c, u-boot
@@ -232,6 +241,15 @@ mod tests {
         assert!(BCM2711_EMMC2.pins.is_none());
         assert_eq!(BCM2712_SDHCI.config_block_offset, Some(0x400));
         const { assert!(ARASAN_EMMC.no_high_speed_bit && !BCM2711_EMMC2.no_high_speed_bit) };
+        // Every DMA-capable host here takes 64 KiB descriptors (length 0), as Linux gives them.
+        for quirks in [BCM2711_EMMC2, BCM2712_SDHCI, GENERIC_PCI] {
+            assert_eq!(
+                quirks.adma_descriptor_limit,
+                DescriptorLimit::ZeroLengthMeans64KiB,
+                "{}",
+                quirks.name
+            );
+        }
     }
 
     /// Records every GPFSEL write as (register, pin functions of that register).

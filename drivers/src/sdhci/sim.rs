@@ -18,6 +18,7 @@ use super::quirks::bcm2712_config;
 use super::regs::{interrupt, offsets};
 use crate::mmio::RegisterIo;
 use crate::platform::BusTranslation;
+use crate::testing::ByteRange;
 use blockdev::Clock;
 use core::cell::RefCell;
 use std::collections::VecDeque;
@@ -125,6 +126,10 @@ pub struct SimBoard {
     /// Bus addresses the DMA engine can reach: bus `bus_base ..` is test memory `cpu_base ..`.
     pub dma_window: BusTranslation,
     pub config_block: bool,
+    /// Whether an ADMA2 descriptor with length 0 moves 65536 bytes (SDHCI §1.13.4; QEMU's
+    /// `sdhci.c`). Without it such a descriptor is an ADMA error, as the hosts Linux marks
+    /// `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC` misbehave.
+    pub zero_length_descriptor_is_64k: bool,
 }
 
 /// The spec-version field of the Version register for 3.00 (SDHCI §2.2.34).
@@ -138,6 +143,7 @@ impl SimBoard {
         base_clock_hz: 52_000_000,
         dma_window: BusTranslation::IDENTITY,
         config_block: false,
+        zero_length_descriptor_is_64k: true,
     };
     /// QEMU's `sdhci-pci` with `sd-spec-version=3`: SDMA, ADMA2 (32-bit).
     pub const QEMU_PCI: SimBoard = SimBoard { capabilities: (0x0578_34b4, 0), ..SimBoard::QEMU_RASPI };
@@ -149,6 +155,7 @@ impl SimBoard {
         base_clock_hz: 200_000_000,
         dma_window: BusTranslation::IDENTITY,
         config_block: false,
+        zero_length_descriptor_is_64k: true,
     };
     /// The Pi 4 EMMC2: ADMA2/SDMA, high speed, 3.3 and 1.8 V, SDR50 and DDR50; no base clock in
     /// the register (the firmware's clock 12 says). Its DMA sees the test memory at bus
@@ -163,6 +170,7 @@ impl SimBoard {
             size_bytes: 256 << 20,
         },
         config_block: false,
+        zero_length_descriptor_is_64k: true,
     };
     /// The Pi 5 sdio1: 200 MHz base clock, ADMA2 with 64-bit addressing, 3.3 and 1.8 V, no UHS
     /// modes in the register (Linux takes them from the device tree), cfg block with the
@@ -176,9 +184,15 @@ impl SimBoard {
         base_clock_hz: 200_000_000,
         dma_window: BusTranslation::IDENTITY,
         config_block: true,
+        zero_length_descriptor_is_64k: true,
     };
 }
 
+/// Register reads after a command is written before its completion (or error) shows.
+pub const COMMAND_LATENCY_READS: u32 = 3;
+/// Register reads after Command Complete before an ADMA2 transfer has run and Transfer Complete
+/// shows.
+pub const DMA_LATENCY_READS: u32 = 3;
 /// CMD19s the simulated controller needs before it has found a sampling point.
 pub const TUNING_PASSES: u32 = 4;
 /// Interrupt-status polls before a tuning block has arrived (it takes 64 bytes on the bus).
@@ -265,12 +279,29 @@ pub struct SimState {
     pub tuning_commands: u32,
     pub base_clock_hz: u32,
     pub dma_window: BusTranslation,
+    pub zero_length_descriptor_is_64k: bool,
+    /// The byte counts of the descriptors of the last ADMA2 transfer, in order.
+    pub descriptor_lengths: Vec<usize>,
     /// The BCM2712 cfg block (128 words at +0x400), when the board has one.
     pub config_block: Option<Vec<u32>>,
     /// Rules of the specification the driver broke, in order.
     pub violations: Vec<&'static str>,
     /// The SD clock glitched (a UHS mode change while it ran): the next command is garbled.
     glitched: bool,
+    /// Status bits the last command raised that the driver cannot see yet, and the register
+    /// reads left until it can ([`COMMAND_LATENCY_READS`]; 0: no command in flight).
+    unseen_status: u32,
+    command_reads_left: u32,
+    /// Raising unseen bits (inside a command's execution).
+    deferring: bool,
+    /// An ADMA2 transfer waits for its command's completion, then this many reads.
+    adma_due: bool,
+    adma_reads_left: Option<u32>,
+    /// Register reads since the last command was written (how long the driver looked at the
+    /// controller after handing it the command).
+    pub reads_since_command: u32,
+    /// The platform log's length when the last command was written: the handover of its DMA.
+    command_event: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -325,9 +356,18 @@ impl<'a> SimHost<'a> {
                 tuning_commands: 0,
                 base_clock_hz: board.base_clock_hz,
                 dma_window: board.dma_window,
+                zero_length_descriptor_is_64k: board.zero_length_descriptor_is_64k,
+                descriptor_lengths: Vec::new(),
                 config_block,
                 violations: Vec::new(),
                 glitched: false,
+                unseen_status: 0,
+                command_reads_left: 0,
+                deferring: false,
+                adma_due: false,
+                adma_reads_left: None,
+                reads_since_command: 0,
+                command_event: 0,
             }),
             platform,
         }
@@ -395,6 +435,10 @@ impl SimState {
     }
 
     fn raise(&mut self, bits: u32) {
+        if self.deferring {
+            self.unseen_status |= bits;
+            return;
+        }
         let enabled = self.register(offsets::INTERRUPT_STATUS_ENABLE);
         let mut status = self.register(offsets::INTERRUPT_STATUS) | (bits & enabled);
         if status & 0xffff_0000 != 0 {
@@ -415,6 +459,14 @@ impl SimState {
         value |= 1 << 24;
         if !self.buffer.is_empty() {
             value |= 1 << 11 | 1 << 9 | 1 << 1;
+        }
+        // Command Inhibit (CMD) until the command completes; Command Inhibit (DAT) while a
+        // transfer runs (SDHCI §2.2.9).
+        if self.command_reads_left > 0 {
+            value |= 1 << 0;
+        }
+        if self.transfer.is_some() || self.adma_due || self.adma_reads_left.is_some() {
+            value |= 1 << 1;
         }
         value
     }
@@ -437,7 +489,60 @@ impl SimState {
         Some(self.injections[position])
     }
 
+    /// A command written: it runs at once, but what it raises shows only after
+    /// [`COMMAND_LATENCY_READS`] register reads, and its ADMA2 transfer runs
+    /// [`DMA_LATENCY_READS`] reads after that (a real host takes the card's response time and
+    /// the bus time; QEMU's sdhci runs five descriptors in the write and the rest from a timer).
     fn execute(&mut self, platform: &TestPlatform) {
+        self.deferring = true;
+        self.execute_now(platform);
+        self.deferring = false;
+        self.command_reads_left = COMMAND_LATENCY_READS;
+        self.reads_since_command = 0;
+    }
+
+    /// One register read's worth of the controller's time passes.
+    fn tick(&mut self, platform: &TestPlatform) {
+        self.reads_since_command = self.reads_since_command.saturating_add(1);
+        if self.command_reads_left > 0 {
+            self.command_reads_left -= 1;
+            if self.command_reads_left == 0 {
+                let bits = core::mem::take(&mut self.unseen_status);
+                self.raise(bits);
+                if std::mem::take(&mut self.adma_due) {
+                    self.adma_reads_left = Some(DMA_LATENCY_READS);
+                }
+            }
+            return;
+        }
+        match self.adma_reads_left {
+            Some(reads) if reads > 1 => self.adma_reads_left = Some(reads - 1),
+            Some(_) => {
+                self.adma_reads_left = None;
+                self.run_adma(platform);
+            }
+            None => {}
+        }
+    }
+
+    /// A DMA access of the running transfer, checked against the platform's ordered log: what
+    /// the CPU wrote there must have been cleaned and fenced by a store barrier before the
+    /// command that started the transfer was written, and not touched since (descriptors must
+    /// have been written at all). A mistake is a violation in the log.
+    fn check_dma(&self, platform: &TestPlatform, range: ByteRange, descriptor: bool) {
+        let log = platform.log();
+        if let Err(violation) = log.check_device_access(range, self.command_event, log.len(), descriptor) {
+            let what = if descriptor { "ADMA2 descriptor fetch" } else { "ADMA2 data write" };
+            log.add_violation(std::format!("{what}: {violation}"));
+        }
+    }
+
+    /// Whether a command has been written whose completion the driver cannot see yet.
+    pub fn command_in_flight(&self) -> bool {
+        self.command_reads_left > 0
+    }
+
+    fn execute_now(&mut self, platform: &TestPlatform) {
         let word = self.register(offsets::TRANSFER_MODE_COMMAND);
         let mode = (word & 0xffff) as u16;
         let index = ((word >> 24) & 0x3f) as u8;
@@ -631,7 +736,8 @@ impl SimState {
         let adma_selected = (self.register(offsets::HOST_CONTROL_POWER) >> 3) & 0b11 >= 2;
         self.transfer = Some(transfer);
         if mode & 1 != 0 && adma_capable && adma_selected {
-            self.run_adma(platform);
+            let _ = platform;
+            self.adma_due = true;
         } else {
             self.load_next_block();
         }
@@ -732,17 +838,18 @@ impl SimState {
         }
         let stride = if wide { 12 } else { 8 };
         let mut written = 0usize;
+        self.descriptor_lengths.clear();
         for _ in 0..4096 {
-            let pointer =
-                self.bus_to_physical(descriptor, stride).and_then(|p| platform.cpu_pointer(p, stride));
-            let Some(pointer) = pointer else {
+            let mut entry = [0u8; 12];
+            let fetched = self.bus_to_physical(descriptor, stride).filter(|&physical| {
+                self.check_dma(platform, ByteRange::new(physical, stride as u64), true);
+                platform.device_read(physical, &mut entry[..stride])
+            });
+            if fetched.is_none() {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 1;
                 self.raise(interrupt::ADMA);
                 return;
-            };
-            let mut entry = [0u8; 12];
-            // SAFETY: test memory, in range (checked by cpu_pointer).
-            unsafe { core::ptr::copy_nonoverlapping(pointer, entry.as_mut_ptr(), stride) };
+            }
             let attributes = u32::from_le_bytes(entry[0..4].try_into().unwrap());
             let length = (attributes >> 16) as usize;
             let address = if wide {
@@ -752,16 +859,23 @@ impl SimState {
             };
             assert_eq!(attributes & 1, 1, "descriptor not valid");
             assert_eq!((attributes >> 4) & 0b11, 0b10, "descriptor action is not Tran");
+            if length == 0 && !self.zero_length_descriptor_is_64k {
+                self.registers[offsets::ADMA_ERROR_STATUS / 4] = 4;
+                self.raise(interrupt::ADMA);
+                return;
+            }
             let length = if length == 0 { 65_536 } else { length };
+            self.descriptor_lengths.push(length);
             let chunk = length.min(total - written);
-            let target = self.bus_to_physical(address, chunk).and_then(|p| platform.cpu_pointer(p, chunk));
-            let Some(target) = target else {
+            let stored = self.bus_to_physical(address, chunk).filter(|&physical| {
+                self.check_dma(platform, ByteRange::new(physical, chunk as u64), false);
+                platform.device_write(physical, &data[written..written + chunk])
+            });
+            if stored.is_none() {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 2;
                 self.raise(interrupt::ADMA);
                 return;
-            };
-            // SAFETY: test memory, in range (checked by cpu_pointer).
-            unsafe { core::ptr::copy_nonoverlapping(data[written..].as_ptr(), target, chunk) };
+            }
             written += chunk;
             if attributes & 0b10 != 0 {
                 break;
@@ -875,6 +989,7 @@ impl SimState {
 impl RegisterIo for SimHost<'_> {
     fn read32(&self, offset_bytes: usize) -> u32 {
         let mut state = self.state.borrow_mut();
+        state.tick(self.platform);
         match offset_bytes {
             offsets::PRESENT_STATE => state.present_state(),
             offsets::INTERRUPT_STATUS => {
@@ -910,6 +1025,7 @@ impl RegisterIo for SimHost<'_> {
             offsets::SDMA_ADDRESS => state.sdma_address_written = true,
             offsets::TRANSFER_MODE_COMMAND => {
                 state.registers[index] = value;
+                state.command_event = self.platform.log().len();
                 drop(state);
                 self.state.borrow_mut().execute(self.platform);
             }
@@ -929,6 +1045,10 @@ impl RegisterIo for SimHost<'_> {
                     state.tuning = None;
                     state.tuning_block_due = None;
                     state.glitched = false;
+                    state.unseen_status = 0;
+                    state.command_reads_left = 0;
+                    state.adma_due = false;
+                    state.adma_reads_left = None;
                     value = 0;
                 }
                 if resets & 0b110 != 0 {
@@ -936,6 +1056,14 @@ impl RegisterIo for SimHost<'_> {
                     state.buffer.clear();
                     state.transfer = None;
                     state.stalled = false;
+                    if resets & 0b010 != 0 {
+                        state.unseen_status = 0;
+                        state.command_reads_left = 0;
+                    }
+                    if resets & 0b100 != 0 {
+                        state.adma_due = false;
+                        state.adma_reads_left = None;
+                    }
                 }
                 if value & 1 != 0 {
                     value |= 0b10;

@@ -227,6 +227,9 @@ fn requests_above_65535_blocks_are_split() {
     let reads: Vec<u32> =
         state.log.iter().filter(|(i, _, _)| *i == 18).map(|(_, argument, _)| *argument).collect();
     assert_eq!(reads, [1000, 1000 + MAX_BLOCKS_PER_COMMAND]);
+    // Both commands moved their data by ADMA2, each from its own part of the buffer.
+    assert_eq!(state.dma_transfers, 2);
+    assert_eq!(device.data_path().map(|path| (path.commands, path.pio_fallbacks)), Some((2, 0)));
 }
 
 #[test]
@@ -456,7 +459,9 @@ fn uhs_mode_select_changes_only_while_the_sd_clock_is_stopped() {
     // The glitch garbles the next command.
     sim.write32(0x28, 0xf00);
     sim.write32(0x0c, 0);
-    assert_ne!(sim.read32(0x30) & interrupt::COMMAND_CRC, 0);
+    // The command's outcome shows after the controller's latency.
+    let status = (0..super::sim::COMMAND_LATENCY_READS).map(|_| sim.read32(0x30)).last().unwrap();
+    assert_ne!(status & interrupt::COMMAND_CRC, 0);
     // With the clock stopped the same change is fine.
     let sim = self::sim(platform, UHS, SimCard::qemu_like(1 << 30));
     sim.write32(0x2c, 0b011);
@@ -738,9 +743,178 @@ fn descriptor_table_lives_where_the_host_can_reach_it() {
     // A translation that excludes the test memory makes ADMA2 set-up fail cleanly.
     let narrow = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
     assert!(matches!(
-        adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, narrow),
+        adma::DescriptorTable::new(
+            table,
+            AdmaFormat::Adma2Bits32,
+            adma::DescriptorLimit::ZeroLengthMeans64KiB,
+            narrow
+        ),
         Err(adma::AdmaError::Unreachable(_))
     ));
+}
+
+/// Commands the simulator has seen so far.
+fn commands_seen(sim: &SimHost<'_>) -> usize {
+    sim.state.borrow().log.len()
+}
+
+#[test]
+fn submit_prepares_and_kick_hands_the_command_over_without_waiting() {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(2048 * 512, 4096).unwrap();
+    let request = Request { tag: 9, operation: Operation::Read, lba: 4096, block_count: 2048, buffer };
+    let before = commands_seen(sim);
+    let cleans_before = platform.clean_calls.get();
+    device.submit(request).unwrap();
+    // submit() wrote and cleaned the descriptors and cleaned the buffer; nothing was sent.
+    assert_eq!(commands_seen(sim), before);
+    assert_eq!(platform.clean_calls.get(), cleans_before + 2);
+    device.kick();
+    // kick() wrote the command register and returned without looking at the controller again.
+    assert_eq!(
+        sim.state.borrow().log.last().map(|(index, argument, _)| (*index, *argument)),
+        Some((18, 4096))
+    );
+    assert_eq!(sim.state.borrow().reads_since_command, 0, "kick() read the controller after the command");
+    assert!(sim.state.borrow().command_in_flight());
+    // Each poll looks once: the first polls find the command still running.
+    let mut completions = [Completion::default()];
+    assert_eq!(device.poll(&mut completions), 0);
+    assert!(sim.state.borrow().reads_since_command <= 2, "one poll waited");
+    let mut polls = 1;
+    while device.poll(&mut completions) == 0 {
+        polls += 1;
+        assert!(polls < 100, "no completion");
+    }
+    assert_eq!(completions[0], Completion { tag: 9, result: Ok(()) });
+    assert!(polls >= 2, "the command phase and the DMA took more than one look");
+    assert_pattern(&buffer, 4096);
+}
+
+#[test]
+fn with_cmd23_kick_sends_the_count_and_a_poll_sends_the_read() {
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.scr[3] = 0x02; // CMD_SUPPORT: CMD23
+    let sim = sim(platform, PCI, card);
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
+    let buffer = platform.allocate_dma(64 * 512, 4096).unwrap();
+    device.submit(Request { tag: 3, operation: Operation::Read, lba: 640, block_count: 64, buffer }).unwrap();
+    device.kick();
+    assert_eq!(sim.state.borrow().log.last().map(|(index, argument, _)| (*index, *argument)), Some((23, 64)));
+    assert_eq!(sim.state.borrow().reads_since_command, 0);
+    let mut completions = [Completion::default()];
+    // CMD18 goes out only once a poll has seen CMD23 complete.
+    while sim.state.borrow().log.last().map(|(index, _, _)| *index) == Some(23) {
+        assert_eq!(device.poll(&mut completions), 0);
+    }
+    assert_eq!(
+        sim.state.borrow().log.last().map(|(index, argument, mode)| (*index, *argument, *mode)),
+        Some((18, 640, 0x0033))
+    );
+    for _ in 0..100 {
+        if device.poll(&mut completions) == 1 {
+            break;
+        }
+    }
+    assert_eq!(completions[0], Completion { tag: 3, result: Ok(()) });
+    assert_pattern(&buffer, 640);
+}
+
+#[test]
+fn a_cmd23_the_card_rejects_is_retried_then_fails_the_request() {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    // The card does not list CMD23 but it is forced on; it times out every time.
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::On);
+    sim.inject(Injection {
+        command_index: 23,
+        error_bits: interrupt::COMMAND_TIMEOUT,
+        at: InjectAt::Command,
+        times: 100,
+    });
+    let (completion, _) = read(&mut device, platform, 100, 8);
+    assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
+    let state = sim.state.borrow();
+    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 23).count() as u32, super::device::MAX_ATTEMPTS);
+    assert!(!state.log.iter().any(|(i, _, _)| *i == 18), "no read without its count");
+}
+
+#[test]
+fn a_one_mib_read_moves_in_sixteen_descriptors_of_64_kib() {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    assert_eq!(device.descriptor_limit(), Some(adma::DescriptorLimit::ZeroLengthMeans64KiB));
+    let (completion, buffer) = read(&mut device, platform, 2048, 2048);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 2048);
+    assert_eq!(sim.state.borrow().descriptor_lengths, [65_536; 16]);
+    // 1 MiB + 4 KiB: a 17th descriptor of 4 KiB.
+    let (completion, buffer) = read(&mut device, platform, 99, 2056);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 99);
+    let lengths = sim.state.borrow().descriptor_lengths.clone();
+    assert_eq!((lengths.len(), lengths[15], lengths[16]), (17, 65_536, 4096));
+}
+
+#[test]
+fn a_host_that_misreads_length_zero_gets_32_kib_descriptors_from_its_quirks() {
+    static NO_ZERO_LENGTH: HostQuirks =
+        HostQuirks { adma_descriptor_limit: adma::DescriptorLimit::NoZeroLength32KiB, ..GENERIC_PCI };
+    let board = SimBoard { zero_length_descriptor_is_64k: false, ..PCI };
+    let platform = platform(8 << 20);
+    let sim = sim(platform, board, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &NO_ZERO_LENGTH, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let (completion, buffer) = read(&mut device, platform, 2048, 2048);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 2048);
+    assert_eq!(sim.state.borrow().descriptor_lengths, [32_768; 32]);
+    // The same host given 64 KiB descriptors fails with an ADMA error: the model is strict.
+    let sim = self::sim(platform, board, SimCard::qemu_like(4 << 30));
+    let host = self::host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let (completion, _) = read(&mut device, platform, 2048, 2048);
+    assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Transfer);
+}
+
+#[test]
+fn a_buffer_adma2_cannot_use_goes_by_pio_and_is_counted() {
+    let platform = platform(48 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let path = device.data_path().unwrap();
+    assert_eq!((path.mode, path.commands, path.pio_fallbacks), ("ADMA2 (32-bit)", 0, 0));
+    let (completion, _) = read(&mut device, platform, 10, 8);
+    assert_eq!(completion.result, Ok(()));
+    let aligned = platform.allocate_dma(8 * 512 + 2, 4096).unwrap();
+    let odd = aligned.slice(2, 8 * 512).unwrap();
+    assert_eq!(read_into(&mut device, 10, 8, odd).result, Ok(()));
+    assert_pattern(&odd, 10);
+    let path = device.data_path().unwrap();
+    assert_eq!((path.commands, path.pio_fallbacks), (2, 1));
+    assert_eq!(sim.state.borrow().dma_transfers, 1);
+    // A split request counts each of its commands.
+    let blocks = MAX_BLOCKS_PER_COMMAND + 1;
+    let big = platform.allocate_dma(blocks as usize * 512 + 2, 4096).unwrap().slice(2, blocks as usize * 512);
+    assert_eq!(read_into(&mut device, 0, blocks, big.unwrap()).result, Ok(()));
+    let path = device.data_path().unwrap();
+    assert_eq!((path.commands, path.pio_fallbacks), (4, 3));
+    // With PIO chosen nothing falls back.
+    let sim = self::sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = self::host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
+    assert_eq!(read_into(&mut device, 10, 8, odd).result, Ok(()));
+    let path = device.data_path().unwrap();
+    assert_eq!((path.mode, path.commands, path.pio_fallbacks), ("PIO", 1, 0));
 }
 
 #[test]
@@ -787,4 +961,90 @@ fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completi
         .collect();
     trace.dedup();
     assert_eq!(trace, ["clean", "store barrier", "command", "load barrier", "invalidate data"]);
+}
+
+/// ADMA2 reads of every shape the driver issues: one block, a multi-block command, CMD23
+/// first, a request split into two commands.
+fn adma2_reads_of_every_shape(platform: &'static TestPlatform, cmd23: Cmd23Request) -> u32 {
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, cmd23);
+    for (lba, blocks) in [(7, 1), (4096, 2048), (100, MAX_BLOCKS_PER_COMMAND + 8)] {
+        let (completion, buffer) = read(&mut device, platform, lba, blocks);
+        assert_eq!(completion.result, Ok(()));
+        assert_pattern(&buffer, lba);
+    }
+    sim.state.borrow().dma_transfers
+}
+
+#[test]
+fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_command() {
+    use crate::testing::PlatformEvent;
+    for cmd23 in [Cmd23Request::Off, Cmd23Request::On] {
+        let platform = platform(48 << 20);
+        let start = platform.log().len();
+        assert_eq!(adma2_reads_of_every_shape(platform, cmd23), 4);
+        // The simulated host checked every descriptor fetch and every data write against the
+        // log: written, cleaned, store barrier, then the command (docs/measurement.md §13).
+        assert_eq!(platform.log().violations(), Vec::<std::string::String>::new(), "{cmd23:?}");
+        let events = platform.log().since(start);
+        let fetches = events.iter().filter(|e| matches!(e, PlatformEvent::DeviceRead(_))).count();
+        let writes = events.iter().filter(|e| matches!(e, PlatformEvent::DeviceWrite(_))).count();
+        // Descriptors of up to 64 KiB: 1, 16, then 512 and 1 for the split request.
+        assert_eq!((fetches, writes), (1 + 16 + 512 + 1, 1 + 16 + 512 + 1), "{cmd23:?}");
+    }
+}
+
+#[test]
+fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
+    use crate::barrier::BarrierKind;
+    use crate::testing::{ByteRange, PlatformEvent};
+    let platform = platform(16 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(256 * 512, 4096).unwrap();
+    // The benchmark's checks poison their buffer before the read (CPU writes).
+    platform.cpu_fill(&buffer, 0xa5);
+    let start = platform.log().len();
+    assert_eq!(read_into(&mut device, 300, 256, buffer).result, Ok(()));
+    platform.cpu_read(&buffer);
+    assert_eq!(platform.log().violations(), Vec::<std::string::String>::new());
+    assert_pattern(&buffer, 300);
+    let data = ByteRange::of(&buffer);
+    let order: Vec<&str> = platform
+        .log()
+        .since(start)
+        .iter()
+        .filter_map(|event| match *event {
+            PlatformEvent::DeviceWrite(range) if range.overlap(&data).is_some() => Some("device writes data"),
+            PlatformEvent::Barrier(BarrierKind::Load | BarrierKind::Full) => Some("load barrier"),
+            PlatformEvent::Invalidate(range) if range == data => Some("invalidate data"),
+            PlatformEvent::CpuRead(range) if range == data => Some("cpu reads data"),
+            _ => None,
+        })
+        .collect();
+    let last_write = order.iter().rposition(|step| *step == "device writes data").expect("DMA happened");
+    assert_eq!(order[last_write + 1..], ["load barrier", "invalidate data", "cpu reads data"]);
+}
+
+#[test]
+fn pio_data_is_cleaned_after_the_cpu_copied_it() {
+    use crate::testing::{ByteRange, PlatformEvent};
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(16 * 512, 4096).unwrap();
+    let start = platform.log().len();
+    assert_eq!(read_into(&mut device, 40, 16, buffer).result, Ok(()));
+    assert_pattern(&buffer, 40);
+    // The CPU wrote the blocks from the data port; a clean pushes them to memory before the
+    // completion, so that the caller's invalidate-after-read cannot discard them.
+    let cleaned = platform
+        .log()
+        .since(start)
+        .iter()
+        .any(|event| matches!(event, PlatformEvent::Clean(range) if *range == ByteRange::of(&buffer)));
+    assert!(cleaned, "the PIO data was never cleaned");
 }

@@ -1,5 +1,5 @@
-//! How a run ends: QEMU semihosting SYS_EXIT with a status (only when the command line
-//! asks, because `hlt #0xf000` is undefined on real hardware), PSCI SYSTEM_OFF through the
+//! How a run ends: QEMU semihosting exit with a status (only when the command line asks,
+//! because the semihosting trap is undefined or a supervisor call on real hardware), PSCI SYSTEM_OFF through the
 //! conduit `board::choose_psci_conduit` picked (Arm DEN0022 §5.2), or a report and an idle loop
 //! with the console alive.
 
@@ -46,34 +46,22 @@ fn method() -> ExitMethod {
     }
 }
 
-/// SYS_EXIT (0x18) with ADP_Stopped_ApplicationExit (0x20026) and `code` (docs/qemu.md §4).
+/// Semihosting exit with `code` (docs/qemu.md §4); idles if nobody answers.
 fn semihosting_exit(code: u32) -> ! {
-    let parameter_block: [u64; 2] = [0x20026, u64::from(code)];
-    // SAFETY: `hlt #0xf000` is the A64 semihosting trap; QEMU (run with -semihosting) reads the
-    // two-word block at x1 and ends the process. Only reached when the command line asked for it.
-    unsafe {
-        core::arch::asm!("hlt #0xf000", in("x0") 0x18u64, in("x1") parameter_block.as_ptr(), options(nostack));
-    }
+    super::arch::semihosting_exit(code);
     idle()
 }
 
 /// PSCI SYSTEM_OFF (function 0x8400_0008).
 fn psci_system_off() -> ! {
-    let function: u64 = 0x8400_0008;
-    if PSCI_CONDUIT.load(Ordering::Acquire) == 1 {
-        // SAFETY: SMC to the secure firmware's PSCI implementation; SYSTEM_OFF does not return.
-        unsafe { core::arch::asm!("smc #0", inout("x0") function => _, options(nostack)) };
-    } else {
-        // SAFETY: HVC to the hypervisor's PSCI implementation (QEMU virt at EL1).
-        unsafe { core::arch::asm!("hvc #0", inout("x0") function => _, options(nostack)) };
-    }
+    super::arch::psci_call(0x8400_0008, PSCI_CONDUIT.load(Ordering::Acquire) == 1);
     idle()
 }
 
 /// Waits for interrupts forever (none are enabled, so this is a low-power stop).
 pub fn idle() -> ! {
     loop {
-        aarch64_cpu::asm::wfi();
+        super::arch::wait_for_interrupt();
     }
 }
 

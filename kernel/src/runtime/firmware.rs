@@ -2,10 +2,10 @@
 //! buffer's cache maintenance and bus address handled here.
 
 use super::sync::SingleCoreCell;
-use super::timer::GenericTimer;
-use crate::board::VIDEOCORE_UNCACHED_ALIAS;
+use super::timer::KernelTimer;
 use drivers::mailbox::{tags, Mailbox, MailboxError, PropertyBuffer, PropertyTags};
 use drivers::mmio::Mmio;
+use drivers::platform::BusTranslation;
 
 static BUFFER: SingleCoreCell<PropertyBuffer> =
     SingleCoreCell::new(PropertyBuffer { words: [0; drivers::mailbox::BUFFER_WORDS] });
@@ -17,14 +17,17 @@ pub const MAX_RESPONSE_WORDS: usize = 512;
 #[derive(Clone, Copy)]
 pub struct Firmware {
     mailbox_base: u64,
-    timer: GenericTimer,
+    videocore_bus: BusTranslation,
+    timer: KernelTimer,
 }
 
 impl Firmware {
+    /// `videocore_bus` is how the VideoCore sees the buffer (the board's alias).
+    ///
     /// # Safety
     /// `mailbox_base` must be the board's VideoCore mailbox register block.
-    pub unsafe fn new(mailbox_base: u64, timer: GenericTimer) -> Self {
-        Firmware { mailbox_base, timer }
+    pub unsafe fn new(mailbox_base: u64, videocore_bus: BusTranslation, timer: KernelTimer) -> Self {
+        Firmware { mailbox_base, videocore_bus, timer }
     }
 
     /// Sends one tag and returns its answer words.
@@ -41,12 +44,13 @@ impl Firmware {
                 buffer.prepare_single_tag(tag, request, response_words)?;
                 let address = buffer as *mut PropertyBuffer as usize;
                 let bytes = core::mem::size_of::<PropertyBuffer>();
-                boot::mmu::clean_data_cache_range(address, bytes);
-                let bus_address = VIDEOCORE_UNCACHED_ALIAS
+                super::arch::clean_data_cache_range(address, bytes);
+                let bus_address = self
+                    .videocore_bus
                     .to_bus(address as u64, bytes as u64)
                     .map_err(|_| MailboxError::BufferTooSmall)?;
                 mailbox.call(&self.timer, bus_address as u32)?;
-                boot::mmu::invalidate_data_cache_range(address, bytes);
+                super::arch::invalidate_data_cache_range(address, bytes);
                 // The firmware wrote the buffer behind the compiler's back.
                 let answer = buffer.single_tag_response()?;
                 Ok(answer.iter().copied().take(MAX_RESPONSE_WORDS).collect())

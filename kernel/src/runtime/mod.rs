@@ -1,12 +1,14 @@
 //! The kernel at run time (bare-metal target only): entry from `boot`, discovery, console,
 //! banner, memory map and MMU, command line, devices, benchmark, and the end of the run.
 
+mod arch;
 pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
 pub mod nvme;
 pub mod pci;
+#[cfg(target_arch = "aarch64")]
 pub mod pcie;
 pub mod platform;
 pub mod pmu;
@@ -14,6 +16,8 @@ pub mod sd;
 pub mod storage;
 mod sync;
 pub mod timer;
+pub mod trace;
+pub mod usb;
 
 use crate::board::{BoardFamily, Span, UartClock};
 use crate::cmdline::{self, KernelSettings, TestFault, Token};
@@ -23,14 +27,13 @@ use crate::memory_plan::{self, MemoryPlan, PlanRequest};
 use crate::{print, println};
 use blockdev::Clock;
 use boot::cpu::{registers, MainId};
-use boot::mmu::Table;
 use drivers::mailbox::CpuClock;
 use exit::{finish, ExitStatus, PsciConduit};
 use firmware::Firmware;
 use platform::KernelPlatform;
 use pmu::PerformanceCounters;
 use sync::SingleCoreCell;
-use timer::GenericTimer;
+use timer::KernelTimer;
 
 pub const PROGRAM_NAME: &str = "barebench";
 pub const PROGRAM_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -38,12 +41,17 @@ pub const PROGRAM_VERSION: &str = env!("CARGO_PKG_VERSION");
 const MIB: u64 = 1 << 20;
 const HEAP_BYTES: u64 = 16 * MIB;
 const DMA_POOL_BYTES: &[u64] = &[192 * MIB, 128 * MIB, 64 * MIB, 32 * MIB];
+#[cfg(target_arch = "aarch64")]
 const TABLE_COUNT: usize = 24;
 /// Words read at x0 when looking for ATAGS (QEMU's list is a few dozen words).
 const ATAGS_WINDOW_WORDS: usize = 1024;
 
-static TRANSLATION_TABLES: SingleCoreCell<[Table; TABLE_COUNT]> =
-    SingleCoreCell::new([Table::EMPTY; TABLE_COUNT]);
+#[cfg(target_arch = "aarch64")]
+static TRANSLATION_TABLES: SingleCoreCell<[boot::mmu::Table; TABLE_COUNT]> =
+    SingleCoreCell::new([boot::mmu::Table::EMPTY; TABLE_COUNT]);
+#[cfg(target_arch = "arm")]
+static SECTION_TABLE: SingleCoreCell<boot::mmu_aarch32::SectionTable> =
+    SingleCoreCell::new(boot::mmu_aarch32::SectionTable::EMPTY);
 
 #[global_allocator]
 static HEAP: linked_list_allocator::LockedHeap = linked_list_allocator::LockedHeap::empty();
@@ -56,10 +64,13 @@ extern "C" {
 /// Everything `main` learned at start-up, for the rest of the run.
 pub struct Machine {
     pub info: BoardInfo,
-    pub timer: GenericTimer,
+    pub timer: KernelTimer,
     pub platform: &'static KernelPlatform,
     pub firmware: Option<Firmware>,
+    /// The exception level at entry in AArch64 terms (HYP = 2 on AArch32).
     pub entry_level: u64,
+    /// What `boot` passed: the level on AArch64, the CPSR mode on AArch32.
+    pub entry_state: u64,
     pub main_id: MainId,
     /// The ARM clock after asking the firmware for its maximum (`None`: no firmware to ask).
     pub cpu_clock: Option<CpuClock>,
@@ -67,29 +78,34 @@ pub struct Machine {
     pub pmu: PerformanceCounters,
 }
 
-/// Called by `boot` on core 0 at EL1, MMU off, stack and BSS ready.
+/// Called by `boot` on core 0 at EL1 (AArch32: in SVC), MMU off, stack and BSS ready.
+/// `entry_state` is the exception level at entry, or on AArch32 the CPSR mode.
 #[no_mangle]
-extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
+extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     let main_id = registers::main_id();
-    let timer = GenericTimer::new();
+    let entry_level = arch::entry_level(entry_state);
     let mut info = match discover(boot_argument, entry_level, main_id) {
         Ok(info) => info,
         Err(unknown) => stop_on_unknown_board(boot_argument, unknown),
     };
+    // SAFETY: the board table gives this board's system timer and ARM-local block.
+    let timer = unsafe { KernelTimer::for_board(info.profile.timer, info.profile.system_timer) };
     let firmware = info.profile.mailbox.map(|base| {
         // SAFETY: the board table gives this board's mailbox address (docs/hardware.md §1).
-        unsafe { Firmware::new(base, timer) }
+        unsafe { Firmware::new(base, info.profile.videocore_bus, timer) }
     });
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
     // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
     let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
-    if entry_level == 2 {
+    // On the Pi 2 the release registers are device registers nobody else writes: the cores are
+    // sent to the WFI loop whatever the entry (QEMU's raw image enters in SVC).
+    if entry_level == 2 || info.profile.family == BoardFamily::RaspberryPi2 {
         park_secondary_cores(info.profile.spin_table);
     }
     init_console(&info, firmware.as_ref());
-    print_banner(&info, main_id, entry_level, &timer, cpu_clock.as_ref());
+    print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref());
     let pmu = PerformanceCounters::start();
     println!("pmu        {}", pmu.describe());
     for warning in &info.warnings {
@@ -109,7 +125,8 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_level: u64) -> ! {
     if let Some(fault) = settings.test_fault {
         raise_test_fault(fault);
     }
-    let machine = Machine { info, timer, platform, firmware, entry_level, main_id, cpu_clock, pmu };
+    let machine =
+        Machine { info, timer, platform, firmware, entry_level, entry_state, main_id, cpu_clock, pmu };
     let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
@@ -134,6 +151,7 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
     } else if !run_benchmark(machine, benchmark, &mut storage, &regions) {
         status = ExitStatus::DeviceErrors;
     }
+    storage.print_registers_after_runs();
     storage.shut_down();
     status
 }
@@ -162,7 +180,7 @@ fn run_benchmark(
             deallocated_read: sampled.deallocated_read,
         })
         .collect();
-    let board = BoardFacts::of(machine);
+    let board = BoardFacts::of(machine, storage);
     let extra = board.extra();
     let context = bench::results::ReportContext {
         board: board.name,
@@ -186,12 +204,13 @@ fn run_benchmark(
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
-    let results = bench::runner::run_benchmark(
+    let results = bench::runner::run_benchmark_with_traces(
         config,
         &mut devices,
         &environment,
         &context,
         &mut console::ConsoleWriter,
+        &trace::DefmtTraces,
     );
     let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
     let verified = results
@@ -229,7 +248,9 @@ struct BoardFacts<'m> {
     name: &'m str,
     soc: &'static str,
     cpu: alloc::string::String,
-    entry: alloc::string::String,
+    entry: &'static str,
+    /// `(<device>_controller, controller)` for each SD slot, e.g. `("sd0_controller", "sdhost")`.
+    controllers: alloc::vec::Vec<(alloc::string::String, alloc::string::String)>,
     revision: Option<alloc::string::String>,
     cpu_clock: Option<alloc::string::String>,
     cpu_clock_hz: Option<alloc::string::String>,
@@ -237,7 +258,7 @@ struct BoardFacts<'m> {
 }
 
 impl<'m> BoardFacts<'m> {
-    fn of(machine: &'m Machine) -> BoardFacts<'m> {
+    fn of(machine: &'m Machine, storage: &storage::Storage) -> BoardFacts<'m> {
         let info = &machine.info;
         let name = match info.profile.family {
             BoardFamily::QemuVirt => "QEMU virt",
@@ -247,7 +268,12 @@ impl<'m> BoardFacts<'m> {
             name,
             soc: soc_name(info),
             cpu: alloc::format!("{}", machine.main_id),
-            entry: alloc::format!("EL{}", machine.entry_level),
+            entry: arch::entry_name(machine.entry_state),
+            controllers: storage
+                .controllers()
+                .iter()
+                .map(|(device, controller)| (alloc::format!("{device}_controller"), controller.clone()))
+                .collect(),
             revision: info.board_revision.map(|r| alloc::format!("{r:#08x}")),
             cpu_clock: machine.cpu_clock.map(|clock| alloc::format!("{clock}")),
             cpu_clock_hz: machine
@@ -262,8 +288,10 @@ impl<'m> BoardFacts<'m> {
     }
 
     fn extra(&self) -> alloc::vec::Vec<(&str, &str)> {
-        let mut extra =
-            alloc::vec![("soc", self.soc), ("cpu", self.cpu.as_str()), ("entry", self.entry.as_str())];
+        let mut extra = alloc::vec![("soc", self.soc), ("cpu", self.cpu.as_str()), ("entry", self.entry)];
+        for (key, value) in &self.controllers {
+            extra.push((key.as_str(), value.as_str()));
+        }
         let optional = [
             ("board_revision", &self.revision),
             ("cpu_clock", &self.cpu_clock),
@@ -279,12 +307,14 @@ impl<'m> BoardFacts<'m> {
     }
 }
 
-/// Finds the SD cards and NVMe namespaces and adds them to `storage` in naming order: SD hosts
-/// first (board table order, then PCI), then NVMe controllers in PCI order.
+/// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
+/// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
+/// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
     let pci = pci::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
+    usb::attach(machine, settings, pci.as_ref(), storage);
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where
@@ -315,7 +345,9 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
     }
     // No parameters: the Pi firmware and QEMU's raspi machines start at EL2 or EL3, so a start at
     // EL1 without a device tree is some other machine whose addresses the kernel does not know.
-    if entry_level < 2 {
+    // The 32-bit image serves only the 32-bit Pis, which QEMU's ELF loader and the Pi 1 firmware
+    // start in SVC: there the core alone picks the board.
+    if entry_level < 2 && !cfg!(target_arch = "arm") {
         return Err(UnknownBoard { main_id, root_compatible: None });
     }
     let mut info = discovery::from_core(main_id, ConfigSource::Firmware)?;
@@ -332,7 +364,7 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
 }
 
 /// Asks the firmware to run the ARM at its maximum clock and reads back what it runs at.
-fn raise_cpu_clock(firmware: &Firmware, mut timer: GenericTimer) -> CpuClock {
+fn raise_cpu_clock(firmware: &Firmware, mut timer: KernelTimer) -> CpuClock {
     use embedded_hal::delay::DelayNs;
     CpuClock::raise_to_maximum(firmware, || timer.delay_us(drivers::mailbox::CLOCK_TRANSITION_US as u32))
 }
@@ -380,7 +412,8 @@ fn ask_firmware(info: &mut BoardInfo, firmware: &Firmware) {
     }
 }
 
-/// Moves cores 1-3 from the firmware's WFE spin loop into `boot`'s WFI loop. Under QEMU a core
+/// Moves cores 1-3 from the firmware's WFE spin loop into `boot`'s WFI loop (on the Pi 2 through
+/// the ARM-local mailbox set registers, whose 32-bit width is the pointer's there). Under QEMU a core
 /// waiting in WFE spins a host CPU (TCG treats WFE as a yield); in WFI it sleeps, which made SD
 /// PIO about four times faster in docs/qemu.md §1's measurements. Done before the MMU is on, so the
 /// slots are written straight to memory where the waiting cores read them.
@@ -389,21 +422,27 @@ fn park_secondary_cores(spin_table: &[u64]) {
     for &slot in spin_table {
         // SAFETY: the slots are the firmware's release words in low RAM (board table); writing
         // the address of a WFI loop releases a waiting core into it and touches nothing else.
-        unsafe { core::ptr::write_volatile(slot as usize as *mut u64, park) };
+        unsafe { core::ptr::write_volatile(slot as usize as *mut usize, park as usize) };
     }
     if !spin_table.is_empty() {
         drivers::barrier::full();
-        aarch64_cpu::asm::sev();
+        arch::send_event();
     }
 }
 
 fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
     let profile = info.profile;
-    if let (Some(gpio_base), BoardFamily::RaspberryPi3 | BoardFamily::RaspberryPi4) =
-        (profile.gpio, profile.family)
+    if let (
+        Some(gpio_base),
+        BoardFamily::RaspberryPi1
+        | BoardFamily::RaspberryPi2
+        | BoardFamily::RaspberryPi3
+        | BoardFamily::RaspberryPi4,
+    ) = (profile.gpio, profile.family)
     {
         // Route the PL011 to the header pins GPIO 14/15 (ALT0) whatever the firmware chose
-        // (docs/hardware.md §4.1, docs/ecosystem.md §4.1: on Pi 3/4 the PL011 otherwise serves Bluetooth).
+        // (docs/hardware.md §4.1, docs/ecosystem.md §4.1: on Pi 3/4 and Zero W the PL011
+        // otherwise serves Bluetooth; docs/aarch32-pis.md §2).
         // SAFETY: the board table gives this board's GPIO block.
         let gpio =
             drivers::gpio::Bcm2835Gpio::new(unsafe { drivers::mmio::Mmio::new(gpio_base as usize, 0xf4) });
@@ -437,8 +476,8 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
 fn print_banner(
     info: &BoardInfo,
     main_id: MainId,
-    entry_level: u64,
-    timer: &GenericTimer,
+    entry_state: u64,
+    timer: &KernelTimer,
     cpu_clock: Option<&CpuClock>,
 ) {
     let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
@@ -468,13 +507,8 @@ fn print_banner(
         print!(" [{:#x}-{:#x}]", bank.base, bank.end());
     }
     println!();
-    let frequency = timer.ticks_per_second();
-    println!(
-        "timer      {}.{:03} MHz (CNTFRQ_EL0 = {frequency})",
-        frequency / 1_000_000,
-        (frequency % 1_000_000) / 1000
-    );
-    println!("entry      EL{entry_level}");
+    println!("timer      {}", timer.describe());
+    println!("entry      {}", arch::entry_name(entry_state));
     println!("config     {}", info.source);
     if !info.compatible.is_empty() {
         println!("compatible {}", info.compatible);
@@ -518,22 +552,7 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
         dma_pool_bytes: DMA_POOL_BYTES,
     })?;
     let parange = registers::physical_address_range();
-    let root_address = TRANSLATION_TABLES
-        .with(|tables| {
-            boot::mmu::build_identity_map(&plan.regions, tables)
-                .map(|root| &tables[root] as *const Table as u64)
-        })
-        .expect("translation tables are only built once");
-    let root_address = match root_address {
-        Ok(address) => address,
-        Err(error) => {
-            println!("error: cannot build the translation tables: {error:?}; stopping");
-            finish(ExitStatus::UnknownBoard)
-        }
-    };
-    // SAFETY: the tables identity-map all RAM (the image, stack and tables included), the DMA
-    // pool and every device the kernel uses, and live in a static for the rest of the run.
-    unsafe { boot::mmu::enable(root_address, boot::mmu::translation_control_value(parange)) };
+    enable_translation(info, &plan, parange);
     // SAFETY: the heap range comes from the plan: mapped RAM used by nothing else.
     unsafe { HEAP.lock().init(plan.heap.base as usize as *mut u8, plan.heap.size_bytes as usize) };
     println!(
@@ -546,6 +565,50 @@ fn set_up_memory(info: &BoardInfo) -> Result<MemoryPlan, memory_plan::PlanError>
         plan.dma_pool.base
     );
     Ok(plan)
+}
+
+/// Builds the identity map of `plan` and turns the MMU on (4 KiB-granule tables on AArch64).
+#[cfg(target_arch = "aarch64")]
+fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, parange: u64) {
+    let root_address = TRANSLATION_TABLES
+        .with(|tables| {
+            boot::mmu::build_identity_map(&plan.regions, tables)
+                .map(|root| &tables[root] as *const boot::mmu::Table as u64)
+        })
+        .expect("translation tables are only built once");
+    let root_address = match root_address {
+        Ok(address) => address,
+        Err(error) => {
+            println!("error: cannot build the translation tables: {error:?}; stopping");
+            finish(ExitStatus::UnknownBoard)
+        }
+    };
+    // SAFETY: the tables identity-map all RAM (the image, stack and tables included), the DMA
+    // pool and every device the kernel uses, and live in a static for the rest of the run.
+    unsafe { boot::mmu::enable(root_address, boot::mmu::translation_control_value(parange)) };
+}
+
+/// Builds the identity map of `plan` and turns the MMU on (1 MiB short-descriptor sections on
+/// AArch32, docs/aarch32-pis.md §4).
+#[cfg(target_arch = "arm")]
+fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
+    let table_address = SECTION_TABLE
+        .with(|table| {
+            boot::mmu_aarch32::build_section_map(&plan.regions, table)
+                .map(|()| table as *const boot::mmu_aarch32::SectionTable as u32)
+        })
+        .expect("the section table is only built once");
+    let table_address = match table_address {
+        Ok(address) => address,
+        Err(error) => {
+            println!("error: cannot build the section table: {error:?}; stopping");
+            finish(ExitStatus::UnknownBoard)
+        }
+    };
+    let core = registers::main_id().core_model();
+    // SAFETY: the table identity-maps all RAM (the image, stacks and the table included), the
+    // DMA pool and every device the kernel uses, and lives in a static for the rest of the run.
+    unsafe { boot::mmu_aarch32::enable(table_address, core) };
 }
 
 /// Reads the command line: the kernel's own settings and the driver options here, the
@@ -618,15 +681,13 @@ fn raise_test_fault(fault: TestFault) -> ! {
     println!("test-fault: raising {fault:?} on purpose");
     match fault {
         TestFault::DataAbort => {
-            // An address no board maps (the tables cover nothing at 112 TiB).
-            let unmapped = 0x7000_0000_0000usize as *const u64;
+            let unmapped = arch::UNMAPPED_ADDRESS as *const u64;
             // SAFETY: deliberately unsound: the load faults, which is what the test wants to see.
             let value = unsafe { core::ptr::read_volatile(unmapped) };
             panic!("the load from an unmapped address returned {value:#x}");
         }
         TestFault::UndefinedInstruction => {
-            // SAFETY: deliberately executes a permanently undefined encoding (UDF #0).
-            unsafe { core::arch::asm!("udf #0", options(nostack)) };
+            arch::undefined_instruction();
             panic!("UDF did not trap");
         }
         TestFault::Panic => panic!("test-fault=panic asked for a panic"),

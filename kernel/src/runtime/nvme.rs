@@ -6,18 +6,16 @@
 
 use super::pci::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
-use super::storage::{DeviceClass, Storage};
+use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::Machine;
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
 use alloc::format;
-use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Request, SubmitError};
-use core::cell::RefCell;
+use blockdev::{BlockDevice, DmaBuffer};
 use drivers::mmio::{BusRegisters, Mmio};
 use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::selftest::{self, Place, RunReport, Workload};
@@ -164,7 +162,7 @@ pub fn attach(
     }
     let mut scratch = Scratch::new(&options, machine.platform);
     for function in &functions {
-        attach_controller(machine, &options, function, topology, &mut scratch, storage);
+        attach_controller(machine, (&options, settings), function, topology, &mut scratch, storage);
     }
 }
 
@@ -202,7 +200,7 @@ impl Scratch {
 
 fn attach_controller(
     machine: &Machine,
-    options: &DriverOptions,
+    (options, settings): (&DriverOptions, &KernelSettings),
     function: &PciFunction,
     topology: &PciTopology,
     scratch: &mut Scratch,
@@ -229,6 +227,7 @@ fn attach_controller(
     // the memory map covers as device memory; memory decoding and bus mastering are enabled.
     let bar0 = unsafe { Mmio::new(bar.cpu_address as usize, bar.size_bytes as usize) };
     let registers = BusRegisters::new(bar0, topology.wide_access);
+    let as_found = drivers::nvme::snapshot::snapshot(&registers);
     let mut controller = match Controller::bring_up(
         registers,
         bar.size_bytes as usize,
@@ -339,6 +338,15 @@ fn attach_controller(
                 controller.status_register()
             );
             continue;
+        }
+        if settings.wants_registers(&name) {
+            let found = format!(
+                "as found (NVMe {} BAR0 {:#x}, before the driver's first write)",
+                function.address, bar.cpu_address
+            );
+            print_registers(&name, &found, &as_found);
+            print_registers(&name, "after bring-up", &drivers::nvme::snapshot::snapshot(&registers));
+            storage.watch_registers(&name, Box::new(move || drivers::nvme::snapshot::snapshot(&registers)));
         }
         devices.push(device.clone());
         storage.add(DeviceClass::Nvme, Box::new(device));
@@ -545,14 +553,14 @@ fn self_test(
 fn shut_down_on_exit(storage: &mut Storage, mut controller: KernelController, devices: Vec<SharedNamespace>) {
     storage.on_shutdown(Box::new(move || {
         for device in &devices {
-            let statistics = device.inner.borrow().statistics();
+            let statistics = device.borrow().statistics();
             let mut errors = String::new();
             for (status, count) in &statistics.errors_by_status {
                 errors.push_str(&format!("; {status} ×{count}"));
             }
             println!(
                 "{}: {} requests ({} split, {} failed), {} commands, {} command errors, {} untrusted completions, {} SQ and {} CQ doorbell writes{errors}",
-                device.name,
+                device.name(),
                 statistics.requests_completed,
                 statistics.requests_split,
                 statistics.requests_failed,
@@ -581,42 +589,6 @@ fn shut_down_on_exit(storage: &mut Storage, mut controller: KernelController, de
     }));
 }
 
-/// A namespace device shared between the storage registry (the block interface) and the
-/// shutdown hook (its counters). One core, no interrupts: the borrows never overlap.
-#[derive(Clone)]
-struct SharedNamespace {
-    name: String,
-    inner: Rc<RefCell<KernelNamespace>>,
-}
-
-impl SharedNamespace {
-    fn new(device: KernelNamespace) -> Self {
-        SharedNamespace { name: String::from(device.name()), inner: Rc::new(RefCell::new(device)) }
-    }
-}
-
-impl BlockDevice for SharedNamespace {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn geometry(&self) -> Geometry {
-        self.inner.borrow().geometry()
-    }
-
-    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        self.inner.borrow_mut().submit(request)
-    }
-
-    fn kick(&mut self) {
-        self.inner.borrow_mut().kick()
-    }
-
-    fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        self.inner.borrow_mut().poll(completions)
-    }
-
-    fn flush_support(&self) -> blockdev::FlushSupport {
-        self.inner.borrow().flush_support()
-    }
-}
+/// A namespace shared between the storage registry (the block interface) and the shutdown hook
+/// (its counters).
+type SharedNamespace = SharedDevice<KernelNamespace>;

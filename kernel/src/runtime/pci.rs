@@ -41,7 +41,27 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings) -> Option<PciTopo
         return enumerate_ecam(&tree, &node);
     }
     let host = machine.info.profile.pcie?;
-    super::pcie::enumerate(machine, settings, &host)
+    enumerate_root_complex(machine, settings, &host)
+}
+
+#[cfg(target_arch = "aarch64")]
+fn enumerate_root_complex(
+    machine: &Machine,
+    settings: &KernelSettings,
+    host: &crate::board::PcieHost,
+) -> Option<PciTopology> {
+    super::pcie::enumerate(machine, settings, host)
+}
+
+/// No 32-bit Pi has a PCIe root complex, so the 32-bit kernel carries no driver for one.
+#[cfg(target_arch = "arm")]
+fn enumerate_root_complex(
+    _machine: &Machine,
+    _settings: &KernelSettings,
+    host: &crate::board::PcieHost,
+) -> Option<PciTopology> {
+    println!("{:<10} not driven by the 32-bit kernel; PCIe skipped", host.name);
+    None
 }
 
 fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTopology> {

@@ -2,7 +2,8 @@
 //! docs/hardware.md §3): the plan from the board table, device tree and command line
 //! (`crate::pcie_host`), a first register read that may fault (QEMU's raspi4b has no root complex
 //! at all: docs/qemu.md §9), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
-//! bus walk and its listing, and on a Pi 4 the VL805's firmware reload.
+//! bus walk and its listing, and on a Pi 4 the VL805's firmware reload before the USB driver
+//! (`usb` module) takes the controller.
 
 use super::pci::{self, PciTopology};
 use super::Machine;
@@ -65,11 +66,12 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         if topology.functions.len() == 1 { "" } else { "s" }
     );
     pci::list(&topology, &plan.host.windows);
-    for function in topology.functions.iter().filter(|f| vl805::is_vl805(f)) {
-        reload_vl805_firmware(machine, &root, function);
-    }
+    // A VL805 whose firmware could not be reloaded is left out: nothing may drive it.
+    let usable = |function: &&PciFunction| {
+        !vl805::is_vl805(function) || reload_vl805_firmware(machine, &root, function)
+    };
     Some(PciTopology {
-        functions: topology.functions.iter().copied().collect(),
+        functions: topology.functions.iter().filter(usable).copied().collect(),
         dma: plan.host.dma,
         wide_access: board.soc.wide_access(),
     })
@@ -143,18 +145,19 @@ fn report_link(name: &str, link: &LinkUp) {
 }
 
 /// Pi 4 B / 400: the VL805 lost its firmware with the PCIe reset; the VideoCore reloads it when
-/// told, so USB works again for whoever drives it later (this kernel leaves it alone).
+/// told, before the USB driver touches the controller. Whether the controller may be used.
 fn reload_vl805_firmware<R: RegisterIo, P: Platform>(
     machine: &Machine,
     root: &RootComplex<'_, R, P>,
     function: &PciFunction,
-) {
+) -> bool {
     let Some(firmware) = machine.firmware.as_ref() else {
-        println!("pci          VL805: no mailbox to ask for its firmware; USB stays off");
-        return;
+        println!("pci          VL805: no mailbox to ask for its firmware; its USB ports are not used");
+        return false;
     };
     let outcome = vl805::ensure_firmware(root, function.address, machine.platform, |address| {
         firmware.notify_xhci_reset(address)
     });
     println!("pci          {outcome}");
+    outcome.allows_use()
 }

@@ -3,13 +3,13 @@
 //! bring-up) and data-cache maintenance for memory outside the pool.
 
 use super::sync::SingleCoreCell;
-use super::timer::GenericTimer;
+use super::timer::KernelTimer;
 use crate::board::Span;
 use blockdev::{Clock, DmaBuffer};
 use drivers::platform::{DmaAllocationError, Platform};
 
 pub struct KernelPlatform {
-    timer: GenericTimer,
+    timer: KernelTimer,
     pool: Span,
     next_free: SingleCoreCell<u64>,
 }
@@ -17,11 +17,11 @@ pub struct KernelPlatform {
 impl KernelPlatform {
     /// # Safety
     /// `pool` must be RAM mapped normal non-cacheable that nothing else uses.
-    pub unsafe fn new(timer: GenericTimer, pool: Span) -> Self {
+    pub unsafe fn new(timer: KernelTimer, pool: Span) -> Self {
         KernelPlatform { timer, pool, next_free: SingleCoreCell::new(pool.base) }
     }
 
-    pub fn timer(&self) -> GenericTimer {
+    pub fn timer(&self) -> KernelTimer {
         self.timer
     }
 
@@ -85,7 +85,7 @@ impl Platform for KernelPlatform {
     /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
-            boot::mmu::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+            super::arch::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
     }
 
@@ -93,7 +93,7 @@ impl Platform for KernelPlatform {
     /// the reads after the completion). Elsewhere `dc civac` by line, then DSB.
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
-            boot::mmu::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+            super::arch::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
     }
 }

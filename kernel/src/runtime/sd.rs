@@ -2,25 +2,32 @@
 //! pins, firmware power, base clock from the VideoCore mailbox, DMA window, 1.8 V hooks) that
 //! may be probed here, and every PCI function of class 08:05:01 (`sdhci-pci` on QEMU virt),
 //! brought up with `drivers::sdhci`, described on the console, timed once, and registered as
-//! `sd0`, `sd1`, … in discovery order.
+//! `sd0`, `sd1`, … in discovery order. On the Pi 1-3 the slot goes to the BCM2835 sdhost
+//! (`drivers::sdhost`, GPIO 48-53 on ALT0) or to the Arasan (ALT3) as `sd.host=` says
+//! (docs/aarch32-pis.md §7).
 
 use super::firmware::Firmware;
 use super::pci::PciTopology;
 use super::platform::KernelPlatform;
-use super::storage::{DeviceClass, Storage};
+use super::storage::{print_registers, DeviceClass, Storage};
 use super::Machine;
-use crate::board::{SdHost, SdHostKind};
+use crate::board::{Presence, SdHost, SdHostKind};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
-use blockdev::{BlockDevice, Clock, Completion, Geometry, Request, SubmitError};
+use blockdev::{BlockDevice, Clock, Completion, DataPath, DmaBuffer, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::Platform;
+use drivers::sdhci::device::ReadError;
 use drivers::sdhci::options::SdOptions;
 use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
-use drivers::sdhci::{bring_up, BoardSignalling, ModeRequest, SdCard, SdError, SdhciHost};
+use drivers::sdhci::{
+    bring_up, bring_up_at_3v3, BoardSignalling, CardInfo, ModeRequest, SdCard, SdError, SdhciHost,
+};
+use drivers::sdhost::host::CORE_CLOCK_FALLBACK_HZ;
+use drivers::sdhost::{SdhostCard, SdhostHost};
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
 const REGISTER_BLOCK_BYTES: usize = 0x100;
@@ -37,6 +44,7 @@ fn register_window_bytes(quirks: &HostQuirks) -> usize {
 }
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
+type KernelSdhostCard = SdhostCard<'static, Mmio, KernelPlatform>;
 
 fn parse_options(settings: &KernelSettings) -> SdOptions {
     let mut options = SdOptions::default();
@@ -51,6 +59,12 @@ fn parse_options(settings: &KernelSettings) -> SdOptions {
     options
 }
 
+/// The driver options and the kernel settings that concern SD hosts (`regs=`).
+struct SdSettings<'s> {
+    options: SdOptions,
+    settings: &'s KernelSettings,
+}
+
 /// One SD host to look at.
 struct HostSite {
     base: u64,
@@ -59,12 +73,38 @@ struct HostSite {
     origin: &'static str,
 }
 
-fn quirks_for(kind: SdHostKind) -> &'static HostQuirks {
+/// The SDHCI quirks of a board-table host; `None` for the sdhost, which is no SDHCI.
+fn quirks_for(kind: SdHostKind) -> Option<&'static HostQuirks> {
     match kind {
-        SdHostKind::ArasanEmmc => &quirks::ARASAN_EMMC,
-        SdHostKind::Bcm2711Emmc2 => &quirks::BCM2711_EMMC2,
-        SdHostKind::Bcm2712Sdhci => &quirks::BCM2712_SDHCI,
+        SdHostKind::ArasanEmmc => Some(&quirks::ARASAN_EMMC),
+        SdHostKind::Bcm2711Emmc2 => Some(&quirks::BCM2711_EMMC2),
+        SdHostKind::Bcm2712Sdhci => Some(&quirks::BCM2712_SDHCI),
+        SdHostKind::Bcm2835Sdhost => None,
     }
+}
+
+/// An SD controller to look at.
+enum Site {
+    Sdhci(HostSite),
+    Sdhost { base: u64 },
+}
+
+/// Whether a slot-choice host is the one `sd.host=` gives the slot to; says so when it is not.
+fn chosen_for_slot(host: &SdHost, options: &SdOptions) -> bool {
+    if host.presence != Presence::SlotChoice {
+        return true;
+    }
+    let wanted =
+        if options.slot_host.is_sdhost() { SdHostKind::Bcm2835Sdhost } else { SdHostKind::ArasanEmmc };
+    if host.kind != wanted {
+        let (name, other) = if host.kind == SdHostKind::Bcm2835Sdhost {
+            ("sdhost", "Arasan (sd.host=arasan)")
+        } else {
+            ("sdhci", "sdhost (sd.host=auto|sdhost)")
+        };
+        println!("{name} at {:#x}: not probed: GPIO 48-53 give the SD slot to the {other}", host.base);
+    }
+    host.kind == wanted
 }
 
 /// Finds the SD hosts (board table first, in its order, then PCI) and registers every card.
@@ -75,33 +115,44 @@ pub fn attach(
     storage: &mut Storage,
 ) {
     let options = parse_options(settings);
+    let sd_settings = SdSettings { options, settings };
     let info = &machine.info;
     let qemu = info.is_qemu();
-    let board_hosts =
-        info.profile.sd_hosts.iter().filter(|host| allowed_here(host, qemu)).map(|host| HostSite {
-            base: host.base,
-            quirks: quirks_for(host.kind),
-            dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
-            origin: "board table",
+    let board_hosts = info
+        .profile
+        .sd_hosts
+        .iter()
+        .filter(|host| allowed_here(host, qemu) && chosen_for_slot(host, &sd_settings.options))
+        .map(|host| match quirks_for(host.kind) {
+            None => Site::Sdhost { base: host.base },
+            Some(quirks) => Site::Sdhci(HostSite {
+                base: host.base,
+                quirks,
+                dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
+                origin: "board table",
+            }),
         });
     let (base, sub, prog_if) = SDHCI_PCI_CLASS;
     let pci_hosts = pci.into_iter().flat_map(|topology| {
         topology.with_class(base, sub, prog_if).filter_map(move |function| match function.bar(0) {
-            Some(bar) => Some(HostSite {
+            Some(bar) => Some(Site::Sdhci(HostSite {
                 base: bar.cpu_address,
                 quirks: &quirks::GENERIC_PCI,
                 dma: DmaDecision::fixed(topology.dma),
                 origin: "PCI",
-            }),
+            })),
             None => {
                 println!("sdhci      PCI {}: SD host without an assigned BAR 0; skipped", function.address);
                 None
             }
         })
     });
-    let sites: alloc::vec::Vec<HostSite> = board_hosts.chain(pci_hosts).collect();
+    let sites: alloc::vec::Vec<Site> = board_hosts.chain(pci_hosts).collect();
     for site in sites {
-        attach_host(machine, &options, &site, storage);
+        match site {
+            Site::Sdhci(site) => attach_host(machine, &sd_settings, &site, storage),
+            Site::Sdhost { base } => attach_sdhost(machine, &sd_settings.options, base, storage),
+        }
     }
 }
 
@@ -118,7 +169,8 @@ fn allowed_here(host: &SdHost, qemu: bool) -> bool {
     allowed
 }
 
-fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage: &mut Storage) {
+fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, storage: &mut Storage) {
+    let options = &sd_settings.options;
     let quirks = site.quirks;
     let base = site.base;
     let mut notes: heapless::String<192> = heapless::String::new();
@@ -145,6 +197,7 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
     // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
     // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
     let registers = unsafe { Mmio::new(base as usize, register_window_bytes(quirks)) };
+    let as_found = drivers::sdhci::snapshot::snapshot(&registers);
     let mut host =
         match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
             Ok(host) => host,
@@ -189,6 +242,16 @@ fn attach_host(machine: &Machine, options: &SdOptions, site: &HostSite, storage:
         }
     };
     describe(&name, &device, options.mode);
+    if sd_settings.settings.wants_registers(&name) {
+        print_registers(
+            &name,
+            &alloc::format!("as found (SDHCI at {base:#x}, before the driver's first write)"),
+            &as_found,
+        );
+        print_registers(&name, "after bring-up", &drivers::sdhci::snapshot::snapshot(&registers));
+        storage.watch_registers(&name, Box::new(move || drivers::sdhci::snapshot::snapshot(&registers)));
+    }
+    storage.set_controller(&name, alloc::format!("{} at {base:#x}", quirks.name));
     let mut device = ReportingSdCard { card: device, errors_reported: 0 };
     measure(&name, &mut device.card, machine.platform);
     storage.add(DeviceClass::Sd, Box::new(device));
@@ -247,7 +310,7 @@ enum BoardHook {
 
 const PI4_IO_1V8_GPIO: u32 = 128 + 4;
 const PI4_CARD_POWER_GPIO: u32 = 128 + 6;
-const PI5_AON_GPIO_BANK: usize = 0x10_7d51_7c00;
+const PI5_AON_GPIO_BANK: u64 = 0x10_7d51_7c00;
 const PI5_IO_1V8_BIT: u32 = 1 << 3;
 const PI5_CARD_POWER_BIT: u32 = 1 << 4;
 /// Card power off time for a power cycle (SD §6.4.1.2: at least 1 ms below 0.5 V; generous).
@@ -266,7 +329,7 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
         }
         crate::board::BoardFamily::RaspberryPi5 => Some(BoardHook::Pi5Aon {
             // SAFETY: the AON GPIO bank lies in the Pi 5's mapped peripheral span (board table).
-            bank: unsafe { Mmio::new(PI5_AON_GPIO_BANK, 0x20) },
+            bank: unsafe { Mmio::new(PI5_AON_GPIO_BANK as usize, 0x20) },
             platform: machine.platform,
         }),
         _ => None,
@@ -321,8 +384,52 @@ impl BoardSignalling for BoardHook {
     }
 }
 
-fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
-    let card = device.card();
+/// The SD card driver behind a device, for the description and the error reports: the SDHCI
+/// card or the sdhost card.
+trait SdDevice: BlockDevice {
+    fn last_error(&self) -> Option<SdError>;
+    fn read_blocking(
+        &mut self,
+        lba: u64,
+        blocks: u32,
+        buffer: DmaBuffer,
+        timeout_us: u64,
+    ) -> Result<(), ReadError>;
+}
+
+impl SdDevice for KernelSdCard {
+    fn last_error(&self) -> Option<SdError> {
+        SdCard::last_error(self)
+    }
+    fn read_blocking(
+        &mut self,
+        lba: u64,
+        blocks: u32,
+        buffer: DmaBuffer,
+        timeout_us: u64,
+    ) -> Result<(), ReadError> {
+        SdCard::read_blocking(self, lba, blocks, buffer, timeout_us)
+    }
+}
+
+impl SdDevice for KernelSdhostCard {
+    fn last_error(&self) -> Option<SdError> {
+        SdhostCard::last_error(self)
+    }
+    fn read_blocking(
+        &mut self,
+        lba: u64,
+        blocks: u32,
+        buffer: DmaBuffer,
+        timeout_us: u64,
+    ) -> Result<(), ReadError> {
+        SdhostCard::read_blocking(self, lba, blocks, buffer, timeout_us)
+    }
+}
+
+/// The card's identity, capacity, classes and negotiated mode: `transfer` names how data moves,
+/// `ending` how multi-block reads end.
+fn describe_card(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
     println!("{name}        card {}", card.cid.describe());
     let bytes = card.capacity_bytes();
     let hundredths_gib = bytes * 100 / (1 << 30);
@@ -340,15 +447,21 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
         Some(status) => println!("{name}        {}", status.describe()),
         None => println!("{name}        SD Status (ACMD13) unavailable: classes unknown"),
     }
-    let ending = if device.uses_cmd23() { "CMD23" } else { "auto-CMD12" };
     let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
     println!(
-        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {}, multi-block reads end by {ending}",
+        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {transfer}, multi-block reads end by {ending}",
         card.bus_width_bits,
         card.sd_clock_hz,
         card.timing.name(),
-        device.transfer_mode().name()
     );
+}
+
+fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
+    let card = device.card();
+    let ending = if device.uses_cmd23() { "CMD23" } else { "auto-CMD12" };
+    let descriptors = device.descriptor_limit().map(|limit| alloc::format!(" with {}", limit.name()));
+    let transfer = alloc::format!("{}{}", device.transfer_mode().name(), descriptors.unwrap_or_default());
+    describe_card(name, card, &transfer, ending);
     if let Some(fallback) = card.fallback {
         println!(
             "{name}        {} given up: tuning failed ({}); the clock was lowered before the next command",
@@ -367,7 +480,7 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
 }
 
 /// Times a 1 MiB and a single 4 KiB read through the block interface.
-fn measure(name: &str, device: &mut KernelSdCard, platform: &'static KernelPlatform) {
+fn measure(name: &str, device: &mut dyn SdDevice, platform: &'static KernelPlatform) {
     let geometry = device.geometry();
     if geometry.capacity_bytes() < MIB as u64 {
         println!("{name}: smaller than 1 MiB; no timing read");
@@ -401,15 +514,15 @@ fn measure(name: &str, device: &mut KernelSdCard, platform: &'static KernelPlatf
 
 /// The SD card as registered: the block interface, plus a console line naming the command and
 /// status bits whenever a request fails (the interface itself only carries a kind and a code).
-struct ReportingSdCard {
-    card: KernelSdCard,
+struct ReportingSdCard<D: SdDevice> {
+    card: D,
     errors_reported: u32,
 }
 
 /// Failed requests described on the console before the rest are only counted by the caller.
 const ERRORS_DESCRIBED: u32 = 8;
 
-impl BlockDevice for ReportingSdCard {
+impl<D: SdDevice> BlockDevice for ReportingSdCard<D> {
     fn name(&self) -> &str {
         self.card.name()
     }
@@ -440,4 +553,68 @@ impl BlockDevice for ReportingSdCard {
         }
         finished
     }
+    fn data_path(&self) -> Option<DataPath> {
+        self.card.data_path()
+    }
 }
+
+/// The BCM2835 sdhost in the SD slot of a Pi 1-3 (docs/aarch32-pis.md §7): GPIO 48-53 on ALT0
+/// (which is also what moves QEMU's card to it), the card powered through the firmware, the
+/// divider fed by the VPU core clock (mailbox clock 4), the card brought up at 3.3 V.
+fn attach_sdhost(machine: &Machine, options: &SdOptions, base: u64, storage: &mut Storage) {
+    if let Some(gpio_base) = machine.info.profile.gpio {
+        // SAFETY: the board table gives this board's GPIO block, mapped as device memory.
+        let gpio = drivers::gpio::Bcm2835Gpio::new(unsafe { Mmio::new(gpio_base as usize, 0xf4) });
+        gpio.set_functions(SD_SLOT_PINS, drivers::gpio::PinFunction::Alt0);
+    }
+    if let Some(firmware) = machine.firmware.as_ref() {
+        if let Err(message) = power_on(firmware, SD_CARD_POWER_DEVICE) {
+            println!("sdhost at {base:#x}: {message}; trying anyway");
+        }
+    }
+    let source = BaseClockSource::Mailbox { clock_id: CORE_CLOCK_ID, fallback_hz: CORE_CLOCK_FALLBACK_HZ };
+    let (core_hz, clock_source) = base_clock(machine.firmware.as_ref(), source);
+    let core_hz = core_hz.unwrap_or(CORE_CLOCK_FALLBACK_HZ);
+    // SAFETY: the board table gives this sdhost register block, mapped as device memory.
+    let registers = unsafe { Mmio::new(base as usize, drivers::sdhost::regs::BLOCK_BYTES) };
+    let mut host = SdhostHost::new(registers, machine.platform, core_hz);
+    println!("sdhost at {base:#x}: BCM2835 sdhost (board table), PIO");
+    println!(
+        "sdhost       core clock {core_hz} Hz ({clock_source}); SD pins GPIO {}-{} routed to the sdhost (ALT0), not to the Arasan",
+        SD_SLOT_PINS.start(),
+        SD_SLOT_PINS.end()
+    );
+    if let Err(error) = host.initialize() {
+        println!("sdhost at {base:#x}: {error}; skipped");
+        return;
+    }
+    let info = match bring_up_at_3v3(&mut host, options.bring_up) {
+        Ok(info) => info,
+        Err(SdError::NoCard { .. }) => {
+            println!("sdhost at {base:#x}: no card");
+            return;
+        }
+        Err(error) => {
+            println!("sdhost at {base:#x}: card unusable: {error}");
+            return;
+        }
+    };
+    let name = storage.next_name(DeviceClass::Sd);
+    let device = SdhostCard::new(host, info, &name, options.cmd23);
+    let ending = if device.uses_cmd23() { "CMD23" } else { "CMD12" };
+    describe_card(&name, device.card(), "PIO", ending);
+    if options.mode == ModeRequest::Adma2 {
+        println!("{name}        sd.mode=adma2 asked for, but the sdhost has no ADMA2: using PIO");
+    }
+    storage.set_controller(&name, alloc::format!("BCM2835 sdhost at {base:#x}"));
+    let mut device = ReportingSdCard { card: device, errors_reported: 0 };
+    measure(&name, &mut device.card, machine.platform);
+    storage.add(DeviceClass::Sd, Box::new(device));
+}
+
+/// The SD slot's pins on the Pi 1-3 (docs/aarch32-pis.md §7).
+const SD_SLOT_PINS: core::ops::RangeInclusive<u32> = 48..=53;
+/// SET_POWER_STATE device 0: the SD card (docs/hardware.md §2.9 step 1).
+const SD_CARD_POWER_DEVICE: u32 = 0;
+/// GET_CLOCK_RATE clock 4: the VPU core clock, which feeds the sdhost (docs/aarch32-pis.md §7).
+const CORE_CLOCK_ID: u32 = 4;

@@ -1,8 +1,9 @@
 //! The storage devices the kernel found, with the names the console and the command line use
-//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace), the
-//! `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity checks, and the sample of the
-//! benchmark's region before the first run, which read through the block interface
-//! ([`crate::block_checks`]).
+//! (`sd0`, `sd1`, … in discovery order, then `nvme0`, `nvme1`, … one per namespace, then `usb0`,
+//! `usb1`, … one per USB drive), the `crc=DEV:LBA:COUNT` and `verify=DEV:LBA:COUNT` integrity
+//! checks, and the sample of the benchmark's region before the first run, which read through the
+//! block interface ([`crate::block_checks`]), and the controllers whose registers `regs=DEV`
+//! prints again after the last run.
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, read_checked, sample_region, verify_blocks, CheckFailure};
@@ -14,12 +15,14 @@ use alloc::vec::Vec;
 use bench::results::RegionSample;
 use blockdev::{BlockDevice, DmaBuffer};
 use drivers::platform::Platform;
+use drivers::snapshot::RegisterSnapshot;
 
 /// The kind of device, which decides its name prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceClass {
     Sd,
     Nvme,
+    Usb,
 }
 
 impl DeviceClass {
@@ -27,6 +30,7 @@ impl DeviceClass {
         match self {
             DeviceClass::Sd => "sd",
             DeviceClass::Nvme => "nvme",
+            DeviceClass::Usb => "usb",
         }
     }
 }
@@ -44,7 +48,20 @@ pub struct Storage {
     devices: Vec<StorageDevice>,
     next_sd: u32,
     next_nvme: u32,
+    next_usb: u32,
     shutdown_hooks: Vec<Box<dyn FnOnce()>>,
+    /// (device, its controller) for the JSON's board facts, e.g. ("sd0", "BCM2835 sdhost at 0x20202000").
+    controllers: Vec<(String, String)>,
+    /// `regs=DEV`: each device's register reader, for the snapshot after the last run.
+    register_readers: Vec<(String, Box<dyn Fn() -> RegisterSnapshot>)>,
+}
+
+/// Prints a register snapshot of `device` (its controller) under a heading saying when it was taken.
+pub fn print_registers(device: &str, when: &str, snapshot: &RegisterSnapshot) {
+    println!("regs       {device} {when}");
+    for register in snapshot.lines() {
+        println!("regs       {device}   {register}");
+    }
 }
 
 impl Storage {
@@ -54,6 +71,7 @@ impl Storage {
         let counter = match class {
             DeviceClass::Sd => &mut self.next_sd,
             DeviceClass::Nvme => &mut self.next_nvme,
+            DeviceClass::Usb => &mut self.next_usb,
         };
         let name = alloc::format!("{}{}", class.prefix(), counter);
         *counter += 1;
@@ -71,9 +89,30 @@ impl Storage {
         }
     }
 
+    /// Records which controller a device sits behind, for the JSON.
+    pub fn set_controller(&mut self, device: &str, controller: String) {
+        self.controllers.push((String::from(device), controller));
+    }
+
+    pub fn controllers(&self) -> &[(String, String)] {
+        &self.controllers
+    }
+
     /// Registers work for the end of the run (an NVMe controller's normal shutdown).
     pub fn on_shutdown(&mut self, hook: Box<dyn FnOnce()>) {
         self.shutdown_hooks.push(hook);
+    }
+
+    /// Keeps a way to read the registers of `device`'s controller again after the last run.
+    pub fn watch_registers(&mut self, device: &str, read: Box<dyn Fn() -> RegisterSnapshot>) {
+        self.register_readers.push((String::from(device), read));
+    }
+
+    /// The `regs=` snapshots after the last run (before any controller is shut down).
+    pub fn print_registers_after_runs(&self) {
+        for (device, read) in &self.register_readers {
+            print_registers(device, "after the last run", &read());
+        }
     }
 
     /// Runs the shutdown hooks, in reverse order of registration.
@@ -200,6 +239,75 @@ pub fn sample_regions(
         samples.push(SampledRegion { device_name: name, sample, deallocated_read: entry.deallocated_read });
     }
     samples
+}
+
+/// A block device shared between the storage registry (the block interface) and the code that
+/// reads its counters at the end (an NVMe namespace, a USB drive). One core, no interrupts: the
+/// borrows never overlap.
+pub struct SharedDevice<D> {
+    name: String,
+    inner: alloc::rc::Rc<core::cell::RefCell<D>>,
+}
+
+impl<D> Clone for SharedDevice<D> {
+    fn clone(&self) -> Self {
+        SharedDevice { name: self.name.clone(), inner: alloc::rc::Rc::clone(&self.inner) }
+    }
+}
+
+impl<D: BlockDevice> SharedDevice<D> {
+    pub fn new(device: D) -> Self {
+        SharedDevice {
+            name: String::from(device.name()),
+            inner: alloc::rc::Rc::new(core::cell::RefCell::new(device)),
+        }
+    }
+
+    /// The device itself, for its counters.
+    pub fn borrow(&self) -> core::cell::Ref<'_, D> {
+        self.inner.borrow()
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn geometry(&self) -> blockdev::Geometry {
+        self.inner.borrow().geometry()
+    }
+
+    fn submit(
+        &mut self,
+        request: blockdev::Request,
+    ) -> Result<(), (blockdev::Request, blockdev::SubmitError)> {
+        self.inner.borrow_mut().submit(request)
+    }
+
+    fn kick(&mut self) {
+        self.inner.borrow_mut().kick()
+    }
+
+    fn poll(&mut self, completions: &mut [blockdev::Completion]) -> usize {
+        self.inner.borrow_mut().poll(completions)
+    }
+
+    fn poll_detailed(
+        &mut self,
+        completions: &mut [blockdev::Completion],
+        details: &mut [blockdev::CommandDetail],
+    ) -> usize {
+        self.inner.borrow_mut().poll_detailed(completions, details)
+    }
+
+    fn data_path(&self) -> Option<blockdev::DataPath> {
+        self.inner.borrow().data_path()
+    }
+
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        self.inner.borrow().flush_support()
+    }
 }
 
 /// A device's scratch region, found by the scan of its partition tables.

@@ -1,33 +1,98 @@
-//! The ARM generic timer as the kernel's clock: CNTPCT_EL0 ticks, CNTFRQ_EL0 read at run time
-//! (19.2 MHz on Pi 3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: docs/hardware.md §1.5, docs/qemu.md §1), with
-//! an `embedded-hal` delay.
+//! The kernel's clock: the ARM generic timer (CNTPCT ticks at CNTFRQ, read at run time: 19.2 MHz
+//! on Pi 2/3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: docs/hardware.md §1.5, docs/qemu.md §1), or
+//! on the ARM1176 Pis, which have no generic timer, the BCM2835 system timer's 1 MHz counter
+//! (docs/aarch32-pis.md §5), with an `embedded-hal` delay.
 
+use crate::board::BoardTimer;
 use blockdev::Clock;
 use boot::cpu::registers;
+use drivers::mmio::Mmio;
+use drivers::system_timer::SystemTimer;
 
-/// The generic timer. Copyable; every copy reads the same counter.
+/// Where the ticks come from.
 #[derive(Clone, Copy, Debug)]
-pub struct GenericTimer {
+enum Source {
+    Generic,
+    /// The system timer block's base address.
+    SystemTimer {
+        base: usize,
+    },
+}
+
+/// The kernel's timer. Copyable; every copy reads the same counter.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelTimer {
+    source: Source,
     ticks_per_second: u64,
 }
 
-impl GenericTimer {
-    /// Reads CNTFRQ_EL0. A zero frequency (firmware that never set it) is reported by the caller.
-    pub fn new() -> Self {
-        GenericTimer { ticks_per_second: registers::counter_frequency_hz() }
+impl KernelTimer {
+    /// The generic timer at CNTFRQ. A zero frequency (firmware that never set it) is reported by
+    /// the caller.
+    pub fn generic() -> Self {
+        KernelTimer { source: Source::Generic, ticks_per_second: registers::counter_frequency_hz() }
+    }
+
+    /// The board's timer. For the BCM2836 the ARM-local prescaler is first set to divide by
+    /// one from the crystal, so that CNTPCT counts at the CNTFRQ the firmware wrote.
+    ///
+    /// # Safety
+    /// `system_timer` (for the system timer) and the ARM-local block (for the prescaler) must be
+    /// this board's, reachable as device memory for the rest of the run.
+    pub unsafe fn for_board(timer: BoardTimer, system_timer: Option<u64>) -> Self {
+        match (timer, system_timer) {
+            (BoardTimer::SystemTimer, Some(base)) => KernelTimer {
+                source: Source::SystemTimer { base: base as usize },
+                ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
+            },
+            (BoardTimer::GenericWithLocalPrescaler { local_base }, _) => {
+                // SAFETY: the caller guarantees the ARM-local block; control = 0 selects the
+                // crystal with increment 1, prescaler 0x8000_0000 divides by one (armstub8).
+                let local = unsafe { Mmio::new(local_base as usize, 0x10) };
+                drivers::mmio::RegisterIo::write32(&local, 0x00, 0);
+                drivers::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
+                Self::generic()
+            }
+            _ => Self::generic(),
+        }
+    }
+
+    /// The source and its rate for the banner (no allocation: printed before the heap exists).
+    pub fn describe(&self) -> TimerDescription {
+        TimerDescription(*self)
     }
 }
 
-impl Default for GenericTimer {
-    fn default() -> Self {
-        Self::new()
+/// `62.500 MHz (CNTFRQ = 62500000)`, or `1.000 MHz (BCM2835 system timer at 0x20003000;
+/// latency resolution 1000 ns)`.
+pub struct TimerDescription(KernelTimer);
+
+impl core::fmt::Display for TimerDescription {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let hz = self.0.ticks_per_second;
+        write!(f, "{}.{:03} MHz ", hz / 1_000_000, (hz % 1_000_000) / 1000)?;
+        match self.0.source {
+            Source::Generic if cfg!(target_arch = "aarch64") => write!(f, "(CNTFRQ_EL0 = {hz})"),
+            Source::Generic => write!(f, "(CNTFRQ = {hz})"),
+            Source::SystemTimer { base } => write!(
+                f,
+                "(BCM2835 system timer at {base:#x}; latency resolution {} ns)",
+                1_000_000_000 / hz.max(1)
+            ),
+        }
     }
 }
 
-impl Clock for GenericTimer {
+impl Clock for KernelTimer {
     #[inline(always)]
     fn now_ticks(&self) -> u64 {
-        registers::counter_ticks()
+        match self.source {
+            Source::Generic => registers::counter_ticks(),
+            Source::SystemTimer { base } => {
+                // SAFETY: `for_board`'s caller guaranteed the block.
+                SystemTimer::new(unsafe { Mmio::new(base, 0x10) }).ticks()
+            }
+        }
     }
 
     fn ticks_per_second(&self) -> u64 {
@@ -35,9 +100,11 @@ impl Clock for GenericTimer {
     }
 }
 
-impl embedded_hal::delay::DelayNs for GenericTimer {
+impl embedded_hal::delay::DelayNs for KernelTimer {
     fn delay_ns(&mut self, ns: u32) {
-        let end = self.now_ticks() + self.ns_to_ticks(u64::from(ns));
+        // Rounded up, plus the tick in progress: at least `ns` even on a 1 MHz counter.
+        let ticks = (u64::from(ns) * self.ticks_per_second).div_ceil(1_000_000_000) + 1;
+        let end = self.now_ticks() + ticks;
         while self.now_ticks() < end {
             core::hint::spin_loop();
         }

@@ -1,5 +1,6 @@
-//! `config.txt` and `cmdline.txt` for the one SD card that boots Pi 3, Pi 4 and Pi 5
-//! (docs/hardware.md §4.1–4.4, docs/ecosystem.md §1.5–1.7, §4.1; Raspberry Pi config.txt documentation).
+//! `config.txt` and `cmdline.txt` for the one SD card that boots every Pi from Pi 1 to Pi 5
+//! (docs/hardware.md §4.1–4.4, docs/ecosystem.md §1.5–1.7, §4.1, docs/aarch32-pis.md §2;
+//! Raspberry Pi config.txt documentation, `boot.adoc` and `conditional.adoc`).
 
 use std::fmt::Write;
 
@@ -21,10 +22,41 @@ pub struct ConfigOptions {
 pub const KERNEL_PI3_PI4: &str = "kernel8.img";
 /// The kernel file name the Pi 5 firmware prefers (docs/hardware.md §4.3).
 pub const KERNEL_PI5: &str = "kernel_2712.img";
-/// Where the kernel is linked and must be loaded (docs/hardware.md §4.1: set it explicitly).
+/// The 32-bit kernel of Pi 1, Zero, Zero W and CM1 (docs/aarch32-pis.md §2).
+pub const KERNEL_PI1: &str = "kernel.img";
+/// The 32-bit kernel of Pi 2 (the same bytes as [`KERNEL_PI1`]).
+pub const KERNEL_PI2: &str = "kernel7.img";
+/// Where the 64-bit kernel is linked and must be loaded (docs/hardware.md §4.1: set it explicitly).
 pub const KERNEL_LOAD_ADDRESS: u32 = 0x8_0000;
+/// Where the 32-bit kernel is linked: the firmware's default for 32-bit kernels.
+pub const KERNEL32_LOAD_ADDRESS: u32 = 0x8000;
 /// PL011 reference clock on Pi 3/4; 115200 baud is IBRD 26, FBRD 3 (docs/hardware.md §4.1).
 pub const PL011_CLOCK_HZ: u32 = 48_000_000;
+
+/// One board section: its filter, kernel, 32 or 64 bits, and the boards it is for.
+struct BoardSection {
+    filter: &'static str,
+    boards: &'static str,
+    kernel: &'static str,
+    arm_64bit: bool,
+}
+
+/// The sections in the order the firmware must read them: filters of one kind replace each
+/// other, and `[pi0]` also matches the Zero 2 W, so `[pi02]` follows it (docs/aarch32-pis.md §2).
+/// `[pi2]` also matches the Pi 2 v1.2 (BCM2837), which then boots the 32-bit image.
+const BOARD_SECTIONS: [BoardSection; 6] = [
+    BoardSection { filter: "pi1", boards: "Pi 1 A/B/A+/B+, CM1", kernel: KERNEL_PI1, arm_64bit: false },
+    BoardSection { filter: "pi0", boards: "Zero, Zero W", kernel: KERNEL_PI1, arm_64bit: false },
+    BoardSection { filter: "pi2", boards: "Pi 2 B", kernel: KERNEL_PI2, arm_64bit: false },
+    BoardSection {
+        filter: "pi02",
+        boards: "Zero 2 W (after [pi0], which matches it too)",
+        kernel: KERNEL_PI3_PI4,
+        arm_64bit: true,
+    },
+    BoardSection { filter: "pi3", boards: "Pi 3 / 3+ / CM3", kernel: KERNEL_PI3_PI4, arm_64bit: true },
+    BoardSection { filter: "pi4", boards: "Pi 4 / 400 / CM4", kernel: KERNEL_PI3_PI4, arm_64bit: true },
+];
 
 /// `config.txt` with an `[all]` part and per-board sections.
 pub fn config_txt(options: &ConfigOptions) -> String {
@@ -34,16 +66,14 @@ pub fn config_txt(options: &ConfigOptions) -> String {
         text.push('\n');
     };
     line("# barebench boot configuration, written by `barebench image`.");
-    line("# One card for Raspberry Pi 3 / 3+ / Zero 2 W, Pi 4 / 400 / CM4 and Pi 5.");
+    line("# One card for every Raspberry Pi: Pi 1 / Zero / Zero W / CM1 and Pi 2 (32-bit kernel.img,");
+    line("# kernel7.img), Pi 3 / 3+ / Zero 2 W, Pi 4 / 400 / CM4 and Pi 5 (64-bit kernel8.img, kernel_2712.img).");
     line("# Serial console: 115200 8N1, e.g. picocom -b 115200 /dev/ttyUSB0");
     line("");
     line("[all]");
-    line("# 64-bit kernel (arm_64bit defaults to 0 on Pi 3), loaded where it is linked.");
-    line("arm_64bit=1");
-    line(&format!("kernel_address={KERNEL_LOAD_ADDRESS:#x}"));
     line("enable_uart=1");
     if options.upstream_dtb_names {
-        line("# The device trees come from Debian's Linux package and use upstream names");
+        line("# The device trees come from Debian's Linux packages and use upstream names");
         line("# (bcm2837-rpi-3-b.dtb); this makes the firmware look for them.");
         line("upstream_kernel=1");
     }
@@ -51,16 +81,24 @@ pub fn config_txt(options: &ConfigOptions) -> String {
         line("# The firmware prints its own boot log on the same UART.");
         line("uart_2ndstage=1");
     }
-    for section in ["pi3", "pi02", "pi4"] {
+    for section in BOARD_SECTIONS {
         line("");
-        line(&format!("[{section}]"));
-        line(&format!("kernel={KERNEL_PI3_PI4}"));
+        line(&format!("[{}]", section.filter));
+        line(&format!("# {}", section.boards));
+        line(&format!("kernel={}", section.kernel));
+        if section.arm_64bit {
+            line("arm_64bit=1");
+            line(&format!("kernel_address={KERNEL_LOAD_ADDRESS:#x}"));
+        } else {
+            line("arm_64bit=0");
+            line(&format!("kernel_address={KERNEL32_LOAD_ADDRESS:#x}"));
+        }
         line("# PL011 (UART0) clock: 115200 baud = IBRD 26, FBRD 3.");
         line(&format!("init_uart_clock={PL011_CLOCK_HZ}"));
         if options.has_disable_bt_overlay {
-            line("# Bluetooth gives up the PL011, which moves to GPIO14/15 (pins 8/10).");
+            line("# Bluetooth (Pi 3, 4, Zero W) gives up the PL011, which moves to GPIO14/15 (pins 8/10).");
             line("dtoverlay=disable-bt");
-        } else {
+        } else if section.filter != "pi1" && section.filter != "pi2" {
             line("# No overlays/disable-bt.dtbo on this card (Debian ships none): Bluetooth keeps");
             line("# the PL011 pins and the mini UART sits on GPIO14/15 until the barebench kernel");
             line("# switches GPIO14/15 to ALT0 (PL011) and GPIO32/33 away from it at start.");
@@ -69,6 +107,8 @@ pub fn config_txt(options: &ConfigOptions) -> String {
     line("");
     line("[pi5]");
     line(&format!("kernel={KERNEL_PI5}"));
+    line("arm_64bit=1");
+    line(&format!("kernel_address={KERNEL_LOAD_ADDRESS:#x}"));
     line("# Bare-metal kernel: do not require an OS-compatible device tree.");
     line("os_check=0");
     line("# Console on the 3-pin debug UART (UART10) between the HDMI ports, 115200 8N1.");
@@ -127,20 +167,40 @@ mod tests {
     }
 
     #[test]
-    fn all_section_sets_64_bit_load_address_and_uart() {
+    fn all_section_sets_the_uart_and_the_boards_set_their_kernels() {
         let text = config_txt(&ConfigOptions::default());
-        let all = section(&text, "all");
-        assert_eq!(all, ["arm_64bit=1", "kernel_address=0x80000", "enable_uart=1"]);
+        assert_eq!(section(&text, "all"), ["enable_uart=1"]);
         assert!(text.ends_with("[all]\n"), "settings after the board sections apply to all");
     }
 
     #[test]
-    fn pi3_and_pi4_sections_name_the_kernel_and_uart_clock() {
+    fn every_pi_from_1_to_4_gets_its_kernel_width_address_and_uart_clock() {
         let text = config_txt(&ConfigOptions::default());
-        for board in ["pi3", "pi02", "pi4"] {
-            assert_eq!(section(&text, board), ["kernel=kernel8.img", "init_uart_clock=48000000"], "{board}");
+        for (board, kernel, bits) in [
+            ("pi1", "kernel.img", "arm_64bit=0"),
+            ("pi0", "kernel.img", "arm_64bit=0"),
+            ("pi2", "kernel7.img", "arm_64bit=0"),
+            ("pi02", "kernel8.img", "arm_64bit=1"),
+            ("pi3", "kernel8.img", "arm_64bit=1"),
+            ("pi4", "kernel8.img", "arm_64bit=1"),
+        ] {
+            let address =
+                if bits.ends_with('1') { "kernel_address=0x80000" } else { "kernel_address=0x8000" };
+            assert_eq!(
+                section(&text, board),
+                [format!("kernel={kernel}").as_str(), bits, address, "init_uart_clock=48000000"],
+                "{board}"
+            );
         }
         assert!(!text.contains("dtoverlay"));
+    }
+
+    #[test]
+    fn the_zero_2_w_override_follows_the_zero_section_that_also_matches_it() {
+        let text = config_txt(&ConfigOptions::default());
+        let position = |header: &str| text.find(header).unwrap();
+        assert!(position("[pi0]") < position("[pi02]"));
+        assert!(position("[pi02]") < position("[pi5]"));
     }
 
     #[test]
@@ -155,7 +215,10 @@ mod tests {
     #[test]
     fn pi5_section_skips_the_os_check() {
         let text = config_txt(&ConfigOptions::default());
-        assert_eq!(section(&text, "pi5"), ["kernel=kernel_2712.img", "os_check=0"]);
+        assert_eq!(
+            section(&text, "pi5"),
+            ["kernel=kernel_2712.img", "arm_64bit=1", "kernel_address=0x80000", "os_check=0"]
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! `barebench image`: one bootable SD card image for Pi 3, Pi 4 and Pi 5 (docs/ecosystem.md §1,
-//! docs/hardware.md §4), and writing it to a card with the checks a careful user expects.
+//! `barebench image`: one bootable SD card image for every Pi from Pi 1 to Pi 5 (docs/ecosystem.md §1,
+//! docs/hardware.md §4, docs/aarch32-pis.md §2), and writing it to a card with the checks a careful
+//! user expects.
 
 pub mod card;
 pub mod config;
@@ -10,7 +11,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use config::{CmdlineError, ConfigOptions, KERNEL_PI3_PI4, KERNEL_PI5};
+use config::{CmdlineError, ConfigOptions, KERNEL_PI1, KERNEL_PI2, KERNEL_PI3_PI4, KERNEL_PI5};
 use fat::{FatError, ImageLayout};
 use firmware::{FirmwareError, FirmwareSet, ImageFile, DISABLE_BT_OVERLAY};
 
@@ -44,7 +45,10 @@ pub enum FirmwareSource {
 #[derive(Debug, Clone)]
 pub struct ImageRequest {
     pub output: PathBuf,
+    /// The 64-bit kernel (kernel8.img and kernel_2712.img).
     pub kernel: PathBuf,
+    /// The 32-bit kernel (kernel.img and kernel7.img).
+    pub kernel32: PathBuf,
     /// Benchmark settings for cmdline.txt.
     pub settings: Vec<String>,
     /// Requested image size (rounded up to a power of two); `None` = default.
@@ -75,11 +79,18 @@ pub fn read_kernel(path: &Path) -> Result<Vec<u8>, ImageError> {
     Ok(bytes)
 }
 
-/// The files of the boot partition: firmware, DTBs, config.txt, cmdline.txt, the kernel under
-/// both names (Pi 3/4 and Pi 5 load the same bytes) and the licence files.
+/// The kernel images for the card: the 64-bit one (Pi 3/4 and Pi 5 load the same bytes) and
+/// the 32-bit one (Pi 1/Zero and Pi 2 load the same bytes).
+pub struct Kernels<'a> {
+    pub aarch64: &'a [u8],
+    pub aarch32: &'a [u8],
+}
+
+/// The files of the boot partition: firmware, DTBs, config.txt, cmdline.txt, the kernels under
+/// their four names and the licence files.
 pub fn boot_files(
     firmware: &FirmwareSet,
-    kernel: &[u8],
+    kernels: &Kernels<'_>,
     cmdline: &str,
     firmware_boot_log: bool,
 ) -> Vec<ImageFile> {
@@ -92,8 +103,10 @@ pub fn boot_files(
     let mut add = |path: &str, bytes: Vec<u8>| files.push(ImageFile { path: path.to_string(), bytes });
     add("config.txt", config::config_txt(&options).into_bytes());
     add("cmdline.txt", cmdline.as_bytes().to_vec());
-    add(KERNEL_PI3_PI4, kernel.to_vec());
-    add(KERNEL_PI5, kernel.to_vec());
+    add(KERNEL_PI3_PI4, kernels.aarch64.to_vec());
+    add(KERNEL_PI5, kernels.aarch64.to_vec());
+    add(KERNEL_PI1, kernels.aarch32.to_vec());
+    add(KERNEL_PI2, kernels.aarch32.to_vec());
     add("LICENCE.broadcom", firmware.licence_broadcom.clone().into_bytes());
     add("COPYING.linux", firmware.copying_linux.clone().into_bytes());
     add("README.txt", readme(firmware).into_bytes());
@@ -102,13 +115,14 @@ pub fn boot_files(
 
 fn readme(firmware: &FirmwareSet) -> String {
     format!(
-        "barebench: bare-metal storage benchmark for Raspberry Pi 3, 4 and 5.\n\
+        "barebench: bare-metal storage benchmark for every Raspberry Pi, Pi 1 to Pi 5.\n\
          \n\
          Boot files from {}.\n\
          cmdline.txt holds the benchmark settings (space-separated key=value).\n\
          \n\
          Serial console, 115200 8N1, 3.3 V only:\n\
-         - Pi 3 / Pi 4: GPIO14 TXD (pin 8), GPIO15 RXD (pin 10), GND (pin 6); cross TX and RX.\n\
+         - Pi 1 / Zero / Pi 2 / Pi 3 / Pi 4: GPIO14 TXD (pin 8), GPIO15 RXD (pin 10), GND (pin 6);\n\
+           cross TX and RX.\n\
          - Pi 5: the 3-pin UART debug connector between the HDMI ports.\n\
          Then: picocom -b 115200 /dev/ttyUSB0   (or barebench serial /dev/ttyUSB0)\n\
          Nothing appears? Add uart_2ndstage=1 to config.txt for the firmware's own log.\n",
@@ -119,13 +133,15 @@ fn readme(firmware: &FirmwareSet) -> String {
 /// Builds the image described by `request`; `status` receives progress lines.
 pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Result<ImageReport, ImageError> {
     let kernel = read_kernel(&request.kernel)?;
+    let kernel32 = read_kernel(&request.kernel32)?;
     let (cmdline, mut warnings) = config::cmdline_txt(&request.settings)?;
     let firmware = match &request.firmware {
         FirmwareSource::Debian(fetch) => fetch.fetch(status)?,
         FirmwareSource::Directory(dir) => firmware::from_directory(dir)?,
     };
     warnings.extend(firmware.warnings.iter().cloned());
-    let files = boot_files(&firmware, &kernel, &cmdline, request.firmware_boot_log);
+    let kernels = Kernels { aarch64: &kernel, aarch32: &kernel32 };
+    let files = boot_files(&firmware, &kernels, &cmdline, request.firmware_boot_log);
     let image_bytes = fat::choose_image_bytes(&files, request.size_bytes)?;
     if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
         warnings.push(format!(
@@ -134,17 +150,19 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
             crate::disk::format_size(image_bytes)
         ));
     }
-    let layout = fat::build_image(&request.output, &files, image_bytes, disk_signature(&kernel, &cmdline))?;
+    let signature = disk_signature(&[&kernel, &kernel32], &cmdline);
+    let layout = fat::build_image(&request.output, &files, image_bytes, signature)?;
     Ok(ImageReport { layout, firmware_origin: firmware.origin, warnings })
 }
 
-/// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernel and settings, so
+/// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernels and settings, so
 /// the same inputs give the same image bytes.
-fn disk_signature(kernel: &[u8], cmdline: &str) -> u32 {
+fn disk_signature(kernels: &[&[u8]], cmdline: &str) -> u32 {
     const FNV_OFFSET_BASIS: u32 = 0x811C_9DC5;
     const FNV_PRIME: u32 = 0x0100_0193;
-    kernel
+    kernels
         .iter()
+        .flat_map(|kernel| kernel.iter())
         .chain(cmdline.as_bytes())
         .fold(FNV_OFFSET_BASIS, |hash, byte| (hash ^ u32::from(*byte)).wrapping_mul(FNV_PRIME))
 }
@@ -181,10 +199,13 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let kernel = work.path().join("kernel8.img");
         fs::write(&kernel, b"\x00\x00\x00\x14kernel").unwrap();
+        let kernel32 = work.path().join("kernel.img");
+        fs::write(&kernel32, b"\x02\xa0\xa0\xe1kernel32").unwrap();
         let output = work.path().join("card.img");
         let request = ImageRequest {
             output: output.clone(),
             kernel,
+            kernel32,
             settings: vec!["preset=quick".to_string(), "devices=sd0".to_string()],
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
@@ -196,12 +217,15 @@ mod tests {
         assert_eq!(read("cmdline.txt"), b"preset=quick devices=sd0\n");
         assert_eq!(read("kernel8.img"), b"\x00\x00\x00\x14kernel");
         assert_eq!(read("kernel_2712.img"), b"\x00\x00\x00\x14kernel");
+        assert_eq!(read("kernel.img"), b"\x02\xa0\xa0\xe1kernel32");
+        assert_eq!(read("kernel7.img"), b"\x02\xa0\xa0\xe1kernel32");
         assert_eq!(read("bootcode.bin"), b"fake bootcode.bin");
         assert_eq!(read("bcm2712-rpi-5-b.dtb"), b"fake bcm2712-rpi-5-b.dtb");
         assert_eq!(read("bcm2712d0-rpi-5-b.dtb"), b"fake bcm2712d0-rpi-5-b.dtb");
         assert_eq!(read("LICENCE.broadcom"), b"fake licence\n");
         let config = String::from_utf8(read("config.txt")).unwrap();
         assert!(config.contains("os_check=0"));
+        assert!(config.contains("[pi1]\n# Pi 1 A/B/A+/B+, CM1\nkernel=kernel.img\narm_64bit=0"), "{config}");
         assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
         assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
     }
@@ -212,9 +236,12 @@ mod tests {
         let work = tempfile::tempdir().unwrap();
         let kernel = work.path().join("kernel8.img");
         fs::write(&kernel, b"kernel").unwrap();
+        let kernel32 = work.path().join("kernel.img");
+        fs::write(&kernel32, b"kernel32").unwrap();
         let mut request = ImageRequest {
             output: work.path().join("a.img"),
             kernel,
+            kernel32,
             settings: vec![],
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),

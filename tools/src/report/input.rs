@@ -151,6 +151,8 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
             // Logs from before lat percentiles were written have only clat's.
             let p99_ns = if median.lat_p99_ns > 0.0 { median.lat_p99_ns } else { median.clat_p99_ns };
             let p99 = (p99_ns > 0.0).then_some(p99_ns / NS_PER_US);
+            let p99_9_ns = if median.lat_p99_9_ns > 0.0 { median.lat_p99_9_ns } else { median.clat_p99_9_ns };
+            let p99_9 = (p99_9_ns > 0.0).then_some(p99_9_ns / NS_PER_US);
             source.rows.push(ResultRow {
                 source: source.label.clone(),
                 device: median.device.clone(),
@@ -163,6 +165,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 iops: median.iops,
                 latency_mean_us: median.lat_mean_ns / NS_PER_US,
                 latency_p99_us: p99,
+                latency_p99_9_us: p99_9,
                 errors: median.errors_total,
             });
         }
@@ -182,7 +185,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
             }
             any = true;
             let rw = if mixed { format!("{}:{direction_name}", settings.rw) } else { settings.rw.clone() };
-            let (latency_mean_us, latency_p99_us) = latency_us(direction);
+            let (latency_mean_us, latency_p99_us, latency_p99_9_us) = latency_us(direction);
             if latency_p99_us.is_none() {
                 source.problems.push(format!("job {}: no 99th percentile latency in the input", job.jobname));
             }
@@ -198,6 +201,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 iops: direction.iops,
                 latency_mean_us,
                 latency_p99_us,
+                latency_p99_9_us,
                 errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
             });
         }
@@ -207,17 +211,20 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     }
 }
 
-/// Latency mean and p99 in µs: total latency (fio's `lat`, submission to completion; what
+/// Latency mean, p99 and p99.9 in µs: total latency (fio's `lat`, submission to completion; what
 /// barebench's console shows) when the input has it, else completion latency (`clat`). fio
 /// reports percentiles for `lat` only with `lat_percentiles=1`, so the p99 falls back to clat's.
-fn latency_us(direction: &FioDirection) -> (f64, Option<f64>) {
+fn latency_us(direction: &FioDirection) -> (f64, Option<f64>, Option<f64>) {
     let mean_ns = if direction.lat_ns.samples > 0 || direction.lat_ns.mean > 0.0 {
         direction.lat_ns.mean
     } else {
         direction.clat_ns.mean
     };
-    let p99_ns = direction.lat_ns.percentile(99.0).or_else(|| direction.clat_ns.percentile(99.0));
-    (mean_ns / NS_PER_US, p99_ns.map(|ns| ns as f64 / NS_PER_US))
+    let percentile_us = |percent: f64| {
+        let ns = direction.lat_ns.percentile(percent).or_else(|| direction.clat_ns.percentile(percent));
+        ns.map(|ns| ns as f64 / NS_PER_US)
+    };
+    (mean_ns / NS_PER_US, percentile_us(99.0), percentile_us(99.9))
 }
 
 /// barebench's job names are `rw-bs-qdN-DEVICE-runN` (one per run); a row covers all runs of

@@ -2,8 +2,11 @@
 //! CSV, JSON and bar charts (docs/architecture.md "Output"; docs/ecosystem.md §4.2–4.3 for what readers expect).
 
 pub mod chart;
+pub mod fio_layout;
 pub mod input;
 pub mod table;
+pub mod trace;
+pub mod trace_chart;
 
 use std::fs;
 use std::io;
@@ -27,8 +30,8 @@ pub fn build_report(inputs: &[PathBuf]) -> Report {
     report
 }
 
-/// Writes report.md, report.csv, report.json and the charts (SVG and PNG) into `dir`;
-/// returns the paths written.
+/// Writes report.md, report.csv, report.json, the charts (SVG and PNG) and fio-plot's layout
+/// (`fio/<device>/<bs>/<rw>-<iodepth>-<numjobs>.json`) into `dir`; returns the paths written.
 pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
@@ -52,6 +55,7 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
+    written.extend(fio_layout::write_fio_layout(report, dir)?);
     Ok(written)
 }
 
@@ -78,6 +82,8 @@ pub struct ResultRow {
     pub latency_mean_us: f64,
     /// Latency 99th percentile (lat, else clat), in microseconds, when known.
     pub latency_p99_us: Option<f64>,
+    /// Latency 99.9th percentile (lat, else clat), in microseconds, when known.
+    pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
 }
@@ -96,6 +102,18 @@ impl ResultRow {
     /// `read 1M QD16` style description.
     pub fn workload(&self) -> String {
         format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.iodepth)
+    }
+
+    /// The queue depth the job asked for: barebench's `op:bs:qd` job names it (an SD host runs
+    /// such a job at QD1); otherwise the depth that ran.
+    pub fn asked_iodepth(&self) -> u32 {
+        let asked = self.job.rsplit(':').next().and_then(|depth| depth.parse::<u32>().ok());
+        asked.filter(|_| self.job.contains(':')).unwrap_or(self.iodepth)
+    }
+
+    /// The workload as asked (`randread 4K QD32`), under which devices are compared side by side.
+    pub fn asked_workload(&self) -> String {
+        format!("{} {} QD{}", self.rw, format_block(self.block_bytes), self.asked_iodepth())
     }
 
     /// The workload, naming the job asked for when the device ran it differently (barebench's
@@ -201,6 +219,7 @@ pub(crate) mod tests {
             iops,
             latency_mean_us: 1e6 * f64::from(iodepth) / iops,
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
+            latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
         }
     }

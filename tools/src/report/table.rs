@@ -95,7 +95,7 @@ fn csv_field(value: &str) -> String {
 /// The rows as CSV with a header line; numbers unrounded.
 pub fn csv(report: &Report) -> String {
     let mut text = String::from(
-        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,latency_mean_us,latency_p99_us,errors\n",
+        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,latency_mean_us,latency_p99_us,latency_p99_9_us,errors\n",
     );
     for row in report.rows() {
         let ResultRow {
@@ -110,17 +110,19 @@ pub fn csv(report: &Report) -> String {
             iops,
             latency_mean_us,
             latency_p99_us,
+            latency_p99_9_us,
             errors,
         } = row;
         let _ = writeln!(
             text,
-            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{latency_mean_us},{},{errors}",
+            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{latency_mean_us},{},{},{errors}",
             csv_field(source),
             csv_field(device),
             csv_field(job),
             csv_field(rw),
             format_block(*block_bytes),
-            latency_p99_us.map(|value| value.to_string()).unwrap_or_default()
+            latency_p99_us.map(|value| value.to_string()).unwrap_or_default(),
+            latency_p99_9_us.map(|value| value.to_string()).unwrap_or_default()
         );
     }
     text

@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub enum Machine {
+    Raspi0,
+    Raspi1ap,
+    Raspi2b,
     Raspi3b,
     Raspi4b,
     Virt,
@@ -110,6 +113,9 @@ impl Run {
     /// uses), with the serial console captured to a log of its own.
     pub fn go(self) -> Outcome {
         let (machine, image) = match self.machine {
+            Machine::Raspi0 => (tools::qemu::Machine::Raspi0, "kernel"),
+            Machine::Raspi1ap => (tools::qemu::Machine::Raspi1ap, "kernel"),
+            Machine::Raspi2b => (tools::qemu::Machine::Raspi2b, "kernel7"),
             Machine::Raspi3b => (tools::qemu::Machine::Raspi3b, "kernel8"),
             Machine::Raspi4b => (tools::qemu::Machine::Raspi4b, "kernel8"),
             Machine::Virt => (tools::qemu::Machine::Virt, "kernel-virt"),

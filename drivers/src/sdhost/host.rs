@@ -1,0 +1,386 @@
+//! The BCM2835 sdhost controller: reset, clock, command issue and completion, PIO reads from
+//! its FIFO, and recovery, in the order Linux's `drivers/mmc/host/bcm2835.c` uses them
+//! (docs/aarch32-pis.md §7). The card protocol on top is the SDHCI driver's, through
+//! [`CardBus`].
+
+use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
+use crate::mmio::RegisterIo;
+use crate::platform::{Deadline, Platform};
+use crate::sdhci::bringup::Timing;
+use crate::sdhci::card::CardStatus;
+use crate::sdhci::card_bus::CardBus;
+use crate::sdhci::command::{Command, DataPhase, ResponseKind};
+use crate::sdhci::error::{CommandFailure, FailureKind, SdError};
+use crate::sdhci::host::{BusMode, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
+
+/// How long NEW may stay set: Linux waits up to 100 ms for a command to finish.
+pub const COMMAND_TIMEOUT_US: u64 = 100_000;
+/// Power settling on each side of the VDD switch at reset (Linux: 20 ms).
+pub const POWER_SETTLE_US: u64 = 20_000;
+/// The VPU core clock of a Pi 1-3 when the firmware does not answer (250 MHz: docs/aarch32-pis.md §7).
+pub const CORE_CLOCK_FALLBACK_HZ: u32 = 250_000_000;
+/// The data timeout register in SD clocks: half a second (Linux: clock / 2).
+fn timeout_clocks(sd_clock_hz: u32) -> u32 {
+    sd_clock_hz / 2
+}
+
+/// SDCDIV for the fastest SDCLK not above `target_hz` from `core_hz` (SDCLK = core / (div + 2)),
+/// and the frequency it gives. Below what the 11-bit divider reaches, the slowest.
+pub fn divider_for(core_hz: u32, target_hz: u32) -> (u32, u32) {
+    let target_hz = target_hz.max(1);
+    let divisor = core_hz.div_ceil(target_hz).max(2);
+    let divider = (divisor - 2).min(MAX_DIVIDER);
+    (divider, core_hz / (divider + 2))
+}
+
+/// One sdhost controller.
+pub struct SdhostHost<'p, R: RegisterIo, P: Platform> {
+    registers: R,
+    platform: &'p P,
+    core_clock_hz: u32,
+    host_config: u32,
+    sd_clock_hz: u32,
+    bus_width_bits: u8,
+}
+
+impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
+    /// `core_clock_hz` is the VPU core clock the divider divides (mailbox clock 4).
+    pub fn new(registers: R, platform: &'p P, core_clock_hz: u32) -> Self {
+        SdhostHost { registers, platform, core_clock_hz, host_config: 0, sd_clock_hz: 0, bus_width_bits: 1 }
+    }
+
+    pub fn platform(&self) -> &'p P {
+        self.platform
+    }
+
+    pub fn core_clock_hz(&self) -> u32 {
+        self.core_clock_hz
+    }
+
+    pub fn read(&self, offset: usize) -> u32 {
+        self.registers.read32(offset)
+    }
+
+    pub fn write(&self, offset: usize, value: u32) {
+        self.registers.write32(offset, value)
+    }
+
+    /// Linux's `bcm2835_reset_internal`: power off, every register cleared, status cleared,
+    /// both FIFO thresholds at 4 words ("due to silicon bug"), 20 ms, power on, 20 ms; then the
+    /// host configuration (internal wide bus, the whole divider in data mode, busy signalled in
+    /// the status) and the identification clock.
+    pub fn initialize(&mut self) -> Result<(), SdError> {
+        use debug_mode::*;
+        self.write(offsets::POWER, 0);
+        for offset in [offsets::COMMAND, offsets::ARGUMENT, offsets::CLOCK_DIVIDER, offsets::HOST_CONFIG] {
+            self.write(offset, 0);
+        }
+        self.write(offsets::TIMEOUT, 0xf0_0000);
+        self.write(offsets::BLOCK_BYTES, 0);
+        self.write(offsets::BLOCK_COUNT, 0);
+        self.write(offsets::HOST_STATUS, status::CLEAR_ALL);
+        let thresholds = (THRESHOLD_MASK << WRITE_THRESHOLD_SHIFT) | (THRESHOLD_MASK << READ_THRESHOLD_SHIFT);
+        let edm = self.read(offsets::DEBUG_MODE) & !thresholds & !FORCE_DATA_MODE;
+        self.write(
+            offsets::DEBUG_MODE,
+            edm | (THRESHOLD_WORDS << WRITE_THRESHOLD_SHIFT) | (THRESHOLD_WORDS << READ_THRESHOLD_SHIFT),
+        );
+        self.platform.delay_us(POWER_SETTLE_US);
+        self.write(offsets::POWER, 1);
+        self.platform.delay_us(POWER_SETTLE_US);
+        self.host_config = config::WIDE_INTERNAL_BUS | config::SLOW_CARD | config::BUSY_INTERRUPT_ENABLE;
+        self.write(offsets::HOST_CONFIG, self.host_config);
+        self.bus_width_bits = 1;
+        self.set_clock(IDENTIFICATION_CLOCK_HZ)?;
+        Ok(())
+    }
+
+    /// SDCLK at the fastest frequency not above `target_hz`, with a half-second data timeout.
+    pub fn set_clock(&mut self, target_hz: u32) -> Result<u32, SdError> {
+        let (divider, sd_clock_hz) = divider_for(self.core_clock_hz, target_hz);
+        self.write(offsets::CLOCK_DIVIDER, divider);
+        self.write(offsets::TIMEOUT, timeout_clocks(sd_clock_hz));
+        self.sd_clock_hz = sd_clock_hz;
+        Ok(sd_clock_hz)
+    }
+
+    /// SDEDM bits 8:4: words waiting in the FIFO.
+    pub fn fifo_words(&self) -> u32 {
+        (self.read(offsets::DEBUG_MODE) >> debug_mode::FIFO_WORDS_SHIFT) & debug_mode::FIFO_WORDS_MASK
+    }
+
+    fn state_machine(&self) -> u32 {
+        self.read(offsets::DEBUG_MODE) & debug_mode::STATE_MASK
+    }
+
+    /// A failure record: the host status in the interrupt-status field, SDEDM in the
+    /// present-state field.
+    pub fn failure(&self, command: Command, kind: FailureKind, host_status: u32) -> CommandFailure {
+        CommandFailure {
+            command,
+            kind,
+            interrupt_status: host_status,
+            present_state: self.read(offsets::DEBUG_MODE),
+            response: self.read(offsets::RESPONSE0),
+            auto_command_status: 0,
+            adma_error_status: 0,
+            blocks_done: 0,
+            blocks: 0,
+            attempts: 1,
+        }
+    }
+
+    /// The failure kind of the host status's error bits, most specific first.
+    pub fn kind_of(host_status: u32) -> FailureKind {
+        if host_status & status::COMMAND_TIMEOUT != 0 {
+            FailureKind::CommandTimeout
+        } else if host_status & status::CRC7_ERROR != 0 {
+            FailureKind::CommandLine
+        } else if host_status & status::DATA_TIMEOUT != 0 {
+            FailureKind::DataTimeout
+        } else if host_status & status::CRC16_ERROR != 0 {
+            FailureKind::DataLine
+        } else {
+            FailureKind::HostTransfer
+        }
+    }
+
+    /// After an error: the status cleared, the FIFO drained, and the state machine forced back
+    /// to data mode when it is stuck mid-transfer (Linux `bcm2835_finish_data` and its error path).
+    pub fn recover(&mut self) {
+        self.write(offsets::HOST_STATUS, status::CLEAR_ALL);
+        for _ in 0..super::regs::FIFO_WORDS {
+            if self.fifo_words() == 0 {
+                break;
+            }
+            let _ = self.read(offsets::DATA);
+        }
+        let state = self.state_machine();
+        if state != debug_mode::STATE_IDENTIFICATION && state != debug_mode::STATE_DATA {
+            let edm = self.read(offsets::DEBUG_MODE);
+            self.write(offsets::DEBUG_MODE, edm | debug_mode::FORCE_DATA_MODE);
+        }
+    }
+
+    /// Writes a command: waits for the previous one, clears old errors, for a data command the
+    /// block size and then the count (both before SDCMD), the argument, then SDCMD with NEW.
+    pub fn issue(&mut self, command: &Command, block_bytes: u32, blocks: u32) -> Result<(), SdError> {
+        self.wait_not_busy(command)?;
+        let old = self.read(offsets::HOST_STATUS);
+        if old & (status::ERRORS | status::BUSY_INTERRUPT) != 0 {
+            self.write(offsets::HOST_STATUS, old);
+        }
+        let mut flags = match command.response {
+            ResponseKind::None => cmd::NO_RESPONSE,
+            ResponseKind::R2 => cmd::LONG_RESPONSE,
+            ResponseKind::R1b => cmd::BUSY_WAIT,
+            ResponseKind::R1 | ResponseKind::R3 => 0,
+        };
+        if command.data != DataPhase::None {
+            self.write(offsets::BLOCK_BYTES, block_bytes);
+            self.write(offsets::BLOCK_COUNT, blocks);
+            flags |= cmd::READ;
+        }
+        self.write(offsets::ARGUMENT, command.argument);
+        self.write(offsets::COMMAND, (u32::from(command.index) & cmd::INDEX_MASK) | flags | cmd::NEW);
+        Ok(())
+    }
+
+    fn wait_not_busy(&self, command: &Command) -> Result<(), SdError> {
+        let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
+        while self.read(offsets::COMMAND) & cmd::NEW != 0 {
+            if deadline.has_passed(self.platform) {
+                let host_status = self.read(offsets::HOST_STATUS);
+                return Err(self.failure(*command, FailureKind::NoCompletion, host_status).into());
+            }
+            core::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    /// Waits for NEW to clear and reads the response; FAIL is an error named by the host status
+    /// (a CRC7 error on R3 is not: the OCR carries no CRC). R1b waits for the end of busy.
+    pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
+        self.wait_not_busy(command)?;
+        let host_status = self.read(offsets::HOST_STATUS);
+        let failed = self.read(offsets::COMMAND) & cmd::FAIL != 0;
+        let errors = host_status & status::ERRORS;
+        let ignorable = command.response == ResponseKind::R3 && errors == status::CRC7_ERROR;
+        if (failed || errors != 0) && !ignorable {
+            let kind = if errors == 0 { FailureKind::CommandTimeout } else { Self::kind_of(errors) };
+            let failure = self.failure(*command, kind, host_status);
+            self.recover();
+            return Err(failure.into());
+        }
+        let response = match command.response {
+            ResponseKind::R2 => {
+                let word = |index: usize| u128::from(self.read(offsets::RESPONSE0 + 4 * index));
+                Response::from_long_register(word(0) | word(1) << 32 | word(2) << 64 | word(3) << 96)
+            }
+            _ => Response { words: [self.read(offsets::RESPONSE0), 0, 0, 0] },
+        };
+        if command.response == ResponseKind::R1b {
+            self.wait_busy_end(command)?;
+        }
+        Ok(response)
+    }
+
+    /// BUSY_INTERRUPT (enabled in the host configuration) marks the end of an R1b busy.
+    fn wait_busy_end(&mut self, command: &Command) -> Result<(), SdError> {
+        let deadline = Deadline::after_us(self.platform, BUSY_TIMEOUT_US);
+        loop {
+            let host_status = self.read(offsets::HOST_STATUS);
+            if host_status & status::BUSY_INTERRUPT != 0 {
+                self.write(offsets::HOST_STATUS, status::BUSY_INTERRUPT);
+                return Ok(());
+            }
+            if host_status & status::ERRORS != 0 || deadline.has_passed(self.platform) {
+                let kind = if host_status & status::ERRORS != 0 {
+                    Self::kind_of(host_status)
+                } else {
+                    FailureKind::NoCompletion
+                };
+                let failure = self.failure(*command, kind, host_status);
+                self.recover();
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    fn check_card_status(&self, command: &Command, response: &Response) -> Result<(), SdError> {
+        if command.returns_card_status() && CardStatus(response.short()).errors() != 0 {
+            let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
+            failure.response = response.short();
+            return Err(failure.into());
+        }
+        Ok(())
+    }
+
+    /// Moves words into `out` from word `*words_done` on for as long as the FIFO has any (its
+    /// fill level read once per burst of at most 16 words); never waits for an empty FIFO.
+    /// `Err` carries the host status when an error bit is set.
+    pub fn read_fifo(&mut self, out: &mut [u8], words_done: &mut usize) -> Result<(), u32> {
+        let host_status = self.read(offsets::HOST_STATUS);
+        if host_status & status::ERRORS != 0 {
+            return Err(host_status);
+        }
+        let total_words = out.len() / 4;
+        while *words_done < total_words {
+            let available = self.fifo_words() as usize;
+            if available == 0 {
+                break;
+            }
+            for _ in 0..available.min(total_words - *words_done) {
+                let word = self.read(offsets::DATA);
+                out[*words_done * 4..*words_done * 4 + 4].copy_from_slice(&word.to_le_bytes());
+                *words_done += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last word: waits for the state machine to reach identification or data mode;
+    /// stuck waiting for more read data (an open-ended read the card goes on with), it is forced
+    /// to data mode, as Linux does.
+    pub fn finish_data(&mut self, command: &Command) -> Result<(), SdError> {
+        let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
+        loop {
+            let state = self.state_machine();
+            if state == debug_mode::STATE_IDENTIFICATION || state == debug_mode::STATE_DATA {
+                return Ok(());
+            }
+            if state == debug_mode::STATE_READ_WAIT || state == debug_mode::STATE_WRITE_START1 {
+                let edm = self.read(offsets::DEBUG_MODE);
+                self.write(offsets::DEBUG_MODE, edm | debug_mode::FORCE_DATA_MODE);
+                return Ok(());
+            }
+            if deadline.has_passed(self.platform) {
+                let host_status = self.read(offsets::HOST_STATUS);
+                let failure = self.failure(*command, FailureKind::NoCompletion, host_status);
+                self.recover();
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Reads the whole data phase of a command already issued into `out` by polling.
+    fn read_data_blocking(&mut self, command: &Command, out: &mut [u8]) -> Result<(), SdError> {
+        let mut words_done = 0;
+        let mut deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
+        while words_done < out.len() / 4 {
+            let before = words_done;
+            if let Err(host_status) = self.read_fifo(out, &mut words_done) {
+                let mut failure = self.failure(*command, Self::kind_of(host_status), host_status);
+                failure.blocks = 1;
+                self.recover();
+                return Err(failure.into());
+            }
+            if words_done != before {
+                deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
+            } else if deadline.has_passed(self.platform) {
+                let host_status = self.read(offsets::HOST_STATUS);
+                let mut failure = self.failure(*command, FailureKind::NoCompletion, host_status);
+                failure.blocks = 1;
+                self.recover();
+                return Err(failure.into());
+            }
+        }
+        self.finish_data(command)
+    }
+}
+
+impl<'p, R: RegisterIo, P: Platform> CardBus for SdhostHost<'p, R, P> {
+    type Platform = P;
+
+    fn platform(&self) -> &P {
+        self.platform
+    }
+
+    fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
+        if command.application {
+            self.send_command(&Command::app_command(rca), rca)?;
+        }
+        self.issue(command, 0, 0)?;
+        let response = self.wait_command_complete(command)?;
+        self.check_card_status(command, &response)?;
+        Ok(response)
+    }
+
+    fn read_register_data(
+        &mut self,
+        command: &Command,
+        rca: u16,
+        out: &mut [u8],
+    ) -> Result<Response, SdError> {
+        if command.application {
+            self.send_command(&Command::app_command(rca), rca)?;
+        }
+        self.issue(command, out.len() as u32, 1)?;
+        let response = self.wait_command_complete(command)?;
+        self.read_data_blocking(command, out)?;
+        self.check_card_status(command, &response)?;
+        Ok(response)
+    }
+
+    fn set_bus_width_4_bit(&mut self) {
+        self.host_config |= config::WIDE_EXTERNAL_BUS;
+        self.write(offsets::HOST_CONFIG, self.host_config);
+        self.bus_width_bits = 4;
+    }
+
+    fn bus_mode(&self) -> BusMode {
+        BusMode { width_bits: self.bus_width_bits, sd_clock_hz: self.sd_clock_hz }
+    }
+
+    /// Linux runs the sdhost at High Speed (`MMC_CAP_SD_HIGHSPEED`): 50 MHz from a 250 MHz core.
+    fn supports_high_speed(&self) -> bool {
+        true
+    }
+
+    /// The sdhost has no High Speed bit: the timing is only its clock.
+    fn set_timing_3v3(&mut self, _timing: Timing, target_hz: u32) -> Result<u32, SdError> {
+        self.set_clock(target_hz)
+    }
+}

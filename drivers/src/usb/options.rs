@@ -1,0 +1,115 @@
+//! The `usb.` driver options of the kernel command line (README "Settings"): which mass
+//! storage transport to use, to compare UAS and Bulk-Only on the same drive.
+
+use core::fmt;
+
+/// `usb.protocol=`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProtocolChoice {
+    /// UAS when the drive offers it (and it is usable here), else Bulk-Only.
+    #[default]
+    Auto,
+    Uas,
+    BulkOnly,
+}
+
+impl ProtocolChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProtocolChoice::Auto => "auto",
+            ProtocolChoice::Uas => "uas",
+            ProtocolChoice::BulkOnly => "bot",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsbOptions {
+    pub protocol: ProtocolChoice,
+    /// `usb.rp1=on`: on a Pi 5, use RP1's xHCIs when the firmware left pcie2 up
+    /// (`pciex4_reset=0`). Off by default: the kernel does not touch pcie2 unless asked.
+    pub pi5_rp1: bool,
+}
+
+/// A `usb.` option that could not be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionError<'a> {
+    pub key: &'a str,
+    pub value: &'a str,
+    pub accepted: &'static str,
+}
+
+impl fmt::Display for OptionError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad driver option usb.{}={}: expected {}; the default is used",
+            self.key, self.value, self.accepted
+        )
+    }
+}
+
+impl UsbOptions {
+    /// Options from `(key, value)` pairs with the `usb.` prefix removed; unknown keys and bad
+    /// values come back as errors and leave the default.
+    pub fn parse<'a>(
+        pairs: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> (UsbOptions, alloc::vec::Vec<OptionError<'a>>) {
+        let mut options = UsbOptions::default();
+        let mut errors = alloc::vec::Vec::new();
+        for (key, value) in pairs {
+            match key {
+                "protocol" => match value {
+                    "auto" => options.protocol = ProtocolChoice::Auto,
+                    "uas" => options.protocol = ProtocolChoice::Uas,
+                    "bot" => options.protocol = ProtocolChoice::BulkOnly,
+                    _ => errors.push(OptionError { key, value, accepted: "auto, uas or bot" }),
+                },
+                "rp1" => match value {
+                    "on" => options.pi5_rp1 = true,
+                    "off" => options.pi5_rp1 = false,
+                    _ => errors.push(OptionError { key, value, accepted: "on or off" }),
+                },
+                _ => errors.push(OptionError {
+                    key,
+                    value,
+                    accepted: "usb.protocol=auto|uas|bot or usb.rp1=on|off",
+                }),
+            }
+        }
+        (options, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn protocol_choices_parse_and_bad_ones_are_named() {
+        let (options, errors) = UsbOptions::parse([("protocol", "bot")].into_iter());
+        assert_eq!(options.protocol, ProtocolChoice::BulkOnly);
+        assert!(errors.is_empty());
+        let (options, _) = UsbOptions::parse([("protocol", "uas")].into_iter());
+        assert_eq!(options.protocol.name(), "uas");
+        let (options, errors) = UsbOptions::parse([("protocol", "fast"), ("speed", "5")].into_iter());
+        assert_eq!(options.protocol, ProtocolChoice::Auto);
+        assert_eq!(errors.len(), 2);
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option usb.protocol=fast: expected auto, uas or bot; the default is used"
+        );
+        assert!(format!("{}", errors[1]).contains("usb.speed=5"));
+        let (options, errors) = UsbOptions::parse([("rp1", "on")].into_iter());
+        assert!(options.pi5_rp1 && errors.is_empty());
+        let (options, errors) = UsbOptions::parse([("rp1", "on"), ("rp1", "maybe")].into_iter());
+        assert!(options.pi5_rp1, "a bad value keeps what was set");
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option usb.rp1=maybe: expected on or off; the default is used"
+        );
+        assert!(!UsbOptions::default().pi5_rp1);
+    }
+}

@@ -1,0 +1,267 @@
+//! What the two USB mass storage transports share: a SCSI command with its data, its outcome,
+//! the transport errors with names, and the bulk pipe (endpoint + ring) a TD goes to (USB Mass
+//! Storage Class Bulk-Only Transport 1.0 and USB Attached SCSI 1.0 carry the same SCSI commands;
+//! the transfer-length arithmetic is xHCI 1.2 §4.10.1.1 "Short Transfers" and §6.4.2.1).
+
+use super::context::{dci_of, EndpointContext, EndpointType};
+use super::controller::{allocate_ring, HostController, TransferEvent};
+use super::descriptors::EndpointInfo;
+use super::error::UsbError;
+use super::regs::Speed;
+use super::ring::{Placement, ProducerRing};
+use super::scsi::{Cdb, DataDirection, ScsiStatus, Sense};
+use super::trb::{self, CompletionCode, Trb};
+use crate::mmio::RegisterIo;
+use crate::nvme::dma::DmaRegion;
+use crate::platform::Platform;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// How long a SCSI command may take before the transport recovers (Linux's SCSI default is
+/// 30 s; a benchmark read that takes 10 s is already a failure).
+pub const COMMAND_TIMEOUT_US: u64 = 10_000_000;
+/// Average TRB length for bulk endpoints (xHCI §4.14.1.1: about 3 KiB for bulk).
+pub const BULK_AVERAGE_TRB_BYTES: u16 = 3072;
+
+/// A SCSI command and its data buffer (bus address as the controller sees it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScsiCommand {
+    pub cdb: Cdb,
+    pub direction: DataDirection,
+    pub data_bus: u64,
+    pub data_bytes: u32,
+}
+
+impl ScsiCommand {
+    pub fn without_data(cdb: Cdb) -> Self {
+        ScsiCommand { cdb, direction: DataDirection::None, data_bus: 0, data_bytes: 0 }
+    }
+
+    pub fn reading(cdb: Cdb, data_bus: u64, data_bytes: u32) -> Self {
+        ScsiCommand { cdb, direction: DataDirection::In, data_bus, data_bytes }
+    }
+
+    pub fn has_data(&self) -> bool {
+        self.direction != DataDirection::None && self.data_bytes > 0
+    }
+}
+
+/// How a command ended at the SCSI level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ScsiStatus,
+    /// Sense data of a CHECK CONDITION, when the device gave some.
+    pub sense: Option<Sense>,
+    pub transferred_bytes: u32,
+}
+
+impl Outcome {
+    pub fn is_good(&self) -> bool {
+        self.status == ScsiStatus::GOOD
+    }
+}
+
+/// Why a transport could not complete a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportError {
+    /// A transfer ended with an error code (STALL, transaction error, babble, ...).
+    Transfer { dci: u8, code: CompletionCode },
+    /// No status within the command timeout; the transport recovered (reset or abort).
+    Timeout { waited_ms: u64 },
+    /// BOT: the CSW reported a phase error (status 2).
+    PhaseError,
+    /// BOT: the CSW's signature, tag or length was wrong.
+    BadStatusWrapper { signature: u32, tag: u32, expected_tag: u32, bytes: u32 },
+    /// UAS: an information unit of an unexpected kind or tag.
+    BadInformationUnit { id: u8, tag: u16 },
+    /// UAS: a RESPONSE IU instead of a SENSE IU (its response code).
+    Response { code: u8 },
+    /// A read delivered fewer bytes than asked with GOOD status.
+    ShortTransfer { expected_bytes: u32, transferred_bytes: u32 },
+    /// Recovery itself failed; the transport is out of service.
+    RecoveryFailed(UsbError),
+    /// An earlier failed recovery left the transport out of service.
+    OutOfService,
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Transfer { dci, code } => write!(f, "transfer on endpoint {dci} failed: {code}"),
+            TransportError::Timeout { waited_ms } => {
+                write!(f, "no status after {waited_ms} ms (command aborted)")
+            }
+            TransportError::PhaseError => write!(f, "the drive reported a phase error (CSW status 2)"),
+            TransportError::BadStatusWrapper { signature, tag, expected_tag, bytes } => write!(
+                f,
+                "invalid CSW ({bytes} bytes, signature {signature:#010x}, tag {tag:#x} for {expected_tag:#x})"
+            ),
+            TransportError::BadInformationUnit { id, tag } => {
+                write!(f, "unexpected information unit {id:#04x} for tag {tag}")
+            }
+            TransportError::Response { code } => {
+                write!(f, "RESPONSE IU {} ({code:#04x})", super::uas::response_name(*code))
+            }
+            TransportError::ShortTransfer { expected_bytes, transferred_bytes } => {
+                write!(f, "short transfer: {transferred_bytes} of {expected_bytes} bytes")
+            }
+            TransportError::RecoveryFailed(error) => {
+                write!(f, "recovery failed ({error}); the drive is out of service")
+            }
+            TransportError::OutOfService => write!(f, "the drive is out of service after a failed recovery"),
+        }
+    }
+}
+
+impl From<UsbError> for TransportError {
+    fn from(error: UsbError) -> Self {
+        TransportError::RecoveryFailed(error)
+    }
+}
+
+/// The transport's handle for a command in flight (the UAS tag; a counter for BOT).
+pub type CommandId = u16;
+
+/// Where finished commands go.
+pub type Finished = Vec<(CommandId, Result<Outcome, TransportError>)>;
+
+/// A bulk endpoint with its transfer ring (or, with streams, the rings are elsewhere).
+pub struct BulkPipe {
+    pub endpoint: EndpointInfo,
+    pub dci: u8,
+    pub max_packet_bytes: u16,
+    pub ring: ProducerRing,
+}
+
+impl BulkPipe {
+    pub fn new<R: RegisterIo, P: Platform>(
+        hc: &HostController<'_, R, P>,
+        endpoint: EndpointInfo,
+        speed: Speed,
+    ) -> Result<BulkPipe, UsbError> {
+        Ok(BulkPipe {
+            endpoint,
+            dci: dci_of(endpoint.address),
+            max_packet_bytes: endpoint.max_packet_bytes.clamp(8, speed.max_bulk_packet_bytes()),
+            ring: allocate_ring(hc.platform(), &hc.dma())?,
+        })
+    }
+
+    /// The endpoint context: bulk, its packet size and burst, the ring's dequeue or (with
+    /// `stream_array`) the stream context array.
+    pub fn context(&self, stream_array: Option<(u64, u8)>) -> EndpointContext {
+        let (dequeue, max_primary_streams) = match stream_array {
+            Some((array_bus, max_primary_streams)) => (array_bus, max_primary_streams),
+            None => (self.ring.enqueue_position().0 | u64::from(self.ring.enqueue_position().1), 0),
+        };
+        EndpointContext {
+            endpoint_type: if self.endpoint.is_in() { EndpointType::BulkIn } else { EndpointType::BulkOut },
+            max_packet_bytes: self.max_packet_bytes,
+            max_burst: self.endpoint.max_burst.min(15),
+            dequeue,
+            average_trb_bytes: BULK_AVERAGE_TRB_BYTES,
+            max_primary_streams,
+        }
+    }
+}
+
+/// Writes one bulk TD for `bytes` at `buffer` to `ring`.
+pub fn enqueue_bulk<P: Platform>(
+    platform: &P,
+    ring: &mut ProducerRing,
+    dci: u8,
+    max_packet_bytes: u16,
+    direction_in: bool,
+    buffer: u64,
+    bytes: u32,
+) -> Result<Placement, UsbError> {
+    let mut trbs: heapless::Vec<Trb, 64> = heapless::Vec::new();
+    let mut overflow = false;
+    trb::bulk_td(buffer, bytes as usize, max_packet_bytes, direction_in, |trb| {
+        overflow |= trbs.push(trb).is_err();
+    });
+    if overflow || trbs.is_empty() {
+        return Err(UsbError::TransferRingFull { dci });
+    }
+    ring.enqueue_td(platform, &trbs).map_err(|_| UsbError::TransferRingFull { dci })
+}
+
+/// Copies `bytes` into `region` at a 4-byte aligned `offset`, a word at a time (the last word
+/// padded with zeros), as the controller will read them.
+pub fn write_bytes(region: &DmaRegion, offset: usize, bytes: &[u8]) {
+    for (index, chunk) in bytes.chunks(4).enumerate() {
+        let mut word = [0u8; 4];
+        word[..chunk.len()].copy_from_slice(chunk);
+        region.write_words(offset + 4 * index, &[u32::from_le_bytes(word)]);
+    }
+}
+
+/// Bytes a finished TD moved: whole TRBs before the one the event names, plus that TRB's
+/// length less the residue (§4.10.1.1: on a short packet the event names the TRB it ended in).
+pub fn transferred_bytes(
+    ring: &ProducerRing,
+    placement: &Placement,
+    buffer: u64,
+    bytes: u32,
+    event: &TransferEvent,
+) -> u32 {
+    let Some(position) = ring.position_in(placement, event.trb_pointer) else {
+        return 0;
+    };
+    let mut done = 0u32;
+    let mut index = 0u32;
+    trb::split_at_64k(buffer, bytes as usize, |_, piece| {
+        if index < position {
+            done += piece;
+        } else if index == position {
+            done += piece.saturating_sub(event.residual_bytes);
+        }
+        index += 1;
+    });
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ArenaPlatform;
+
+    #[test]
+    fn only_commands_with_bytes_to_move_have_a_data_stage() {
+        assert!(!ScsiCommand::without_data(Cdb::test_unit_ready()).has_data());
+        assert!(!ScsiCommand::reading(Cdb::inquiry(0), 0x1000, 0).has_data(), "allocation length 0");
+        assert!(ScsiCommand::reading(Cdb::inquiry(36), 0x1000, 36).has_data());
+        let odd = ScsiCommand {
+            direction: DataDirection::None,
+            ..ScsiCommand::reading(Cdb::read_10(0, 1), 0, 512)
+        };
+        assert!(!odd.has_data(), "no direction, no data stage");
+    }
+
+    #[test]
+    fn transferred_bytes_count_whole_trbs_before_the_short_one() {
+        let platform = ArenaPlatform::new(1 << 20);
+        let memory = platform.allocate_dma(8192, 4096).unwrap();
+        // SAFETY: fresh arena memory used only here.
+        let mut ring = ProducerRing::new(unsafe { DmaRegion::new(memory) }, 0x8000_0000, 256);
+        // 150 KiB from 0x1_8000: pieces of 32, 64 and 54 KiB.
+        let buffer = 0x1_8000u64;
+        let bytes = 150 << 10;
+        let placement = enqueue_bulk(&platform, &mut ring, 3, 1024, true, buffer, bytes).unwrap();
+        assert_eq!(placement.trb_count, 3);
+        let event = |position: u32, residual_bytes: u32| TransferEvent {
+            trb_pointer: ring.bus_of(placement.first_index + position),
+            residual_bytes,
+            code: CompletionCode::SHORT_PACKET,
+            dci: 3,
+        };
+        assert_eq!(transferred_bytes(&ring, &placement, buffer, bytes, &event(2, 0)), bytes);
+        assert_eq!(transferred_bytes(&ring, &placement, buffer, bytes, &event(1, 1000)), (96 << 10) - 1000);
+        assert_eq!(transferred_bytes(&ring, &placement, buffer, bytes, &event(0, 32 << 10)), 0);
+        let elsewhere = TransferEvent { trb_pointer: 0x1234, ..event(0, 0) };
+        assert_eq!(transferred_bytes(&ring, &placement, buffer, bytes, &elsewhere), 0);
+        // A TD longer than the TRB budget is refused, not split across calls.
+        assert!(enqueue_bulk(&platform, &mut ring, 3, 1024, true, 0, 65 << 16).is_err());
+        assert!(enqueue_bulk(&platform, &mut ring, 3, 1024, true, 0, 0).is_err());
+    }
+}

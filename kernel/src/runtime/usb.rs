@@ -1,0 +1,337 @@
+//! USB mass storage on the running machine: every xHCI the board has (PCI functions of class
+//! 0c:03:30 found by whatever PCI host the kernel brought up, e.g. `qemu-xhci` on QEMU virt or
+//! the Pi 4's VL805 behind the PCIe root complex; the Pi 5's two RP1 controllers when the
+//! firmware left pcie2 up) is brought up with `drivers::usb`, its root ports scanned, and each
+//! mass storage drive registered as `usb0`, `usb1`, … in discovery order (docs/usb-storage.md
+//! §7 for the Pi facts, §8 for QEMU).
+
+use super::pci::{ClassCode, PciTopology};
+use super::platform::KernelPlatform;
+use super::storage::{DeviceClass, SharedDevice, Storage};
+use super::Machine;
+use crate::board::{self, BoardFamily};
+use crate::cmdline::KernelSettings;
+use crate::println;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::rc::Rc;
+use alloc::string::String;
+use alloc::vec::Vec;
+use blockdev::BlockDevice;
+use core::cell::RefCell;
+use drivers::mmio::{Mmio, RegisterIo};
+use drivers::platform::{BusTranslation, Platform};
+use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
+
+/// Time for root ports to see their devices after the controller reset (USB 3 link training,
+/// USB 2 connect debounce: USB 2.0 §7.1.7.3 TATTDB = 100 ms).
+const PORT_SETTLE_US: u64 = 100_000;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+type KernelController = HostController<'static, Mmio, KernelPlatform>;
+type KernelDrive = MassStorageDevice<'static, Mmio, KernelPlatform>;
+
+/// The driver's messages go to the console.
+struct ConsoleEvents;
+
+impl EventSink for ConsoleEvents {
+    fn report(&self, source: &str, message: &dyn core::fmt::Display) {
+        println!("{source}: {message}");
+    }
+}
+
+static CONSOLE_EVENTS: ConsoleEvents = ConsoleEvents;
+
+/// One xHCI to bring up: where its registers are and how it sees RAM.
+struct Site {
+    label: String,
+    base: u64,
+    register_bytes: usize,
+    dma: BusTranslation,
+}
+
+/// Finds the xHCIs, brings them up and registers their drives.
+pub fn attach(
+    machine: &Machine,
+    settings: &KernelSettings,
+    pci: Option<&PciTopology>,
+    storage: &mut Storage,
+) {
+    let (options, errors) = UsbOptions::parse(settings.driver_options_for("usb."));
+    for error in errors {
+        println!("warning: {error}");
+    }
+    let mut sites = pci_sites(pci);
+    if machine.info.profile.family == BoardFamily::RaspberryPi5 {
+        if options.pi5_rp1 {
+            sites.extend(rp1_sites());
+        } else {
+            println!(
+                "usb        Pi 5 USB ports are on RP1 behind pcie2, which this kernel does not bring up yet; with \
+                 pciex4_reset=0 in config.txt the firmware leaves it up, and usb.rp1=on uses it"
+            );
+        }
+    }
+    if sites.is_empty() {
+        say_why_none(machine, pci);
+        return;
+    }
+    for site in sites {
+        attach_controller(machine, &options, site, storage);
+    }
+}
+
+fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
+    let Some(topology) = pci else {
+        return Vec::new();
+    };
+    let ClassCode { base, sub, prog_if } = ClassCode::XHCI;
+    let mut sites = Vec::new();
+    for function in topology.with_class(base, sub, prog_if) {
+        let label = format!("xhci {}", function.address);
+        let Some(bar) = function.bar(0) else {
+            println!(
+                "{label}: xHCI {:04x}:{:04x} without an assigned BAR 0; skipped",
+                function.vendor_id, function.device_id
+            );
+            continue;
+        };
+        println!(
+            "usb        {} {:04x}:{:04x} xHCI BAR0 {:#x} ({} KiB, {}-bit)",
+            function.address,
+            function.vendor_id,
+            function.device_id,
+            bar.cpu_address,
+            bar.size_bytes >> 10,
+            if bar.is_64_bit { 64 } else { 32 }
+        );
+        sites.push(Site {
+            label,
+            base: bar.cpu_address,
+            register_bytes: bar.size_bytes as usize,
+            dma: topology.dma,
+        });
+    }
+    sites
+}
+
+/// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
+/// `pciex4_reset=0`).
+fn rp1_sites() -> Vec<Site> {
+    // SAFETY: the Pi 5 board table maps pcie2's register page as device memory; reading the
+    // status register has no side effect.
+    let pcie2 = unsafe { Mmio::new(board::BCM2712_PCIE2_BASE as usize, 0x1_0000) };
+    let status = pcie2.read32(board::BRCMSTB_PCIE_STATUS_OFFSET);
+    if status & board::BRCMSTB_PCIE_LINK_UP_BITS != board::BRCMSTB_PCIE_LINK_UP_BITS {
+        println!(
+            "usb        Pi 5 USB ports are on RP1 behind pcie2, whose link is down (MISC_PCIE_STATUS = {status:#010x}); \
+             add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
+        );
+        return Vec::new();
+    }
+    board::RP1_XHCI_BASES
+        .iter()
+        .enumerate()
+        .map(|(index, base)| Site {
+            label: format!("rp1 xhci{index}"),
+            base: *base,
+            register_bytes: board::RP1_XHCI_BYTES as usize,
+            dma: board::RP1_DMA,
+        })
+        .collect()
+}
+
+fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
+    match (machine.info.profile.family, pci) {
+        (BoardFamily::RaspberryPi4, None) => println!(
+            "usb        the Pi 4's USB 3 controller (VL805) is behind pcie0, which is not up (see the pcie0 line); no USB drives"
+        ),
+        (BoardFamily::RaspberryPi3, _) => {
+            println!("usb        the Pi 3's USB is a DWC2 OTG controller (no xHCI); not supported")
+        }
+        (BoardFamily::RaspberryPi5, _) => {}
+        (_, None) => println!("usb        no PCIe host; no xHCI"),
+        (_, Some(_)) => println!("usb        no xHCI on PCIe (class 0c:03:30)"),
+    }
+}
+
+fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
+    // SAFETY: the site's registers come from an assigned PCI BAR or the board table, mapped as
+    // device memory, with memory decoding and bus mastering on for a PCI function.
+    let registers = unsafe { Mmio::new(site.base as usize, site.register_bytes) };
+    let controller = match HostController::bring_up(
+        registers,
+        site.register_bytes,
+        machine.platform,
+        site.dma,
+        site.label.clone(),
+    ) {
+        Ok(controller) => controller,
+        Err(error) => {
+            println!("{}: {error}; skipped", site.label);
+            return;
+        }
+    };
+    describe_controller(&controller);
+    controller.power_ports();
+    machine.platform.delay_us(PORT_SETTLE_US);
+    let ports = controller.capabilities().max_ports;
+    let shared: SharedController<'static, Mmio, KernelPlatform> = Rc::new(RefCell::new(controller));
+    let mut drives = Vec::new();
+    for port in 1..=ports {
+        let enabled = shared.borrow().enable_port(port);
+        let speed = match enabled {
+            Ok(Some(speed)) => speed,
+            Ok(None) => continue,
+            Err(error) => {
+                println!("{} port {port}: {error}; skipped", site.label);
+                continue;
+            }
+        };
+        let provisional = format!("{} port {port}", site.label);
+        match MassStorageDevice::attach(shared.clone(), port, speed, options, provisional, &CONSOLE_EVENTS) {
+            Ok(mut drive) => {
+                let name = storage.next_name(DeviceClass::Usb);
+                drive.set_name(name.clone());
+                describe_drive(&name, &drive);
+                let drive = SharedDrive::new(drive);
+                drives.push(drive.clone());
+                storage.add(DeviceClass::Usb, Box::new(drive));
+            }
+            Err(error) => println!("{} port {port} ({speed}): {error}; skipped", site.label),
+        }
+    }
+    if drives.is_empty() {
+        println!("{}: no usable USB drive", site.label);
+    }
+    report_on_exit(storage, shared, drives);
+}
+
+fn describe_controller(controller: &KernelController) {
+    let capabilities = controller.capabilities();
+    let mut ports = String::new();
+    for protocol in controller.protocols().iter().filter(|protocol| protocol.port_count > 0) {
+        let last = u16::from(protocol.first_port) + u16::from(protocol.port_count) - 1;
+        ports.push_str(&format!(
+            ", USB {}.{:x} ports {}-{last}",
+            protocol.major_revision,
+            protocol.minor_revision >> 4,
+            protocol.first_port
+        ));
+    }
+    println!(
+        "usb          {}: {capabilities}; {} slots enabled, polled (IMAN.IE 0){ports}",
+        controller.label(),
+        controller.slots_enabled()
+    );
+}
+
+fn describe_drive(name: &str, drive: &KernelDrive) {
+    let identity = drive.identity();
+    let geometry = drive.geometry();
+    println!(
+        "{name:<10} port {}: {}, {:04x}:{:04x} \"{}\" \"{}\" serial \"{}\", USB {:x}.{:02x}, slot {}",
+        identity.port,
+        identity.speed,
+        identity.vendor_id,
+        identity.product_id,
+        identity.manufacturer,
+        identity.product,
+        identity.serial,
+        identity.usb_version >> 8,
+        identity.usb_version & 0xff,
+        identity.slot_id
+    );
+    let inquiry = &identity.inquiry;
+    let bytes = geometry.capacity_bytes();
+    let hundredths_gib = u128::from(bytes) * 100 / u128::from(GIB);
+    println!(
+        "{name:<10} SCSI \"{}\" \"{}\" rev \"{}\", {}{}; {bytes} bytes ({}.{:02} GiB) = {} × {} B (READ CAPACITY({}))",
+        inquiry.vendor_text(),
+        inquiry.product_text(),
+        inquiry.revision_text(),
+        inquiry.device_type_name(),
+        if inquiry.removable { ", removable" } else { "" },
+        hundredths_gib / 100,
+        hundredths_gib % 100,
+        geometry.block_count,
+        geometry.logical_block_bytes,
+        if identity.read_capacity_16 { 16 } else { 10 }
+    );
+    let transport = match identity.protocol {
+        Protocol::Uas if identity.streams => format!(
+            "UAS, {} streams: {} commands in flight (tag {} kept for task management)",
+            identity.tags, identity.commands_in_flight, identity.tags
+        ),
+        Protocol::Uas => format!(
+            "UAS without streams (Read/Write Ready), {} tags: {} commands in flight",
+            identity.tags, identity.commands_in_flight
+        ),
+        Protocol::BulkOnly => format!(
+            "BOT, 1 command at a time, {} LUN{}",
+            identity.logical_units,
+            if identity.logical_units == 1 { "" } else { "s" }
+        ),
+    };
+    println!(
+        "{name:<10} {}, {transport}; up to {} per request",
+        identity.speed,
+        human_bytes(u64::from(geometry.max_request_blocks) * u64::from(geometry.logical_block_bytes))
+    );
+    if let Some(note) = &identity.protocol_note {
+        println!("{name:<10} {note}");
+    }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
+    }
+}
+
+/// At the end of the run: each drive's counters and its controller's.
+fn report_on_exit(
+    storage: &mut Storage,
+    controller: SharedController<'static, Mmio, KernelPlatform>,
+    drives: Vec<SharedDrive>,
+) {
+    storage.on_shutdown(Box::new(move || {
+        for drive in &drives {
+            let inner = drive.borrow();
+            let statistics = inner.statistics();
+            let mut failures = String::new();
+            for kind in blockdev::IoErrorKind::ALL {
+                let count = statistics.by_kind[kind.index()];
+                if count > 0 {
+                    failures.push_str(&format!(", {count} {}", kind.name()));
+                }
+            }
+            println!(
+                "{}: {} requests, {} failed{failures}; {}",
+                drive.name(),
+                statistics.requests,
+                statistics.failed,
+                inner.transport_counters()
+            );
+        }
+        let hc = controller.borrow();
+        let statistics = hc.statistics();
+        println!(
+            "{}: {} events ({} transfer), {} commands, {} doorbell writes, {} ERDP writes, {} stray events, {} host controller events",
+            hc.label(),
+            statistics.events,
+            statistics.transfer_events,
+            statistics.commands,
+            statistics.doorbell_writes,
+            statistics.erdp_writes,
+            statistics.stray_events,
+            statistics.host_controller_events
+        );
+    }));
+}
+
+/// A drive shared between the storage registry (the block interface) and the end-of-run report.
+type SharedDrive = SharedDevice<KernelDrive>;
