@@ -12,6 +12,7 @@ pub mod gpio;
 pub mod mailbox;
 pub mod mmio;
 pub mod nvme;
+pub mod options;
 pub mod pci;
 pub mod pl011;
 pub mod platform;

@@ -211,9 +211,9 @@ impl MmioBlock {
         self.base + self.size_bytes
     }
 
-    /// The same kind and size at another base (a device tree's address for a table block).
-    pub fn at(&self, base: u64) -> Self {
-        MmioBlock { base, ..*self }
+    /// Whether the two blocks share a byte.
+    pub fn overlaps(&self, other: &MmioBlock) -> bool {
+        self.base < other.end() && other.base < self.end()
     }
 }
 
@@ -728,6 +728,19 @@ mod tests {
             }
             assert_eq!(profile.block(BlockKind::ConsoleUart).map(|b| b.kind), Ok(BlockKind::ConsoleUart));
         }
+    }
+
+    #[test]
+    fn blocks_end_where_their_size_says_and_overlap_when_they_share_a_byte() {
+        let uart = MmioBlock::new(BlockKind::ConsoleUart, 0x1000, 0x200);
+        assert_eq!(uart.end(), 0x1200);
+        let next = MmioBlock::new(BlockKind::Gpio, 0x1200, 0x100);
+        let inside = MmioBlock::new(BlockKind::Gpio, 0x11ff, 0x10);
+        let before = MmioBlock::new(BlockKind::Gpio, 0x0f00, 0x101);
+        assert!(!uart.overlaps(&next) && !next.overlaps(&uart), "adjacent blocks share no byte");
+        assert!(uart.overlaps(&inside) && inside.overlaps(&uart));
+        assert!(uart.overlaps(&before) && before.overlaps(&uart));
+        assert!(!uart.overlaps(&MmioBlock::new(BlockKind::Gpio, 0x0f00, 0x100)));
     }
 
     #[test]

@@ -110,9 +110,9 @@ fn raspi4b_pcie_settings_are_named_and_pcie_off_leaves_the_root_complex_alone() 
         .go();
     run.assert_status(0);
     let out = &run.output;
-    assert!(out.contains("warning: bad setting pcie.gen=4: expected 1, 2 or 3"), "{out}");
+    assert!(out.contains("warning: bad driver option pcie.gen=4: expected 1, 2 or 3"), "{out}");
     assert!(
-        out.contains("warning: bad setting pcie.perst-ms=soon: expected milliseconds from 0 to 10000"),
+        out.contains("warning: bad driver option pcie.perst-ms=soon: expected milliseconds from 0 to 10000"),
         "{out}"
     );
     assert!(

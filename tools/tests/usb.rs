@@ -266,7 +266,7 @@ fn settings_and_controllers_the_drives_cannot_use_are_named() {
     let out = &run.output;
     assert!(
         out.contains(
-            "warning: bad driver option usb.protocol=fast: expected auto, uas or bot; the default is used"
+            "warning: bad driver option usb.protocol=fast: expected auto, uas or bot; the default is kept"
         ),
         "{out}"
     );

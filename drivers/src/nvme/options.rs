@@ -3,8 +3,8 @@
 //! is reported with the accepted forms and the default is kept).
 #![forbid(unsafe_code)]
 
+use crate::options::OptionError;
 use alloc::vec::Vec;
-use core::fmt;
 
 /// Queue pairs per namespace unless `nvme.queues=` says otherwise.
 pub const DEFAULT_QUEUE_PAIRS: u16 = 1;
@@ -40,24 +40,6 @@ impl Default for DriverOptions {
     }
 }
 
-/// A driver option that could not be used; `Display` names the accepted forms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptionError<'a> {
-    pub key: &'a str,
-    pub value: &'a str,
-    pub accepted: &'static str,
-}
-
-impl fmt::Display for OptionError<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad driver option nvme.{}={}: expected {}; the default is kept",
-            self.key, self.value, self.accepted
-        )
-    }
-}
-
 const ACCEPTED_KEYS: &str =
     "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, nvme.measure=on|off";
 
@@ -77,7 +59,7 @@ impl DriverOptions {
         let mut parsed = DriverOptions::default();
         let mut errors = Vec::new();
         for (key, value) in options {
-            let error = |accepted| OptionError { key, value, accepted };
+            let error = |accepted| OptionError { prefix: "nvme", key, value, accepted };
             match key {
                 "queues" => match number(value) {
                     Some(count @ 1..=64) => parsed.queue_pairs = count as u16,

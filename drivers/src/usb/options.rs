@@ -2,7 +2,7 @@
 //! storage transport to use, to compare UAS and Bulk-Only on the same drive.
 #![forbid(unsafe_code)]
 
-use core::fmt;
+use crate::options::OptionError;
 
 /// `usb.protocol=`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,24 +32,6 @@ pub struct UsbOptions {
     pub pi5_rp1: bool,
 }
 
-/// A `usb.` option that could not be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptionError<'a> {
-    pub key: &'a str,
-    pub value: &'a str,
-    pub accepted: &'static str,
-}
-
-impl fmt::Display for OptionError<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad driver option usb.{}={}: expected {}; the default is used",
-            self.key, self.value, self.accepted
-        )
-    }
-}
-
 impl UsbOptions {
     /// Options from `(key, value)` pairs with the `usb.` prefix removed; unknown keys and bad
     /// values come back as errors and leave the default.
@@ -64,14 +46,15 @@ impl UsbOptions {
                     "auto" => options.protocol = ProtocolChoice::Auto,
                     "uas" => options.protocol = ProtocolChoice::Uas,
                     "bot" => options.protocol = ProtocolChoice::BulkOnly,
-                    _ => errors.push(OptionError { key, value, accepted: "auto, uas or bot" }),
+                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "auto, uas or bot" }),
                 },
                 "rp1" => match value {
                     "on" => options.pi5_rp1 = true,
                     "off" => options.pi5_rp1 = false,
-                    _ => errors.push(OptionError { key, value, accepted: "on or off" }),
+                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "on or off" }),
                 },
                 _ => errors.push(OptionError {
+                    prefix: "usb",
                     key,
                     value,
                     accepted: "usb.protocol=auto|uas|bot or usb.rp1=on|off",
@@ -100,7 +83,7 @@ mod tests {
         assert_eq!(errors.len(), 2);
         assert_eq!(
             format!("{}", errors[0]),
-            "bad driver option usb.protocol=fast: expected auto, uas or bot; the default is used"
+            "bad driver option usb.protocol=fast: expected auto, uas or bot; the default is kept"
         );
         assert!(format!("{}", errors[1]).contains("usb.speed=5"));
         let (options, errors) = UsbOptions::parse([("rp1", "on")].into_iter());
@@ -109,7 +92,7 @@ mod tests {
         assert!(options.pi5_rp1, "a bad value keeps what was set");
         assert_eq!(
             format!("{}", errors[0]),
-            "bad driver option usb.rp1=maybe: expected on or off; the default is used"
+            "bad driver option usb.rp1=maybe: expected on or off; the default is kept"
         );
         assert!(!UsbOptions::default().pi5_rp1);
     }

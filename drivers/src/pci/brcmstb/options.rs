@@ -5,8 +5,8 @@
 //! accepted forms and the default is kept (docs/architecture.md "Configuration").
 #![forbid(unsafe_code)]
 
+use crate::options::OptionError;
 use alloc::vec::Vec;
-use core::fmt;
 
 /// The longest extra PERST# time accepted (reports of slow devices go up to 10 s).
 pub const MAX_PERST_EXTRA_MS: u32 = 10_000;
@@ -16,24 +16,6 @@ pub const MAX_PERST_EXTRA_MS: u32 = 10_000;
 pub struct PcieOptions {
     pub gen: Option<u8>,
     pub perst_extra_ms: Option<u32>,
-}
-
-/// An option that could not be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OptionError<'a> {
-    pub key: &'a str,
-    pub value: &'a str,
-    pub accepted: &'static str,
-}
-
-impl fmt::Display for OptionError<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bad setting pcie.{}={}: expected {}; the default is kept",
-            self.key, self.value, self.accepted
-        )
-    }
 }
 
 pub const ACCEPTED_KEYS: &str = "pcie.gen=1|2|3, pcie.perst-ms=0..10000";
@@ -46,7 +28,7 @@ impl PcieOptions {
         let mut parsed = PcieOptions::default();
         let mut errors = Vec::new();
         for (key, value) in options {
-            let error = |accepted| OptionError { key, value, accepted };
+            let error = |accepted| OptionError { prefix: "pcie", key, value, accepted };
             match key {
                 "gen" => match value {
                     "1" | "2" | "3" => parsed.gen = value.parse().ok(),
@@ -78,7 +60,7 @@ mod tests {
             PcieOptions::parse([("gen", "4"), ("perst-ms", "-1"), ("perst-ms", "10001"), ("speed", "fast")]);
         assert_eq!(options, PcieOptions::default());
         let messages: Vec<_> = errors.iter().map(|e| format!("{e}")).collect();
-        assert_eq!(messages[0], "bad setting pcie.gen=4: expected 1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s); the default is kept");
+        assert_eq!(messages[0], "bad driver option pcie.gen=4: expected 1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s); the default is kept");
         assert!(messages[1].contains("pcie.perst-ms=-1") && messages[1].contains("0 to 10000"));
         assert!(messages[2].contains("pcie.perst-ms=10001"));
         assert!(messages[3].contains("pcie.speed=fast") && messages[3].contains(ACCEPTED_KEYS));
