@@ -299,7 +299,7 @@ pub const EMMC2_B0_DMA: BusTranslation = VIDEOCORE_UNCACHED_ALIAS;
 pub const EMMC2_C0_DMA: BusTranslation = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0xfc00_0000 };
 
 // Block sizes from the Linux device trees (bcm283x.dtsi, bcm2711.dtsi, bcm2712.dtsi `reg`) and
-// the BCM2835 / BCM2711 ARM Peripherals datasheets.
+// the BCM2835 / BCM2711 ARM Peripherals datasheets (docs/hardware.md §9).
 /// PL011: bcm283x.dtsi uart0 and bcm2712.dtsi uart10 `reg` size 0x200.
 pub const PL011_BYTES: u64 = 0x200;
 /// GPIO: bcm283x.dtsi `reg` <0x7e200000 0xb4> (GPFSEL0 to GPPUDCLK1, BCM2835 ARM Peripherals §6.1).
