@@ -127,8 +127,13 @@ pub struct DescriptorTable {
 }
 
 impl DescriptorTable {
-    /// `table` must be DMA memory the host reaches through `translation`, aligned to 8 bytes.
-    pub fn new(
+    /// A table in `table`, which must be reachable by the host through `translation`, aligned
+    /// to 8 bytes (refused otherwise).
+    ///
+    /// # Safety
+    /// `table` must be DMA memory (from [`crate::platform::Platform::allocate_dma`]) that only
+    /// this table and its host use, valid for as long as the table lives.
+    pub unsafe fn new(
         table: DmaBuffer,
         format: AdmaFormat,
         limit: DescriptorLimit,
@@ -143,8 +148,7 @@ impl DescriptorTable {
         if !table_bus_address.is_multiple_of(8) || !table.cpu_address.is_multiple_of(8) {
             return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
         }
-        // SAFETY: the caller hands over DMA memory for this table alone (see above), and it was
-        // just checked to be 8-byte aligned.
+        // SAFETY: the caller hands over DMA memory for this table alone (see above).
         let table = unsafe { DmaRegion::new(table) };
         Ok(DescriptorTable { table, table_bus_address, format, limit, data_translation: translation })
     }
@@ -243,7 +247,8 @@ mod tests {
         let table = buffer(&mut memory, 0x4100_0000);
         let limit = DescriptorLimit::NoZeroLength32KiB;
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
+            // SAFETY: the test's memory outlives the table and nothing else uses it.
+            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY) }.unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         assert_eq!(adma.describe(&data, 70_000), Ok(3));
         assert_eq!(memory[0], 0x4200_0000_8000_0021);
@@ -267,7 +272,8 @@ mod tests {
         let table = buffer(&mut memory, 0x4100_0000);
         let limit = DescriptorLimit::ZeroLengthMeans64KiB;
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
+            // SAFETY: the test's memory outlives the table and nothing else uses it.
+            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY) }.unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         // 1 MiB is 16 descriptors of 64 KiB, each with length field 0, the last with End.
         assert_eq!(adma.describe(&data, 1 << 20), Ok(16));
@@ -296,7 +302,8 @@ mod tests {
         let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
         let table = buffer(&mut memory, 0x0010_0000);
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, DescriptorLimit::ZeroLengthMeans64KiB, b0)
+            // SAFETY: the test's memory outlives the table and nothing else uses it.
+            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, DescriptorLimit::ZeroLengthMeans64KiB, b0) }
                 .unwrap();
         assert_eq!(adma.bus_address(), 0xc010_0000);
         let low = DmaBuffer { cpu_address: 0, physical_address: 0x0020_0000, length_bytes: 4096 };
@@ -313,7 +320,8 @@ mod tests {
         let mut memory = vec![0u64; 3];
         let table = buffer(&mut memory, 0x1_0000_0000);
         let mut adma =
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits64, LIMIT_32K, BusTranslation::IDENTITY)
+            // SAFETY: the test's memory outlives the table and nothing else uses it.
+            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits64, LIMIT_32K, BusTranslation::IDENTITY) }
                 .unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x2_0000_0000, length_bytes: 40_960 };
         assert_eq!(adma.describe(&data, 40_960), Ok(2));
@@ -325,7 +333,10 @@ mod tests {
         // The same table cannot be used for 32-bit ADMA2.
         let table = buffer(&mut memory, 0x1_0000_0000);
         assert!(matches!(
-            DescriptorTable::new(table, AdmaFormat::Adma2Bits32, LIMIT_32K, BusTranslation::IDENTITY),
+            // SAFETY: the test's memory outlives the table and nothing else uses it.
+            unsafe {
+                DescriptorTable::new(table, AdmaFormat::Adma2Bits32, LIMIT_32K, BusTranslation::IDENTITY)
+            },
             Err(AdmaError::Above4GiB { .. })
         ));
     }

@@ -219,15 +219,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 limit,
             );
             let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
-            adma = Some(
-                match DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation) {
-                    Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {
-                        DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation)
-                    }
-                    other => other,
+            // SAFETY: fresh DMA memory from the platform for this card's table alone; the card
+            // borrows the platform, so the table never outlives it.
+            let narrow = unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation) };
+            let chosen = match narrow {
+                Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {
+                    // SAFETY: as above (the 32-bit table was refused, so only this one uses it).
+                    unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation) }
                 }
-                .map_err(DeviceSetupError::Adma)?,
-            );
+                other => other,
+            };
+            adma = Some(chosen.map_err(DeviceSetupError::Adma)?);
         }
         let mode = match &adma {
             Some(table) => TransferMode::Adma2(table.format()),

@@ -744,15 +744,10 @@ fn descriptor_table_lives_where_the_host_can_reach_it() {
     let table = platform.allocate_dma(4096, 4096).unwrap();
     // A translation that excludes the test memory makes ADMA2 set-up fail cleanly.
     let narrow = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
-    assert!(matches!(
-        adma::DescriptorTable::new(
-            table,
-            AdmaFormat::Adma2Bits32,
-            adma::DescriptorLimit::ZeroLengthMeans64KiB,
-            narrow
-        ),
-        Err(adma::AdmaError::Unreachable(_))
-    ));
+    let limit = adma::DescriptorLimit::ZeroLengthMeans64KiB;
+    // SAFETY: fresh arena memory for this table alone, which the platform outlives.
+    let refused = unsafe { adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, narrow) };
+    assert!(matches!(refused, Err(adma::AdmaError::Unreachable(_))));
 }
 
 /// Commands the simulator has seen so far.
