@@ -219,6 +219,7 @@ mod tests {
     use super::*;
     use std::string::ToString;
     use std::vec;
+    use std::vec::Vec;
 
     #[test]
     fn accesses_stay_inside_and_aligned() {
@@ -330,5 +331,20 @@ mod tests {
         let too_big = unsafe { allocate_region(&platform, &identity, 1 << 20, 64) };
         assert!(matches!(too_big, Err(DmaRegionError::Allocation(_))), "{too_big:?}");
         assert!(too_big.unwrap_err().to_string().contains("DMA pool exhausted"));
+    }
+
+    #[test]
+    fn host_tests_see_every_cpu_access_at_its_physical_range() {
+        use crate::testing::{ByteRange, PlatformEvent};
+        let platform = crate::testing::ArenaPlatform::new(1 << 16);
+        let buffer = platform.allocate_dma(256, 64).unwrap();
+        // SAFETY: arena memory used only here, while the platform lives.
+        let region = unsafe { DmaRegion::new(buffer) };
+        let start = platform.log().len();
+        region.write_bytes(16, &[1, 2, 3]);
+        region.read_u32(64);
+        let seen: Vec<PlatformEvent> = platform.log().since(start).to_vec();
+        let at = |offset: u64, length: u64| ByteRange::new(buffer.physical_address + offset, length);
+        assert_eq!(seen, [PlatformEvent::CpuWrite(at(16, 3)), PlatformEvent::CpuRead(at(64, 4))]);
     }
 }
