@@ -343,8 +343,16 @@ mod tests {
         let start = platform.log().len();
         region.write_bytes(16, &[1, 2, 3]);
         region.read_u32(64);
+        region.write_words(128, &[1, 2, 3]);
+        region.read_words(128, &mut [0u32; 2]);
         let seen: Vec<PlatformEvent> = platform.log().since(start).to_vec();
         let at = |offset: u64, length: u64| ByteRange::new(buffer.physical_address + offset, length);
-        assert_eq!(seen, [PlatformEvent::CpuWrite(at(16, 3)), PlatformEvent::CpuRead(at(64, 4))]);
+        let expected = [
+            PlatformEvent::CpuWrite(at(16, 3)),
+            PlatformEvent::CpuRead(at(64, 4)),
+            PlatformEvent::CpuWrite(at(128, 12)),
+            PlatformEvent::CpuRead(at(128, 8)),
+        ];
+        assert_eq!(seen, expected);
     }
 }
