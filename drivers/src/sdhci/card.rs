@@ -247,6 +247,17 @@ pub struct Scr {
 
 /// CMD_SUPPORT bit for CMD23 SET_BLOCK_COUNT (§5.6, bit 33).
 const SCR_CMD23_SUPPORT: u64 = 1 << 33;
+/// CMD_SUPPORT bit for CMD48/CMD49, the extension register commands that reach the Performance
+/// Enhancement register with its cache fields (§5.6, bit 34; SD 6.00 §4.17).
+const SCR_EXTENSION_REGISTER_SUPPORT: u64 = 1 << 34;
+
+/// Why a flush goes to no card: a card without extension registers has no cache it could
+/// report; a card with them has its cache off, since Cache Enable is 0 after power-up and this
+/// driver never sets it (SD 6.00 §4.17.2 Performance Enhancement register).
+pub const NO_CACHE_EXTENSION: &str =
+    "the card has no extension registers (SCR CMD48/49 bit), so no cache to flush";
+pub const CACHE_NEVER_ENABLED: &str =
+    "the card's cache is off (Cache Enable is 0 after power-up and never set), so no cache to flush";
 
 impl Scr {
     pub fn from_bytes(bytes: [u8; 8]) -> Scr {
@@ -287,6 +298,20 @@ impl Scr {
 
     pub fn supports_cmd23(&self) -> bool {
         self.raw & SCR_CMD23_SUPPORT != 0
+    }
+
+    /// Whether the card takes CMD48/CMD49 (extension registers, SD 4.x and later).
+    pub fn supports_extension_registers(&self) -> bool {
+        self.raw & SCR_EXTENSION_REGISTER_SUPPORT != 0
+    }
+
+    /// Why flushes are only counted on this card (see [`NO_CACHE_EXTENSION`]).
+    pub fn no_flush_reason(&self) -> &'static str {
+        if self.supports_extension_registers() {
+            CACHE_NEVER_ENABLED
+        } else {
+            NO_CACHE_EXTENSION
+        }
     }
 }
 
