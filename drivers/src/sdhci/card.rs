@@ -248,12 +248,14 @@ pub struct Scr {
 /// CMD_SUPPORT bit for CMD23 SET_BLOCK_COUNT (§5.6, bit 33).
 const SCR_CMD23_SUPPORT: u64 = 1 << 33;
 /// CMD_SUPPORT bit for CMD48/CMD49, the extension register commands that reach the Performance
-/// Enhancement register with its cache fields (§5.6, bit 34; SD 6.00 §4.17).
+/// Enhancement register with its cache fields (§5.6, bit 34; Linux `drivers/mmc/core/sd.c` names
+/// it `SD_SCR_CMD48_SUPPORT`).
 const SCR_EXTENSION_REGISTER_SUPPORT: u64 = 1 << 34;
 
 /// Why a flush goes to no card: a card without extension registers has no cache it could
 /// report; a card with them has its cache off, since Cache Enable is 0 after power-up and this
-/// driver never sets it (SD 6.00 §4.17.2 Performance Enhancement register).
+/// driver never sets it (SD Physical Layer 6.00 Performance Enhancement function; Linux enables it
+/// in `sd_enable_cache()`, this driver does not).
 pub const NO_CACHE_EXTENSION: &str =
     "the card has no extension registers (SCR CMD48/49 bit), so no cache to flush";
 pub const CACHE_NEVER_ENABLED: &str =
