@@ -68,7 +68,7 @@ const VIRT_NVME: Target =
 const VIRT_SD: Target =
     Target { machine: "virt", option: "--sd", device: "sd0", image: "disk-sd-64MiB-file-writable.img" };
 const RASPI4B_EMMC2: Target =
-    Target { machine: "raspi4b", option: "--sd", device: "sd0", image: "disk-emmc2-64MiB-file-writable.img" };
+    Target { machine: "raspi4b", option: "--emmc2", device: "sd0", image: "disk-emmc2-64MiB-file-writable.img" };
 
 /// `barebench qemu` with the image as a writable disk of `target`; returns (the image before,
 /// status, console, the image after the run).
