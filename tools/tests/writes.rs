@@ -1,10 +1,10 @@
 //! End-to-end: write and mixed jobs on QEMU virt's NVMe drive and SD card (sdhci-pci) and on
-//! raspi4b's EMMC2 card, inside a marked scratch region, proven from the image file. The image (a copy, written in place) holds an MBR with four
-//! partitions: 1 a valid region, 2 type 0xDA without a marker, 3 a marker with a bad CRC, 4 a
-//! marker whose length runs past its partition. After write, randwrite, rw and randrw with
+//! raspi4b's EMMC2 card, inside a marked scratch region, proven from the image file. The image
+//! (a copy, written in place) holds an MBR with four partitions: 1 a valid region, 2 type 0xDA
+//! without a marker, 3 a marker with a bad CRC, 4 a marker whose length runs past its partition. After write, randwrite, rw and randrw with
 //! flushes, verified: every byte outside partition 1's writable part is what it was, the
 //! refusals were printed, and verification found no mismatch. Also the refusal without
-//! `write=`.
+//! `write=` and on a card without a region.
 #![cfg(feature = "e2e")]
 
 mod qemu_harness;
@@ -21,8 +21,9 @@ const IMAGE_BYTES: u64 = 64 * MIB;
 /// Partition 1: 16 MiB at 1 MiB, a valid region of all of it (writable from 2 MiB).
 const REGION: (u64, u64) = (MIB, 16 * MIB);
 
-/// The test image: pattern bytes everywhere but the MBR and the markers.
-fn build_image(path: &Path) -> Vec<u8> {
+/// The test image: pattern bytes everywhere but the MBR and the markers; without `with_region`
+/// partition 1 is an ordinary 0xDA partition without a marker, so the disk has no region at all.
+fn build_image(path: &Path, with_region: bool) -> Vec<u8> {
     let mut bytes = vec![0u8; IMAGE_BYTES as usize];
     let mut sector = [0u8; 512];
     for (index, chunk) in bytes.chunks_mut(512).enumerate() {
@@ -44,7 +45,9 @@ fn build_image(path: &Path) -> Vec<u8> {
     let put = |bytes: &mut Vec<u8>, offset: u64, marker: [u8; 512]| {
         bytes[offset as usize..offset as usize + 512].copy_from_slice(&marker)
     };
-    put(&mut bytes, REGION.0, Marker { length_bytes: REGION.1, region_id: 0xB0B }.encode());
+    if with_region {
+        put(&mut bytes, REGION.0, Marker { length_bytes: REGION.1, region_id: 0xB0B }.encode());
+    }
     let mut bad_crc = Marker { length_bytes: 4 * MIB, region_id: 3 }.encode();
     bad_crc[41] ^= 0x10;
     put(&mut bytes, 40960 * 512, bad_crc);
@@ -67,16 +70,29 @@ const VIRT_NVME: Target =
     Target { machine: "virt", option: "--nvme", device: "nvme0", image: "disk-nvme-64MiB-file-writable.img" };
 const VIRT_SD: Target =
     Target { machine: "virt", option: "--sd", device: "sd0", image: "disk-sd-64MiB-file-writable.img" };
-const RASPI4B_EMMC2: Target =
-    Target { machine: "raspi4b", option: "--emmc2", device: "sd0", image: "disk-emmc2-64MiB-file-writable.img" };
+const RASPI4B_EMMC2: Target = Target {
+    machine: "raspi4b",
+    option: "--emmc2",
+    device: "sd0",
+    image: "disk-emmc2-64MiB-file-writable.img",
+};
 
 /// `barebench qemu` with the image as a writable disk of `target`; returns (the image before,
 /// status, console, the image after the run).
 fn run(name: &str, target: Target, settings: &str) -> (Vec<u8>, Option<i32>, String, Vec<u8>) {
+    run_on(name, target, true, settings)
+}
+
+fn run_on(
+    name: &str,
+    target: Target,
+    with_region: bool,
+    settings: &str,
+) -> (Vec<u8>, Option<i32>, String, Vec<u8>) {
     let dir = scratch_dir().join(format!("writes-{name}-{}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
     let source: PathBuf = dir.join("source.img");
-    let before = build_image(&source);
+    let before = build_image(&source, with_region);
     let log = dir.join("console.log");
     let output = Command::new(env!("CARGO_BIN_EXE_barebench"))
         .current_dir(repository_root())
@@ -152,17 +168,21 @@ fn virt_nvme_writes_stay_in_the_region_and_verify() {
     assert!(!console.contains("no cache to flush"), "{console}");
 }
 
+/// QEMU's card lists no extension registers: the flushes are counted, none is sent.
+const SD_FLUSHES_COUNTED: &str = "counted, none sent: the card has no extension registers (SCR CMD48/49 bit \
+     clear), so there is no cache to flush";
+
 #[test]
 fn virt_sd_writes_stay_in_the_region_and_verify() {
     let console = every_write_operation_stays_in_the_region_and_verifies("virt-sd", VIRT_SD);
     // QEMU's card lists no extension registers: the flushes are counted, none is sent.
-    assert!(console.contains("counted, none sent: the card has no extension registers"), "{console}");
+    assert!(console.contains(SD_FLUSHES_COUNTED), "{console}");
 }
 
 #[test]
 fn raspi4b_emmc2_writes_stay_in_the_region_and_verify() {
     let console = every_write_operation_stays_in_the_region_and_verifies("raspi4b", RASPI4B_EMMC2);
-    assert!(console.contains("counted, none sent: the card has no extension registers"), "{console}");
+    assert!(console.contains(SD_FLUSHES_COUNTED), "{console}");
 }
 
 #[test]
@@ -174,4 +194,21 @@ fn without_write_nothing_is_written_and_the_read_jobs_run() {
     assert!(before == after, "the image changed");
     assert!(console.contains("job randwrite:4k:4 skipped on nvme0: write= does not name it"), "{console}");
     assert!(console.contains("results for randread:4k:4"), "{console}");
+}
+
+#[test]
+fn a_card_without_a_region_is_not_written_and_says_why() {
+    let settings = "write=sd0 jobs=randwrite:4k:1,randread:4k:1 ramp=50ms runtime=200ms runs=1 progress=off";
+    let (before, status, console, after) = run_on("no-region", VIRT_SD, false, settings);
+    assert_eq!(status, Some(0), "{console}");
+    assert!(before == after, "the image changed");
+    assert!(
+        console.contains("sd0        no scratch region (no MBR or GPT partition starts with a valid"),
+        "{console}"
+    );
+    assert!(
+        console.contains("job randwrite:4k:1 skipped on sd0: it has no valid scratch region"),
+        "{console}"
+    );
+    assert!(console.contains("results for randread:4k:1"), "{console}");
 }

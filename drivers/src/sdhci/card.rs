@@ -256,10 +256,9 @@ const SCR_EXTENSION_REGISTER_SUPPORT: u64 = 1 << 34;
 /// report; a card with them has its cache off, since Cache Enable is 0 after power-up and this
 /// driver never sets it (SD Physical Layer 6.00 Performance Enhancement function; Linux enables it
 /// in `sd_enable_cache()`, this driver does not).
-pub const NO_CACHE_EXTENSION: &str =
-    "the card has no extension registers (SCR CMD48/49 bit), so no cache to flush";
+pub const NO_CACHE_EXTENSION: &str = "the card has no extension registers (SCR CMD48/49 bit clear)";
 pub const CACHE_NEVER_ENABLED: &str =
-    "the card's cache is off (Cache Enable is 0 after power-up and never set), so no cache to flush";
+    "the card's cache is off (Cache Enable is 0 after power-up and never set)";
 
 impl Scr {
     pub fn from_bytes(bytes: [u8; 8]) -> Scr {
