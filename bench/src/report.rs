@@ -203,9 +203,15 @@ impl fmt::Display for OperationLabel<'_> {
     }
 }
 
+/// Whether `median` is the first of its job's results on its device: a mixed job has a read and
+/// a write result from the same runs, whose CPU cost and data path are the same figures.
+fn first_direction_of_job(median: &MedianResult) -> bool {
+    !(median.job.operation.is_mixed() && median.direction == Direction::Write)
+}
+
 /// The CPU cost per I/O of each device in a job: the median of its runs.
 pub fn print_cpu_cost(console: &mut dyn fmt::Write, medians: &[MedianResult], results: &BenchmarkResults) {
-    for median in medians {
+    for median in medians.iter().filter(|median| first_direction_of_job(median)) {
         let _ = writeln!(
             console,
             "{:<8} {}",
@@ -222,7 +228,7 @@ pub fn print_cpu_cost(console: &mut dyn fmt::Write, medians: &[MedianResult], re
 /// How each device in a job moved its data, summed over the runs:
 /// `sd0      data path: ADMA2 (32-bit), 1240 commands, 0 by PIO instead`.
 pub fn print_data_paths(console: &mut dyn fmt::Write, medians: &[MedianResult]) {
-    for median in medians {
+    for median in medians.iter().filter(|median| first_direction_of_job(median)) {
         if let Some(path) = median.data_path {
             let _ = writeln!(
                 console,

@@ -1055,6 +1055,7 @@ mod tests {
         let medium = SimMedium { memory: &memory, disk: RefCell::new(vec![0; 64 << 20]), corrupt_lba: None };
         let mut behaviour = SimBehaviour::new(small_geometry(), 20 * US);
         behaviour.flush_support = blockdev::FlushSupport::Command;
+        behaviour.data_path = Some(("ADMA2 (32-bit)", None));
         let mut nvme = SimDevice::new("nvme0", behaviour, &clock).with_medium(&medium);
         let mut config =
             write_config(&[JobSpec::new(JobOperation::RandReadWrite, 16 << 10, 1).with_mix(60, 100)]);
@@ -1073,6 +1074,13 @@ mod tests {
             assert_eq!(job["barebench"]["scratch_region_id"], "0x0000000000005eed");
             assert_eq!(job["barebench"]["verify"]["mismatches"], 0);
             assert!(job["barebench"]["flush"]["count"].as_u64().is_some());
+            // fio's fsyncs: the flushes sent, with their latency.
+            assert_eq!(job["sync"]["total_ios"], job["barebench"]["flush"]["count"]);
+            assert!(job["write"]["clat_ns"]["percentile"]["99.000000"].as_u64().unwrap() > 0);
+        }
+        // The run's CPU cost and data path are one line each, not one per direction.
+        for line in ["nvme0    cpu per I/O", "nvme0    data path: ADMA2"] {
+            assert_eq!(console.lines().filter(|l| l.starts_with(line)).count(), 1, "{line}\n{console}");
         }
         assert_eq!(value["global options"]["readonly"], "0");
         let medians = value["barebench medians"].as_array().unwrap();

@@ -529,8 +529,14 @@ mod tests {
 
         /// A protective MBR and a GPT with 128 entries at LBA 2 (512-byte blocks).
         fn gpt(&mut self, partitions: &[(u64, u64)]) {
+            self.gpt_with(partitions, 128, 92);
+        }
+
+        /// A protective MBR and a GPT with `count` entries of 128 bytes at LBA 2 and a header of
+        /// `header_bytes` (its CRC over that many bytes).
+        fn gpt_with(&mut self, partitions: &[(u64, u64)], count: u32, header_bytes: u32) {
             self.mbr(&[(MBR_TYPE_GPT_PROTECTIVE, 1, u32::MAX)]);
-            let mut array = vec![0u8; 128 * 128];
+            let mut array = vec![0u8; count as usize * 128];
             for (index, &(first_lba, last_lba)) in partitions.iter().enumerate() {
                 let entry = &mut array[index * 128..index * 128 + 128];
                 entry[..16].copy_from_slice(&[0xAF; 16]);
@@ -541,15 +547,23 @@ mod tests {
             let mut header = [0u8; 512];
             header[..8].copy_from_slice(b"EFI PART");
             header[8..12].copy_from_slice(&0x0001_0000u32.to_le_bytes());
-            header[12..16].copy_from_slice(&92u32.to_le_bytes());
+            header[12..16].copy_from_slice(&header_bytes.to_le_bytes());
             header[72..80].copy_from_slice(&2u64.to_le_bytes());
-            header[80..84].copy_from_slice(&128u32.to_le_bytes());
+            header[80..84].copy_from_slice(&count.to_le_bytes());
             header[84..88].copy_from_slice(&128u32.to_le_bytes());
             header[88..92].copy_from_slice(&crc32(&array).to_le_bytes());
-            let crc = crc32(&header[..92]);
-            header[16..20].copy_from_slice(&crc.to_le_bytes());
             self.put(512, &header);
             self.put(1024, &array);
+            self.seal_gpt_header();
+        }
+
+        /// Recomputes the GPT header's CRC over the size its header says (at most a block).
+        fn seal_gpt_header(&mut self) {
+            let header = &mut self.bytes[512..1024];
+            let size = (u32::from_le_bytes(header[12..16].try_into().unwrap()) as usize).min(512);
+            header[16..20].fill(0);
+            let crc = crc32(&header[..size]);
+            header[16..20].copy_from_slice(&crc.to_le_bytes());
         }
 
         fn findings(&mut self) -> Result<Vec<Finding>, ScanError<()>> {
@@ -769,6 +783,65 @@ mod tests {
         disk.gpt(&[(2048, 4095), (4096, 36863)]);
         let second = find_partition(&mut disk, &mut buffer, 2).unwrap().unwrap();
         assert_eq!((second.table, second.first_lba, second.block_count), (PartitionTable::Gpt, 4096, 32768));
+    }
+
+    #[test]
+    fn gpt_headers_with_sizes_or_entries_out_of_range_are_refused_by_name() {
+        let mut disk = Disk::new(64 * MIB, 512);
+        for header_bytes in [91, 513] {
+            disk.gpt_with(&[(4096, 36863)], 128, header_bytes);
+            assert_eq!(disk.findings(), Err(ScanError::BadGpt(GptProblem::BadHeaderSize { header_bytes })));
+        }
+        // A header as long as the block is valid.
+        disk.gpt_with(&[(4096, 36863)], 128, 512);
+        disk.put(4096 * 512, &marker(16 * MIB));
+        assert_eq!(disk.findings().unwrap().len(), 1);
+        for (entry_count, entry_bytes) in [(128, 64u32), (128, 192), (MAX_GPT_ENTRIES + 1, 128)] {
+            disk.gpt_with(&[(4096, 36863)], 128, 92);
+            disk.put(512 + 80, &entry_count.to_le_bytes());
+            disk.put(512 + 84, &entry_bytes.to_le_bytes());
+            disk.seal_gpt_header();
+            let expected = GptProblem::BadEntries { entry_count, entry_bytes };
+            assert_eq!(disk.findings(), Err(ScanError::BadGpt(expected)));
+        }
+    }
+
+    #[test]
+    fn a_gpt_entry_array_shorter_than_a_block_is_checked_over_its_own_length() {
+        let mut disk = Disk::new(64 * MIB, 512);
+        // Five entries of 128 bytes: a block and a quarter.
+        disk.gpt_with(&[(2048, 4095), (4096, 36863), (36864, 40959)], 5, 92);
+        disk.put(4096 * 512, &marker(16 * MIB));
+        let findings = disk.findings().unwrap();
+        assert!(matches!(findings[..], [Finding::Region(_)]), "{findings:?}");
+    }
+
+    #[test]
+    fn mbr_entries_without_a_type_or_without_blocks_are_skipped() {
+        let mut disk = Disk::new(64 * MIB, 512);
+        disk.mbr(&[(0xDA, 2048, 0), (0, 4096, 32768)]);
+        disk.put(2048 * 512, &marker(2 * MIB));
+        disk.put(4096 * 512, &marker(16 * MIB));
+        assert_eq!(disk.findings().unwrap(), Vec::new());
+        assert_eq!(disk.reads, vec![0]);
+    }
+
+    #[test]
+    fn a_partition_that_ends_at_the_device_end_is_a_region() {
+        let mut disk = Disk::new(4 * MIB, 512);
+        disk.mbr(&[(0xDA, 2048, 6144)]);
+        disk.put(2048 * 512, &marker(3 * MIB));
+        assert!(matches!(disk.findings().unwrap()[..], [Finding::Region(_)]));
+    }
+
+    #[test]
+    fn scan_errors_say_what_failed() {
+        let read: ScanError<&str> = ScanError::Read { lba: 7, error: "timeout" };
+        assert_eq!(read.to_string(), "reading block 7 failed: timeout");
+        let size: ScanError<&str> = ScanError::BadBlockSize { block_bytes: 520 };
+        assert_eq!(size.to_string(), "logical block size 520 bytes is not one the scan handles");
+        let gpt: ScanError<&str> = ScanError::BadGpt(GptProblem::NoSignature);
+        assert_eq!(gpt.to_string(), "protective MBR but the GPT is not valid: NoSignature");
     }
 
     #[test]

@@ -248,6 +248,18 @@ pub struct Scr {
 
 /// CMD_SUPPORT bit for CMD23 SET_BLOCK_COUNT (§5.6, bit 33).
 const SCR_CMD23_SUPPORT: u64 = 1 << 33;
+/// CMD_SUPPORT bit for CMD48/CMD49, the extension register commands that reach the Performance
+/// Enhancement register with its cache fields (§5.6, bit 34; Linux `drivers/mmc/core/sd.c` names
+/// it `SD_SCR_CMD48_SUPPORT`).
+const SCR_EXTENSION_REGISTER_SUPPORT: u64 = 1 << 34;
+
+/// Why a flush goes to no card: a card without extension registers has no cache it could
+/// report; a card with them has its cache off, since Cache Enable is 0 after power-up and this
+/// driver never sets it (SD Physical Layer 6.00 Performance Enhancement function; Linux enables it
+/// in `sd_enable_cache()`, this driver does not).
+pub const NO_CACHE_EXTENSION: &str = "the card has no extension registers (SCR CMD48/49 bit clear)";
+pub const CACHE_NEVER_ENABLED: &str =
+    "the card's cache is off (Cache Enable is 0 after power-up and never set)";
 
 impl Scr {
     pub fn from_bytes(bytes: [u8; 8]) -> Scr {
@@ -288,6 +300,20 @@ impl Scr {
 
     pub fn supports_cmd23(&self) -> bool {
         self.raw & SCR_CMD23_SUPPORT != 0
+    }
+
+    /// Whether the card takes CMD48/CMD49 (extension registers, SD 4.x and later).
+    pub fn supports_extension_registers(&self) -> bool {
+        self.raw & SCR_EXTENSION_REGISTER_SUPPORT != 0
+    }
+
+    /// Why flushes are only counted on this card (see [`NO_CACHE_EXTENSION`]).
+    pub fn no_flush_reason(&self) -> &'static str {
+        if self.supports_extension_registers() {
+            CACHE_NEVER_ENABLED
+        } else {
+            NO_CACHE_EXTENSION
+        }
     }
 }
 

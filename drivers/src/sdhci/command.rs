@@ -29,6 +29,17 @@ pub enum DataPhase {
     ReadSingle,
     /// Card to host, several blocks.
     ReadMultiple,
+    /// Host to card: one block.
+    WriteSingle,
+    /// Host to card, several blocks.
+    WriteMultiple,
+}
+
+impl DataPhase {
+    /// Whether the data goes from the host to the card.
+    pub fn is_write(self) -> bool {
+        matches!(self, DataPhase::WriteSingle | DataPhase::WriteMultiple)
+    }
 }
 
 /// One SD command: index, argument, response and data phase. `application` marks an ACMD
@@ -107,6 +118,14 @@ impl Command {
     pub const fn read_multiple_block(address: u32) -> Command {
         Command::new(18, address, ResponseKind::R1).with_data(DataPhase::ReadMultiple)
     }
+    /// CMD24 WRITE_BLOCK.
+    pub const fn write_single_block(address: u32) -> Command {
+        Command::new(24, address, ResponseKind::R1).with_data(DataPhase::WriteSingle)
+    }
+    /// CMD25 WRITE_MULTIPLE_BLOCK.
+    pub const fn write_multiple_block(address: u32) -> Command {
+        Command::new(25, address, ResponseKind::R1).with_data(DataPhase::WriteMultiple)
+    }
     /// CMD19 SEND_TUNING_BLOCK: 64 bytes on a 4-bit bus.
     pub const fn send_tuning_block() -> Command {
         Command::new(19, 0, ResponseKind::R1).with_data(DataPhase::ReadSingle)
@@ -161,6 +180,8 @@ impl Command {
             (false, 18) => "READ_MULTIPLE_BLOCK",
             (false, 19) => "SEND_TUNING_BLOCK",
             (false, 23) => "SET_BLOCK_COUNT",
+            (false, 24) => "WRITE_BLOCK",
+            (false, 25) => "WRITE_MULTIPLE_BLOCK",
             (false, 55) => "APP_CMD",
             (true, 6) => "SET_BUS_WIDTH",
             (true, 13) => "SD_STATUS",
@@ -184,7 +205,7 @@ impl Command {
         let kind = if self.index == 12 { COMMAND_TYPE::Abort } else { COMMAND_TYPE::Normal };
         let data = match self.data {
             DataPhase::None => DATA_PRESENT::CLEAR,
-            DataPhase::ReadSingle | DataPhase::ReadMultiple => DATA_PRESENT::SET,
+            _ => DATA_PRESENT::SET,
         };
         response + kind + data + COMMAND_INDEX.val(u32::from(self.index))
     }
@@ -221,6 +242,13 @@ mod tests {
         assert_eq!(Command::stop_transmission().command_field().value, 0x0cdb_0000);
         // ACMD51 reads data: 0x333A.
         assert_eq!(Command::send_scr().command_field().value, 0x333a_0000);
+        // CMD24 and CMD25 carry data too (the direction is the Transfer Mode's): 0x183A, 0x193A.
+        assert_eq!(Command::write_single_block(0).command_field().value, 0x183a_0000);
+        assert_eq!(Command::write_multiple_block(0).command_field().value, 0x193a_0000);
+        assert!(
+            Command::write_multiple_block(0).data.is_write()
+                && !Command::read_single_block(0).data.is_write()
+        );
     }
 
     #[test]
@@ -238,5 +266,10 @@ mod tests {
             "ACMD41 (SD_SEND_OP_COND) arg 0x40ff8000"
         );
         assert_eq!(Command::set_block_count(8).to_string(), "CMD23 (SET_BLOCK_COUNT) arg 0x00000008");
+        assert_eq!(Command::write_single_block(8).to_string(), "CMD24 (WRITE_BLOCK) arg 0x00000008");
+        assert_eq!(
+            Command::write_multiple_block(8).to_string(),
+            "CMD25 (WRITE_MULTIPLE_BLOCK) arg 0x00000008"
+        );
     }
 }

@@ -1,8 +1,10 @@
 //! An SD card behind an SDHCI host as a `blockdev::BlockDevice`: one request in flight, split
-//! into commands of at most 65535 blocks (SDHCI §2.2.3 16-bit Block Count), each a CMD17 or a
-//! CMD18 ended by auto-CMD12 or announced by CMD23 (SD §4.3.3, §4.3.14; SDHCI §3.7.2 data
-//! transfer, §1.15 auto CMD12), moved by PIO in `poll()` or by ADMA2 (SDHCI §1.13), with error
-//! recovery and bounded retries (SDHCI §3.10). `kick()` only hands a command to the controller;
+//! into commands of at most 65535 blocks (SDHCI §2.2.3 16-bit Block Count), each a CMD17/CMD24 or
+//! a CMD18/CMD25 ended by auto-CMD12 or announced by CMD23 (SD §4.3.3, §4.3.4, §4.3.14; SDHCI
+//! §3.7.2 data transfer, §1.15 auto CMD12), moved by PIO in `poll()` or by ADMA2 (SDHCI §1.13),
+//! with error recovery and bounded retries (SDHCI §3.10). A write ends with Transfer Complete,
+//! which the host raises only once the card has released its busy signal on DAT0 (SDHCI §2.2.9
+//! DAT Line Active), so the next command never meets a card still programming its flash. `kick()` only hands a command to the controller;
 //! `poll()` runs each request's state machine one look at the interrupt status at a time.
 
 use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
@@ -10,7 +12,7 @@ use super::bringup::CardInfo;
 use super::card::{CardState, CardStatus};
 use super::command::Command;
 use super::error::{CommandFailure, FailureKind, SdError};
-use super::host::{SdhciHost, BLOCK_TIMEOUT_US, COMMAND_TIMEOUT_US};
+use super::host::{SdhciHost, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
 use crate::barrier;
 use crate::blocking::WaitError;
@@ -18,7 +20,8 @@ use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::{Deadline, Platform};
 use blockdev::{
-    check_request, BlockDevice, Completion, DataPath, DmaBuffer, Geometry, Operation, Request, SubmitError,
+    check_request, BlockDevice, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, Operation, Request,
+    SubmitError,
 };
 
 /// The logical block size (SD §4.3.2: 512 bytes for SDHC/SDXC; SDSC is set to 512 with CMD16).
@@ -121,10 +124,11 @@ struct Segment {
 enum Phase {
     /// CMD23 handed to the controller; waiting for its Command Complete.
     SetBlockCount,
-    /// The read command handed to the controller; waiting for its Command Complete.
+    /// The read or write command handed to the controller; waiting for its Command Complete.
     Command,
-    /// Waiting for the data (by PIO, Buffer Read Ready per block) and Transfer Complete, which
-    /// the host raises after its auto-CMD12 when it sends one (SDHCI §1.15).
+    /// Waiting for the data (by PIO, Buffer Read Ready or Buffer Write Ready per block) and
+    /// Transfer Complete, which the host raises after its auto-CMD12 when it sends one (SDHCI
+    /// §1.15) and, for a write, after the card's busy (SDHCI §2.2.9).
     Data,
 }
 
@@ -132,7 +136,7 @@ enum Phase {
 #[derive(Clone, Copy, Debug)]
 struct ActiveCommand {
     segment: Segment,
-    /// The read command (CMD17 or CMD18).
+    /// The data command (CMD17, CMD18, CMD24 or CMD25).
     command: Command,
     phase: Phase,
     blocks_done: u32,
@@ -158,6 +162,8 @@ struct TimeoutTicks {
     command: u64,
     block: u64,
     dma_per_block: u64,
+    /// A card's busy after the last block written.
+    busy: u64,
 }
 
 impl TimeoutTicks {
@@ -167,6 +173,7 @@ impl TimeoutTicks {
             command: ticks(COMMAND_TIMEOUT_US),
             block: ticks(BLOCK_TIMEOUT_US),
             dma_per_block: ticks(DMA_PER_BLOCK_US),
+            busy: ticks(BUSY_TIMEOUT_US),
         }
     }
 }
@@ -305,13 +312,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
-    /// when multi-block reads are announced, else the read command.
+    /// when multi-block transfers are announced, else the data command.
     fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
         let address = self.card.data_address(request.lba + u64::from(segment.first_block));
-        let command = if segment.blocks > 1 {
-            Command::read_multiple_block(address)
-        } else {
-            Command::read_single_block(address)
+        let command = match (request.operation == Operation::Write, segment.blocks > 1) {
+            (false, false) => Command::read_single_block(address),
+            (false, true) => Command::read_multiple_block(address),
+            (true, false) => Command::write_single_block(address),
+            (true, true) => Command::write_multiple_block(address),
         };
         let mut active = ActiveCommand {
             segment,
@@ -325,16 +333,20 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
             active.phase = Phase::SetBlockCount;
         } else {
-            self.issue_read(&active)?;
+            self.issue_data_command(&active)?;
         }
         Ok(active)
     }
 
-    /// Programs the DMA (when the segment uses it) and writes the read command.
-    fn issue_read(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
+    /// Programs the DMA (when the segment uses it) and writes the data command, its direction
+    /// in the Transfer Mode (SDHCI §2.2.5 Data Transfer Direction Select).
+    fn issue_data_command(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
         use TRANSFER_MODE_COMMAND::*;
         let segment = active.segment;
-        let mut mode = READ::SET + BLOCK_COUNT_ENABLE::SET;
+        let mut mode = BLOCK_COUNT_ENABLE::SET;
+        if !active.command.data.is_write() {
+            mode += READ::SET;
+        }
         if segment.blocks > 1 {
             mode += MULTI_BLOCK::SET;
             if !self.use_cmd23 {
@@ -436,7 +448,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// CMD23's Command Complete: its status checked, the read command handed over.
+    /// CMD23's Command Complete: its status checked, the data command handed over.
     fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand) {
         let set_block_count = Command::set_block_count(active.segment.blocks);
         let outcome = match self.host.command_outcome(&set_block_count) {
@@ -448,7 +460,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Ok(Some(response)) => self
                 .host
                 .check_card_status(&set_block_count, &response)
-                .and_then(|()| self.issue_read(&active)),
+                .and_then(|()| self.issue_data_command(&active)),
             Err(error) => Err(error),
         };
         match outcome {
@@ -461,7 +473,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// The read command's Command Complete; the data phase follows in the same poll.
+    /// The data command's Command Complete; the data phase follows in the same poll.
     fn advance_command(&mut self, request: Request, mut active: ActiveCommand) {
         match self.host.command_outcome(&active.command) {
             Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
@@ -474,11 +486,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Ok(Some(_)) => {
                 active.phase = Phase::Data;
                 let timeouts = self.timeouts;
-                let budget_ticks = if active.segment.dma {
+                let mut budget_ticks = if active.segment.dma {
                     timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
                 } else {
                     timeouts.block
                 };
+                if active.command.data.is_write() {
+                    budget_ticks += timeouts.busy;
+                }
                 active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
                 self.advance_data(request, active);
             }
@@ -489,8 +504,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// Moves whatever PIO data is ready, then looks for Transfer Complete.
     fn advance_data(&mut self, request: Request, mut active: ActiveCommand) {
         let segment = active.segment;
+        let write = active.command.data.is_write();
         if !segment.dma {
-            if let Err(status) = self.read_ready_blocks(&request, &mut active) {
+            let moved = if write {
+                self.write_ready_blocks(&request, &mut active)
+            } else {
+                self.read_ready_blocks(&request, &mut active)
+            };
+            if let Err(status) = moved {
                 let kind = FailureKind::from_interrupt_status(status);
                 return self.data_failure(request, active, kind, status);
             }
@@ -511,7 +532,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
         let offset = (segment.first_block * BLOCK_BYTES) as usize;
-        if let Some(data) = request.buffer.slice(offset, (segment.blocks * BLOCK_BYTES) as usize) {
+        let data = request.buffer.slice(offset, (segment.blocks * BLOCK_BYTES) as usize);
+        // A write leaves the buffer as it was: nothing to make visible to the CPU.
+        if let Some(data) = data.filter(|_| !write) {
             if segment.dma {
                 // No load of the data may be performed before the status load that saw Transfer
                 // Complete; then no line the CPU cached while the DMA ran may hide what the
@@ -546,6 +569,26 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             // programmed for it (PIO).
             let mut block = unsafe { DmaRegion::new(block) };
             if !self.host.read_block_if_ready(&mut block)? {
+                break;
+            }
+            active.blocks_done += 1;
+            active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.block);
+        }
+        Ok(())
+    }
+
+    /// Writes every PIO block the controller has room for; `Err` with the interrupt status on an
+    /// error.
+    fn write_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+        while active.blocks_done < active.segment.blocks {
+            let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
+            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+                break;
+            };
+            // SAFETY: the buffer belongs to the submitted request, which the caller may not
+            // touch until it completes; the CPU only reads it (PIO) and no DMA is programmed.
+            let bytes = unsafe { block.as_bytes() };
+            if !self.host.write_block_if_ready(bytes)? {
                 break;
             }
             active.blocks_done += 1;
@@ -637,7 +680,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         if !matches!(self.state, State::Idle) {
             return Err((request, SubmitError::QueueFull));
         }
-        if request.operation != Operation::Read {
+        if !matches!(request.operation, Operation::Read | Operation::Write) {
             return Err((request, SubmitError::Unsupported));
         }
         check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
@@ -668,5 +711,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
 
     fn data_path(&self) -> Option<DataPath> {
         Some(DataPath { mode: self.mode.name(), commands: self.commands, pio_fallbacks: self.pio_fallbacks })
+    }
+
+    fn flush_support(&self) -> FlushSupport {
+        FlushSupport::NoCache(self.card.scr.no_flush_reason())
     }
 }

@@ -693,6 +693,24 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         Ok(true)
     }
 
+    /// Writes one block of `data.len()` bytes (a multiple of 4) to the buffer data port once
+    /// Buffer Write Ready is set (§3.7.2.2 steps 5-8 for writes). `Ok(false)` if not ready yet.
+    pub fn write_block_if_ready(&mut self, data: &[u8]) -> Result<bool, u32> {
+        let status = self.read(offsets::INTERRUPT_STATUS);
+        if status & interrupt::ALL_ERRORS != 0 {
+            return Err(status);
+        }
+        if status & interrupt::BUFFER_WRITE_READY == 0 {
+            return Ok(false);
+        }
+        self.write(offsets::INTERRUPT_STATUS, interrupt::BUFFER_WRITE_READY);
+        for chunk in data.chunks_exact(4) {
+            let word = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            self.registers.write32(offsets::BUFFER_DATA_PORT, word);
+        }
+        Ok(true)
+    }
+
     /// A command with a small data phase read by PIO (SCR, SD Status, switch status, tuning):
     /// one block of `out.len()` bytes.
     pub fn read_register_data(

@@ -24,6 +24,8 @@ pub mod snapshot;
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_tests;
 
 pub use bringup::{bring_up, bring_up_at_3v3, BoardSignalling, BringUpOptions, CardInfo, Timing};
 pub use card_bus::CardBus;

@@ -99,6 +99,7 @@ register_bitfields![u32,
         COMMAND_COMPLETE OFFSET(0) NUMBITS(1) [],
         TRANSFER_COMPLETE OFFSET(1) NUMBITS(1) [],
         DMA_INTERRUPT OFFSET(3) NUMBITS(1) [],
+        BUFFER_WRITE_READY OFFSET(4) NUMBITS(1) [],
         BUFFER_READ_READY OFFSET(5) NUMBITS(1) [],
         CARD_INSERTION OFFSET(6) NUMBITS(1) [],
         CARD_REMOVAL OFFSET(7) NUMBITS(1) [],
@@ -152,6 +153,7 @@ register_bitfields![u32,
 pub mod interrupt {
     pub const COMMAND_COMPLETE: u32 = 1 << 0;
     pub const TRANSFER_COMPLETE: u32 = 1 << 1;
+    pub const BUFFER_WRITE_READY: u32 = 1 << 4;
     pub const BUFFER_READ_READY: u32 = 1 << 5;
     pub const CARD_INTERRUPT: u32 = 1 << 8;
     pub const ERROR_INTERRUPT: u32 = 1 << 15;

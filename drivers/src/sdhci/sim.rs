@@ -4,6 +4,14 @@
 //! error injection, and checks of the rules the driver must keep (write spacing at slow clocks,
 //! no write to register 0x00, UHS Mode Select only with the SD clock stopped).
 //!
+//! Writes (CMD24/CMD25) go into a store of written sectors that later reads return: by PIO
+//! only after Buffer Write Ready and a block at a time, by ADMA2 from memory the CPU cleaned
+//! and fenced before the command; after the last block the card programs its flash for
+//! [`PROGRAMMING_READS`] register reads, with Command Inhibit (DAT) set and DAT0 low, and only
+//! then does Transfer Complete show (SDHCI §2.2.9 DAT Line Active, §2.2.17). A command other
+//! than CMD13 while the card programs, a data port write without room, or a write whose
+//! Transfer Mode says "read" is a violation.
+//!
 //! It is at least as strict as the silicon where the driver's correctness depends on it: CMD19
 //! during tuning raises Buffer Read Ready only (SDHCI §2.2.24), tuning succeeds only when the
 //! driver follows the specification's sequence, data at more than 50 MHz without a tuned
@@ -194,6 +202,8 @@ pub const COMMAND_LATENCY_READS: u32 = 3;
 /// Register reads after Command Complete before an ADMA2 transfer has run and Transfer Complete
 /// shows.
 pub const DMA_LATENCY_READS: u32 = 3;
+/// Register reads a card stays busy programming after the last block of a write.
+pub const PROGRAMMING_READS: u32 = 6;
 /// CMD19s the simulated controller needs before it has found a sampling point.
 pub const TUNING_PASSES: u32 = 4;
 /// Interrupt-status polls before a tuning block has arrived (it takes 64 bytes on the bus).
@@ -217,6 +227,8 @@ enum State {
     StandBy,
     Transfer,
     SendingData,
+    ReceiveData,
+    Programming,
 }
 
 impl State {
@@ -228,6 +240,8 @@ impl State {
             State::StandBy => 3,
             State::Transfer => 4,
             State::SendingData => 5,
+            State::ReceiveData => 6,
+            State::Programming => 7,
         }
     }
 }
@@ -247,6 +261,11 @@ struct Transfer {
     blocks_sent: u32,
     auto_cmd12: bool,
     command_index: u8,
+    /// Host to card (CMD24/CMD25): the words of the block being received by PIO, and whether
+    /// the buffer has room for them (Buffer Write Enable, SDHCI §2.2.9).
+    write: bool,
+    received: Vec<u32>,
+    room: bool,
 }
 
 pub struct SimState {
@@ -303,6 +322,10 @@ pub struct SimState {
     pub reads_since_command: u32,
     /// The platform log's length when the last command was written: the handover of its DMA.
     command_event: usize,
+    /// Sectors written by the driver (what later reads return instead of the pattern).
+    pub written: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Register reads left while the card programs after a write (`None`: not busy).
+    programming_reads_left: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -369,6 +392,8 @@ impl<'a> SimHost<'a> {
                 adma_reads_left: None,
                 reads_since_command: 0,
                 command_event: 0,
+                written: std::collections::BTreeMap::new(),
+                programming_reads_left: None,
             }),
             platform,
         }
@@ -469,6 +494,17 @@ impl SimState {
         if self.transfer.is_some() || self.adma_due || self.adma_reads_left.is_some() {
             value |= 1 << 1;
         }
+        // A write: DAT Line Active while it runs and the card is busy, DAT0 low while busy,
+        // Buffer Write Enable while a block fits.
+        if self.transfer.as_ref().is_some_and(|t| t.write) || self.programming_reads_left.is_some() {
+            value |= 1 << 1 | 1 << 2;
+        }
+        if self.programming_reads_left.is_some() {
+            value &= !(1 << 20);
+        }
+        if self.transfer.as_ref().is_some_and(|t| t.write && t.room) {
+            value |= 1 << 10;
+        }
         value
     }
 
@@ -505,6 +541,7 @@ impl SimState {
     /// One register read's worth of the controller's time passes.
     fn tick(&mut self, platform: &TestPlatform) {
         self.reads_since_command = self.reads_since_command.saturating_add(1);
+        self.tick_programming();
         if self.command_reads_left > 0 {
             self.command_reads_left -= 1;
             if self.command_reads_left == 0 {
@@ -526,6 +563,72 @@ impl SimState {
         }
     }
 
+    /// One read's worth of the card's programming; at its end the card is back in Transfer
+    /// state and the host raises Transfer Complete.
+    fn tick_programming(&mut self) {
+        match self.programming_reads_left {
+            Some(reads) if reads > 1 => self.programming_reads_left = Some(reads - 1),
+            Some(_) => {
+                self.programming_reads_left = None;
+                self.state = State::Transfer;
+                self.raise(interrupt::TRANSFER_COMPLETE);
+            }
+            None => {}
+        }
+    }
+
+    /// The last block of a write arrived: the card programs it (busy on DAT0).
+    fn start_programming(&mut self) {
+        self.transfer = None;
+        self.state = State::Programming;
+        self.programming_reads_left = Some(PROGRAMMING_READS);
+    }
+
+    /// Stores one block written by the driver, sector by sector.
+    fn store_block(&mut self, transfer: &Transfer, block: u32, bytes: &[u8]) {
+        let Source::Sectors { first_sector } = transfer.source else {
+            return;
+        };
+        let first = first_sector + u64::from(block) * (transfer.block_bytes as u64 / 512);
+        for (i, sector) in bytes.chunks(512).enumerate() {
+            self.written.insert(first + i as u64, sector.to_vec());
+        }
+    }
+
+    /// A word written to the data port: accepted only while a PIO write has room for it.
+    fn receive_word(&mut self, word: u32) {
+        let Some(mut transfer) = self.transfer.take().filter(|t| t.write && t.room) else {
+            self.violations.push("data port written without Buffer Write Ready (no room for a block)");
+            return;
+        };
+        transfer.received.push(word);
+        if transfer.received.len() * 4 < transfer.block_bytes {
+            self.transfer = Some(transfer);
+            return;
+        }
+        let bytes: Vec<u8> = transfer.received.drain(..).flat_map(u32::to_le_bytes).collect();
+        transfer.room = false;
+        let index = transfer.command_index;
+        let due = self.injections.iter().any(|i| {
+            i.command_index == index
+                && i.times > 0
+                && matches!(i.at, InjectAt::Data { after_blocks } if after_blocks <= transfer.blocks_sent)
+        });
+        if let Some(injection) = due.then(|| self.take_injection(index, true)).flatten() {
+            self.raise(injection.error_bits);
+            return;
+        }
+        self.store_block(&transfer, transfer.blocks_sent, &bytes);
+        transfer.blocks_sent += 1;
+        if transfer.blocks_sent == transfer.blocks {
+            self.start_programming();
+            return;
+        }
+        transfer.room = true;
+        self.transfer = Some(transfer);
+        self.raise(interrupt::BUFFER_WRITE_READY);
+    }
+
     /// A DMA access of the running transfer, checked against the platform's ordered log: what
     /// the CPU wrote there must have been cleaned and fenced by a store barrier before the
     /// command that started the transfer was written, and not touched since (descriptors must
@@ -533,7 +636,7 @@ impl SimState {
     fn check_dma(&self, platform: &TestPlatform, range: ByteRange, descriptor: bool) {
         let log = platform.log();
         if let Err(violation) = log.check_device_access(range, self.command_event, log.len(), descriptor) {
-            let what = if descriptor { "ADMA2 descriptor fetch" } else { "ADMA2 data write" };
+            let what = if descriptor { "ADMA2 descriptor fetch" } else { "ADMA2 data access" };
             log.add_violation(std::format!("{what}: {violation}"));
         }
     }
@@ -554,6 +657,13 @@ impl SimState {
         self.command_clocks_hz.push(clock_hz);
         let application = self.app_command;
         self.app_command = false;
+        if self.programming_reads_left.is_some() && (application || index != 13) {
+            // SD §4.3.4: a card programming answers CMD13 only; the host shows the busy as
+            // Command Inhibit (DAT) (SDHCI §2.2.9), which the driver must wait out.
+            self.violations.push("command issued while the card was busy programming a write");
+            self.raise(interrupt::COMMAND_TIMEOUT);
+            return;
+        }
         if !self.card.present || self.register(offsets::HOST_CONTROL_POWER) & 0x100 == 0 {
             // A command without response "completes" with nobody listening.
             self.raise(if index == 0 { interrupt::COMMAND_COMPLETE } else { interrupt::COMMAND_TIMEOUT });
@@ -714,7 +824,7 @@ impl SimState {
             }
             // Without Execute Tuning CMD19 is an ordinary read of the tuning block (as in QEMU).
             (false, 19) => Source::Bytes(vec![0x5a; 64]),
-            (false, 17 | 18) => {
+            (false, 17 | 18 | 24 | 25) => {
                 let sector =
                     if self.card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
                 if let Some(count) = self.block_count_from_cmd23.take() {
@@ -724,14 +834,26 @@ impl SimState {
             }
             _ => return,
         };
-        self.state = State::SendingData;
+        let write = matches!((application, index), (false, 24 | 25));
+        let direction_read = mode & (1 << 4) != 0;
+        if write == direction_read {
+            self.violations.push("Transfer Mode direction does not match the command (read vs write)");
+        }
+        let auto_cmd12 = multi && (mode >> 2) & 0b11 == 1;
+        if write && index == 25 && !auto_cmd12 && self.log.iter().rev().nth(1).is_none_or(|c| c.0 != 23) {
+            self.violations.push("CMD25 neither announced by CMD23 nor ended by auto-CMD12");
+        }
+        self.state = if write { State::ReceiveData } else { State::SendingData };
         let transfer = Transfer {
             source,
             block_bytes,
             blocks,
             blocks_sent: 0,
-            auto_cmd12: multi && (mode >> 2) & 0b11 == 1,
+            auto_cmd12,
             command_index: index,
+            write,
+            received: Vec::new(),
+            room: false,
         };
         let adma_capable = self.register(offsets::CAPABILITIES) & (1 << 19) != 0;
         let adma_selected = (self.register(offsets::HOST_CONTROL_POWER) >> 3) & 0b11 >= 2;
@@ -739,6 +861,11 @@ impl SimState {
         if mode & 1 != 0 && adma_capable && adma_selected {
             let _ = platform;
             self.adma_due = true;
+        } else if write {
+            if let Some(transfer) = self.transfer.as_mut() {
+                transfer.room = true;
+            }
+            self.raise(interrupt::BUFFER_WRITE_READY);
         } else {
             self.load_next_block();
         }
@@ -750,8 +877,12 @@ impl SimState {
             Source::Sectors { first_sector } => {
                 let mut out = vec![0u8; transfer.block_bytes];
                 for (i, chunk) in out.chunks_mut(512).enumerate() {
+                    let number = first_sector + u64::from(block) + i as u64;
                     let mut sector = [0u8; 512];
-                    blockdev::pattern::fill_sector(first_sector + u64::from(block) + i as u64, &mut sector);
+                    match self.written.get(&number) {
+                        Some(bytes) => sector.copy_from_slice(bytes),
+                        None => blockdev::pattern::fill_sector(number, &mut sector),
+                    }
                     chunk.copy_from_slice(&sector[..chunk.len()]);
                 }
                 out
@@ -824,8 +955,12 @@ impl SimState {
         }
         let total = transfer.block_bytes * transfer.blocks as usize;
         let mut data = Vec::with_capacity(total);
-        for block in 0..transfer.blocks {
-            data.extend(self.block_bytes_at(&transfer, block));
+        if transfer.write {
+            data.resize(total, 0);
+        } else {
+            for block in 0..transfer.blocks {
+                data.extend(self.block_bytes_at(&transfer, block));
+            }
         }
         if let Some(injection) = self.take_injection(transfer.command_index, true) {
             if let InjectAt::Data { .. } = injection.at {
@@ -870,7 +1005,11 @@ impl SimState {
             let chunk = length.min(total - written);
             let stored = self.bus_to_physical(address, chunk).filter(|&physical| {
                 self.check_dma(platform, ByteRange::new(physical, chunk as u64), false);
-                platform.device_write(physical, &data[written..written + chunk])
+                if transfer.write {
+                    platform.device_read(physical, &mut data[written..written + chunk])
+                } else {
+                    platform.device_write(physical, &data[written..written + chunk])
+                }
             });
             if stored.is_none() {
                 self.registers[offsets::ADMA_ERROR_STATUS / 4] = 2;
@@ -884,7 +1023,14 @@ impl SimState {
             descriptor += stride as u64;
         }
         assert_eq!(written, total, "descriptors do not cover the transfer");
-        self.finish_transfer(&transfer);
+        if transfer.write {
+            for (block, bytes) in data.chunks(transfer.block_bytes).enumerate() {
+                self.store_block(&transfer, block as u32, bytes);
+            }
+            self.start_programming();
+        } else {
+            self.finish_transfer(&transfer);
+        }
     }
 
     fn respond(&mut self, index: u8, argument: u32, application: bool) -> Option<Response> {
@@ -939,7 +1085,7 @@ impl SimState {
             }
             (false, 13) => Some(Response::Short(self.card_status())),
             (false, 12) => {
-                if self.state != State::SendingData {
+                if !matches!(self.state, State::SendingData | State::ReceiveData) {
                     self.pending_errors |= 1 << 22;
                     return None;
                 }
@@ -954,7 +1100,7 @@ impl SimState {
                 self.block_count_from_cmd23 = Some(argument);
                 Some(Response::Short(self.card_status()))
             }
-            (false, 17 | 18) => {
+            (false, 17 | 18 | 24 | 25) => {
                 let sector =
                     if card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
                 if sector * 512 >= card.capacity_bytes {
@@ -1024,6 +1170,7 @@ impl RegisterIo for SimHost<'_> {
         let index = offset_bytes / 4;
         match offset_bytes {
             offsets::SDMA_ADDRESS => state.sdma_address_written = true,
+            offsets::BUFFER_DATA_PORT => state.receive_word(value),
             offsets::TRANSFER_MODE_COMMAND => {
                 state.registers[index] = value;
                 state.command_event = self.platform.log().len();

@@ -365,8 +365,10 @@ fn reads_beyond_the_card_are_refused_before_any_command() {
         let (_, error) = device.submit(request).unwrap_err();
         assert_eq!(error, SubmitError::OutOfRange);
     }
-    let write = Request { tag: 1, operation: Operation::Write, lba: 0, block_count: 1, buffer };
-    assert_eq!(device.submit(write).unwrap_err().1, SubmitError::Unsupported);
+    let write = Request { tag: 1, operation: Operation::Write, lba: blocks - 4, block_count: 8, buffer };
+    assert_eq!(device.submit(write).unwrap_err().1, SubmitError::OutOfRange);
+    let flush = Request { tag: 1, operation: Operation::Flush, lba: 0, block_count: 0, buffer };
+    assert_eq!(device.submit(flush).unwrap_err().1, SubmitError::Unsupported);
     assert_eq!(sim.state.borrow().log.len(), commands_before);
     // One request in flight.
     let ok = Request { tag: 2, operation: Operation::Read, lba: 0, block_count: 1, buffer };
