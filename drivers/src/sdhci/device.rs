@@ -587,8 +587,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             };
             // SAFETY: the buffer belongs to the submitted request, which the caller may not
             // touch until it completes; the CPU only reads it (PIO) and no DMA is programmed.
-            let bytes = unsafe { block.as_bytes() };
-            if !self.host.write_block_if_ready(bytes)? {
+            let block = unsafe { DmaRegion::new(block) };
+            let mut bytes = [0u8; BLOCK_BYTES as usize];
+            block.read_bytes(0, &mut bytes);
+            if !self.host.write_block_if_ready(&bytes)? {
                 break;
             }
             active.blocks_done += 1;

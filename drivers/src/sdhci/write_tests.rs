@@ -4,6 +4,8 @@
 //! cache, and what the simulated host refuses (SD Host Controller Simplified Specification
 //! v4.20 §2.2.9, §3.7.2; SD Physical Layer Simplified Specification §4.3.4).
 
+#![forbid(unsafe_code)]
+
 extern crate std;
 
 use super::card::{CACHE_NEVER_ENABLED, NO_CACHE_EXTENSION};
