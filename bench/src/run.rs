@@ -146,6 +146,8 @@ pub(crate) struct Measurements {
     depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
+    /// The kind of the first I/O that failed in the window.
+    first_error: Option<IoErrorKind>,
 }
 
 impl Measurements {
@@ -160,6 +162,7 @@ impl Measurements {
             depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
+            first_error: None,
         }
     }
 
@@ -173,6 +176,7 @@ impl Measurements {
         self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
+        self.first_error = None;
     }
 
     /// One successful I/O inside the window: submit, doorbell and completion-seen ticks.
@@ -210,6 +214,8 @@ pub(crate) fn run_once(
     let device_name = String::from(device.name());
     report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
     let path_before = device.data_path();
+    // Failures before this run (region sampling, an earlier run) are not this run's.
+    let _ = device.take_unreported_failures();
     let mut run =
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
     if let Some(ring) = trace {
@@ -218,7 +224,16 @@ pub(crate) fn run_once(
     }
     run.run(console);
     let path_after = run.device.data_path();
+    let unreported = run.device.take_unreported_failures();
     let mut outcome = run.finish(console);
+    if unreported > 0 {
+        let message = format!(
+            "{device_name}: ... and {unreported} more failed commands not described (the errors \
+             column counts every failed I/O)"
+        );
+        let _ = writeln!(console, "{message}");
+        outcome.notes.push(message);
+    }
     // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
     let keep_bins = config.output == OutputFormat::JsonPlus;
     let data_path = path_after.zip(path_before).map(|(after, before)| after.since(&before));
@@ -608,7 +623,10 @@ impl<'r> RunLoop<'r> {
         }
         match completion.result {
             Ok(()) => self.measurements.record(self.converter, submitted, kicked, done),
-            Err(error) => self.measurements.errors[error.kind.index()] += 1,
+            Err(error) => {
+                self.measurements.errors[error.kind.index()] += 1;
+                self.measurements.first_error.get_or_insert(error.kind);
+            }
         }
         true
     }
@@ -771,6 +789,7 @@ impl RunOutcome<'_> {
             iops_samples: self.sampler.iops(),
             bandwidth_kib_samples: self.sampler.bandwidth_kib(),
             errors: measurements.errors,
+            first_error: measurements.first_error,
             ended_early: self.ended_early,
             cpu: self.cpu,
             data_path: None,

@@ -46,8 +46,6 @@ pub enum Event {
     },
     /// A completion on this queue named another submission queue; it was ignored.
     WrongSubmissionQueue { queue_id: u16, reported_queue_id: u16, command_id: u16 },
-    /// Further error reports on this queue are only counted.
-    ReportsSuppressed { queue_id: u16, after_reports: u32 },
     /// A wait for CSTS.RDY (to become `ready`) goes on; CAP.TO allows `timeout_ms`.
     StillWaiting { ready: bool, waited_ms: u64, timeout_ms: u64 },
 }
@@ -104,13 +102,6 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "completion on queue {queue_id} names submission queue {reported_queue_id} (cid {command_id}); ignored"
-            ),
-            Event::ReportsSuppressed {
-                queue_id,
-                after_reports,
-            } => write!(
-                f,
-                "queue {queue_id}: {after_reports} errors reported, further errors are only counted"
             ),
             Event::StillWaiting { ready, waited_ms, timeout_ms } => write!(
                 f,

@@ -28,8 +28,9 @@ use blockdev::{
 
 /// The largest request the block interface accepts; the pair splits it into commands.
 pub const MAX_REQUEST_BYTES: u64 = 16 << 20;
-/// Error reports per queue pair before further errors are only counted.
-pub const MAX_REPORTS_PER_QUEUE: u32 = 16;
+/// Error reports per queue pair and run (between two [`BlockDevice::take_unreported_failures`])
+/// before further errors are only counted.
+pub const MAX_REPORTS_PER_RUN: u32 = 4;
 /// Distinct error statuses counted per queue pair.
 pub const STATUS_KINDS_COUNTED: usize = 16;
 
@@ -173,6 +174,8 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     lists_bus: u64,
     statistics: QueueStatistics,
     reports_made: u32,
+    /// Reports left out since the limit was reached.
+    reports_left_out: u64,
 }
 
 impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
@@ -211,6 +214,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             lists_bus,
             statistics: QueueStatistics::default(),
             reports_made: 0,
+            reports_left_out: 0,
             setup,
         }
     }
@@ -244,20 +248,20 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         &self.statistics
     }
 
+    /// Reports `event` unless this run's reports are used up; then it is only counted.
     fn report(&mut self, event: Event) {
-        if self.reports_made < MAX_REPORTS_PER_QUEUE {
+        if self.reports_made < MAX_REPORTS_PER_RUN {
             self.events.report(&self.setup.name, &event);
             self.reports_made += 1;
-            if self.reports_made == MAX_REPORTS_PER_QUEUE {
-                self.events.report(
-                    &self.setup.name,
-                    &Event::ReportsSuppressed {
-                        queue_id: self.setup.queue_id,
-                        after_reports: self.reports_made,
-                    },
-                );
-            }
+        } else {
+            self.reports_left_out += 1;
         }
+    }
+
+    /// How many reports were left out since the last call; the next run's reports start anew.
+    pub fn take_unreported_failures(&mut self) -> u64 {
+        self.reports_made = 0;
+        core::mem::take(&mut self.reports_left_out)
     }
 
     /// Moves pieces of released requests into the SQ while it and the command identifiers
@@ -425,7 +429,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             command_specific: entry.command_specific(),
             sq_head: entry.sq_head(),
         });
-        Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
+        Err(IoError { kind: io_error_kind(status), code: u32::from(status.field()) })
     }
 
     fn finish(&mut self, index: u32) -> Completion {
@@ -445,9 +449,24 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     }
 }
 
+/// The block interface's kind for a failed command: the media and data integrity status codes
+/// (status code type 2, NVMe Base Specification 2.0 §4.2.3.2.3) are the medium's; every other
+/// status is the device's answer to the command.
+fn io_error_kind(status: Status) -> IoErrorKind {
+    if status.code_type == super::status::code_type::MEDIA_AND_DATA_INTEGRITY {
+        IoErrorKind::Media
+    } else {
+        IoErrorKind::DeviceStatus
+    }
+}
+
 impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     fn name(&self) -> &str {
         &self.setup.name
+    }
+
+    fn take_unreported_failures(&mut self) -> u64 {
+        IoQueuePair::take_unreported_failures(self)
     }
 
     fn geometry(&self) -> Geometry {
@@ -1014,10 +1033,7 @@ mod tests {
         device.kick();
         let done = wait_for(&platform, &mut device, 1);
         let status_field = super::super::status::Status::new(2, 0x81, true).field();
-        assert_eq!(
-            done[0].result,
-            Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status_field) })
-        );
+        assert_eq!(done[0].result, Err(IoError { kind: IoErrorKind::Media, code: u32::from(status_field) }));
         assert!(
             events.any_contains("nvme0: Read failed: Unrecovered Read Error (02/81) dnr; sqid:1"),
             "{:?}",
@@ -1096,9 +1112,15 @@ mod tests {
             wait_for(&platform, &mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
-        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
-        assert!(events.any_contains("further errors are only counted"));
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_RUN as usize);
         assert_eq!(device.statistics().errors_by_status[0].1, 40);
+        // The run's end takes the count of those left out; the next run describes anew.
+        assert_eq!(device.take_unreported_failures(), 40 - u64::from(MAX_REPORTS_PER_RUN));
+        assert_eq!(device.take_unreported_failures(), 0);
+        device.submit(read(41, 0, 1, buffer)).unwrap();
+        device.kick();
+        wait_for(&platform, &mut device, 1);
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_RUN as usize + 1);
     }
 
     #[test]
@@ -1180,6 +1202,17 @@ mod tests {
         };
         assert_eq!(total, expected);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+
+    #[test]
+    fn media_statuses_fail_as_media_errors_and_the_rest_as_device_status() {
+        // Unrecovered Read Error, End-to-end Guard Check Error: the medium's (type 2).
+        assert_eq!(io_error_kind(Status::new(2, 0x81, false)), IoErrorKind::Media);
+        assert_eq!(io_error_kind(Status::new(2, 0x82, true)), IoErrorKind::Media);
+        // Invalid Field, LBA Out of Range, a path error: the device's answer.
+        assert_eq!(io_error_kind(Status::new(0, 0x02, true)), IoErrorKind::DeviceStatus);
+        assert_eq!(io_error_kind(Status::new(0, 0x80, true)), IoErrorKind::DeviceStatus);
+        assert_eq!(io_error_kind(Status::new(3, 0x00, false)), IoErrorKind::DeviceStatus);
     }
 
     #[test]

@@ -84,6 +84,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         Ok(())
     }
 
+    fn take_unreported_failures(&mut self) -> u64 {
+        self.pairs.iter_mut().map(|pair| pair.take_unreported_failures()).sum()
+    }
+
     fn kick(&mut self) {
         for pair in &mut self.pairs {
             pair.kick();

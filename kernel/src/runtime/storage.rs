@@ -304,4 +304,8 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
     fn data_path(&self) -> Option<blockdev::DataPath> {
         self.inner.borrow().data_path()
     }
+
+    fn take_unreported_failures(&mut self) -> u64 {
+        self.inner.borrow_mut().take_unreported_failures()
+    }
 }
