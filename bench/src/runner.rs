@@ -626,7 +626,10 @@ mod tests {
         assert_eq!(run.first_error, Some(IoErrorKind::Crc));
         // The table's errors by kind, and the failures the driver did not describe, which
         // include those completed during the ramp and the drain.
-        assert!(console.contains(&format!("nvme0    failed I/Os by kind, all runs: {crc} crc\n")), "{console}");
+        assert!(
+            console.contains(&format!("nvme0    failed I/Os by kind, all runs: {crc} crc\n")),
+            "{console}"
+        );
         let unreported = console
             .split("nvme0: ... and ")
             .nth(1)

@@ -4,5 +4,6 @@ pub mod disk;
 pub mod image;
 pub mod pattern;
 pub mod qemu;
+pub mod qemu_faults;
 pub mod report;
 pub mod serial;

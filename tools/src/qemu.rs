@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::disk::{format_size, DiskContent, DiskError, DiskSpec};
+use crate::qemu_faults::{self, Fault};
 
 /// The machine `barebench qemu` runs when none is named: the one `make qemu` uses, the only one
 /// with NVMe.
@@ -266,6 +267,8 @@ pub struct QemuRun {
     pub qemu_binary: PathBuf,
     /// Show a progress bar while pattern images are written.
     pub show_progress: bool,
+    /// Faults injected into the emulated devices (`--fault`).
+    pub faults: Vec<Fault>,
 }
 
 impl QemuRun {
@@ -294,7 +297,13 @@ impl QemuRun {
             icount: false,
             qemu_binary: machine.qemu_binary(),
             show_progress: false,
+            faults: Vec::new(),
         }
+    }
+
+    /// Where the `nvme-media` fault's blkdebug rules are written.
+    pub fn blkdebug_config_path(&self) -> PathBuf {
+        self.workdir.join("blkdebug-nvme-media.conf")
     }
 
     /// The kernel command line actually passed: the settings plus `exit=semihosting` unless an
@@ -302,11 +311,13 @@ impl QemuRun {
     pub fn effective_append(&self) -> String {
         let has_exit = self.append.split_whitespace().any(|token| token.starts_with("exit="));
         let mut append = self.append.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !has_exit {
+        let added_by_faults: Vec<&str> =
+            self.faults.iter().filter_map(|fault| fault.setting(&append)).collect();
+        for setting in (!has_exit).then_some("exit=semihosting").into_iter().chain(added_by_faults) {
             if !append.is_empty() {
                 append.push(' ');
             }
-            append.push_str("exit=semihosting");
+            append.push_str(setting);
         }
         append
     }
@@ -320,6 +331,13 @@ impl QemuRun {
                 device: "NVMe",
                 machine,
                 reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
+            });
+        }
+        if !self.faults.is_empty() && self.nvme.is_none() {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "an NVMe fault",
+                machine,
+                reason: "the nvme faults need an NVMe drive (--nvme SIZE)",
             });
         }
         if (self.usb.is_some() || self.uas.is_some()) && self.machine != Machine::Virt {
@@ -383,6 +401,7 @@ impl QemuRun {
                 notes.push(note.clone());
             }
         }
+        notes.extend(self.faults.iter().map(|fault| fault.note()));
         notes
     }
 
@@ -462,7 +481,13 @@ impl QemuRun {
                 }
                 (DiskRole::Nvme, _) => {
                     add("-drive".into());
-                    add(format!("{},aio={}", drive("nv"), self.nvme_aio));
+                    let config = self.blkdebug_config_path();
+                    add(qemu_faults::nvme_drive(
+                        &self.faults,
+                        &format!("{},aio={}", drive("nv"), self.nvme_aio),
+                        (&file, &self.nvme_aio, disk.spec.size_bytes),
+                        &config.to_string_lossy(),
+                    ));
                     let mut device = "nvme,drive=nv,serial=barebench0".to_string();
                     for option in &self.nvme_options {
                         device.push(',');
@@ -489,6 +514,11 @@ impl QemuRun {
         }
         for disk in &disks {
             create_disk_image(disk, self.show_progress)?;
+        }
+        if self.faults.contains(&Fault::NvmeMedia) {
+            let path = self.blkdebug_config_path();
+            fs::write(&path, qemu_faults::media_error_rules())
+                .map_err(|source| QemuError::Log { path: path.clone(), source })?;
         }
         let log_error = |source| QemuError::Log { path: self.log_path.clone(), source };
         if let Some(parent) = self.log_path.parent() {
@@ -761,6 +791,32 @@ mod tests {
             "-drive",
             "if=sd,file=build/disk-sd-64MiB-pattern.img,format=raw,snapshot=on"
         ));
+    }
+
+    #[test]
+    fn faults_reshape_the_nvme_drive_and_add_their_settings() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.nvme = Some("64M:pattern".parse().unwrap());
+        run.nvme_aio = "io_uring".into();
+        run.faults = vec![Fault::NvmeMedia];
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=nv,driver=raw,file.driver=blkdebug,file.config=build/blkdebug-nvme-media.conf,\
+             file.image.filename=build/disk-nvme-64MiB-pattern.img,file.image.aio=io_uring,snapshot=on"
+        ));
+        assert_eq!(run.effective_append(), "exit=semihosting");
+        assert!(run
+            .notes(&run.plan_disks().unwrap())
+            .iter()
+            .any(|note| note.starts_with("fault nvme-media")));
+        run.faults = vec![Fault::NvmeSlow];
+        run.append = "preset=quick".into();
+        assert_eq!(run.effective_append(), "preset=quick exit=semihosting nvme.timeout-ms=500");
+        assert!(args_text(&run).iter().any(|arg| arg.contains("driver=null-co,size=67108864")));
+        run.nvme = None;
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { .. })));
     }
 
     #[test]
