@@ -596,7 +596,9 @@ impl<'r> RunLoop<'r> {
         for index in 0..count {
             let completion = self.scratch.completions[index];
             let known = self.complete(completion, done, inside_window);
-            if known && inside_window && self.trace.is_some() {
+            // The trace has what the run counts: successes in the window, failures whenever.
+            let counted = inside_window || completion.result.is_err();
+            if known && counted && self.trace.is_some() {
                 self.record(completion, self.scratch.details[index], done);
             }
         }
@@ -618,11 +620,11 @@ impl<'r> RunLoop<'r> {
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
         self.completed += 1;
-        if !inside_window {
-            return true;
-        }
         match completion.result {
-            Ok(()) => self.measurements.record(self.converter, submitted, kicked, done),
+            Ok(()) if inside_window => self.measurements.record(self.converter, submitted, kicked, done),
+            Ok(()) => {}
+            // A failure counts whenever it ends: a timeout that a recovery ends after the
+            // window is still a failed I/O of this run.
             Err(error) => {
                 self.measurements.errors[error.kind.index()] += 1;
                 self.measurements.first_error.get_or_insert(error.kind);

@@ -617,7 +617,9 @@ mod tests {
         let crc = run.errors[IoErrorKind::Crc.index()];
         assert!(crc > 0);
         assert_eq!(run.errors_total(), crc);
-        assert!(run.ios >= 8 * crc && run.ios <= 10 * crc, "{} ios, {crc} errors", run.ios);
+        // One completion in 10 fails, counted over the whole run (ramp 1 ms, window 4 ms); the
+        // successes only inside the window.
+        assert!(crc * 10 >= run.ios && crc * 10 <= 2 * run.ios, "{} ios, {crc} errors", run.ios);
         assert!(run.ended_early.is_none());
         assert!(console.contains("\"crc\" : "));
         // fio's continue_on_error keys: the count and the first failure's errno (EIO).

@@ -222,6 +222,8 @@ pub enum SubmitError {
     BadBuffer,
     /// The operation is not allowed on this device (writes without an explicit opt-in).
     Unsupported,
+    /// The device is gone or could not be recovered after a failure; it takes no more requests.
+    DeviceUnusable,
 }
 
 impl SubmitError {
@@ -232,6 +234,7 @@ impl SubmitError {
             SubmitError::BadLength => "bad length",
             SubmitError::BadBuffer => "buffer too small or misaligned",
             SubmitError::Unsupported => "operation not allowed",
+            SubmitError::DeviceUnusable => "the device is gone or was not recovered",
         }
     }
 }

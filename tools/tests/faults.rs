@@ -1,7 +1,8 @@
 //! End-to-end: NVMe faults under QEMU virt, injected by `barebench qemu --fault` (the real
 //! binary, the real kernel image), with an SD card measured beside the failing drive. Each run
 //! must name the failure, count the failed I/Os by kind in the table and the JSON, measure the
-//! SD card normally and end with exit status 2 (a device failed), within a bounded time.
+//! SD card normally and end with exit status 2 (a device failed), within a bounded time. The
+//! slow drive exercises the command timeout, Abort and the controller reset.
 #![cfg(feature = "e2e")]
 
 mod qemu_harness;
@@ -90,4 +91,31 @@ fn media_errors_are_named_counted_by_kind_and_the_sd_card_is_measured_normally()
     let (sd_iops, sd_errors) = summary_iops_and_errors(console, "sd0");
     assert!(sd_iops > 0.0 && sd_errors == 0, "sd0: {sd_iops} IOPS, {sd_errors} errors\n{console}");
     assert!(console.contains("barebench results: fio-compatible JSON end"));
+}
+
+#[test]
+fn a_drive_slower_than_the_timeout_is_aborted_reset_and_the_run_goes_on() {
+    // Every NVMe read takes 2 s; the command timeout is 500 ms (added by the fault).
+    let run = run_with_fault(
+        "nvme-slow",
+        "preset=quick jobs=randread:4k:4 runs=2 ramp=0ms runtime=2s offset=0 size=4m nvme.measure=off",
+    );
+    let console = &run.console;
+    assert_eq!(run.status, Some(2), "a device failed: exit status 2\n{console}");
+    assert!(run.elapsed < Duration::from_secs(QEMU_TIMEOUT_S + 10));
+    assert!(console.contains("command timeout 500 ms (nvme.timeout-ms=)"), "{console}");
+    assert!(console.contains("nvme0q1: Read timed out: no completion after "), "{console}");
+    // QEMU's Abort leaves a command it cannot cancel running: not aborted, then a reset.
+    assert!(console.contains("Abort of sqid:1 cid:0: not aborted"), "{console}");
+    assert!(console.contains("controller reset (sqid:1 cid:0 could not be aborted) in "), "{console}");
+    // Both runs ran (the controller came back for the second) and counted their timeouts.
+    let (_, nvme_errors) = summary_iops_and_errors(console, "nvme0");
+    assert_eq!(nvme_errors, 8, "4 in flight per run, 2 runs\n{console}");
+    let by_kind = format!("nvme0    failed I/Os by kind, all runs: {nvme_errors} timeout");
+    assert!(console.lines().any(|line| line.trim_end() == by_kind), "{by_kind}\n{console}");
+    let second_run = "\"jobname\" : \"randread-4k-qd4-nvme0-run2\"";
+    assert_eq!(json_number_after(console, second_run, "first_error"), 110);
+    assert_eq!(json_number_after(console, second_run, "timeout"), 4);
+    let (sd_iops, sd_errors) = summary_iops_and_errors(console, "sd0");
+    assert!(sd_iops > 0.0 && sd_errors == 0, "sd0: {sd_iops} IOPS, {sd_errors} errors\n{console}");
 }

@@ -3,6 +3,7 @@
 //! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
+use super::admin::{AdminChannel, QueueRecord, SharedAdmin};
 use super::command::{
     allocated_queue_counts, cns, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
     SUBMISSION_ENTRY_BYTES,
@@ -15,13 +16,14 @@ use super::identify::{
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
 use super::regs::{self, offsets, Capabilities, Version};
-use super::ring::{CompletionRing, SubmissionRing};
 use super::status::{code_type, generic, Status};
 use crate::barrier;
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::RefCell;
 use core::fmt;
 
 /// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
@@ -31,6 +33,10 @@ pub const ADMIN_QUEUE_ENTRIES: u32 = 32;
 pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
 /// How long one admin command may take.
 pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
+/// How long an I/O command may take before it is aborted, unless `nvme.timeout-ms=` says
+/// otherwise: far beyond any healthy read (a slow SSD's worst reads take tens of ms) and well
+/// inside Linux's 30 s `nvme_core.io_timeout`, so a stuck drive costs a run seconds, not minutes.
+pub const DEFAULT_IO_TIMEOUT_MS: u64 = 5_000;
 /// Shutdown waits at least this long, or RTD3E if longer (SPDK after spdk/spdk#676, where 5 s
 /// was too short for a virtual controller: docs/nvme-and-fio.md §1.10).
 pub const MINIMUM_SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
@@ -333,13 +339,8 @@ pub struct ShutdownReport {
     pub deletion_error: Option<NvmeError>,
 }
 
-struct AdminQueue {
-    submission: SubmissionRing,
-    completion: CompletionRing,
-    next_command_id: u16,
-}
-
-/// One NVMe controller after bring-up, owning its admin queue.
+/// One NVMe controller after bring-up, with its admin queue (shared with its I/O queue pairs for
+/// their recovery: [`AdminChannel`]).
 pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     registers: R,
     register_bytes: usize,
@@ -350,12 +351,12 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     capabilities: Capabilities,
     version: Version,
     page_bytes: usize,
-    admin: AdminQueue,
+    admin: SharedAdmin<'p, R, P>,
     identify_buffer: DmaRegion,
     identity: ControllerIdentity,
-    admin_usable: bool,
     granted_pairs: u16,
     created_queue_ids: Vec<u16>,
+    io_timeout_us: u64,
     shut_down: bool,
 }
 
@@ -410,24 +411,21 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?;
         let submission_bus = dma.to_bus(submission.physical_address(), submission.length_bytes() as u64)?;
         let completion_bus = dma.to_bus(completion.physical_address(), completion.length_bytes() as u64)?;
-        // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
-        // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
-        // register write, as before a doorbell.
-        platform.clean_for_device(&completion.buffer());
 
-        registers
-            .write32(offsets::AQA, regs::admin_queue_attributes(ADMIN_QUEUE_ENTRIES, ADMIN_QUEUE_ENTRIES));
-        registers.write64(offsets::ASQ, submission_bus);
-        registers.write64(offsets::ACQ, completion_bus);
-        barrier::store_before_doorbell();
-        let configuration = regs::enable_configuration(capabilities.mpsmin);
-        registers.write32(offsets::CC, configuration);
-        wait_ready(&registers, platform, &capabilities, ReadyWait::Enabled, waits)?;
-        // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
-        // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
-        registers.write32(offsets::INTMS, u32::MAX);
-
-        let stride = capabilities.doorbell_stride_bytes;
+        enable_with_admin_queue(
+            &registers,
+            platform,
+            (&capabilities, ADMIN_QUEUE_ENTRIES),
+            (&completion, submission_bus, completion_bus),
+            waits,
+        )?;
+        let admin = AdminChannel::new(
+            (registers.clone(), platform, events),
+            label.clone(),
+            capabilities,
+            (submission, completion, submission_bus, completion_bus),
+            ADMIN_QUEUE_ENTRIES,
+        );
         let mut controller = Controller {
             registers,
             register_bytes,
@@ -438,24 +436,12 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             capabilities,
             version,
             page_bytes,
-            admin: AdminQueue {
-                submission: SubmissionRing::new(
-                    submission,
-                    ADMIN_QUEUE_ENTRIES,
-                    regs::submission_doorbell(0, stride),
-                ),
-                completion: CompletionRing::new(
-                    completion,
-                    ADMIN_QUEUE_ENTRIES,
-                    regs::completion_doorbell(0, stride),
-                ),
-                next_command_id: 0,
-            },
+            admin: Rc::new(RefCell::new(admin)),
             identify_buffer,
             identity: ControllerIdentity::parse(&[0u8; IDENTIFY_BYTES]),
-            admin_usable: true,
             granted_pairs: 0,
             created_queue_ids: Vec::new(),
+            io_timeout_us: DEFAULT_IO_TIMEOUT_MS * 1000,
             shut_down: false,
         };
         let data = controller.identify(cns::CONTROLLER, 0)?;
@@ -594,6 +580,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     pub fn request_io_queues(&mut self, pairs: u16) -> Result<QueueGrant, NvmeError> {
         let pairs = pairs.max(1);
         let completion = self.admin_command(SubmissionEntry::set_number_of_queues(pairs, pairs))?;
+        self.admin.borrow_mut().pairs_requested = pairs;
         let (submission_queues, completion_queues) = allocated_queue_counts(completion.command_specific());
         let grant = QueueGrant { requested: pairs, submission_queues, completion_queues };
         self.granted_pairs = grant.usable_pairs();
@@ -655,6 +642,13 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Err(error);
         }
         self.created_queue_ids.push(queue_id);
+        self.admin.borrow_mut().record_queue(QueueRecord {
+            queue_id,
+            entries,
+            submission_bus,
+            completion_bus,
+            completion,
+        });
         Ok(IoQueuePair::new(
             QueuePairSetup {
                 name,
@@ -672,80 +666,28 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                 submission_doorbell: regs::submission_doorbell(queue_id, stride),
                 completion_doorbell: regs::completion_doorbell(queue_id, stride),
                 dma: self.dma,
+                command_timeout_us: self.io_timeout_us,
             },
             self.registers.clone(),
             self.platform,
             self.events,
+            Some(self.admin.clone()),
         ))
     }
 
     /// Runs one admin command to completion (bounded by [`ADMIN_COMMAND_TIMEOUT_MS`]).
-    fn admin_command(&mut self, mut entry: SubmissionEntry) -> Result<CompletionEntry, NvmeError> {
-        if !self.admin_usable {
-            return Err(NvmeError::AdminQueueUnusable);
-        }
-        let opcode = entry.opcode();
-        let command_id = self.admin.next_command_id;
-        self.admin.next_command_id = command_id.wrapping_add(1);
-        entry.set_command_id(command_id);
-        let Some(sequence) = self.admin.submission.push(&entry) else {
-            // Commands run one at a time and each completion moves the head, so the ring only
-            // fills if the controller never reported a head: treat it as unusable.
-            self.admin_usable = false;
-            return Err(NvmeError::AdminQueueUnusable);
-        };
-        self.admin.submission.notify(&self.registers, self.platform);
-        let completion = self.wait_for_admin_completion(opcode, command_id)?;
-        if self.admin.submission.accept_head(completion.sq_head(), sequence).is_err() {
-            return Err(NvmeError::AdminProtocol { opcode, command_id, reported_head: completion.sq_head() });
-        }
-        let status = completion.status();
-        if !status.is_success() {
-            return Err(NvmeError::AdminFailed {
-                opcode,
-                status,
-                command_specific: completion.command_specific(),
-            });
-        }
-        Ok(completion)
+    fn admin_command(&mut self, entry: SubmissionEntry) -> Result<CompletionEntry, NvmeError> {
+        self.admin.borrow_mut().command(entry, ADMIN_COMMAND_TIMEOUT_MS * 1000)
     }
 
-    /// Polls the admin CQ until the completion of `command_id` arrives; completions for other
-    /// commands are reported and ignored while the deadline keeps running.
-    fn wait_for_admin_completion(
-        &mut self,
-        opcode: u8,
-        command_id: u16,
-    ) -> Result<CompletionEntry, NvmeError> {
-        let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
-        loop {
-            if let Some(completion) = self.admin.completion.pop(self.platform) {
-                self.admin.completion.release(&self.registers);
-                if completion.command_id() == command_id && completion.sq_id() == 0 {
-                    return Ok(completion);
-                }
-                // Not ours: reported and ignored; the wait (and its deadline) goes on.
-                self.events.report(
-                    &self.label,
-                    &Event::UnknownCommandId {
-                        queue_id: 0,
-                        command_id: completion.command_id(),
-                        sq_head: completion.sq_head(),
-                        status: completion.status(),
-                    },
-                );
-            }
-            if deadline.has_passed(self.platform) {
-                self.admin_usable = false;
-                return Err(NvmeError::AdminTimeout {
-                    opcode,
-                    command_id,
-                    waited_ms: deadline.elapsed_us(self.platform) / 1000,
-                    csts: self.registers.read32(offsets::CSTS),
-                });
-            }
-            core::hint::spin_loop();
-        }
+    /// The I/O command timeout of the pairs created after this call (`nvme.timeout-ms=`).
+    pub fn set_io_timeout_ms(&mut self, timeout_ms: u64) {
+        self.io_timeout_us = timeout_ms.saturating_mul(1000);
+    }
+
+    /// Controller resets made to recover from timeouts so far.
+    pub fn resets(&self) -> u32 {
+        self.admin.borrow().resets()
     }
 
     /// Normal shutdown (NVMe 1.4 §7.6.2): delete the I/O queues (SQs, then CQs), set CC.SHN =
@@ -757,6 +699,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let mut deletion_error = None;
         let mut queues_deleted = 0u16;
         let created = core::mem::take(&mut self.created_queue_ids);
+        self.admin.borrow_mut().forget_queues();
         for &queue_id in created.iter().rev() {
             match self.admin_command(SubmissionEntry::delete_io_submission_queue(queue_id)) {
                 Ok(_) => queues_deleted += 1,
@@ -810,9 +753,9 @@ pub const READY_WAIT_REPORT_MS: u64 = 2000;
 
 /// Where a long controller state wait is reported.
 #[derive(Clone, Copy)]
-struct WaitReporter<'a> {
-    events: &'a dyn EventSink,
-    label: &'a str,
+pub(crate) struct WaitReporter<'a> {
+    pub(crate) events: &'a dyn EventSink,
+    pub(crate) label: &'a str,
 }
 
 /// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once. Every
@@ -860,10 +803,35 @@ fn wait_ready<R: RegisterIo, P: Platform>(
     }
 }
 
+/// Hands the controller its admin queue (AQA, ASQ, ACQ) and enables it (CC.EN = 1, waiting for
+/// CSTS.RDY; NVMe 1.4 §7.6.1 steps 3-5), polled only (INTMS masks every vector).
+pub(crate) fn enable_with_admin_queue<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    (capabilities, entries): (&Capabilities, u32),
+    (completion, submission_bus, completion_bus): (&DmaRegion, u64, u64),
+    waits: WaitReporter<'_>,
+) -> Result<(), NvmeError> {
+    // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
+    // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
+    // register write, as before a doorbell.
+    platform.clean_for_device(&completion.buffer());
+    registers.write32(offsets::AQA, regs::admin_queue_attributes(entries, entries));
+    registers.write64(offsets::ASQ, submission_bus);
+    registers.write64(offsets::ACQ, completion_bus);
+    barrier::store_before_doorbell();
+    registers.write32(offsets::CC, regs::enable_configuration(capabilities.mpsmin));
+    wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits)?;
+    // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
+    // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
+    registers.write32(offsets::INTMS, u32::MAX);
+    Ok(())
+}
+
 /// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (docs/nvme-and-fio.md §1.2 step 2): a controller
 /// left enabled but not yet ready is first given its time to become ready, because EN must not
 /// change while RDY differs from it.
-fn disable<R: RegisterIo, P: Platform>(
+pub(crate) fn disable<R: RegisterIo, P: Platform>(
     registers: &R,
     platform: &P,
     capabilities: &Capabilities,

@@ -10,6 +10,7 @@
 //! and are issued, in request order, as completions free slots, so `max_in_flight` never promises
 //! more than the pair can keep.
 
+use super::admin::SharedAdmin;
 use super::command::{CompletionEntry, SubmissionEntry};
 use super::dma::DmaRegion;
 use super::events::{Event, EventSink};
@@ -55,6 +56,8 @@ pub struct QueuePairSetup {
     pub submission_doorbell: usize,
     pub completion_doorbell: usize,
     pub dma: BusTranslation,
+    /// How long a command may take before it is aborted (`nvme.timeout-ms=`).
+    pub command_timeout_us: u64,
 }
 
 /// Counters of one queue pair (SPDK's perf counts doorbell writes the same way:
@@ -74,6 +77,12 @@ pub struct QueueStatistics {
     pub command_errors: u64,
     /// Completions that could not be trusted (unknown CID, impossible SQ head, wrong SQ).
     pub protocol_errors: u64,
+    /// Commands that took longer than the command timeout.
+    pub timeouts: u64,
+    /// Abort commands sent for them.
+    pub aborts_sent: u64,
+    /// Controller resets this pair went through (its own recoveries and its neighbours').
+    pub resets_seen: u64,
     /// The most commands one pair had in flight at once.
     pub max_commands_in_flight: u32,
     /// The most requests one pair had in flight at once.
@@ -107,6 +116,9 @@ impl QueueStatistics {
         self.cq_doorbell_writes += other.cq_doorbell_writes;
         self.command_errors += other.command_errors;
         self.protocol_errors += other.protocol_errors;
+        self.timeouts += other.timeouts;
+        self.aborts_sent += other.aborts_sent;
+        self.resets_seen += other.resets_seen;
         self.max_commands_in_flight = self.max_commands_in_flight.max(other.max_commands_in_flight);
         self.max_requests_in_flight = self.max_requests_in_flight.max(other.max_requests_in_flight);
         for (status, count) in &other.errors_by_status {
@@ -123,6 +135,11 @@ struct CommandSlot {
     sq_sequence: u64,
     lba: u64,
     block_count: u32,
+    /// When its doorbell was rung (the counter of the platform's clock).
+    issued_at_ticks: u64,
+    /// It outlived the command timeout: its request has failed, an Abort was sent, and its
+    /// completion, if one comes, ends it without being taken for anything else.
+    timed_out: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +169,8 @@ const IDLE_REQUEST: RequestSlot = RequestSlot {
     error: None,
 };
 
+mod recovery;
+
 /// A polled I/O SQ/CQ pair bound to one namespace.
 pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     setup: QueuePairSetup,
@@ -176,10 +195,24 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     reports_made: u32,
     /// Reports left out since the limit was reached.
     reports_left_out: u64,
+    /// The controller's admin queue, for Abort and controller reset (none in some tests).
+    admin: Option<SharedAdmin<'p, R, P>>,
+    /// The admin channel's reset generation this pair's rings belong to.
+    generation: u32,
+    timeout_ticks: u64,
+    next_timeout_check_ticks: u64,
+    /// The device is gone or could not be recovered: nothing more is sent.
+    unusable: bool,
 }
 
 impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
-    pub fn new(setup: QueuePairSetup, registers: R, platform: &'p P, events: &'p dyn EventSink) -> Self {
+    pub fn new(
+        setup: QueuePairSetup,
+        registers: R,
+        platform: &'p P,
+        events: &'p dyn EventSink,
+        admin: Option<SharedAdmin<'p, R, P>>,
+    ) -> Self {
         let slots = setup.entries - 1;
         let geometry = Geometry {
             logical_block_bytes: setup.block_bytes,
@@ -215,6 +248,11 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             statistics: QueueStatistics::default(),
             reports_made: 0,
             reports_left_out: 0,
+            generation: admin.as_ref().map_or(0, |admin| admin.borrow().generation()),
+            admin,
+            timeout_ticks: platform.ns_to_ticks(setup.command_timeout_us.saturating_mul(1000)).max(1),
+            next_timeout_check_ticks: 0,
+            unusable: false,
             setup,
         }
     }
@@ -258,6 +296,14 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
     }
 
+    /// Reports what followed a described failure (an Abort's answer, a late completion): shown
+    /// while failures are being described, never counted as one.
+    fn report_follow_up(&mut self, event: Event) {
+        if self.reports_made <= MAX_REPORTS_PER_RUN && self.reports_left_out == 0 {
+            self.events.report(&self.setup.name, &event);
+        }
+    }
+
     /// How many reports were left out since the last call; the next run's reports start anew.
     pub fn take_unreported_failures(&mut self) -> u64 {
         self.reports_made = 0;
@@ -268,12 +314,15 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     /// allow. Returns how many commands were written.
     fn issue_waiting(&mut self) -> u32 {
         let mut issued = 0;
+        let mut now_ticks = None;
         while self.waiting.len() > self.unreleased
             && !self.free_commands.is_empty()
             && !self.submission_ring.is_full()
         {
             let index = self.waiting[0];
-            if self.issue_piece(index) {
+            // One clock read for the batch: the doorbell that follows starts them all.
+            let now = *now_ticks.get_or_insert_with(|| self.platform.now_ticks());
+            if self.issue_piece(index, now) {
                 issued += 1;
             }
             let request = &self.requests[index as usize];
@@ -285,7 +334,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     }
 
     /// Writes the next Read command of request `index` into the SQ (no doorbell).
-    fn issue_piece(&mut self, index: u32) -> bool {
+    fn issue_piece(&mut self, index: u32, now_ticks: u64) -> bool {
         let request = self.requests[index as usize];
         let setup = &self.setup;
         let first_block = request.pieces_issued * setup.max_command_blocks;
@@ -329,8 +378,15 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
         entry.set_command_id(command_id);
         let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
-        self.commands[usize::from(command_id)] =
-            CommandSlot { in_use: true, request: index, sq_sequence, lba, block_count };
+        self.commands[usize::from(command_id)] = CommandSlot {
+            in_use: true,
+            request: index,
+            sq_sequence,
+            lba,
+            block_count,
+            issued_at_ticks: now_ticks,
+            timed_out: false,
+        };
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
@@ -400,6 +456,13 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     fn command_outcome(&mut self, entry: &CompletionEntry, command: &CommandSlot) -> Result<(), IoError> {
         let queue_id = self.setup.queue_id;
         let command_id = entry.command_id();
+        if command.timed_out {
+            // The aborted command's own completion (Command Abort Requested, or its late
+            // result): it ends that command and nothing else; the request failed already.
+            self.report_follow_up(Event::LateCompletion { queue_id, command_id, status: entry.status() });
+            let _ = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence);
+            return Err(IoError { kind: IoErrorKind::Timeout, code: u32::from(command_id) });
+        }
         if let Err(known) = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence) {
             self.statistics.protocol_errors += 1;
             self.report(Event::ImpossibleSqHead {
@@ -482,6 +545,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         if request.operation != Operation::Read {
             return Err((request, SubmitError::Unsupported));
         }
+        if self.unusable {
+            return Err((request, SubmitError::DeviceUnusable));
+        }
         let bytes = request.block_count as usize * self.setup.block_bytes as usize;
         let Ok(data_bus) = self.setup.dma.to_bus(request.buffer.physical_address, bytes as u64) else {
             return Err((request, SubmitError::BadBuffer));
@@ -522,7 +588,11 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
 
     /// Writes the submitted requests' commands into the SQ and rings its doorbell once.
     fn kick(&mut self) {
+        self.follow_controller_reset();
         self.unreleased = 0;
+        if self.unusable {
+            return;
+        }
         self.issue_waiting();
         self.ring_submission_doorbell();
     }
@@ -536,6 +606,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     /// As `poll`; `details` (when not empty) gets each completion's queue, command identifier
     /// and the SQ head its completion entry reported.
     fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        self.follow_controller_reset();
         let mut produced = 0;
         while produced < completions.len() {
             let Some(index) = self.finished_early.pop_front() else {
@@ -569,6 +640,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
             if self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
             }
+        } else if consumed == 0 && self.commands_in_flight() > 0 {
+            // Nothing new: the moment to notice a command that takes too long. What recovery
+            // fails comes out of the next poll.
+            self.check_timeouts();
         }
         produced
     }
@@ -613,6 +688,29 @@ mod tests {
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(1).unwrap();
         let depth = DepthChoice::new(depth, controller.capabilities());
+        controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
+    }
+
+    /// A pair whose commands time out after `timeout_ms`.
+    fn pair_with_timeout<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        events: &'a dyn EventSink,
+        timeout_ms: u64,
+    ) -> Pair<'a> {
+        let mut controller = Controller::bring_up(
+            sim,
+            sim.register_bytes(),
+            platform,
+            platform.translation(),
+            events,
+            "nvme 00:02.0".to_string(),
+        )
+        .unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        controller.set_io_timeout_ms(timeout_ms);
+        let depth = DepthChoice::new(8, controller.capabilities());
         controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
     }
 
@@ -1161,6 +1259,9 @@ mod tests {
             cq_doorbell_writes: 8,
             command_errors: 9,
             protocol_errors: 10,
+            timeouts: 11,
+            aborts_sent: 12,
+            resets_seen: 13,
             max_commands_in_flight: 5,
             max_requests_in_flight: 2,
             errors_by_status: vec![(invalid_field, 2)],
@@ -1176,6 +1277,9 @@ mod tests {
             cq_doorbell_writes: 800,
             command_errors: 900,
             protocol_errors: 1000,
+            timeouts: 1100,
+            aborts_sent: 1200,
+            resets_seen: 1300,
             max_commands_in_flight: 3,
             max_requests_in_flight: 7,
             errors_by_status: vec![(unrecovered, 1_000_000), (invalid_field, 3)],
@@ -1194,6 +1298,9 @@ mod tests {
             cq_doorbell_writes: 808,
             command_errors: 909,
             protocol_errors: 1010,
+            timeouts: 1111,
+            aborts_sent: 1212,
+            resets_seen: 1313,
             // Two pairs that each peaked at 5 and 3 never had 8 in flight.
             max_commands_in_flight: 5,
             max_requests_in_flight: 7,
@@ -1202,6 +1309,141 @@ mod tests {
         };
         assert_eq!(total, expected);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+
+    /// Polls until `count` requests completed; also how long that took on the platform's clock.
+    fn wait_timed(platform: &SimPlatform, device: &mut Pair<'_>, count: usize) -> (StdVec<Completion>, u64) {
+        let start = platform.now_ns();
+        let done = wait_for(platform, device, count);
+        (done, platform.now_ns() - start)
+    }
+
+    #[test]
+    fn a_command_past_its_timeout_is_aborted_and_its_abort_completion_ends_only_it() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(8192, 4096).unwrap();
+        sim.hold_io_completions(true);
+        device.submit(read(1, 0, 8, buffer.slice(0, 4096).unwrap())).unwrap();
+        device.submit(read(2, 8, 8, buffer.slice(4096, 4096).unwrap())).unwrap();
+        device.kick();
+        let (done, waited_ns) = wait_timed(&platform, &mut device, 2);
+        for completion in &done {
+            assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
+        }
+        assert!((50_000_000..100_000_000).contains(&waited_ns), "{waited_ns} ns");
+        assert_eq!(sim.statistics().aborts, 2);
+        assert_eq!(sim.statistics().resets, 0, "an honoured Abort needs no reset");
+        assert!(events.any_contains("nvme0: Read timed out: no completion after 5"), "{:?}", events.messages);
+        assert!(events.any_contains("Abort of sqid:1 cid:0: aborted"));
+        assert!(events
+            .any_contains("late completion of timed-out sqid:1 cid:0 (Command Abort Requested (00/07))"));
+        let statistics = device.statistics();
+        assert_eq!((statistics.timeouts, statistics.aborts_sent, statistics.command_errors), (2, 2, 0));
+        // The queue goes on.
+        sim.hold_io_completions(false);
+        device.submit(read(3, 16, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag: 3, result: Ok(()) }]);
+        check_pattern(&platform, &buffer, 16 * 512, 4096);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_command_the_controller_will_not_abort_ends_in_a_controller_reset_and_the_queue_works_after() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(1 << 20, 4096).unwrap();
+        sim.hold_io_completions(true);
+        sim.honour_aborts(false);
+        // A split request (2 commands at QEMU's 512 KiB) and a small one.
+        device.submit(read(1, 0, 2048, buffer)).unwrap();
+        device.kick();
+        let (done, waited_ns) = wait_timed(&platform, &mut device, 1);
+        assert_eq!(done[0].tag, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Timeout);
+        // Aborted at 50 ms, reset when still not back a timeout later.
+        assert!((100_000_000..200_000_000).contains(&waited_ns), "{waited_ns} ns");
+        assert_eq!(sim.statistics().resets, 1);
+        assert!(events.any_contains("Abort of sqid:1 cid:0: not aborted"));
+        assert!(events.any_contains("controller reset (sqid:1 cid:0 could not be aborted) in "));
+        assert_eq!(device.statistics().resets_seen, 1);
+        assert_eq!(sim.io_queue_ids(), [1], "the I/O queue was created again");
+        sim.hold_io_completions(false);
+        for tag in 10..40 {
+            device.submit(read(tag, u64::from(tag) * 8, 8, buffer)).unwrap();
+            device.kick();
+            assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag, result: Ok(()) }]);
+            check_pattern(&platform, &buffer, u64::from(tag) * 8 * 512, 4096);
+        }
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_late_completion_of_a_timed_out_command_is_not_taken_for_a_new_one() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(8192, 4096).unwrap();
+        sim.hold_io_completions(true);
+        sim.honour_aborts(false);
+        device.submit(read(1, 0, 8, buffer.slice(0, 4096).unwrap())).unwrap();
+        device.kick();
+        // Past the timeout (Abort sent, not honoured), short of the reset (2 clock reads per
+        // pass at 100 µs each: 60 ms).
+        for _ in 0..300 {
+            platform.now_ticks();
+            assert_eq!(device.poll(&mut [Completion::default(); 4]), 0);
+        }
+        assert_eq!(device.statistics().timeouts, 1);
+        // A new read takes another identifier; then the late one arrives.
+        device.submit(read(2, 8, 8, buffer.slice(4096, 4096).unwrap())).unwrap();
+        device.kick();
+        sim.release_held(2);
+        let done = wait_for(&platform, &mut device, 2);
+        let result_of = |tag| done.iter().find(|c| c.tag == tag).unwrap().result;
+        assert_eq!(result_of(1).unwrap_err().kind, IoErrorKind::Timeout);
+        assert_eq!(result_of(2), Ok(()));
+        assert!(
+            events.any_contains("late completion of timed-out sqid:1 cid:0 (Successful Completion (00/00))")
+        );
+        assert_eq!((device.statistics().protocol_errors, sim.statistics().resets), (0, 0));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_removed_device_fails_what_is_in_flight_as_gone_says_so_once_and_takes_nothing_more() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(3 * 4096, 4096).unwrap();
+        sim.hold_io_completions(true);
+        for tag in 0..3u32 {
+            device
+                .submit(read(tag, u64::from(tag) * 8, 8, buffer.slice(tag as usize * 4096, 4096).unwrap()))
+                .unwrap();
+        }
+        device.kick();
+        sim.remove();
+        let done = wait_for(&platform, &mut device, 3);
+        for completion in &done {
+            assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::DeviceGone);
+        }
+        let gone_reports = events.messages.borrow().iter().filter(|m| m.contains("device gone")).count();
+        assert_eq!(gone_reports, 1, "{:?}", events.messages);
+        assert!(events.any_contains("nvme0: device gone (CSTS reads 0xffffffff): 3 requests in flight"));
+        assert_eq!(device.submit(read(9, 0, 8, buffer)).unwrap_err().1, SubmitError::DeviceUnusable);
+        for _ in 0..1000 {
+            platform.now_ticks();
+            assert_eq!(device.poll(&mut [Completion::default(); 4]), 0);
+        }
+        assert_eq!(sim.statistics().aborts, 0, "nothing is sent to a device that is gone");
     }
 
     #[test]
