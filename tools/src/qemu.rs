@@ -301,6 +301,11 @@ impl QemuRun {
         }
     }
 
+    /// The monitor socket `nvme-gone` removes the device through.
+    pub fn monitor_socket_path(&self) -> PathBuf {
+        self.workdir.join(format!("qemu-monitor-{}.sock", std::process::id()))
+    }
+
     /// Where the `nvme-media` fault's blkdebug rules are written.
     pub fn blkdebug_config_path(&self) -> PathBuf {
         self.workdir.join("blkdebug-nvme-media.conf")
@@ -423,7 +428,11 @@ impl QemuRun {
         push("-display");
         push("none");
         push("-monitor");
-        push("none");
+        if self.faults.contains(&Fault::NvmeGone) {
+            push(&format!("unix:{},server,nowait", self.monitor_socket_path().display()));
+        } else {
+            push("none");
+        }
         push("-serial");
         push("stdio");
         push("-semihosting");
@@ -489,6 +498,12 @@ impl QemuRun {
                         &config.to_string_lossy(),
                     ));
                     let mut device = "nvme,drive=nv,serial=barebench0".to_string();
+                    if self.faults.contains(&Fault::NvmeGone) {
+                        // In a root port of its own, as a removable drive sits in a slot.
+                        add("-device".into());
+                        add(qemu_faults::NVME_ROOT_PORT.into());
+                        device.push_str(&format!(",id={},bus=rp1", qemu_faults::NVME_DEVICE_ID));
+                    }
                     for option in &self.nvme_options {
                         device.push(',');
                         device.push_str(option);
@@ -526,6 +541,10 @@ impl QemuRun {
         }
         let mut log = File::create(&self.log_path).map_err(log_error)?;
 
+        if self.faults.contains(&Fault::NvmeGone) {
+            // A socket left by an earlier run would keep QEMU from listening.
+            let _ = fs::remove_file(self.monitor_socket_path());
+        }
         let started = Instant::now();
         let mut child = Command::new(&self.qemu_binary)
             .args(self.command_args(&disks))
@@ -548,6 +567,7 @@ impl QemuRun {
             Ok(())
         };
         let deadline = self.timeout.map(|timeout| started + timeout);
+        let mut removal = self.faults.contains(&Fault::NvmeGone).then(qemu_faults::RemovalTimer::default);
         let mut serial_open = true;
         let mut exited: Option<(ExitStatus, Instant)> = None;
         let exit_status = loop {
@@ -561,6 +581,9 @@ impl QemuRun {
                 thread::sleep(POLL_INTERVAL);
             }
             stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+            if removal.as_mut().is_some_and(|timer| timer.due(&log_bytes, Instant::now())) {
+                self.remove_nvme_device(started);
+            }
             if exited.is_none() {
                 let status = child.try_wait().map_err(|source| QemuError::Wait { source })?;
                 exited = status.map(|status| (status, Instant::now()));
@@ -601,6 +624,26 @@ impl QemuRun {
             qemu_stderr,
             elapsed: started.elapsed(),
         })
+    }
+}
+
+impl QemuRun {
+    /// `nvme-gone`: removes the NVMe device through the monitor socket and says so (on stderr,
+    /// beside QEMU's own messages); a failure to reach the monitor is said, not fatal.
+    fn remove_nvme_device(&self, started: Instant) {
+        let path = self.monitor_socket_path();
+        let sent = std::os::unix::net::UnixStream::connect(&path)
+            .and_then(|mut monitor| monitor.write_all(qemu_faults::GONE_MONITOR_COMMAND.as_bytes()));
+        match sent {
+            Ok(()) => eprintln!(
+                "barebench: nvme-gone: NVMe device removed {:.2} s after QEMU started ({})",
+                started.elapsed().as_secs_f64(),
+                qemu_faults::GONE_MONITOR_COMMAND.trim_end()
+            ),
+            Err(error) => {
+                eprintln!("barebench: nvme-gone: cannot reach QEMU's monitor at {}: {error}", path.display())
+            }
+        }
     }
 }
 

@@ -14,6 +14,9 @@ pub enum Fault {
     /// The NVMe drive answers every read after 2 s (reads zeros); the kernel's command timeout
     /// is set to 500 ms unless `nvme.timeout-ms=` is given.
     NvmeSlow,
+    /// The NVMe device is removed 0.5 s into its first run, without the guest's cooperation
+    /// (QEMU monitor: `qom-set .../nv0 realized false`); its registers then read as all ones.
+    NvmeGone,
 }
 
 /// First sector of the band of media errors: the drive's second MiB.
@@ -26,6 +29,17 @@ pub const MEDIA_ERROR_STEP_SECTORS: u64 = 8;
 pub const SLOW_DRIVE_LATENCY_NS: u64 = 2_000_000_000;
 /// The command timeout the slow drive's run uses unless the settings name one.
 pub const SLOW_DRIVE_TIMEOUT_SETTING: &str = "nvme.timeout-ms=500";
+/// `nvme-gone` removes the device once the console shows this (the first run on nvme0 began)...
+pub const GONE_AFTER_CONSOLE_TEXT: &str = " on nvme0, region ";
+/// ... and this much later.
+pub const GONE_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+/// The QEMU monitor command that removes the NVMe device at once. `device_del` would only ask
+/// the guest (PCIe native hot-plug waits for the guest to power the slot off), which a
+/// benchmark kernel never does (docs/qemu.md §12).
+pub const GONE_MONITOR_COMMAND: &str = "qom-set /machine/peripheral/nv0 realized false\n";
+/// The NVMe device's `-device` id, and the root port it sits in for `nvme-gone`.
+pub const NVME_DEVICE_ID: &str = "nv0";
+pub const NVME_ROOT_PORT: &str = "pcie-root-port,id=rp1,chassis=1,slot=1";
 
 impl Fault {
     /// The name `--fault` takes.
@@ -33,6 +47,7 @@ impl Fault {
         match self {
             Fault::NvmeMedia => "nvme-media",
             Fault::NvmeSlow => "nvme-slow",
+            Fault::NvmeGone => "nvme-gone",
         }
     }
 
@@ -49,13 +64,18 @@ impl Fault {
                  {SLOW_DRIVE_TIMEOUT_SETTING} unless the settings name a timeout",
                 SLOW_DRIVE_LATENCY_NS / 1_000_000
             ),
+            Fault::NvmeGone => format!(
+                "fault nvme-gone: the NVMe device is removed {} ms into its first run (QEMU monitor: {})",
+                GONE_DELAY.as_millis(),
+                GONE_MONITOR_COMMAND.trim_end()
+            ),
         }
     }
 
     /// A kernel setting the fault adds unless `settings` already has its key.
     pub fn setting(self, settings: &str) -> Option<&'static str> {
         match self {
-            Fault::NvmeMedia => None,
+            Fault::NvmeMedia | Fault::NvmeGone => None,
             Fault::NvmeSlow => {
                 let given = settings.split_whitespace().any(|word| word.starts_with("nvme.timeout-ms="));
                 (!given).then_some(SLOW_DRIVE_TIMEOUT_SETTING)
@@ -101,6 +121,34 @@ pub fn nvme_drive(
     plain.to_string()
 }
 
+/// When `nvme-gone` removes the device: once the console has shown that the first run on nvme0
+/// began, [`GONE_DELAY`] later.
+#[derive(Debug, Default)]
+pub struct RemovalTimer {
+    due: Option<std::time::Instant>,
+    done: bool,
+}
+
+impl RemovalTimer {
+    /// Whether the removal is due now, given the console so far; true once.
+    pub fn due(&mut self, console_so_far: &[u8], now: std::time::Instant) -> bool {
+        if self.done {
+            return false;
+        }
+        if self.due.is_none() {
+            let needle = GONE_AFTER_CONSOLE_TEXT.as_bytes();
+            if console_so_far.windows(needle.len()).any(|window| window == needle) {
+                self.due = Some(now + GONE_DELAY);
+            }
+        }
+        if self.due.is_some_and(|due| now >= due) {
+            self.done = true;
+            return true;
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +178,18 @@ mod tests {
             shaped(&[Fault::NvmeSlow]),
             "if=none,id=nv,driver=null-co,size=67108864,latency-ns=2000000000,read-zeroes=on"
         );
+    }
+
+    #[test]
+    fn the_removal_comes_once_half_a_second_after_the_first_nvme_run_begins() {
+        let start = std::time::Instant::now();
+        let mut timer = RemovalTimer::default();
+        assert!(!timer.due(b"run 1/2: randread 4k qd1 on sd0, region 4m", start));
+        let console = b"run 1/2: randread 4k qd4 on nvme0, region 4m at offset 0";
+        assert!(!timer.due(console, start));
+        assert!(!timer.due(console, start + GONE_DELAY / 2));
+        assert!(timer.due(console, start + GONE_DELAY));
+        assert!(!timer.due(console, start + GONE_DELAY * 4), "once");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! binary, the real kernel image), with an SD card measured beside the failing drive. Each run
 //! must name the failure, count the failed I/Os by kind in the table and the JSON, measure the
 //! SD card normally and end with exit status 2 (a device failed), within a bounded time. The
-//! slow drive exercises the command timeout, Abort and the controller reset.
+//! slow drive exercises the command timeout, Abort and the controller reset; the removed drive
+//! (QEMU monitor, no guest cooperation) the all-ones registers of a device that is gone.
 #![cfg(feature = "e2e")]
 
 mod qemu_harness;
@@ -116,6 +117,32 @@ fn a_drive_slower_than_the_timeout_is_aborted_reset_and_the_run_goes_on() {
     let second_run = "\"jobname\" : \"randread-4k-qd4-nvme0-run2\"";
     assert_eq!(json_number_after(console, second_run, "first_error"), 110);
     assert_eq!(json_number_after(console, second_run, "timeout"), 4);
+    let (sd_iops, sd_errors) = summary_iops_and_errors(console, "sd0");
+    assert!(sd_iops > 0.0 && sd_errors == 0, "sd0: {sd_iops} IOPS, {sd_errors} errors\n{console}");
+}
+
+#[test]
+fn a_removed_drive_is_said_gone_once_its_reads_fail_as_gone_and_the_sd_card_finishes() {
+    // Removed 0.5 s into its first run; found at the first command past the 1 s timeout.
+    let run = run_with_fault(
+        "nvme-gone",
+        "preset=quick jobs=randread:4k:4 runs=2 ramp=0ms runtime=2s offset=0 size=4m nvme.measure=off \
+         nvme.timeout-ms=1000",
+    );
+    let console = &run.console;
+    assert_eq!(run.status, Some(2), "a device failed: exit status 2\n{console}");
+    assert!(run.elapsed < Duration::from_secs(QEMU_TIMEOUT_S + 10));
+    assert_eq!(console.matches("device gone (CSTS reads 0xffffffff)").count(), 1, "said once\n{console}");
+    assert!(console.contains("nvme0q1: device gone (CSTS reads 0xffffffff): 4 requests in flight"), "{console}");
+    assert!(console.contains("refused (the device is gone or was not recovered)"), "{console}");
+    assert!(console.contains("normal shutdown failed: the controller is gone"), "{console}");
+    let by_kind = "nvme0    failed I/Os by kind, all runs: 4 device-gone";
+    assert!(console.lines().any(|line| line.trim_end() == by_kind), "{by_kind}\n{console}");
+    let first_run = "\"jobname\" : \"randread-4k-qd4-nvme0-run1\"";
+    assert_eq!(json_number_after(console, first_run, "first_error"), 19);
+    assert_eq!(json_number_after(console, first_run, "device-gone"), 4);
+    // Both SD runs ran to the end, without failures.
+    assert!(console.contains("sd0 randread 4k qd1 run 2/2: 2.0 of 2.0 s"), "{console}");
     let (sd_iops, sd_errors) = summary_iops_and_errors(console, "sd0");
     assert!(sd_iops > 0.0 && sd_errors == 0, "sd0: {sd_iops} IOPS, {sd_errors} errors\n{console}");
 }

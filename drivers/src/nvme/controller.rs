@@ -127,6 +127,8 @@ pub enum NvmeError {
         namespace_id: u32,
         reason: NamespaceProblem,
     },
+    /// The controller's registers read as all ones: it is gone (removed, or its link is down).
+    DeviceGone,
     /// CSTS.SHST did not reach "complete" in time.
     ShutdownTimeout {
         waited_ms: u64,
@@ -256,6 +258,9 @@ impl fmt::Display for NvmeError {
                 namespace_id,
                 reason,
             } => write!(f, "namespace {namespace_id} unusable: {reason}"),
+            NvmeError::DeviceGone => {
+                write!(f, "the controller is gone (its registers read as all ones)")
+            }
             NvmeError::ShutdownTimeout { waited_ms, cc, csts } => write!(
                 f,
                 "shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}"
@@ -696,6 +701,10 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     /// shutdown.
     pub fn shutdown(&mut self) -> Result<ShutdownReport, NvmeError> {
         self.shut_down = true;
+        if self.admin.borrow().device_gone() {
+            // Nothing would answer: no admin command or CSTS wait is worth its timeout.
+            return Err(NvmeError::DeviceGone);
+        }
         let mut deletion_error = None;
         let mut queues_deleted = 0u16;
         let created = core::mem::take(&mut self.created_queue_ids);
@@ -1139,6 +1148,19 @@ mod tests {
         assert_eq!(statistics.shutdowns, 1);
         assert_eq!(sim.csts_bits().2, 2, "SHST = complete");
         sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_controller_that_is_gone_is_not_waited_for_at_shutdown() {
+        use blockdev::Clock;
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        sim.remove();
+        let started = platform.now_ns();
+        assert_eq!(controller.shutdown().unwrap_err(), NvmeError::DeviceGone);
+        assert!(platform.now_ns() - started < 1_000_000, "no admin or CSTS timeout waited out");
+        assert_eq!(sim.statistics().shutdowns, 0);
     }
 
     #[test]
