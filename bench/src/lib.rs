@@ -68,6 +68,7 @@ pub mod trace;
 mod trace_tests;
 pub mod units;
 pub mod wide;
+pub mod written;
 
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";

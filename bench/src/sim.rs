@@ -10,12 +10,50 @@ use std::vec::Vec;
 
 use blockdev::testing::SteppingClock;
 use blockdev::{
-    check_request, BlockDevice, Clock, Completion, DataPath, Geometry, IoError, IoErrorKind, Request,
-    SubmitError,
+    check_request, BlockDevice, Clock, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, IoError,
+    IoErrorKind, Operation, Request, SubmitError,
 };
 
 use crate::cpu_cost::tests::ModelCounters;
 use crate::offsets::RandomGenerator;
+use crate::run::BufferMemory;
+
+/// A buffer area in host memory: DMA addresses from `base` map to bytes of the vector.
+pub struct TestMemory {
+    pub base: usize,
+    pub bytes: RefCell<Vec<u8>>,
+}
+
+impl TestMemory {
+    pub fn new(base: usize, length_bytes: usize) -> TestMemory {
+        TestMemory { base, bytes: RefCell::new(std::vec![0; length_bytes]) }
+    }
+
+    pub fn area(&self) -> DmaBuffer {
+        let length_bytes = self.bytes.borrow().len();
+        DmaBuffer { cpu_address: self.base, physical_address: self.base as u64, length_bytes }
+    }
+
+    fn range(&self, buffer: &DmaBuffer) -> core::ops::Range<usize> {
+        let start = buffer.cpu_address - self.base;
+        start..start + buffer.length_bytes
+    }
+}
+
+impl BufferMemory for TestMemory {
+    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
+        let range = self.range(buffer);
+        access(&mut self.bytes.borrow_mut()[range]);
+    }
+}
+
+/// A simulated medium: the device's bytes, moved to and from a [`TestMemory`] at completion.
+pub struct SimMedium<'c> {
+    pub memory: &'c TestMemory,
+    pub disk: RefCell<Vec<u8>>,
+    /// A write to this LBA stores one wrong byte (a device that corrupts data).
+    pub corrupt_lba: Option<u64>,
+}
 
 /// How the simulated device behaves.
 #[derive(Clone)]
@@ -41,6 +79,8 @@ pub struct SimBehaviour {
     /// Every poll that completes something also hands back its first completion a second time
     /// (a confused driver), when there is room.
     pub echo_completions: bool,
+    /// What the device says about flushes.
+    pub flush_support: FlushSupport,
     /// Report a data path (`BlockDevice::data_path`) with this mode, one command per request,
     /// every n-th of them (n > 0) a PIO fallback.
     pub data_path: Option<(&'static str, Option<u64>)>,
@@ -71,6 +111,7 @@ impl SimBehaviour {
             transfer_ticks_per_kib: 0,
             empty_polls_before_completion: 0,
             echo_completions: false,
+            flush_support: FlushSupport::NoCache("simulated"),
             data_path: None,
         }
     }
@@ -78,7 +119,7 @@ impl SimBehaviour {
 
 struct InFlight {
     complete_at: u64,
-    tag: u32,
+    request: Request,
     result: Result<(), IoError>,
 }
 
@@ -106,6 +147,7 @@ pub struct SimDevice<'c> {
     /// Failed completions since the last `take_unreported_failures` (this device describes
     /// none of them).
     unreported_failures: u64,
+    medium: Option<&'c SimMedium<'c>>,
 }
 
 impl<'c> SimDevice<'c> {
@@ -129,6 +171,37 @@ impl<'c> SimDevice<'c> {
             cpu: None,
             echoed: 0,
             unreported_failures: 0,
+            medium: None,
+        }
+    }
+
+    /// Moves data between `medium` and its memory when requests complete.
+    pub fn with_medium(mut self, medium: &'c SimMedium<'c>) -> Self {
+        self.medium = Some(medium);
+        self
+    }
+
+    fn move_data(&self, request: &Request) {
+        let Some(medium) = self.medium else { return };
+        let block_bytes = self.behaviour.geometry.logical_block_bytes as usize;
+        let start = request.lba as usize * block_bytes;
+        let range = start..start + request.block_count as usize * block_bytes;
+        let buffer = DmaBuffer { length_bytes: range.len(), ..request.buffer };
+        let mut disk = medium.disk.borrow_mut();
+        match request.operation {
+            Operation::Read => {
+                medium.memory.with_bytes(&buffer, &mut |bytes| bytes.copy_from_slice(&disk[range.clone()]))
+            }
+            Operation::Write => {
+                medium.memory.with_bytes(&buffer, &mut |bytes| disk[range.clone()].copy_from_slice(bytes));
+                if let Some(lba) = medium
+                    .corrupt_lba
+                    .filter(|lba| (request.lba..request.lba + u64::from(request.block_count)).contains(lba))
+                {
+                    disk[lba as usize * block_bytes + 100] ^= 0xFF;
+                }
+            }
+            Operation::Flush => {}
         }
     }
 
@@ -217,9 +290,13 @@ impl BlockDevice for SimDevice<'_> {
             } else {
                 ready
             };
-            self.in_flight.push(InFlight { complete_at, tag: request.tag, result: Ok(()) });
+            self.in_flight.push(InFlight { complete_at, request, result: Ok(()) });
         }
         self.max_in_flight_seen = self.max_in_flight_seen.max(self.in_flight.len());
+    }
+
+    fn flush_support(&self) -> FlushSupport {
+        self.behaviour.flush_support
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
@@ -256,7 +333,10 @@ impl BlockDevice for SimDevice<'_> {
                 }
                 _ => finished.result,
             };
-            completions[delivered] = Completion { tag: finished.tag, result };
+            if result.is_ok() {
+                self.move_data(&finished.request);
+            }
+            completions[delivered] = Completion { tag: finished.request.tag, result };
             delivered += 1;
         }
         if self.behaviour.echo_completions && delivered > 0 && delivered < completions.len() {

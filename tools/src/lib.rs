@@ -6,4 +6,5 @@ pub mod pattern;
 pub mod qemu;
 pub mod qemu_faults;
 pub mod report;
+pub mod scratch;
 pub mod serial;

@@ -133,7 +133,10 @@ fn a_removed_drive_is_said_gone_once_its_reads_fail_as_gone_and_the_sd_card_fini
     assert_eq!(run.status, Some(2), "a device failed: exit status 2\n{console}");
     assert!(run.elapsed < Duration::from_secs(QEMU_TIMEOUT_S + 10));
     assert_eq!(console.matches("device gone (CSTS reads 0xffffffff)").count(), 1, "said once\n{console}");
-    assert!(console.contains("nvme0q1: device gone (CSTS reads 0xffffffff): 4 requests in flight"), "{console}");
+    assert!(
+        console.contains("nvme0q1: device gone (CSTS reads 0xffffffff): 4 requests in flight"),
+        "{console}"
+    );
     assert!(console.contains("refused (the device is gone or was not recovered)"), "{console}");
     assert!(console.contains("normal shutdown failed: the controller is gone"), "{console}");
     let by_kind = "nvme0    failed I/Os by kind, all runs: 4 device-gone";
