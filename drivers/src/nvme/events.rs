@@ -47,6 +47,8 @@ pub enum Event {
     },
     /// A completion on this queue named another submission queue; it was ignored.
     WrongSubmissionQueue { queue_id: u16, reported_queue_id: u16, command_id: u16 },
+    /// A completion carried a status code type the specification reserves; its request fails.
+    ReservedStatus { queue_id: u16, command_id: u16, status: Status },
     /// A command took longer than the command timeout; its request fails and it is aborted.
     CommandTimedOut { queue_id: u16, command_id: u16, lba: u64, block_count: u32, waited_ms: u64 },
     /// The controller answered the Abort of a timed-out command.
@@ -116,6 +118,10 @@ impl fmt::Display for Event {
             } => write!(
                 f,
                 "completion on queue {queue_id} names submission queue {reported_queue_id} (cid {command_id}); ignored"
+            ),
+            Event::ReservedStatus { queue_id, command_id, status } => write!(
+                f,
+                "completion for sqid:{queue_id} cid:{command_id} has a reserved status code type ({status}); not trusted, the command fails"
             ),
             Event::CommandTimedOut { queue_id, command_id, lba, block_count, waited_ms } => write!(
                 f,

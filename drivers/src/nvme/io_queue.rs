@@ -514,6 +514,12 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         if status.is_success() {
             return Ok(());
         }
+        if (RESERVED_CODE_TYPES).contains(&status.code_type) {
+            // Not a status the specification defines: the completion cannot be trusted.
+            self.statistics.protocol_errors += 1;
+            self.report(Event::ReservedStatus { queue_id, command_id, status });
+            return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(status.field()) });
+        }
         self.statistics.command_errors += 1;
         self.statistics.count_status(status, 1);
         self.report(Event::CommandFailed {
@@ -546,6 +552,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) }
     }
 }
+
+/// Status code types the specification reserves (NVMe Base Specification 2.0 Figure 92: 4h-6h).
+const RESERVED_CODE_TYPES: core::ops::RangeInclusive<u8> = 4..=6;
 
 /// The block interface's kind for a failed command: the media and data integrity status codes
 /// (status code type 2, NVMe Base Specification 2.0 §4.2.3.2.3) are the medium's; every other
@@ -1299,6 +1308,48 @@ mod tests {
             assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
         }
         sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_reserved_status_code_type_fails_the_command_as_a_protocol_error() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair(&sim, &platform, &events, 8);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.corrupt_next_completion(Corruption::ReservedStatusType);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        device.kick();
+        let error = wait_for(&platform, &mut device, 1)[0].result.unwrap_err();
+        assert_eq!(error.kind, IoErrorKind::Protocol);
+        assert!(events.any_contains("has a reserved status code type"), "{:?}", events.messages);
+        assert_eq!((device.statistics().protocol_errors, device.statistics().command_errors), (1, 0));
+        device.submit(read(2, 0, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_completion_whose_phase_never_flips_is_a_timeout_and_a_reset_brings_the_queue_back() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.corrupt_next_completion(Corruption::StalePhase);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        device.kick();
+        // The entry is there with the old phase: to the driver the slot never fills.
+        let done = wait_for(&platform, &mut device, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Timeout);
+        assert!(events.any_contains("Read timed out"));
+        assert_eq!(sim.statistics().resets, 1, "the command the controller thinks done cannot be aborted");
+        for tag in 2..20 {
+            device.submit(read(tag, u64::from(tag) * 8, 8, buffer)).unwrap();
+            device.kick();
+            assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag, result: Ok(()) }]);
+        }
     }
 
     #[test]

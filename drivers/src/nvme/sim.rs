@@ -225,6 +225,11 @@ pub enum Corruption {
     WrongSubmissionQueue,
     /// The next completion is posted twice (the copy names a command that already finished).
     DuplicateCompletion,
+    /// The next completion is written with the phase tag of the previous pass: to the host the
+    /// slot never fills.
+    StalePhase,
+    /// The next completion carries a status code type the specification reserves (5).
+    ReservedStatusType,
 }
 
 #[derive(Clone, Debug)]
@@ -336,6 +341,8 @@ struct Pending {
     command_specific: u32,
     /// Posted as is (a corruption), not from the queue's head.
     sq_head_override: Option<u16>,
+    /// Posted with the phase tag of the previous pass (a corruption: the phase never flips).
+    stale_phase: bool,
 }
 
 /// A completion entry in the CQ that the host has not released yet.
@@ -990,6 +997,7 @@ impl State {
             status,
             command_specific,
             sq_head_override: None,
+            stale_phase: false,
         };
         if let Some(cq) = self.completion_queues.get_mut(&completion_queue) {
             cq.backlog.push_back(pending);
@@ -1038,6 +1046,7 @@ impl State {
             status: Status::SUCCESS,
             command_specific: 0,
             sq_head_override: None,
+            stale_phase: false,
         };
         match corruption {
             Some(Corruption::UnknownCommandId) => {
@@ -1051,6 +1060,8 @@ impl State {
             }
             Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
             Some(Corruption::DuplicateCompletion) => cq.backlog.push_front(pending),
+            Some(Corruption::StalePhase) => pending.stale_phase = true,
+            Some(Corruption::ReservedStatusType) => pending.status = Status::new(5, 0x01, false),
             None => {}
         }
         Some(pending)
@@ -1073,7 +1084,7 @@ impl State {
                 sq_head,
                 pending.submission_queue,
                 pending.command_id,
-                cq.phase,
+                cq.phase != pending.stale_phase,
                 pending.status,
             );
             let mut bytes = [0u8; COMPLETION_ENTRY_BYTES as usize];
@@ -1369,6 +1380,7 @@ impl State {
                     status: Status::new(code_type::GENERIC, ABORTED_SQ_DELETION, false),
                     command_specific: 0,
                     sq_head_override: None,
+                    stale_phase: false,
                 });
             }
         }
