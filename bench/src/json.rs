@@ -246,6 +246,10 @@ fn write_job(
     json.number_field("job_start", 0u32)?;
     let error = if run.ended_early.is_some() { FIO_ERROR_EIO } else { 0 };
     json.number_field("error", error)?;
+    // fio writes these with continue_on_error, which is how every run here goes on after a
+    // failed I/O (docs/fio-json.md §2): the failed I/Os and the errno of the first.
+    json.number_field("total_err", run.errors_total())?;
+    json.number_field("first_error", run.first_error.map_or(0, IoErrorKind::linux_errno))?;
     json.number_field("eta", 0u32)?;
     json.number_field("elapsed", run.elapsed_ns.div_ceil(NS_PER_S))?;
     write_job_options(json, config, run)?;

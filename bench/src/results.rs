@@ -187,6 +187,8 @@ pub struct RunResult {
     pub bandwidth_kib_samples: RateSummary,
     /// Failed I/Os completed inside the window, indexed by [`IoErrorKind::index`].
     pub errors: [u64; IoErrorKind::ALL.len()],
+    /// The kind of the first failed I/O in the window (fio's `first_error`).
+    pub first_error: Option<IoErrorKind>,
     pub ended_early: Option<RunEnd>,
     /// CPU spent in the driver and in the benchmark's bookkeeping over the whole run.
     pub cpu: CpuCost,
@@ -446,7 +448,8 @@ pub(crate) mod tests {
             depth: DepthCounts::default(),
             iops_samples: RateSummary::default(),
             bandwidth_kib_samples: RateSummary::default(),
-            errors: [0, 1, 0, 0, 0],
+            errors: [0, 1, 0, 0, 0, 0, 0],
+            first_error: Some(IoErrorKind::Crc),
             ended_early: None,
             cpu: CpuCost::default(),
             data_path: None,

@@ -195,6 +195,8 @@ pub(crate) struct Measurements {
     depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
+    /// The kind of the first I/O that failed in the window.
+    first_error: Option<IoErrorKind>,
 }
 
 impl Measurements {
@@ -209,6 +211,7 @@ impl Measurements {
             depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
+            first_error: None,
         }
     }
 
@@ -222,6 +225,7 @@ impl Measurements {
         self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
+        self.first_error = None;
     }
 
     /// One successful I/O inside the window: submit, doorbell and completion-seen ticks.
@@ -259,6 +263,8 @@ pub(crate) fn run_once(
     let device_name = String::from(device.name());
     report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
     let path_before = device.data_path();
+    // Failures before this run (region sampling, an earlier run) are not this run's.
+    let _ = device.take_unreported_failures();
     let mut run =
         RunLoop::new(device, &device_name, environment, (config, plan, label), (scratch, measurements));
     if let Some(ring) = trace {
@@ -267,10 +273,19 @@ pub(crate) fn run_once(
     }
     run.run(console);
     let path_after = run.device.data_path();
+    let unreported = run.device.take_unreported_failures();
     if config.write_verify {
         run.verify_written(console);
     }
     let mut outcome = run.finish(console);
+    if unreported > 0 {
+        let message = format!(
+            "{device_name}: ... and {unreported} more failed commands not described (the errors \
+             column counts every failed I/O)"
+        );
+        let _ = writeln!(console, "{message}");
+        outcome.notes.push(message);
+    }
     // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
     let keep_bins = config.output == OutputFormat::JsonPlus;
     let data_path = path_after.zip(path_before).map(|(after, before)| after.since(&before));
@@ -857,7 +872,9 @@ impl<'r> RunLoop<'r> {
         for index in 0..count {
             let completion = self.scratch.completions[index];
             let known = self.complete(completion, done, inside_window);
-            if known && inside_window && self.trace.is_some() {
+            // The trace has what the run counts: successes in the window, failures whenever.
+            let counted = inside_window || completion.result.is_err();
+            if known && counted && self.trace.is_some() {
                 self.record(completion, self.scratch.details[index], done);
             }
         }
@@ -889,13 +906,16 @@ impl<'r> RunLoop<'r> {
             Operation::Read => Direction::Read,
         };
         self.account_slot(completion, &state);
-        if !inside_window {
-            return true;
-        }
         let measurements = &mut self.measurements[direction as usize];
         match completion.result {
-            Ok(()) => measurements.record(self.converter, submitted, kicked, done),
-            Err(error) => measurements.errors[error.kind.index()] += 1,
+            Ok(()) if inside_window => measurements.record(self.converter, submitted, kicked, done),
+            Ok(()) => {}
+            // A failure counts whenever it ends: a timeout that a recovery ends after the
+            // window is still a failed I/O of this run.
+            Err(error) => {
+                measurements.errors[error.kind.index()] += 1;
+                measurements.first_error.get_or_insert(error.kind);
+            }
         }
         true
     }
@@ -1227,6 +1247,7 @@ impl RunOutcome<'_> {
             iops_samples: sampler.iops(),
             bandwidth_kib_samples: sampler.bandwidth_kib(),
             errors: measurements.errors,
+            first_error: measurements.first_error,
             ended_early: self.ended_early,
             cpu: self.cpu,
             notes: self.notes.clone(),

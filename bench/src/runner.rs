@@ -746,9 +746,40 @@ mod tests {
         let crc = run.errors[IoErrorKind::Crc.index()];
         assert!(crc > 0);
         assert_eq!(run.errors_total(), crc);
-        assert!(run.ios >= 8 * crc && run.ios <= 10 * crc, "{} ios, {crc} errors", run.ios);
+        // One completion in 10 fails, counted over the whole run (ramp 1 ms, window 4 ms); the
+        // successes only inside the window.
+        assert!(crc * 10 >= run.ios && crc * 10 <= 2 * run.ios, "{} ios, {crc} errors", run.ios);
         assert!(run.ended_early.is_none());
         assert!(console.contains("\"crc\" : "));
+        // fio's continue_on_error keys: the count and the first failure's errno (EIO).
+        assert!(console.contains(&format!("\"total_err\" : {crc},")), "{console}");
+        assert!(console.contains("\"first_error\" : 5,"), "{console}");
+        assert_eq!(run.first_error, Some(IoErrorKind::Crc));
+        // The table's errors by kind, and the failures the driver did not describe, which
+        // include those completed during the ramp and the drain.
+        assert!(
+            console.contains(&format!("nvme0    failed I/Os by kind, all runs: {crc} crc\n")),
+            "{console}"
+        );
+        let unreported = console
+            .split("nvme0: ... and ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|count| count.parse::<u64>().ok())
+            .expect("the count of failures not described");
+        assert!(unreported >= crc, "{unreported} not described, {crc} in the window");
+    }
+
+    #[test]
+    fn runs_without_failures_say_nothing_about_them() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut device = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 4);
+        let config = config(&[job], MS, 4 * MS, 1);
+        let (results, console) = run(&config, &mut [&mut device], &clock, 1 << 20);
+        assert_eq!(results.runs[0].first_error, None);
+        assert!(console.contains("\"total_err\" : 0,") && console.contains("\"first_error\" : 0,"));
+        assert!(!console.contains("failed I/Os by kind") && !console.contains("more failed commands"));
     }
 
     #[test]

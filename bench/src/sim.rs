@@ -144,6 +144,9 @@ pub struct SimDevice<'c> {
     cpu: Option<SimDriverCost<'c>>,
     /// Completions handed back a second time (`echo_completions`).
     pub echoed: u64,
+    /// Failed completions since the last `take_unreported_failures` (this device describes
+    /// none of them).
+    unreported_failures: u64,
     medium: Option<&'c SimMedium<'c>>,
 }
 
@@ -167,6 +170,7 @@ impl<'c> SimDevice<'c> {
             empty_polls: 0,
             cpu: None,
             echoed: 0,
+            unreported_failures: 0,
             medium: None,
         }
     }
@@ -232,6 +236,10 @@ impl BlockDevice for SimDevice<'_> {
 
     fn geometry(&self) -> Geometry {
         self.behaviour.geometry
+    }
+
+    fn take_unreported_failures(&mut self) -> u64 {
+        core::mem::take(&mut self.unreported_failures)
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
@@ -320,6 +328,7 @@ impl BlockDevice for SimDevice<'_> {
             self.finished += 1;
             let result = match self.behaviour.error_every {
                 Some((every, kind)) if self.finished.is_multiple_of(every) => {
+                    self.unreported_failures += 1;
                     Err(IoError { kind, code: self.finished as u32 })
                 }
                 _ => finished.result,

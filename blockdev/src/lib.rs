@@ -119,15 +119,23 @@ pub enum IoErrorKind {
     Transfer,
     /// The completion could not be trusted (unknown command identifier, impossible queue head).
     Protocol,
+    /// The medium could not give the data back (NVMe status code type 2, Media and Data
+    /// Integrity Errors, e.g. Unrecovered Read Error: NVMe Base Specification 2.0 §4.2.3.2.3).
+    Media,
+    /// The device stopped answering as a device: its registers read as all ones (removed,
+    /// or its link is down), so the request can never complete.
+    DeviceGone,
 }
 
 impl IoErrorKind {
-    pub const ALL: [IoErrorKind; 5] = [
+    pub const ALL: [IoErrorKind; 7] = [
         IoErrorKind::Timeout,
         IoErrorKind::Crc,
         IoErrorKind::DeviceStatus,
         IoErrorKind::Transfer,
         IoErrorKind::Protocol,
+        IoErrorKind::Media,
+        IoErrorKind::DeviceGone,
     ];
 
     /// A short, stable name for tables and JSON.
@@ -138,6 +146,21 @@ impl IoErrorKind {
             IoErrorKind::DeviceStatus => "device-status",
             IoErrorKind::Transfer => "transfer",
             IoErrorKind::Protocol => "protocol",
+            IoErrorKind::Media => "media",
+            IoErrorKind::DeviceGone => "device-gone",
+        }
+    }
+
+    /// The Linux errno a block layer would hand fio for this failure (`blk_status_to_errno` in
+    /// Linux's block/blk-core.c: BLK_STS_TIMEOUT is ETIMEDOUT, BLK_STS_MEDIUM ENODATA, a
+    /// vanished device ENODEV, anything else, an SD CRC error too, EIO): fio's `first_error`
+    /// (docs/fio-json.md §2).
+    pub fn linux_errno(self) -> u32 {
+        match self {
+            IoErrorKind::Timeout => 110,
+            IoErrorKind::Media => 61,
+            IoErrorKind::DeviceGone => 19,
+            IoErrorKind::Crc | IoErrorKind::DeviceStatus | IoErrorKind::Transfer | IoErrorKind::Protocol => 5,
         }
     }
 
@@ -199,6 +222,8 @@ pub enum SubmitError {
     BadBuffer,
     /// The operation is not allowed on this device (writes without an explicit opt-in).
     Unsupported,
+    /// The device is gone or could not be recovered after a failure; it takes no more requests.
+    DeviceUnusable,
 }
 
 impl SubmitError {
@@ -209,6 +234,7 @@ impl SubmitError {
             SubmitError::BadLength => "bad length",
             SubmitError::BadBuffer => "buffer too small or misaligned",
             SubmitError::Unsupported => "operation not allowed",
+            SubmitError::DeviceUnusable => "the device is gone or was not recovered",
         }
     }
 }
@@ -287,6 +313,14 @@ pub trait BlockDevice {
     /// with ADMA2 falls back to PIO for a buffer ADMA2 cannot use); `None` for the others.
     fn data_path(&self) -> Option<DataPath> {
         None
+    }
+
+    /// How many failures the driver counted but did not describe on the console since the last
+    /// call (drivers describe the first few of each run and count the rest); the call starts
+    /// the count and the description allowance anew. The runner calls it when a run starts
+    /// and when it ends.
+    fn take_unreported_failures(&mut self) -> u64 {
+        0
     }
 
     /// [`BlockDevice::poll`], and for each completion `i` the command that carried it in

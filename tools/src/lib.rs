@@ -4,6 +4,7 @@ pub mod disk;
 pub mod image;
 pub mod pattern;
 pub mod qemu;
+pub mod qemu_faults;
 pub mod report;
 pub mod scratch;
 pub mod serial;

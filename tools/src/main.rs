@@ -15,6 +15,7 @@ use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{FirmwareSource, ImageRequest};
 use tools::qemu::{Machine, QemuError, QemuRun, DEFAULT_MACHINE, DEFAULT_VIRT_CPU, DEFAULT_VIRT_MEMORY};
+use tools::qemu_faults::Fault;
 use tools::scratch;
 use tools::serial::{self, CaptureEnd};
 
@@ -167,6 +168,12 @@ struct QemuArgs {
     /// guest's instructions, not the host's speed.
     #[arg(long)]
     icount: bool,
+    /// Inject a fault to see what the kernel does with it (repeatable or comma-separated):
+    /// nvme-media (reads of the NVMe drive's second MiB fail: Unrecovered Read Error),
+    /// nvme-slow (the NVMe drive answers after 2 s; nvme.timeout-ms=500 unless set),
+    /// nvme-gone (the NVMe device is removed 0.5 s into its first run).
+    #[arg(long = "fault", value_enum, value_delimiter = ',', value_name = "KIND")]
+    faults: Vec<Fault>,
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
     #[arg(long = "extra", value_name = "ARG", allow_hyphen_values = true)]
     extra_args: Vec<String>,
@@ -378,6 +385,7 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     }
     run.timeout = args.timeout.map(Duration::from_secs);
     run.icount = args.icount;
+    run.faults = args.faults.clone();
     if let Some(binary) = &args.qemu {
         run.qemu_binary = binary.clone();
     }

@@ -14,6 +14,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::disk::{format_size, DiskContent, DiskError, DiskSpec, DiskWrites};
+use crate::qemu_faults::{self, Fault};
 
 /// The machine `barebench qemu` runs when none is named: the one `make qemu` uses, the only one
 /// with NVMe.
@@ -266,6 +267,8 @@ pub struct QemuRun {
     pub qemu_binary: PathBuf,
     /// Show a progress bar while pattern images are written.
     pub show_progress: bool,
+    /// Faults injected into the emulated devices (`--fault`).
+    pub faults: Vec<Fault>,
 }
 
 impl QemuRun {
@@ -294,7 +297,18 @@ impl QemuRun {
             icount: false,
             qemu_binary: machine.qemu_binary(),
             show_progress: false,
+            faults: Vec::new(),
         }
+    }
+
+    /// The monitor socket `nvme-gone` removes the device through.
+    pub fn monitor_socket_path(&self) -> PathBuf {
+        self.workdir.join(format!("qemu-monitor-{}.sock", std::process::id()))
+    }
+
+    /// Where the `nvme-media` fault's blkdebug rules are written.
+    pub fn blkdebug_config_path(&self) -> PathBuf {
+        self.workdir.join("blkdebug-nvme-media.conf")
     }
 
     /// The kernel command line actually passed: the settings plus `exit=semihosting` unless an
@@ -302,11 +316,13 @@ impl QemuRun {
     pub fn effective_append(&self) -> String {
         let has_exit = self.append.split_whitespace().any(|token| token.starts_with("exit="));
         let mut append = self.append.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !has_exit {
+        let added_by_faults: Vec<&str> =
+            self.faults.iter().filter_map(|fault| fault.setting(&append)).collect();
+        for setting in (!has_exit).then_some("exit=semihosting").into_iter().chain(added_by_faults) {
             if !append.is_empty() {
                 append.push(' ');
             }
-            append.push_str("exit=semihosting");
+            append.push_str(setting);
         }
         append
     }
@@ -320,6 +336,13 @@ impl QemuRun {
                 device: "NVMe",
                 machine,
                 reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
+            });
+        }
+        if !self.faults.is_empty() && self.nvme.is_none() {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "an NVMe fault",
+                machine,
+                reason: "the nvme faults need an NVMe drive (--nvme SIZE)",
             });
         }
         if (self.usb.is_some() || self.uas.is_some()) && self.machine != Machine::Virt {
@@ -398,6 +421,7 @@ impl QemuRun {
                 notes.push(note.clone());
             }
         }
+        notes.extend(self.faults.iter().map(|fault| fault.note()));
         notes
     }
 
@@ -419,7 +443,11 @@ impl QemuRun {
         push("-display");
         push("none");
         push("-monitor");
-        push("none");
+        if self.faults.contains(&Fault::NvmeGone) {
+            push(&format!("unix:{},server,nowait", self.monitor_socket_path().display()));
+        } else {
+            push("none");
+        }
         push("-serial");
         push("stdio");
         push("-semihosting");
@@ -478,8 +506,20 @@ impl QemuRun {
                 }
                 (DiskRole::Nvme, _) => {
                     add("-drive".into());
-                    add(format!("{},aio={}", drive("nv"), self.nvme_aio));
+                    let config = self.blkdebug_config_path();
+                    add(qemu_faults::nvme_drive(
+                        &self.faults,
+                        &format!("{},aio={}", drive("nv"), self.nvme_aio),
+                        (&file, &self.nvme_aio, disk.spec.size_bytes),
+                        &config.to_string_lossy(),
+                    ));
                     let mut device = "nvme,drive=nv,serial=barebench0".to_string();
+                    if self.faults.contains(&Fault::NvmeGone) {
+                        // In a root port of its own, as a removable drive sits in a slot.
+                        add("-device".into());
+                        add(qemu_faults::NVME_ROOT_PORT.into());
+                        device.push_str(&format!(",id={},bus=rp1", qemu_faults::NVME_DEVICE_ID));
+                    }
                     for option in &self.nvme_options {
                         device.push(',');
                         device.push_str(option);
@@ -506,12 +546,21 @@ impl QemuRun {
         for disk in &disks {
             create_disk_image(disk, self.show_progress)?;
         }
+        if self.faults.contains(&Fault::NvmeMedia) {
+            let path = self.blkdebug_config_path();
+            fs::write(&path, qemu_faults::media_error_rules())
+                .map_err(|source| QemuError::Log { path: path.clone(), source })?;
+        }
         let log_error = |source| QemuError::Log { path: self.log_path.clone(), source };
         if let Some(parent) = self.log_path.parent() {
             fs::create_dir_all(parent).map_err(log_error)?;
         }
         let mut log = File::create(&self.log_path).map_err(log_error)?;
 
+        if self.faults.contains(&Fault::NvmeGone) {
+            // A socket left by an earlier run would keep QEMU from listening.
+            let _ = fs::remove_file(self.monitor_socket_path());
+        }
         let started = Instant::now();
         let mut child = Command::new(&self.qemu_binary)
             .args(self.command_args(&disks))
@@ -534,6 +583,7 @@ impl QemuRun {
             Ok(())
         };
         let deadline = self.timeout.map(|timeout| started + timeout);
+        let mut removal = self.faults.contains(&Fault::NvmeGone).then(qemu_faults::RemovalTimer::default);
         let mut serial_open = true;
         let mut exited: Option<(ExitStatus, Instant)> = None;
         let exit_status = loop {
@@ -547,6 +597,9 @@ impl QemuRun {
                 thread::sleep(POLL_INTERVAL);
             }
             stderr_bytes.extend(stderr_chunks.try_iter().flatten());
+            if removal.as_mut().is_some_and(|timer| timer.due(&log_bytes, Instant::now())) {
+                self.remove_nvme_device(started);
+            }
             if exited.is_none() {
                 let status = child.try_wait().map_err(|source| QemuError::Wait { source })?;
                 exited = status.map(|status| (status, Instant::now()));
@@ -587,6 +640,26 @@ impl QemuRun {
             qemu_stderr,
             elapsed: started.elapsed(),
         })
+    }
+}
+
+impl QemuRun {
+    /// `nvme-gone`: removes the NVMe device through the monitor socket and says so (on stderr,
+    /// beside QEMU's own messages); a failure to reach the monitor is said, not fatal.
+    fn remove_nvme_device(&self, started: Instant) {
+        let path = self.monitor_socket_path();
+        let sent = std::os::unix::net::UnixStream::connect(&path)
+            .and_then(|mut monitor| monitor.write_all(qemu_faults::GONE_MONITOR_COMMAND.as_bytes()));
+        match sent {
+            Ok(()) => eprintln!(
+                "barebench: nvme-gone: NVMe device removed {:.2} s after QEMU started ({})",
+                started.elapsed().as_secs_f64(),
+                qemu_faults::GONE_MONITOR_COMMAND.trim_end()
+            ),
+            Err(error) => {
+                eprintln!("barebench: nvme-gone: cannot reach QEMU's monitor at {}: {error}", path.display())
+            }
+        }
     }
 }
 
@@ -777,6 +850,32 @@ mod tests {
             "-drive",
             "if=sd,file=build/disk-sd-64MiB-pattern.img,format=raw,snapshot=on"
         ));
+    }
+
+    #[test]
+    fn faults_reshape_the_nvme_drive_and_add_their_settings() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.nvme = Some("64M:pattern".parse().unwrap());
+        run.nvme_aio = "io_uring".into();
+        run.faults = vec![Fault::NvmeMedia];
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=nv,driver=raw,file.driver=blkdebug,file.config=build/blkdebug-nvme-media.conf,\
+             file.image.filename=build/disk-nvme-64MiB-pattern.img,file.image.aio=io_uring,snapshot=on"
+        ));
+        assert_eq!(run.effective_append(), "exit=semihosting");
+        assert!(run
+            .notes(&run.plan_disks().unwrap())
+            .iter()
+            .any(|note| note.starts_with("fault nvme-media")));
+        run.faults = vec![Fault::NvmeSlow];
+        run.append = "preset=quick".into();
+        assert_eq!(run.effective_append(), "preset=quick exit=semihosting nvme.timeout-ms=500");
+        assert!(args_text(&run).iter().any(|arg| arg.contains("driver=null-co,size=67108864")));
+        run.nvme = None;
+        assert!(matches!(run.plan_disks(), Err(QemuError::DeviceNotOnMachine { .. })));
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod admin_opcode {
     pub const DELETE_IO_COMPLETION_QUEUE: u8 = 0x04;
     pub const CREATE_IO_COMPLETION_QUEUE: u8 = 0x05;
     pub const IDENTIFY: u8 = 0x06;
+    pub const ABORT: u8 = 0x08;
     pub const SET_FEATURES: u8 = 0x09;
 }
 
@@ -50,6 +51,7 @@ pub fn admin_opcode_name(opcode: u8) -> &'static str {
         admin_opcode::DELETE_IO_COMPLETION_QUEUE => "Delete I/O Completion Queue",
         admin_opcode::CREATE_IO_COMPLETION_QUEUE => "Create I/O Completion Queue",
         admin_opcode::IDENTIFY => "Identify",
+        admin_opcode::ABORT => "Abort",
         admin_opcode::SET_FEATURES => "Set Features",
         _ => "admin command",
     }
@@ -142,6 +144,14 @@ impl SubmissionEntry {
         entry.dwords[10] = u32::from(feature::NUMBER_OF_QUEUES);
         entry.dwords[11] = u32::from(completion_queues.saturating_sub(1)) << 16
             | u32::from(submission_queues.saturating_sub(1));
+        entry
+    }
+
+    /// Abort (NVMe Base Specification 2.0 §5.1): CDW10 bits 15:0 the submission queue, bits
+    /// 31:16 the command identifier of the command to abort.
+    pub fn abort(queue_id: u16, command_id: u16) -> Self {
+        let mut entry = SubmissionEntry::new(admin_opcode::ABORT, 0);
+        entry.dwords[10] = u32::from(command_id) << 16 | u32::from(queue_id);
         entry
     }
 
@@ -318,6 +328,9 @@ mod tests {
         assert_eq!(identify.dwords[10], 1);
         assert_eq!(identify.prp1(), 0x8000_0000);
         assert_eq!(identify.prp2(), 0);
+
+        let abort = SubmissionEntry::abort(3, 0x1234);
+        assert_eq!((abort.opcode(), abort.dwords[10]), (0x08, 0x1234_0003));
 
         let queues = SubmissionEntry::set_number_of_queues(4, 2);
         assert_eq!(queues.opcode(), 0x09);

@@ -3,6 +3,7 @@
 //! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
+use super::admin::{AdminChannel, QueueRecord, SharedAdmin};
 use super::command::{
     allocated_queue_counts, cns, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
     SUBMISSION_ENTRY_BYTES,
@@ -14,14 +15,15 @@ use super::identify::{
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
 use super::regs::{self, offsets, Capabilities, Version};
-use super::ring::{CompletionRing, SubmissionRing};
 use super::status::{code_type, generic, Status};
 use crate::barrier;
 use crate::dma::{allocate_region, DmaRegion, DmaRegionError};
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::RefCell;
 use core::fmt;
 
 /// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
@@ -31,6 +33,10 @@ pub const ADMIN_QUEUE_ENTRIES: u32 = 32;
 pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
 /// How long one admin command may take.
 pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
+/// How long an I/O command may take before it is aborted, unless `nvme.timeout-ms=` says
+/// otherwise: far beyond any healthy read (a slow SSD's worst reads take tens of ms) and well
+/// inside Linux's 30 s `nvme_core.io_timeout`, so a stuck drive costs a run seconds, not minutes.
+pub const DEFAULT_IO_TIMEOUT_MS: u64 = 5_000;
 /// Shutdown waits at least this long, or RTD3E if longer (SPDK after spdk/spdk#676, where 5 s
 /// was too short for a virtual controller: docs/nvme-and-fio.md §1.10).
 pub const MINIMUM_SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
@@ -121,6 +127,8 @@ pub enum NvmeError {
         namespace_id: u32,
         reason: NamespaceProblem,
     },
+    /// The controller's registers read as all ones: it is gone (removed, or its link is down).
+    DeviceGone,
     /// CSTS.SHST did not reach "complete" in time.
     ShutdownTimeout {
         waited_ms: u64,
@@ -250,6 +258,9 @@ impl fmt::Display for NvmeError {
                 namespace_id,
                 reason,
             } => write!(f, "namespace {namespace_id} unusable: {reason}"),
+            NvmeError::DeviceGone => {
+                write!(f, "the controller is gone (its registers read as all ones)")
+            }
             NvmeError::ShutdownTimeout { waited_ms, cc, csts } => write!(
                 f,
                 "shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}"
@@ -342,13 +353,8 @@ pub struct ShutdownReport {
     pub deletion_error: Option<NvmeError>,
 }
 
-struct AdminQueue {
-    submission: SubmissionRing,
-    completion: CompletionRing,
-    next_command_id: u16,
-}
-
-/// One NVMe controller after bring-up, owning its admin queue.
+/// One NVMe controller after bring-up, with its admin queue (shared with its I/O queue pairs for
+/// their recovery: [`AdminChannel`]).
 pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     registers: R,
     register_bytes: usize,
@@ -359,12 +365,12 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     capabilities: Capabilities,
     version: Version,
     page_bytes: usize,
-    admin: AdminQueue,
+    admin: SharedAdmin<'p, R, P>,
     identify_buffer: DmaRegion,
     identity: ControllerIdentity,
-    admin_usable: bool,
     granted_pairs: u16,
     created_queue_ids: Vec<u16>,
+    io_timeout_us: u64,
     shut_down: bool,
 }
 
@@ -398,29 +404,27 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let waits = WaitReporter { events, label: &label };
         disable(&registers, platform, &capabilities, waits)?;
 
-        // SAFETY: the regions stay in the controller, which borrows the platform for 'p.
+        // SAFETY: the regions stay in the controller (its admin channel), which borrows the
+        // platform for 'p.
         let allocate = |bytes: usize| unsafe { allocate_region(platform, &dma, bytes, page_bytes) };
         let (submission, submission_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
         let (completion, completion_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
         let (identify_buffer, _) = allocate(IDENTIFY_BYTES.max(page_bytes))?;
-        // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
-        // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
-        // register write, as before a doorbell.
-        platform.clean_for_device(&completion.buffer());
 
-        registers
-            .write32(offsets::AQA, regs::admin_queue_attributes(ADMIN_QUEUE_ENTRIES, ADMIN_QUEUE_ENTRIES));
-        registers.write64(offsets::ASQ, submission_bus);
-        registers.write64(offsets::ACQ, completion_bus);
-        barrier::store_before_doorbell();
-        let configuration = regs::enable_configuration(capabilities.mpsmin);
-        registers.write32(offsets::CC, configuration);
-        wait_ready(&registers, platform, &capabilities, ReadyWait::Enabled, waits)?;
-        // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
-        // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
-        registers.write32(offsets::INTMS, u32::MAX);
-
-        let stride = capabilities.doorbell_stride_bytes;
+        enable_with_admin_queue(
+            &registers,
+            platform,
+            (&capabilities, ADMIN_QUEUE_ENTRIES),
+            (&completion, submission_bus, completion_bus),
+            waits,
+        )?;
+        let admin = AdminChannel::new(
+            (registers.clone(), platform, events),
+            label.clone(),
+            capabilities,
+            (submission, completion, submission_bus, completion_bus),
+            ADMIN_QUEUE_ENTRIES,
+        );
         let mut controller = Controller {
             registers,
             register_bytes,
@@ -431,24 +435,12 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             capabilities,
             version,
             page_bytes,
-            admin: AdminQueue {
-                submission: SubmissionRing::new(
-                    submission,
-                    ADMIN_QUEUE_ENTRIES,
-                    regs::submission_doorbell(0, stride),
-                ),
-                completion: CompletionRing::new(
-                    completion,
-                    ADMIN_QUEUE_ENTRIES,
-                    regs::completion_doorbell(0, stride),
-                ),
-                next_command_id: 0,
-            },
+            admin: Rc::new(RefCell::new(admin)),
             identify_buffer,
             identity: ControllerIdentity::parse(&[0u8; IDENTIFY_BYTES]),
-            admin_usable: true,
             granted_pairs: 0,
             created_queue_ids: Vec::new(),
+            io_timeout_us: DEFAULT_IO_TIMEOUT_MS * 1000,
             shut_down: false,
         };
         let data = controller.identify(cns::CONTROLLER, 0)?;
@@ -587,6 +579,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     pub fn request_io_queues(&mut self, pairs: u16) -> Result<QueueGrant, NvmeError> {
         let pairs = pairs.max(1);
         let completion = self.admin_command(SubmissionEntry::set_number_of_queues(pairs, pairs))?;
+        self.admin.borrow_mut().pairs_requested = pairs;
         let (submission_queues, completion_queues) = allocated_queue_counts(completion.command_specific());
         let grant = QueueGrant { requested: pairs, submission_queues, completion_queues };
         self.granted_pairs = grant.usable_pairs();
@@ -645,6 +638,13 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Err(error);
         }
         self.created_queue_ids.push(queue_id);
+        self.admin.borrow_mut().record_queue(QueueRecord {
+            queue_id,
+            entries,
+            submission_bus,
+            completion_bus,
+            completion,
+        });
         Ok(IoQueuePair::new(
             QueuePairSetup {
                 name,
@@ -662,80 +662,28 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                 submission_doorbell: regs::submission_doorbell(queue_id, stride),
                 completion_doorbell: regs::completion_doorbell(queue_id, stride),
                 dma: self.dma,
+                command_timeout_us: self.io_timeout_us,
             },
             self.registers.clone(),
             self.platform,
             self.events,
+            Some(self.admin.clone()),
         ))
     }
 
     /// Runs one admin command to completion (bounded by [`ADMIN_COMMAND_TIMEOUT_MS`]).
-    fn admin_command(&mut self, mut entry: SubmissionEntry) -> Result<CompletionEntry, NvmeError> {
-        if !self.admin_usable {
-            return Err(NvmeError::AdminQueueUnusable);
-        }
-        let opcode = entry.opcode();
-        let command_id = self.admin.next_command_id;
-        self.admin.next_command_id = command_id.wrapping_add(1);
-        entry.set_command_id(command_id);
-        let Some(sequence) = self.admin.submission.push(&entry) else {
-            // Commands run one at a time and each completion moves the head, so the ring only
-            // fills if the controller never reported a head: treat it as unusable.
-            self.admin_usable = false;
-            return Err(NvmeError::AdminQueueUnusable);
-        };
-        self.admin.submission.notify(&self.registers, self.platform);
-        let completion = self.wait_for_admin_completion(opcode, command_id)?;
-        if self.admin.submission.accept_head(completion.sq_head(), sequence).is_err() {
-            return Err(NvmeError::AdminProtocol { opcode, command_id, reported_head: completion.sq_head() });
-        }
-        let status = completion.status();
-        if !status.is_success() {
-            return Err(NvmeError::AdminFailed {
-                opcode,
-                status,
-                command_specific: completion.command_specific(),
-            });
-        }
-        Ok(completion)
+    fn admin_command(&mut self, entry: SubmissionEntry) -> Result<CompletionEntry, NvmeError> {
+        self.admin.borrow_mut().command(entry, ADMIN_COMMAND_TIMEOUT_MS * 1000)
     }
 
-    /// Polls the admin CQ until the completion of `command_id` arrives; completions for other
-    /// commands are reported and ignored while the deadline keeps running.
-    fn wait_for_admin_completion(
-        &mut self,
-        opcode: u8,
-        command_id: u16,
-    ) -> Result<CompletionEntry, NvmeError> {
-        let deadline = Deadline::after_us(self.platform, ADMIN_COMMAND_TIMEOUT_MS * 1000);
-        loop {
-            if let Some(completion) = self.admin.completion.pop(self.platform) {
-                self.admin.completion.release(&self.registers);
-                if completion.command_id() == command_id && completion.sq_id() == 0 {
-                    return Ok(completion);
-                }
-                // Not ours: reported and ignored; the wait (and its deadline) goes on.
-                self.events.report(
-                    &self.label,
-                    &Event::UnknownCommandId {
-                        queue_id: 0,
-                        command_id: completion.command_id(),
-                        sq_head: completion.sq_head(),
-                        status: completion.status(),
-                    },
-                );
-            }
-            if deadline.has_passed(self.platform) {
-                self.admin_usable = false;
-                return Err(NvmeError::AdminTimeout {
-                    opcode,
-                    command_id,
-                    waited_ms: deadline.elapsed_us(self.platform) / 1000,
-                    csts: self.registers.read32(offsets::CSTS),
-                });
-            }
-            core::hint::spin_loop();
-        }
+    /// The I/O command timeout of the pairs created after this call (`nvme.timeout-ms=`).
+    pub fn set_io_timeout_ms(&mut self, timeout_ms: u64) {
+        self.io_timeout_us = timeout_ms.saturating_mul(1000);
+    }
+
+    /// Controller resets made to recover from timeouts so far.
+    pub fn resets(&self) -> u32 {
+        self.admin.borrow().resets()
     }
 
     /// Normal shutdown (NVMe 1.4 §7.6.2): delete the I/O queues (SQs, then CQs), set CC.SHN =
@@ -744,9 +692,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     /// shutdown.
     pub fn shutdown(&mut self) -> Result<ShutdownReport, NvmeError> {
         self.shut_down = true;
+        if self.admin.borrow().device_gone() {
+            // Nothing would answer: no admin command or CSTS wait is worth its timeout.
+            return Err(NvmeError::DeviceGone);
+        }
         let mut deletion_error = None;
         let mut queues_deleted = 0u16;
         let created = core::mem::take(&mut self.created_queue_ids);
+        self.admin.borrow_mut().forget_queues();
         for &queue_id in created.iter().rev() {
             match self.admin_command(SubmissionEntry::delete_io_submission_queue(queue_id)) {
                 Ok(_) => queues_deleted += 1,
@@ -800,9 +753,9 @@ pub const READY_WAIT_REPORT_MS: u64 = 2000;
 
 /// Where a long controller state wait is reported.
 #[derive(Clone, Copy)]
-struct WaitReporter<'a> {
-    events: &'a dyn EventSink,
-    label: &'a str,
+pub(crate) struct WaitReporter<'a> {
+    pub(crate) events: &'a dyn EventSink,
+    pub(crate) label: &'a str,
 }
 
 /// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once. Every
@@ -850,10 +803,35 @@ fn wait_ready<R: RegisterIo, P: Platform>(
     }
 }
 
+/// Hands the controller its admin queue (AQA, ASQ, ACQ) and enables it (CC.EN = 1, waiting for
+/// CSTS.RDY; NVMe 1.4 §7.6.1 steps 3-5), polled only (INTMS masks every vector).
+pub(crate) fn enable_with_admin_queue<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    (capabilities, entries): (&Capabilities, u32),
+    (completion, submission_bus, completion_bus): (&DmaRegion, u64, u64),
+    waits: WaitReporter<'_>,
+) -> Result<(), NvmeError> {
+    // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
+    // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
+    // register write, as before a doorbell.
+    platform.clean_for_device(&completion.buffer());
+    registers.write32(offsets::AQA, regs::admin_queue_attributes(entries, entries));
+    registers.write64(offsets::ASQ, submission_bus);
+    registers.write64(offsets::ACQ, completion_bus);
+    barrier::store_before_doorbell();
+    registers.write32(offsets::CC, regs::enable_configuration(capabilities.mpsmin));
+    wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits)?;
+    // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
+    // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
+    registers.write32(offsets::INTMS, u32::MAX);
+    Ok(())
+}
+
 /// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (docs/nvme-and-fio.md §1.2 step 2): a controller
 /// left enabled but not yet ready is first given its time to become ready, because EN must not
 /// change while RDY differs from it.
-fn disable<R: RegisterIo, P: Platform>(
+pub(crate) fn disable<R: RegisterIo, P: Platform>(
     registers: &R,
     platform: &P,
     capabilities: &Capabilities,
@@ -1161,6 +1139,19 @@ mod tests {
         assert_eq!(statistics.shutdowns, 1);
         assert_eq!(sim.csts_bits().2, 2, "SHST = complete");
         sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_controller_that_is_gone_is_not_waited_for_at_shutdown() {
+        use blockdev::Clock;
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).unwrap();
+        sim.remove();
+        let started = platform.now_ns();
+        assert_eq!(controller.shutdown().unwrap_err(), NvmeError::DeviceGone);
+        assert!(platform.now_ns() - started < 1_000_000, "no admin or CSTS timeout waited out");
+        assert_eq!(sim.statistics().shutdowns, 0);
     }
 
     #[test]

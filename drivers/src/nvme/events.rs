@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::command::{admin_opcode_name, io_opcode_name};
+use super::controller::NvmeError;
 use super::status::Status;
 use core::fmt;
 
@@ -47,8 +48,21 @@ pub enum Event {
     },
     /// A completion on this queue named another submission queue; it was ignored.
     WrongSubmissionQueue { queue_id: u16, reported_queue_id: u16, command_id: u16 },
-    /// Further error reports on this queue are only counted.
-    ReportsSuppressed { queue_id: u16, after_reports: u32 },
+    /// A completion carried a status code type the specification reserves; its request fails.
+    ReservedStatus { queue_id: u16, command_id: u16, status: Status },
+    /// A command took longer than the command timeout; its request fails and it is aborted.
+    CommandTimedOut { queue_id: u16, command_id: u16, lba: u64, block_count: u32, waited_ms: u64 },
+    /// The controller answered the Abort of a timed-out command.
+    AbortAnswered { queue_id: u16, command_id: u16, aborted: bool },
+    /// A timed-out (aborted) command completed after all; it ends that command only.
+    LateCompletion { queue_id: u16, command_id: u16, status: Status },
+    /// The controller was reset because a timed-out command could not be aborted.
+    ControllerReset { queue_id: u16, command_id: u16, took_ms: u64, result: Result<(), NvmeError> },
+    /// The device's registers read as all ones: it is gone; `outstanding` requests fail.
+    DeviceGone { queue_id: u16, outstanding: u32 },
+    /// The controller could not be recovered; `outstanding` requests fail and the queue is
+    /// not used again.
+    QueueAbandoned { queue_id: u16, outstanding: u32 },
     /// A wait for CSTS.RDY (to become `ready`) goes on; CAP.TO allows `timeout_ms`.
     StillWaiting { ready: bool, waited_ms: u64, timeout_ms: u64 },
 }
@@ -106,12 +120,44 @@ impl fmt::Display for Event {
                 f,
                 "completion on queue {queue_id} names submission queue {reported_queue_id} (cid {command_id}); ignored"
             ),
-            Event::ReportsSuppressed {
-                queue_id,
-                after_reports,
-            } => write!(
+            Event::ReservedStatus { queue_id, command_id, status } => write!(
                 f,
-                "queue {queue_id}: {after_reports} errors reported, further errors are only counted"
+                "completion for sqid:{queue_id} cid:{command_id} has a reserved status code type ({status}); not trusted, the command fails"
+            ),
+            Event::CommandTimedOut { queue_id, command_id, lba, block_count, waited_ms } => write!(
+                f,
+                "Read timed out: no completion after {waited_ms} ms; sqid:{queue_id} cid:{command_id} lba:{lba} blocks:{block_count}; aborting it"
+            ),
+            Event::AbortAnswered { queue_id, command_id, aborted } => write!(
+                f,
+                "Abort of sqid:{queue_id} cid:{command_id}: {}",
+                if aborted {
+                    "aborted"
+                } else {
+                    "not aborted (the controller may still complete it; reset if it does not)"
+                }
+            ),
+            Event::LateCompletion { queue_id, command_id, status } => write!(
+                f,
+                "late completion of timed-out sqid:{queue_id} cid:{command_id} ({status}); it ends that command only"
+            ),
+            Event::ControllerReset { queue_id, command_id, took_ms, result } => match result {
+                Ok(()) => write!(
+                    f,
+                    "controller reset (sqid:{queue_id} cid:{command_id} could not be aborted) in {took_ms} ms: queues re-created, commands in flight failed"
+                ),
+                Err(error) => write!(
+                    f,
+                    "controller reset after sqid:{queue_id} cid:{command_id} timed out failed after {took_ms} ms: {error}"
+                ),
+            },
+            Event::DeviceGone { queue_id, outstanding } => write!(
+                f,
+                "device gone (CSTS reads 0xffffffff): {outstanding} requests in flight on queue {queue_id} fail, nothing more is sent"
+            ),
+            Event::QueueAbandoned { queue_id, outstanding } => write!(
+                f,
+                "queue {queue_id} abandoned (controller not recovered): {outstanding} requests in flight fail, nothing more is sent"
             ),
             Event::StillWaiting { ready, waited_ms, timeout_ms } => write!(
                 f,

@@ -11,6 +11,7 @@
 //! more than the pair can keep.
 #![forbid(unsafe_code)]
 
+use super::admin::SharedAdmin;
 use super::command::{CompletionEntry, SubmissionEntry};
 use super::events::{Event, EventSink};
 use super::prp;
@@ -29,8 +30,9 @@ use blockdev::{
 
 /// The largest request the block interface accepts; the pair splits it into commands.
 pub const MAX_REQUEST_BYTES: u64 = 16 << 20;
-/// Error reports per queue pair before further errors are only counted.
-pub const MAX_REPORTS_PER_QUEUE: u32 = 16;
+/// Error reports per queue pair and run (between two [`BlockDevice::take_unreported_failures`])
+/// before further errors are only counted.
+pub const MAX_REPORTS_PER_RUN: u32 = 4;
 /// Distinct error statuses counted per queue pair.
 pub const STATUS_KINDS_COUNTED: usize = 16;
 
@@ -55,6 +57,8 @@ pub struct QueuePairSetup {
     pub submission_doorbell: usize,
     pub completion_doorbell: usize,
     pub dma: BusTranslation,
+    /// How long a command may take before it is aborted (`nvme.timeout-ms=`).
+    pub command_timeout_us: u64,
 }
 
 /// Counters of one queue pair (SPDK's perf counts doorbell writes the same way:
@@ -74,6 +78,12 @@ pub struct QueueStatistics {
     pub command_errors: u64,
     /// Completions that could not be trusted (unknown CID, impossible SQ head, wrong SQ).
     pub protocol_errors: u64,
+    /// Commands that took longer than the command timeout.
+    pub timeouts: u64,
+    /// Abort commands sent for them.
+    pub aborts_sent: u64,
+    /// Controller resets this pair went through (its own recoveries and its neighbours').
+    pub resets_seen: u64,
     /// The most commands one pair had in flight at once.
     pub max_commands_in_flight: u32,
     /// The most requests one pair had in flight at once.
@@ -107,6 +117,9 @@ impl QueueStatistics {
         self.cq_doorbell_writes += other.cq_doorbell_writes;
         self.command_errors += other.command_errors;
         self.protocol_errors += other.protocol_errors;
+        self.timeouts += other.timeouts;
+        self.aborts_sent += other.aborts_sent;
+        self.resets_seen += other.resets_seen;
         self.max_commands_in_flight = self.max_commands_in_flight.max(other.max_commands_in_flight);
         self.max_requests_in_flight = self.max_requests_in_flight.max(other.max_requests_in_flight);
         for (status, count) in &other.errors_by_status {
@@ -123,6 +136,11 @@ struct CommandSlot {
     sq_sequence: u64,
     lba: u64,
     block_count: u32,
+    /// When its doorbell was rung (the counter of the platform's clock).
+    issued_at_ticks: u64,
+    /// It outlived the command timeout: its request has failed, an Abort was sent, and its
+    /// completion, if one comes, ends it without being taken for anything else.
+    timed_out: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +170,8 @@ const IDLE_REQUEST: RequestSlot = RequestSlot {
     error: None,
 };
 
+mod recovery;
+
 /// A polled I/O SQ/CQ pair bound to one namespace.
 pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     setup: QueuePairSetup,
@@ -174,10 +194,28 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     lists_bus: u64,
     statistics: QueueStatistics,
     reports_made: u32,
+    /// Reports left out since the limit was reached.
+    reports_left_out: u64,
+    /// The controller's admin queue, for Abort and controller reset (none in some tests).
+    admin: Option<SharedAdmin<'p, R, P>>,
+    /// The admin channel's reset generation this pair's rings belong to.
+    generation: u32,
+    timeout_ticks: u64,
+    next_timeout_check_ticks: u64,
+    /// The clock when the batch being written into the SQ started (its doorbell follows).
+    issuing_at_ticks: u64,
+    /// The device is gone or could not be recovered: nothing more is sent.
+    unusable: bool,
 }
 
 impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
-    pub fn new(setup: QueuePairSetup, registers: R, platform: &'p P, events: &'p dyn EventSink) -> Self {
+    pub fn new(
+        setup: QueuePairSetup,
+        registers: R,
+        platform: &'p P,
+        events: &'p dyn EventSink,
+        admin: Option<SharedAdmin<'p, R, P>>,
+    ) -> Self {
         let slots = setup.entries - 1;
         let geometry = Geometry {
             logical_block_bytes: setup.block_bytes,
@@ -212,6 +250,13 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             lists_bus,
             statistics: QueueStatistics::default(),
             reports_made: 0,
+            reports_left_out: 0,
+            generation: admin.as_ref().map_or(0, |admin| admin.borrow().generation()),
+            admin,
+            timeout_ticks: platform.ns_to_ticks(setup.command_timeout_us.saturating_mul(1000)).max(1),
+            next_timeout_check_ticks: 0,
+            issuing_at_ticks: 0,
+            unusable: false,
             setup,
         }
     }
@@ -245,31 +290,46 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         &self.statistics
     }
 
+    /// Reports `event` unless this run's reports are used up; then it is only counted.
     fn report(&mut self, event: Event) {
-        if self.reports_made < MAX_REPORTS_PER_QUEUE {
+        if self.reports_made < MAX_REPORTS_PER_RUN {
             self.events.report(&self.setup.name, &event);
             self.reports_made += 1;
-            if self.reports_made == MAX_REPORTS_PER_QUEUE {
-                self.events.report(
-                    &self.setup.name,
-                    &Event::ReportsSuppressed {
-                        queue_id: self.setup.queue_id,
-                        after_reports: self.reports_made,
-                    },
-                );
-            }
+        } else {
+            self.reports_left_out += 1;
         }
+    }
+
+    /// Reports what followed a described failure (an Abort's answer, a late completion): shown
+    /// while failures are being described, never counted as one.
+    fn report_follow_up(&mut self, event: Event) {
+        if self.reports_made <= MAX_REPORTS_PER_RUN && self.reports_left_out == 0 {
+            self.events.report(&self.setup.name, &event);
+        }
+    }
+
+    /// How many reports were left out since the last call; the next run's reports start anew.
+    pub fn take_unreported_failures(&mut self) -> u64 {
+        self.reports_made = 0;
+        core::mem::take(&mut self.reports_left_out)
     }
 
     /// Moves pieces of released requests into the SQ while it and the command identifiers
     /// allow. Returns how many commands were written.
     fn issue_waiting(&mut self) -> u32 {
         let mut issued = 0;
+        let mut now_ticks = None;
         while self.waiting.len() > self.unreleased
             && !self.free_commands.is_empty()
             && !self.submission_ring.is_full()
         {
             let index = self.waiting[0];
+            // One clock read for the batch: the doorbell that follows starts them all.
+            if now_ticks.is_none() {
+                let now = self.platform.now_ticks();
+                now_ticks = Some(now);
+                self.issuing_at_ticks = now;
+            }
             if self.issue_piece(index) {
                 issued += 1;
             }
@@ -355,8 +415,15 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         (lba, block_count): (u64, u32),
     ) {
         let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
-        self.commands[usize::from(command_id)] =
-            CommandSlot { in_use: true, request: index, sq_sequence, lba, block_count };
+        self.commands[usize::from(command_id)] = CommandSlot {
+            in_use: true,
+            request: index,
+            sq_sequence,
+            lba,
+            block_count,
+            issued_at_ticks: self.issuing_at_ticks,
+            timed_out: false,
+        };
         self.requests[index as usize].pieces_issued += 1;
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
@@ -425,6 +492,13 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     fn command_outcome(&mut self, entry: &CompletionEntry, command: &CommandSlot) -> Result<(), IoError> {
         let queue_id = self.setup.queue_id;
         let command_id = entry.command_id();
+        if command.timed_out {
+            // The aborted command's own completion (Command Abort Requested, or its late
+            // result): it ends that command and nothing else; the request failed already.
+            self.report_follow_up(Event::LateCompletion { queue_id, command_id, status: entry.status() });
+            let _ = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence);
+            return Err(IoError { kind: IoErrorKind::Timeout, code: u32::from(command_id) });
+        }
         if let Err(known) = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence) {
             self.statistics.protocol_errors += 1;
             self.report(Event::ImpossibleSqHead {
@@ -441,6 +515,12 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         if status.is_success() {
             return Ok(());
         }
+        if (RESERVED_CODE_TYPES).contains(&status.code_type) {
+            // Not a status the specification defines: the completion cannot be trusted.
+            self.statistics.protocol_errors += 1;
+            self.report(Event::ReservedStatus { queue_id, command_id, status });
+            return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(status.field()) });
+        }
         self.statistics.command_errors += 1;
         self.statistics.count_status(status, 1);
         self.report(Event::CommandFailed {
@@ -454,7 +534,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             command_specific: entry.command_specific(),
             sq_head: entry.sq_head(),
         });
-        Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status.field()) })
+        Err(IoError { kind: io_error_kind(status), code: u32::from(status.field()) })
     }
 
     fn finish(&mut self, index: u32) -> Completion {
@@ -474,9 +554,27 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     }
 }
 
+/// Status code types the specification reserves (NVMe Base Specification 2.0 Figure 92: 4h-6h).
+const RESERVED_CODE_TYPES: core::ops::RangeInclusive<u8> = 4..=6;
+
+/// The block interface's kind for a failed command: the media and data integrity status codes
+/// (status code type 2, NVMe Base Specification 2.0 §4.2.3.2.3) are the medium's; every other
+/// status is the device's answer to the command.
+fn io_error_kind(status: Status) -> IoErrorKind {
+    if status.code_type == super::status::code_type::MEDIA_AND_DATA_INTEGRITY {
+        IoErrorKind::Media
+    } else {
+        IoErrorKind::DeviceStatus
+    }
+}
+
 impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     fn name(&self) -> &str {
         &self.setup.name
+    }
+
+    fn take_unreported_failures(&mut self) -> u64 {
+        IoQueuePair::take_unreported_failures(self)
     }
 
     fn geometry(&self) -> Geometry {
@@ -489,6 +587,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
         if let Err(error) = check_request(&self.geometry, &request) {
             return Err((request, error));
+        }
+        if self.unusable {
+            return Err((request, SubmitError::DeviceUnusable));
         }
         let bytes = request.block_count as usize * self.setup.block_bytes as usize;
         let data_bus = match request.operation {
@@ -543,7 +644,11 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
 
     /// Writes the submitted requests' commands into the SQ and rings its doorbell once.
     fn kick(&mut self) {
+        self.follow_controller_reset();
         self.unreleased = 0;
+        if self.unusable {
+            return;
+        }
         self.issue_waiting();
         self.ring_submission_doorbell();
     }
@@ -557,6 +662,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     /// As `poll`; `details` (when not empty) gets each completion's queue, command identifier
     /// and the SQ head its completion entry reported.
     fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        self.follow_controller_reset();
         let mut produced = 0;
         while produced < completions.len() {
             let Some(index) = self.finished_early.pop_front() else {
@@ -590,6 +696,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
             if self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
             }
+        } else if consumed == 0 && self.commands_in_flight() > 0 {
+            // Nothing new: the moment to notice a command that takes too long. What recovery
+            // fails comes out of the next poll.
+            self.check_timeouts();
         }
         produced
     }
@@ -634,6 +744,29 @@ mod tests {
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(1).unwrap();
         let depth = DepthChoice::new(depth, controller.capabilities());
+        controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
+    }
+
+    /// A pair whose commands time out after `timeout_ms`.
+    fn pair_with_timeout<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        events: &'a dyn EventSink,
+        timeout_ms: u64,
+    ) -> Pair<'a> {
+        let mut controller = Controller::bring_up(
+            sim,
+            sim.register_bytes(),
+            platform,
+            platform.translation(),
+            events,
+            "nvme 00:02.0".to_string(),
+        )
+        .unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        controller.set_io_timeout_ms(timeout_ms);
+        let depth = DepthChoice::new(8, controller.capabilities());
         controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
     }
 
@@ -1113,10 +1246,7 @@ mod tests {
         device.kick();
         let done = wait_for(&platform, &mut device, 1);
         let status_field = super::super::status::Status::new(2, 0x81, true).field();
-        assert_eq!(
-            done[0].result,
-            Err(IoError { kind: IoErrorKind::DeviceStatus, code: u32::from(status_field) })
-        );
+        assert_eq!(done[0].result, Err(IoError { kind: IoErrorKind::Media, code: u32::from(status_field) }));
         assert!(
             events.any_contains("nvme0: Read failed: Unrecovered Read Error (02/81) dnr; sqid:1"),
             "{:?}",
@@ -1182,6 +1312,48 @@ mod tests {
     }
 
     #[test]
+    fn a_reserved_status_code_type_fails_the_command_as_a_protocol_error() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair(&sim, &platform, &events, 8);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.corrupt_next_completion(Corruption::ReservedStatusType);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        device.kick();
+        let error = wait_for(&platform, &mut device, 1)[0].result.unwrap_err();
+        assert_eq!(error.kind, IoErrorKind::Protocol);
+        assert!(events.any_contains("has a reserved status code type"), "{:?}", events.messages);
+        assert_eq!((device.statistics().protocol_errors, device.statistics().command_errors), (1, 0));
+        device.submit(read(2, 0, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&platform, &mut device, 1)[0].result, Ok(()));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_completion_whose_phase_never_flips_is_a_timeout_and_a_reset_brings_the_queue_back() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.corrupt_next_completion(Corruption::StalePhase);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        device.kick();
+        // The entry is there with the old phase: to the driver the slot never fills.
+        let done = wait_for(&platform, &mut device, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Timeout);
+        assert!(events.any_contains("Read timed out"));
+        assert_eq!(sim.statistics().resets, 1, "the command the controller thinks done cannot be aborted");
+        for tag in 2..20 {
+            device.submit(read(tag, u64::from(tag) * 8, 8, buffer)).unwrap();
+            device.kick();
+            assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag, result: Ok(()) }]);
+        }
+    }
+
+    #[test]
     fn error_reports_stop_after_a_limit_but_counting_goes_on() {
         let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
@@ -1195,9 +1367,15 @@ mod tests {
             wait_for(&platform, &mut device, 1);
         }
         assert_eq!(device.statistics().command_errors, 40);
-        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_QUEUE as usize + 1);
-        assert!(events.any_contains("further errors are only counted"));
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_RUN as usize);
         assert_eq!(device.statistics().errors_by_status[0].1, 40);
+        // The run's end takes the count of those left out; the next run describes anew.
+        assert_eq!(device.take_unreported_failures(), 40 - u64::from(MAX_REPORTS_PER_RUN));
+        assert_eq!(device.take_unreported_failures(), 0);
+        device.submit(read(41, 0, 1, buffer)).unwrap();
+        device.kick();
+        wait_for(&platform, &mut device, 1);
+        assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_RUN as usize + 1);
     }
 
     #[test]
@@ -1238,6 +1416,9 @@ mod tests {
             cq_doorbell_writes: 8,
             command_errors: 9,
             protocol_errors: 10,
+            timeouts: 11,
+            aborts_sent: 12,
+            resets_seen: 13,
             max_commands_in_flight: 5,
             max_requests_in_flight: 2,
             errors_by_status: vec![(invalid_field, 2)],
@@ -1253,6 +1434,9 @@ mod tests {
             cq_doorbell_writes: 800,
             command_errors: 900,
             protocol_errors: 1000,
+            timeouts: 1100,
+            aborts_sent: 1200,
+            resets_seen: 1300,
             max_commands_in_flight: 3,
             max_requests_in_flight: 7,
             errors_by_status: vec![(unrecovered, 1_000_000), (invalid_field, 3)],
@@ -1271,6 +1455,9 @@ mod tests {
             cq_doorbell_writes: 808,
             command_errors: 909,
             protocol_errors: 1010,
+            timeouts: 1111,
+            aborts_sent: 1212,
+            resets_seen: 1313,
             // Two pairs that each peaked at 5 and 3 never had 8 in flight.
             max_commands_in_flight: 5,
             max_requests_in_flight: 7,
@@ -1279,6 +1466,152 @@ mod tests {
         };
         assert_eq!(total, expected);
         assert_eq!(format!("{}", total.errors_by_status[0].0), "Invalid Field in Command (00/02) dnr");
+    }
+
+    /// Polls until `count` requests completed; also how long that took on the platform's clock.
+    fn wait_timed(platform: &SimPlatform, device: &mut Pair<'_>, count: usize) -> (StdVec<Completion>, u64) {
+        let start = platform.now_ns();
+        let done = wait_for(platform, device, count);
+        (done, platform.now_ns() - start)
+    }
+
+    #[test]
+    fn a_command_past_its_timeout_is_aborted_and_its_abort_completion_ends_only_it() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(8192, 4096).unwrap();
+        sim.hold_io_completions(true);
+        device.submit(read(1, 0, 8, buffer.slice(0, 4096).unwrap())).unwrap();
+        device.submit(read(2, 8, 8, buffer.slice(4096, 4096).unwrap())).unwrap();
+        device.kick();
+        let (done, waited_ns) = wait_timed(&platform, &mut device, 2);
+        for completion in &done {
+            assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
+        }
+        assert!((50_000_000..100_000_000).contains(&waited_ns), "{waited_ns} ns");
+        assert_eq!(sim.statistics().aborts, 2);
+        assert_eq!(sim.statistics().resets, 0, "an honoured Abort needs no reset");
+        assert!(events.any_contains("nvme0: Read timed out: no completion after 5"), "{:?}", events.messages);
+        assert!(events.any_contains("Abort of sqid:1 cid:0: aborted"));
+        assert!(events
+            .any_contains("late completion of timed-out sqid:1 cid:0 (Command Abort Requested (00/07))"));
+        let statistics = device.statistics();
+        assert_eq!((statistics.timeouts, statistics.aborts_sent, statistics.command_errors), (2, 2, 0));
+        // The queue goes on.
+        sim.hold_io_completions(false);
+        device.submit(read(3, 16, 8, buffer)).unwrap();
+        device.kick();
+        assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag: 3, result: Ok(()) }]);
+        check_pattern(&platform, &buffer, 16 * 512, 4096);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_command_the_controller_will_not_abort_ends_in_a_controller_reset_and_the_queue_works_after() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(1 << 20, 4096).unwrap();
+        sim.hold_io_completions(true);
+        sim.honour_aborts(false);
+        // A split request (2 commands at QEMU's 512 KiB) and a small one.
+        device.submit(read(1, 0, 2048, buffer)).unwrap();
+        device.kick();
+        let (done, waited_ns) = wait_timed(&platform, &mut device, 1);
+        assert_eq!(done[0].tag, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Timeout);
+        // Aborted at 50 ms, reset when still not back a timeout later.
+        assert!((100_000_000..200_000_000).contains(&waited_ns), "{waited_ns} ns");
+        assert_eq!(sim.statistics().resets, 1);
+        assert!(events.any_contains("Abort of sqid:1 cid:0: not aborted"));
+        assert!(events.any_contains("controller reset (sqid:1 cid:0 could not be aborted) in "));
+        assert_eq!(device.statistics().resets_seen, 1);
+        assert_eq!(sim.io_queue_ids(), [1], "the I/O queue was created again");
+        sim.hold_io_completions(false);
+        for tag in 10..40 {
+            device.submit(read(tag, u64::from(tag) * 8, 8, buffer)).unwrap();
+            device.kick();
+            assert_eq!(wait_for(&platform, &mut device, 1), [Completion { tag, result: Ok(()) }]);
+            check_pattern(&platform, &buffer, u64::from(tag) * 8 * 512, 4096);
+        }
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_late_completion_of_a_timed_out_command_is_not_taken_for_a_new_one() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(8192, 4096).unwrap();
+        sim.hold_io_completions(true);
+        sim.honour_aborts(false);
+        device.submit(read(1, 0, 8, buffer.slice(0, 4096).unwrap())).unwrap();
+        device.kick();
+        // Past the timeout (Abort sent, not honoured), short of the reset (2 clock reads per
+        // pass at 100 µs each: 60 ms).
+        for _ in 0..300 {
+            platform.now_ticks();
+            assert_eq!(device.poll(&mut [Completion::default(); 4]), 0);
+        }
+        assert_eq!(device.statistics().timeouts, 1);
+        // A new read takes another identifier; then the late one arrives.
+        device.submit(read(2, 8, 8, buffer.slice(4096, 4096).unwrap())).unwrap();
+        device.kick();
+        sim.release_held(2);
+        let done = wait_for(&platform, &mut device, 2);
+        let result_of = |tag| done.iter().find(|c| c.tag == tag).unwrap().result;
+        assert_eq!(result_of(1).unwrap_err().kind, IoErrorKind::Timeout);
+        assert_eq!(result_of(2), Ok(()));
+        assert!(
+            events.any_contains("late completion of timed-out sqid:1 cid:0 (Successful Completion (00/00))")
+        );
+        assert_eq!((device.statistics().protocol_errors, sim.statistics().resets), (0, 0));
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_removed_device_fails_what_is_in_flight_as_gone_says_so_once_and_takes_nothing_more() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(3 * 4096, 4096).unwrap();
+        sim.hold_io_completions(true);
+        for tag in 0..3u32 {
+            device
+                .submit(read(tag, u64::from(tag) * 8, 8, buffer.slice(tag as usize * 4096, 4096).unwrap()))
+                .unwrap();
+        }
+        device.kick();
+        sim.remove();
+        let done = wait_for(&platform, &mut device, 3);
+        for completion in &done {
+            assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::DeviceGone);
+        }
+        let gone_reports = events.messages.borrow().iter().filter(|m| m.contains("device gone")).count();
+        assert_eq!(gone_reports, 1, "{:?}", events.messages);
+        assert!(events.any_contains("nvme0: device gone (CSTS reads 0xffffffff): 3 requests in flight"));
+        assert_eq!(device.submit(read(9, 0, 8, buffer)).unwrap_err().1, SubmitError::DeviceUnusable);
+        for _ in 0..1000 {
+            platform.now_ticks();
+            assert_eq!(device.poll(&mut [Completion::default(); 4]), 0);
+        }
+        assert_eq!(sim.statistics().aborts, 0, "nothing is sent to a device that is gone");
+    }
+
+    #[test]
+    fn media_statuses_fail_as_media_errors_and_the_rest_as_device_status() {
+        // Unrecovered Read Error, End-to-end Guard Check Error: the medium's (type 2).
+        assert_eq!(io_error_kind(Status::new(2, 0x81, false)), IoErrorKind::Media);
+        assert_eq!(io_error_kind(Status::new(2, 0x82, true)), IoErrorKind::Media);
+        // Invalid Field, LBA Out of Range, a path error: the device's answer.
+        assert_eq!(io_error_kind(Status::new(0, 0x02, true)), IoErrorKind::DeviceStatus);
+        assert_eq!(io_error_kind(Status::new(0, 0x80, true)), IoErrorKind::DeviceStatus);
+        assert_eq!(io_error_kind(Status::new(3, 0x00, false)), IoErrorKind::DeviceStatus);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! [`crate::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
 //! the same code against the simulated controller in `sim`.
 
+pub mod admin;
 pub mod command;
 pub mod controller;
 pub mod events;

@@ -80,6 +80,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         Ok(())
     }
 
+    fn take_unreported_failures(&mut self) -> u64 {
+        self.pairs.iter_mut().map(|pair| pair.take_unreported_failures()).sum()
+    }
+
     /// NVMe Flush acts on the namespace, whichever queue carries it (NVMe 1.4 §6.8).
     fn flush_support(&self) -> blockdev::FlushSupport {
         blockdev::FlushSupport::Command

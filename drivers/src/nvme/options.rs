@@ -1,5 +1,5 @@
 //! The NVMe driver options from the kernel command line (`nvme.queues=N`, `nvme.depth=N`,
-//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`; docs/architecture.md "Configuration": a malformed value
+//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`, `nvme.timeout-ms=N`; docs/architecture.md "Configuration": a malformed value
 //! is reported with the accepted forms and the default is kept).
 #![forbid(unsafe_code)]
 
@@ -27,6 +27,8 @@ pub struct DriverOptions {
     pub self_test_depth: Option<u32>,
     /// `nvme.measure=on`: time a few reads at bring-up (on by default).
     pub measure: bool,
+    /// `nvme.timeout-ms=N`: how long an I/O command may take before it is aborted.
+    pub io_timeout_ms: u64,
 }
 
 impl Default for DriverOptions {
@@ -36,12 +38,15 @@ impl Default for DriverOptions {
             queue_entries: DEFAULT_QUEUE_ENTRIES,
             self_test_depth: None,
             measure: true,
+            io_timeout_ms: super::controller::DEFAULT_IO_TIMEOUT_MS,
         }
     }
 }
 
-const ACCEPTED_KEYS: &str =
-    "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, nvme.measure=on|off";
+const ACCEPTED_KEYS: &str = "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, \
+     nvme.measure=on|off, nvme.timeout-ms=1..600000";
+/// The longest command timeout `nvme.timeout-ms=` takes (10 minutes).
+pub const MAX_IO_TIMEOUT_MS: u64 = 600_000;
 
 fn number(text: &str) -> Option<u64> {
     match text.strip_prefix("0x") {
@@ -76,6 +81,10 @@ impl DriverOptions {
                         _ => errors.push(error("qdN with N from 1 to 256 (e.g. qd32), or off")),
                     },
                 },
+                "timeout-ms" => match number(value) {
+                    Some(timeout_ms @ 1..=MAX_IO_TIMEOUT_MS) => parsed.io_timeout_ms = timeout_ms,
+                    _ => errors.push(error("a command timeout from 1 to 600000 ms")),
+                },
                 "measure" => match value {
                     "on" => parsed.measure = true,
                     "off" => parsed.measure = false,
@@ -105,12 +114,20 @@ mod tests {
             ("depth", "0x100"),
             ("selftest", "qd32"),
             ("measure", "off"),
+            ("timeout-ms", "750"),
         ]);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
             options,
-            DriverOptions { queue_pairs: 2, queue_entries: 256, self_test_depth: Some(32), measure: false }
+            DriverOptions {
+                queue_pairs: 2,
+                queue_entries: 256,
+                self_test_depth: Some(32),
+                measure: false,
+                io_timeout_ms: 750
+            }
         );
+        assert_eq!(DriverOptions::default().io_timeout_ms, 5000);
     }
 
     #[test]
@@ -122,14 +139,22 @@ mod tests {
             ("selftest", "qd0"),
             ("selftest", "yes"),
             ("measure", "maybe"),
+            ("timeout-ms", "0"),
+            ("timeout-ms", "600001"),
+            ("timeout-ms", "5s"),
             ("speed", "max"),
         ]);
         assert_eq!(options, DriverOptions::default());
-        assert_eq!(errors.len(), 7);
+        assert_eq!(errors.len(), 10);
+        assert_eq!(
+            format!("{}", errors[8]),
+            "bad driver option nvme.timeout-ms=5s: expected a command timeout from 1 to 600000 ms; the default is kept"
+        );
         assert_eq!(
             format!("{}", errors[0]),
             "bad driver option nvme.queues=0: expected a queue pair count from 1 to 64; the default is kept"
         );
-        assert!(format!("{}", errors[6]).contains("nvme.selftest=qd1..qd256|off"));
+        assert!(format!("{}", errors[9])
+            .contains("nvme.selftest=qd1..qd256|off, nvme.measure=on|off, nvme.timeout-ms=1..600000"));
     }
 }

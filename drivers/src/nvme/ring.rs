@@ -58,6 +58,11 @@ impl SubmissionRing {
         self.slot_of(self.pushed)
     }
 
+    /// Slots of the ring.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
     pub fn head(&self) -> u32 {
         self.slot_of(self.fetched)
     }

@@ -465,6 +465,15 @@ mod tests {
         platform: &'a SimPlatform,
         queues: u16,
     ) -> NamespaceDevice<'a, &'a SimController<'a>, SimPlatform> {
+        device_with_timeout(sim, platform, queues, crate::nvme::controller::DEFAULT_IO_TIMEOUT_MS)
+    }
+
+    fn device_with_timeout<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        queues: u16,
+        io_timeout_ms: u64,
+    ) -> NamespaceDevice<'a, &'a SimController<'a>, SimPlatform> {
         let mut controller = Controller::bring_up(
             sim,
             sim.register_bytes(),
@@ -476,6 +485,7 @@ mod tests {
         .unwrap();
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(queues).unwrap();
+        controller.set_io_timeout_ms(io_timeout_ms);
         let depth = DepthChoice::new(64, controller.capabilities());
         let pairs = (0..queues)
             .map(|_| controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap())
@@ -570,10 +580,36 @@ mod tests {
     }
 
     #[test]
+    fn the_drivers_command_timeout_ends_reads_that_never_complete() {
+        let platform = SimPlatform::for_nvme(32 << 20);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut nvme0 = device_with_timeout(&sim, &platform, 1, 500);
+        sim.hold_io_completions(true);
+        let workload = Workload {
+            places: &[],
+            depth: 2,
+            requests: 4,
+            sizes_bytes: &[4096],
+            buffer_offsets_bytes: &[],
+            lba_alignment_bytes: 4096,
+            verify: false,
+            seed: 1,
+        };
+        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
+        assert_eq!(report.failed, 4);
+        assert_eq!(report.first_failure.unwrap().1.kind, blockdev::IoErrorKind::Timeout);
+        // Each ended by its Abort soon after 500 ms, long before the self-test's 10 s.
+        assert!(report.latency.max_ns < 1_000_000_000, "{:?}", report.latency);
+        assert_eq!(sim.statistics().aborts, 4);
+    }
+
+    #[test]
     fn a_device_that_stops_answering_times_out() {
         let platform = SimPlatform::for_nvme(32 << 20);
         let sim = SimController::new(&platform, SimConfig::default());
-        let mut nvme0 = device(&sim, &platform, 1);
+        // A driver timeout beyond the self-test's own, which therefore ends the wait.
+        let mut nvme0 = device_with_timeout(&sim, &platform, 1, 60_000);
         sim.hold_io_completions(true);
         let workload = Workload {
             places: &[],

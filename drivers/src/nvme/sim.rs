@@ -225,6 +225,11 @@ pub enum Corruption {
     WrongSubmissionQueue,
     /// The next completion is posted twice (the copy names a command that already finished).
     DuplicateCompletion,
+    /// The next completion is written with the phase tag of the previous pass: to the host the
+    /// slot never fills.
+    StalePhase,
+    /// The next completion carries a status code type the specification reserves (5).
+    ReservedStatusType,
 }
 
 #[derive(Clone, Debug)]
@@ -336,6 +341,8 @@ struct Pending {
     command_specific: u32,
     /// Posted as is (a corruption), not from the queue's head.
     sq_head_override: Option<u16>,
+    /// Posted with the phase tag of the previous pass (a corruption: the phase never flips).
+    stale_phase: bool,
 }
 
 /// A completion entry in the CQ that the host has not released yet.
@@ -384,6 +391,10 @@ pub struct SimStatistics {
     pub overtakes: u64,
     /// Completion entries posted at slot 0 after the first pass (the phase tag flipped).
     pub cq_wraps: u64,
+    /// Abort commands executed.
+    pub aborts: u64,
+    /// Controller resets (CC.EN 1 → 0 while enabled).
+    pub resets: u32,
     /// (LBA, blocks) of every Write executed, and the Flushes.
     pub write_ranges: Vec<(u64, u32)>,
     pub flushes: u64,
@@ -407,6 +418,11 @@ struct State {
     tick: u64,
     random: u64,
     hold_io_completions: bool,
+    /// Abort takes the command out and completes it with Command Abort Requested; otherwise
+    /// Abort answers "not aborted" and the command goes on (as QEMU's model mostly does).
+    honour_aborts: bool,
+    /// The device is gone: every register reads all ones, writes go nowhere.
+    removed: bool,
     corrupt_next: Option<Corruption>,
     corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
@@ -446,6 +462,8 @@ const CSTS_SHST_OCCURRING: u32 = 1 << 2;
 const CSTS_SHST_COMPLETE: u32 = 2 << 2;
 /// Generic status "Command Aborted due to SQ Deletion" (NVMe 1.4 Figure 128).
 const ABORTED_SQ_DELETION: u8 = 0x08;
+/// Generic status Command Abort Requested (NVMe 2.0 Figure 102).
+const COMMAND_ABORT_REQUESTED: u8 = 0x07;
 const SUBMISSION_ENTRY_BYTES: u64 = 64;
 const COMPLETION_ENTRY_BYTES: u64 = 16;
 
@@ -469,6 +487,8 @@ impl<'a> SimController<'a> {
             fetch_count: 0,
             tick: 0,
             hold_io_completions: false,
+            honour_aborts: true,
+            removed: false,
             corrupt_next: None,
             corrupt_next_admin: None,
             media_errors: Vec::new(),
@@ -518,6 +538,17 @@ impl<'a> SimController<'a> {
     /// Holds I/O commands back (fetched, not completed) until [`SimController::release_held`].
     pub fn hold_io_completions(&self, hold: bool) {
         self.state().hold_io_completions = hold;
+    }
+
+    /// Whether Abort takes the named command out (see `State::honour_aborts`).
+    pub fn honour_aborts(&self, honour: bool) {
+        self.state().honour_aborts = honour;
+    }
+
+    /// Removes the device: from now on every register read returns all ones (as a PCIe read
+    /// that no device completes) and nothing the driver writes arrives.
+    pub fn remove(&self) {
+        self.state().removed = true;
     }
 
     /// I/O commands fetched and not completed.
@@ -594,6 +625,9 @@ impl RegisterIo for SimController<'_> {
     fn read32(&self, offset_bytes: usize) -> u32 {
         let mut state = self.state();
         state.statistics.register_reads += 1;
+        if state.removed {
+            return u32::MAX;
+        }
         let cap = state.config.cap();
         match offset_bytes {
             offsets::CAP => cap as u32,
@@ -619,6 +653,9 @@ impl RegisterIo for SimController<'_> {
     fn write32(&self, offset_bytes: usize, value: u32) {
         let event = self.platform.log().push(PlatformEvent::MmioWrite { block: "nvme", offset_bytes, value });
         let mut state = self.state();
+        if state.removed {
+            return;
+        }
         match offset_bytes {
             offsets::CC => state.write_cc(value, event),
             offsets::AQA => state.aqa = value,
@@ -750,6 +787,7 @@ impl State {
         if !was_enabled && enable {
             self.enable(event);
         } else if was_enabled && !enable {
+            self.statistics.resets += 1;
             self.submission_queues.clear();
             self.completion_queues.clear();
             self.outstanding.clear();
@@ -959,6 +997,7 @@ impl State {
             status,
             command_specific,
             sq_head_override: None,
+            stale_phase: false,
         };
         if let Some(cq) = self.completion_queues.get_mut(&completion_queue) {
             cq.backlog.push_back(pending);
@@ -1007,6 +1046,7 @@ impl State {
             status: Status::SUCCESS,
             command_specific: 0,
             sq_head_override: None,
+            stale_phase: false,
         };
         match corruption {
             Some(Corruption::UnknownCommandId) => {
@@ -1020,6 +1060,8 @@ impl State {
             }
             Some(Corruption::ImpossibleSqHead) => pending.sq_head_override = Some(0xFFFE),
             Some(Corruption::DuplicateCompletion) => cq.backlog.push_front(pending),
+            Some(Corruption::StalePhase) => pending.stale_phase = true,
+            Some(Corruption::ReservedStatusType) => pending.status = Status::new(5, 0x01, false),
             None => {}
         }
         Some(pending)
@@ -1042,7 +1084,7 @@ impl State {
                 sq_head,
                 pending.submission_queue,
                 pending.command_id,
-                cq.phase,
+                cq.phase != pending.stale_phase,
                 pending.status,
             );
             let mut bytes = [0u8; COMPLETION_ENTRY_BYTES as usize];
@@ -1172,6 +1214,7 @@ impl State {
             admin_opcode::CREATE_IO_SUBMISSION_QUEUE => self.create_submission_queue(entry),
             admin_opcode::DELETE_IO_SUBMISSION_QUEUE => self.delete_submission_queue(platform, entry),
             admin_opcode::DELETE_IO_COMPLETION_QUEUE => self.delete_completion_queue(entry),
+            admin_opcode::ABORT => self.abort(platform, entry),
             _ => (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0),
         }
     }
@@ -1208,6 +1251,29 @@ impl State {
         match self.transfer(platform, entry, &data, handover) {
             Ok(()) => (Status::SUCCESS, 0),
             Err(status) => (status, 0),
+        }
+    }
+
+    /// Abort (NVMe 2.0 §5.1): DW0 bit 0 clear when the command was aborted; the aborted
+    /// command completes with Command Abort Requested (00/07) before the Abort does.
+    fn abort(&mut self, platform: &SimPlatform, entry: &SubmissionEntry) -> (Status, u32) {
+        let queue = (entry.cdw(10) & 0xffff) as u16;
+        let command_id = (entry.cdw(10) >> 16) as u16;
+        self.statistics.aborts += 1;
+        if !self.submission_queues.contains_key(&queue) {
+            return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 1);
+        }
+        let found = self.in_flight.iter().position(|command| {
+            command.submission_queue == queue && command.entry.command_id() == command_id
+        });
+        match found {
+            Some(index) if self.honour_aborts && queue != 0 => {
+                let mut command = self.in_flight.remove(index);
+                command.refused = Some(Status::new(code_type::GENERIC, COMMAND_ABORT_REQUESTED, false));
+                self.complete(platform, command);
+                (Status::SUCCESS, 0)
+            }
+            _ => (Status::SUCCESS, 1),
         }
     }
 
@@ -1314,6 +1380,7 @@ impl State {
                     status: Status::new(code_type::GENERIC, ABORTED_SQ_DELETION, false),
                     command_specific: 0,
                     sq_head_override: None,
+                    stale_phase: false,
                 });
             }
         }

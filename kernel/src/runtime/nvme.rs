@@ -321,6 +321,11 @@ fn plan_queues(controller: &mut KernelController, options: &DriverOptions, label
         grant.submission_queues,
         grant.completion_queues
     );
+    controller.set_io_timeout_ms(options.io_timeout_ms);
+    println!(
+        "nvme         command timeout {} ms (nvme.timeout-ms=): a later command is aborted, and the controller reset if it still does not come back",
+        options.io_timeout_ms
+    );
     let usable_pairs = usize::from(grant.usable_pairs());
     if usable_pairs < usable.len() {
         println!(

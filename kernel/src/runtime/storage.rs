@@ -305,6 +305,10 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
         self.inner.borrow().data_path()
     }
 
+    fn take_unreported_failures(&mut self) -> u64 {
+        self.inner.borrow_mut().take_unreported_failures()
+    }
+
     fn flush_support(&self) -> blockdev::FlushSupport {
         self.inner.borrow().flush_support()
     }

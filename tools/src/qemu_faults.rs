@@ -1,0 +1,203 @@
+//! Faults `barebench qemu --fault KIND` injects into the emulated devices, so that a user sees
+//! what the kernel does when a device fails (docs/qemu.md §12): media errors from a `blkdebug`
+//! layer under the NVMe drive (QEMU's docs/devel/blkdebug.rst, `[inject-error]` rules), and a
+//! drive slower than the NVMe command timeout (QEMU's `null-co` driver with `latency-ns`).
+#![forbid(unsafe_code)]
+
+use std::fmt::Write as _;
+
+/// One fault a QEMU run can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// Every read of the NVMe drive's second MiB fails with EIO, which QEMU's NVMe model
+    /// answers with Unrecovered Read Error (02/81).
+    NvmeMedia,
+    /// The NVMe drive answers every read after 2 s (reads zeros); the kernel's command timeout
+    /// is set to 500 ms unless `nvme.timeout-ms=` is given.
+    NvmeSlow,
+    /// The NVMe device is removed 0.5 s into its first run, without the guest's cooperation
+    /// (QEMU monitor: `qom-set .../nv0 realized false`); its registers then read as all ones.
+    NvmeGone,
+}
+
+/// First sector of the band of media errors: the drive's second MiB.
+pub const MEDIA_ERROR_FIRST_SECTOR: u64 = 2048;
+/// Sectors in the band (1 MiB of 512-byte sectors).
+pub const MEDIA_ERROR_SECTORS: u64 = 2048;
+/// One rule every this many sectors: every 4 KiB-aligned 4 KiB read in the band meets one.
+pub const MEDIA_ERROR_STEP_SECTORS: u64 = 8;
+/// How long the slow drive takes for every read.
+pub const SLOW_DRIVE_LATENCY_NS: u64 = 2_000_000_000;
+/// The command timeout the slow drive's run uses unless the settings name one.
+pub const SLOW_DRIVE_TIMEOUT_SETTING: &str = "nvme.timeout-ms=500";
+/// `nvme-gone` removes the device once the console shows this (the first run on nvme0 began)...
+pub const GONE_AFTER_CONSOLE_TEXT: &str = " on nvme0, region ";
+/// ... and this much later.
+pub const GONE_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+/// The QEMU monitor command that removes the NVMe device at once. `device_del` would only ask
+/// the guest (PCIe native hot-plug waits for the guest to power the slot off), which a
+/// benchmark kernel never does (docs/qemu.md §12).
+pub const GONE_MONITOR_COMMAND: &str = "qom-set /machine/peripheral/nv0 realized false\n";
+/// The NVMe device's `-device` id, and the root port it sits in for `nvme-gone`.
+pub const NVME_DEVICE_ID: &str = "nv0";
+pub const NVME_ROOT_PORT: &str = "pcie-root-port,id=rp1,chassis=1,slot=1";
+
+impl Fault {
+    /// The name `--fault` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::NvmeMedia => "nvme-media",
+            Fault::NvmeSlow => "nvme-slow",
+            Fault::NvmeGone => "nvme-gone",
+        }
+    }
+
+    /// What the user should know before the run.
+    pub fn note(self) -> String {
+        match self {
+            Fault::NvmeMedia => format!(
+                "fault nvme-media: reads of NVMe sectors {}..{} fail (blkdebug EIO: Unrecovered Read Error)",
+                MEDIA_ERROR_FIRST_SECTOR,
+                MEDIA_ERROR_FIRST_SECTOR + MEDIA_ERROR_SECTORS
+            ),
+            Fault::NvmeSlow => format!(
+                "fault nvme-slow: the NVMe drive answers every read after {} ms (null-co, zeros); \
+                 {SLOW_DRIVE_TIMEOUT_SETTING} unless the settings name a timeout",
+                SLOW_DRIVE_LATENCY_NS / 1_000_000
+            ),
+            Fault::NvmeGone => format!(
+                "fault nvme-gone: the NVMe device is removed {} ms into its first run (QEMU monitor: {})",
+                GONE_DELAY.as_millis(),
+                GONE_MONITOR_COMMAND.trim_end()
+            ),
+        }
+    }
+
+    /// A kernel setting the fault adds unless `settings` already has its key.
+    pub fn setting(self, settings: &str) -> Option<&'static str> {
+        match self {
+            Fault::NvmeMedia | Fault::NvmeGone => None,
+            Fault::NvmeSlow => {
+                let given = settings.split_whitespace().any(|word| word.starts_with("nvme.timeout-ms="));
+                (!given).then_some(SLOW_DRIVE_TIMEOUT_SETTING)
+            }
+        }
+    }
+}
+
+/// The blkdebug configuration of `nvme-media`: one `[inject-error]` rule per 4 KiB of the band,
+/// every read (`read_aio`) meeting one fails with EIO (errno 5), every time (`once = "off"`).
+pub fn media_error_rules() -> String {
+    let mut rules = String::new();
+    let end = MEDIA_ERROR_FIRST_SECTOR + MEDIA_ERROR_SECTORS;
+    for sector in (MEDIA_ERROR_FIRST_SECTOR..end).step_by(MEDIA_ERROR_STEP_SECTORS as usize) {
+        let _ = write!(
+            rules,
+            "[inject-error]\nevent = \"read_aio\"\nerrno = \"5\"\nsector = \"{sector}\"\nonce = \"off\"\n\n"
+        );
+    }
+    rules
+}
+
+/// The `-drive` value of the NVMe drive with `faults` applied: `plain` (the usual raw file) when
+/// none concerns it, a raw format over blkdebug over the file for `nvme-media`, and a null-co
+/// drive of `size_bytes` for `nvme-slow`.
+pub fn nvme_drive(
+    faults: &[Fault],
+    plain: &str,
+    (image, aio, size_bytes): (&str, &str, u64),
+    blkdebug_config: &str,
+) -> String {
+    if faults.contains(&Fault::NvmeSlow) {
+        return format!(
+            "if=none,id=nv,driver=null-co,size={size_bytes},latency-ns={SLOW_DRIVE_LATENCY_NS},read-zeroes=on"
+        );
+    }
+    if faults.contains(&Fault::NvmeMedia) {
+        return format!(
+            "if=none,id=nv,driver=raw,file.driver=blkdebug,file.config={blkdebug_config},\
+             file.image.filename={image},file.image.aio={aio},snapshot=on"
+        );
+    }
+    plain.to_string()
+}
+
+/// When `nvme-gone` removes the device: once the console has shown that the first run on nvme0
+/// began, [`GONE_DELAY`] later.
+#[derive(Debug, Default)]
+pub struct RemovalTimer {
+    due: Option<std::time::Instant>,
+    done: bool,
+}
+
+impl RemovalTimer {
+    /// Whether the removal is due now, given the console so far; true once.
+    pub fn due(&mut self, console_so_far: &[u8], now: std::time::Instant) -> bool {
+        if self.done {
+            return false;
+        }
+        if self.due.is_none() {
+            let needle = GONE_AFTER_CONSOLE_TEXT.as_bytes();
+            if console_so_far.windows(needle.len()).any(|window| window == needle) {
+                self.due = Some(now + GONE_DELAY);
+            }
+        }
+        if self.due.is_some_and(|due| now >= due) {
+            self.done = true;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_rules_cover_every_4k_of_the_band_and_fail_every_time() {
+        let rules = media_error_rules();
+        assert_eq!(rules.matches("[inject-error]").count(), 256);
+        assert!(rules.starts_with(
+            "[inject-error]\nevent = \"read_aio\"\nerrno = \"5\"\nsector = \"2048\"\nonce = \"off\"\n"
+        ));
+        assert!(rules.contains("sector = \"4088\"") && !rules.contains("sector = \"4096\""));
+        assert!(!rules.contains("once = \"on\""));
+    }
+
+    #[test]
+    fn each_fault_shapes_the_nvme_drive() {
+        let plain = "if=none,id=nv,file=d.img,format=raw,snapshot=on,aio=io_uring";
+        let shaped = |faults: &[Fault]| nvme_drive(faults, plain, ("d.img", "io_uring", 64 << 20), "b.conf");
+        assert_eq!(shaped(&[]), plain);
+        assert_eq!(
+            shaped(&[Fault::NvmeMedia]),
+            "if=none,id=nv,driver=raw,file.driver=blkdebug,file.config=b.conf,file.image.filename=d.img,\
+             file.image.aio=io_uring,snapshot=on"
+        );
+        assert_eq!(
+            shaped(&[Fault::NvmeSlow]),
+            "if=none,id=nv,driver=null-co,size=67108864,latency-ns=2000000000,read-zeroes=on"
+        );
+    }
+
+    #[test]
+    fn the_removal_comes_once_half_a_second_after_the_first_nvme_run_begins() {
+        let start = std::time::Instant::now();
+        let mut timer = RemovalTimer::default();
+        assert!(!timer.due(b"run 1/2: randread 4k qd1 on sd0, region 4m", start));
+        let console = b"run 1/2: randread 4k qd4 on nvme0, region 4m at offset 0";
+        assert!(!timer.due(console, start));
+        assert!(!timer.due(console, start + GONE_DELAY / 2));
+        assert!(timer.due(console, start + GONE_DELAY));
+        assert!(!timer.due(console, start + GONE_DELAY * 4), "once");
+    }
+
+    #[test]
+    fn the_slow_drive_brings_its_timeout_unless_one_is_set() {
+        assert_eq!(Fault::NvmeSlow.setting("preset=quick"), Some("nvme.timeout-ms=500"));
+        assert_eq!(Fault::NvmeSlow.setting("nvme.timeout-ms=900 preset=quick"), None);
+        assert_eq!(Fault::NvmeMedia.setting(""), None);
+        assert!(Fault::NvmeMedia.note().contains("sectors 2048..4096"));
+    }
+}
