@@ -1,4 +1,4 @@
-//! Emulated-disk specifications (`SIZE[:pattern|zeros|FILE]`) and the image files made from them
+//! Emulated-disk specifications (`SIZE[:pattern|pattern-partition|zeros|FILE]`) and the image files made from them
 //! for QEMU (docs/qemu.md §0, §2: SD card sizes must be a power of two).
 
 use std::fmt;
@@ -64,6 +64,9 @@ pub fn format_size(bytes: u64) -> String {
 pub enum DiskContent {
     /// [`crate::pattern`]: every 512-byte sector tagged with its number.
     Pattern,
+    /// The pattern, with an MBR and one pattern partition (`blockdev::pattern_region`) from
+    /// 1 MiB to the end, which the kernel finds and `check=` verifies by default.
+    PatternPartition,
     /// All zeros (a sparse file).
     Zeros,
     /// The bytes of a file, followed by zeros up to the disk size.
@@ -91,6 +94,7 @@ impl FromStr for DiskSpec {
         }
         let content = match content_text {
             None | Some("pattern") => DiskContent::Pattern,
+            Some("pattern-partition") => DiskContent::PatternPartition,
             Some("zeros") | Some("zero") => DiskContent::Zeros,
             Some(path) => DiskContent::File(PathBuf::from(path)),
         };
@@ -103,6 +107,7 @@ impl fmt::Display for DiskSpec {
         let size = format_size(self.size_bytes).replace(' ', "");
         match &self.content {
             DiskContent::Pattern => write!(f, "{size}:pattern"),
+            DiskContent::PatternPartition => write!(f, "{size}:pattern-partition"),
             DiskContent::Zeros => write!(f, "{size}:zeros"),
             DiskContent::File(path) => write!(f, "{size}:{}", path.display()),
         }
@@ -146,6 +151,16 @@ impl DiskSpec {
             DiskContent::Pattern => {
                 pattern::write_pattern(&mut file, self.size_bytes, |done| progress(done, self.size_bytes))
                     .map_err(create_error)?;
+            }
+            DiskContent::PatternPartition => {
+                const MIB: u64 = 1 << 20;
+                file.set_len(self.size_bytes).map_err(create_error)?;
+                pattern::write_pattern(&mut file, MIB.min(self.size_bytes), |_| {}).map_err(create_error)?;
+                let length = (self.size_bytes - MIB) / MIB * MIB;
+                pattern::add_pattern_partition(&mut file, MIB, length, |done| {
+                    progress(MIB + done, self.size_bytes)
+                })
+                .map_err(create_error)?;
             }
             DiskContent::File(source_path) => {
                 let content_error = |source| DiskError::ContentFile { path: source_path.clone(), source };
@@ -218,6 +233,9 @@ mod tests {
 
     #[test]
     fn disk_specs_parse_content_kinds() {
+        let partitioned: DiskSpec = "64M:pattern-partition".parse().unwrap();
+        assert_eq!(partitioned.content, DiskContent::PatternPartition);
+        assert_eq!(partitioned.to_string(), "64MiB:pattern-partition");
         let pattern: DiskSpec = "64M".parse().unwrap();
         assert_eq!(pattern, DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern });
         let zeros: DiskSpec = "1G:zeros".parse().unwrap();
