@@ -25,6 +25,7 @@ use blockdev::{
     BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError,
 };
 
+use crate::check::{CheckSummary, ReadChecker};
 use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
@@ -51,6 +52,12 @@ pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
 /// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
 pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
 
+/// CPU access to the buffer area, for the data of write jobs and for checking what is read.
+pub trait BufferMemory {
+    /// Calls `access` with the bytes of `buffer` (a part of the buffer area no request is using).
+    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8]));
+}
+
 /// What the runner needs from the machine besides the devices.
 #[derive(Clone, Copy)]
 pub struct RunEnvironment<'a> {
@@ -61,6 +68,8 @@ pub struct RunEnvironment<'a> {
     /// One DMA region for the read data; requests share it when it is smaller than queue
     /// depth × block size (reads only, so what is measured does not change).
     pub buffer_area: DmaBuffer,
+    /// CPU access to `buffer_area` for `check=`; `None`: reads are never checked.
+    pub memory: Option<&'a dyn BufferMemory>,
 }
 
 /// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
@@ -311,17 +320,22 @@ impl RequestSource {
     /// The next read, into buffer `tag` (modulo the buffers there are).
     fn request(&mut self, tag: u32) -> Request {
         let offset_bytes = self.offsets.next_offset_bytes();
-        let buffer_offset = (u64::from(tag) % self.buffer_count) * self.block_bytes;
         Request {
             tag,
             operation: Operation::Read,
             lba: offset_bytes / self.logical_block_bytes,
             block_count: self.blocks_per_request,
-            buffer: DmaBuffer {
-                cpu_address: self.buffer_area.cpu_address + buffer_offset as usize,
-                physical_address: self.buffer_area.physical_address + buffer_offset,
-                length_bytes: self.block_bytes as usize,
-            },
+            buffer: self.buffer_for(tag),
+        }
+    }
+
+    /// The buffer requests with `tag` use.
+    fn buffer_for(&self, tag: u32) -> DmaBuffer {
+        let buffer_offset = (u64::from(tag) % self.buffer_count) * self.block_bytes;
+        DmaBuffer {
+            cpu_address: self.buffer_area.cpu_address + buffer_offset as usize,
+            physical_address: self.buffer_area.physical_address + buffer_offset,
+            length_bytes: self.block_bytes as usize,
         }
     }
 }
@@ -371,6 +385,9 @@ struct RunLoop<'r> {
     notes: Vec<String>,
     stall: StallWatch,
     trace: Option<&'r mut TraceRing>,
+    checker: Option<ReadChecker<'r>>,
+    /// Why `check=` asked for checks this run cannot make.
+    check_skipped: Option<(u32, &'static str)>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -383,6 +400,7 @@ struct RunOutcome<'r> {
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     cpu: crate::cpu_cost::CpuCost,
+    check: Option<CheckSummary>,
 }
 
 impl<'r> RunLoop<'r> {
@@ -415,6 +433,15 @@ impl<'r> RunLoop<'r> {
             times.window_ticks,
             clock.ns_to_ticks(config.sample_interval_ns),
         );
+        let (checker, check_skipped) = match config.check_every(device_name) {
+            None => (None, None),
+            Some(every) => {
+                match read_checker(environment, &requests, queue_depth, every, logical_block_bytes) {
+                    Ok(checker) => (Some(checker), None),
+                    Err(reason) => (None, Some((every, reason))),
+                }
+            }
+        };
         RunLoop {
             device_name,
             device,
@@ -440,6 +467,8 @@ impl<'r> RunLoop<'r> {
             ended_early: None,
             notes: Vec::new(),
             trace: None,
+            checker,
+            check_skipped,
         }
     }
 
@@ -584,6 +613,9 @@ impl<'r> RunLoop<'r> {
             if known && inside_window && self.trace.is_some() {
                 self.record(completion, self.scratch.details[index], done);
             }
+            if known && completion.result.is_ok() {
+                self.check_read(completion.tag);
+            }
         }
         self.meter.lap(Account::Bookkeeping);
         Some(done)
@@ -611,6 +643,25 @@ impl<'r> RunLoop<'r> {
             Err(error) => self.measurements.errors[error.kind.index()] += 1,
         }
         true
+    }
+
+    /// With `check=`, compares every N-th successful read with the test pattern, after its
+    /// completion was time-stamped and before its buffer can be used again; the time it takes
+    /// is measured apart and charged to no I/O.
+    fn check_read(&mut self, tag: u32) {
+        let Some(checker) = self.checker.as_mut() else {
+            return;
+        };
+        if !checker.is_due() {
+            return;
+        }
+        let state = self.scratch.tags[tag as usize];
+        let buffer = self.requests.buffer_for(tag);
+        self.meter.lap(Account::Bookkeeping);
+        let started = self.clock.now_ticks();
+        checker.check(state.lba, state.block_count, &buffer);
+        checker.summary.check_ns += self.converter.ns(self.clock.now_ticks().saturating_sub(started));
+        self.meter.lap(Account::Excluded);
     }
 
     /// Stores a command that completed in the window in the trace ring, metered apart.
@@ -704,6 +755,7 @@ impl<'r> RunLoop<'r> {
         if let Some(ring) = self.trace.take() {
             ring.set_recording_cost(self.meter.total(Account::Recording));
         }
+        let check = self.report_checks(console);
         RunOutcome {
             measurements: self.measurements,
             converter: self.converter,
@@ -713,8 +765,44 @@ impl<'r> RunLoop<'r> {
             ended_early: self.ended_early,
             notes: self.notes,
             cpu: self.meter.finish(self.completed),
+            check,
         }
     }
+
+    /// The check line of the run, its first mismatches, and a note for each of them.
+    fn report_checks(&mut self, console: &mut dyn Console) -> Option<CheckSummary> {
+        let name = self.device_name;
+        if let Some((every, reason)) = self.check_skipped {
+            let message = format!("{name}: check={every} asked for, but no read is checked: {reason}");
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+            return Some(CheckSummary { every, skipped: Some(reason), ..CheckSummary::default() });
+        }
+        let summary = self.checker.take()?.summary;
+        for mismatch in &summary.first {
+            let message = format!("{name}: MISMATCH: {mismatch}");
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+        }
+        let _ = writeln!(console, "{}", report::check_line(name, &summary));
+        Some(summary)
+    }
+}
+
+/// The checker of a run with `check=every`, or why there can be none: reads are checked only
+/// where the CPU can see the buffers and each request in flight has a buffer of its own.
+fn read_checker<'r>(
+    environment: &RunEnvironment<'r>,
+    requests: &RequestSource,
+    queue_depth: usize,
+    every: u32,
+    logical_block_bytes: u32,
+) -> Result<ReadChecker<'r>, &'static str> {
+    let memory = environment.memory.ok_or("this kernel gives the benchmark no access to its buffers")?;
+    if (requests.buffer_count as usize) < queue_depth {
+        return Err("requests share buffers (the buffer area is smaller than queue depth × block size)");
+    }
+    Ok(ReadChecker::new(memory, every, logical_block_bytes))
 }
 
 impl RunOutcome<'_> {
@@ -774,6 +862,7 @@ impl RunOutcome<'_> {
             ended_early: self.ended_early,
             cpu: self.cpu,
             data_path: None,
+            check: self.check,
             notes: self.notes,
         }
     }

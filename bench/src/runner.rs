@@ -378,8 +378,12 @@ mod tests {
             device_facts: &[],
         };
         let counters = NoCpuCounters("host test");
-        let environment =
-            RunEnvironment { clock, cpu_counters: &counters, buffer_area: buffer_area(buffer_bytes) };
+        let environment = RunEnvironment {
+            clock,
+            cpu_counters: &counters,
+            buffer_area: buffer_area(buffer_bytes),
+            memory: None,
+        };
         run_benchmark(config, devices, &environment, &context, console)
     }
 
@@ -961,8 +965,12 @@ mod tests {
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
         let config = config(&[job], 0, MS, 2);
         let charging = ChargingClock { clock: &clock, counters: &counters, cost: 3 };
-        let environment =
-            RunEnvironment { clock: &charging, cpu_counters: &counters, buffer_area: buffer_area(1 << 20) };
+        let environment = RunEnvironment {
+            clock: &charging,
+            cpu_counters: &counters,
+            buffer_area: buffer_area(1 << 20),
+            memory: None,
+        };
         let context =
             ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
         let mut console = String::new();
@@ -1036,8 +1044,12 @@ mod tests {
         ];
         let context = ReportContext { board: "simulated", device_facts: &facts, ..ReportContext::default() };
         let counters = NoCpuCounters("host test");
-        let environment =
-            RunEnvironment { clock: &clock, cpu_counters: &counters, buffer_area: buffer_area(1 << 20) };
+        let environment = RunEnvironment {
+            clock: &clock,
+            cpu_counters: &counters,
+            buffer_area: buffer_area(1 << 20),
+            memory: None,
+        };
         let mut console = String::new();
         let results = run_benchmark(&config, &mut [&mut nvme, &mut sd], &environment, &context, &mut console);
         let warning =

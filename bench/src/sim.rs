@@ -16,6 +16,62 @@ use blockdev::{
 
 use crate::cpu_cost::tests::ModelCounters;
 use crate::offsets::RandomGenerator;
+use crate::run::BufferMemory;
+
+/// A buffer area in host memory: DMA addresses from `base` map to bytes of the vector.
+pub struct TestMemory {
+    pub base: usize,
+    pub bytes: RefCell<Vec<u8>>,
+}
+
+impl TestMemory {
+    pub fn new(base: usize, length_bytes: usize) -> TestMemory {
+        TestMemory { base, bytes: RefCell::new(std::vec![0; length_bytes]) }
+    }
+
+    pub fn area(&self) -> blockdev::DmaBuffer {
+        let length_bytes = self.bytes.borrow().len();
+        blockdev::DmaBuffer { cpu_address: self.base, physical_address: self.base as u64, length_bytes }
+    }
+
+    fn range(&self, buffer: &blockdev::DmaBuffer) -> core::ops::Range<usize> {
+        let start = buffer.cpu_address - self.base;
+        start..start + buffer.length_bytes
+    }
+}
+
+impl BufferMemory for TestMemory {
+    fn with_bytes(&self, buffer: &blockdev::DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
+        let range = self.range(buffer);
+        access(&mut self.bytes.borrow_mut()[range]);
+    }
+}
+
+/// A device whose medium holds the test pattern (`blockdev::pattern`), except for one flipped
+/// bit at each of `corrupt_device_bytes`; reads move it into a [`TestMemory`] at completion.
+pub struct PatternMedium<'c> {
+    pub memory: &'c TestMemory,
+    pub corrupt_device_bytes: Vec<u64>,
+}
+
+impl PatternMedium<'_> {
+    fn deliver(&self, request: &Request, logical_block_bytes: u32) {
+        let start = request.lba * u64::from(logical_block_bytes);
+        let length = u64::from(request.block_count) * u64::from(logical_block_bytes);
+        self.memory.with_bytes(&request.buffer, &mut |bytes| {
+            let mut sector = [0u8; blockdev::pattern::SECTOR_BYTES];
+            for (index, chunk) in bytes[..length as usize].chunks_mut(sector.len()).enumerate() {
+                blockdev::pattern::fill_sector(start / sector.len() as u64 + index as u64, &mut sector);
+                chunk.copy_from_slice(&sector);
+            }
+            for &byte in
+                self.corrupt_device_bytes.iter().filter(|&&byte| (start..start + length).contains(&byte))
+            {
+                bytes[(byte - start) as usize] ^= 0x10;
+            }
+        });
+    }
+}
 
 /// How the simulated device behaves.
 #[derive(Clone)]
@@ -78,7 +134,7 @@ impl SimBehaviour {
 
 struct InFlight {
     complete_at: u64,
-    tag: u32,
+    request: Request,
     result: Result<(), IoError>,
 }
 
@@ -103,6 +159,7 @@ pub struct SimDevice<'c> {
     cpu: Option<SimDriverCost<'c>>,
     /// Completions handed back a second time (`echo_completions`).
     pub echoed: u64,
+    medium: Option<PatternMedium<'c>>,
 }
 
 impl<'c> SimDevice<'c> {
@@ -125,7 +182,14 @@ impl<'c> SimDevice<'c> {
             empty_polls: 0,
             cpu: None,
             echoed: 0,
+            medium: None,
         }
+    }
+
+    /// Reads deliver `medium`'s bytes into its memory.
+    pub fn with_medium(mut self, medium: PatternMedium<'c>) -> Self {
+        self.medium = Some(medium);
+        self
     }
 
     /// Charges every driver call to `cost.counters`.
@@ -209,7 +273,7 @@ impl BlockDevice for SimDevice<'_> {
             } else {
                 ready
             };
-            self.in_flight.push(InFlight { complete_at, tag: request.tag, result: Ok(()) });
+            self.in_flight.push(InFlight { complete_at, request, result: Ok(()) });
         }
         self.max_in_flight_seen = self.max_in_flight_seen.max(self.in_flight.len());
     }
@@ -247,7 +311,10 @@ impl BlockDevice for SimDevice<'_> {
                 }
                 _ => finished.result,
             };
-            completions[delivered] = Completion { tag: finished.tag, result };
+            if let (Some(medium), Ok(())) = (&self.medium, result) {
+                medium.deliver(&finished.request, self.behaviour.geometry.logical_block_bytes);
+            }
+            completions[delivered] = Completion { tag: finished.request.tag, result };
             delivered += 1;
         }
         if self.behaviour.echo_completions && delivered > 0 && delivered < completions.len() {

@@ -145,7 +145,13 @@ impl DiskSpec {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(create_error)?;
         }
-        let mut file = File::create(path).map_err(create_error)?;
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(create_error)?;
         match &self.content {
             DiskContent::Zeros => {}
             DiskContent::Pattern => {
@@ -236,6 +242,15 @@ mod tests {
         let partitioned: DiskSpec = "64M:pattern-partition".parse().unwrap();
         assert_eq!(partitioned.content, DiskContent::PatternPartition);
         assert_eq!(partitioned.to_string(), "64MiB:pattern-partition");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("partitioned.img");
+        DiskSpec { size_bytes: 4 << 20, content: DiskContent::PatternPartition }
+            .create_image(&path, |_, _| {})
+            .unwrap();
+        let data = fs::read(&path).unwrap();
+        assert_eq!((data.len(), data[446 + 4], data[510]), (4 << 20, 0x7F, 0x55));
+        assert_eq!(blockdev::pattern_region::Marker::parse(&data[1 << 20..]).unwrap().length_bytes, 3 << 20);
+        assert_eq!(blockdev::pattern::first_mismatch(2 << 20, &data[2 << 20..]), None);
         let pattern: DiskSpec = "64M".parse().unwrap();
         assert_eq!(pattern, DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern });
         let zeros: DiskSpec = "1G:zeros".parse().unwrap();

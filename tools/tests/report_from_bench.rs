@@ -113,8 +113,12 @@ fn report_reads_the_benchmarks_own_console_output() {
     };
     let mut devices: [&mut dyn BlockDevice; 2] = [&mut sd, &mut nvme];
     let counters = bench::cpu_cost::NoCpuCounters("simulated");
-    let environment =
-        bench::runner::RunEnvironment { clock: &clock, cpu_counters: &counters, buffer_area: area };
+    let environment = bench::runner::RunEnvironment {
+        clock: &clock,
+        cpu_counters: &counters,
+        buffer_area: area,
+        memory: None,
+    };
     bench::runner::run_benchmark(&config, &mut devices, &environment, &context, &mut console);
     drop(buffer);
 

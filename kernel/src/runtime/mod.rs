@@ -165,6 +165,9 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
     let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
         return false;
     };
+    let mut config = config.clone();
+    config.pattern_regions = storage::scan_pattern_regions(&config, storage, machine.platform, area);
+    let config = &config;
     let samples = storage::sample_regions(config, storage, machine.platform, area);
     let device_facts: alloc::vec::Vec<bench::results::DeviceFacts<'_>> = samples
         .iter()
@@ -182,10 +185,12 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
         extra: &extra,
         device_facts: &device_facts,
     };
+    let memory = storage::DmaBufferMemory { platform: machine.platform };
     let environment = bench::runner::RunEnvironment {
         clock: &machine.timer,
         cpu_counters: &machine.pmu,
         buffer_area: area,
+        memory: Some(&memory),
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
@@ -197,7 +202,7 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
         &mut console::ConsoleWriter,
         &trace::DefmtTraces,
     );
-    let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
+    let errors: u64 = results.runs.iter().map(|run| run.errors_total()).sum();
     errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
