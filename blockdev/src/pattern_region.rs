@@ -1,4 +1,4 @@
-//! Pattern regions: a partition whose content the kernel can compute, so that `check=` can
+//! Pattern regions (docs/ecosystem.md §5): a partition whose content the kernel can compute, so that `check=` can
 //! verify the benchmark's reads on the board itself. A region is announced by a 512-byte marker
 //! at the first byte of a primary MBR partition (the classic MBR: 16-byte entries at byte 446,
 //! signature 0x55 0xAA at byte 510); the partition type the tool gives it (0x7F, "reserved for

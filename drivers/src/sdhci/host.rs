@@ -521,7 +521,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
     }
 
-    /// Error recovery (§3.10.1, error interrupt recovery steps 2-3): reset the CMD line and
+    /// Error recovery (§3.10.1, docs/hardware.md §9): reset the CMD line and
     /// wait for it, then, when a data phase or busy was involved, reset the DAT line and wait
     /// for it (the DAT line reset is what ends a transfer the card abandoned: until then the
     /// host keeps Command Inhibit (DAT) set); then clear every status bit.
