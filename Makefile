@@ -55,12 +55,17 @@ FORCE:
 # (sdhci-pci), both filled with the test pattern. SETTINGS adds or overrides settings, e.g.
 # `make qemu SETTINGS="preset=reference"`; QEMU_DEVICES adds devices, e.g. USB drives:
 # `make qemu QEMU_DEVICES="--usb 512M:pattern --uas 512M:pattern"`.
+# With `write=` in SETTINGS the NVMe and SD images get a marked 256 MiB scratch region (rebuilt every
+# run, written in place), e.g. `make qemu SETTINGS="write=nvme0,sd0 preset=randrw"`.
 SETTINGS ?=
 QEMU_DISK ?= 512M
 QEMU_DEVICES ?=
+comma := ,
+QEMU_SCRATCH ?= $(if $(findstring write=,$(SETTINGS)),$(comma)scratch=256M)
 qemu: deps kernel
 	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
-	  --nvme $(QEMU_DISK):pattern --sd $(QEMU_DISK):pattern $(QEMU_DEVICES) --timeout 1800 -- preset=quick $(SETTINGS)
+	  --nvme $(QEMU_DISK):pattern$(QEMU_SCRATCH) --sd $(QEMU_DISK):pattern$(QEMU_SCRATCH) \
+	  $(QEMU_DEVICES) --timeout 1800 -- preset=quick $(SETTINGS)
 
 test: deps
 	$(MAKE) test-host

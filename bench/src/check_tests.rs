@@ -17,11 +17,13 @@ use crate::plan::Region;
 use crate::results::{BenchmarkResults, ReportContext};
 use crate::run::{BufferMemory, RunEnvironment};
 use crate::runner::run_benchmark;
-use crate::sim::{PatternMedium, SimBehaviour, SimDevice, TestMemory};
+use crate::sim::{SimBehaviour, SimDevice, SimMedium, TestMemory};
 
 const GHZ: u64 = 1_000_000_000;
 const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
+/// The simulated medium's bytes (every region the tests read lies inside).
+const MEDIUM_BYTES: usize = 8 << 20;
 /// Where the simulated buffer area starts in the fake address space.
 const AREA_BASE: usize = 0x4000_0000;
 
@@ -45,9 +47,16 @@ fn run(
 ) -> (BenchmarkResults, String, Vec<Request>) {
     let clock = SteppingClock::new(GHZ, 100);
     let buffers = TestMemory::new(AREA_BASE, area_bytes);
-    let medium = PatternMedium { memory: &buffers, corrupt_device_bytes: corrupt.to_vec() };
+    let mut disk = alloc::vec![0u8; MEDIUM_BYTES];
+    for (sector, bytes) in disk.chunks_mut(512).enumerate() {
+        blockdev::pattern::fill_sector(sector as u64, bytes.try_into().unwrap());
+    }
+    for &byte in corrupt {
+        disk[byte as usize] ^= 0x10;
+    }
+    let medium = SimMedium { memory: &buffers, disk: core::cell::RefCell::new(disk), corrupt_lba: None };
     let mut device =
-        SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 40 * US), &clock).with_medium(medium);
+        SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 40 * US), &clock).with_medium(&medium);
     let context = ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
     let counters = NoCpuCounters("host test");
     let environment = RunEnvironment {
@@ -55,6 +64,7 @@ fn run(
         cpu_counters: &counters,
         buffer_area: buffers.area(),
         memory: memory.then_some(&buffers as &dyn BufferMemory),
+        writes: None,
     };
     let mut console = String::new();
     let results = {

@@ -14,7 +14,7 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 14] = [
+pub const KNOWN_KEYS: [&str; 16] = [
     "jobs",
     "ramp",
     "runtime",
@@ -28,6 +28,8 @@ pub const KNOWN_KEYS: [&str; 14] = [
     "sample_interval",
     "output",
     "trace",
+    "write",
+    "write.verify",
     "check",
 ];
 
@@ -111,15 +113,18 @@ pub fn settings(line: &str) -> impl Iterator<Item = Setting<'_>> {
     })
 }
 
-/// What a request reads (or would write).
+/// What a job's requests do. Writes and mixed jobs run only inside a device's marked scratch
+/// region and only on devices named by `write=` (README "Writes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobOperation {
     Read,
     RandRead,
-    /// Accepted by the grammar, refused at run time (nothing is ever written).
     Write,
-    /// Accepted by the grammar, refused at run time (nothing is ever written).
     RandWrite,
+    /// Sequential, reads and writes mixed (fio `rw`).
+    ReadWrite,
+    /// Random, reads and writes mixed (fio `randrw`).
+    RandReadWrite,
 }
 
 impl JobOperation {
@@ -130,15 +135,23 @@ impl JobOperation {
             JobOperation::RandRead => "randread",
             JobOperation::Write => "write",
             JobOperation::RandWrite => "randwrite",
+            JobOperation::ReadWrite => "rw",
+            JobOperation::RandReadWrite => "randrw",
         }
     }
 
     pub fn is_random(self) -> bool {
-        matches!(self, JobOperation::RandRead | JobOperation::RandWrite)
+        matches!(self, JobOperation::RandRead | JobOperation::RandWrite | JobOperation::RandReadWrite)
     }
 
+    /// Whether the job writes at all (write, randwrite, rw, randrw).
     pub fn is_write(self) -> bool {
-        matches!(self, JobOperation::Write | JobOperation::RandWrite)
+        !matches!(self, JobOperation::Read | JobOperation::RandRead)
+    }
+
+    /// Whether the job mixes reads and writes (`mix=` applies).
+    pub fn is_mixed(self) -> bool {
+        matches!(self, JobOperation::ReadWrite | JobOperation::RandReadWrite)
     }
 
     fn from_name(name: &str) -> Option<JobOperation> {
@@ -147,30 +160,58 @@ impl JobOperation {
             "randread" => Some(JobOperation::RandRead),
             "write" => Some(JobOperation::Write),
             "randwrite" => Some(JobOperation::RandWrite),
+            "rw" | "readwrite" => Some(JobOperation::ReadWrite),
+            "randrw" => Some(JobOperation::RandReadWrite),
             _ => None,
         }
     }
 }
 
-/// One workload as the command line asks for it (`op:bs:qd`); devices may round the block size
-/// and clamp the queue depth.
+/// The default share of reads in a mixed job, as fio's `rwmixread`.
+pub const DEFAULT_READ_PERCENT: u8 = 50;
+
+/// One workload as the command line asks for it (`op:bs:qd[:mix=N][:flush=N]`); devices may
+/// round the block size and clamp the queue depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JobSpec {
     pub operation: JobOperation,
     pub block_bytes: u64,
     pub queue_depth: u32,
+    /// Percentage of reads: 100 for read jobs, 0 for write jobs, `mix=` (default 50) for mixed.
+    pub read_percent: u8,
+    /// A flush after every this many writes (sysbench's `--file-fsync-freq`); 0 = none.
+    pub flush_every_writes: u32,
 }
 
 impl JobSpec {
     pub const fn new(operation: JobOperation, block_bytes: u64, queue_depth: u32) -> JobSpec {
-        JobSpec { operation, block_bytes, queue_depth }
+        let read_percent = match operation {
+            JobOperation::Read | JobOperation::RandRead => 100,
+            JobOperation::Write | JobOperation::RandWrite => 0,
+            JobOperation::ReadWrite | JobOperation::RandReadWrite => DEFAULT_READ_PERCENT,
+        };
+        JobSpec { operation, block_bytes, queue_depth, read_percent, flush_every_writes: 0 }
+    }
+
+    /// The same job with `mix=` (mixed jobs only) and `flush=`.
+    pub const fn with_mix(mut self, read_percent: u8, flush_every_writes: u32) -> JobSpec {
+        self.read_percent = read_percent;
+        self.flush_every_writes = flush_every_writes;
+        self
     }
 }
 
 impl fmt::Display for JobSpec {
-    /// `op:bs:qd`, as the command line writes it.
+    /// `op:bs:qd[:mix=N][:flush=N]`, as the command line writes it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.operation.fio_name(), SizeText(self.block_bytes), self.queue_depth)
+        write!(f, "{}:{}:{}", self.operation.fio_name(), SizeText(self.block_bytes), self.queue_depth)?;
+        if self.operation.is_mixed() && self.read_percent != DEFAULT_READ_PERCENT {
+            write!(f, ":mix={}", self.read_percent)?;
+        }
+        if self.flush_every_writes > 0 {
+            write!(f, ":flush={}", self.flush_every_writes)?;
+        }
+        Ok(())
     }
 }
 
@@ -192,6 +233,14 @@ pub enum Preset {
     Quick,
     /// 4k, 64k and 1m × read and randread at QD 64 (other published Pi storage tests).
     BlockSizes,
+    /// 4k, 64k and 1m × read, write, randread, randwrite at QD 64 (the same microSD in every
+    /// Pi model with fio); write jobs run only where `write=` allows.
+    Matrix,
+    /// randrw 4k QD64, 75 % reads, over 500 MiB (a Pi 4 SD card against a USB SSD with fio).
+    RandRw,
+    /// randrw 16k QD1, 60 % reads, a flush every 100 writes, over 250 MiB (sysbench `fileio
+    /// rndrw` on a Pi 400: `--file-rw-ratio=1.5 --file-fsync-freq=100`).
+    FileIo,
 }
 
 impl Preset {
@@ -200,6 +249,9 @@ impl Preset {
             Preset::Reference => "reference",
             Preset::Quick => "quick",
             Preset::BlockSizes => "blocksizes",
+            Preset::Matrix => "matrix",
+            Preset::RandRw => "randrw",
+            Preset::FileIo => "fileio",
         }
     }
 
@@ -208,6 +260,9 @@ impl Preset {
             "reference" => Some(Preset::Reference),
             "quick" => Some(Preset::Quick),
             "blocksizes" => Some(Preset::BlockSizes),
+            "matrix" => Some(Preset::Matrix),
+            "randrw" => Some(Preset::RandRw),
+            "fileio" => Some(Preset::FileIo),
             _ => None,
         }
     }
@@ -232,6 +287,26 @@ pub const BLOCK_SIZE_JOBS: [JobSpec; 6] = [
     JobSpec::new(JobOperation::RandRead, MIB, BLOCK_SIZES_QUEUE_DEPTH),
 ];
 
+/// The `matrix` preset's jobs: each block size × read, write, randread, randwrite at QD 64.
+pub const MATRIX_JOBS: [JobSpec; 12] = [
+    JobSpec::new(JobOperation::Read, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Write, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandWrite, 4 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Read, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Write, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandWrite, 64 * KIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Read, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::Write, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandRead, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+    JobSpec::new(JobOperation::RandWrite, MIB, BLOCK_SIZES_QUEUE_DEPTH),
+];
+/// The `randrw` preset's job.
+pub const RANDRW_JOB: JobSpec = JobSpec::new(JobOperation::RandReadWrite, 4 * KIB, 64).with_mix(75, 0);
+/// The `fileio` preset's job.
+pub const FILEIO_JOB: JobSpec = JobSpec::new(JobOperation::RandReadWrite, 16 * KIB, 1).with_mix(60, 100);
+
 /// Everything the benchmark runs with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -246,6 +321,11 @@ pub struct Config {
     pub preset: Preset,
     /// Whether the in-place progress line is printed during runs (barebench's own key).
     pub progress: bool,
+    /// `write=`: the devices on which write and mixed jobs may run (each also needs a marked
+    /// scratch region). Empty: nothing is ever written.
+    pub write_devices: Vec<String>,
+    /// `write.verify=`: read back and check every block a write or mixed run wrote.
+    pub write_verify: bool,
     /// `trace=DEV[:N]` (repeatable): devices whose commands are recorded (crate::trace).
     pub traces: Vec<crate::trace::TraceRequest>,
     /// Length of the intervals IOPS and bandwidth are sampled over (fio's `bwavgtime`).
@@ -340,9 +420,10 @@ impl fmt::Display for KeyList {
     }
 }
 
-const EXPECTED_JOBS: &str = "a comma-separated list of op:bs:qd with op read, randread, write \
-     or randwrite, bs a size of at least 512 like 4k or 1m, qd 1 to 1024 \
-     (e.g. jobs=read:1m:16,randread:4k:32), at most 64 jobs, or none";
+const EXPECTED_JOBS: &str = "a comma-separated list of op:bs:qd[:mix=N][:flush=N] with op read, \
+     randread, write, randwrite, rw or randrw, bs a size of at least 512 like 4k or 1m, qd 1 to \
+     1024, mix the percentage of reads of rw/randrw (0 to 100, default 50), flush a flush after \
+     every N writes (e.g. jobs=read:1m:16,randrw:16k:1:mix=60:flush=100), at most 64 jobs, or none";
 const EXPECTED_DURATION: &str = "a duration like 10s or 500ms (0 allowed), at most 86400s";
 const EXPECTED_RUNTIME: &str = "a duration like 10s or 500ms, at least 1ms, at most 86400s";
 const EXPECTED_RUNS: &str = "a whole number of runs from 1 to 100";
@@ -351,11 +432,13 @@ const EXPECTED_SIZE: &str = "a non-zero size in bytes or with k, m, g or t (bina
 const EXPECTED_DEVICES: &str =
     "all, or a comma-separated list of device names like sd0,nvme0 (letters, digits, '.', '_', '-')";
 const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 42 or 0x2a";
-const EXPECTED_PRESET: &str = "reference, quick or blocksizes";
-const EXPECTED_PROGRESS: &str = "on or off";
 const EXPECTED_SAMPLE_INTERVAL: &str = "a duration from 1ms to 1 day, like 500ms or 1s";
 const EXPECTED_OUTPUT: &str = "json or json+";
 const EXPECTED_CHECK: &str = "off, auto, or N from 1 to 1000000 (check every N-th read)";
+const EXPECTED_PRESET: &str = "reference, quick, blocksizes, matrix, randrw or fileio";
+const EXPECTED_ON_OFF: &str = "on or off";
+const EXPECTED_WRITE: &str = "a comma-separated list of device names like nvme0,sd0 on which write \
+     and mixed jobs may run (each needs a marked scratch region), or none";
 
 impl Config {
     /// The defaults of a preset (devices all, default seed, progress on).
@@ -371,6 +454,8 @@ impl Config {
             seed: DEFAULT_SEED,
             preset,
             progress: true,
+            write_devices: Vec::new(),
+            write_verify: true,
             traces: Vec::new(),
             sample_interval_ns: DEFAULT_SAMPLE_INTERVAL_NS,
             output: OutputFormat::Json,
@@ -385,12 +470,19 @@ impl Config {
     fn apply_preset(&mut self, preset: Preset) {
         self.preset = preset;
         match preset {
-            Preset::Reference | Preset::BlockSizes => {
+            Preset::Reference | Preset::BlockSizes | Preset::Matrix => {
                 self.ramp_ns = 2 * NS_PER_S;
                 self.runtime_ns = 10 * NS_PER_S;
                 self.runs = 3;
                 self.offset_bytes = GIB;
                 self.size_bytes = 2 * GIB;
+            }
+            Preset::RandRw | Preset::FileIo => {
+                self.ramp_ns = 2 * NS_PER_S;
+                self.runtime_ns = 10 * NS_PER_S;
+                self.runs = 3;
+                self.offset_bytes = 0;
+                self.size_bytes = if preset == Preset::RandRw { 500 * MIB } else { 250 * MIB };
             }
             Preset::Quick => {
                 self.ramp_ns = 500 * NS_PER_MS;
@@ -403,6 +495,9 @@ impl Config {
         self.jobs = match preset {
             Preset::Reference | Preset::Quick => REFERENCE_JOBS.to_vec(),
             Preset::BlockSizes => BLOCK_SIZE_JOBS.to_vec(),
+            Preset::Matrix => MATRIX_JOBS.to_vec(),
+            Preset::RandRw => alloc::vec![RANDRW_JOB],
+            Preset::FileIo => alloc::vec![FILEIO_JOB],
         };
     }
 
@@ -459,14 +554,17 @@ impl Config {
                 self.apply_preset(preset);
             }
             "progress" => {
-                self.progress = match value {
-                    "on" => true,
-                    "off" => false,
-                    _ => {
-                        let kept = if self.progress { "on" } else { "off" };
-                        return Err(malformed(EXPECTED_PROGRESS, kept.to_string()));
-                    }
-                }
+                self.progress = parse_on_off(value)
+                    .ok_or_else(|| malformed(EXPECTED_ON_OFF, on_off(self.progress).to_string()))?
+            }
+            "write" => {
+                self.write_devices = parse_write_devices(value).ok_or_else(|| {
+                    malformed(EXPECTED_WRITE, WriteDevicesText(&self.write_devices).to_string())
+                })?
+            }
+            "write.verify" => {
+                self.write_verify = parse_on_off(value)
+                    .ok_or_else(|| malformed(EXPECTED_ON_OFF, on_off(self.write_verify).to_string()))?
             }
             "trace" => {
                 let kept = || String::from("no trace of it");
@@ -584,7 +682,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
-             progress={} sample_interval={} output={} check={}",
+             progress={} sample_interval={} output={} write={} write.verify={} check={}",
             self.preset.name(),
             JobListText(&self.jobs),
             DurationText(self.ramp_ns),
@@ -594,11 +692,51 @@ impl fmt::Display for Config {
             SizeText(self.size_bytes),
             DeviceSelectionText(&self.devices),
             self.seed,
-            if self.progress { "on" } else { "off" },
+            on_off(self.progress),
             DurationText(self.sample_interval_ns),
             self.output.name(),
+            WriteDevicesText(&self.write_devices),
+            on_off(self.write_verify),
             self.check,
         )
+    }
+}
+
+fn on_off(value: bool) -> &'static str {
+    if value {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn parse_on_off(value: &str) -> Option<bool> {
+    match value {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    }
+}
+
+/// `write=` as the command line writes it (`none` for no device).
+pub struct WriteDevicesText<'a>(pub &'a [String]);
+
+impl fmt::Display for WriteDevicesText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        f.write_str(&self.0.join(","))
+    }
+}
+
+fn parse_write_devices(value: &str) -> Option<Vec<String>> {
+    if value == "none" {
+        return Some(Vec::new());
+    }
+    match parse_devices(value)? {
+        DeviceSelection::Named(names) => Some(names),
+        DeviceSelection::All => None,
     }
 }
 
@@ -650,12 +788,35 @@ fn parse_jobs(value: &str) -> Option<Vec<JobSpec>> {
         let queue_depth = parse_plain_number(fields.next()?)
             .and_then(|qd| u32::try_from(qd).ok())
             .filter(|qd| (1..=MAX_QUEUE_DEPTH).contains(qd))?;
-        if fields.next().is_some() || jobs.len() == MAX_JOBS {
+        if jobs.len() == MAX_JOBS {
             return None;
         }
-        jobs.push(JobSpec::new(operation, block_bytes, queue_depth));
+        jobs.push(parse_job_options(JobSpec::new(operation, block_bytes, queue_depth), fields)?);
     }
     Some(jobs)
+}
+
+/// The optional `mix=N` (mixed jobs only, 0-100) and `flush=N` (jobs that write, N ≥ 1) fields.
+fn parse_job_options<'a>(mut job: JobSpec, fields: impl Iterator<Item = &'a str>) -> Option<JobSpec> {
+    let (mut seen_mix, mut seen_flush) = (false, false);
+    for field in fields {
+        let (key, value) = field.split_once('=')?;
+        let number = parse_plain_number(value)?;
+        match key {
+            "mix" if job.operation.is_mixed() && !seen_mix && number <= 100 => {
+                job.read_percent = number as u8;
+                seen_mix = true;
+            }
+            "flush"
+                if job.operation.is_write() && !seen_flush && (1..=u64::from(u32::MAX)).contains(&number) =>
+            {
+                job.flush_every_writes = number as u32;
+                seen_flush = true;
+            }
+            _ => return None,
+        }
+    }
+    Some(job)
 }
 
 fn parse_plain_number(text: &str) -> Option<u64> {
@@ -772,10 +933,18 @@ mod tests {
 
     #[test]
     fn each_malformed_value_keeps_the_default_and_says_what_is_accepted() {
-        let cases: [(&str, &str); 33] = [
+        let cases: [(&str, &str); 41] = [
+            ("jobs=read:4k:1:mix=50", "mix the percentage of reads of rw/randrw"),
+            ("jobs=randrw:4k:1:mix=101", "0 to 100"),
+            ("jobs=randrw:4k:1:mix=50:mix=60", "op:bs:qd[:mix=N][:flush=N]"),
+            ("jobs=randwrite:4k:1:flush=0", "a flush after every N writes"),
+            ("jobs=randread:4k:1:flush=10", "a flush after every N writes"),
+            ("jobs=randrw:4k:1:speed=3", "op:bs:qd[:mix=N][:flush=N]"),
+            ("write=all", "on which write and mixed jobs may run"),
+            ("write.verify=yes", "expected on or off; using the default on"),
             ("jobs=read:1m", "using the default read:1m:16,randread:4k:1,randread:4k:32"),
             ("jobs=read:1m:16:4", "expected a comma-separated list of op:bs:qd"),
-            ("jobs=copy:4k:1", "op read, randread, write or randwrite"),
+            ("jobs=copy:4k:1", "op read, randread, write, randwrite, rw or randrw"),
             ("jobs=read:256:1", "bs a size of at least 512"),
             ("jobs=read:4x:1", "like 4k or 1m"),
             ("jobs=read:4k:0", "qd 1 to 1024"),
@@ -801,7 +970,7 @@ mod tests {
             ("devices=sd/0", "like sd0,nvme0"),
             ("seed=", "decimal or 0x-prefixed hexadecimal"),
             ("seed=0xZZ", "using the default 7089073068225949283"),
-            ("preset=fast", "expected reference, quick or blocksizes; using the default reference"),
+            ("preset=fast", "expected reference, quick, blocksizes, matrix, randrw or fileio; using the default reference"),
             ("progress=yes", "expected on or off; using the default on"),
             ("sample_interval=0", "from 1ms to 1 day, like 500ms or 1s; using the default 500ms"),
             ("sample_interval=fast", "like 500ms"),
@@ -820,6 +989,53 @@ mod tests {
             );
             assert!(messages[0].contains(expected_text), "{line}: {}", messages[0]);
         }
+    }
+
+    #[test]
+    fn mixed_jobs_take_mix_and_flush_and_print_back() {
+        let (config, messages) =
+            parse("jobs=randrw:4k:64:mix=75,rw:1m:2,randrw:16k:1:mix=60:flush=100,write:64k:8:flush=4");
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(config.jobs[0], RANDRW_JOB);
+        assert_eq!(config.jobs[1].read_percent, DEFAULT_READ_PERCENT);
+        assert_eq!(config.jobs[2], FILEIO_JOB);
+        assert_eq!((config.jobs[3].read_percent, config.jobs[3].flush_every_writes), (0, 4));
+        assert_eq!(
+            JobListText(&config.jobs).to_string(),
+            "randrw:4k:64:mix=75,rw:1m:2,randrw:16k:1:mix=60:flush=100,write:64k:8:flush=4"
+        );
+        assert!(JobOperation::ReadWrite.is_write() && JobOperation::ReadWrite.is_mixed());
+        assert!(!JobOperation::RandRead.is_write() && JobOperation::RandReadWrite.is_random());
+        assert_eq!(parse("jobs=readwrite:4k:1").0.jobs[0].operation, JobOperation::ReadWrite);
+    }
+
+    #[test]
+    fn write_names_devices_and_is_empty_by_default() {
+        assert!(Config::default().write_devices.is_empty());
+        assert!(Config::default().write_verify);
+        let (config, messages) = parse("write=nvme0,sd0,nvme0 write.verify=off");
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(config.write_devices, vec![String::from("nvme0"), String::from("sd0")]);
+        assert!(!config.write_verify);
+        assert!(parse("write=nvme0 write=none").0.write_devices.is_empty());
+        assert!(config.to_string().contains("write=nvme0,sd0 write.verify=off"));
+    }
+
+    #[test]
+    fn the_write_presets_follow_the_published_setups() {
+        let matrix = Config::for_preset(Preset::Matrix);
+        assert_eq!(
+            JobListText(&matrix.jobs).to_string(),
+            "read:4k:64,write:4k:64,randread:4k:64,randwrite:4k:64,read:64k:64,write:64k:64,\
+             randread:64k:64,randwrite:64k:64,read:1m:64,write:1m:64,randread:1m:64,randwrite:1m:64"
+        );
+        let randrw = Config::for_preset(Preset::RandRw);
+        assert_eq!(JobListText(&randrw.jobs).to_string(), "randrw:4k:64:mix=75");
+        assert_eq!(randrw.size_bytes, 500 * MIB);
+        let fileio = Config::for_preset(Preset::FileIo);
+        assert_eq!(JobListText(&fileio.jobs).to_string(), "randrw:16k:1:mix=60:flush=100");
+        assert_eq!(fileio.size_bytes, 250 * MIB);
+        assert_eq!(parse("preset=fileio").0.preset, Preset::FileIo);
     }
 
     #[test]
@@ -853,15 +1069,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress, sample_interval, output, trace, check"
+                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, check); ignored"
+                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress, sample_interval, output, trace, check"
+                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
                 ),
             ]
         );
@@ -871,7 +1087,7 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress, sample_interval, output, trace, check"
+             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
         );
     }
 

@@ -24,8 +24,8 @@ use crate::distributions::{
 };
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
 use crate::results::{
-    BenchmarkResults, DeviceFacts, HistogramBins, MedianResult, ReportContext, RunEnd, RunResult,
-    MEDIAN_RULE, MICRO_PER_UNIT,
+    BenchmarkResults, DeviceFacts, Direction, FlushResult, HistogramBins, MedianResult, ReportContext,
+    RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
 };
 use crate::stats::LatencySummary;
 use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS, NS_PER_S};
@@ -79,13 +79,27 @@ pub fn write_fio_json(
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
     json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
     json.string_field("time_based", format_args!("1"))?;
-    json.string_field("readonly", format_args!("1"))?;
+    let readonly = if results.runs.iter().any(|run| run.direction == Direction::Write) { "0" } else { "1" };
+    json.string_field("readonly", format_args!("{readonly}"))?;
     json.string_field("randseed", format_args!("{}", config.seed))?;
     json.close('}')?;
 
     json.open(Some("jobs"), '[')?;
     for run in &results.runs {
-        write_job(&mut json, config, run, context.facts_of(&run.device_name))?;
+        // A mixed run is one fio job with both sections: written with its read result.
+        let sibling = results.runs.iter().find(|other| {
+            other.direction != run.direction
+                && (other.job_index, other.device_index, other.run)
+                    == (run.job_index, run.device_index, run.run)
+        });
+        if run.direction == Direction::Write && sibling.is_some() {
+            continue;
+        }
+        let (read, write) = match run.direction {
+            Direction::Read => (Some(run), sibling),
+            Direction::Write => (None, Some(run)),
+        };
+        write_job(&mut json, config, run, (read, write), context.facts_of(&run.device_name))?;
     }
     json.close(']')?;
     // fio's Linux block-device statistics; there is no block layer here.
@@ -206,10 +220,13 @@ fn write_data_path(json: &mut JsonWriter<'_>, path: Option<&blockdev::DataPath>)
     json.close('}')
 }
 
+/// One fio job: `run`'s options, then the read and write sections from the results of each
+/// direction (a section without one is zeros, as fio writes it).
 fn write_job(
     json: &mut JsonWriter<'_>,
     config: &Config,
     run: &RunResult,
+    (read, write): (Option<&RunResult>, Option<&RunResult>),
     facts: Option<&DeviceFacts<'_>>,
 ) -> fmt::Result {
     json.open(None, '{')?;
@@ -234,39 +251,28 @@ fn write_job(
     write_job_options(json, config, run)?;
 
     let runtime_ms = rounded_ms(run.window_ns);
-    json.open(Some("read"), '{')?;
-    json.number_field("io_bytes", run.bytes)?;
-    json.number_field("io_kbytes", run.bytes / KIB)?;
-    let bw_bytes = run.bandwidth_micro() / MICRO_PER_UNIT;
-    json.number_field("bw_bytes", bw_bytes)?;
-    json.number_field("bw", bw_bytes / u128::from(KIB))?;
-    json.fixed_field("iops", Fixed::new(run.iops_micro(), RATE_DECIMALS))?;
-    json.number_field("runtime", runtime_ms)?;
-    json.number_field("total_ios", run.ios)?;
-    json.number_field("short_ios", 0u32)?;
-    json.number_field("drop_ios", 0u32)?;
-    let bins = |bins| (config.output == OutputFormat::JsonPlus).then_some(bins);
-    write_latency(json, "slat_ns", &run.slat, None, None)?;
-    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns), bins(&run.clat_bins))?;
-    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns), bins(&run.lat_bins))?;
-    write_rate_samples(json, &run.bandwidth_kib_samples, &run.iops_samples, bw_bytes)?;
-    json.close('}')?;
-
-    write_zero_direction(json, "write")?;
+    for (key, direction) in [("read", read), ("write", write)] {
+        match direction {
+            Some(result) => write_direction(json, config, key, result)?,
+            None => write_zero_direction(json, key)?,
+        }
+    }
     write_zero_direction(json, "trim")?;
-    json.open(Some("sync"), '{')?;
-    json.number_field("total_ios", 0u32)?;
-    write_latency(json, "lat_ns", &LatencySummary::default(), None, None)?;
-    json.close('}')?;
+    write_sync(json, write.and_then(|write| write.flushes.as_ref()))?;
     json.number_field("job_runtime", runtime_ms)?;
     write_cpu_fields(json, &run.cpu)?;
     write_depth_bands(json, &run.depth)?;
-    write_latency_bands(json, &run.latency_bands)?;
+    // fio's bands count the completions of every direction of the job.
+    let mut bands = [0u64; LATENCY_BANDS];
+    for result in [read, write].into_iter().flatten() {
+        bands.iter_mut().zip(&result.latency_bands).for_each(|(total, count)| *total += count);
+    }
+    write_latency_bands(json, &bands)?;
     json.number_field("latency_depth", run.queue_depth)?;
     json.number_field("latency_target", 0u32)?;
     json.fixed_field("latency_percentile", Fixed::new(100_000_000, PERCENT_DECIMALS))?;
     json.number_field("latency_window", 0u32)?;
-    write_job_facts(json, run, facts)
+    write_job_facts(json, run, write, facts)
 }
 
 /// `"job options"`: what fio would list for this job, always with `rw`, `bs`, `iodepth` and
@@ -283,6 +289,12 @@ fn write_job_options(json: &mut JsonWriter<'_>, config: &Config, run: &RunResult
     json.string_field("size", format_args!("{}", run.region_size_bytes))?;
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
     json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
+    if run.job.operation.is_mixed() {
+        json.string_field("rwmixread", format_args!("{}", run.job.read_percent))?;
+    }
+    if run.job.flush_every_writes > 0 {
+        json.string_field("fsync", format_args!("{}", run.job.flush_every_writes))?;
+    }
     json.close('}')
 }
 
@@ -409,10 +421,12 @@ fn write_check(json: &mut JsonWriter<'_>, check: &crate::check::CheckSummary) ->
     json.close('}')
 }
 
-/// The job's `"barebench"` object: what ran, errors by kind, the CPU cost per I/O.
+/// The job's `"barebench"` object: what ran, errors by kind, the CPU cost per I/O, and for a
+/// write or mixed job its scratch region, flushes and verification.
 fn write_job_facts(
     json: &mut JsonWriter<'_>,
     run: &RunResult,
+    write: Option<&RunResult>,
     facts: Option<&DeviceFacts<'_>>,
 ) -> fmt::Result {
     json.open(Some("barebench"), '{')?;
@@ -447,6 +461,9 @@ fn write_job_facts(
     }
     let cost: &CpuCost = &run.cpu;
     write_cpu_per_io(json, Some(cost.ios), &cost.per_io())?;
+    if let Some(write) = write {
+        write_write_facts(json, write)?;
+    }
     write_data_path(json, run.data_path.as_ref())?;
     if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
         json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
@@ -458,6 +475,72 @@ fn write_job_facts(
     json.close(']')?;
     json.close('}')?;
     json.close('}')
+}
+
+/// One direction's fio section from a result.
+fn write_direction(json: &mut JsonWriter<'_>, config: &Config, key: &str, run: &RunResult) -> fmt::Result {
+    json.open(Some(key), '{')?;
+    json.number_field("io_bytes", run.bytes)?;
+    json.number_field("io_kbytes", run.bytes / KIB)?;
+    let bw_bytes = run.bandwidth_micro() / MICRO_PER_UNIT;
+    json.number_field("bw_bytes", bw_bytes)?;
+    json.number_field("bw", bw_bytes / u128::from(KIB))?;
+    json.fixed_field("iops", Fixed::new(run.iops_micro(), RATE_DECIMALS))?;
+    json.number_field("runtime", rounded_ms(run.window_ns))?;
+    json.number_field("total_ios", run.ios)?;
+    json.number_field("short_ios", 0u32)?;
+    json.number_field("drop_ios", 0u32)?;
+    let bins = |bins| (config.output == OutputFormat::JsonPlus).then_some(bins);
+    write_latency(json, "slat_ns", &run.slat, None, None)?;
+    write_latency(json, "clat_ns", &run.clat, Some(&run.clat_percentiles_ns), bins(&run.clat_bins))?;
+    write_latency(json, "lat_ns", &run.lat, Some(&run.lat_percentiles_ns), bins(&run.lat_bins))?;
+    write_rate_samples(json, &run.bandwidth_kib_samples, &run.iops_samples, bw_bytes)?;
+    json.close('}')
+}
+
+/// fio's `"sync"` section (its fsyncs): the run's flushes, as sysbench counts its fsyncs; zeros
+/// for a job without flushes.
+fn write_sync(json: &mut JsonWriter<'_>, flushes: Option<&FlushResult>) -> fmt::Result {
+    json.open(Some("sync"), '{')?;
+    json.number_field("total_ios", flushes.map_or(0, |flushes| flushes.count))?;
+    let default = LatencySummary::default();
+    write_latency(json, "lat_ns", flushes.map_or(&default, |flushes| &flushes.lat), None, None)?;
+    json.close('}')
+}
+
+/// The scratch region, the flushes (as sysbench reports fsyncs) and the verification of a
+/// write run, in the job's `"barebench"` object.
+fn write_write_facts(json: &mut JsonWriter<'_>, write: &RunResult) -> fmt::Result {
+    if let Some(id) = write.scratch_region_id {
+        json.string_field("scratch_region_id", format_args!("{id:#018x}"))?;
+    }
+    if let Some(flushes) = write.flushes {
+        json.open(Some("flush"), '{')?;
+        json.number_field("count", flushes.count)?;
+        json.bool_field("sent", flushes.sent)?;
+        if let Some(reason) = flushes.no_cache {
+            json.string_field("not_sent_because", format_args!("{reason}"))?;
+        }
+        json.fixed_field("per_second", Fixed::new(write.flushes_micro(), RATE_DECIMALS))?;
+        json.number_field("errors", flushes.errors)?;
+        json.number_field("lat_p99_ns", flushes.lat_p99_ns)?;
+        write_latency(json, "lat_ns", &flushes.lat, None, None)?;
+        json.close('}')?;
+    }
+    if let Some(verify) = &write.verify {
+        json.open(Some("verify"), '{')?;
+        json.number_field("blocks_checked", verify.blocks_checked)?;
+        json.number_field("mismatches", verify.mismatches)?;
+        json.number_field("read_errors", verify.read_errors)?;
+        json.number_field("unknown_blocks", verify.unknown_blocks)?;
+        json.open(Some("mismatch_lbas"), '[')?;
+        for lba in &verify.mismatch_lbas {
+            json.string_element(format_args!("{lba}"))?;
+        }
+        json.close(']')?;
+        json.close('}')?;
+    }
+    Ok(())
 }
 
 fn rounded_ms(ns: u64) -> u64 {
@@ -525,6 +608,7 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     // The job as asked (`randread:4k:32`); `bs`/`iodepth` below are what ran on this device.
     json.string_field("job", format_args!("{}", median.job))?;
     json.string_field("rw", format_args!("{}", median.job.operation.fio_name()))?;
+    json.string_field("direction", format_args!("{}", median.direction.name()))?;
     json.number_field("bs", median.block_bytes)?;
     json.number_field("iodepth", median.queue_depth)?;
     json.number_field("runs", median.runs)?;
@@ -540,6 +624,14 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     json.fixed_field("lat_p99_9_ns", milli(median.lat_p99_9_milli_ns))?;
     json.fixed_field("lat_max_ns", milli(median.lat_max_milli_ns))?;
     json.number_field("errors_total", median.errors_total)?;
+    if let Some(flushes_micro) = median.flushes_micro {
+        json.fixed_field("flushes_per_second", Fixed::new(flushes_micro, RATE_DECIMALS))?;
+        json.fixed_field("flush_lat_mean_ns", milli(median.flush_lat_mean_milli_ns.unwrap_or(0)))?;
+        json.fixed_field("flush_lat_p99_ns", milli(median.flush_lat_p99_milli_ns.unwrap_or(0)))?;
+    }
+    if let Some(mismatches) = median.verify_mismatches {
+        json.number_field("verify_mismatches", mismatches)?;
+    }
     write_cpu_per_io(json, None, &median.cpu_per_io)?;
     write_data_path(json, median.data_path.as_ref())?;
     json.close('}')
@@ -728,6 +820,7 @@ mod tests {
                 length_bytes: 8 << 20,
             },
             memory: None,
+            writes: None,
         };
         let results = run_benchmark(&config, &mut devices, &environment, &context, &mut console);
         (console, results, config)

@@ -8,7 +8,7 @@
 //! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
 //! let region = bench::plan::device_region(&config, &geometry, "sd0");   // what to sample first
 //! let environment = bench::runner::RunEnvironment { clock: &timer, cpu_counters: &pmu,
-//!     buffer_area: dma_area };
+//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None };
 //! let context = bench::results::ReportContext { board, timer_frequency_hz, extra: &[],
 //!     device_facts: &facts };
 //! let results = bench::runner::run_benchmark(&config, &mut devices, &environment, &context,
@@ -71,6 +71,7 @@ pub mod trace;
 mod trace_tests;
 pub mod units;
 pub mod wide;
+pub mod written;
 
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";

@@ -271,7 +271,7 @@ pub fn fit_buffer(
 }
 
 /// The DMA buffer area that lets every request of every job have a buffer of its own: the
-/// largest queue depth × block size over the read jobs and the given devices. A smaller area
+/// largest queue depth × block size over the jobs and the given devices. A smaller area
 /// works (requests then share buffers), down to [`minimum_buffer_bytes`].
 pub fn buffer_bytes_needed(config: &Config, geometries: &[Geometry]) -> usize {
     largest_plan_bytes(config, geometries, |plan| {
@@ -291,7 +291,7 @@ fn largest_plan_bytes(
 ) -> usize {
     let mut ignored_notes = Vec::new();
     let mut largest = 0u64;
-    for job in config.jobs.iter().filter(|job| !job.operation.is_write()) {
+    for job in &config.jobs {
         for geometry in geometries {
             if let Ok(plan) = plan_job(job, config, geometry, "", &mut ignored_notes) {
                 largest = largest.max(bytes_of(&plan));

@@ -14,7 +14,9 @@ use crate::cmdline::{Config, JobSpec};
 use crate::cpu_cost::{CounterStatus, CpuPerIo};
 use crate::histogram::{P50_INDEX, P99_9_INDEX, P99_INDEX};
 use crate::plan::DevicePlan;
-use crate::results::{BenchmarkResults, MedianResult, ReportContext, RunResult, MEDIAN_RULE, MICRO_PER_UNIT};
+use crate::results::{
+    BenchmarkResults, Direction, MedianResult, ReportContext, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
+};
 use crate::stats::MILLI_PER_UNIT;
 use crate::units::{DurationText, Fixed, LatencyMicros, SizeText, MIB};
 
@@ -128,7 +130,13 @@ pub fn print_job_table(
                 max_milli_ns: ns_to_milli(run.lat.max_ns),
                 errors: run.errors_total(),
             };
-            row.write(console, &run.job, run.block_bytes, run.queue_depth, name);
+            row.write(
+                console,
+                &OperationLabel(&run.job, run.direction),
+                run.block_bytes,
+                run.queue_depth,
+                name,
+            );
         }
         for median in medians.iter().filter(|m| &m.device_name == name) {
             let row = JobRow {
@@ -142,8 +150,56 @@ pub fn print_job_table(
                 max_milli_ns: median.lat_max_milli_ns,
                 errors: median.errors_total,
             };
-            row.write(console, &median.job, median.block_bytes, median.queue_depth, name);
+            row.write(
+                console,
+                &OperationLabel(&median.job, median.direction),
+                median.block_bytes,
+                median.queue_depth,
+                name,
+            );
         }
+    }
+    print_flushes(console, medians);
+}
+
+/// A line per device whose job flushes: flushes per second and their latency (sysbench's
+/// fsyncs/s), or that there was no cache to flush.
+fn print_flushes(console: &mut dyn fmt::Write, medians: &[MedianResult]) {
+    for median in medians.iter().filter(|m| m.direction == Direction::Write && m.job.flush_every_writes > 0) {
+        let Some(flushes_micro) = median.flushes_micro else { continue };
+        let every = median.job.flush_every_writes;
+        let _ = match (median.flush_lat_mean_milli_ns, median.flush_no_cache) {
+            (_, Some(reason)) => writeln!(
+                console,
+                "{:<8} flushes/s {} counted, none sent: {reason}, so there is no cache to flush (one \
+                 due after every {every} writes)",
+                median.device_name,
+                iops(flushes_micro),
+            ),
+            (mean, None) => writeln!(
+                console,
+                "{:<8} flushes/s {} (one after every {every} writes), flush latency mean {} µs, p99 {} µs",
+                median.device_name,
+                iops(flushes_micro),
+                micros(mean.unwrap_or(0)),
+                micros(median.flush_lat_p99_milli_ns.unwrap_or(0)),
+            ),
+        };
+    }
+}
+
+/// The operation column: fio's name, with the direction for mixed jobs (`randrw read`).
+struct OperationLabel<'a>(&'a JobSpec, Direction);
+
+impl fmt::Display for OperationLabel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.0.operation.fio_name();
+        let text: alloc::string::String = if self.0.operation.is_mixed() {
+            alloc::format!("{name} {}", self.1.name())
+        } else {
+            name.into()
+        };
+        f.pad(&text)
     }
 }
 
@@ -323,7 +379,7 @@ impl JobRow {
     fn write(
         &self,
         console: &mut dyn fmt::Write,
-        job: &JobSpec,
+        operation: &OperationLabel<'_>,
         block_bytes: u64,
         queue_depth: u32,
         device: &str,
@@ -331,7 +387,7 @@ impl JobRow {
         let _ = writeln!(
             console,
             "{:<9} {:>5} {:>5}  {:<8} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
-            job.operation.fio_name(),
+            operation,
             SizeText(block_bytes).to_padded(),
             queue_depth,
             device,
@@ -369,7 +425,7 @@ pub fn print_summary(console: &mut dyn fmt::Write, config: &Config, results: &Be
                 console,
                 "{:<8} {:<16} {:>6} {:>5} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
                 name,
-                JobLabel(&median.job).to_padded(),
+                JobLabel(&median.job, median.direction).to_padded(),
                 SizeText(median.block_bytes).to_padded(),
                 median.queue_depth,
                 median.runs,
@@ -420,9 +476,15 @@ fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &Benchma
         "job                  MiB/s                IOPS                 mean latency         p99 \
          latency"
     );
-    for (job_index, job) in config.jobs.iter().enumerate() {
+    let pairs = config.jobs.iter().enumerate().flat_map(|(index, job)| {
+        [Direction::Read, Direction::Write].map(|direction| (index, job, direction))
+    });
+    for (job_index, job, direction) in pairs {
         let find = |name: &String| {
-            results.medians.iter().find(|m| m.job_index == job_index && &m.device_name == name)
+            results
+                .medians
+                .iter()
+                .find(|m| m.job_index == job_index && &m.device_name == name && m.direction == direction)
         };
         let (Some(a), Some(b)) = (find(first), find(second)) else {
             continue;
@@ -430,7 +492,7 @@ fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &Benchma
         let _ = writeln!(
             console,
             "{:<20} {:<20} {:<20} {:<20} {}",
-            JobLabel(job).to_padded(),
+            JobLabel(job, direction).to_padded(),
             Ratio::higher_is_better(a, b, a.bandwidth_micro, b.bandwidth_micro).to_padded(),
             Ratio::higher_is_better(a, b, a.iops_micro, b.iops_micro).to_padded(),
             Ratio::lower_is_better(a, b, a.lat_mean_milli_ns, b.lat_mean_milli_ns).to_padded(),
@@ -440,11 +502,16 @@ fn print_ratios(console: &mut dyn fmt::Write, config: &Config, results: &Benchma
 }
 
 /// `op:bs:qd` of a job as configured.
-struct JobLabel<'a>(&'a JobSpec);
+/// `op:bs:qd` of a job as configured, with the direction of a mixed job (`randrw:4k:64 write`).
+struct JobLabel<'a>(&'a JobSpec, Direction);
 
 impl fmt::Display for JobLabel<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        write!(f, "{}", self.0)?;
+        if self.0.operation.is_mixed() {
+            write!(f, " {}", self.1.name())?;
+        }
+        Ok(())
     }
 }
 
@@ -526,6 +593,12 @@ mod tests {
 
     fn median(device_name: &str, iops_micro: u128, lat_mean_milli_ns: u128) -> MedianResult {
         MedianResult {
+            direction: crate::results::Direction::Read,
+            flushes_micro: None,
+            flush_lat_mean_milli_ns: None,
+            flush_lat_p99_milli_ns: None,
+            flush_no_cache: None,
+            verify_mismatches: None,
             job_index: 0,
             job: JobSpec::new(JobOperation::RandRead, 4096, 1),
             device_index: 0,
@@ -565,8 +638,8 @@ mod tests {
         };
         let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
         let mut text = alloc::string::String::new();
-        row(RunLabel::Run(3)).write(&mut text, &job, 4096, 1, "sd0");
-        row(RunLabel::Median).write(&mut text, &job, 4096, 1, "sd0");
+        row(RunLabel::Run(3)).write(&mut text, &OperationLabel(&job, Direction::Read), 4096, 1, "sd0");
+        row(RunLabel::Median).write(&mut text, &OperationLabel(&job, Direction::Read), 4096, 1, "sd0");
         let lines: alloc::vec::Vec<&str> = text.lines().collect();
         assert_eq!(lines[0].len(), lines[1].len(), "{text}");
         assert!(

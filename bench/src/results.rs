@@ -106,9 +106,44 @@ pub enum RunEnd {
     ClockStalled { ticks: u64 },
 }
 
-/// One run: one device, one job, one repetition.
+/// Which I/Os a result counts: a mixed job gives one result per direction and run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Direction {
+    #[default]
+    Read,
+    Write,
+}
+
+impl Direction {
+    /// fio's section name (`"read"`, `"write"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        }
+    }
+}
+
+/// The flushes of a write run (sysbench reports them as fsyncs/s).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlushResult {
+    /// Flushes due in the measured window (sent, or counted where there is no cache).
+    pub count: u64,
+    /// Whether flushes went to the device, or the device said it has no cache to flush.
+    pub sent: bool,
+    /// Submit → completion of the flushes sent in the window.
+    pub lat: LatencySummary,
+    pub lat_p99_ns: u64,
+    pub errors: u64,
+    /// Why no flush was sent (the device has no enabled volatile write cache).
+    pub no_cache: Option<&'static str>,
+}
+
+/// One run: one device, one job, one repetition (one direction of a mixed job).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunResult {
+    /// The I/Os this result counts.
+    pub direction: Direction,
     pub job_index: usize,
     /// The job as configured.
     pub job: JobSpec,
@@ -161,6 +196,12 @@ pub struct RunResult {
     pub check: Option<crate::check::CheckSummary>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
+    /// The run's flushes (write results of jobs with `flush=`).
+    pub flushes: Option<FlushResult>,
+    /// What checking the written data found (write results with `write.verify=on`).
+    pub verify: Option<crate::written::VerifyOutcome>,
+    /// The scratch region's id (write results).
+    pub scratch_region_id: Option<u64>,
 }
 
 impl RunResult {
@@ -182,6 +223,11 @@ impl RunResult {
     /// Reads `check=` found differing from the test pattern.
     pub fn check_mismatches(&self) -> u64 {
         self.check.as_ref().map_or(0, |check| check.mismatches)
+    }
+
+    /// Flushes per second × 10^6 (0 without flushes).
+    pub fn flushes_micro(&self) -> u128 {
+        self.flushes.map_or(0, |flushes| per_second_micro(u128::from(flushes.count), self.window_ns))
     }
 }
 
@@ -213,6 +259,7 @@ fn per_second_micro(amount: u128, window_ns: u64) -> u128 {
 /// The median over the runs of one device and job, each metric independently.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MedianResult {
+    pub direction: Direction,
     pub job_index: usize,
     pub job: JobSpec,
     pub device_index: usize,
@@ -236,6 +283,14 @@ pub struct MedianResult {
     pub errors_total: u64,
     /// The median of the runs' CPU cost per I/O, figure by figure (over the runs that have it).
     pub cpu_per_io: CpuPerIo,
+    /// Flushes per second × 10^6, flush latency mean and p99 (runs with flushes only).
+    pub flushes_micro: Option<u128>,
+    pub flush_lat_mean_milli_ns: Option<u128>,
+    pub flush_lat_p99_milli_ns: Option<u128>,
+    /// Why flushes were only counted (the device has no cache to flush).
+    pub flush_no_cache: Option<&'static str>,
+    /// Verification mismatches summed over the runs (write results with verification).
+    pub verify_mismatches: Option<u64>,
     /// Commands and PIO fallbacks summed over the runs (counts, not medians).
     pub data_path: Option<DataPath>,
 }
@@ -257,19 +312,30 @@ pub fn median(values: &mut [u128]) -> u128 {
     }
 }
 
-/// The medians of every (job, device) pair in `runs`, in order of first appearance by job, then
-/// by device index.
+/// The medians of every (job, device, direction) in `runs`, by job, then device index, then
+/// direction (read first).
 pub fn medians_of(runs: &[RunResult]) -> Vec<MedianResult> {
-    let mut keys: Vec<(usize, usize)> = runs.iter().map(|run| (run.job_index, run.device_index)).collect();
+    let mut keys: Vec<(usize, usize, Direction)> =
+        runs.iter().map(|run| (run.job_index, run.device_index, run.direction)).collect();
     keys.sort_unstable();
     keys.dedup();
     keys.into_iter()
-        .filter_map(|(job_index, device_index)| {
-            let group: Vec<&RunResult> =
-                runs.iter().filter(|r| r.job_index == job_index && r.device_index == device_index).collect();
+        .filter_map(|(job_index, device_index, direction)| {
+            let group: Vec<&RunResult> = runs
+                .iter()
+                .filter(|r| {
+                    r.job_index == job_index && r.device_index == device_index && r.direction == direction
+                })
+                .collect();
             median_of_group(&group)
         })
         .collect()
+}
+
+/// The median of a figure over the runs that have it.
+fn median_where(group: &[&RunResult], value: &dyn Fn(&RunResult) -> Option<u128>) -> Option<u128> {
+    let mut values: Vec<u128> = group.iter().filter_map(|run| value(run)).collect();
+    (!values.is_empty()).then(|| median(&mut values))
 }
 
 fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
@@ -283,7 +349,17 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
         let mut values: Vec<u128> = group.iter().filter_map(|run| value(&run.cpu.per_io())).collect();
         (!values.is_empty()).then(|| median(&mut values))
     };
+    let flush_ns = |run: &RunResult, value: &dyn Fn(&FlushResult) -> u128| run.flushes.map(|f| value(&f));
     Some(MedianResult {
+        direction: first.direction,
+        flushes_micro: median_where(group, &|r| r.flushes.map(|_| r.flushes_micro())),
+        flush_lat_mean_milli_ns: median_where(group, &|r| flush_ns(r, &|f| f.lat.mean_milli_ns)),
+        flush_lat_p99_milli_ns: median_where(group, &|r| flush_ns(r, &|f| ns(f.lat_p99_ns))),
+        flush_no_cache: group.iter().find_map(|run| run.flushes.and_then(|f| f.no_cache)),
+        verify_mismatches: group
+            .iter()
+            .filter_map(|run| run.verify.as_ref().map(|v| v.mismatches))
+            .reduce(|a, b| a + b),
         job_index: first.job_index,
         job: first.job,
         device_index: first.device_index,
@@ -348,6 +424,10 @@ pub(crate) mod tests {
             stddev_milli_ns: 0,
         };
         RunResult {
+            direction: Direction::Read,
+            flushes: None,
+            verify: None,
+            scratch_region_id: None,
             job_index: 0,
             job: JobSpec::new(JobOperation::RandRead, 4096, 1),
             device_index,

@@ -21,8 +21,10 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use blockdev::scratch::ScratchRegion;
 use blockdev::{
-    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError,
+    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request,
+    SubmitError,
 };
 
 use crate::check::{CheckSummary, ReadChecker};
@@ -30,14 +32,15 @@ use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
 use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
-use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES};
-use crate::offsets::{AccessPattern, OffsetGenerator};
+use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
+use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
 use crate::plan::DevicePlan;
 use crate::report;
-use crate::results::{HistogramBins, RunEnd, RunResult};
+use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
 use crate::stats::LatencyAccumulator;
 use crate::trace::{TraceRing, TraceStatus};
-use crate::units::{NS_PER_MS, NS_PER_S};
+use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
+use crate::written::{self, Expected, SlotTable, VerifyOutcome};
 
 /// How long after the window the runner waits for requests still in flight. Drivers time out
 /// their own commands well before this and complete them with `IoErrorKind::Timeout`.
@@ -58,6 +61,20 @@ pub trait BufferMemory {
     fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8]));
 }
 
+/// A device's marked scratch region, found by the kernel's scan of its partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceRegion<'a> {
+    pub device_name: &'a str,
+    pub region: ScratchRegion,
+}
+
+/// What write and mixed jobs need: CPU access to the buffers and the scratch regions.
+#[derive(Clone, Copy)]
+pub struct WriteAccess<'a> {
+    pub memory: &'a dyn BufferMemory,
+    pub regions: &'a [DeviceRegion<'a>],
+}
+
 /// What the runner needs from the machine besides the devices.
 #[derive(Clone, Copy)]
 pub struct RunEnvironment<'a> {
@@ -70,6 +87,8 @@ pub struct RunEnvironment<'a> {
     pub buffer_area: DmaBuffer,
     /// CPU access to `buffer_area` for `check=`; `None`: reads are never checked.
     pub memory: Option<&'a dyn BufferMemory>,
+    /// `None`: write and mixed jobs are refused (nothing can be written).
+    pub writes: Option<WriteAccess<'a>>,
 }
 
 /// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
@@ -94,10 +113,17 @@ struct TagState {
     submitted_at_ticks: u64,
     kicked_at_ticks: u64,
     in_flight: bool,
-    /// The request, for a trace record.
+    /// The request (its operation also for write and mixed jobs' bookkeeping, the rest for a
+    /// trace record).
     operation: Operation,
     lba: u64,
     block_count: u32,
+    /// The block slot of the region (write and mixed jobs).
+    slot: u64,
+    /// A write's sequence number.
+    sequence: u32,
+    /// What a read must find (a slot written earlier in the run).
+    expected: Expected,
 }
 
 impl Default for TagState {
@@ -107,6 +133,9 @@ impl Default for TagState {
             kicked_at_ticks: 0,
             in_flight: false,
             operation: Operation::Read,
+            slot: 0,
+            sequence: 0,
+            expected: Expected::Unknown,
             lba: 0,
             block_count: 0,
         }
@@ -119,6 +148,8 @@ pub(crate) struct Scratch {
     free_tags: Vec<u32>,
     batch: Vec<u32>,
     completions: Vec<Completion>,
+    /// What each slot holds, for write and mixed jobs (allocated per job, cleared per run).
+    table: Option<SlotTable>,
     /// Filled by `poll_detailed` while a trace records.
     details: Vec<CommandDetail>,
 }
@@ -130,7 +161,16 @@ impl Scratch {
             free_tags: Vec::with_capacity(queue_depth),
             batch: Vec::with_capacity(queue_depth),
             completions: alloc::vec![Completion::default(); queue_depth],
+            table: None,
             details: alloc::vec![CommandDetail::default(); queue_depth],
+        }
+    }
+
+    /// Room to track `slot_count` slots (write and mixed jobs).
+    pub(crate) fn track_slots(&mut self, slot_count: u64) {
+        match &mut self.table {
+            Some(table) if table.len() >= slot_count => {}
+            _ => self.table = Some(SlotTable::new(slot_count)),
         }
     }
 
@@ -139,6 +179,9 @@ impl Scratch {
         self.free_tags.clear();
         self.free_tags.extend((0..queue_depth as u32).rev());
         self.batch.clear();
+        if let Some(table) = &mut self.table {
+            table.clear();
+        }
     }
 }
 
@@ -213,9 +256,9 @@ pub(crate) fn run_once(
     device: &mut dyn BlockDevice,
     environment: &RunEnvironment<'_>,
     (config, plan, label): (&Config, &DevicePlan, &RunLabel<'_>),
-    (scratch, measurements, trace): (&mut Scratch, &mut Measurements, Option<&mut TraceRing>),
+    (scratch, measurements, trace): (&mut Scratch, &mut [Measurements; 2], Option<&mut TraceRing>),
     console: &mut dyn Console,
-) -> RunResult {
+) -> Vec<RunResult> {
     let device_name = String::from(device.name());
     report::print_run_header(console, label.job, plan, &device_name, (label.run, label.runs), config);
     let path_before = device.data_path();
@@ -227,6 +270,9 @@ pub(crate) fn run_once(
     }
     run.run(console);
     let path_after = run.device.data_path();
+    if config.write_verify {
+        run.verify_written(console);
+    }
     let mut outcome = run.finish(console);
     // The histograms' bins are kept only for json+ (up to 1856 per kind and run on the heap).
     let keep_bins = config.output == OutputFormat::JsonPlus;
@@ -236,9 +282,73 @@ pub(crate) fn run_once(
         let _ = writeln!(console, "{message}");
         outcome.notes.push(message);
     }
-    let mut result = outcome.into_result(plan, label, &device_name, keep_bins);
-    result.data_path = data_path;
-    result
+    let mut results = outcome.into_results(plan, label, &device_name, keep_bins);
+    for result in &mut results {
+        result.data_path = data_path;
+    }
+    results
+}
+
+/// The flushes of a run with `flush=`.
+struct FlushState {
+    support: FlushSupport,
+    every_writes: u32,
+    writes_since: u32,
+    /// Flushes due inside the window (sent and completed, or counted without a cache).
+    counted: u64,
+    errors: u64,
+    lat: LatencyAccumulator,
+    histogram: LatencyHistogram,
+}
+
+impl FlushState {
+    fn result(&self) -> FlushResult {
+        let lat = self.lat.summary();
+        let mut p99 = [0u64; 1];
+        self.histogram.percentiles_ns(
+            &[FIO_DEFAULT_PERCENTILES[P99_INDEX]],
+            (lat.min_ns, lat.max_ns),
+            &mut p99,
+        );
+        FlushResult {
+            count: self.counted,
+            sent: self.support == FlushSupport::Command,
+            no_cache: match self.support {
+                FlushSupport::NoCache(reason) => Some(reason),
+                FlushSupport::Command => None,
+            },
+            lat,
+            lat_p99_ns: p99[0],
+            errors: self.errors,
+        }
+    }
+}
+
+impl WriteChecks<'_> {
+    /// Compares a completed read of `buffer` (from `lba`) with what write `sequence` put there.
+    fn check(&mut self, buffer: &DmaBuffer, lba: u64, logical_block_bytes: usize, sequence: u32) {
+        let (run_id, expected) = (self.run_id, &mut self.expected_block);
+        let mut mismatch = None;
+        self.memory.with_bytes(buffer, &mut |bytes| {
+            mismatch = written::first_mismatch(bytes, lba, logical_block_bytes, run_id, sequence, expected);
+        });
+        self.outcome.blocks_checked += 1;
+        if let Some(lba) = mismatch {
+            self.outcome.record_mismatch(lba);
+        }
+    }
+}
+
+/// What a write or mixed run checks, besides what it measures.
+struct WriteChecks<'r> {
+    memory: &'r dyn BufferMemory,
+    run_id: u64,
+    /// Check reads of slots written earlier in the run.
+    check_reads: bool,
+    outcome: VerifyOutcome,
+    /// One logical block of expected data.
+    expected_block: Vec<u8>,
+    region_id: Option<u64>,
 }
 
 /// The ticks that bound a run.
@@ -281,17 +391,32 @@ impl RunTimes {
     }
 }
 
+/// How many offsets a write or mixed job draws before giving up on finding a slot with no
+/// request in flight (it then waits for a completion).
+const SLOT_TRIES: u32 = 64;
+
+/// What a write or mixed run decides per request.
+struct WriteMix<'r> {
+    read_percent: u64,
+    random: RandomGenerator,
+    run_id: u64,
+    next_sequence: u32,
+    memory: &'r dyn BufferMemory,
+}
+
 /// Offsets and buffers for the next request.
-struct RequestSource {
+struct RequestSource<'r> {
     offsets: OffsetGenerator,
+    region_offset_bytes: u64,
     logical_block_bytes: u64,
     blocks_per_request: u32,
     block_bytes: u64,
     buffer_area: DmaBuffer,
     buffer_count: u64,
+    mix: Option<WriteMix<'r>>,
 }
 
-impl RequestSource {
+impl<'r> RequestSource<'r> {
     fn new(
         plan: &DevicePlan,
         logical_block_bytes: u32,
@@ -309,34 +434,71 @@ impl RequestSource {
                 plan.block_slots,
                 seed,
             ),
+            region_offset_bytes: plan.region_offset_bytes,
             logical_block_bytes: u64::from(logical_block_bytes),
             blocks_per_request: plan.blocks_per_request,
             block_bytes: plan.block_bytes,
             buffer_area,
             buffer_count: (buffer_area.length_bytes as u64 / plan.block_bytes).max(1),
+            mix: None,
         }
     }
 
-    /// The next read, into buffer `tag` (modulo the buffers there are).
-    fn request(&mut self, tag: u32) -> Request {
-        let offset_bytes = self.offsets.next_offset_bytes();
-        Request {
-            tag,
-            operation: Operation::Read,
-            lba: offset_bytes / self.logical_block_bytes,
-            block_count: self.blocks_per_request,
-            buffer: self.buffer_for(tag),
-        }
-    }
-
-    /// The buffer requests with `tag` use.
-    fn buffer_for(&self, tag: u32) -> DmaBuffer {
+    /// Buffer `tag` (modulo the buffers there are).
+    fn buffer(&self, tag: u32) -> DmaBuffer {
         let buffer_offset = (u64::from(tag) % self.buffer_count) * self.block_bytes;
         DmaBuffer {
             cpu_address: self.buffer_area.cpu_address + buffer_offset as usize,
             physical_address: self.buffer_area.physical_address + buffer_offset,
             length_bytes: self.block_bytes as usize,
         }
+    }
+
+    fn io(&self, tag: u32, operation: Operation, offset_bytes: u64) -> Request {
+        Request {
+            tag,
+            operation,
+            lba: offset_bytes / self.logical_block_bytes,
+            block_count: self.blocks_per_request,
+            buffer: self.buffer(tag),
+        }
+    }
+
+    /// The first LBA of a slot.
+    fn slot_lba(&self, slot: u64) -> u64 {
+        (self.region_offset_bytes + slot * self.block_bytes) / self.logical_block_bytes
+    }
+
+    /// The next read of a read job, into buffer `tag`.
+    fn request(&mut self, tag: u32) -> Request {
+        let offset_bytes = self.offsets.next_offset_bytes();
+        self.io(tag, Operation::Read, offset_bytes)
+    }
+
+    /// The next request of a write or mixed job, on a slot with nothing in flight; `None` when
+    /// no free slot turned up (the caller waits for a completion).
+    fn mixed_request(&mut self, tag: u32, table: &mut SlotTable) -> Option<(Request, TagState)> {
+        let slot = (0..SLOT_TRIES)
+            .map(|_| (self.offsets.next_offset_bytes() - self.region_offset_bytes) / self.block_bytes)
+            .find(|&slot| !table.is_busy(slot))?;
+        let expected = table.start(slot);
+        let mix = self.mix.as_mut()?;
+        let is_read = mix.random.below(100) < mix.read_percent;
+        let offset_bytes = self.region_offset_bytes + slot * self.block_bytes;
+        let mut state = TagState { slot, expected, ..TagState::default() };
+        if is_read {
+            return Some((self.io(tag, Operation::Read, offset_bytes), state));
+        }
+        mix.next_sequence += 1;
+        let (run_id, sequence, memory) = (mix.run_id, mix.next_sequence, mix.memory);
+        state.operation = Operation::Write;
+        state.sequence = sequence;
+        let request = self.io(tag, Operation::Write, offset_bytes);
+        let (lba, block_bytes) = (request.lba, self.logical_block_bytes as usize);
+        memory.with_bytes(&request.buffer, &mut |bytes| {
+            written::fill_blocks(bytes, lba, block_bytes, run_id, sequence)
+        });
+        Some((request, state))
     }
 }
 
@@ -366,13 +528,19 @@ struct RunLoop<'r> {
     clock: &'r dyn Clock,
     converter: TickConverter,
     queue_depth: usize,
-    requests: RequestSource,
+    requests: RequestSource<'r>,
     scratch: &'r mut Scratch,
-    measurements: &'r mut Measurements,
+    measurements: &'r mut [Measurements; 2],
+    flush: Option<FlushState>,
+    checks: Option<WriteChecks<'r>>,
     meter: CpuMeter<'r>,
     progress: ProgressLine<'r>,
     times: RunTimes,
-    sampler: RateSampler,
+    /// IOPS and bandwidth samples per direction ([`Direction`] as index).
+    sampler: [RateSampler; 2],
+    /// The direction whose results carry the job's queue-depth bands (reads, unless the job
+    /// only writes).
+    depth_direction: usize,
     block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
@@ -392,10 +560,13 @@ struct RunLoop<'r> {
 
 /// What a finished run leaves besides its statistics.
 struct RunOutcome<'r> {
-    measurements: &'r Measurements,
+    measurements: &'r [Measurements; 2],
+    flush: Option<FlushResult>,
+    verify: Option<VerifyOutcome>,
+    region_id: Option<u64>,
     converter: TickConverter,
     times: RunTimes,
-    sampler: RateSampler,
+    sampler: [RateSampler; 2],
     end_ticks: u64,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
@@ -409,7 +580,7 @@ impl<'r> RunLoop<'r> {
         device_name: &'r str,
         environment: &RunEnvironment<'r>,
         (config, plan, label): (&Config, &'r DevicePlan, &RunLabel<'r>),
-        (scratch, measurements): (&'r mut Scratch, &'r mut Measurements),
+        (scratch, measurements): (&'r mut Scratch, &'r mut [Measurements; 2]),
     ) -> RunLoop<'r> {
         let progress = ProgressLine::new(
             device_name,
@@ -422,9 +593,19 @@ impl<'r> RunLoop<'r> {
         let logical_block_bytes = device.geometry().logical_block_bytes;
         let queue_depth = plan.queue_depth as usize;
         scratch.reset(queue_depth);
-        measurements.reset();
-        let requests =
+        measurements.iter_mut().for_each(Measurements::reset);
+        let mut requests =
             RequestSource::new(plan, logical_block_bytes, label.job, label.seed, environment.buffer_area);
+        let checks = Self::write_setup(environment, config, label, device_name, &mut requests);
+        let flush = (checks.is_some() && label.job.flush_every_writes > 0).then(|| FlushState {
+            support: device.flush_support(),
+            every_writes: label.job.flush_every_writes,
+            writes_since: 0,
+            counted: 0,
+            errors: 0,
+            lat: LatencyAccumulator::new(),
+            histogram: LatencyHistogram::new(),
+        });
         let clock = environment.clock;
         let times = RunTimes::starting_now(clock, config);
         let meter = CpuMeter::new(environment.cpu_counters);
@@ -433,7 +614,9 @@ impl<'r> RunLoop<'r> {
             times.window_ticks,
             clock.ns_to_ticks(config.sample_interval_ns),
         );
-        let (checker, check_skipped) = match config.check_every(device_name) {
+        // Write and mixed jobs check what they read back against what they wrote instead.
+        let check_every = config.check_every(device_name).filter(|_| label.job.read_percent == 100);
+        let (checker, check_skipped) = match check_every {
             None => (None, None),
             Some(every) => {
                 match read_checker(environment, &requests, queue_depth, every, logical_block_bytes) {
@@ -451,9 +634,13 @@ impl<'r> RunLoop<'r> {
             requests,
             scratch,
             measurements,
+            flush,
+            checks,
             meter,
             progress,
-            sampler,
+            sampler: [sampler; 2],
+            depth_direction: if label.job.read_percent > 0 { Direction::Read } else { Direction::Write }
+                as usize,
             block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
@@ -472,6 +659,36 @@ impl<'r> RunLoop<'r> {
         }
     }
 
+    /// For a write or mixed job: the per-request mix and the checks (the runner has made sure
+    /// the job may write here and given the scratch a slot table).
+    fn write_setup(
+        environment: &RunEnvironment<'r>,
+        config: &Config,
+        label: &RunLabel<'_>,
+        device_name: &str,
+        requests: &mut RequestSource<'r>,
+    ) -> Option<WriteChecks<'r>> {
+        let access = environment.writes.filter(|_| label.job.operation.is_write())?;
+        let run_id = written::run_id(label.seed, label.run, label.device_index);
+        requests.mix = Some(WriteMix {
+            read_percent: u64::from(label.job.read_percent),
+            random: RandomGenerator::new(run_id),
+            run_id,
+            next_sequence: 0,
+            memory: access.memory,
+        });
+        let region_id =
+            access.regions.iter().find(|r| r.device_name == device_name).map(|r| r.region.region_id);
+        Some(WriteChecks {
+            memory: access.memory,
+            run_id,
+            check_reads: config.write_verify,
+            outcome: VerifyOutcome::default(),
+            expected_block: alloc::vec![0; requests.logical_block_bytes as usize],
+            region_id,
+        })
+    }
+
     fn run(&mut self, console: &mut dyn Console) {
         loop {
             let now = self.clock.now_ticks();
@@ -485,7 +702,7 @@ impl<'r> RunLoop<'r> {
             }
             let completed_at = self.reap();
             let latest = completed_at.unwrap_or(now);
-            while latest >= self.sampler.next_due_ticks {
+            while latest >= self.sampler[0].next_due_ticks {
                 self.take_sample(latest);
             }
             if self.submitting && latest >= self.times.window_end {
@@ -508,7 +725,9 @@ impl<'r> RunLoop<'r> {
     fn take_sample(&mut self, now: u64) {
         self.meter.lap(Account::Pending);
         let ticks_per_second = self.converter.ticks_per_second;
-        self.sampler.sample(now, self.measurements.ios, self.block_bytes, ticks_per_second);
+        for (sampler, measurements) in self.sampler.iter_mut().zip(self.measurements.iter()) {
+            sampler.sample(now, measurements.ios, self.block_bytes, ticks_per_second);
+        }
         self.meter.lap(Account::Excluded);
     }
 
@@ -550,7 +769,9 @@ impl<'r> RunLoop<'r> {
             self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
         }
         if self.times.in_window(kicked_at) {
-            self.measurements.depth.record_kick(self.scratch.batch.len(), self.in_flight);
+            self.measurements[self.depth_direction]
+                .depth
+                .record_kick(self.scratch.batch.len(), self.in_flight);
         }
         true
     }
@@ -561,7 +782,52 @@ impl<'r> RunLoop<'r> {
             return self.held_back.take();
         }
         let tag = self.scratch.free_tags.pop()?;
-        Some(self.requests.request(tag))
+        if self.checks.is_none() || self.scratch.table.is_none() {
+            return Some(self.requests.request(tag));
+        }
+        if let Some(flush) = self.flush_due(tag) {
+            return Some(flush);
+        }
+        let table = self.scratch.table.as_mut()?;
+        let Some((request, state)) = self.requests.mixed_request(tag, table) else {
+            self.scratch.free_tags.push(tag);
+            return None;
+        };
+        self.scratch.tags[tag as usize] = state;
+        if let (Operation::Write, Some(flush)) = (request.operation, &mut self.flush) {
+            flush.writes_since += 1;
+        }
+        Some(request)
+    }
+
+    /// A flush request in `tag` when `flush=N` writes have been made since the last one. A
+    /// device without a cache gets none: the flush is only counted.
+    fn flush_due(&mut self, tag: u32) -> Option<Request> {
+        let flush = self.flush.as_mut().filter(|flush| flush.writes_since >= flush.every_writes)?;
+        flush.writes_since = 0;
+        if let FlushSupport::NoCache(_) = flush.support {
+            let now = self.clock.now_ticks();
+            if now >= self.times.ramp_end && now < self.times.window_end {
+                flush.counted += 1;
+            }
+            return None;
+        }
+        let state = TagState { operation: Operation::Flush, ..TagState::default() };
+        self.scratch.tags[tag as usize] = state;
+        let buffer = DmaBuffer { length_bytes: 0, ..self.requests.buffer(tag) };
+        Some(Request { tag, operation: Operation::Flush, lba: 0, block_count: 0, buffer })
+    }
+
+    /// A request that was never sent leaves its slot as it was.
+    fn release_unsent(&mut self, request: &Request) {
+        let state = self.scratch.tags[request.tag as usize];
+        if let (Some(table), Operation::Read | Operation::Write) =
+            (self.scratch.table.as_mut(), state.operation)
+        {
+            if self.checks.is_some() {
+                table.finish(state.slot, None);
+            }
+        }
     }
 
     fn note_submitted(&mut self, request: &Request, submitted_at: u64) {
@@ -576,6 +842,7 @@ impl<'r> RunLoop<'r> {
 
     /// A refusal other than "queue full" with requests in flight ends the run's submissions.
     fn refuse(&mut self, request: Request, error: SubmitError, console: &mut dyn Console) {
+        self.release_unsent(&request);
         self.scratch.free_tags.push(request.tag);
         let message = format!(
             "{name}: request for {} blocks at LBA {} refused ({}); this run ends here for {name}",
@@ -605,7 +872,7 @@ impl<'r> RunLoop<'r> {
         let done = self.clock.now_ticks();
         let inside_window = self.times.in_window(done);
         if inside_window {
-            self.measurements.depth.record_reap(count);
+            self.measurements[self.depth_direction].depth.record_reap(count);
         }
         for index in 0..count {
             let completion = self.scratch.completions[index];
@@ -631,16 +898,27 @@ impl<'r> RunLoop<'r> {
             }
         };
         state.in_flight = false;
+        let state = *state;
         let (submitted, kicked) = (state.submitted_at_ticks, state.kicked_at_ticks);
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
         self.completed += 1;
+        let direction = match state.operation {
+            Operation::Flush => {
+                self.complete_flush(completion, submitted, done, inside_window);
+                return true;
+            }
+            Operation::Write => Direction::Write,
+            Operation::Read => Direction::Read,
+        };
+        self.account_slot(completion, &state);
         if !inside_window {
             return true;
         }
+        let measurements = &mut self.measurements[direction as usize];
         match completion.result {
-            Ok(()) => self.measurements.record(self.converter, submitted, kicked, done),
-            Err(error) => self.measurements.errors[error.kind.index()] += 1,
+            Ok(()) => measurements.record(self.converter, submitted, kicked, done),
+            Err(error) => measurements.errors[error.kind.index()] += 1,
         }
         true
     }
@@ -656,7 +934,7 @@ impl<'r> RunLoop<'r> {
             return;
         }
         let state = self.scratch.tags[tag as usize];
-        let buffer = self.requests.buffer_for(tag);
+        let buffer = self.requests.buffer(tag);
         self.meter.lap(Account::Bookkeeping);
         let started = self.clock.now_ticks();
         checker.check(state.lba, state.block_count, &buffer);
@@ -684,6 +962,42 @@ impl<'r> RunLoop<'r> {
             status,
         );
         self.meter.lap(Account::Recording);
+    }
+
+    fn complete_flush(&mut self, completion: Completion, submitted: u64, done: u64, inside_window: bool) {
+        let Some(flush) = self.flush.as_mut().filter(|_| inside_window) else {
+            return;
+        };
+        flush.counted += 1;
+        match completion.result {
+            Ok(()) => {
+                let lat_ns = self.converter.ns(done.saturating_sub(submitted));
+                flush.lat.record(lat_ns);
+                flush.histogram.record(lat_ns);
+            }
+            Err(_) => flush.errors += 1,
+        }
+    }
+
+    /// A write job's bookkeeping of what each slot holds, and the check of reads of slots
+    /// written earlier in the run.
+    fn account_slot(&mut self, completion: Completion, state: &TagState) {
+        let (Some(table), Some(checks)) = (self.scratch.table.as_mut(), self.checks.as_mut()) else {
+            return;
+        };
+        let succeeded = completion.result.is_ok();
+        if state.operation == Operation::Write {
+            table.finish(state.slot, Some((state.sequence, succeeded)));
+            return;
+        }
+        table.finish(state.slot, None);
+        let (Expected::Written { sequence }, true, true) = (state.expected, succeeded, checks.check_reads)
+        else {
+            return;
+        };
+        let buffer = self.requests.buffer(completion.tag);
+        let lba = self.requests.slot_lba(state.slot);
+        checks.check(&buffer, lba, self.requests.logical_block_bytes as usize, sequence);
     }
 
     /// The progress line and the drain deadline; returns whether the run must stop. The
@@ -726,6 +1040,106 @@ impl<'r> RunLoop<'r> {
         self.notes.push(message);
     }
 
+    /// After the run, outside the window: reads back every slot written in it, up to the queue
+    /// depth at a time, and compares each block with what was written. Prints the outcome.
+    fn verify_written(&mut self, console: &mut dyn Console) {
+        if self.checks.is_none() || self.in_flight > 0 || self.ended_early.is_some() {
+            return;
+        }
+        let Some(table) = self.scratch.table.take() else {
+            return;
+        };
+        let deadline = self.clock.now_ticks() + self.clock.ns_to_ticks(DRAIN_TIMEOUT_NS);
+        let mut next_slot = 0;
+        let mut batch: Vec<(u64, u32)> = Vec::with_capacity(self.queue_depth);
+        loop {
+            batch.clear();
+            while batch.len() < self.queue_depth {
+                let Some((slot, sequence)) = table.next_written(next_slot) else { break };
+                batch.push((slot, sequence));
+                next_slot = slot + 1;
+            }
+            if batch.is_empty() || !self.verify_batch(&batch, deadline) {
+                break;
+            }
+        }
+        if let Some(checks) = &mut self.checks {
+            checks.outcome.unknown_blocks = table.failed();
+        }
+        self.scratch.table = Some(table);
+        self.say_verified(console);
+    }
+
+    /// Reads one batch back (tag i reads slot `batch[i]`); `false` when the device stopped
+    /// answering before the deadline (the rest is not checked).
+    fn verify_batch(&mut self, batch: &[(u64, u32)], deadline: u64) -> bool {
+        let mut outstanding = 0usize;
+        for (tag, &(slot, _)) in batch.iter().enumerate() {
+            let offset_bytes = self.requests.region_offset_bytes + slot * self.requests.block_bytes;
+            let request = self.requests.io(tag as u32, Operation::Read, offset_bytes);
+            match self.device.submit(request) {
+                Ok(()) => outstanding += 1,
+                Err(_) => self.checks.as_mut().map_or((), |c| c.outcome.read_errors += 1),
+            }
+        }
+        self.device.kick();
+        let mut done = alloc::vec![false; batch.len()];
+        while outstanding > 0 {
+            if self.clock.now_ticks() >= deadline {
+                return false;
+            }
+            let count = self.device.poll(&mut self.scratch.completions[..self.queue_depth]);
+            for index in 0..count {
+                let completion = self.scratch.completions[index];
+                let tag = completion.tag as usize;
+                if tag >= batch.len() || done[tag] {
+                    continue;
+                }
+                done[tag] = true;
+                outstanding -= 1;
+                self.check_read_back(completion, batch[tag]);
+            }
+        }
+        true
+    }
+
+    fn check_read_back(&mut self, completion: Completion, (slot, sequence): (u64, u32)) {
+        let buffer = self.requests.buffer(completion.tag);
+        let lba = self.requests.slot_lba(slot);
+        let logical_block_bytes = self.requests.logical_block_bytes as usize;
+        let Some(checks) = self.checks.as_mut() else { return };
+        match completion.result {
+            Ok(()) => checks.check(&buffer, lba, logical_block_bytes, sequence),
+            Err(_) => checks.outcome.read_errors += 1,
+        }
+    }
+
+    fn say_verified(&mut self, console: &mut dyn Console) {
+        let Some(checks) = &self.checks else { return };
+        let outcome = &checks.outcome;
+        let block = SizeText(self.requests.block_bytes);
+        let message = if outcome.mismatches == 0 && outcome.read_errors == 0 {
+            format!(
+                "{}: verify: {} blocks of {block} read back and checked (written in this run, and \
+                 reads of written blocks while measuring): all as written",
+                self.device_name, outcome.blocks_checked
+            )
+        } else {
+            format!(
+                "{}: verify FAILED: {} of {} blocks of {block} differ from what was written (first at \
+                 LBA {:?}), {} read-back errors",
+                self.device_name,
+                outcome.mismatches,
+                outcome.blocks_checked,
+                outcome.mismatch_lbas,
+                outcome.read_errors
+            )
+        };
+        self.progress.interrupt(console);
+        let _ = writeln!(console, "{message}");
+        self.notes.push(message);
+    }
+
     /// The last progress update and the run's closing messages.
     fn finish(mut self, console: &mut dyn Console) -> RunOutcome<'r> {
         let end = self.clock.now_ticks();
@@ -743,8 +1157,8 @@ impl<'r> RunLoop<'r> {
             let _ = writeln!(console, "{message}");
             self.notes.push(message);
         }
-        if self.measurements.ios == 0 {
-            let errors: u64 = self.measurements.errors.iter().sum();
+        if self.measurements.iter().all(|m| m.ios == 0) {
+            let errors: u64 = self.measurements.iter().flat_map(|m| m.errors.iter()).sum();
             let message = format!(
                 "{name}: no I/O completed successfully in the measured window ({errors} failed); its \
                  figures are zero"
@@ -752,11 +1166,17 @@ impl<'r> RunLoop<'r> {
             let _ = writeln!(console, "{message}");
             self.notes.push(message);
         }
+        if let Some(request) = self.held_back.take() {
+            self.release_unsent(&request);
+        }
         if let Some(ring) = self.trace.take() {
             ring.set_recording_cost(self.meter.total(Account::Recording));
         }
         let check = self.report_checks(console);
         RunOutcome {
+            flush: self.flush.as_ref().map(FlushState::result),
+            region_id: self.checks.as_ref().and_then(|checks| checks.region_id),
+            verify: self.checks.map(|checks| checks.outcome),
             measurements: self.measurements,
             converter: self.converter,
             times: self.times,
@@ -806,14 +1226,42 @@ fn read_checker<'r>(
 }
 
 impl RunOutcome<'_> {
-    fn into_result(
+    /// A result per direction the job has (a mixed job has both); the write result carries
+    /// the flushes and the checks.
+    fn into_results(
         self,
         plan: &DevicePlan,
         label: &RunLabel<'_>,
         device_name: &str,
         keep_bins: bool,
+    ) -> Vec<RunResult> {
+        let read_percent = label.job.read_percent;
+        let mut results = Vec::new();
+        if read_percent > 0 {
+            let mut read = self.result(Direction::Read, plan, label, device_name, keep_bins);
+            read.check = self.check.clone();
+            results.push(read);
+        }
+        if read_percent < 100 {
+            let mut write = self.result(Direction::Write, plan, label, device_name, keep_bins);
+            write.flushes = self.flush;
+            write.verify = self.verify.clone();
+            write.scratch_region_id = self.region_id;
+            results.push(write);
+        }
+        results
+    }
+
+    fn result(
+        &self,
+        direction: Direction,
+        plan: &DevicePlan,
+        label: &RunLabel<'_>,
+        device_name: &str,
+        keep_bins: bool,
     ) -> RunResult {
-        let measurements = self.measurements;
+        let measurements = &self.measurements[direction as usize];
+        let sampler = &self.sampler[direction as usize];
         let bins =
             |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
@@ -832,6 +1280,7 @@ impl RunOutcome<'_> {
             &mut lat_percentiles_ns,
         );
         RunResult {
+            direction,
             job_index: label.job_index,
             job: *label.job,
             device_index: label.device_index,
@@ -856,14 +1305,17 @@ impl RunOutcome<'_> {
             lat_bins: bins(&measurements.lat_histogram),
             latency_bands: measurements.latency_bands,
             depth: measurements.depth,
-            iops_samples: self.sampler.iops(),
-            bandwidth_kib_samples: self.sampler.bandwidth_kib(),
+            iops_samples: sampler.iops(),
+            bandwidth_kib_samples: sampler.bandwidth_kib(),
             errors: measurements.errors,
             ended_early: self.ended_early,
             cpu: self.cpu,
+            notes: self.notes.clone(),
+            flushes: None,
+            verify: None,
+            scratch_region_id: None,
             data_path: None,
-            check: self.check,
-            notes: self.notes,
+            check: None,
         }
     }
 }

@@ -20,14 +20,40 @@ use crate::offsets::derived_seed;
 use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
 use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
+use crate::run::DeviceRegion;
 use crate::run::{run_once, Measurements, RunLabel, Scratch};
 use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
+use crate::units::SizeText;
+use crate::written::MAX_TRACKED_SLOTS;
 
 pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
-/// The message for a write job (nothing is ever written).
-pub const WRITES_REFUSED: &str =
-    "writes are not enabled: barebench is read-only unless a write region was made for it";
+/// Why a write or mixed job does not run on a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteRefusal {
+    /// `write=` does not name the device.
+    NotAllowed,
+    /// The device has no valid scratch region.
+    NoRegion,
+    /// The kernel gives the benchmark no CPU access to its buffers.
+    NoBufferAccess,
+}
+
+impl fmt::Display for WriteRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WriteRefusal::NotAllowed => {
+                "write= does not name it (write and mixed jobs need write=DEV and a marked scratch \
+                 region; nothing was written)"
+            }
+            WriteRefusal::NoRegion => {
+                "it has no valid scratch region (mark a partition with `barebench scratch` or build \
+                 the card with `barebench image --scratch`; nothing was written)"
+            }
+            WriteRefusal::NoBufferAccess => "this kernel gives the benchmark no access to its buffers",
+        })
+    }
+}
 
 /// Runs every job of `config` on the selected `devices` and prints the run lines, progress,
 /// per-job tables with the CPU cost per I/O, the summary and the JSON block to `console`.
@@ -124,6 +150,8 @@ fn select_devices(
 struct PlannedDevice {
     plan: DevicePlan,
     notes: Vec<String>,
+    /// The settings the runs use: for write and mixed jobs the region is the scratch region's.
+    config: Config,
 }
 
 /// The state that lasts across jobs.
@@ -132,7 +160,7 @@ struct Benchmark<'b, 'd> {
     devices: &'b mut [&'d mut dyn BlockDevice],
     environment: &'b RunEnvironment<'b>,
     selected: &'b [usize],
-    measurements: Measurements,
+    measurements: [Measurements; 2],
     /// Devices that kept requests in flight past the drain timeout: not used again.
     stuck: Vec<bool>,
     clock_stalled: bool,
@@ -154,7 +182,7 @@ impl<'b, 'd> Benchmark<'b, 'd> {
             devices,
             environment,
             selected,
-            measurements: Measurements::new(),
+            measurements: [Measurements::new(), Measurements::new()],
             stuck,
             clock_stalled: false,
             rings: Vec::new(),
@@ -170,10 +198,6 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         results: &mut BenchmarkResults,
         console: &mut dyn Console,
     ) {
-        if job.operation.is_write() {
-            say(console, &mut results.notes, format!("job {job} skipped: {WRITES_REFUSED}"));
-            return;
-        }
         report::print_job_header(console, job, job_index + 1, self.config.jobs.len());
         let plans = self.plan_devices(job, results, console);
         let deepest = plans.iter().flatten().map(|planned| planned.plan.queue_depth as usize).max();
@@ -181,6 +205,10 @@ impl<'b, 'd> Benchmark<'b, 'd> {
             return;
         };
         let mut scratch = Scratch::new(deepest);
+        if job.operation.is_write() {
+            let slots = plans.iter().flatten().map(|planned| planned.plan.block_slots).max().unwrap_or(0);
+            scratch.track_slots(slots);
+        }
         let first_of_job = results.runs.len();
         let seed = derived_seed(self.config.seed, job_index as u64);
         for run in 1..=self.config.runs {
@@ -193,10 +221,10 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                 }
                 let label = RunLabel { job_index, job, run, runs: self.config.runs, device_index, seed };
                 let environment = self.environment;
-                let mut result = run_once(
+                let run_results = run_once(
                     &mut *self.devices[device_index],
                     environment,
-                    (self.config, &planned.plan, &label),
+                    (&planned.config, &planned.plan, &label),
                     (
                         &mut scratch,
                         &mut self.measurements,
@@ -209,13 +237,15 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                     let name = self.devices[device_index].name();
                     write_trace(console, self.trace_output, (name, &run_name), ring, self.environment);
                 }
-                result.notes.splice(0..0, planned.notes.iter().cloned());
-                match result.ended_early {
-                    Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
-                    Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
-                    _ => {}
+                for mut result in run_results {
+                    result.notes.splice(0..0, planned.notes.iter().cloned());
+                    match result.ended_early {
+                        Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
+                        Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
+                        _ => {}
+                    }
+                    results.runs.push(result);
                 }
-                results.runs.push(result);
             }
         }
         let job_runs = &results.runs[first_of_job..];
@@ -236,13 +266,40 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         for &device_index in self.selected {
             let device = &self.devices[device_index];
             let mut notes = Vec::new();
-            let plan = plan_job(job, self.config, &device.geometry(), device.name(), &mut notes)
-                .and_then(|plan| fit_buffer(&plan, &self.environment.buffer_area, device.name(), &mut notes));
+            let config = match self.job_config(job, device.name()) {
+                Ok(config) => config,
+                Err(refusal) => {
+                    let message = format!("job {job} skipped on {}: {refusal}", device.name());
+                    say(console, &mut results.notes, message);
+                    continue;
+                }
+            };
+            let plan = plan_job(job, &config, &device.geometry(), device.name(), &mut notes)
+                .and_then(|plan| fit_buffer(&plan, &self.environment.buffer_area, device.name(), &mut notes))
+                .map(|plan| match job.operation.is_write() {
+                    true => fit_write_plan(
+                        plan,
+                        self.environment.buffer_area.length_bytes,
+                        device.name(),
+                        &mut notes,
+                    ),
+                    false => plan,
+                });
+            let outside =
+                plan.as_ref().is_ok_and(|plan| job.operation.is_write() && !inside_region(plan, &config));
+            if outside {
+                say(
+                    console,
+                    &mut results.notes,
+                    format!("job {job} skipped on {}: its plan left the scratch region", device.name()),
+                );
+                continue;
+            }
             for note in &notes {
                 say(console, &mut results.notes, note.clone());
             }
             match plan {
-                Ok(plan) => plans[device_index] = Some(PlannedDevice { plan, notes }),
+                Ok(plan) => plans[device_index] = Some(PlannedDevice { plan, notes, config }),
                 Err(reason) => say(
                     console,
                     &mut results.notes,
@@ -309,6 +366,71 @@ fn write_trace(
     );
 }
 
+impl Benchmark<'_, '_> {
+    /// The settings a job runs with on a device: as configured for reads; for write and mixed
+    /// jobs, only where both keys hold (`write=` names the device and it has a scratch region),
+    /// with the region set to the scratch region's writable part (`size=` may shrink it).
+    fn job_config(&self, job: &JobSpec, device_name: &str) -> Result<Config, WriteRefusal> {
+        if !job.operation.is_write() {
+            return Ok(self.config.clone());
+        }
+        if !self.config.write_devices.iter().any(|name| name == device_name) {
+            return Err(WriteRefusal::NotAllowed);
+        }
+        let access = self.environment.writes.ok_or(WriteRefusal::NoBufferAccess)?;
+        let region = region_of(access.regions, device_name).ok_or(WriteRefusal::NoRegion)?;
+        let (offset_bytes, length_bytes) = region.writable();
+        let mut config = self.config.clone();
+        config.offset_bytes = offset_bytes;
+        config.size_bytes = length_bytes.min(self.config.size_bytes);
+        Ok(config)
+    }
+}
+
+fn region_of(regions: &[DeviceRegion<'_>], device_name: &str) -> Option<blockdev::scratch::ScratchRegion> {
+    regions.iter().find(|region| region.device_name == device_name).map(|region| region.region)
+}
+
+/// Whether the plan's region lies inside the configured (scratch) region: the last guard
+/// before anything is written.
+fn inside_region(plan: &DevicePlan, config: &Config) -> bool {
+    let end = plan.region_offset_bytes.checked_add(plan.region_size_bytes);
+    let allowed_end = config.offset_bytes.checked_add(config.size_bytes);
+    plan.region_offset_bytes >= config.offset_bytes && end.is_some() && end <= allowed_end
+}
+
+/// A write plan keeps one buffer per request in flight (a shared buffer would mix two writes'
+/// data) and tracks at most [`MAX_TRACKED_SLOTS`] slots.
+fn fit_write_plan(
+    mut plan: DevicePlan,
+    buffer_bytes: usize,
+    device_name: &str,
+    notes: &mut Vec<String>,
+) -> DevicePlan {
+    let buffers = (buffer_bytes as u64 / plan.block_bytes).max(1);
+    if buffers < u64::from(plan.queue_depth) {
+        notes.push(format!(
+            "{device_name}: queue depth {} needs {} buffers of {} and the buffer area holds {buffers}; \
+             writing at queue depth {buffers} (requests in flight never share a buffer)",
+            plan.queue_depth,
+            plan.queue_depth,
+            SizeText(plan.block_bytes)
+        ));
+        plan.queue_depth = buffers as u32;
+    }
+    if plan.block_slots > MAX_TRACKED_SLOTS {
+        plan.block_slots = MAX_TRACKED_SLOTS;
+        plan.region_size_bytes = MAX_TRACKED_SLOTS * plan.block_bytes;
+        notes.push(format!(
+            "{device_name}: the write region is cut to {} ({MAX_TRACKED_SLOTS} blocks of {}), the \
+             most whose contents are tracked for verification",
+            SizeText(plan.region_size_bytes),
+            SizeText(plan.block_bytes)
+        ));
+    }
+    plan
+}
+
 /// The devices in "A, B" order for odd runs and in reverse for even ones.
 fn run_order(selected: &[usize], run: u32) -> Vec<usize> {
     if run % 2 == 1 {
@@ -324,9 +446,12 @@ mod tests {
     use crate::cmdline::{JobOperation, Preset};
     use crate::cpu_cost::NoCpuCounters;
     use crate::plan::tests::{nvme_geometry, sd_geometry};
+    use crate::results::Direction;
     use crate::results::{MedianResult, RunResult};
-    use crate::sim::{SimBehaviour, SimDevice};
+    use crate::run::WriteAccess;
+    use crate::sim::{SimBehaviour, SimDevice, SimMedium, TestMemory};
     use blockdev::testing::SteppingClock;
+    use blockdev::Request;
     use blockdev::{Clock, DmaBuffer, IoErrorKind, Operation, SubmitError};
     use core::cell::RefCell;
     use std::string::String;
@@ -383,6 +508,7 @@ mod tests {
             cpu_counters: &counters,
             buffer_area: buffer_area(buffer_bytes),
             memory: None,
+            writes: None,
         };
         run_benchmark(config, devices, &environment, &context, console)
     }
@@ -729,24 +855,259 @@ mod tests {
         assert_eq!(results.runs.len(), 1);
     }
 
+    /// A 64 MiB device with a scratch region of 16 MiB at 8 MiB (writable from 9 MiB).
+    fn scratch_region() -> DeviceRegion<'static> {
+        use blockdev::scratch::{Partition, PartitionTable, ScratchRegion};
+        let partition = Partition {
+            number: 2,
+            table: PartitionTable::Mbr { partition_type: 0xDA },
+            first_lba: 16384,
+            block_count: 32768,
+        };
+        let region =
+            ScratchRegion { partition, start_bytes: 8 << 20, length_bytes: 16 << 20, region_id: 0x5EED };
+        DeviceRegion { device_name: "nvme0", region }
+    }
+
+    fn small_geometry() -> blockdev::Geometry {
+        blockdev::Geometry {
+            logical_block_bytes: 512,
+            block_count: 64 << 11,
+            max_request_blocks: 256,
+            max_in_flight: 63,
+        }
+    }
+
+    /// The benchmark with CPU access to `memory` and the given scratch regions.
+    fn run_writing(
+        config: &Config,
+        devices: &mut [&mut dyn BlockDevice],
+        clock: &SteppingClock,
+        memory: &TestMemory,
+        regions: &[DeviceRegion<'_>],
+    ) -> (BenchmarkResults, String) {
+        let context = ReportContext {
+            board: "simulated",
+            timer_frequency_hz: clock.ticks_per_second(),
+            extra: &[],
+            device_facts: &[],
+        };
+        let counters = NoCpuCounters("host test");
+        let writes = WriteAccess { memory, regions };
+        let environment = RunEnvironment {
+            clock,
+            cpu_counters: &counters,
+            buffer_area: memory.area(),
+            memory: None,
+            writes: Some(writes),
+        };
+        let mut console = String::new();
+        let results = run_benchmark(config, devices, &environment, &context, &mut console);
+        (results, console)
+    }
+
+    fn write_config(jobs: &[JobSpec]) -> Config {
+        let mut config = config(jobs, MS, 20 * MS, 1);
+        config.write_devices = vec!["nvme0".into()];
+        config
+    }
+
     #[test]
-    fn write_jobs_are_refused_and_nothing_is_written() {
+    fn write_jobs_without_write_setting_are_refused_and_nothing_is_written() {
         let clock = SteppingClock::new(GHZ, 10);
-        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(nvme_geometry(), 20 * US), &clock);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(small_geometry(), 20 * US), &clock);
         let jobs = [
             JobSpec::new(JobOperation::Write, 4096, 1),
-            JobSpec::new(JobOperation::RandWrite, 4096, 1),
+            JobSpec::new(JobOperation::RandReadWrite, 4096, 1),
             JobSpec::new(JobOperation::RandRead, 4096, 1),
         ];
-        let config = config(&jobs, 0, MS, 1);
-        let (results, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
-        assert!(console.contains(
-            "job write:4k:1 skipped: writes are not enabled: barebench is read-only unless a \
-             write region was made for it"
-        ));
-        assert!(console.contains("job randwrite:4k:1 skipped: writes are not enabled"));
+        let mut config = config(&jobs, 0, MS, 1);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        assert!(
+            console.contains(
+                "job write:4k:1 skipped on nvme0: write= does not name it (write and mixed jobs need \
+             write=DEV and a marked scratch region; nothing was written)"
+            ),
+            "{console}"
+        );
+        assert!(console.contains("job randrw:4k:1 skipped on nvme0: write= does not name it"));
+        assert_eq!(results.runs.len(), 1, "the read job still ran");
+        assert!(nvme.accepted.iter().all(|r| r.operation == Operation::Read));
+
+        // write= names another device: still refused here.
+        config.write_devices = vec!["sd0".into()];
+        let (_, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        assert!(console.contains("job write:4k:1 skipped on nvme0: write= does not name it"));
+        assert!(nvme.accepted.iter().all(|r| r.operation == Operation::Read));
+    }
+
+    #[test]
+    fn write_jobs_on_a_device_without_a_region_are_refused() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(small_geometry(), 20 * US), &clock);
+        let config = write_config(&[
+            JobSpec::new(JobOperation::RandWrite, 4096, 4),
+            JobSpec::new(JobOperation::Read, 4096, 1),
+        ]);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[]);
+        assert!(
+            console.contains("job randwrite:4k:4 skipped on nvme0: it has no valid scratch region"),
+            "{console}"
+        );
         assert_eq!(results.runs.len(), 1);
         assert!(nvme.accepted.iter().all(|r| r.operation == Operation::Read));
+        // A kernel that gives no buffer access cannot write either.
+        let (_, console) = run(&config, &mut [&mut nvme], &clock, 1 << 20);
+        assert!(console
+            .contains("job randwrite:4k:4 skipped on nvme0: this kernel gives the benchmark no access"));
+        assert!(nvme.accepted.iter().all(|r| r.operation == Operation::Read));
+    }
+
+    /// The writes of every operation stay inside the region's writable part, and what they
+    /// wrote reads back as written.
+    #[test]
+    fn writes_stay_in_the_scratch_region_and_verify() {
+        for job in [
+            JobSpec::new(JobOperation::Write, 4096, 8),
+            JobSpec::new(JobOperation::RandWrite, 64 << 10, 8),
+            JobSpec::new(JobOperation::ReadWrite, 4096, 4),
+            JobSpec::new(JobOperation::RandReadWrite, 4096, 16).with_mix(75, 0),
+        ] {
+            let clock = SteppingClock::new(GHZ, 10);
+            let memory = TestMemory::new(0x4000_0000, 2 << 20);
+            let medium =
+                SimMedium { memory: &memory, disk: RefCell::new(vec![0xA5; 64 << 20]), corrupt_lba: None };
+            let behaviour = SimBehaviour::new(small_geometry(), 20 * US);
+            let mut nvme = SimDevice::new("nvme0", behaviour, &clock).with_medium(&medium);
+            let (results, console) =
+                run_writing(&write_config(&[job]), &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+            let writes: Vec<&Request> =
+                nvme.accepted.iter().filter(|r| r.operation == Operation::Write).collect();
+            assert!(writes.len() > 50, "{job}: {}", writes.len());
+            for write in &writes {
+                let (start, end) = (write.lba * 512, (write.lba + u64::from(write.block_count)) * 512);
+                assert!(start >= 9 << 20 && end <= 24 << 20, "{job}: write at {start}..{end}");
+            }
+            let disk = medium.disk.borrow();
+            assert!(disk[..9 << 20].iter().all(|&b| b == 0xA5), "{job}: before the writable part");
+            assert!(disk[24 << 20..].iter().all(|&b| b == 0xA5), "{job}: after the region");
+            let write_result = results.runs.iter().find(|r| r.direction == Direction::Write).unwrap();
+            let verify = write_result.verify.as_ref().unwrap();
+            assert_eq!((verify.mismatches, verify.read_errors), (0, 0), "{job}: {verify:?}");
+            assert!(verify.blocks_checked > 0, "{job}");
+            assert_eq!(write_result.scratch_region_id, Some(0x5EED));
+            assert!(console.contains("nvme0: verify: "), "{console}");
+            assert_eq!(results.runs.len(), if job.operation.is_mixed() { 2 } else { 1 }, "{job}");
+        }
+    }
+
+    #[test]
+    fn a_device_that_corrupts_a_block_fails_verification_by_lba() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let corrupt = (9 << 20) / 512 + 8 * 3; // the fourth 4 KiB block of the writable part
+        let medium =
+            SimMedium { memory: &memory, disk: RefCell::new(vec![0; 64 << 20]), corrupt_lba: Some(corrupt) };
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(small_geometry(), 20 * US), &clock)
+            .with_medium(&medium);
+        let config = write_config(&[JobSpec::new(JobOperation::Write, 4096, 4)]);
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        let verify = results.runs[0].verify.as_ref().unwrap();
+        assert_eq!(verify.mismatches, 1, "{verify:?}");
+        assert_eq!(verify.mismatch_lbas, vec![corrupt]);
+        assert!(console.contains("nvme0: verify FAILED: 1 of"), "{console}");
+        assert!(console.contains(&format!("(first at LBA [{corrupt}])")), "{console}");
+    }
+
+    #[test]
+    fn mixed_jobs_read_their_share_and_check_what_they_read() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let medium = SimMedium { memory: &memory, disk: RefCell::new(vec![0; 64 << 20]), corrupt_lba: None };
+        let mut nvme = SimDevice::new("nvme0", SimBehaviour::new(small_geometry(), 20 * US), &clock)
+            .with_medium(&medium);
+        let mut config = write_config(&[JobSpec::new(JobOperation::RandReadWrite, 4096, 8).with_mix(75, 0)]);
+        config.size_bytes = 256 << 10; // 64 slots: reads often find blocks written earlier
+        config.write_verify = true;
+        let (results, _) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        let reads = nvme.accepted.iter().filter(|r| r.operation == Operation::Read).count() as f64;
+        let writes = nvme.accepted.iter().filter(|r| r.operation == Operation::Write).count() as f64;
+        let share = reads / (reads + writes);
+        assert!((0.70..0.80).contains(&share), "{share}");
+        let read = results.runs.iter().find(|r| r.direction == Direction::Read).unwrap();
+        let write = results.runs.iter().find(|r| r.direction == Direction::Write).unwrap();
+        assert!(read.ios > 0 && write.ios > 0);
+        let verify = write.verify.as_ref().unwrap();
+        // More checks than the 64 slots read back after the run: reads while measuring counted.
+        assert!(verify.blocks_checked > 64, "{verify:?}");
+        assert_eq!(verify.mismatches, 0);
+        // No two requests were ever in flight on one slot: the medium's order is the table's.
+        assert!(nvme
+            .accepted
+            .iter()
+            .all(|r| r.lba * 512 >= 9 << 20 && (r.lba + 8) * 512 <= (9 << 20) + (256 << 10)));
+    }
+
+    #[test]
+    fn a_mixed_run_is_one_fio_job_with_both_sections_and_the_write_facts() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let medium = SimMedium { memory: &memory, disk: RefCell::new(vec![0; 64 << 20]), corrupt_lba: None };
+        let mut behaviour = SimBehaviour::new(small_geometry(), 20 * US);
+        behaviour.flush_support = blockdev::FlushSupport::Command;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock).with_medium(&medium);
+        let mut config =
+            write_config(&[JobSpec::new(JobOperation::RandReadWrite, 16 << 10, 1).with_mix(60, 100)]);
+        config.runs = 2;
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        assert_eq!(results.runs.len(), 4, "a read and a write result per run");
+        let json = crate::fio_json::extract_json_from_log(&console).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let jobs = value["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 2, "one fio job per run");
+        for job in jobs {
+            assert!(job["read"]["total_ios"].as_u64().unwrap() > 0);
+            assert!(job["write"]["total_ios"].as_u64().unwrap() > 0);
+            assert_eq!(job["job options"]["rwmixread"], "60");
+            assert_eq!(job["job options"]["fsync"], "100");
+            assert_eq!(job["barebench"]["scratch_region_id"], "0x0000000000005eed");
+            assert_eq!(job["barebench"]["verify"]["mismatches"], 0);
+            assert!(job["barebench"]["flush"]["count"].as_u64().is_some());
+        }
+        assert_eq!(value["global options"]["readonly"], "0");
+        let medians = value["barebench medians"].as_array().unwrap();
+        let directions: Vec<&str> = medians.iter().map(|m| m["direction"].as_str().unwrap()).collect();
+        assert_eq!(directions, ["read", "write"]);
+        assert!(console.contains("randrw:16k:1:mix=60:flush=100 read"), "{console}");
+        assert!(console.contains("randrw:16k:1:mix=60:flush=100 write"), "{console}");
+    }
+
+    #[test]
+    fn flushes_are_sent_every_n_writes_or_counted_without_a_cache() {
+        let clock = SteppingClock::new(GHZ, 10);
+        let memory = TestMemory::new(0x4000_0000, 1 << 20);
+        let mut behaviour = SimBehaviour::new(small_geometry(), 20 * US);
+        behaviour.flush_support = blockdev::FlushSupport::Command;
+        let mut nvme = SimDevice::new("nvme0", behaviour, &clock);
+        let config = write_config(&[JobSpec::new(JobOperation::RandWrite, 4096, 1).with_mix(0, 10)]);
+        let (results, console) = run_writing(&config, &mut [&mut nvme], &clock, &memory, &[scratch_region()]);
+        let writes = nvme.accepted.iter().filter(|r| r.operation == Operation::Write).count();
+        let flushes = nvme.accepted.iter().filter(|r| r.operation == Operation::Flush).count();
+        assert!(writes > 100);
+        assert_eq!(flushes, writes / 10, "one flush after every 10 writes");
+        let flush = results.runs[0].flushes.unwrap();
+        assert!(flush.sent && flush.count > 0 && flush.lat.samples == flush.count, "{flush:?}");
+        assert!(console.contains("flushes/s"), "{console}");
+
+        let mut no_cache = SimDevice::new("nvme0", SimBehaviour::new(small_geometry(), 20 * US), &clock);
+        let (results, console) =
+            run_writing(&config, &mut [&mut no_cache], &clock, &memory, &[scratch_region()]);
+        assert!(no_cache.accepted.iter().all(|r| r.operation != Operation::Flush));
+        let flush = results.runs[0].flushes.unwrap();
+        assert!(!flush.sent && flush.count > 0 && flush.lat.samples == 0, "{flush:?}");
+        assert!(console.contains("no cache to flush"), "{console}");
     }
 
     #[test]
@@ -970,6 +1331,7 @@ mod tests {
             cpu_counters: &counters,
             buffer_area: buffer_area(1 << 20),
             memory: None,
+            writes: None,
         };
         let context =
             ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
@@ -1049,6 +1411,7 @@ mod tests {
             cpu_counters: &counters,
             buffer_area: buffer_area(1 << 20),
             memory: None,
+            writes: None,
         };
         let mut console = String::new();
         let results = run_benchmark(&config, &mut [&mut nvme, &mut sd], &environment, &context, &mut console);

@@ -10,8 +10,8 @@ use std::vec::Vec;
 
 use blockdev::testing::SteppingClock;
 use blockdev::{
-    check_request, BlockDevice, Clock, Completion, DataPath, Geometry, IoError, IoErrorKind, Request,
-    SubmitError,
+    check_request, BlockDevice, Clock, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, IoError,
+    IoErrorKind, Operation, Request, SubmitError,
 };
 
 use crate::cpu_cost::tests::ModelCounters;
@@ -29,48 +29,30 @@ impl TestMemory {
         TestMemory { base, bytes: RefCell::new(std::vec![0; length_bytes]) }
     }
 
-    pub fn area(&self) -> blockdev::DmaBuffer {
+    pub fn area(&self) -> DmaBuffer {
         let length_bytes = self.bytes.borrow().len();
-        blockdev::DmaBuffer { cpu_address: self.base, physical_address: self.base as u64, length_bytes }
+        DmaBuffer { cpu_address: self.base, physical_address: self.base as u64, length_bytes }
     }
 
-    fn range(&self, buffer: &blockdev::DmaBuffer) -> core::ops::Range<usize> {
+    fn range(&self, buffer: &DmaBuffer) -> core::ops::Range<usize> {
         let start = buffer.cpu_address - self.base;
         start..start + buffer.length_bytes
     }
 }
 
 impl BufferMemory for TestMemory {
-    fn with_bytes(&self, buffer: &blockdev::DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
+    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
         let range = self.range(buffer);
         access(&mut self.bytes.borrow_mut()[range]);
     }
 }
 
-/// A device whose medium holds the test pattern (`blockdev::pattern`), except for one flipped
-/// bit at each of `corrupt_device_bytes`; reads move it into a [`TestMemory`] at completion.
-pub struct PatternMedium<'c> {
+/// A simulated medium: the device's bytes, moved to and from a [`TestMemory`] at completion.
+pub struct SimMedium<'c> {
     pub memory: &'c TestMemory,
-    pub corrupt_device_bytes: Vec<u64>,
-}
-
-impl PatternMedium<'_> {
-    fn deliver(&self, request: &Request, logical_block_bytes: u32) {
-        let start = request.lba * u64::from(logical_block_bytes);
-        let length = u64::from(request.block_count) * u64::from(logical_block_bytes);
-        self.memory.with_bytes(&request.buffer, &mut |bytes| {
-            let mut sector = [0u8; blockdev::pattern::SECTOR_BYTES];
-            for (index, chunk) in bytes[..length as usize].chunks_mut(sector.len()).enumerate() {
-                blockdev::pattern::fill_sector(start / sector.len() as u64 + index as u64, &mut sector);
-                chunk.copy_from_slice(&sector);
-            }
-            for &byte in
-                self.corrupt_device_bytes.iter().filter(|&&byte| (start..start + length).contains(&byte))
-            {
-                bytes[(byte - start) as usize] ^= 0x10;
-            }
-        });
-    }
+    pub disk: RefCell<Vec<u8>>,
+    /// A write to this LBA stores one wrong byte (a device that corrupts data).
+    pub corrupt_lba: Option<u64>,
 }
 
 /// How the simulated device behaves.
@@ -97,6 +79,8 @@ pub struct SimBehaviour {
     /// Every poll that completes something also hands back its first completion a second time
     /// (a confused driver), when there is room.
     pub echo_completions: bool,
+    /// What the device says about flushes.
+    pub flush_support: FlushSupport,
     /// Report a data path (`BlockDevice::data_path`) with this mode, one command per request,
     /// every n-th of them (n > 0) a PIO fallback.
     pub data_path: Option<(&'static str, Option<u64>)>,
@@ -127,6 +111,7 @@ impl SimBehaviour {
             transfer_ticks_per_kib: 0,
             empty_polls_before_completion: 0,
             echo_completions: false,
+            flush_support: FlushSupport::NoCache("simulated"),
             data_path: None,
         }
     }
@@ -159,7 +144,7 @@ pub struct SimDevice<'c> {
     cpu: Option<SimDriverCost<'c>>,
     /// Completions handed back a second time (`echo_completions`).
     pub echoed: u64,
-    medium: Option<PatternMedium<'c>>,
+    medium: Option<&'c SimMedium<'c>>,
 }
 
 impl<'c> SimDevice<'c> {
@@ -186,10 +171,34 @@ impl<'c> SimDevice<'c> {
         }
     }
 
-    /// Reads deliver `medium`'s bytes into its memory.
-    pub fn with_medium(mut self, medium: PatternMedium<'c>) -> Self {
+    /// Moves data between `medium` and its memory when requests complete.
+    pub fn with_medium(mut self, medium: &'c SimMedium<'c>) -> Self {
         self.medium = Some(medium);
         self
+    }
+
+    fn move_data(&self, request: &Request) {
+        let Some(medium) = self.medium else { return };
+        let block_bytes = self.behaviour.geometry.logical_block_bytes as usize;
+        let start = request.lba as usize * block_bytes;
+        let range = start..start + request.block_count as usize * block_bytes;
+        let buffer = DmaBuffer { length_bytes: range.len(), ..request.buffer };
+        let mut disk = medium.disk.borrow_mut();
+        match request.operation {
+            Operation::Read => {
+                medium.memory.with_bytes(&buffer, &mut |bytes| bytes.copy_from_slice(&disk[range.clone()]))
+            }
+            Operation::Write => {
+                medium.memory.with_bytes(&buffer, &mut |bytes| disk[range.clone()].copy_from_slice(bytes));
+                if let Some(lba) = medium
+                    .corrupt_lba
+                    .filter(|lba| (request.lba..request.lba + u64::from(request.block_count)).contains(lba))
+                {
+                    disk[lba as usize * block_bytes + 100] ^= 0xFF;
+                }
+            }
+            Operation::Flush => {}
+        }
     }
 
     /// Charges every driver call to `cost.counters`.
@@ -278,6 +287,10 @@ impl BlockDevice for SimDevice<'_> {
         self.max_in_flight_seen = self.max_in_flight_seen.max(self.in_flight.len());
     }
 
+    fn flush_support(&self) -> FlushSupport {
+        self.behaviour.flush_support
+    }
+
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         self.polls.push((self.clock.peek(), self.in_flight.len()));
         let mut now = self.clock.peek();
@@ -311,8 +324,8 @@ impl BlockDevice for SimDevice<'_> {
                 }
                 _ => finished.result,
             };
-            if let (Some(medium), Ok(())) = (&self.medium, result) {
-                medium.deliver(&finished.request, self.behaviour.geometry.logical_block_bytes);
+            if result.is_ok() {
+                self.move_data(&finished.request);
             }
             completions[delivered] = Completion { tag: finished.request.tag, result };
             delivered += 1;

@@ -12,6 +12,7 @@
 pub mod crc32;
 pub mod pattern;
 pub mod pattern_region;
+pub mod scratch;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -71,6 +72,19 @@ impl DmaBuffer {
 pub enum Operation {
     Read,
     Write,
+    /// Make every completed write durable (NVMe Flush, NVM Command Set 1.0 §3.2; an SD card's
+    /// cache flush). Carries no data: `block_count` is 0 and the buffer is not used.
+    Flush,
+}
+
+/// What a flush does on a device ([`BlockDevice::flush_support`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushSupport {
+    /// The device takes a flush command ([`Operation::Flush`]).
+    Command,
+    /// The device has no enabled volatile write cache: a completed write is already durable,
+    /// so there is nothing to flush and no command is sent. The text says why, for the console.
+    NoCache(&'static str),
 }
 
 /// One request: `block_count` logical blocks starting at `lba`, into or out of `buffer`.
@@ -216,6 +230,9 @@ impl SubmitError {
 
 /// Checks that a request fits the geometry; drivers call it before building any command.
 pub fn check_request(geometry: &Geometry, request: &Request) -> Result<(), SubmitError> {
+    if request.operation == Operation::Flush {
+        return if request.block_count == 0 { Ok(()) } else { Err(SubmitError::BadLength) };
+    }
     if request.block_count == 0 || request.block_count > geometry.max_request_blocks {
         return Err(SubmitError::BadLength);
     }
@@ -272,6 +289,12 @@ pub trait BlockDevice {
     /// Moves finished requests into `completions` and returns how many. Never blocks; a driver
     /// whose hardware needs the CPU to move data (SD PIO) does that work here.
     fn poll(&mut self, completions: &mut [Completion]) -> usize;
+
+    /// Whether [`Operation::Flush`] requests go to the device. The default is a device that
+    /// takes no writes at all, so it has nothing to flush.
+    fn flush_support(&self) -> FlushSupport {
+        FlushSupport::NoCache("the driver takes no writes")
+    }
 
     /// How the data moved so far, for drivers that can move it more than one way (an SD host
     /// with ADMA2 falls back to PIO for a buffer ADMA2 cannot use); `None` for the others.
@@ -350,6 +373,9 @@ mod tests {
         assert_eq!(check_request(&g, &request(0, 0, 512)), Err(SubmitError::BadLength));
         assert_eq!(check_request(&g, &request(0, 257, 257 * 512)), Err(SubmitError::BadLength));
         assert_eq!(check_request(&g, &request(0, 2, 1000)), Err(SubmitError::BadBuffer));
+        let flush = Request { operation: Operation::Flush, block_count: 0, ..request(0, 0, 0) };
+        assert_eq!(check_request(&g, &flush), Ok(()));
+        assert_eq!(check_request(&g, &Request { block_count: 1, ..flush }), Err(SubmitError::BadLength));
     }
 
     #[test]

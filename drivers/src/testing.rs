@@ -410,6 +410,16 @@ impl ArenaPlatform {
         unsafe { core::ptr::write_bytes(target, byte, buffer.length_bytes) };
     }
 
+    /// The CPU writes `data` at the start of `buffer` (logged), as a benchmark filling a write
+    /// buffer does.
+    pub fn cpu_write(&self, buffer: &DmaBuffer, data: &[u8]) {
+        assert!(data.len() <= buffer.length_bytes, "data longer than the buffer");
+        let target = self.cpu_pointer(buffer.physical_address, data.len()).expect("arena buffer");
+        self.log.push(PlatformEvent::CpuWrite(ByteRange::new(buffer.physical_address, data.len() as u64)));
+        // SAFETY: `cpu_pointer` checked the range lies inside the arena.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), target, data.len()) };
+    }
+
     /// The bytes of `buffer` as the CPU reads them (logged, and so checked for a missing
     /// invalidate).
     pub fn cpu_read(&self, buffer: &DmaBuffer) -> Vec<u8> {

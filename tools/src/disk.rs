@@ -22,6 +22,8 @@ pub enum DiskError {
     ContentTooLarge { path: PathBuf, file_bytes: u64, size_bytes: u64 },
     #[error("cannot read content file {path}: {source}")]
     ContentFile { path: PathBuf, source: io::Error },
+    #[error("scratch region {} does not fit a {} disk after its first MiB", format_size(*region_bytes), format_size(*size_bytes))]
+    ScratchTooLarge { region_bytes: u64, size_bytes: u64 },
     #[error("cannot create disk image {path}: {source}")]
     Create { path: PathBuf, source: io::Error },
 }
@@ -73,17 +75,39 @@ pub enum DiskContent {
     File(PathBuf),
 }
 
-/// `SIZE[:pattern|zeros|FILE]`: the size of an emulated disk and what it holds (default: pattern).
+/// Whether the kernel's writes reach the image file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskWrites {
+    /// QEMU's `snapshot=on`: the file never changes (every read test).
+    Discarded,
+    /// `,scratch=SIZE`: an MBR partition of type 0xDA at 1 MiB holding a marked scratch region
+    /// of SIZE; the image is rebuilt for every run and written in place.
+    Scratch { region_bytes: u64 },
+    /// `,writable`: the image (a copy, for FILE content) is written in place, as it is.
+    InPlace,
+}
+
+/// `SIZE[:pattern|zeros|FILE][,scratch=SIZE|,writable]`: the size of an emulated disk, what it
+/// holds (default: pattern) and whether the kernel's writes reach the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskSpec {
     pub size_bytes: u64,
     pub content: DiskContent,
+    pub writes: DiskWrites,
 }
 
 impl FromStr for DiskSpec {
     type Err = DiskError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let (text, writes) = match text.rsplit_once(',') {
+            Some((rest, "writable")) => (rest, DiskWrites::InPlace),
+            Some((rest, option)) => match option.strip_prefix("scratch=") {
+                Some(size) => (rest, DiskWrites::Scratch { region_bytes: parse_size_bytes(size)? }),
+                None => (text, DiskWrites::Discarded),
+            },
+            None => (text, DiskWrites::Discarded),
+        };
         let (size_text, content_text) = match text.split_once(':') {
             Some((size, content)) => (size, Some(content)),
             None => (text, None),
@@ -98,18 +122,38 @@ impl FromStr for DiskSpec {
             Some("zeros") | Some("zero") => DiskContent::Zeros,
             Some(path) => DiskContent::File(PathBuf::from(path)),
         };
-        Ok(DiskSpec { size_bytes, content })
+        if let DiskWrites::Scratch { region_bytes } = writes {
+            if scratch_partition_end(region_bytes) > size_bytes {
+                return Err(DiskError::ScratchTooLarge { region_bytes, size_bytes });
+            }
+        }
+        Ok(DiskSpec { size_bytes, content, writes })
     }
+}
+
+/// Where the scratch partition of a `scratch=` disk starts.
+pub const SCRATCH_PARTITION_OFFSET_BYTES: u64 = 1 << 20;
+
+/// The end of the scratch partition of a `scratch=SIZE` disk (SIZE rounded up to 1 MiB).
+fn scratch_partition_end(region_bytes: u64) -> u64 {
+    SCRATCH_PARTITION_OFFSET_BYTES + region_bytes.next_multiple_of(1 << 20)
 }
 
 impl fmt::Display for DiskSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let size = format_size(self.size_bytes).replace(' ', "");
         match &self.content {
-            DiskContent::Pattern => write!(f, "{size}:pattern"),
-            DiskContent::PatternPartition => write!(f, "{size}:pattern-partition"),
-            DiskContent::Zeros => write!(f, "{size}:zeros"),
-            DiskContent::File(path) => write!(f, "{size}:{}", path.display()),
+            DiskContent::Pattern => write!(f, "{size}:pattern")?,
+            DiskContent::PatternPartition => write!(f, "{size}:pattern-partition")?,
+            DiskContent::Zeros => write!(f, "{size}:zeros")?,
+            DiskContent::File(path) => write!(f, "{size}:{}", path.display())?,
+        }
+        match self.writes {
+            DiskWrites::Discarded => Ok(()),
+            DiskWrites::Scratch { region_bytes } => {
+                write!(f, ",scratch={}", format_size(region_bytes).replace(' ', ""))
+            }
+            DiskWrites::InPlace => write!(f, ",writable"),
         }
     }
 }
@@ -121,7 +165,7 @@ impl DiskSpec {
         if self.size_bytes.is_power_of_two() {
             return None;
         }
-        Some(DiskSpec { size_bytes: self.size_bytes.next_power_of_two(), content: self.content.clone() })
+        Some(DiskSpec { size_bytes: self.size_bytes.next_power_of_two(), ..self.clone() })
     }
 
     /// Creates the image at `path`, reusing an existing one made from the same pattern/zeros
@@ -132,6 +176,7 @@ impl DiskSpec {
         let stamp_path = path.with_extension("spec");
         let stamp_text = self.to_string();
         let reusable = !matches!(self.content, DiskContent::File(_))
+            && self.writes == DiskWrites::Discarded
             && fs::read_to_string(&stamp_path).is_ok_and(|stamp| stamp == stamp_text)
             && fs::metadata(path).is_ok_and(|meta| meta.len() == self.size_bytes);
         if reusable {
@@ -195,7 +240,19 @@ impl DiskSpec {
         // set_len extends with a hole, so zeros cost no disk space.
         file.set_len(self.size_bytes).map_err(create_error)?;
         file.sync_all().map_err(create_error)?;
-        if !matches!(self.content, DiskContent::File(_)) {
+        drop(file);
+        if let DiskWrites::Scratch { region_bytes } = self.writes {
+            let region_bytes = region_bytes.next_multiple_of(1 << 20);
+            let region_id = crate::scratch::random_region_id().map_err(create_error)?;
+            crate::scratch::add_scratch_partition(
+                path,
+                SCRATCH_PARTITION_OFFSET_BYTES,
+                region_bytes,
+                region_id,
+            )
+            .map_err(|error| create_error(io::Error::other(error.to_string())))?;
+        }
+        if !matches!(self.content, DiskContent::File(_)) && self.writes == DiskWrites::Discarded {
             fs::write(&stamp_path, stamp_text).map_err(create_error)?;
         }
         Ok(())
@@ -244,15 +301,16 @@ mod tests {
         assert_eq!(partitioned.to_string(), "64MiB:pattern-partition");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("partitioned.img");
-        DiskSpec { size_bytes: 4 << 20, content: DiskContent::PatternPartition }
-            .create_image(&path, |_, _| {})
-            .unwrap();
+        "4M:pattern-partition".parse::<DiskSpec>().unwrap().create_image(&path, |_, _| {}).unwrap();
         let data = fs::read(&path).unwrap();
         assert_eq!((data.len(), data[446 + 4], data[510]), (4 << 20, 0x7F, 0x55));
         assert_eq!(blockdev::pattern_region::Marker::parse(&data[1 << 20..]).unwrap().length_bytes, 3 << 20);
         assert_eq!(blockdev::pattern::first_mismatch(2 << 20, &data[2 << 20..]), None);
         let pattern: DiskSpec = "64M".parse().unwrap();
-        assert_eq!(pattern, DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern });
+        assert_eq!(
+            pattern,
+            DiskSpec { size_bytes: 64 << 20, content: DiskContent::Pattern, writes: DiskWrites::Discarded }
+        );
         let zeros: DiskSpec = "1G:zeros".parse().unwrap();
         assert_eq!(zeros.content, DiskContent::Zeros);
         let file: DiskSpec = "8M:/tmp/x.img".parse().unwrap();
@@ -262,6 +320,35 @@ mod tests {
             Err(DiskError::NotWholeSectors { size_bytes: 1000 })
         ));
         assert_eq!(zeros.to_string(), "1GiB:zeros");
+    }
+
+    #[test]
+    fn scratch_and_writable_specs_parse_and_print_back() {
+        let scratch: DiskSpec = "512M:pattern,scratch=256M".parse().unwrap();
+        assert_eq!(scratch.writes, DiskWrites::Scratch { region_bytes: 256 << 20 });
+        assert_eq!(scratch.content, DiskContent::Pattern);
+        assert_eq!(scratch.to_string(), "512MiB:pattern,scratch=256MiB");
+        let writable: DiskSpec = "64M:/tmp/a.img,writable".parse().unwrap();
+        assert_eq!(writable.writes, DiskWrites::InPlace);
+        assert_eq!(writable.content, DiskContent::File(PathBuf::from("/tmp/a.img")));
+        assert!(matches!("4M,scratch=4M".parse::<DiskSpec>(), Err(DiskError::ScratchTooLarge { .. })));
+        assert!(matches!("4M,scratch=x".parse::<DiskSpec>(), Err(DiskError::MalformedSize { .. })));
+    }
+
+    #[test]
+    fn a_scratch_image_is_marked_and_rebuilt_for_every_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.img");
+        let spec: DiskSpec = "8M:pattern,scratch=4M".parse().unwrap();
+        spec.create_image(&path, |_, _| {}).unwrap();
+        let findings = crate::scratch::scan_file(&path).unwrap();
+        let [blockdev::scratch::Finding::Region(region)] = findings[..] else { panic!("{findings:?}") };
+        assert_eq!((region.start_bytes, region.length_bytes), (1 << 20, 4 << 20));
+        let data = fs::read(&path).unwrap();
+        assert_eq!(&data[6 << 20..(6 << 20) + 8], b"BAREBNCH", "the pattern outside the marker");
+        fs::write(&path, vec![0u8; 8 << 20]).unwrap();
+        spec.create_image(&path, |_, _| {}).unwrap();
+        assert_eq!(crate::scratch::scan_file(&path).unwrap().len(), 1, "rebuilt, not reused");
     }
 
     #[test]
@@ -303,14 +390,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().join("source.bin");
         fs::write(&source, b"hello").unwrap();
-        let spec = DiskSpec { size_bytes: 4096, content: DiskContent::File(source.clone()) };
+        let spec = DiskSpec {
+            size_bytes: 4096,
+            content: DiskContent::File(source.clone()),
+            writes: DiskWrites::Discarded,
+        };
         let image = dir.path().join("f.img");
         spec.create_image(&image, |_, _| {}).unwrap();
         let data = fs::read(&image).unwrap();
         assert_eq!(data.len(), 4096);
         assert_eq!(&data[..5], b"hello");
         assert!(data[5..].iter().all(|byte| *byte == 0));
-        let small = DiskSpec { size_bytes: 4, content: DiskContent::File(source) };
+        let small =
+            DiskSpec { size_bytes: 4, content: DiskContent::File(source), writes: DiskWrites::Discarded };
         assert!(matches!(
             small.create_image(&image, |_, _| {}),
             Err(DiskError::ContentTooLarge { file_bytes: 5, size_bytes: 4, .. })

@@ -5,4 +5,5 @@ pub mod image;
 pub mod pattern;
 pub mod qemu;
 pub mod report;
+pub mod scratch;
 pub mod serial;

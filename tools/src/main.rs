@@ -15,6 +15,7 @@ use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{FirmwareSource, ImageRequest};
 use tools::qemu::{Machine, QemuError, QemuRun, DEFAULT_MACHINE, DEFAULT_VIRT_CPU, DEFAULT_VIRT_MEMORY};
+use tools::scratch;
 use tools::serial::{self, CaptureEnd};
 
 /// Exit status for a run stopped by --timeout (the habit of timeout(1)).
@@ -41,6 +42,23 @@ enum Command {
     Serial(SerialArgs),
     /// Turn serial logs (and fio JSON from Linux) into tables and charts.
     Report(ReportArgs),
+    /// Mark a partition of a disk or image as a scratch region the benchmark may overwrite.
+    Scratch(ScratchArgs),
+}
+
+#[derive(Args)]
+struct ScratchArgs {
+    /// The whole disk (e.g. /dev/sdX) or image file.
+    path: PathBuf,
+    /// The partition to mark (1-based: MBR primary 1-4, or the GPT entry number).
+    #[arg(long)]
+    partition: u32,
+    /// Do not ask before writing the marker.
+    #[arg(long)]
+    yes: bool,
+    /// Mark even a partition holding a recognisable file system, or on a non-removable disk.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Args)]
@@ -87,6 +105,10 @@ struct ImageArgs {
     /// (e.g. 1G; the image grows to the next power of two).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     pattern: Option<u64>,
+    /// Add a partition of this size after the FAT partition with a scratch-region marker, so
+    /// write jobs can run on the card (e.g. 1G; the image grows to the next power of two).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    scratch: Option<u64>,
     /// Do not ask before writing the card.
     #[arg(long)]
     yes: bool,
@@ -272,9 +294,50 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
         );
         image_bytes = total_bytes;
     }
+    if let Some(scratch_bytes) = args.scratch {
+        let region_id = scratch::random_region_id().context("reading /dev/urandom")?;
+        let (number, length_bytes, total_bytes) =
+            scratch::append_scratch_partition(&args.output, scratch_bytes, region_id)?;
+        image_bytes = total_bytes;
+        println!(
+            "scratch region: partition {number} (type 0xda), {} from byte {}, region id {region_id:#018x}; \
+             image now {}",
+            format_size(length_bytes),
+            layout.image_bytes,
+            format_size(total_bytes)
+        );
+    }
     if let Some(device) = &args.write {
         write_card(&args.output, device, image_bytes, args.yes, args.force)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks on the terminal; `false` when the answer is not `yes`. Without a terminal it refuses.
+fn confirm(question: &str, what: &str) -> Result<bool> {
+    if !io::stdin().is_terminal() {
+        bail!("not asking for confirmation without a terminal: add --yes to {what}");
+    }
+    print!("{question} Type yes to continue: ");
+    io::stdout().flush()?;
+    let mut answer = String::new();
+    io::stdin().lock().read_line(&mut answer)?;
+    Ok(answer.trim() == "yes")
+}
+
+fn run_scratch(args: &ScratchArgs) -> Result<ExitCode> {
+    let region_id = scratch::random_region_id().context("reading /dev/urandom")?;
+    let plan = scratch::plan_mark(&args.path, args.partition, args.force, region_id)?;
+    println!("{}", plan.describe());
+    let what = format!("mark partition {} of {}", args.partition, args.path.display());
+    if !args.yes && !confirm("Write the marker?", &what)? {
+        bail!("not written: the answer was not `yes`");
+    }
+    scratch::write_marker(&plan)?;
+    println!(
+        "marked: {} is scratch region {:#018x}; run the kernel with write=DEV to allow write jobs on it",
+        plan.partition, plan.marker.region_id
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -282,18 +345,12 @@ fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: b
     let target = card::inspect_target(device, image_bytes, force)?;
     println!("target: {}", target.describe());
     if !yes {
-        if !io::stdin().is_terminal() {
-            bail!("not asking for confirmation without a terminal: add --yes to write {}", device.display());
-        }
-        print!(
-            "Write {} to {}? Everything on it will be lost. Type yes to continue: ",
+        let question = format!(
+            "Write {} to {}? Everything on it will be lost.",
             format_size(image_bytes),
             device.display()
         );
-        io::stdout().flush()?;
-        let mut answer = String::new();
-        io::stdin().lock().read_line(&mut answer)?;
-        if answer.trim() != "yes" {
+        if !confirm(&question, &format!("write {}", device.display()))? {
             bail!("not written: the answer was not `yes`");
         }
     }
@@ -489,6 +546,7 @@ fn main() -> ExitCode {
         Command::Qemu(args) => run_qemu(args),
         Command::Serial(args) => run_serial(args),
         Command::Report(args) => run_report(args),
+        Command::Scratch(args) => run_scratch(args),
     };
     match result {
         Ok(code) => code,

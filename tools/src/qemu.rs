@@ -13,7 +13,7 @@ use std::sync::{mpsc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::disk::{format_size, DiskContent, DiskError, DiskSpec};
+use crate::disk::{format_size, DiskContent, DiskError, DiskSpec, DiskWrites};
 
 /// The machine `barebench qemu` runs when none is named: the one `make qemu` uses, the only one
 /// with NVMe.
@@ -360,8 +360,16 @@ impl QemuRun {
                 DiskContent::File(_) => "file",
             };
             let size_name = format_size(spec.size_bytes).replace(' ', "");
-            let image_path =
-                self.workdir.join(format!("disk-{}-{size_name}-{content_name}.img", role.name()));
+            let writes_name = match spec.writes {
+                DiskWrites::Discarded => String::new(),
+                DiskWrites::Scratch { region_bytes } => {
+                    format!("-scratch{}", format_size(region_bytes).replace(' ', ""))
+                }
+                DiskWrites::InPlace => String::from("-writable"),
+            };
+            let image_path = self
+                .workdir
+                .join(format!("disk-{}-{size_name}-{content_name}{writes_name}.img", role.name()));
             planned.push(PlannedDisk { role, spec, image_path, requested_size_bytes });
         }
         Ok(planned)
@@ -378,6 +386,13 @@ impl QemuRun {
                     disk.role.name(),
                     format_size(requested),
                     format_size(disk.spec.size_bytes)
+                ));
+            }
+            if disk.spec.writes != DiskWrites::Discarded {
+                notes.push(format!(
+                    "{} image {} is written in place (no snapshot): write jobs with write= change it",
+                    disk.role.name(),
+                    disk.image_path.display()
                 ));
             }
             if let (DiskRole::Nvme, Some(note)) = (disk.role, &self.nvme_aio_note) {
@@ -425,7 +440,8 @@ impl QemuRun {
         }
         for disk in disks {
             let file = disk.image_path.to_string_lossy();
-            let drive = |id: &str| format!("if=none,id={id},file={file},format=raw,snapshot=on");
+            let snapshot = if disk.spec.writes == DiskWrites::Discarded { "on" } else { "off" };
+            let drive = |id: &str| format!("if=none,id={id},file={file},format=raw,snapshot={snapshot}");
             let mut add = |arg: String| args_with_paths.push(arg.into());
             match (disk.role, self.machine) {
                 (DiskRole::Sd, Machine::Virt) => {
@@ -438,7 +454,7 @@ impl QemuRun {
                 }
                 (DiskRole::Sd, _) => {
                     add("-drive".into());
-                    add(format!("if=sd,file={file},format=raw,snapshot=on"));
+                    add(format!("if=sd,file={file},format=raw,snapshot={snapshot}"));
                 }
                 (DiskRole::Emmc2, _) => {
                     // The qdev path resolves to EMMC2, the last generic-sdhci realized (docs/qemu.md §2).
@@ -774,6 +790,30 @@ mod tests {
         assert_eq!(disks[0].spec.size_bytes, 512 << 20);
         assert_eq!(disks[0].requested_size_bytes, Some(300 << 20));
         assert!(disks[0].image_path.ends_with("disk-sd-512MiB-zeros.img"));
+    }
+
+    #[test]
+    fn scratch_and_writable_disks_are_written_in_place_and_say_so() {
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        run.emmc2 = Some("64M:pattern,scratch=32M".parse().unwrap());
+        run.sd = Some("64M:/tmp/x.img,writable".parse().unwrap());
+        let args = args_text(&run);
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=none,id=e2,file=build/disk-emmc2-64MiB-pattern-scratch32MiB.img,format=raw,snapshot=off"
+        ));
+        assert!(follows(
+            &args,
+            "-drive",
+            "if=sd,file=build/disk-sd-64MiB-file-writable.img,format=raw,snapshot=off"
+        ));
+        let notes = run.notes(&run.plan_disks().unwrap());
+        assert!(
+            notes.iter().any(|note| note
+                .contains("emmc2 image build/disk-emmc2-64MiB-pattern-scratch32MiB.img is written in place")),
+            "{notes:?}"
+        );
     }
 
     #[test]

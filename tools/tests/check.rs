@@ -36,9 +36,9 @@ impl Disk {
     fn new(stem: &str, corrupt: &[u64]) -> Disk {
         let path = scratch_dir().join(format!("{stem}-{}.img", std::process::id()));
         let _ = std::fs::remove_file(path.with_extension("spec"));
-        DiskSpec { size_bytes: DISK_BYTES, content: DiskContent::PatternPartition }
-            .create_image(&path, |_, _| {})
-            .unwrap();
+        let spec: DiskSpec = format!("{DISK_BYTES}:pattern-partition").parse().unwrap();
+        assert_eq!(spec.content, DiskContent::PatternPartition);
+        spec.create_image(&path, |_, _| {}).unwrap();
         let _ = std::fs::remove_file(path.with_extension("spec"));
         let mut file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
         for &byte in corrupt {

@@ -142,6 +142,7 @@ fn scripted_run(output: OutputFormat) -> (Value, DeviceLog) {
             length_bytes: 1 << 20,
         },
         memory: None,
+        writes: None,
     };
     let mut console = String::new();
     let mut devices: [&mut dyn BlockDevice; 1] = [&mut device];

@@ -186,8 +186,23 @@ impl SubmissionEntry {
     /// Read (NVMe 1.4 §6.9): SLBA in CDW10/11, NLB (0-based) in CDW12 bits 15:0, no FUA, no
     /// limited retry, no protection information.
     pub fn read(namespace_id: u32, lba: u64, block_count: u32, prp1: u64, prp2: u64) -> Self {
+        Self::transfer(io_opcode::READ, namespace_id, lba, block_count, (prp1, prp2))
+    }
+
+    /// Write (NVMe 1.4 §6.15): the same fields as a Read (no FUA: durability is the Flush's).
+    pub fn write(namespace_id: u32, lba: u64, block_count: u32, prp1: u64, prp2: u64) -> Self {
+        Self::transfer(io_opcode::WRITE, namespace_id, lba, block_count, (prp1, prp2))
+    }
+
+    /// Flush (NVMe 1.4 §6.8): commits the namespace's volatile write cache; no data, no fields
+    /// besides NSID.
+    pub fn flush(namespace_id: u32) -> Self {
+        SubmissionEntry::new(io_opcode::FLUSH, namespace_id)
+    }
+
+    fn transfer(opcode: u8, namespace_id: u32, lba: u64, block_count: u32, (prp1, prp2): (u64, u64)) -> Self {
         debug_assert!((1..=65536).contains(&block_count));
-        let mut entry = SubmissionEntry::new(io_opcode::READ, namespace_id);
+        let mut entry = SubmissionEntry::new(opcode, namespace_id);
         entry.set_prps(prp1, prp2);
         entry.dwords[10] = lba as u32;
         entry.dwords[11] = (lba >> 32) as u32;
@@ -195,7 +210,7 @@ impl SubmissionEntry {
         entry
     }
 
-    /// For a Read: starting LBA and block count.
+    /// For a Read or Write: starting LBA and block count.
     pub fn read_range(&self) -> (u64, u32) {
         (u64::from(self.dwords[10]) | u64::from(self.dwords[11]) << 32, (self.dwords[12] & 0xffff) + 1)
     }

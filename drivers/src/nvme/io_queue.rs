@@ -280,9 +280,13 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         issued
     }
 
-    /// Writes the next Read command of request `index` into the SQ (no doorbell).
+    /// Writes the next Read or Write command (or the Flush) of request `index` into the SQ (no
+    /// doorbell).
     fn issue_piece(&mut self, index: u32) -> bool {
         let request = self.requests[index as usize];
+        if request.operation == Operation::Flush {
+            return self.issue_flush(index);
+        }
         let setup = &self.setup;
         let first_block = request.pieces_issued * setup.max_command_blocks;
         let block_count = setup.max_command_blocks.min(request.block_count - first_block);
@@ -322,8 +326,33 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         if let (Some(lists), true) = (lists, prps.list_pages > 0) {
             self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
         }
-        let mut entry = SubmissionEntry::read(setup.namespace_id, lba, block_count, prps.prp1, prps.prp2);
+        let namespace_id = setup.namespace_id;
+        let mut entry = match request.operation {
+            Operation::Write => SubmissionEntry::write(namespace_id, lba, block_count, prps.prp1, prps.prp2),
+            _ => SubmissionEntry::read(namespace_id, lba, block_count, prps.prp1, prps.prp2),
+        };
         entry.set_command_id(command_id);
+        self.push_command(index, entry, command_id, (lba, block_count));
+        true
+    }
+
+    /// A Flush takes one command and no data.
+    fn issue_flush(&mut self, index: u32) -> bool {
+        let command_id = self.free_commands.pop().expect("checked by the caller");
+        let mut entry = SubmissionEntry::flush(self.setup.namespace_id);
+        entry.set_command_id(command_id);
+        self.push_command(index, entry, command_id, (0, 0));
+        true
+    }
+
+    /// Puts a built command into the SQ (no doorbell) and records it.
+    fn push_command(
+        &mut self,
+        index: u32,
+        entry: SubmissionEntry,
+        command_id: u16,
+        (lba, block_count): (u64, u32),
+    ) {
         let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
         self.commands[usize::from(command_id)] =
             CommandSlot { in_use: true, request: index, sq_sequence, lba, block_count };
@@ -331,7 +360,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         self.statistics.commands_submitted += 1;
         let in_flight = self.commands_in_flight();
         self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
-        true
     }
 
     /// Tells the controller about every entry written since the last doorbell (one write).
@@ -454,26 +482,31 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         self.geometry
     }
 
-    /// Checks the request (range, length, buffer reachable and 4-byte aligned, reads only) and
-    /// queues it; nothing reaches the controller until `kick()`.
+    /// Checks the request (range, length, buffer reachable and 4-byte aligned) and queues it;
+    /// nothing reaches the controller until `kick()`. Reads, writes (which the benchmark sends
+    /// only inside a marked scratch region of a device `write=` names) and flushes.
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
         if let Err(error) = check_request(&self.geometry, &request) {
             return Err((request, error));
         }
-        if request.operation != Operation::Read {
-            return Err((request, SubmitError::Unsupported));
-        }
         let bytes = request.block_count as usize * self.setup.block_bytes as usize;
-        let Ok(data_bus) = self.setup.dma.to_bus(request.buffer.physical_address, bytes as u64) else {
-            return Err((request, SubmitError::BadBuffer));
+        let data_bus = match request.operation {
+            Operation::Flush => 0,
+            Operation::Read | Operation::Write => {
+                let Ok(data_bus) = self.setup.dma.to_bus(request.buffer.physical_address, bytes as u64)
+                else {
+                    return Err((request, SubmitError::BadBuffer));
+                };
+                if data_bus & 0x3 != 0 {
+                    return Err((request, SubmitError::BadBuffer));
+                }
+                data_bus
+            }
         };
-        if data_bus & 0x3 != 0 {
-            return Err((request, SubmitError::BadBuffer));
-        }
         let Some(index) = self.free_requests.pop() else {
             return Err((request, SubmitError::QueueFull));
         };
-        let pieces_total = request.block_count.div_ceil(self.setup.max_command_blocks);
+        let pieces_total = request.block_count.div_ceil(self.setup.max_command_blocks).max(1);
         self.requests[index as usize] = RequestSlot {
             tag: request.tag,
             operation: request.operation,
@@ -499,6 +532,12 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         let in_flight = self.requests_in_flight();
         self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
         Ok(())
+    }
+
+    /// NVMe Flush is valid with or without a volatile write cache (NVMe 1.4 §6.8: without one
+    /// it completes at once), so flushes always go to the controller.
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        blockdev::FlushSupport::Command
     }
 
     /// Writes the submitted requests' commands into the SQ and rings its doorbell once.
@@ -969,6 +1008,61 @@ mod tests {
     }
 
     #[test]
+    fn writes_and_flushes_reach_the_controller_with_their_data() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = SimConfig { mdts: 2, accept_writes: true, ..SimConfig::default() };
+        let sim = SimController::new(&platform, config);
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        // 64 blocks with MDTS 16 KiB: two Write commands.
+        let buffer = platform.allocate_dma(64 * 512, 4096).unwrap();
+        let data: StdVec<u8> = (0..64 * 512).map(|i| (i * 7 % 251) as u8).collect();
+        platform.cpu_write(&buffer, &data);
+        device
+            .submit(Request { tag: 1, operation: Operation::Write, lba: 1000, block_count: 64, buffer })
+            .unwrap();
+        let flush = DmaBuffer { length_bytes: 0, ..buffer };
+        device
+            .submit(Request { tag: 2, operation: Operation::Flush, lba: 0, block_count: 0, buffer: flush })
+            .unwrap();
+        device.kick();
+        let completions = wait_for(&platform, &mut device, 2);
+        assert!(completions.iter().all(|c| c.result.is_ok()), "{completions:?}");
+        let mut statistics = sim.statistics();
+        statistics.write_ranges.sort_unstable(); // the controller runs commands in any order
+        assert_eq!(statistics.write_ranges, vec![(1000, 32), (1032, 32)]);
+        assert_eq!(statistics.flushes, 1);
+        for block in 0..64u64 {
+            let written = sim.written_block(1, 1000 + block).unwrap();
+            assert_eq!(written[..], data[block as usize * 512..(block as usize + 1) * 512], "block {block}");
+        }
+        // Reads return what was written.
+        let back = platform.allocate_dma(64 * 512, 4096).unwrap();
+        device.submit(read(3, 1000, 64, back)).unwrap();
+        device.kick();
+        wait_for(&platform, &mut device, 1);
+        assert_eq!(platform.bytes_of(&back)[..], data[..]);
+        assert_eq!(device.flush_support(), blockdev::FlushSupport::Command);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn the_simulator_calls_an_unexpected_write_a_violation() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        let buffer = platform.allocate_dma(512, 4096).unwrap();
+        platform.cpu_write(&buffer, &[1; 512]);
+        device
+            .submit(Request { tag: 1, operation: Operation::Write, lba: 0, block_count: 1, buffer })
+            .unwrap();
+        device.kick();
+        let completions = wait_for(&platform, &mut device, 1);
+        assert!(completions[0].result.is_err());
+        assert_eq!(sim.written_block(1, 0), None);
+        assert!(sim.violations().iter().any(|v| v.contains("the driver sent a Write command")));
+    }
+
+    #[test]
     fn refused_requests_never_reach_the_controller() {
         let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
@@ -983,7 +1077,11 @@ mod tests {
             (read(4, 0, 0, buffer), SubmitError::BadLength),
             (read(5, 0, 17, buffer), SubmitError::BadBuffer),
             (read(6, 0, 1, buffer.slice(2, 512).unwrap()), SubmitError::BadBuffer),
-            (Request { operation: Operation::Write, ..read(7, 0, 1, buffer) }, SubmitError::Unsupported),
+            (
+                Request { operation: Operation::Write, ..read(7, 0, 1, buffer.slice(2, 512).unwrap()) },
+                SubmitError::BadBuffer,
+            ),
+            (Request { operation: Operation::Flush, ..read(9, 0, 1, buffer) }, SubmitError::BadLength),
             (
                 read(8, 0, 1, DmaBuffer { cpu_address: 0x1000, physical_address: 0x1000, length_bytes: 512 }),
                 SubmitError::BadBuffer,

@@ -14,9 +14,7 @@ use crate::mmio::RegisterIo;
 use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
-use blockdev::{
-    check_request, BlockDevice, CommandDetail, Completion, Geometry, Operation, Request, SubmitError,
-};
+use blockdev::{check_request, BlockDevice, CommandDetail, Completion, Geometry, Request, SubmitError};
 
 pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
     name: String,
@@ -75,13 +73,15 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         if let Err(error) = check_request(&self.geometry, &request) {
             return Err((request, error));
         }
-        if request.operation != Operation::Read {
-            return Err((request, SubmitError::Unsupported));
-        }
         let index = self.least_busy_pair();
         self.pairs[index].submit(request)?;
         self.next_pair = (index + 1) % self.pairs.len();
         Ok(())
+    }
+
+    /// NVMe Flush acts on the namespace, whichever queue carries it (NVMe 1.4 §6.8).
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        blockdev::FlushSupport::Command
     }
 
     fn kick(&mut self) {
@@ -117,9 +117,53 @@ mod tests {
     use super::super::events::DiscardEvents;
     use super::super::sim::{pattern_bytes, SimConfig, SimController, SimPlatform};
     use super::*;
-    use blockdev::DmaBuffer;
+    use blockdev::{Clock, DmaBuffer, Operation};
     use std::string::ToString;
     use std::vec::Vec as StdVec;
+
+    #[test]
+    fn writes_and_flushes_pass_through_the_namespace() {
+        let platform = SimPlatform::for_nvme(64 << 20);
+        let sim = SimController::new(&platform, SimConfig { accept_writes: true, ..SimConfig::default() });
+        let mut controller = Controller::bring_up(
+            &sim,
+            sim.register_bytes(),
+            &platform,
+            platform.translation(),
+            &DiscardEvents,
+            "nvme 00:02.0".to_string(),
+        )
+        .unwrap();
+        let namespaces = controller.active_namespaces().unwrap();
+        controller.request_io_queues(1).unwrap();
+        let depth = DepthChoice::new(8, controller.capabilities());
+        let pair = controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap();
+        let mut device = NamespaceDevice::new("nvme0".to_string(), namespaces[0], alloc::vec![pair]);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        platform.cpu_write(&buffer, &[0x5A; 4096]);
+        device
+            .submit(Request { tag: 1, operation: Operation::Write, lba: 8, block_count: 8, buffer })
+            .unwrap();
+        let flush = DmaBuffer { length_bytes: 0, ..buffer };
+        device
+            .submit(Request { tag: 2, operation: Operation::Flush, lba: 0, block_count: 0, buffer: flush })
+            .unwrap();
+        device.kick();
+        let mut out = [Completion::default(); 4];
+        let mut done = 0;
+        for _ in 0..100_000 {
+            platform.now_ticks();
+            done += device.poll(&mut out[done..]);
+            if done == 2 {
+                break;
+            }
+        }
+        assert_eq!(done, 2);
+        assert_eq!(sim.written_block(1, 15), Some(alloc::vec![0x5A; 512]));
+        assert_eq!(sim.statistics().flushes, 1);
+        assert_eq!(device.flush_support(), blockdev::FlushSupport::Command);
+        sim.assert_no_violations();
+    }
 
     #[test]
     fn requests_spread_over_the_pairs_and_all_come_back_right() {

@@ -259,6 +259,9 @@ pub struct SimConfig {
     pub completion_latency_max_ticks: u32,
     /// Seed of the latencies and of [`SimController::release_held`]'s picks.
     pub completion_seed: u64,
+    /// Whether a Write is expected: otherwise it is a violation (the driver must not write
+    /// unless the test opted in), as before writes existed.
+    pub accept_writes: bool,
 }
 
 impl Default for SimConfig {
@@ -286,6 +289,7 @@ impl Default for SimConfig {
             rtd3_entry_latency_us: 0,
             completion_latency_max_ticks: 4,
             completion_seed: 0x9E37_79B9_7F4A_7C15,
+            accept_writes: false,
         }
     }
 }
@@ -380,6 +384,9 @@ pub struct SimStatistics {
     pub overtakes: u64,
     /// Completion entries posted at slot 0 after the first pass (the phase tag flipped).
     pub cq_wraps: u64,
+    /// (LBA, blocks) of every Write executed, and the Flushes.
+    pub write_ranges: Vec<(u64, u32)>,
+    pub flushes: u64,
 }
 
 struct State {
@@ -404,6 +411,8 @@ struct State {
     corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
     data_corruptions: Vec<(u32, u64)>,
+    /// Blocks written, by (namespace, LBA): reads return these instead of the pattern.
+    written: BTreeMap<(u32, u64), Vec<u8>>,
     violations: Vec<String>,
     statistics: SimStatistics,
 }
@@ -464,6 +473,7 @@ impl<'a> SimController<'a> {
             corrupt_next_admin: None,
             media_errors: Vec::new(),
             data_corruptions: Vec::new(),
+            written: BTreeMap::new(),
             violations: Vec::new(),
             statistics: SimStatistics::default(),
         };
@@ -544,6 +554,11 @@ impl<'a> SimController<'a> {
     /// Reads touching `lba` of namespace `namespace_id` fail with Unrecovered Read Error.
     pub fn add_media_error(&self, namespace_id: u32, lba: u64) {
         self.state().media_errors.push((namespace_id, lba));
+    }
+
+    /// What Writes put at (namespace, LBA), if any.
+    pub fn written_block(&self, namespace_id: u32, lba: u64) -> Option<Vec<u8>> {
+        self.state().written.get(&(namespace_id, lba)).cloned()
     }
 
     /// Reads of `lba` return its first byte inverted (data the driver must not call good).
@@ -1071,10 +1086,23 @@ impl State {
         data: &[u8],
         handover: usize,
     ) -> Result<(), Status> {
+        let mut copy = data.to_vec();
+        self.move_data(platform, entry, DataDirection::ToHost(&mut copy), handover)
+    }
+
+    /// Moves a command's data through its PRPs: to host memory for a Read, from it for a Write.
+    fn move_data(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        mut data: DataDirection<'_>,
+        handover: usize,
+    ) -> Result<(), Status> {
+        let data_len = data.len();
         let page = self.page_bytes() as usize;
         // (bus address, physical address if the bus forwarded it) of every list entry read.
         let list_reads = RefCell::new(Vec::new());
-        let segments = walk_prps(entry.prp1(), entry.prp2(), data.len(), page, |address| {
+        let segments = walk_prps(entry.prp1(), entry.prp2(), data_len, page, |address| {
             let read = platform.peek_bus_u64(address);
             list_reads.borrow_mut().push((address, read.map(|(physical, _)| physical)));
             read.map(|(_, value)| value)
@@ -1096,7 +1124,7 @@ impl State {
                 "bad PRPs {:#x}/{:#x} for {} bytes: {error:?}",
                 entry.prp1(),
                 entry.prp2(),
-                data.len()
+                data_len
             ));
             Status::new(code_type::GENERIC, generic::INVALID_PRP_OFFSET, true)
         })?;
@@ -1105,9 +1133,14 @@ impl State {
         for (start, bytes) in
             contiguous_runs(segments.iter().map(|&(address, bytes)| (address, bytes as u64)))
         {
-            let piece = &data[offset..offset + bytes as usize];
-            let physical = self.checked_physical(platform, "data", start, bytes, handover, false);
-            if !physical.is_some_and(|physical| platform.device_write(physical, piece)) {
+            let piece = offset..offset + bytes as usize;
+            let from_host = matches!(data, DataDirection::FromHost(_));
+            let physical = self.checked_physical(platform, "data", start, bytes, handover, from_host);
+            let moved = physical.is_some_and(|physical| match &mut data {
+                DataDirection::ToHost(data) => platform.device_write(physical, &data[piece]),
+                DataDirection::FromHost(data) => platform.device_read(physical, &mut data[piece]),
+            });
+            if !moved {
                 self.violations
                     .push(format!("data segment {start:#x}+{bytes:#x} unreachable (bus translation?)"));
                 return Err(Status::new(code_type::GENERIC, 0x04, false));
@@ -1312,17 +1345,24 @@ impl State {
         handover: usize,
     ) -> (Status, u32) {
         let opcode = entry.opcode();
-        if opcode == io_opcode::WRITE {
+        if opcode == io_opcode::WRITE && !self.config.accept_writes {
             self.violations.push(String::from("the driver sent a Write command"));
             return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
-        if opcode != io_opcode::READ {
+        if ![io_opcode::READ, io_opcode::WRITE, io_opcode::FLUSH].contains(&opcode) {
             return (Status::new(code_type::GENERIC, generic::INVALID_OPCODE, true), 0);
         }
         let Some(namespace) = self.config.namespaces.iter().find(|n| n.id == entry.namespace_id()).cloned()
         else {
             return (Status::new(code_type::GENERIC, generic::INVALID_NAMESPACE_OR_FORMAT, true), 0);
         };
+        if opcode == io_opcode::FLUSH {
+            if entry.prp1() != 0 || entry.dwords[10..16].iter().any(|&word| word != 0) {
+                self.violations.push(String::from("a Flush carried PRPs or command fields"));
+            }
+            self.statistics.flushes += 1;
+            return (Status::SUCCESS, 0);
+        }
         let (lba, blocks) = entry.read_range();
         if lba + u64::from(blocks) > namespace.blocks {
             self.violations.push(format!(
@@ -1336,6 +1376,9 @@ impl State {
         if self.config.mdts != 0 && bytes > max_bytes {
             self.violations.push(format!("read of {bytes} bytes exceeds MDTS ({max_bytes})"));
             return (Status::new(code_type::GENERIC, generic::INVALID_FIELD, true), 0);
+        }
+        if opcode == io_opcode::WRITE {
+            return self.execute_write(platform, entry, &namespace, (lba, blocks), handover);
         }
         self.statistics.reads += 1;
         self.statistics.read_ranges.push((lba, blocks));
@@ -1358,10 +1401,38 @@ impl State {
         (Status::SUCCESS, 0)
     }
 
-    /// The pattern of `blocks` blocks from `lba`, with the corruptions the test asked for.
+    /// A Write (only with `accept_writes`): the data is fetched from the PRPs and kept.
+    fn execute_write(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        namespace: &SimNamespace,
+        (lba, blocks): (u64, u32),
+        handover: usize,
+    ) -> (Status, u32) {
+        let block_bytes = 1usize << namespace.lba_shift;
+        let mut data = vec![0u8; blocks as usize * block_bytes];
+        if let Err(status) = self.move_data(platform, entry, DataDirection::FromHost(&mut data), handover) {
+            return (status, 0);
+        }
+        self.statistics.write_ranges.push((lba, blocks));
+        for (index, block) in data.chunks(block_bytes).enumerate() {
+            self.written.insert((namespace.id, lba + index as u64), block.to_vec());
+        }
+        (Status::SUCCESS, 0)
+    }
+
+    /// The pattern of `blocks` blocks from `lba` (or what was written there), with the
+    /// corruptions the test asked for.
     fn disk_contents(&self, namespace: &SimNamespace, lba: u64, blocks: u32) -> Vec<u8> {
         let bytes = (blocks as usize) << namespace.lba_shift;
         let mut data = pattern_bytes(lba << namespace.lba_shift, bytes);
+        let block_bytes = 1usize << namespace.lba_shift;
+        for (index, block) in data.chunks_mut(block_bytes).enumerate() {
+            if let Some(written) = self.written.get(&(namespace.id, lba + index as u64)) {
+                block.copy_from_slice(written);
+            }
+        }
         for (id, bad) in &self.data_corruptions {
             if *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad) {
                 data[((bad - lba) << namespace.lba_shift) as usize] ^= 0xff;
@@ -1406,6 +1477,22 @@ impl State {
         data[128..132].copy_from_slice(&in_use.to_le_bytes());
         data[132..136].copy_from_slice(&(u32::from(other_shift) << 16).to_le_bytes());
         data
+    }
+}
+
+/// Which way a command's data goes.
+enum DataDirection<'d> {
+    /// A Read: the controller writes host memory.
+    ToHost(&'d mut [u8]),
+    /// A Write: the controller reads host memory (which the driver must have written back).
+    FromHost(&'d mut [u8]),
+}
+
+impl DataDirection<'_> {
+    fn len(&self) -> usize {
+        match self {
+            DataDirection::ToHost(data) | DataDirection::FromHost(data) => data.len(),
+        }
     }
 }
 

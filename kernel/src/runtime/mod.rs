@@ -139,6 +139,7 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
     if storage.is_empty() {
         println!("storage    no usable devices found");
     }
+    let regions = storage::scan_scratch_regions(benchmark, &mut storage, machine.platform);
     let mut status = ExitStatus::Success;
     if !storage::run_block_checks(settings, &mut storage, machine.platform) {
         status = ExitStatus::DeviceErrors;
@@ -147,7 +148,7 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
         println!("benchmark  no jobs (jobs=none)");
     } else if storage.is_empty() {
         println!("benchmark  no devices to measure; not run");
-    } else if !run_benchmark(machine, benchmark, &mut storage) {
+    } else if !run_benchmark(machine, benchmark, &mut storage, &regions) {
         status = ExitStatus::DeviceErrors;
     }
     storage.print_registers_after_runs();
@@ -160,7 +161,12 @@ const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
 
 /// Runs the benchmark on every device (the runner applies `devices=`) after sampling each
 /// device's region; false when some I/O failed or no buffer could be had.
-fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &mut storage::Storage) -> bool {
+fn run_benchmark(
+    machine: &Machine,
+    config: &bench::cmdline::Config,
+    storage: &mut storage::Storage,
+    regions: &[storage::FoundRegion],
+) -> bool {
     use blockdev::BlockDevice;
     let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
         return false;
@@ -186,11 +192,19 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
         device_facts: &device_facts,
     };
     let memory = storage::DmaBufferMemory { platform: machine.platform };
+    let device_regions: alloc::vec::Vec<bench::run::DeviceRegion<'_>> = regions
+        .iter()
+        .map(|found| bench::run::DeviceRegion { device_name: &found.device_name, region: found.region })
+        .collect();
+    // Without write= nothing may be written: the runner then refuses every write job.
+    let writes = (!config.write_devices.is_empty())
+        .then_some(bench::run::WriteAccess { memory: &memory, regions: &device_regions });
     let environment = bench::runner::RunEnvironment {
         clock: &machine.timer,
         cpu_counters: &machine.pmu,
         buffer_area: area,
         memory: Some(&memory),
+        writes,
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
@@ -203,7 +217,12 @@ fn run_benchmark(machine: &Machine, config: &bench::cmdline::Config, storage: &m
         &trace::DefmtTraces,
     );
     let errors: u64 = results.runs.iter().map(|run| run.errors_total()).sum();
-    errors == 0 && results.runs.iter().all(|run| run.ended_early.is_none())
+    let verified = results
+        .runs
+        .iter()
+        .filter_map(|run| run.verify.as_ref())
+        .all(|verify| verify.mismatches == 0 && verify.read_errors == 0);
+    errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none())
 }
 
 /// One DMA area for the benchmark's read buffers: what every request needs a buffer of its own,

@@ -543,6 +543,9 @@ impl<D: SdDevice> BlockDevice for ReportingSdCard<D> {
     fn kick(&mut self) {
         self.card.kick()
     }
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        self.card.flush_support()
+    }
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         let finished = self.card.poll(completions);
         for completion in &completions[..finished] {

@@ -305,23 +305,6 @@ pub fn scan_pattern_regions(
     regions
 }
 
-/// The benchmark's CPU access to its DMA buffers: the checks of what reads return, with the
-/// cache maintenance DMA needs around it.
-pub struct DmaBufferMemory<'p> {
-    pub platform: &'p KernelPlatform,
-}
-
-impl bench::run::BufferMemory for DmaBufferMemory<'_> {
-    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
-        self.platform.invalidate_for_cpu(buffer);
-        // SAFETY: the runner only hands over parts of its own DMA buffer area that no request
-        // is using (after a read completed), so no device accesses the bytes while the slice
-        // lives, and no other reference to them exists.
-        access(unsafe { buffer.as_bytes_mut() });
-        self.platform.clean_for_device(buffer);
-    }
-}
-
 /// A block device shared between the storage registry (the block interface) and the code that
 /// reads its counters at the end (an NVMe namespace, a USB drive). One core, no interrupts: the
 /// borrows never overlap.
@@ -384,5 +367,114 @@ impl<D: BlockDevice> BlockDevice for SharedDevice<D> {
 
     fn data_path(&self) -> Option<blockdev::DataPath> {
         self.inner.borrow().data_path()
+    }
+
+    fn flush_support(&self) -> blockdev::FlushSupport {
+        self.inner.borrow().flush_support()
+    }
+}
+
+/// A device's scratch region, found by the scan of its partition tables.
+pub struct FoundRegion {
+    pub device_name: String,
+    pub region: blockdev::scratch::ScratchRegion,
+}
+
+/// Reads a device one logical block at a time for the scratch scan, through [`read_checked`].
+struct ScanReader<'a> {
+    device: &'a mut dyn BlockDevice,
+    platform: &'a KernelPlatform,
+    buffer: DmaBuffer,
+}
+
+impl blockdev::scratch::BlockReader for ScanReader<'_> {
+    type Error = CheckFailure;
+    fn block_bytes(&self) -> u32 {
+        self.device.geometry().logical_block_bytes
+    }
+    fn block_count(&self) -> u64 {
+        self.device.geometry().block_count
+    }
+    fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), CheckFailure> {
+        // The scan refuses blocks larger than the 64 KiB buffer before reading any.
+        let buffer = self.buffer.slice(0, out.len()).ok_or(CheckFailure::OutOfRange { block_count: 1 })?;
+        read_checked(self.device, self.platform, buffer, lba, 1, |bytes| out.copy_from_slice(bytes))
+    }
+}
+
+/// Scans the partition tables of the devices `write=` names for scratch regions, prints what
+/// it finds (regions and refused markers, each naming its partition) and returns the regions.
+/// Devices not named are not read.
+pub fn scan_scratch_regions(
+    config: &bench::cmdline::Config,
+    storage: &mut Storage,
+    platform: &KernelPlatform,
+) -> Vec<FoundRegion> {
+    let mut regions = Vec::new();
+    if config.write_devices.is_empty() {
+        return regions;
+    }
+    let buffer = match platform.allocate_dma(65_536, 4096) {
+        Ok(buffer) => buffer,
+        Err(error) => {
+            println!("scratch    {error}; no device is scanned, nothing is written");
+            return regions;
+        }
+    };
+    for name in &config.write_devices {
+        let Some(entry) = storage.find_mut(name) else {
+            println!("scratch    write={name}: no such device; nothing is written to it");
+            continue;
+        };
+        scan_device(name, entry.device.as_mut(), platform, buffer, &mut regions);
+    }
+    regions
+}
+
+fn scan_device(
+    name: &str,
+    device: &mut dyn BlockDevice,
+    platform: &KernelPlatform,
+    buffer: DmaBuffer,
+    regions: &mut Vec<FoundRegion>,
+) {
+    use blockdev::scratch::Finding;
+    let mut block = alloc::vec![0u8; device.geometry().logical_block_bytes as usize];
+    let mut reader = ScanReader { device, platform, buffer };
+    let mut found = Vec::new();
+    let scanned = blockdev::scratch::scan(&mut reader, &mut block, &mut |finding| found.push(finding));
+    for finding in &found {
+        println!("{name:<10} {finding}");
+        if let (Finding::Region(region), true) = (finding, regions.iter().all(|r| r.device_name != name)) {
+            regions.push(FoundRegion { device_name: String::from(name), region: *region });
+        }
+    }
+    if let Err(error) = scanned {
+        println!("{name:<10} scratch scan stopped: {error}");
+    }
+    if regions.iter().all(|r| r.device_name != name) {
+        println!(
+            "{name:<10} no scratch region (no MBR or GPT partition starts with a valid \
+             BAREBENCHSCRATCH marker): write and mixed jobs are skipped on it"
+        );
+    } else if found.iter().filter(|f| matches!(f, Finding::Region(_))).count() > 1 {
+        println!("{name:<10} more than one scratch region: write jobs use the first");
+    }
+}
+
+/// The benchmark's CPU access to its DMA buffers: the data of write jobs and the checks of
+/// what reads return, with the cache maintenance DMA needs around it.
+pub struct DmaBufferMemory<'p> {
+    pub platform: &'p KernelPlatform,
+}
+
+impl bench::run::BufferMemory for DmaBufferMemory<'_> {
+    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
+        self.platform.invalidate_for_cpu(buffer);
+        // SAFETY: the runner only hands over parts of its own DMA buffer area that no request
+        // is using (before a write is submitted, after a read completed), so no device
+        // accesses the bytes while the slice lives, and no other reference to them exists.
+        access(unsafe { buffer.as_bytes_mut() });
+        self.platform.clean_for_device(buffer);
     }
 }

@@ -57,7 +57,7 @@ pub struct BlockDeviceInfo {
     pub holders: Vec<String>,
 }
 
-fn read_trimmed(path: &Path) -> Option<String> {
+pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok().map(|text| text.trim().to_string())
 }
 
@@ -158,7 +158,7 @@ fn major_minor(dev: u64) -> (u64, u64) {
 }
 
 /// The sysfs directory of a block device number, via /sys/dev/block/MAJ:MIN.
-fn sysfs_dir_of(dev: u64) -> Option<PathBuf> {
+pub(crate) fn sysfs_dir_of(dev: u64) -> Option<PathBuf> {
     let (major, minor) = major_minor(dev);
     fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).ok()
 }
