@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
-    Image(ImageArgs),
+    Image(Box<ImageArgs>),
     /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
     Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
