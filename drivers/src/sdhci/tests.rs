@@ -1083,6 +1083,7 @@ fn a_data_timeout_is_recovered_by_a_cmd_then_a_dat_line_reset_and_the_next_read_
     assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 18).count(), 2, "one retry");
     // The attempt waited for the 20 ms data timeout, not the 500 ms default.
     assert!((20..200).contains(&elapsed_ms), "{elapsed_ms} ms");
+    std::eprintln!("stalled read with sd.timeout-ms=20: recovered and completed in {elapsed_ms} ms (simulated clock)");
 }
 
 #[test]
