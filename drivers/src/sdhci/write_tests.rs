@@ -213,11 +213,16 @@ fn the_simulated_host_refuses_data_without_room_a_command_during_busy_and_a_read
         registers.read32(offsets::INTERRUPT_STATUS);
     }
     registers.write32(offsets::INTERRUPT_STATUS, 0xffff_ffff);
-    // Reset the lines, then a proper CMD24 by PIO: one block, then at once CMD17.
-    registers.write32(
-        offsets::CLOCK_TIMEOUT_RESET,
-        registers.read32(offsets::CLOCK_TIMEOUT_RESET) | (0b110 << 24),
-    );
+    // Reset the CMD line, then the DAT line (§3.10.1: one at a time, each waited for), then a
+    // proper CMD24 by PIO: one block, then at once CMD17.
+    for line_reset in [0b010 << 24, 0b100 << 24] {
+        registers.write32(
+            offsets::CLOCK_TIMEOUT_RESET,
+            registers.read32(offsets::CLOCK_TIMEOUT_RESET) | line_reset,
+        );
+        let cleared = (0..1000).any(|_| registers.read32(offsets::CLOCK_TIMEOUT_RESET) & line_reset == 0);
+        assert!(cleared, "the line reset {line_reset:#x} never cleared");
+    }
     registers.write32(offsets::BLOCK_SIZE_COUNT, (1 << 16) | 512);
     registers.write32(offsets::ARGUMENT, 20);
     registers.write32(offsets::TRANSFER_MODE_COMMAND, command_word(24, 0b10));
