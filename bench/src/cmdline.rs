@@ -14,7 +14,7 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 15] = [
+pub const KNOWN_KEYS: [&str; 16] = [
     "jobs",
     "ramp",
     "runtime",
@@ -30,6 +30,7 @@ pub const KNOWN_KEYS: [&str; 15] = [
     "trace",
     "write",
     "write.verify",
+    "check",
 ];
 
 /// The smallest block size a job may ask for (one 512-byte sector).
@@ -62,6 +63,35 @@ impl OutputFormat {
         match self {
             OutputFormat::Json => "json",
             OutputFormat::JsonPlus => "json+",
+        }
+    }
+}
+
+/// How often reads are checked against the test pattern (`check=`, crate::check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckSetting {
+    /// Every [`DEFAULT_CHECK_EVERY`]-th read on a device whose region lies in a pattern region,
+    /// except under `preset=reference`; no check elsewhere.
+    Auto,
+    Off,
+    /// Every N-th successful read, on every device.
+    Every(u32),
+}
+
+/// `check=auto` checks every 64th read: a DMA window, cache or data-path mistake on a board
+/// corrupts most reads, so one in 64 finds it in the first run's first second (thousands of
+/// reads per run even on an SD card), while the checking CPU time stays a few per cent of the
+/// run even for 1 MiB reads (README "Reads checked on the board" has the measured cost).
+pub const DEFAULT_CHECK_EVERY: u32 = 64;
+/// The largest N of `check=N`.
+pub const MAX_CHECK_EVERY: u32 = 1_000_000;
+
+impl fmt::Display for CheckSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckSetting::Auto => f.write_str("auto"),
+            CheckSetting::Off => f.write_str("off"),
+            CheckSetting::Every(every) => write!(f, "{every}"),
         }
     }
 }
@@ -301,6 +331,11 @@ pub struct Config {
     /// Length of the intervals IOPS and bandwidth are sampled over (fio's `bwavgtime`).
     pub sample_interval_ns: u64,
     pub output: OutputFormat,
+    /// `check=`: which completed reads are compared with the test pattern.
+    pub check: CheckSetting,
+    /// Devices whose pattern region the kernel found (`blockdev::pattern_region`), as the
+    /// readable (offset, length) in bytes: their region is placed inside it.
+    pub pattern_regions: Vec<(String, crate::plan::Region)>,
 }
 
 impl Default for Config {
@@ -399,6 +434,7 @@ const EXPECTED_DEVICES: &str =
 const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 42 or 0x2a";
 const EXPECTED_SAMPLE_INTERVAL: &str = "a duration from 1ms to 1 day, like 500ms or 1s";
 const EXPECTED_OUTPUT: &str = "json or json+";
+const EXPECTED_CHECK: &str = "off, auto, or N from 1 to 1000000 (check every N-th read)";
 const EXPECTED_PRESET: &str = "reference, quick, blocksizes, matrix, randrw or fileio";
 const EXPECTED_ON_OFF: &str = "on or off";
 const EXPECTED_WRITE: &str = "a comma-separated list of device names like nvme0,sd0 on which write \
@@ -423,6 +459,8 @@ impl Config {
             traces: Vec::new(),
             sample_interval_ns: DEFAULT_SAMPLE_INTERVAL_NS,
             output: OutputFormat::Json,
+            check: CheckSetting::Auto,
+            pattern_regions: Vec::new(),
         };
         config.apply_preset(preset);
         config
@@ -552,6 +590,17 @@ impl Config {
                     _ => return Err(malformed(EXPECTED_OUTPUT, self.output.name().to_string())),
                 }
             }
+            "check" => {
+                self.check = match value {
+                    "off" => CheckSetting::Off,
+                    "auto" => CheckSetting::Auto,
+                    _ => parse_plain_number(value)
+                        .and_then(|every| u32::try_from(every).ok())
+                        .filter(|every| (1..=MAX_CHECK_EVERY).contains(every))
+                        .map(CheckSetting::Every)
+                        .ok_or_else(|| malformed(EXPECTED_CHECK, self.check.to_string()))?,
+                }
+            }
             _ => return Ok(Applied::NotMine),
         }
         Ok(Applied::Set)
@@ -603,6 +652,21 @@ impl Config {
         config
     }
 
+    /// The pattern region the kernel found on `name`, as its readable bytes.
+    pub fn pattern_region(&self, name: &str) -> Option<crate::plan::Region> {
+        self.pattern_regions.iter().find(|(device, _)| device == name).map(|&(_, region)| region)
+    }
+
+    /// Every how many successful reads `name` has one checked, or `None` for no check.
+    pub fn check_every(&self, name: &str) -> Option<u32> {
+        match self.check {
+            CheckSetting::Off => None,
+            CheckSetting::Every(every) => Some(every),
+            CheckSetting::Auto if self.preset == Preset::Reference => None,
+            CheckSetting::Auto => self.pattern_region(name).map(|_| DEFAULT_CHECK_EVERY),
+        }
+    }
+
     /// True when `name` is one of the devices to run.
     pub fn selects_device(&self, name: &str) -> bool {
         match &self.devices {
@@ -618,7 +682,7 @@ impl fmt::Display for Config {
         write!(
             f,
             "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
-             progress={} sample_interval={} output={} write={} write.verify={}",
+             progress={} sample_interval={} output={} write={} write.verify={} check={}",
             self.preset.name(),
             JobListText(&self.jobs),
             DurationText(self.ramp_ns),
@@ -633,6 +697,7 @@ impl fmt::Display for Config {
             self.output.name(),
             WriteDevicesText(&self.write_devices),
             on_off(self.write_verify),
+            self.check,
         )
     }
 }
@@ -1004,15 +1069,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
+                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify); ignored"
+                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
+                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
                 ),
             ]
         );
@@ -1022,8 +1087,35 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify"
+             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
         );
+    }
+
+    #[test]
+    fn check_is_off_auto_or_every_nth_and_auto_follows_preset_and_pattern_region() {
+        assert_eq!(parse("check=1").0.check, CheckSetting::Every(1));
+        assert_eq!(parse("check=off").0.check, CheckSetting::Off);
+        assert_eq!(parse("check=7 check=auto").0.check, CheckSetting::Auto);
+        for bad in ["check=0", "check=-1", "check=on", "check=1000001"] {
+            let (config, messages) = parse(bad);
+            assert_eq!(config.check, CheckSetting::Auto, "{bad}");
+            assert!(messages[0].contains("expected off, auto, or N from 1 to 1000000"), "{messages:?}");
+            assert!(messages[0].contains("using the default auto"), "{messages:?}");
+        }
+        let mut quick = parse("preset=quick").0;
+        assert_eq!(quick.check_every("sd0"), None, "no pattern region, no check");
+        quick
+            .pattern_regions
+            .push((String::from("sd0"), crate::plan::Region { offset_bytes: 1 << 20, size_bytes: 1 << 30 }));
+        assert_eq!(quick.check_every("sd0"), Some(DEFAULT_CHECK_EVERY));
+        assert_eq!(quick.check_every("nvme0"), None);
+        let mut reference = parse("").0;
+        reference.pattern_regions = quick.pattern_regions.clone();
+        assert_eq!(reference.check_every("sd0"), None, "off for the reference preset");
+        assert_eq!(parse("check=3").0.check_every("nvme0"), Some(3), "an explicit N checks every device");
+        quick.check = CheckSetting::Off;
+        assert_eq!(quick.check_every("sd0"), None);
+        assert!(parse("check=5").0.to_string().ends_with(" check=5"));
     }
 
     #[test]

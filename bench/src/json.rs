@@ -400,6 +400,31 @@ fn write_percent_map(
     json.close('}')
 }
 
+/// `"check"`: what `check=` compared (README "Reads checked on the board"); its mismatches
+/// are in `errors_total` too.
+fn write_check(json: &mut JsonWriter<'_>, check: &crate::check::CheckSummary) -> fmt::Result {
+    json.open(Some("check"), '{')?;
+    json.number_field("every", check.every)?;
+    json.number_field("checked", check.checked)?;
+    json.number_field("checked_bytes", check.checked_bytes)?;
+    json.number_field("mismatches", check.mismatches)?;
+    json.number_field("ns_per_check", check.ns_per_check())?;
+    json.open(Some("first_mismatches"), '[')?;
+    for mismatch in &check.first {
+        json.open(None, '{')?;
+        json.number_field("lba", mismatch.lba)?;
+        json.number_field("blocks", mismatch.block_count)?;
+        json.number_field("byte_offset", mismatch.byte_offset)?;
+        json.number_field("device_byte", mismatch.device_byte)?;
+        json.close('}')?;
+    }
+    json.close(']')?;
+    if let Some(reason) = check.skipped {
+        json.string_field("skipped", format_args!("{reason}"))?;
+    }
+    json.close('}')
+}
+
 /// The job's `"barebench"` object: what ran, errors by kind, the CPU cost per I/O, and for a
 /// write or mixed job its scratch region, flushes and verification.
 fn write_job_facts(
@@ -427,6 +452,9 @@ fn write_job_facts(
     }
     json.close('}')?;
     json.number_field("errors_total", run.errors_total())?;
+    if let Some(check) = &run.check {
+        write_check(json, check)?;
+    }
     if let Some(end) = run.ended_early {
         let reason = match end {
             RunEnd::SubmitRefused { .. } => "submit refused",
@@ -795,6 +823,7 @@ mod tests {
                 physical_address: 0x1000_0000,
                 length_bytes: 8 << 20,
             },
+            memory: None,
             writes: None,
         };
         let results = run_benchmark(&config, &mut devices, &environment, &context, &mut console);

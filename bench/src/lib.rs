@@ -6,9 +6,9 @@
 //! let config = bench::cmdline::Config::from_command_line(bootargs, |key| kernel_owns(key),
 //!     &mut |error| println!("{error}"));
 //! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
-//! let region = bench::plan::device_region(&config, &geometry);   // what to sample first
+//! let region = bench::plan::device_region(&config, &geometry, "sd0");   // what to sample first
 //! let environment = bench::runner::RunEnvironment { clock: &timer, cpu_counters: &pmu,
-//!     buffer_area: dma_area };
+//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None };
 //! let context = bench::results::ReportContext { board, timer_frequency_hz, extra: &[],
 //!     device_facts: &facts };
 //! let results = bench::runner::run_benchmark(&config, &mut devices, &environment, &context,
@@ -46,6 +46,9 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod check;
+#[cfg(test)]
+mod check_tests;
 pub mod cmdline;
 pub mod console;
 pub mod cpu_cost;

@@ -98,11 +98,12 @@ pub fn plan_job(
     })
 }
 
-/// The region of `config` on a device of this geometry, before any job aligns it to its block
-/// size (what the kernel samples before the first run); `None` for a device with no blocks.
-pub fn device_region(config: &Config, geometry: &Geometry) -> Option<Region> {
+/// The region of `config` on device `device_name` of this geometry, before any job aligns it to
+/// its block size (what the kernel samples before the first run); `None` for a device with no
+/// blocks.
+pub fn device_region(config: &Config, geometry: &Geometry, device_name: &str) -> Option<Region> {
     check_geometry(geometry).ok()?;
-    Some(fit_region(config, geometry, "", &mut Vec::new()))
+    Some(fit_region(config, geometry, device_name, &mut Vec::new()))
 }
 
 fn check_geometry(geometry: &Geometry) -> Result<(), PlanError> {
@@ -171,33 +172,45 @@ fn fit_queue_depth(asked: u32, geometry: &Geometry, device_name: &str, notes: &m
 }
 
 /// The configured region, shrunk to the whole device or moved to end at its end when it does
-/// not fit.
+/// not fit. On a device with a pattern region (`Config::pattern_regions`) "the device" is that
+/// region: `offset=` counts from its start and the region stays inside it.
 fn fit_region(config: &Config, geometry: &Geometry, device_name: &str, notes: &mut Vec<String>) -> Region {
     let capacity_bytes = geometry.capacity_bytes();
+    let bounds = config
+        .pattern_region(device_name)
+        .filter(|pattern| {
+            pattern.size_bytes > 0 && pattern.offset_bytes + pattern.size_bytes <= capacity_bytes
+        })
+        .unwrap_or(Region { offset_bytes: 0, size_bytes: capacity_bytes });
+    let whole = if bounds.offset_bytes == 0 && bounds.size_bytes == capacity_bytes {
+        "the whole device"
+    } else {
+        "the whole pattern region"
+    };
     let (offset_bytes, size_bytes) = (config.offset_bytes, config.size_bytes);
-    if size_bytes >= capacity_bytes {
-        if (offset_bytes, size_bytes) != (0, capacity_bytes) {
+    if size_bytes >= bounds.size_bytes {
+        if (offset_bytes, size_bytes) != (0, bounds.size_bytes) {
             notes.push(format!(
-                "{device_name}: region {} at {} does not fit its {}; using the whole device",
+                "{device_name}: region {} at {} does not fit its {}; using {whole}",
                 SizeText(size_bytes),
                 SizeText(offset_bytes),
-                SizeText(capacity_bytes)
+                SizeText(bounds.size_bytes)
             ));
         }
-        return Region { offset_bytes: 0, size_bytes: capacity_bytes };
+        return bounds;
     }
-    if offset_bytes > capacity_bytes - size_bytes {
-        let moved = capacity_bytes - size_bytes;
+    if offset_bytes > bounds.size_bytes - size_bytes {
+        let moved = bounds.size_bytes - size_bytes;
         notes.push(format!(
             "{device_name}: region {} at {} ends beyond its {}; moved to start at {} bytes",
             SizeText(size_bytes),
             SizeText(offset_bytes),
-            SizeText(capacity_bytes),
-            moved
+            SizeText(bounds.size_bytes),
+            bounds.offset_bytes + moved
         ));
-        return Region { offset_bytes: moved, size_bytes };
+        return Region { offset_bytes: bounds.offset_bytes + moved, size_bytes };
     }
-    Region { offset_bytes, size_bytes }
+    Region { offset_bytes: bounds.offset_bytes + offset_bytes, size_bytes }
 }
 
 /// The region's start aligned up to the block size and its size cut to whole blocks; returns
@@ -369,7 +382,7 @@ pub(crate) mod tests {
             vec![String::from("sd0: region 2g at 1g does not fit its 1g; using the whole device")]
         );
         assert_eq!(
-            device_region(&reference, &sd_geometry()),
+            device_region(&reference, &sd_geometry(), "sd0"),
             Some(Region { offset_bytes: 0, size_bytes: 1 << 30 })
         );
 
@@ -392,9 +405,44 @@ pub(crate) mod tests {
         assert!(notes.iter().any(|n| n.contains("region start 1000 aligned up to 131072")));
         // The sampled region is the one asked for, before any job's alignment.
         assert_eq!(
-            device_region(&unaligned, &nvme_geometry()),
+            device_region(&unaligned, &nvme_geometry(), "nvme0"),
             Some(Region { offset_bytes: 1000, size_bytes: 64 << 20 })
         );
+    }
+
+    #[test]
+    fn a_device_with_a_pattern_region_reads_inside_it() {
+        let job = JobSpec::new(JobOperation::RandRead, 4096, 1);
+        let mut notes = Vec::new();
+        let mut config = config();
+        let pattern = Region { offset_bytes: 300 << 20, size_bytes: 200 << 20 };
+        config.pattern_regions.push((String::from("sd0"), pattern));
+        // offset= counts from the pattern region's start.
+        config.offset_bytes = 16 << 20;
+        config.size_bytes = 64 << 20;
+        let plan = plan_job(&job, &config, &sd_geometry(), "sd0", &mut notes).unwrap();
+        assert_eq!((plan.region_offset_bytes, plan.region_size_bytes), (316 << 20, 64 << 20));
+        // Another device keeps the configured region.
+        let plan = plan_job(&job, &config, &sd_geometry(), "sd1", &mut notes).unwrap();
+        assert_eq!(plan.region_offset_bytes, 16 << 20);
+        // Too big for the pattern region: the whole of it, said so.
+        config.size_bytes = 1 << 30;
+        assert_eq!(device_region(&config, &sd_geometry(), "sd0"), Some(pattern));
+        plan_job(&job, &config, &sd_geometry(), "sd0", &mut notes).unwrap();
+        assert!(
+            notes.last().unwrap().ends_with("does not fit its 200m; using the whole pattern region"),
+            "{notes:?}"
+        );
+        // Ending past the pattern region: moved to end at its end.
+        config.size_bytes = 100 << 20;
+        config.offset_bytes = 150 << 20;
+        assert_eq!(
+            device_region(&config, &sd_geometry(), "sd0"),
+            Some(Region { offset_bytes: 400 << 20, size_bytes: 100 << 20 })
+        );
+        // A pattern region that does not fit the device is ignored.
+        config.pattern_regions[0].1 = Region { offset_bytes: 1 << 30, size_bytes: 1 << 20 };
+        assert_eq!(device_region(&config, &sd_geometry(), "sd0").unwrap().offset_bytes, 150 << 20);
     }
 
     #[test]
@@ -424,7 +472,7 @@ pub(crate) mod tests {
             plan_job(&big, &config, &empty, "x", &mut notes),
             Err(PlanError::NoBlocks { block_count: 0, .. })
         ));
-        assert_eq!(device_region(&config, &empty), None);
+        assert_eq!(device_region(&config, &empty, "sd0"), None);
     }
 
     #[test]

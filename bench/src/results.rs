@@ -194,6 +194,8 @@ pub struct RunResult {
     pub cpu: CpuCost,
     /// How the driver moved the run's data (commands, PIO fallbacks), for drivers that say.
     pub data_path: Option<DataPath>,
+    /// What `check=` found, when the run checked its reads (or was asked to).
+    pub check: Option<crate::check::CheckSummary>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
     /// The run's flushes (write results of jobs with `flush=`).
@@ -215,8 +217,14 @@ impl RunResult {
         per_second_micro(u128::from(self.bytes), self.window_ns)
     }
 
+    /// Failed I/Os of every kind plus the reads `check=` found differing from the pattern.
     pub fn errors_total(&self) -> u64 {
-        self.errors.iter().sum()
+        self.errors.iter().sum::<u64>() + self.check_mismatches()
+    }
+
+    /// Reads `check=` found differing from the test pattern.
+    pub fn check_mismatches(&self) -> u64 {
+        self.check.as_ref().map_or(0, |check| check.mismatches)
     }
 
     /// Flushes per second × 10^6 (0 without flushes).
@@ -453,6 +461,7 @@ pub(crate) mod tests {
             ended_early: None,
             cpu: CpuCost::default(),
             data_path: None,
+            check: None,
             notes: vec![],
         }
     }

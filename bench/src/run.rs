@@ -27,6 +27,7 @@ use blockdev::{
     SubmitError,
 };
 
+use crate::check::{CheckSummary, ReadChecker};
 use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
@@ -84,6 +85,8 @@ pub struct RunEnvironment<'a> {
     /// One DMA region for the read data; requests share it when it is smaller than queue
     /// depth × block size (reads only, so what is measured does not change).
     pub buffer_area: DmaBuffer,
+    /// CPU access to `buffer_area` for `check=`; `None`: reads are never checked.
+    pub memory: Option<&'a dyn BufferMemory>,
     /// `None`: write and mixed jobs are refused (nothing can be written).
     pub writes: Option<WriteAccess<'a>>,
 }
@@ -565,6 +568,9 @@ struct RunLoop<'r> {
     notes: Vec<String>,
     stall: StallWatch,
     trace: Option<&'r mut TraceRing>,
+    checker: Option<ReadChecker<'r>>,
+    /// Why `check=` asked for checks this run cannot make.
+    check_skipped: Option<(u32, &'static str)>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -580,6 +586,7 @@ struct RunOutcome<'r> {
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
     cpu: crate::cpu_cost::CpuCost,
+    check: Option<CheckSummary>,
 }
 
 impl<'r> RunLoop<'r> {
@@ -622,6 +629,17 @@ impl<'r> RunLoop<'r> {
             times.window_ticks,
             clock.ns_to_ticks(config.sample_interval_ns),
         );
+        // Write and mixed jobs check what they read back against what they wrote instead.
+        let check_every = config.check_every(device_name).filter(|_| label.job.read_percent == 100);
+        let (checker, check_skipped) = match check_every {
+            None => (None, None),
+            Some(every) => {
+                match read_checker(environment, &requests, queue_depth, every, logical_block_bytes) {
+                    Ok(checker) => (Some(checker), None),
+                    Err(reason) => (None, Some((every, reason))),
+                }
+            }
+        };
         RunLoop {
             device_name,
             device,
@@ -651,6 +669,8 @@ impl<'r> RunLoop<'r> {
             ended_early: None,
             notes: Vec::new(),
             trace: None,
+            checker,
+            check_skipped,
         }
     }
 
@@ -877,6 +897,9 @@ impl<'r> RunLoop<'r> {
             if known && counted && self.trace.is_some() {
                 self.record(completion, self.scratch.details[index], done);
             }
+            if known && completion.result.is_ok() {
+                self.check_read(completion.tag);
+            }
         }
         self.meter.lap(Account::Bookkeeping);
         Some(done)
@@ -918,6 +941,25 @@ impl<'r> RunLoop<'r> {
             }
         }
         true
+    }
+
+    /// With `check=`, compares every N-th successful read with the test pattern, after its
+    /// completion was time-stamped and before its buffer can be used again; the time it takes
+    /// is measured apart and charged to no I/O.
+    fn check_read(&mut self, tag: u32) {
+        let Some(checker) = self.checker.as_mut() else {
+            return;
+        };
+        if !checker.is_due() {
+            return;
+        }
+        let state = self.scratch.tags[tag as usize];
+        let buffer = self.requests.buffer(tag);
+        self.meter.lap(Account::Bookkeeping);
+        let started = self.clock.now_ticks();
+        checker.check(state.lba, state.block_count, &buffer);
+        checker.summary.check_ns += self.converter.ns(self.clock.now_ticks().saturating_sub(started));
+        self.meter.lap(Account::Excluded);
     }
 
     /// Stores a command that completed in the window in the trace ring, metered apart.
@@ -1150,6 +1192,7 @@ impl<'r> RunLoop<'r> {
         if let Some(ring) = self.trace.take() {
             ring.set_recording_cost(self.meter.total(Account::Recording));
         }
+        let check = self.report_checks(console);
         RunOutcome {
             flush: self.flush.as_ref().map(FlushState::result),
             region_id: self.checks.as_ref().and_then(|checks| checks.region_id),
@@ -1162,8 +1205,44 @@ impl<'r> RunLoop<'r> {
             ended_early: self.ended_early,
             notes: self.notes,
             cpu: self.meter.finish(self.completed),
+            check,
         }
     }
+
+    /// The check line of the run, its first mismatches, and a note for each of them.
+    fn report_checks(&mut self, console: &mut dyn Console) -> Option<CheckSummary> {
+        let name = self.device_name;
+        if let Some((every, reason)) = self.check_skipped {
+            let message = format!("{name}: check={every} asked for, but no read is checked: {reason}");
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+            return Some(CheckSummary { every, skipped: Some(reason), ..CheckSummary::default() });
+        }
+        let summary = self.checker.take()?.summary;
+        for mismatch in &summary.first {
+            let message = format!("{name}: MISMATCH: {mismatch}");
+            let _ = writeln!(console, "{message}");
+            self.notes.push(message);
+        }
+        let _ = writeln!(console, "{}", report::check_line(name, &summary));
+        Some(summary)
+    }
+}
+
+/// The checker of a run with `check=every`, or why there can be none: reads are checked only
+/// where the CPU can see the buffers and each request in flight has a buffer of its own.
+fn read_checker<'r>(
+    environment: &RunEnvironment<'r>,
+    requests: &RequestSource,
+    queue_depth: usize,
+    every: u32,
+    logical_block_bytes: u32,
+) -> Result<ReadChecker<'r>, &'static str> {
+    let memory = environment.memory.ok_or("this kernel gives the benchmark no access to its buffers")?;
+    if (requests.buffer_count as usize) < queue_depth {
+        return Err("requests share buffers (the buffer area is smaller than queue depth × block size)");
+    }
+    Ok(ReadChecker::new(memory, every, logical_block_bytes))
 }
 
 impl RunOutcome<'_> {
@@ -1179,7 +1258,9 @@ impl RunOutcome<'_> {
         let read_percent = label.job.read_percent;
         let mut results = Vec::new();
         if read_percent > 0 {
-            results.push(self.result(Direction::Read, plan, label, device_name, keep_bins));
+            let mut read = self.result(Direction::Read, plan, label, device_name, keep_bins);
+            read.check = self.check.clone();
+            results.push(read);
         }
         if read_percent < 100 {
             let mut write = self.result(Direction::Write, plan, label, device_name, keep_bins);
@@ -1255,6 +1336,7 @@ impl RunOutcome<'_> {
             verify: None,
             scratch_region_id: None,
             data_path: None,
+            check: None,
         }
     }
 }

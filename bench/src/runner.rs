@@ -507,6 +507,7 @@ mod tests {
             clock,
             cpu_counters: &counters,
             buffer_area: buffer_area(buffer_bytes),
+            memory: None,
             writes: None,
         };
         run_benchmark(config, devices, &environment, &context, console)
@@ -928,6 +929,7 @@ mod tests {
             clock,
             cpu_counters: &counters,
             buffer_area: memory.area(),
+            memory: None,
             writes: Some(writes),
         };
         let mut console = String::new();
@@ -1359,6 +1361,7 @@ mod tests {
             clock: &charging,
             cpu_counters: &counters,
             buffer_area: buffer_area(1 << 20),
+            memory: None,
             writes: None,
         };
         let context =
@@ -1438,6 +1441,7 @@ mod tests {
             clock: &clock,
             cpu_counters: &counters,
             buffer_area: buffer_area(1 << 20),
+            memory: None,
             writes: None,
         };
         let mut console = String::new();

@@ -11,6 +11,7 @@
 
 pub mod crc32;
 pub mod pattern;
+pub mod pattern_region;
 pub mod scratch;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

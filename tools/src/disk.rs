@@ -1,4 +1,4 @@
-//! Emulated-disk specifications (`SIZE[:pattern|zeros|FILE]`) and the image files made from them
+//! Emulated-disk specifications (`SIZE[:pattern|pattern-partition|zeros|FILE]`) and the image files made from them
 //! for QEMU (docs/qemu.md §0, §2: SD card sizes must be a power of two).
 
 use std::fmt;
@@ -66,6 +66,9 @@ pub fn format_size(bytes: u64) -> String {
 pub enum DiskContent {
     /// [`crate::pattern`]: every 512-byte sector tagged with its number.
     Pattern,
+    /// The pattern, with an MBR and one pattern partition (`blockdev::pattern_region`) from
+    /// 1 MiB to the end, which the kernel finds and `check=` verifies by default.
+    PatternPartition,
     /// All zeros (a sparse file).
     Zeros,
     /// The bytes of a file, followed by zeros up to the disk size.
@@ -115,6 +118,7 @@ impl FromStr for DiskSpec {
         }
         let content = match content_text {
             None | Some("pattern") => DiskContent::Pattern,
+            Some("pattern-partition") => DiskContent::PatternPartition,
             Some("zeros") | Some("zero") => DiskContent::Zeros,
             Some(path) => DiskContent::File(PathBuf::from(path)),
         };
@@ -140,6 +144,7 @@ impl fmt::Display for DiskSpec {
         let size = format_size(self.size_bytes).replace(' ', "");
         match &self.content {
             DiskContent::Pattern => write!(f, "{size}:pattern")?,
+            DiskContent::PatternPartition => write!(f, "{size}:pattern-partition")?,
             DiskContent::Zeros => write!(f, "{size}:zeros")?,
             DiskContent::File(path) => write!(f, "{size}:{}", path.display())?,
         }
@@ -185,12 +190,28 @@ impl DiskSpec {
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).map_err(create_error)?;
         }
-        let mut file = File::create(path).map_err(create_error)?;
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(create_error)?;
         match &self.content {
             DiskContent::Zeros => {}
             DiskContent::Pattern => {
                 pattern::write_pattern(&mut file, self.size_bytes, |done| progress(done, self.size_bytes))
                     .map_err(create_error)?;
+            }
+            DiskContent::PatternPartition => {
+                const MIB: u64 = 1 << 20;
+                file.set_len(self.size_bytes).map_err(create_error)?;
+                pattern::write_pattern(&mut file, MIB.min(self.size_bytes), |_| {}).map_err(create_error)?;
+                let length = (self.size_bytes - MIB) / MIB * MIB;
+                pattern::add_pattern_partition(&mut file, MIB, length, |done| {
+                    progress(MIB + done, self.size_bytes)
+                })
+                .map_err(create_error)?;
             }
             DiskContent::File(source_path) => {
                 let content_error = |source| DiskError::ContentFile { path: source_path.clone(), source };
@@ -275,6 +296,16 @@ mod tests {
 
     #[test]
     fn disk_specs_parse_content_kinds() {
+        let partitioned: DiskSpec = "64M:pattern-partition".parse().unwrap();
+        assert_eq!(partitioned.content, DiskContent::PatternPartition);
+        assert_eq!(partitioned.to_string(), "64MiB:pattern-partition");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("partitioned.img");
+        "4M:pattern-partition".parse::<DiskSpec>().unwrap().create_image(&path, |_, _| {}).unwrap();
+        let data = fs::read(&path).unwrap();
+        assert_eq!((data.len(), data[446 + 4], data[510]), (4 << 20, 0x7F, 0x55));
+        assert_eq!(blockdev::pattern_region::Marker::parse(&data[1 << 20..]).unwrap().length_bytes, 3 << 20);
+        assert_eq!(blockdev::pattern::first_mismatch(2 << 20, &data[2 << 20..]), None);
         let pattern: DiskSpec = "64M".parse().unwrap();
         assert_eq!(
             pattern,

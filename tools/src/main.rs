@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
-    Image(ImageArgs),
+    Image(Box<ImageArgs>),
     /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
     Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
@@ -101,6 +101,11 @@ struct ImageArgs {
     /// Also write the image to this card (e.g. /dev/sdX or /dev/mmcblk0), then verify it.
     #[arg(long, value_name = "DEVICE")]
     write: Option<PathBuf>,
+    /// Add a partition of this size after the FAT partition filled with the test pattern and
+    /// marked as a pattern region, so `check=` verifies the benchmark's reads on the board
+    /// (e.g. 1G; the image grows to the next power of two).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pattern: Option<u64>,
     /// Add a partition of this size after the FAT partition with a scratch-region marker, so
     /// write jobs can run on the card (e.g. 1G; the image grows to the next power of two).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
@@ -126,13 +131,13 @@ struct QemuArgs {
     /// build/kernel7.img for raspi2b, build/kernel-virt.img for virt].
     #[arg(long)]
     kernel: Option<PathBuf>,
-    /// SD card: SIZE[:pattern|zeros|FILE] (size rounded up to a power of two).
+    /// SD card: SIZE[:pattern|pattern-partition|zeros|FILE] (size rounded up to a power of two).
     #[arg(long, value_name = "SPEC")]
     sd: Option<DiskSpec>,
-    /// Card on the raspi4b EMMC2 controller: SIZE[:pattern|zeros|FILE].
+    /// Card on the raspi4b EMMC2 controller: SIZE[:pattern|pattern-partition|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     emmc2: Option<DiskSpec>,
-    /// NVMe namespace (virt only): SIZE[:pattern|zeros|FILE].
+    /// NVMe namespace (virt only): SIZE[:pattern|pattern-partition|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     nvme: Option<DiskSpec>,
     /// Extra properties of the nvme device, e.g. mdts=9 (repeatable).
@@ -142,10 +147,10 @@ struct QemuArgs {
     /// where this host refuses io_uring].
     #[arg(long, value_name = "BACKEND")]
     nvme_aio: Option<String>,
-    /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|zeros|FILE].
+    /// USB drive on the Bulk-Only transport (virt only; qemu-xhci + usb-storage): SIZE[:pattern|pattern-partition|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     usb: Option<DiskSpec>,
-    /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|zeros|FILE].
+    /// USB drive on UAS (virt only; qemu-xhci + usb-uas + scsi-hd): SIZE[:pattern|pattern-partition|zeros|FILE].
     #[arg(long, value_name = "SPEC")]
     uas: Option<DiskSpec>,
     /// CPU model for virt (the raspi machines have their own fixed CPUs).
@@ -285,6 +290,17 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     }
     println!("check it with: mdir -i {}@@{} ::", args.output.display(), layout.partition_offset_bytes());
     let mut image_bytes = layout.image_bytes;
+    if let Some(pattern_bytes) = args.pattern {
+        let (number, length_bytes, total_bytes) =
+            tools::pattern::append_pattern_partition(&args.output, pattern_bytes)
+                .with_context(|| format!("adding the pattern partition to {}", args.output.display()))?;
+        println!(
+            "pattern region: partition {number} (type 0x7f), {} from byte {image_bytes}; image now {}",
+            format_size(length_bytes),
+            format_size(total_bytes)
+        );
+        image_bytes = total_bytes;
+    }
     if let Some(scratch_bytes) = args.scratch {
         let region_id = scratch::random_region_id().context("reading /dev/urandom")?;
         let (number, length_bytes, total_bytes) =

@@ -1,12 +1,14 @@
 //! The deterministic "pattern" disk content of barebench's emulated drives: every 512-byte sector
 //! names itself, so a read can be checked against the block it claims to come from. The layout is
 //! defined once, in `blockdev::pattern` (tag `BAREBNCH`, the sector number, a generated tail), and
-//! shared with the kernel's `verify=` check; this module writes it into image files and
-//! recognises it.
+//! shared with the kernel's `verify=` and `check=` checks; this module writes it into image
+//! files, recognises it, and adds pattern partitions (`blockdev::pattern_region`) to images.
 
-use std::fs::File;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+
+use blockdev::pattern_region::{Marker, MBR_TYPE_PATTERN, RESERVED_BYTES};
 
 pub use blockdev::pattern::{fill_sector, SECTOR_BYTES, TAG as SECTOR_TAG};
 
@@ -40,24 +42,103 @@ pub fn identify_sector(data: &[u8; SECTOR_BYTES]) -> Option<u64> {
 
 /// Writes the pattern over the first `length_bytes` of `file` (which must be a multiple of 512),
 /// calling `progress(bytes_written)` after every chunk.
-pub fn write_pattern(file: &mut File, length_bytes: u64, mut progress: impl FnMut(u64)) -> io::Result<()> {
+pub fn write_pattern(file: &mut File, length_bytes: u64, progress: impl FnMut(u64)) -> io::Result<()> {
+    write_pattern_range(file, 0, length_bytes, progress)
+}
+
+/// Writes the pattern (each sector's own, counted from the start of the file) over
+/// `length_bytes` from `offset_bytes` (both multiples of 512), calling `progress(bytes_written)`
+/// after every chunk.
+fn write_pattern_range(
+    file: &mut File,
+    offset_bytes: u64,
+    length_bytes: u64,
+    mut progress: impl FnMut(u64),
+) -> io::Result<()> {
     const CHUNK_SECTORS: u64 = 2048;
-    if !length_bytes.is_multiple_of(SECTOR_BYTES as u64) {
+    let sector_bytes = SECTOR_BYTES as u64;
+    if !length_bytes.is_multiple_of(sector_bytes) || !offset_bytes.is_multiple_of(sector_bytes) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("pattern length {length_bytes} bytes is not a multiple of {SECTOR_BYTES}"),
+            format!(
+                "pattern range of {length_bytes} bytes at {offset_bytes} is not in whole {SECTOR_BYTES}-byte sectors"
+            ),
         ));
     }
-    file.seek(SeekFrom::Start(0))?;
-    let total_sectors = length_bytes / SECTOR_BYTES as u64;
-    let mut sector = 0;
-    while sector < total_sectors {
-        let count = CHUNK_SECTORS.min(total_sectors - sector);
+    file.seek(SeekFrom::Start(offset_bytes))?;
+    let first_sector = offset_bytes / sector_bytes;
+    let end_sector = first_sector + length_bytes / sector_bytes;
+    let mut sector = first_sector;
+    while sector < end_sector {
+        let count = CHUNK_SECTORS.min(end_sector - sector);
         file.write_all(&pattern_bytes(sector, count))?;
         sector += count;
-        progress(sector * SECTOR_BYTES as u64);
+        progress((sector - first_sector) * sector_bytes);
     }
     Ok(())
+}
+
+/// Makes `length_bytes` from `offset_bytes` of the image in `file` (both multiples of 1 MiB,
+/// inside the file) a pattern partition (`blockdev::pattern_region`): a primary MBR entry of
+/// type 0x7F in the first free slot (an MBR signature is written when there is none), the
+/// pattern over the partition and the marker at its first byte. Returns the partition number.
+pub fn add_pattern_partition(
+    file: &mut File,
+    offset_bytes: u64,
+    length_bytes: u64,
+    progress: impl FnMut(u64),
+) -> io::Result<u32> {
+    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidInput, message);
+    if !offset_bytes.is_multiple_of(RESERVED_BYTES) || !length_bytes.is_multiple_of(RESERVED_BYTES) {
+        return Err(invalid(format!(
+            "pattern partition {length_bytes} bytes at {offset_bytes}: not whole MiB"
+        )));
+    }
+    if length_bytes < 2 * RESERVED_BYTES {
+        return Err(invalid(format!("pattern partition of {length_bytes} bytes: at least 2 MiB needed")));
+    }
+    let mut mbr = [0u8; SECTOR_BYTES];
+    file.seek(SeekFrom::Start(0))?;
+    file.read_exact(&mut mbr)?;
+    if mbr[510..] != [0x55, 0xAA] {
+        mbr = [0u8; SECTOR_BYTES];
+        mbr[510..].copy_from_slice(&[0x55, 0xAA]);
+    }
+    let index = (0..4)
+        .find(|&index| mbr[446 + 16 * index + 4] == 0)
+        .ok_or_else(|| invalid("the MBR has no free primary entry for the pattern partition".to_string()))?;
+    let sector_bytes = SECTOR_BYTES as u64;
+    let first_lba = u32::try_from(offset_bytes / sector_bytes);
+    let sectors = u32::try_from(length_bytes / sector_bytes);
+    let (Ok(first_lba), Ok(sectors)) = (first_lba, sectors) else {
+        return Err(invalid("the pattern partition lies beyond what an MBR describes (2 TiB)".to_string()));
+    };
+    let entry = &mut mbr[446 + 16 * index..446 + 16 * (index + 1)];
+    entry.fill(0);
+    entry[4] = MBR_TYPE_PATTERN;
+    entry[8..12].copy_from_slice(&first_lba.to_le_bytes());
+    entry[12..16].copy_from_slice(&sectors.to_le_bytes());
+    write_pattern_range(file, offset_bytes, length_bytes, progress)?;
+    file.seek(SeekFrom::Start(offset_bytes))?;
+    file.write_all(&Marker { length_bytes }.encode())?;
+    file.seek(SeekFrom::Start(0))?;
+    file.write_all(&mbr)?;
+    Ok(index as u32 + 1)
+}
+
+/// Grows the image at `path` by a pattern partition of `length_bytes` (rounded up to whole MiB,
+/// at least 2 MiB) starting at the next MiB after its current end; the image's new size is the
+/// next power of two, as QEMU's SD card needs. Returns the partition number, its length and
+/// the new image size.
+pub fn append_pattern_partition(path: &Path, length_bytes: u64) -> io::Result<(u32, u64, u64)> {
+    let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+    let offset_bytes = file.metadata()?.len().next_multiple_of(RESERVED_BYTES);
+    let length_bytes = length_bytes.max(2 * RESERVED_BYTES).next_multiple_of(RESERVED_BYTES);
+    let image_bytes = (offset_bytes + length_bytes).next_power_of_two();
+    file.set_len(image_bytes)?;
+    let number = add_pattern_partition(&mut file, offset_bytes, length_bytes, |_| {})?;
+    file.sync_all()?;
+    Ok((number, length_bytes, image_bytes))
 }
 
 /// Creates (or replaces) `path` as a pattern image of `length_bytes`.
@@ -111,6 +192,46 @@ mod tests {
             let block: &[u8; SECTOR_BYTES] = data[start..start + SECTOR_BYTES].try_into().unwrap();
             assert_eq!(identify_sector(block), Some(sector));
         }
+    }
+
+    #[test]
+    fn an_appended_pattern_partition_is_found_by_the_kernels_scan_and_holds_the_pattern() {
+        use blockdev::pattern_region::{scan, BlockReader, Finding, PatternRegion};
+        struct FileDisk(Vec<u8>);
+        impl BlockReader for FileDisk {
+            type Error = ();
+            fn block_bytes(&self) -> u32 {
+                512
+            }
+            fn block_count(&self) -> u64 {
+                self.0.len() as u64 / 512
+            }
+            fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), ()> {
+                out.copy_from_slice(&self.0[lba as usize * 512..][..512]);
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("card.img");
+        // An image of 3 MiB and a bit: the partition starts at the next MiB (4 MiB).
+        create_pattern_file(&path, (3 << 20) + 512).unwrap();
+        let (number, length, image_bytes) = append_pattern_partition(&path, 3 << 20).unwrap();
+        assert_eq!((number, length, image_bytes), (1, 3 << 20, 8 << 20));
+        let data = std::fs::read(&path).unwrap();
+        assert_eq!(data.len(), 8 << 20);
+        let mut found = Vec::new();
+        scan(&mut FileDisk(data.clone()), &mut [0u8; 512], &mut |finding| found.push(finding)).unwrap();
+        let region = PatternRegion { partition_number: 1, start_bytes: 4 << 20, length_bytes: 3 << 20 };
+        assert_eq!(found, vec![Finding::Region(region)]);
+        let (offset, readable) = region.readable();
+        assert_eq!(
+            blockdev::pattern::first_mismatch(offset, &data[offset as usize..][..readable as usize]),
+            None
+        );
+        assert_eq!(data[446 + 4], 0x7F, "the MBR entry's type");
+        // The sector after the marker is the pattern's own, and the marker is not.
+        assert_eq!(blockdev::pattern::first_mismatch((4 << 20) + 512, &data[(4 << 20) + 512..][..512]), None);
+        assert!(blockdev::pattern::first_mismatch(4 << 20, &data[4 << 20..][..512]).is_some());
     }
 
     #[test]

@@ -378,6 +378,7 @@ impl QemuRun {
             };
             let content_name = match &spec.content {
                 DiskContent::Pattern => "pattern",
+                DiskContent::PatternPartition => "pattern-partition",
                 DiskContent::Zeros => "zeros",
                 DiskContent::File(_) => "file",
             };
@@ -669,7 +670,9 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn create_disk_image(disk: &PlannedDisk, show_progress: bool) -> Result<(), QemuError> {
-    let bar = (show_progress && disk.spec.content == DiskContent::Pattern).then(|| {
+    let bar = (show_progress
+        && matches!(disk.spec.content, DiskContent::Pattern | DiskContent::PatternPartition))
+    .then(|| {
         let bar = indicatif::ProgressBar::new(disk.spec.size_bytes);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})")

@@ -328,3 +328,64 @@ fn write_to_a_loop_device_needs_force_and_verifies() {
     let written = fs::read(&backing).unwrap();
     assert!(written[..image.len()] == image[..]);
 }
+
+#[test]
+fn a_pattern_partition_follows_the_fat_one_and_the_kernels_scan_finds_it() {
+    use blockdev::pattern_region::{scan, BlockReader, Finding};
+    struct ImageDisk(Vec<u8>);
+    impl BlockReader for ImageDisk {
+        type Error = ();
+        fn block_bytes(&self) -> u32 {
+            512
+        }
+        fn block_count(&self) -> u64 {
+            self.0.len() as u64 / 512
+        }
+        fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), ()> {
+            out.copy_from_slice(&self.0[lba as usize * 512..][..512]);
+            Ok(())
+        }
+    }
+    let work = tempfile::tempdir().unwrap();
+    let firmware_dir = work.path().join("boot");
+    fs::create_dir_all(&firmware_dir).unwrap();
+    fake_firmware(&firmware_dir);
+    let (kernel_path, _) = kernel(work.path());
+    let (kernel32_path, _) = kernel32(work.path());
+    let output = barebench(
+        &[
+            "image",
+            "-o",
+            "card.img",
+            "--kernel",
+            kernel_path.to_str().unwrap(),
+            "--kernel32",
+            kernel32_path.to_str().unwrap(),
+            "--firmware",
+            firmware_dir.to_str().unwrap(),
+            "--size",
+            "64M",
+            "--pattern",
+            "16M",
+        ],
+        work.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(
+            "pattern region: partition 2 (type 0x7f), 16 MiB from byte 67108864; image now 128 MiB"
+        ),
+        "{stdout}"
+    );
+    let image = work.path().join("card.img");
+    fsck_partition(&image);
+    let bytes = fs::read(&image).unwrap();
+    assert_eq!(bytes.len(), 128 << 20);
+    let mut found = Vec::new();
+    scan(&mut ImageDisk(bytes.clone()), &mut [0u8; 512], &mut |finding| found.push(finding)).unwrap();
+    let [Finding::Region(region)] = found.as_slice() else { panic!("{found:?}") };
+    assert_eq!((region.partition_number, region.start_bytes, region.length_bytes), (2, 64 << 20, 16 << 20));
+    let (offset, length) = region.readable();
+    assert_eq!(blockdev::pattern::first_mismatch(offset, &bytes[offset as usize..][..length as usize]), None);
+}

@@ -117,6 +117,7 @@ fn report_reads_the_benchmarks_own_console_output() {
         clock: &clock,
         cpu_counters: &counters,
         buffer_area: area,
+        memory: None,
         writes: None,
     };
     bench::runner::run_benchmark(&config, &mut devices, &environment, &context, &mut console);

@@ -141,6 +141,7 @@ fn scripted_run(output: OutputFormat) -> (Value, DeviceLog) {
             physical_address: 0x1000_0000,
             length_bytes: 1 << 20,
         },
+        memory: None,
         writes: None,
     };
     let mut console = String::new();

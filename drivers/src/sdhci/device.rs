@@ -251,6 +251,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         })
     }
 
+    /// How long a data transfer may go without progress before it fails as a timeout and the
+    /// host is recovered (`sd.timeout-ms`; default [`BLOCK_TIMEOUT_US`]).
+    pub fn set_data_timeout_ms(&mut self, timeout_ms: u32) {
+        self.timeouts.block = self.host.platform().ns_to_ticks(u64::from(timeout_ms) * 1_000_000);
+    }
+
+    /// The data timeout in force, ms.
+    pub fn data_timeout_ms(&self) -> u64 {
+        blockdev::ticks_to_ns(self.timeouts.block, self.host.platform().ticks_per_second()) / 1_000_000
+    }
+
     pub fn card(&self) -> &CardInfo {
         &self.card
     }

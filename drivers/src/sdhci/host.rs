@@ -521,15 +521,16 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
     }
 
-    /// Error recovery (§3.10.1): reset the CMD line, and the DAT line when a data phase or
-    /// busy was involved, then clear every status bit.
+    /// Error recovery (§3.10.1, docs/hardware.md §9): reset the CMD line and
+    /// wait for it, then, when a data phase or busy was involved, reset the DAT line and wait
+    /// for it (the DAT line reset is what ends a transfer the card abandoned: until then the
+    /// host keeps Command Inhibit (DAT) set); then clear every status bit.
     pub fn recover(&mut self, data_involved: bool) {
-        let mut lines = CLOCK_TIMEOUT_RESET::RESET_COMMAND_LINE::SET.value;
-        if data_involved {
-            lines |= CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value;
-        }
         // A reset that does not finish shows up as a timeout on the next command.
-        let _ = self.reset(lines);
+        let _ = self.reset(CLOCK_TIMEOUT_RESET::RESET_COMMAND_LINE::SET.value);
+        if data_involved {
+            let _ = self.reset(CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value);
+        }
         self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
     }
 

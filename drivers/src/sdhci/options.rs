@@ -1,13 +1,18 @@
 //! The `sd.*` driver options of the kernel command line (docs/architecture.md "Configuration"): transfer
 //! mode, how multi-block reads end, whether CMD6 may raise the bus speed, a clock ceiling, and
-//! which controller gets the SD slot on the Pi 1-3 (docs/aarch32-pis.md §7).
+//! which controller gets the SD slot on the Pi 1-3 (docs/aarch32-pis.md §7), and how long a data
+//! transfer may go without progress before it is abandoned and the host recovered (SDHCI
+//! §3.10.1).
 
 use super::bringup::BringUpOptions;
 use super::device::{Cmd23Request, ModeRequest};
 
 /// The accepted forms, for messages.
 pub const ACCEPTED: &str = "sd.mode=auto|pio|adma2, sd.cmd23=auto|on|off, sd.speed=auto|default, \
-     sd.max-clock-hz=N (N >= 400000), sd.host=auto|sdhost|arasan";
+     sd.max-clock-hz=N (N >= 400000), sd.host=auto|sdhost|arasan, sd.timeout-ms=N (1 to 60000)";
+
+/// `sd.timeout-ms` bounds.
+pub const MAX_DATA_TIMEOUT_MS: u32 = 60_000;
 
 /// Which controller GPIO 48-53 route to the SD slot of a Pi 1-3 (`sd.host`): ALT0 the sdhost,
 /// ALT3 the Arasan.
@@ -34,6 +39,10 @@ pub struct SdOptions {
     pub cmd23: Cmd23Request,
     pub bring_up: BringUpOptions,
     pub slot_host: SlotHost,
+    /// `sd.timeout-ms`: how long a data transfer may go without progress (a PIO block, or the
+    /// base of a DMA transfer's budget), `None` for the driver's default
+    /// ([`super::host::BLOCK_TIMEOUT_US`]).
+    pub data_timeout_ms: Option<u32>,
 }
 
 /// An option that was not understood; nothing changed.
@@ -55,6 +64,10 @@ impl SdOptions {
             ("host", "auto") => self.slot_host = SlotHost::Auto,
             ("host", "sdhost") => self.slot_host = SlotHost::Sdhost,
             ("host", "arasan") => self.slot_host = SlotHost::Arasan,
+            ("timeout-ms", text) => {
+                let ms = text.parse::<u32>().ok().filter(|ms| (1..=MAX_DATA_TIMEOUT_MS).contains(ms));
+                self.data_timeout_ms = Some(ms.ok_or(UnknownOption)?);
+            }
             ("max-clock-hz", text) => {
                 let hz = text.parse::<u32>().ok().filter(|hz| *hz >= 400_000).ok_or(UnknownOption)?;
                 self.bring_up.max_clock_hz = Some(hz);
@@ -97,5 +110,13 @@ mod tests {
         options.apply("host", "sdhost").unwrap();
         assert!(options.slot_host.is_sdhost());
         assert_eq!(options.apply("host", "emmc2"), Err(UnknownOption));
+        assert_eq!(options.data_timeout_ms, None);
+        options.apply("timeout-ms", "250").unwrap();
+        assert_eq!(options.data_timeout_ms, Some(250));
+        for bad in ["0", "60001", "1s", "-5", ""] {
+            assert_eq!(options.apply("timeout-ms", bad), Err(UnknownOption), "{bad}");
+        }
+        assert_eq!(options.data_timeout_ms, Some(250));
+        assert!(ACCEPTED.contains("sd.timeout-ms=N (1 to 60000)"));
     }
 }

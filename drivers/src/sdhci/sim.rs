@@ -25,6 +25,10 @@ use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
 
+/// Error Interrupt Status bits of the CMD line (§2.2.18: command timeout, CRC, end bit, index),
+/// in their word-0x30 positions.
+const COMMAND_LINE_ERRORS: u32 = 0x000f_0000;
+
 /// The shared test arena (a 1 GHz clock stepping 1 µs per read, so waits end quickly).
 pub type TestPlatform = crate::testing::ArenaPlatform;
 
@@ -268,6 +272,10 @@ pub struct SimState {
     pub min_slow_write_gap_ns: u64,
     last_write_ns: Option<u64>,
     pub line_resets: u32,
+    /// The line-reset bits of every Software Reset write that had any (0b010 CMD, 0b100 DAT).
+    pub line_reset_log: Vec<u8>,
+    /// A command-line error was raised and the CMD line has not been reset since.
+    cmd_reset_due: bool,
     pub dma_transfers: u32,
     pub signal_1v8_requested: bool,
     dat_low: bool,
@@ -347,6 +355,8 @@ impl<'a> SimHost<'a> {
                 min_slow_write_gap_ns: u64::MAX,
                 last_write_ns: None,
                 line_resets: 0,
+                line_reset_log: Vec::new(),
+                cmd_reset_due: false,
                 dma_transfers: 0,
                 signal_1v8_requested: false,
                 dat_low: false,
@@ -435,6 +445,9 @@ impl SimState {
     }
 
     fn raise(&mut self, bits: u32) {
+        if bits & COMMAND_LINE_ERRORS != 0 {
+            self.cmd_reset_due = true;
+        }
         if self.deferring {
             self.unseen_status |= bits;
             return;
@@ -465,7 +478,8 @@ impl SimState {
         if self.command_reads_left > 0 {
             value |= 1 << 0;
         }
-        if self.transfer.is_some() || self.adma_due || self.adma_reads_left.is_some() {
+        // A transfer the card stopped (`stalled`) holds the DAT line until its reset (§3.10.1).
+        if self.transfer.is_some() || self.adma_due || self.adma_reads_left.is_some() || self.stalled {
             value |= 1 << 1;
         }
         value
@@ -1051,19 +1065,32 @@ impl RegisterIo for SimHost<'_> {
                     state.adma_reads_left = None;
                     value = 0;
                 }
+                if resets & 0b110 == 0b110 {
+                    // §3.10.1 resets the CMD line, waits for it, then the DAT line.
+                    state.violations.push(
+                        "CMD and DAT line resets in one write (SDHCI §3.10.1: CMD line first, then DAT)",
+                    );
+                } else if resets & 0b100 != 0 && state.cmd_reset_due {
+                    state.violations.push(
+                        "DAT line reset before the CMD line reset after a command error (SDHCI §3.10.1)",
+                    );
+                }
                 if resets & 0b110 != 0 {
                     state.line_resets += 1;
+                    state.line_reset_log.push((resets & 0b110) as u8);
+                }
+                if resets & 0b010 != 0 {
+                    // The CMD line only: a transfer the card abandoned is still held.
+                    state.unseen_status = 0;
+                    state.command_reads_left = 0;
+                    state.cmd_reset_due = false;
+                }
+                if resets & 0b100 != 0 {
                     state.buffer.clear();
                     state.transfer = None;
                     state.stalled = false;
-                    if resets & 0b010 != 0 {
-                        state.unseen_status = 0;
-                        state.command_reads_left = 0;
-                    }
-                    if resets & 0b100 != 0 {
-                        state.adma_due = false;
-                        state.adma_reads_left = None;
-                    }
+                    state.adma_due = false;
+                    state.adma_reads_left = None;
                 }
                 if value & 1 != 0 {
                     value |= 0b10;

@@ -1048,3 +1048,81 @@ fn pio_data_is_cleaned_after_the_cpu_copied_it() {
         .any(|event| matches!(event, PlatformEvent::Clean(range) if *range == ByteRange::of(&buffer)));
     assert!(cleaned, "the PIO data was never cleaned");
 }
+
+#[test]
+fn a_data_timeout_is_recovered_by_a_cmd_then_a_dat_line_reset_and_the_next_read_works() {
+    // The card stops sending after 2 blocks, once: the host holds Command Inhibit (DAT) until
+    // the DAT line is reset. The driver's data timeout (sd.timeout-ms=20) ends the attempt, it
+    // resets the CMD line, then the DAT line (SDHCI §3.10.1), and the retry reads everything.
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
+    device.set_data_timeout_ms(20);
+    assert_eq!(device.data_timeout_ms(), 20);
+    sim.state.borrow_mut().line_reset_log.clear();
+    sim.inject(Injection {
+        command_index: 18,
+        error_bits: 0,
+        at: InjectAt::Stall { after_blocks: 2 },
+        times: 1,
+    });
+    let started = blockdev::Clock::now_ticks(platform);
+    let (completion, buffer) = read(&mut device, platform, 300, 16);
+    let elapsed_ms = (blockdev::Clock::now_ticks(platform) - started) / 1_000_000;
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 300);
+    let state = sim.state.borrow();
+    assert_eq!(
+        &state.line_reset_log[..2],
+        &[0b010, 0b100],
+        "CMD line first, then DAT: {:?}",
+        state.line_reset_log
+    );
+    assert_eq!(state.violations, Vec::<&str>::new());
+    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 18).count(), 2, "one retry");
+    // The attempt waited for the 20 ms data timeout, not the 500 ms default.
+    assert!((20..200).contains(&elapsed_ms), "{elapsed_ms} ms");
+    std::eprintln!("stalled read with sd.timeout-ms=20: recovered and completed in {elapsed_ms} ms (simulated clock)");
+}
+
+#[test]
+fn the_model_refuses_both_line_resets_in_one_write_and_keeps_a_stalled_transfer_until_the_dat_reset() {
+    use super::regs::offsets;
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Off);
+    device.set_data_timeout_ms(5);
+    sim.inject(Injection {
+        command_index: 18,
+        error_bits: 0,
+        at: InjectAt::Stall { after_blocks: 1 },
+        times: 1,
+    });
+    let request = Request {
+        tag: 1,
+        operation: Operation::Read,
+        lba: 0,
+        block_count: 4,
+        buffer: platform.allocate_dma(4096, 4096).unwrap(),
+    };
+    device.submit(request).unwrap();
+    device.kick();
+    let mut completions = [Completion::default(); 1];
+    // Let the card stall (one block is read), then look at the host without the driver.
+    for _ in 0..50 {
+        device.poll(&mut completions);
+    }
+    let control = sim.read32(offsets::CLOCK_TIMEOUT_RESET);
+    let present = sim.read32(offsets::PRESENT_STATE);
+    assert_ne!(present & 0b10, 0, "Command Inhibit (DAT) held by the stalled transfer");
+    sim.write32(offsets::CLOCK_TIMEOUT_RESET, control | 0b010 << 24);
+    assert_ne!(sim.read32(offsets::PRESENT_STATE) & 0b10, 0, "a CMD line reset alone does not release it");
+    sim.write32(offsets::CLOCK_TIMEOUT_RESET, control | 0b110 << 24);
+    assert_eq!(sim.read32(offsets::PRESENT_STATE) & 0b10, 0, "the DAT line reset does");
+    assert_eq!(
+        sim.state.borrow().violations,
+        ["CMD and DAT line resets in one write (SDHCI §3.10.1: CMD line first, then DAT)"]
+    );
+}

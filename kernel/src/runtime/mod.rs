@@ -171,6 +171,9 @@ fn run_benchmark(
     let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
         return false;
     };
+    let mut config = config.clone();
+    config.pattern_regions = storage::scan_pattern_regions(&config, storage, machine.platform, area);
+    let config = &config;
     let samples = storage::sample_regions(config, storage, machine.platform, area);
     let device_facts: alloc::vec::Vec<bench::results::DeviceFacts<'_>> = samples
         .iter()
@@ -200,6 +203,7 @@ fn run_benchmark(
         clock: &machine.timer,
         cpu_counters: &machine.pmu,
         buffer_area: area,
+        memory: Some(&memory),
         writes,
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
@@ -212,7 +216,7 @@ fn run_benchmark(
         &mut console::ConsoleWriter,
         &trace::DefmtTraces,
     );
-    let errors: u64 = results.runs.iter().flat_map(|run| run.errors.iter()).sum();
+    let errors: u64 = results.runs.iter().map(|run| run.errors_total()).sum();
     let verified = results
         .runs
         .iter()

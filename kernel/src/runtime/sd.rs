@@ -234,13 +234,16 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
         }
     };
     let name = storage.next_name(DeviceClass::Sd);
-    let device = match SdCard::new(host, info, &name, options.mode, options.cmd23) {
+    let mut device = match SdCard::new(host, info, &name, options.mode, options.cmd23) {
         Ok(device) => device,
         Err(error) => {
             println!("{name}: cannot set up transfers: {error}");
             return;
         }
     };
+    if let Some(timeout_ms) = options.data_timeout_ms {
+        device.set_data_timeout_ms(timeout_ms);
+    }
     describe(&name, &device, options.mode);
     if sd_settings.settings.wants_registers(&name) {
         print_registers(
@@ -462,6 +465,11 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
     let descriptors = device.descriptor_limit().map(|limit| alloc::format!(" with {}", limit.name()));
     let transfer = alloc::format!("{}{}", device.transfer_mode().name(), descriptors.unwrap_or_default());
     describe_card(name, card, &transfer, ending);
+    println!(
+        "{name}        timeouts: command {} ms, data {} ms without progress (sd.timeout-ms); then CMD and DAT line reset and retry",
+        drivers::sdhci::host::COMMAND_TIMEOUT_US / 1000,
+        device.data_timeout_ms()
+    );
     if let Some(fallback) = card.fallback {
         println!(
             "{name}        {} given up: tuning failed ({}); the clock was lowered before the next command",

@@ -228,7 +228,7 @@ pub fn sample_regions(
         let name = String::from(entry.device.name());
         let geometry = entry.device.geometry();
         let Some(region) =
-            bench::plan::device_region(config, &geometry).filter(|_| config.selects_device(&name))
+            bench::plan::device_region(config, &geometry, &name).filter(|_| config.selects_device(&name))
         else {
             continue;
         };
@@ -239,6 +239,70 @@ pub fn sample_regions(
         samples.push(SampledRegion { device_name: name, sample, deallocated_read: entry.deallocated_read });
     }
     samples
+}
+
+/// Reads one block at a time for a partition scan, through a DMA buffer of 64 KiB.
+struct PatternScanReader<'d> {
+    device: &'d mut dyn BlockDevice,
+    platform: &'d KernelPlatform,
+    buffer: DmaBuffer,
+}
+
+impl blockdev::pattern_region::BlockReader for PatternScanReader<'_> {
+    type Error = CheckFailure;
+    fn block_bytes(&self) -> u32 {
+        self.device.geometry().logical_block_bytes
+    }
+    fn block_count(&self) -> u64 {
+        self.device.geometry().block_count
+    }
+    fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), CheckFailure> {
+        // The scan refuses blocks larger than the 64 KiB buffer before reading any.
+        let buffer = self.buffer.slice(0, out.len()).ok_or(CheckFailure::OutOfRange { block_count: 1 })?;
+        read_checked(self.device, self.platform, buffer, lba, 1, |bytes| out.copy_from_slice(bytes))
+    }
+}
+
+/// Looks for a pattern region (`blockdev::pattern_region`) on each device the benchmark runs
+/// and prints what it finds; returns each device's region as its readable bytes, which the
+/// benchmark reads inside and `check=auto` verifies.
+pub fn scan_pattern_regions(
+    config: &bench::cmdline::Config,
+    storage: &mut Storage,
+    platform: &KernelPlatform,
+    buffer: DmaBuffer,
+) -> Vec<(String, bench::plan::Region)> {
+    use blockdev::pattern_region::{scan, Finding};
+    let mut regions = Vec::new();
+    let Some(buffer) = buffer.slice(0, buffer.length_bytes.min(65_536)) else {
+        return regions;
+    };
+    for entry in storage.devices_mut() {
+        let name = String::from(entry.device.name());
+        if !config.selects_device(&name) {
+            continue;
+        }
+        let mut block = alloc::vec![0u8; entry.device.geometry().logical_block_bytes as usize];
+        let mut reader = PatternScanReader { device: entry.device.as_mut(), platform, buffer };
+        let mut found = Vec::new();
+        if let Err(error) = scan(&mut reader, &mut block, &mut |finding| found.push(finding)) {
+            println!("{name:<10} pattern scan stopped: {error}");
+        }
+        for finding in found {
+            match finding {
+                Finding::Region(region) if regions.iter().all(|(device, _)| *device != name) => {
+                    let (offset_bytes, size_bytes) = region.readable();
+                    println!("{name:<10} {region}: the benchmark reads inside it");
+                    regions.push((name.clone(), bench::plan::Region { offset_bytes, size_bytes }));
+                }
+                Finding::Region(region) => println!("{name:<10} {region}: not used (the first one is)"),
+                Finding::Refused { partition_number, reason } => {
+                    println!("{name:<10} partition {partition_number}: not a pattern region: {reason}")
+                }
+            }
+        }
+    }
+    regions
 }
 
 /// A block device shared between the storage registry (the block interface) and the code that
