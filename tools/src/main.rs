@@ -176,7 +176,8 @@ struct QemuArgs {
     /// Inject a fault to see what the kernel does with it (repeatable or comma-separated):
     /// nvme-media (reads of the NVMe drive's second MiB fail: Unrecovered Read Error),
     /// nvme-slow (the NVMe drive answers after 2 s; nvme.timeout-ms=500 unless set),
-    /// nvme-gone (the NVMe device is removed 0.5 s into its first run).
+    /// nvme-gone (the NVMe device is removed 0.5 s into its first run), sd-eject (the SD card
+    /// is ejected 0.5 s into its first run; virt).
     #[arg(long = "fault", value_enum, value_delimiter = ',', value_name = "KIND")]
     faults: Vec<Fault>,
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).

@@ -338,11 +338,18 @@ impl QemuRun {
                 reason: "QEMU's raspi machines have no PCIe (use --machine virt)",
             });
         }
-        if !self.faults.is_empty() && self.nvme.is_none() {
+        if self.faults.iter().any(|fault| fault.needs_nvme()) && self.nvme.is_none() {
             return Err(QemuError::DeviceNotOnMachine {
                 device: "an NVMe fault",
                 machine,
                 reason: "the nvme faults need an NVMe drive (--nvme SIZE)",
+            });
+        }
+        if self.faults.contains(&Fault::SdEject) && (self.sd.is_none() || self.machine != Machine::Virt) {
+            return Err(QemuError::DeviceNotOnMachine {
+                device: "the sd-eject fault",
+                machine,
+                reason: "sd-eject needs an SD card on virt (--machine virt --sd SIZE)",
             });
         }
         if (self.usb.is_some() || self.uas.is_some()) && self.machine != Machine::Virt {
@@ -444,7 +451,7 @@ impl QemuRun {
         push("-display");
         push("none");
         push("-monitor");
-        if self.faults.contains(&Fault::NvmeGone) {
+        if self.mid_run_faults().next().is_some() {
             push(&format!("unix:{},server,nowait", self.monitor_socket_path().display()));
         } else {
             push("none");
@@ -558,7 +565,7 @@ impl QemuRun {
         }
         let mut log = File::create(&self.log_path).map_err(log_error)?;
 
-        if self.faults.contains(&Fault::NvmeGone) {
+        if self.mid_run_faults().next().is_some() {
             // A socket left by an earlier run would keep QEMU from listening.
             let _ = fs::remove_file(self.monitor_socket_path());
         }
@@ -584,7 +591,10 @@ impl QemuRun {
             Ok(())
         };
         let deadline = self.timeout.map(|timeout| started + timeout);
-        let mut removal = self.faults.contains(&Fault::NvmeGone).then(qemu_faults::RemovalTimer::default);
+        let mut removals: Vec<(Fault, qemu_faults::RemovalTimer)> = self
+            .mid_run_faults()
+            .map(|(fault, _, after)| (fault, qemu_faults::RemovalTimer::new(after)))
+            .collect();
         let mut serial_open = true;
         let mut exited: Option<(ExitStatus, Instant)> = None;
         let exit_status = loop {
@@ -598,8 +608,10 @@ impl QemuRun {
                 thread::sleep(POLL_INTERVAL);
             }
             stderr_bytes.extend(stderr_chunks.try_iter().flatten());
-            if removal.as_mut().is_some_and(|timer| timer.due(&log_bytes, Instant::now())) {
-                self.remove_nvme_device(started);
+            for (fault, timer) in &mut removals {
+                if timer.due(&log_bytes, Instant::now()) {
+                    self.send_mid_run_fault(*fault, started);
+                }
             }
             if exited.is_none() {
                 let status = child.try_wait().map_err(|source| QemuError::Wait { source })?;
@@ -645,20 +657,32 @@ impl QemuRun {
 }
 
 impl QemuRun {
-    /// `nvme-gone`: removes the NVMe device through the monitor socket and says so (on stderr,
-    /// beside QEMU's own messages); a failure to reach the monitor is said, not fatal.
-    fn remove_nvme_device(&self, started: Instant) {
+    /// The faults sent through the monitor mid-run: each with its command and the console text
+    /// after which it is due.
+    fn mid_run_faults(&self) -> impl Iterator<Item = (Fault, &'static str, &'static str)> + '_ {
+        self.faults
+            .iter()
+            .filter_map(|&fault| fault.mid_run_command().map(|(command, after)| (fault, command, after)))
+    }
+
+    /// `nvme-gone` / `sd-eject`: sends the fault's command through the monitor socket and says so
+    /// (on stderr, beside QEMU's own messages); a failure to reach the monitor is said, not fatal.
+    fn send_mid_run_fault(&self, fault: Fault, started: Instant) {
+        let Some((command, _)) = fault.mid_run_command() else {
+            return;
+        };
         let path = self.monitor_socket_path();
         let sent = std::os::unix::net::UnixStream::connect(&path)
-            .and_then(|mut monitor| monitor.write_all(qemu_faults::GONE_MONITOR_COMMAND.as_bytes()));
+            .and_then(|mut monitor| monitor.write_all(command.as_bytes()));
+        let name = fault.name();
         match sent {
             Ok(()) => eprintln!(
-                "barebench: nvme-gone: NVMe device removed {:.2} s after QEMU started ({})",
+                "barebench: {name}: sent {:.2} s after QEMU started ({})",
                 started.elapsed().as_secs_f64(),
-                qemu_faults::GONE_MONITOR_COMMAND.trim_end()
+                command.trim_end()
             ),
             Err(error) => {
-                eprintln!("barebench: nvme-gone: cannot reach QEMU's monitor at {}: {error}", path.display())
+                eprintln!("barebench: {name}: cannot reach QEMU's monitor at {}: {error}", path.display())
             }
         }
     }

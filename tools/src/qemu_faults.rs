@@ -1,7 +1,8 @@
 //! Faults `barebench qemu --fault KIND` injects into the emulated devices, so that a user sees
 //! what the kernel does when a device fails (docs/qemu.md §12): media errors from a `blkdebug`
 //! layer under the NVMe drive (QEMU's docs/devel/blkdebug.rst, `[inject-error]` rules), and a
-//! drive slower than the NVMe command timeout (QEMU's `null-co` driver with `latency-ns`).
+//! drive slower than the NVMe command timeout (QEMU's `null-co` driver with `latency-ns`), the
+//! NVMe device unrealized and the SD card's medium ejected mid-run through QEMU's monitor.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
@@ -18,6 +19,9 @@ pub enum Fault {
     /// The NVMe device is removed 0.5 s into its first run, without the guest's cooperation
     /// (QEMU monitor: `qom-set .../nv0 realized false`); its registers then read as all ones.
     NvmeGone,
+    /// The SD card's medium is ejected 0.5 s into its first run (QEMU monitor: `eject -f sdc`):
+    /// QEMU's sdhci clears Card Inserted and raises Card Removal, the card answers nothing.
+    SdEject,
 }
 
 /// First sector of the band of media errors: the drive's second MiB.
@@ -32,12 +36,17 @@ pub const SLOW_DRIVE_LATENCY_NS: u64 = 2_000_000_000;
 pub const SLOW_DRIVE_TIMEOUT_SETTING: &str = "nvme.timeout-ms=500";
 /// `nvme-gone` removes the device once the console shows this (the first run on nvme0 began)...
 pub const GONE_AFTER_CONSOLE_TEXT: &str = " on nvme0, region ";
+/// ... `sd-eject` the card once its first run began ...
+pub const EJECT_AFTER_CONSOLE_TEXT: &str = " on sd0, region ";
 /// ... and this much later.
 pub const GONE_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 /// The QEMU monitor command that removes the NVMe device at once. `device_del` would only ask
 /// the guest (PCIe native hot-plug waits for the guest to power the slot off), which a
 /// benchmark kernel never does (docs/qemu.md §12).
 pub const GONE_MONITOR_COMMAND: &str = "qom-set /machine/peripheral/nv0 realized false\n";
+/// The QEMU monitor command that ejects the SD card's medium (`-f`: the guest cannot lock the
+/// tray of an SD card anyway); the drive id is the SD card's `-drive id=` on virt.
+pub const EJECT_MONITOR_COMMAND: &str = "eject -f sdc\n";
 /// The NVMe device's `-device` id, and the root port it sits in for `nvme-gone`.
 pub const NVME_DEVICE_ID: &str = "nv0";
 pub const NVME_ROOT_PORT: &str = "pcie-root-port,id=rp1,chassis=1,slot=1";
@@ -49,6 +58,7 @@ impl Fault {
             Fault::NvmeMedia => "nvme-media",
             Fault::NvmeSlow => "nvme-slow",
             Fault::NvmeGone => "nvme-gone",
+            Fault::SdEject => "sd-eject",
         }
     }
 
@@ -70,13 +80,33 @@ impl Fault {
                 GONE_DELAY.as_millis(),
                 GONE_MONITOR_COMMAND.trim_end()
             ),
+            Fault::SdEject => format!(
+                "fault sd-eject: the SD card is ejected {} ms into its first run (QEMU monitor: {})",
+                GONE_DELAY.as_millis(),
+                EJECT_MONITOR_COMMAND.trim_end()
+            ),
         }
+    }
+
+    /// The monitor command the fault sends mid-run, and the console text after which it is due
+    /// ([`GONE_DELAY`] later); `None` for faults set up before QEMU starts.
+    pub fn mid_run_command(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Fault::NvmeMedia | Fault::NvmeSlow => None,
+            Fault::NvmeGone => Some((GONE_MONITOR_COMMAND, GONE_AFTER_CONSOLE_TEXT)),
+            Fault::SdEject => Some((EJECT_MONITOR_COMMAND, EJECT_AFTER_CONSOLE_TEXT)),
+        }
+    }
+
+    /// Whether the fault concerns the NVMe drive (else the SD card).
+    pub fn needs_nvme(self) -> bool {
+        !matches!(self, Fault::SdEject)
     }
 
     /// A kernel setting the fault adds unless `settings` already has its key.
     pub fn setting(self, settings: &str) -> Option<&'static str> {
         match self {
-            Fault::NvmeMedia | Fault::NvmeGone => None,
+            Fault::NvmeMedia | Fault::NvmeGone | Fault::SdEject => None,
             Fault::NvmeSlow => {
                 let given = settings.split_whitespace().any(|word| word.starts_with("nvme.timeout-ms="));
                 (!given).then_some(SLOW_DRIVE_TIMEOUT_SETTING)
@@ -122,22 +152,28 @@ pub fn nvme_drive(
     plain.to_string()
 }
 
-/// When `nvme-gone` removes the device: once the console has shown that the first run on nvme0
-/// began, [`GONE_DELAY`] later.
-#[derive(Debug, Default)]
+/// When `nvme-gone` removes the device (`sd-eject` ejects the card): once the console has shown
+/// that the first run on the device began, [`GONE_DELAY`] later.
+#[derive(Debug)]
 pub struct RemovalTimer {
+    after_console_text: &'static str,
     due: Option<std::time::Instant>,
     done: bool,
 }
 
 impl RemovalTimer {
+    /// A timer waiting for `after_console_text` on the console.
+    pub fn new(after_console_text: &'static str) -> RemovalTimer {
+        RemovalTimer { after_console_text, due: None, done: false }
+    }
+
     /// Whether the removal is due now, given the console so far; true once.
     pub fn due(&mut self, console_so_far: &[u8], now: std::time::Instant) -> bool {
         if self.done {
             return false;
         }
         if self.due.is_none() {
-            let needle = GONE_AFTER_CONSOLE_TEXT.as_bytes();
+            let needle = self.after_console_text.as_bytes();
             if console_so_far.windows(needle.len()).any(|window| window == needle) {
                 self.due = Some(now + GONE_DELAY);
             }
@@ -184,13 +220,28 @@ mod tests {
     #[test]
     fn the_removal_comes_once_half_a_second_after_the_first_nvme_run_begins() {
         let start = std::time::Instant::now();
-        let mut timer = RemovalTimer::default();
+        let mut timer = RemovalTimer::new(GONE_AFTER_CONSOLE_TEXT);
         assert!(!timer.due(b"run 1/2: randread 4k qd1 on sd0, region 4m", start));
         let console = b"run 1/2: randread 4k qd4 on nvme0, region 4m at offset 0";
         assert!(!timer.due(console, start));
         assert!(!timer.due(console, start + GONE_DELAY / 2));
         assert!(timer.due(console, start + GONE_DELAY));
         assert!(!timer.due(console, start + GONE_DELAY * 4), "once");
+    }
+
+    #[test]
+    fn the_sd_eject_comes_after_the_first_sd_run_begins_through_the_monitor() {
+        let (command, after) = Fault::SdEject.mid_run_command().unwrap();
+        assert_eq!(command, "eject -f sdc\n");
+        let start = std::time::Instant::now();
+        let mut timer = RemovalTimer::new(after);
+        assert!(!timer.due(b"run 1/2: randread 4k qd4 on nvme0, region 4m", start + GONE_DELAY));
+        let console = b"run 1/2: randread 4k qd1 on sd0, region 4m at offset 0";
+        assert!(!timer.due(console, start));
+        assert!(timer.due(console, start + GONE_DELAY));
+        assert!(!Fault::SdEject.needs_nvme() && Fault::NvmeGone.needs_nvme());
+        assert_eq!(Fault::NvmeMedia.mid_run_command(), None);
+        assert!(Fault::SdEject.note().contains("eject -f sdc"));
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! End-to-end: NVMe faults under QEMU virt, injected by `barebench qemu --fault` (the real
-//! binary, the real kernel image), with an SD card measured beside the failing drive. Each run
-//! must name the failure, count the failed I/Os by kind in the table and the JSON, measure the
-//! SD card normally and end with exit status 2 (a device failed), within a bounded time. The
-//! slow drive exercises the command timeout, Abort and the controller reset; the removed drive
-//! (QEMU monitor, no guest cooperation) the all-ones registers of a device that is gone.
+//! End-to-end: NVMe faults and an SD card ejected mid-run (docs/qemu.md §12, §13) under QEMU virt,
+//! injected by `barebench qemu --fault` (the real binary, the real kernel image), with the other
+//! device measured beside the failing one. Each run must name the failure, count the failed I/Os
+//! by kind in the table and the JSON, measure the other device normally and end with exit status
+//! 2 (a device failed), within a bounded time. The slow drive exercises the command timeout, Abort
+//! and the controller reset; the removed drive (QEMU monitor, no guest cooperation) the all-ones
+//! registers of a device that is gone; the ejected card the SD host's Card Removal.
 #![forbid(unsafe_code)]
 #![cfg(feature = "e2e")]
 
@@ -149,4 +150,35 @@ fn a_removed_drive_is_said_gone_once_its_reads_fail_as_gone_and_the_sd_card_fini
     assert!(console.contains("sd0 randread 4k qd1 run 2/2: 2.0 of 2.0 s"), "{console}");
     let (sd_iops, sd_errors) = summary_iops_and_errors(console, "sd0");
     assert!(sd_iops > 0.0 && sd_errors == 0, "sd0: {sd_iops} IOPS, {sd_errors} errors\n{console}");
+}
+
+#[test]
+fn an_ejected_sd_card_is_said_gone_once_its_read_fails_as_gone_and_the_nvme_drive_finishes() {
+    // Ejected 0.5 s into its first run (QEMU monitor `eject -f sdc`): QEMU's sdhci clears Card
+    // Inserted and raises Card Removal; the driver sees it at the next look.
+    let run = run_with_fault(
+        "sd-eject",
+        "preset=quick jobs=randread:4k:4 runs=2 ramp=0ms runtime=2s offset=0 size=4m nvme.measure=off",
+    );
+    let console = &run.console;
+    assert_eq!(run.status, Some(2), "a device failed: exit status 2\n{console}");
+    assert!(run.elapsed < Duration::from_secs(QEMU_TIMEOUT_S + 10));
+    // Said once on the console (the JSON's error list may repeat it).
+    let said =
+        console.lines().filter(|line| line.contains("sd0: read failed: card removed") && !line.contains('"'));
+    assert_eq!(said.count(), 1, "said once\n{console}");
+    assert!(console.contains("its reads fail as device-gone"), "{console}");
+    // Each later run is refused at its first request, not retried against an absent card.
+    let refused = "refused (the device is gone or was not recovered); this run ends here for sd0";
+    let refused_lines = console.lines().filter(|line| line.starts_with("sd0: ") && line.ends_with(refused));
+    assert_eq!(refused_lines.count(), 2, "{console}");
+    let by_kind = "sd0      failed I/Os by kind, all runs: 1 device-gone";
+    assert!(console.lines().any(|line| line.trim_end() == by_kind), "{by_kind}\n{console}");
+    let first_run = "\"jobname\" : \"randread-4k-qd4-sd0-run1\"";
+    assert_eq!(json_number_after(console, first_run, "first_error"), 19);
+    assert_eq!(json_number_after(console, first_run, "device-gone"), 1);
+    // Both NVMe runs ran to the end, without failures.
+    assert!(console.contains("nvme0 randread 4k qd4 run 2/2: 2.0 of 2.0 s"), "{console}");
+    let (nvme_iops, nvme_errors) = summary_iops_and_errors(console, "nvme0");
+    assert!(nvme_iops > 0.0 && nvme_errors == 0, "nvme0: {nvme_iops} IOPS, {nvme_errors} errors\n{console}");
 }

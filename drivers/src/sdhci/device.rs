@@ -196,6 +196,8 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     adma: Option<DescriptorTable>,
     state: State,
     last_error: Option<SdError>,
+    /// The card was removed: requests fail as device-gone and no more are taken.
+    gone: bool,
     commands: u64,
     pio_fallbacks: u64,
     timeouts: TimeoutTicks,
@@ -255,6 +257,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             adma,
             state: State::Idle,
             last_error: None,
+            gone: false,
             commands: 0,
             pio_fallbacks: 0,
             timeouts: TimeoutTicks::new(host.platform()),
@@ -395,19 +398,25 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                     self.state = State::Running(request, active);
                     return;
                 }
-                Err(error) => {
-                    if !self.retry_after(&error, attempt) {
-                        self.fail(request, error, attempt);
-                        return;
-                    }
-                    attempt += 1;
-                }
+                Err(error) => match self.retry_after(error, attempt) {
+                    Ok(()) => attempt += 1,
+                    Err(error) => return self.fail(request, error, attempt),
+                },
             }
         }
     }
 
-    /// Cleans up after a failed command; returns whether another attempt may follow.
-    fn retry_after(&mut self, error: &SdError, attempt: u32) -> bool {
+    /// Cleans up after a failed command: `Ok` when another attempt may follow, else the error
+    /// the request fails with (the card's removal, when card detect shows it, before anything
+    /// else is sent to a card that is not there).
+    fn retry_after(&mut self, error: SdError, attempt: u32) -> Result<(), SdError> {
+        let interrupt_status = match error {
+            SdError::Command(failure) => failure.interrupt_status,
+            _ => 0,
+        };
+        if let Some(removed) = self.removal(interrupt_status) {
+            return Err(removed);
+        }
         self.host.recover(true);
         // A card still sending data is stopped with CMD12. It is only sent in that state: an
         // illegal CMD12 would leave ILLEGAL_COMMAND in the next response (SD §4.10.1, clear
@@ -420,7 +429,20 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
         }
         self.host.recover(true);
-        attempt < MAX_ATTEMPTS && !matches!(error, SdError::NoCard { .. })
+        if attempt < MAX_ATTEMPTS && !matches!(error, SdError::NoCard { .. }) {
+            Ok(())
+        } else {
+            Err(error)
+        }
+    }
+
+    /// The card's removal, if card detect shows it: the host's lines are reset (so that it is
+    /// left idle) and the card is marked gone.
+    fn removal(&mut self, interrupt_status: u32) -> Option<SdError> {
+        let removed = self.host.card_removed(interrupt_status)?;
+        self.host.recover(true);
+        self.gone = true;
+        Some(removed)
     }
 
     fn fail(&mut self, request: Request, error: SdError, attempts: u32) {
@@ -435,10 +457,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// A failure of the running command (already recovered from by the host where it says so):
     /// another attempt of the same segment, or the request fails.
     fn command_failure(&mut self, request: Request, active: ActiveCommand, error: SdError) {
-        if self.retry_after(&error, active.attempt) {
-            self.start_with_retries(request, active.segment, active.attempt + 1);
-        } else {
-            self.fail(request, error, active.attempt);
+        match self.retry_after(error, active.attempt) {
+            Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
+            Err(error) => self.fail(request, error, active.attempt),
         }
     }
 
@@ -528,6 +549,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
         }
         let status = self.host.read(offsets::INTERRUPT_STATUS);
+        // A card pulled out mid-transfer: QEMU still finishes the transfer (with whatever an
+        // absent card reads as), a real host stalls; neither delivers the card's data.
+        if status & interrupt::CARD_REMOVAL != 0 {
+            if let Some(removed) = self.removal(status) {
+                return self.fail(request, removed, active.attempt);
+            }
+        }
         if status & interrupt::ALL_ERRORS != 0 {
             let kind = FailureKind::from_interrupt_status(status);
             return self.data_failure(request, active, kind, status);
@@ -690,6 +718,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        if self.gone {
+            return Err((request, SubmitError::DeviceUnusable));
+        }
         if !matches!(self.state, State::Idle) {
             return Err((request, SubmitError::QueueFull));
         }

@@ -154,6 +154,12 @@ pub enum SdError {
     NoCard {
         present_state: u32,
     },
+    /// The card was pulled out: Card Removal raised, or Card Inserted clear while Card State
+    /// Stable is set (SDHCI 3.00 §2.2.9, §2.2.17). Its requests fail as device-gone.
+    CardRemoved {
+        present_state: u32,
+        interrupt_status: u32,
+    },
     /// The card answered but cannot be used.
     UnusableCard {
         reason: &'static str,
@@ -178,6 +184,9 @@ impl SdError {
             SdError::Command(failure) => failure.io_error(),
             SdError::Controller { value, .. } => IoError { kind: IoErrorKind::Timeout, code: *value },
             SdError::NoCard { present_state } => IoError { kind: IoErrorKind::Timeout, code: *present_state },
+            SdError::CardRemoved { present_state, .. } => {
+                IoError { kind: IoErrorKind::DeviceGone, code: *present_state }
+            }
             SdError::UnusableCard { value, .. } | SdError::UnusableHost { value, .. } => {
                 IoError { kind: IoErrorKind::Protocol, code: *value }
             }
@@ -215,6 +224,11 @@ impl fmt::Display for SdError {
             SdError::NoCard { present_state } => {
                 write!(f, "no card (present state {present_state:#010x})")
             }
+            SdError::CardRemoved { present_state, interrupt_status } => write!(
+                f,
+                "card removed (present state {present_state:#010x}, interrupt status {interrupt_status:#010x}): \
+                 the device is gone, its reads fail as device-gone"
+            ),
             SdError::UnusableCard { reason, value } => {
                 write!(f, "card unusable: {reason} ({value:#x})")
             }

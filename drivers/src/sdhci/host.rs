@@ -507,6 +507,21 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             .is_set(PRESENT_STATE::CARD_INSERTED)
     }
 
+    /// The card's removal, if card detect shows it: Card Removal in `interrupt_status`, or Card
+    /// Inserted clear with Card State Stable set (Card Inserted is only valid while the state
+    /// is stable: SDHCI 3.00 §2.2.9, §2.2.17). Never with broken card detect.
+    pub fn card_removed(&self, interrupt_status: u32) -> Option<SdError> {
+        if self.quirks.broken_card_detect {
+            return None;
+        }
+        let present_state = self.present_state();
+        let state = LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(present_state);
+        let pulled =
+            state.is_set(PRESENT_STATE::CARD_STATE_STABLE) && !state.is_set(PRESENT_STATE::CARD_INSERTED);
+        (pulled || interrupt_status & interrupt::CARD_REMOVAL != 0)
+            .then_some(SdError::CardRemoved { present_state, interrupt_status })
+    }
+
     /// A failure record for `command` with the registers as they are now.
     pub fn failure(&self, command: Command, kind: FailureKind, status: u32) -> CommandFailure {
         CommandFailure {

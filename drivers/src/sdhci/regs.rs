@@ -155,6 +155,8 @@ pub mod interrupt {
     pub const TRANSFER_COMPLETE: u32 = 1 << 1;
     pub const BUFFER_WRITE_READY: u32 = 1 << 4;
     pub const BUFFER_READ_READY: u32 = 1 << 5;
+    /// Card Inserted went from 1 to 0 (§2.2.17).
+    pub const CARD_REMOVAL: u32 = 1 << 7;
     pub const CARD_INTERRUPT: u32 = 1 << 8;
     pub const ERROR_INTERRUPT: u32 = 1 << 15;
     /// Command-line errors: timeout, CRC, end bit, index.

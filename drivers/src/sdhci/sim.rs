@@ -413,6 +413,25 @@ impl<'a> SimHost<'a> {
         self.state.borrow_mut().injections.push(injection);
     }
 
+    /// The card pulled out now: Card Inserted and Card Detect Pin Level clear, Card Removal
+    /// raised (when enabled: SDHCI 3.00 §2.2.9, §2.2.17). A transfer under way never finishes
+    /// (no Transfer Complete; Command Inhibit (DAT) held until the DAT line reset), and every
+    /// later command goes unanswered (Command Timeout).
+    pub fn remove_card(&self) {
+        let mut state = self.state.borrow_mut();
+        state.card.present = false;
+        let transferring = state.transfer.is_some() || state.adma_due || state.adma_reads_left.is_some();
+        if transferring {
+            state.stalled = true;
+        }
+        state.transfer = None;
+        state.buffer.clear();
+        state.adma_due = false;
+        state.adma_reads_left = None;
+        state.unseen_status &= !interrupt::TRANSFER_COMPLETE;
+        state.raise(interrupt::CARD_REMOVAL);
+    }
+
     /// Commands seen, by index (ACMDs appear after their CMD55).
     pub fn command_indices(&self) -> Vec<u8> {
         self.state.borrow().log.iter().map(|(index, _, _)| *index).collect()
@@ -488,10 +507,13 @@ impl SimState {
 
     fn present_state(&self) -> u32 {
         let mut value = 0;
+        // Card Inserted (16) and Card Detect Pin Level (18) follow the card; Card State
+        // Stable (17) is set once the debounce is over (SDHCI 3.00 §2.2.9; QEMU's sdhci shows
+        // 0x01ff0000 inserted, 0x01fa0000 removed).
         if self.card.present {
-            value |= 1 << 16;
+            value |= 1 << 16 | 1 << 18;
         }
-        value |= 1 << 17 | 1 << 18;
+        value |= 1 << 17;
         if !self.dat_low {
             value |= 0xf << 20;
         }

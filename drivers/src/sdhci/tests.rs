@@ -1127,3 +1127,108 @@ fn the_model_refuses_both_line_resets_in_one_write_and_keeps_a_stalled_transfer_
         ["CMD and DAT line resets in one write (SDHCI §3.10.1: CMD line first, then DAT)"]
     );
 }
+
+/// Submits a read of `blocks` at LBA 0, kicks it, polls `polls_before` times, pulls the card out
+/// and polls until the request ends (bounded); returns the completion, the simulated time from
+/// the removal to the verdict (ns) and the commands sent after the removal.
+fn read_with_card_removed(
+    device: &mut SdCard<'static, &'static SimHost<'static>, TestPlatform>,
+    sim: &SimHost<'_>,
+    platform: &TestPlatform,
+    blocks: u32,
+    polls_before: u32,
+) -> (Completion, u64, usize) {
+    let buffer = platform.allocate_dma(blocks as usize * 512, 4096).unwrap();
+    device
+        .submit(Request { tag: 5, operation: Operation::Read, lba: 0, block_count: blocks, buffer })
+        .unwrap();
+    device.kick();
+    let mut completions = [Completion::default(); 1];
+    for _ in 0..polls_before {
+        assert_eq!(device.poll(&mut completions), 0, "the read ended before the card was pulled out");
+    }
+    sim.remove_card();
+    let removed_at = blockdev::Clock::now_ticks(platform);
+    let commands_before = commands_seen(sim);
+    for _ in 0..MAX_POLLS {
+        if device.poll(&mut completions) == 1 {
+            let verdict_ns = blockdev::Clock::now_ticks(platform) - removed_at;
+            return (completions[0], verdict_ns, commands_seen(sim) - commands_before);
+        }
+    }
+    panic!("no verdict after the card was removed");
+}
+
+#[test]
+fn the_model_shows_a_removed_card_as_the_sdhci_spec_does() {
+    use super::regs::offsets;
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let _device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let present = sim.read32(offsets::PRESENT_STATE);
+    assert_eq!(present & 0b111 << 16, 0b111 << 16, "inserted, stable, pin level high: {present:#x}");
+    sim.remove_card();
+    let present = sim.read32(offsets::PRESENT_STATE);
+    assert_eq!(present & 0b111 << 16, 0b010 << 16, "not inserted, stable, pin level low: {present:#x}");
+    assert_ne!(sim.read32(offsets::INTERRUPT_STATUS) & super::regs::interrupt::CARD_REMOVAL, 0);
+}
+
+#[test]
+fn a_card_removed_mid_transfer_fails_the_read_as_device_gone_at_once_and_refuses_the_rest() {
+    for mode in [ModeRequest::Adma2, ModeRequest::Pio] {
+        let platform = platform(8 << 20);
+        let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+        let host = host(sim, platform, &GENERIC_PCI, None);
+        let mut device = card_device(host, mode, Cmd23Request::Off);
+        let (completion, verdict_ns, commands_after) =
+            read_with_card_removed(&mut device, sim, platform, 256, 1);
+        assert_eq!(completion.tag, 5);
+        assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::DeviceGone, "{mode:?}");
+        assert!(
+            matches!(device.last_error(), Some(SdError::CardRemoved { .. })),
+            "{:?}",
+            device.last_error()
+        );
+        let said = device.last_error().unwrap().to_string();
+        assert!(said.starts_with("card removed (present state 0x"), "{said}");
+        // Found from the Card Removal status at the next look: no data timeout waited, no
+        // retry and no CMD13/CMD12 sent to a card that is not there.
+        assert_eq!(commands_after, 0, "{mode:?}");
+        assert!(verdict_ns < 1_000_000, "{mode:?}: {verdict_ns} ns (simulated clock)");
+        // The host is left idle (the stalled transfer's DAT line reset, CMD line first).
+        assert_eq!(sim.read32(super::regs::offsets::PRESENT_STATE) & 0b11, 0);
+        assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+        // Later requests are refused without touching the host.
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        let request = Request { tag: 6, operation: Operation::Read, lba: 8, block_count: 8, buffer };
+        assert_eq!(device.submit(request).unwrap_err().1, SubmitError::DeviceUnusable);
+        std::eprintln!(
+            "{mode:?}: card removed mid-transfer, verdict after {verdict_ns} ns (simulated clock)"
+        );
+    }
+}
+
+#[test]
+fn a_card_removed_between_reads_is_found_by_the_command_timeout_and_card_detect() {
+    use super::regs::offsets;
+    let platform = platform(8 << 20);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Adma2, Cmd23Request::Off);
+    let (completion, _) = read(&mut device, platform, 0, 8);
+    assert_eq!(completion.result, Ok(()));
+    sim.remove_card();
+    // The Card Removal status is gone (cleared as `issue` clears every status before a
+    // command): only Present State and the unanswered command tell.
+    sim.write32(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+    let reads_before = sim.command_indices().iter().filter(|&&index| index == 18).count();
+    let (completion, _) = read(&mut device, platform, 0, 16);
+    assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::DeviceGone);
+    let reads_after = sim.command_indices().iter().filter(|&&index| index == 18).count();
+    assert_eq!(reads_after - reads_before, 1, "one attempt, no retries against an absent card");
+    assert_eq!(*sim.command_indices().last().unwrap(), 18, "nothing sent after the failed read");
+    let buffer = platform.allocate_dma(4096, 4096).unwrap();
+    let request = Request { tag: 7, operation: Operation::Read, lba: 8, block_count: 8, buffer };
+    assert_eq!(device.submit(request).unwrap_err().1, SubmitError::DeviceUnusable);
+}

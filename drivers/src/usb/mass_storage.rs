@@ -180,7 +180,7 @@ pub struct DriveIdentity {
 pub struct DriveStatistics {
     pub requests: u64,
     pub failed: u64,
-    pub by_kind: [u64; blockdev::IoErrorKind::ALL.len()],
+    pub by_kind: [u64; IoErrorKind::ALL.len()],
 }
 
 enum Transport {
