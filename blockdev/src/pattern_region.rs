@@ -19,6 +19,9 @@
 use core::fmt;
 
 use crate::crc32::crc32;
+/// The device the scan reads, one logical block at a time: the same reader as the scratch scan's.
+pub use crate::scratch::BlockReader;
+use crate::scratch::{le_u32, le_u64};
 
 /// The marker's first 16 bytes.
 pub const MARKER_MAGIC: [u8; 16] = *b"BAREBENCHPATTERN";
@@ -113,18 +116,6 @@ impl Marker {
     }
 }
 
-fn le_u32(bytes: &[u8], offset: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[offset..offset + 4]);
-    u32::from_le_bytes(word)
-}
-
-fn le_u64(bytes: &[u8], offset: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[offset..offset + 8]);
-    u64::from_le_bytes(word)
-}
-
 /// A valid pattern region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PatternRegion {
@@ -198,15 +189,6 @@ impl fmt::Display for Refusal {
 pub enum Finding {
     Region(PatternRegion),
     Refused { partition_number: u32, reason: Refusal },
-}
-
-/// The device the scan reads, one logical block at a time.
-pub trait BlockReader {
-    type Error;
-    fn block_bytes(&self) -> u32;
-    fn block_count(&self) -> u64;
-    /// Reads block `lba` into `out` (exactly one block long).
-    fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), Self::Error>;
 }
 
 /// Why the partition table could not be read at all.

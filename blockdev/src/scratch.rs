@@ -110,13 +110,15 @@ impl Marker {
     }
 }
 
-fn le_u32(bytes: &[u8], offset: usize) -> u32 {
+/// The little-endian u32 at `offset` (markers and partition tables).
+pub(crate) fn le_u32(bytes: &[u8], offset: usize) -> u32 {
     let mut word = [0u8; 4];
     word.copy_from_slice(&bytes[offset..offset + 4]);
     u32::from_le_bytes(word)
 }
 
-fn le_u64(bytes: &[u8], offset: usize) -> u64 {
+/// The little-endian u64 at `offset`.
+pub(crate) fn le_u64(bytes: &[u8], offset: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[offset..offset + 8]);
     u64::from_le_bytes(word)

@@ -241,28 +241,6 @@ pub fn sample_regions(
     samples
 }
 
-/// Reads one block at a time for a partition scan, through a DMA buffer of 64 KiB.
-struct PatternScanReader<'d> {
-    device: &'d mut dyn BlockDevice,
-    platform: &'d KernelPlatform,
-    buffer: DmaBuffer,
-}
-
-impl blockdev::pattern_region::BlockReader for PatternScanReader<'_> {
-    type Error = CheckFailure;
-    fn block_bytes(&self) -> u32 {
-        self.device.geometry().logical_block_bytes
-    }
-    fn block_count(&self) -> u64 {
-        self.device.geometry().block_count
-    }
-    fn read_block(&mut self, lba: u64, out: &mut [u8]) -> Result<(), CheckFailure> {
-        // The scan refuses blocks larger than the 64 KiB buffer before reading any.
-        let buffer = self.buffer.slice(0, out.len()).ok_or(CheckFailure::OutOfRange { block_count: 1 })?;
-        read_checked(self.device, self.platform, buffer, lba, 1, |bytes| out.copy_from_slice(bytes))
-    }
-}
-
 /// Looks for a pattern region (`blockdev::pattern_region`) on each device the benchmark runs
 /// and prints what it finds; returns each device's region as its readable bytes, which the
 /// benchmark reads inside and `check=auto` verifies.
@@ -283,7 +261,7 @@ pub fn scan_pattern_regions(
             continue;
         }
         let mut block = alloc::vec![0u8; entry.device.geometry().logical_block_bytes as usize];
-        let mut reader = PatternScanReader { device: entry.device.as_mut(), platform, buffer };
+        let mut reader = ScanReader { device: entry.device.as_mut(), platform, buffer };
         let mut found = Vec::new();
         if let Err(error) = scan(&mut reader, &mut block, &mut |finding| found.push(finding)) {
             println!("{name:<10} pattern scan stopped: {error}");
@@ -384,7 +362,8 @@ pub struct FoundRegion {
     pub region: blockdev::scratch::ScratchRegion,
 }
 
-/// Reads a device one logical block at a time for the scratch scan, through [`read_checked`].
+/// Reads a device one logical block at a time for the scratch and pattern-region scans, through
+/// [`read_checked`].
 struct ScanReader<'a> {
     device: &'a mut dyn BlockDevice,
     platform: &'a KernelPlatform,
