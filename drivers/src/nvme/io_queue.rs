@@ -732,27 +732,17 @@ mod tests {
         events: &'a dyn EventSink,
         depth: u32,
     ) -> Pair<'a> {
-        let mut controller = Controller::bring_up(
-            sim,
-            sim.register_bytes(),
-            platform,
-            platform.translation(),
-            events,
-            "nvme 00:02.0".to_string(),
-        )
-        .unwrap();
-        let namespaces = controller.active_namespaces().unwrap();
-        controller.request_io_queues(1).unwrap();
-        let depth = DepthChoice::new(depth, controller.capabilities());
-        controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
+        configured_pair(sim, platform, events, depth, None)
     }
 
-    /// A pair whose commands time out after `timeout_ms`.
-    fn pair_with_timeout<'a>(
+    /// A pair of `depth` entries on a freshly brought-up controller, with the driver's command
+    /// timeout or `timeout_ms`.
+    fn configured_pair<'a>(
         sim: &'a SimController<'a>,
         platform: &'a SimPlatform,
         events: &'a dyn EventSink,
-        timeout_ms: u64,
+        depth: u32,
+        timeout_ms: Option<u64>,
     ) -> Pair<'a> {
         let mut controller = Controller::bring_up(
             sim,
@@ -765,9 +755,21 @@ mod tests {
         .unwrap();
         let namespaces = controller.active_namespaces().unwrap();
         controller.request_io_queues(1).unwrap();
-        controller.set_io_timeout_ms(timeout_ms);
-        let depth = DepthChoice::new(8, controller.capabilities());
+        if let Some(timeout_ms) = timeout_ms {
+            controller.set_io_timeout_ms(timeout_ms);
+        }
+        let depth = DepthChoice::new(depth, controller.capabilities());
         controller.create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string()).unwrap()
+    }
+
+    /// A pair whose commands time out after `timeout_ms`.
+    fn pair_with_timeout<'a>(
+        sim: &'a SimController<'a>,
+        platform: &'a SimPlatform,
+        events: &'a dyn EventSink,
+        timeout_ms: u64,
+    ) -> Pair<'a> {
+        configured_pair(sim, platform, events, 8, Some(timeout_ms))
     }
 
     fn read(tag: u32, lba: u64, block_count: u32, buffer: DmaBuffer) -> Request {

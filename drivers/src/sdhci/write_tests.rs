@@ -141,7 +141,10 @@ fn a_write_completes_only_after_the_cards_busy_and_the_next_command_waits_for_it
     device.kick();
     let mut completions = [Completion::default()];
     let mut polls_while_busy = 0;
+    let mut polls = 0;
     while device.poll(&mut completions) == 0 {
+        polls += 1;
+        assert!(polls < 10_000, "the write never completed");
         // While the card programs, the request is not complete.
         if sim.state.borrow().written.contains_key(&66) {
             polls_while_busy += 1;
