@@ -16,6 +16,7 @@ pub mod options;
 pub mod pci;
 pub mod pl011;
 pub mod platform;
+pub mod sd;
 pub mod sdhci;
 pub mod sdhost;
 pub mod snapshot;

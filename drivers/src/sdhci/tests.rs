@@ -5,16 +5,21 @@
 extern crate std;
 
 use super::adma::AdmaFormat;
-use super::bringup::{bring_up, BoardSignalling, BringUpOptions, Timing};
-use super::card::CapacityClass;
-use super::device::{Cmd23Request, ModeRequest, SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
-use super::error::{FailureKind, SdError};
+use super::device::{SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
 use super::host::SdhciHost;
 use super::quirks::{bcm2712_config, HostQuirks, ARASAN_EMMC, BCM2711_EMMC2, BCM2712_SDHCI, GENERIC_PCI};
 use super::regs::interrupt;
-use super::sim::{InjectAt, Injection, SimBoard, SimCard, SimHost, TestPlatform};
+use super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
 use crate::mmio::RegisterIo;
 use crate::platform::{BusTranslation, Platform};
+use crate::sd::block::SdBlockDevice;
+use crate::sd::card_registers::CapacityClass;
+use crate::sd::error::{FailureKind, SdError};
+use crate::sd::identify::bring_up;
+use crate::sd::options::{Cmd23Request, ModeRequest};
+use crate::sd::signalling::BoardSignalling;
+use crate::sd::sim_card::SimCard;
+use crate::sd::timing::{BringUpOptions, Timing};
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 use core::cell::Cell;
 use std::boxed::Box;
@@ -297,7 +302,7 @@ fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
 #[test]
 fn a_persistent_data_crc_error_fails_the_request_after_bounded_retries() {
     let (completion, error, attempts) = failing_read(interrupt::DATA_CRC, InjectAt::Data { after_blocks: 3 });
-    assert_eq!(attempts, super::device::MAX_ATTEMPTS);
+    assert_eq!(attempts, crate::sd::block::MAX_ATTEMPTS);
     let io = completion.result.unwrap_err();
     assert_eq!(io.kind, IoErrorKind::Crc);
     assert_eq!(io.code >> 24, 18);
@@ -411,7 +416,7 @@ fn uhs_bring_up(
     board: SimBoard,
     quirks: &'static HostQuirks,
     card: SimCard,
-) -> (&'static SimHost<'static>, super::bringup::CardInfo) {
+) -> (&'static SimHost<'static>, crate::sd::identify::CardInfo) {
     let platform = platform(8 << 20);
     let sim = sim(platform, board, card);
     let mut host = host(sim, platform, quirks, Some(board.base_clock_hz));
@@ -506,7 +511,7 @@ fn failed_tuning_drops_the_clock_before_the_next_command_and_says_why() {
     assert!(info.signalling_1v8);
     let fallback = info.fallback.expect("the fallback is reported");
     assert_eq!(fallback.wanted, Timing::Sdr104);
-    assert_eq!(fallback.reason, super::bringup::TuningFailure::NotTuned { commands: 4 });
+    assert_eq!(fallback.reason, crate::sd::timing::TuningFailure::NotTuned { commands: 4 });
     assert_eq!(
         fallback.reason.to_string(),
         "the controller ended tuning after 4 CMD19 without selecting the tuned clock"
@@ -550,7 +555,7 @@ fn a_tuning_error_ends_tuning_and_is_reported() {
     let info = bring_up(&mut host, Some(&recording_board()), BringUpOptions::default()).unwrap();
     assert_eq!(info.timing, Timing::Ddr50);
     let reason = info.fallback.unwrap().reason;
-    let super::bringup::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
+    let crate::sd::timing::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
         panic!("{reason:?}");
     };
     assert_ne!(interrupt_status & interrupt::TUNING, 0);
@@ -840,7 +845,7 @@ fn a_cmd23_the_card_rejects_is_retried_then_fails_the_request() {
     let (completion, _) = read(&mut device, platform, 100, 8);
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
     let state = sim.state.borrow();
-    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 23).count() as u32, super::device::MAX_ATTEMPTS);
+    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 23).count() as u32, crate::sd::block::MAX_ATTEMPTS);
     assert!(!state.log.iter().any(|(i, _, _)| *i == 18), "no read without its count");
 }
 
@@ -1231,4 +1236,28 @@ fn a_card_removed_between_reads_is_found_by_the_command_timeout_and_card_detect(
     let buffer = platform.allocate_dma(4096, 4096).unwrap();
     let request = Request { tag: 7, operation: Operation::Read, lba: 8, block_count: 8, buffer };
     assert_eq!(device.submit(request).unwrap_err().1, SubmitError::DeviceUnusable);
+}
+
+#[test]
+fn bus_widths_set_host_control_1_and_8_bits_need_the_capability() {
+    use crate::sd::bus::BusWidth;
+    let width_bits = |sim: &SimHost| (sim.read32(super::regs::offsets::HOST_CONTROL_POWER) >> 1) & 0b1_0001;
+    let platform = platform(1 << 20);
+    let four_bit_only = sim(platform, PCI, SimCard::qemu_like(1 << 30));
+    let mut narrow = host(four_bit_only, platform, &GENERIC_PCI, None);
+    narrow.set_bus_width(BusWidth::Four).unwrap();
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0b0_0001, 4));
+    // PCI's capabilities list no 8-bit bus (bit 18): refused, nothing written.
+    let refused = narrow.set_bus_width(BusWidth::Eight).unwrap_err();
+    assert!(matches!(refused, SdError::UnusableHost { .. }), "{refused:?}");
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0b0_0001, 4));
+    narrow.set_bus_width(BusWidth::One).unwrap();
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0, 1));
+    // A host with an 8-bit bus (an eMMC slot): Extended Data Transfer Width replaces the 4-bit bit.
+    let wide_board = SimBoard { capabilities: (PCI.capabilities.0 | 1 << 18, PCI.capabilities.1), ..PCI };
+    let eight_bit = sim(platform, wide_board, SimCard::qemu_like(1 << 30));
+    let mut wide = host(eight_bit, platform, &GENERIC_PCI, None);
+    wide.set_bus_width(BusWidth::Four).unwrap();
+    wide.set_bus_width(BusWidth::Eight).unwrap();
+    assert_eq!((width_bits(eight_bit), wide.bus_mode().width_bits), (0b1_0000, 8));
 }
