@@ -5,9 +5,12 @@
 
 extern crate alloc;
 
+pub mod activity_led;
 pub mod barrier;
 pub mod blocking;
 pub mod dma;
+#[cfg(any(test, feature = "testing"))]
+pub mod firmware_model;
 pub mod gpio;
 pub mod mailbox;
 pub mod mmio;

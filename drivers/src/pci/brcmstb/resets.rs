@@ -14,6 +14,15 @@ pub const LINE_SETTLE_US: u64 = 200;
 /// RESCAL is polled every 100 µs for up to 1 ms (Linux `readl_poll_timeout(.., 100, 1000)`).
 pub const RESCAL_TIMEOUT_US: u64 = 1000;
 
+/// Whether reset controller line `line` is asserted (its SW_INIT_STATUS bit, Linux
+/// `reset-brcmstb.c` `brcmstb_reset_status`). A read of the reset controller alone: the check
+/// to make before touching a root complex the firmware may have left in reset, such as pcie2,
+/// which it resets before starting the OS unless config.txt says `pciex4_reset=0`.
+pub fn line_in_reset<R: RegisterIo>(controller: &R, line: u32) -> bool {
+    let (bank, bit) = reset_controller::bank_and_bit(line);
+    controller.read32(bank + reset_controller::SW_INIT_STATUS) & bit != 0
+}
+
 /// What the calibration step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Calibration {

@@ -897,3 +897,20 @@ fn the_pi4_vl805_is_listed_with_its_bar_in_the_window() {
     assert_eq!(crate::pci::vl805::firmware_version(&root, usb.address), 0, "no firmware after the reset");
     model.assert_no_violations();
 }
+
+#[test]
+fn a_reset_line_is_read_without_touching_the_block_behind_it() {
+    use super::resets::line_in_reset;
+    let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
+    for held in [false, true] {
+        let model = RootComplexModel::new(
+            ModelConfig { pcie2_in_reset: held, ..ModelConfig::new(Soc::Bcm2712) },
+            &clock,
+        );
+        let controller = model.block(Block::ResetController);
+        assert_eq!(line_in_reset(&controller, 44), held, "pcie2");
+        assert!(line_in_reset(&controller, PCIE1_BRIDGE_LINE), "pcie1 waits for the kernel");
+        assert!(model.writes().is_empty(), "only reads");
+        model.assert_no_violations();
+    }
+}
