@@ -100,14 +100,18 @@ pub fn translate(table: &SectionTable, address: u32) -> Option<(u32, MemoryKind)
     Some(((descriptor & BASE_MASK) | (address & !BASE_MASK), kind))
 }
 
-/// TTBR0: the table's address with the walk attributes (ARMv7 ARM B4.1.154 with the
-/// Multiprocessing Extensions: IRGN = write-back write-allocate (IRGN[1] bit 0, IRGN[0] bit 6),
-/// RGN = 0b01 outer write-back write-allocate; on the ARM1176 bit 0 is C, inner cacheable, and
-/// bit 6 is reserved and read as written).
-pub fn translation_base_value(table_address: u32) -> u32 {
-    const INNER_WRITE_BACK: u32 = (1 << 6) | 1;
+/// TTBR0: the table's address with the walk attributes. On ARMv7 with the Multiprocessing
+/// Extensions (the Cortex-A7; ARMv7 ARM B4.1.154) IRGN = write-back write-allocate (IRGN[1] in
+/// bit 0, IRGN[0] in bit 6) and RGN = 0b01 outer write-back write-allocate. On the ARM1176 bit 0
+/// is C (inner cacheable), bits 4:3 RGN, and bits 13:5 belong to the table address and should
+/// be zero below its 16 KiB alignment (ARM1176JZF-S TRM §3.2.13): bit 6 stays clear there.
+pub fn translation_base_value(table_address: u32, arm1176: bool) -> u32 {
+    const INNER_CACHEABLE: u32 = 1;
+    /// IRGN[0] of the Multiprocessing Extensions: with bit 0, inner write-back write-allocate.
+    const INNER_WRITE_ALLOCATE_V7: u32 = 1 << 6;
     const OUTER_WRITE_BACK_ALLOCATE: u32 = 0b01 << 3;
-    (table_address & !0x3fff) | INNER_WRITE_BACK | OUTER_WRITE_BACK_ALLOCATE
+    let inner = if arm1176 { INNER_CACHEABLE } else { INNER_CACHEABLE | INNER_WRITE_ALLOCATE_V7 };
+    (table_address & !0x3fff) | inner | OUTER_WRITE_BACK_ALLOCATE
 }
 
 /// SCTLR bits the kernel sets with the MMU: M (0), C (2), Z (11), I (12), U (22), XP (23). U and
@@ -155,7 +159,7 @@ mod target {
                 "mcr p15, 0, {ttbr}, c2, c0, 0",
                 "mcr p15, 0, {client}, c3, c0, 0",
                 zero = in(reg) 0u32,
-                ttbr = in(reg) translation_base_value(table_address),
+                ttbr = in(reg) translation_base_value(table_address, is_arm1176),
                 client = in(reg) 1u32,
                 options(nostack)
             );
@@ -249,7 +253,14 @@ mod tests {
             assert_ne!(section_descriptor(0, kind) & EXECUTE_NEVER, 0, "{kind:?}");
         }
         assert_eq!(section_descriptor(0, MemoryKind::Normal) & EXECUTE_NEVER, 0);
-        assert_eq!(translation_base_value(0x0010_4000), 0x0010_4049);
+        assert_eq!(translation_base_value(0x0010_4000, false), 0x0010_4049);
+    }
+
+    #[test]
+    fn the_arm1176_table_base_keeps_its_should_be_zero_bit_6_clear() {
+        // ARM1176: C (bit 0) and RGN = 0b01 (bits 4:3) only; bits 13:5 are should-be-zero.
+        assert_eq!(translation_base_value(0x0010_4000, true), 0x0010_4009);
+        assert_eq!(translation_base_value(0x0010_4000, true) & (1 << 6), 0);
     }
 
     #[test]

@@ -28,17 +28,20 @@ pub enum BarrierKind {
     Load,
     /// `dsb sy`: every earlier access completes before any later one starts.
     Full,
+    /// Where the CPU moves from one BCM2835 peripheral to another (a CP15 DMB on the 32-bit
+    /// kernel, nothing on AArch64).
+    BetweenPeripherals,
 }
 
 impl BarrierKind {
     /// Whether this barrier keeps earlier stores ahead of later stores.
     pub fn orders_stores(self) -> bool {
-        matches!(self, BarrierKind::Store | BarrierKind::Full)
+        matches!(self, BarrierKind::Store | BarrierKind::Full | BarrierKind::BetweenPeripherals)
     }
 
     /// Whether this barrier keeps earlier loads ahead of later loads and stores.
     pub fn orders_loads(self) -> bool {
-        matches!(self, BarrierKind::Load | BarrierKind::Full)
+        matches!(self, BarrierKind::Load | BarrierKind::Full | BarrierKind::BetweenPeripherals)
     }
 }
 
@@ -90,6 +93,24 @@ pub fn full() {
     #[cfg(all(target_arch = "arm", target_os = "none"))]
     cp15_data_synchronization_barrier();
     host_barrier(BarrierKind::Full);
+}
+
+/// Between the accesses to one BCM2835 peripheral and those to another: "a memory write
+/// barrier before the first write to a peripheral and a memory read barrier after the last read
+/// of a peripheral", because the AXI bus may return reads of different peripherals out of order
+/// (BCM2835 ARM Peripherals §1.3; Linux's ARMv6 `readl` ends in `__iormb`, circle brackets
+/// driver calls with `PeripheralEntry`/`PeripheralExit`). On the 32-bit kernel a CP15 DMB, which
+/// orders loads and stores; the AArch64 kernels run the BCM2837 and later, whose accessors need
+/// none here (their I/O paths carry their own DMBs), so it is only a compiler fence there. Used
+/// around the system timer's reads, which the kernel interleaves with every polled controller.
+#[inline(always)]
+pub fn between_peripherals() {
+    #[cfg(all(target_arch = "arm", target_os = "none"))]
+    // SAFETY: the CP15 DMB only orders memory accesses.
+    unsafe {
+        core::arch::asm!("mcr p15, 0, {0}, c7, c10, 5", in(reg) 0u32, options(nostack, preserves_flags))
+    };
+    host_barrier(BarrierKind::BetweenPeripherals);
 }
 
 /// Off the target: a compiler fence, and in tests an entry in the platform's event log.

@@ -42,10 +42,23 @@ pub struct FirmwareModel {
     pub max_temperature_millic: u32,
     /// GET_CLOCK_RATE per clock id (what was requested), and what SET_CLOCK_RATE sets.
     requested_hz: RefCell<Vec<(u32, u32)>>,
-    /// GET_CLOCK_RATE_MEASURED per clock id, as a fraction of the requested rate (per mille),
-    /// e.g. 1000 for a clock that runs at its request, 800 for one held lower.
+    /// GET_CLOCK_RATE_MEASURED per clock id, as a fraction of the rate the clock runs at (per
+    /// mille), e.g. 1000 for a clock that runs at its request, 800 for one held lower.
     pub measured_per_mille: u32,
+    /// How far below the running rate a measurement lands (a measured rate is rarely whole).
+    pub measurement_error_hz: u32,
+    /// What a clock really runs at, where it is not what was requested (raspberrypi/firmware
+    /// issues 1521, 1619: GET_CLOCK_RATE answers the request).
+    actual_hz: RefCell<Vec<(u32, u32)>>,
+    /// Clocks whose GET_CLOCK_RATE answers 0 (raspberrypi/firmware issues 1619, 1624: EMMC,
+    /// UART and EMMC2 on some firmware versions).
+    pub zero_rate_clocks: Vec<u32>,
     pub max_arm_hz: u32,
+    /// GET_MAX_CLOCK_RATE of the core clock (`core_freq`; 400 MHz on Pi 3 and Zero once nothing
+    /// holds it at 250 MHz: raspberrypi/documentation `config_txt/overclocking.adoc`).
+    pub max_core_hz: Option<u32>,
+    /// The SD clock SET_SDHOST_CLOCK asked for, which the firmware keeps whatever the core does.
+    sdhost_clock_request_hz: Cell<Option<u32>>,
     /// The expander lines' levels as SET_GPIO_STATE left them.
     expander: RefCell<[Option<bool>; 8]>,
     /// Every call, in order.
@@ -69,7 +82,12 @@ impl Default for FirmwareModel {
                 (clocks::UART, 48_000_000),
             ]),
             measured_per_mille: 1000,
+            measurement_error_hz: 0,
+            actual_hz: RefCell::new(Vec::new()),
+            zero_rate_clocks: Vec::new(),
             max_arm_hz: 1_500_000_000,
+            max_core_hz: None,
+            sdhost_clock_request_hz: Cell::new(None),
             expander: RefCell::new([None; 8]),
             calls: RefCell::new(Vec::new()),
         }
@@ -101,14 +119,90 @@ impl FirmwareModel {
     }
 
     /// QEMU's model (`hw/misc/bcm2835_property.c`): 25.0 °C, limit 99.0 °C, GET_THROTTLED 0,
-    /// GET_CLOCK_RATE_MEASURED not handled.
+    /// GET_CLOCK_RATE_MEASURED and SET_SDHOST_CLOCK not handled.
     pub fn qemu_like() -> Self {
         FirmwareModel {
             temperatures_millic: RefCell::new(VecDeque::from([25_000])),
             max_temperature_millic: 99_000,
-            unanswered: std::vec![tags::GET_CLOCK_RATE_MEASURED],
+            unanswered: std::vec![tags::GET_CLOCK_RATE_MEASURED, tags::SET_SDHOST_CLOCK],
             ..Self::default()
         }
+    }
+
+    /// A Pi 3, Zero W or Zero 2 W whose core clock is not held at 250 MHz (`dtoverlay=disable-bt`
+    /// lifts the lock `enable_uart=1` implies: raspberrypi/linux issue 2060): idle at 250 MHz,
+    /// which GET_CLOCK_RATE and GET_CLOCK_RATE_MEASURED answer while idle, up to 400 MHz under
+    /// load ([`FirmwareModel::put_core_under_load`]). The Arasan's EMMC clock runs at 200 MHz.
+    pub fn pi3_core_unlocked() -> Self {
+        let model = FirmwareModel { max_core_hz: Some(400_000_000), ..Self::default() };
+        model.set_requested(clocks::CORE, 250_000_000);
+        model.set_requested(clocks::EMMC, 200_000_000);
+        model
+    }
+
+    /// The same firmware without `tags` (an older firmware, or QEMU's).
+    pub fn not_answering(mut self, tags: &[u32]) -> Self {
+        self.unanswered.extend_from_slice(tags);
+        self
+    }
+
+    /// The load arrives: the core runs at its maximum.
+    pub fn put_core_under_load(&self) {
+        let max = self.max_core_hz.unwrap_or(self.requested(clocks::CORE));
+        self.set_actual_clock_hz(clocks::CORE, max);
+    }
+
+    /// Sets what GET_CLOCK_RATE answers for `clock_id` (the rate "requested").
+    pub fn set_requested(&self, clock_id: u32, hz: u32) {
+        let mut rates = self.requested_hz.borrow_mut();
+        match rates.iter_mut().find(|(id, _)| *id == clock_id) {
+            Some(entry) => entry.1 = hz,
+            None => rates.push((clock_id, hz)),
+        }
+    }
+
+    /// `clock_id` runs at `hz` from now on, whatever was requested.
+    pub fn set_actual_clock_hz(&self, clock_id: u32, hz: u32) {
+        let mut rates = self.actual_hz.borrow_mut();
+        match rates.iter_mut().find(|(id, _)| *id == clock_id) {
+            Some(entry) => entry.1 = hz,
+            None => rates.push((clock_id, hz)),
+        }
+    }
+
+    /// What `clock_id` runs at now.
+    pub fn actual_clock_hz(&self, clock_id: u32) -> u32 {
+        let actual = self.actual_hz.borrow().iter().find(|(id, _)| *id == clock_id).map(|&(_, hz)| hz);
+        actual.unwrap_or_else(|| self.requested(clock_id))
+    }
+
+    /// The SD clock the firmware gives the sdhost now, once SET_SDHOST_CLOCK asked for one: the
+    /// fastest core / (divider + 2) not above the request, for the core as it runs now.
+    pub fn sdhost_card_clock_hz(&self) -> Option<u32> {
+        let request = self.sdhost_clock_request_hz.get()?;
+        Some(sdhost_clock_for(self.actual_clock_hz(clocks::CORE), request))
+    }
+
+    fn max_clock_hz(&self, clock_id: u32) -> u32 {
+        match clock_id {
+            clocks::ARM => self.max_arm_hz,
+            clocks::CORE => self.max_core_hz.unwrap_or(self.requested(clock_id)),
+            _ => self.requested(clock_id),
+        }
+    }
+
+    /// SET_SDHOST_CLOCK: {0, ~0, ~0} is a probe (answered with zeros: the words changed); a
+    /// rate is remembered and answered with the SD clocks it gives at the idle and the maximum
+    /// core clock.
+    fn set_sdhost_clock(&self, request: &[u32]) -> Option<Vec<u32>> {
+        let hz = *request.first()?;
+        if hz == 0 {
+            return Some(std::vec![0, 0, 0]);
+        }
+        self.sdhost_clock_request_hz.set(Some(hz));
+        let idle = sdhost_clock_for(self.requested(clocks::CORE), hz);
+        let loaded = sdhost_clock_for(self.max_clock_hz(clocks::CORE), hz);
+        Some(std::vec![hz, idle, loaded])
     }
 
     /// A firmware that answers nothing.
@@ -182,15 +276,17 @@ impl FirmwareModel {
             // Sensor 0 is the only one; another id is not answered.
             tags::GET_TEMPERATURE if first == Some(0) => Some(std::vec![0, self.next_temperature()]),
             tags::GET_MAX_TEMPERATURE if first == Some(0) => Some(std::vec![0, self.max_temperature_millic]),
-            tags::GET_CLOCK_RATE => first.map(|id| std::vec![id, self.requested(id)]),
+            tags::GET_CLOCK_RATE => first.map(|id| {
+                let rate = if self.zero_rate_clocks.contains(&id) { 0 } else { self.requested(id) };
+                std::vec![id, rate]
+            }),
             tags::GET_CLOCK_RATE_MEASURED => first.map(|id| {
-                let measured = u64::from(self.requested(id)) * u64::from(self.measured_per_mille) / 1000;
+                let running = u64::from(self.actual_clock_hz(id)) * u64::from(self.measured_per_mille) / 1000;
+                let measured = running.saturating_sub(u64::from(self.measurement_error_hz));
                 std::vec![id, measured as u32]
             }),
-            tags::GET_MAX_CLOCK_RATE => first.map(|id| {
-                let max = if id == clocks::ARM { self.max_arm_hz } else { self.requested(id) };
-                std::vec![id, max]
-            }),
+            tags::GET_MAX_CLOCK_RATE => first.map(|id| std::vec![id, self.max_clock_hz(id)]),
+            tags::SET_SDHOST_CLOCK => self.set_sdhost_clock(request),
             tags::SET_CLOCK_RATE => {
                 let (&id, &hz) = (request.first()?, request.get(1)?);
                 let limit = if id == clocks::ARM { self.max_arm_hz } else { self.requested(id) };
@@ -213,6 +309,11 @@ impl FirmwareModel {
             _ => None,
         }
     }
+}
+
+/// The fastest SD clock core / (divider + 2) not above `request_hz`.
+fn sdhost_clock_for(core_hz: u32, request_hz: u32) -> u32 {
+    core_hz / core_hz.div_ceil(request_hz.max(1)).max(2)
 }
 
 impl PropertyTags for FirmwareModel {

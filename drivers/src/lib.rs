@@ -24,6 +24,7 @@ pub mod sdhci;
 pub mod sdhost;
 pub mod snapshot;
 pub mod system_timer;
+pub mod timebase;
 pub mod usb;
 
 #[cfg(any(test, feature = "testing"))]

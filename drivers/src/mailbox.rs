@@ -47,6 +47,11 @@ pub mod tags {
     /// {clock id, rate in Hz, skip setting turbo}; answers {clock id, rate set}.
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
+    /// {SD clock in Hz, 0, 0}: the firmware programs the BCM2835 sdhost's divider for that clock
+    /// and keeps it right when the core clock moves; answers {Hz, and two SD clocks it gives
+    /// (Linux `bcm2835-sdhost.c` takes the larger)}. Asked with {0, ~0, ~0}, a firmware that
+    /// knows the tag changes the last two words.
+    pub const SET_SDHOST_CLOCK: u32 = 0x0003_8042;
     /// Reload the VL805's firmware after a PCIe reset (docs/pcie-brcmstb.md §8).
     pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
@@ -67,6 +72,7 @@ pub mod tags {
             GET_CLOCK_RATE_MEASURED => "GET_CLOCK_RATE_MEASURED",
             SET_CLOCK_RATE => "SET_CLOCK_RATE",
             SET_GPIO_STATE => "SET_GPIO_STATE",
+            SET_SDHOST_CLOCK => "SET_SDHOST_CLOCK",
             NOTIFY_XHCI_RESET => "NOTIFY_XHCI_RESET",
             GET_COMMAND_LINE => "GET_COMMAND_LINE",
             _ => return None,
@@ -240,6 +246,14 @@ pub trait PropertyTags {
     /// Sends `tag` with `request` and room for `response.len()` answer words; returns how many
     /// answer words the firmware wrote into `response`.
     fn call_tag(&self, tag: u32, request: &[u32], response: &mut [u32]) -> Result<usize, MailboxError>;
+}
+
+/// A reference answers as what it refers to (so that `&dyn PropertyTags` can be passed where a
+/// firmware is taken by reference).
+impl<T: PropertyTags + ?Sized> PropertyTags for &T {
+    fn call_tag(&self, tag: u32, request: &[u32], response: &mut [u32]) -> Result<usize, MailboxError> {
+        (**self).call_tag(tag, request, response)
+    }
 }
 
 /// A clock's rate from GET_CLOCK_RATE or GET_MAX_CLOCK_RATE: the answer is {clock id, Hz}, and a

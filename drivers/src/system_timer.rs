@@ -21,15 +21,22 @@ impl<R: RegisterIo> SystemTimer<R> {
     }
 
     /// The 64-bit count, consistent across a carry from CLO into CHI: CHI, CLO, CHI again, and
-    /// CLO once more when CHI moved in between.
+    /// CLO once more when CHI moved in between. The reads are fenced on both sides
+    /// ([`crate::barrier::between_peripherals`]): the kernel reads this timer between the
+    /// register accesses of whichever controller it polls.
+    #[inline(always)]
     pub fn ticks(&self) -> u64 {
+        crate::barrier::between_peripherals();
         let high = self.registers.read32(COUNTER_HIGH);
         let low = self.registers.read32(COUNTER_LOW);
         let high_again = self.registers.read32(COUNTER_HIGH);
-        if high == high_again {
-            return (u64::from(high) << 32) | u64::from(low);
-        }
-        (u64::from(high_again) << 32) | u64::from(self.registers.read32(COUNTER_LOW))
+        let ticks = if high == high_again {
+            (u64::from(high) << 32) | u64::from(low)
+        } else {
+            (u64::from(high_again) << 32) | u64::from(self.registers.read32(COUNTER_LOW))
+        };
+        crate::barrier::between_peripherals();
+        ticks
     }
 }
 
@@ -72,6 +79,23 @@ mod tests {
         // Without a carry the first CLO read stands.
         let timer = SystemTimer::new(Counter { value: Cell::new(0x5_0000_1000), step: 1 });
         assert_eq!(timer.ticks(), 0x5_0000_1000);
+    }
+
+    #[test]
+    fn the_reads_are_fenced_from_the_other_peripherals_on_both_sides() {
+        use crate::barrier::BarrierKind;
+        use crate::testing::{ArenaPlatform, PlatformEvent};
+        let platform = ArenaPlatform::new(4096);
+        let start = platform.log().len();
+        let timer = SystemTimer::new(Counter { value: Cell::new(7), step: 1 });
+        assert_eq!(timer.ticks(), 7);
+        assert_eq!(
+            platform.log().since(start),
+            [
+                PlatformEvent::Barrier(BarrierKind::BetweenPeripherals),
+                PlatformEvent::Barrier(BarrierKind::BetweenPeripherals)
+            ]
+        );
     }
 
     #[test]

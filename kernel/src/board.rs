@@ -269,6 +269,18 @@ pub struct BoardProfile {
 }
 
 impl BoardProfile {
+    /// The release slots of the cores the firmware leaves waiting, for this kernel's
+    /// instruction set: the profile's table, except on a BCM2837 running the 32-bit image, whose
+    /// firmware starts armstub7 (no AArch64 spin table at 0xE0-0xF0; its cores wait on ARM-local
+    /// mailbox 3 as on the BCM2836).
+    pub fn spin_slots(&self, aarch32: bool) -> &'static [u64] {
+        if aarch32 && self.family == BoardFamily::RaspberryPi3 {
+            ARMSTUB7_SPIN_SLOTS
+        } else {
+            self.spin_table
+        }
+    }
+
     /// Every register block of the board: the table's, the SD hosts' and the root complex's.
     pub fn blocks(&self) -> impl Iterator<Item = MmioBlock> + '_ {
         let pcie = self.pcie.iter().flat_map(|host| {
@@ -318,6 +330,12 @@ pub const SDHOST_BYTES: u64 = 0x100;
 pub const SDHCI_BYTES: u64 = 0x100;
 /// Broadcom STB PCIe root complex: bcm2711.dtsi and bcm2712.dtsi `reg` size 0x9310.
 pub const BRCMSTB_PCIE_BYTES: u64 = 0x9310;
+
+/// Where armstub7's cores 1-3 wait (BCM2836, and BCM2837 started with the 32-bit image): for an
+/// address in their ARM-local mailbox 3, written through its set register at 0x4000_008C +
+/// 0x10 × core (raspberrypi/tools `armstubs/armstub7.S` polls 0x4000_00CC + 0x10 × core;
+/// docs/aarch32-pis.md §2).
+const ARMSTUB7_SPIN_SLOTS: &[u64] = &[0x4000_009c, 0x4000_00ac, 0x4000_00bc];
 
 /// The slot's two controllers on BCM2836/2837 (peripherals at 0x3F00_0000); `sd.host=` picks
 /// one (docs/aarch32-pis.md §7).
@@ -400,9 +418,7 @@ pub static RASPBERRY_PI_2: BoardProfile = BoardProfile {
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
     timer: BoardTimer::GenericWithLocalPrescaler,
     pcie: None,
-    // Cores 1-3 wait in armstub7 (or QEMU's stub) for an address in their ARM-local mailbox 3,
-    // written through its set register at 0x4000_008C + 0x10 × core (docs/aarch32-pis.md §2).
-    spin_table: &[0x4000_009c, 0x4000_00ac, 0x4000_00bc],
+    spin_table: ARMSTUB7_SPIN_SLOTS,
 };
 
 pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
@@ -417,6 +433,9 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
         MmioBlock::new(BlockKind::Gpio, 0x3f20_0000, BCM2835_GPIO_BYTES),
         MmioBlock::new(BlockKind::Mailbox, 0x3f00_b880, MAILBOX_BYTES),
         MmioBlock::new(BlockKind::SystemTimer, 0x3f00_3000, SYSTEM_TIMER_BYTES),
+        // The BCM2836's ARM-local block is the BCM2837's too (bcm2837.dtsi local_intc
+        // <0x40000000 0x100>): its prescaler decides the generic counter's rate.
+        MmioBlock::new(BlockKind::ArmLocal, 0x4000_0000, ARM_LOCAL_BYTES),
     ],
     uart_clock: UartClock::FromMailbox { fallback_hz: 48_000_000 },
     sd_hosts: BCM2836_SD_HOSTS,
@@ -425,7 +444,10 @@ pub static RASPBERRY_PI_3: BoardProfile = BoardProfile {
     low_reserved_bytes: 0x1000,
     default_psci: None,
     videocore_bus: VIDEOCORE_UNCACHED_ALIAS,
-    timer: BoardTimer::Generic,
+    // armstub8 sets the prescaler for a 64-bit kernel, but a Pi 2 v1.2 (BCM2837) or a Pi 3 started
+    // with the 32-bit image runs armstub7, which writes it only for BCM2711: the counter would
+    // tick at 1 MHz while CNTFRQ says 19.2 MHz (circle `lib/timer.cpp` checks for this).
+    timer: BoardTimer::GenericWithLocalPrescaler,
     pcie: None,
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
@@ -827,6 +849,20 @@ mod tests {
         }
         // Pi 2 cores 1-3 are released through ARM-local mailbox 3 of each core.
         assert_eq!(RASPBERRY_PI_2.spin_table, &[0x4000_009c, 0x4000_00ac, 0x4000_00bc]);
+    }
+
+    #[test]
+    fn a_bcm2837_running_the_32_bit_image_is_treated_like_armstub7_leaves_it() {
+        // The Pi 2 v1.2 takes kernel7.img and runs it on a Cortex-A53 (the Pi 3 table): the
+        // prescaler is set as on the BCM2836, through the same ARM-local block.
+        assert_eq!(RASPBERRY_PI_3.timer, BoardTimer::GenericWithLocalPrescaler);
+        assert_eq!(RASPBERRY_PI_3.block(BlockKind::ArmLocal).unwrap().base, 0x4000_0000);
+        // Its cores wait where armstub7 polls, never at armstub8's 64-bit slots.
+        assert_eq!(RASPBERRY_PI_3.spin_slots(true), RASPBERRY_PI_2.spin_table);
+        assert!(RASPBERRY_PI_3.spin_slots(true).iter().all(|slot| *slot >= 0x4000_0000));
+        assert_eq!(RASPBERRY_PI_3.spin_slots(false), &[0xe0, 0xe8, 0xf0]);
+        assert_eq!(RASPBERRY_PI_2.spin_slots(true), RASPBERRY_PI_2.spin_table);
+        assert_eq!(RASPBERRY_PI_4.spin_slots(false), RASPBERRY_PI_4.spin_table);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! the card as a `blockdev::BlockDevice` (PIO or ADMA2).
 
 pub mod adma;
+pub mod base_clock;
 pub mod card_bus;
 pub mod clock;
 pub mod command;

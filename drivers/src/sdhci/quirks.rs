@@ -6,13 +6,16 @@ use super::adma::DescriptorLimit;
 use crate::gpio::{Bcm2835Gpio, PinFunction};
 use crate::mmio::RegisterIo;
 
-/// Where the host's base clock (the SDCLK divider's input) comes from (docs/hardware.md §2.2).
+/// Where the host's base clock (the SDCLK divider's input) comes from (docs/hardware.md §2.2;
+/// the order is [`super::base_clock`]'s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BaseClockSource {
-    /// VideoCore mailbox GET_CLOCK_RATE for this clock ID; `fallback_hz` if the firmware does
-    /// not answer.
-    Mailbox { clock_id: u32, fallback_hz: u32 },
-    /// The Capabilities register's Base Clock Frequency field (SDHCI §2.2.26).
+    /// The VideoCore firmware's clock `clock_id` (measured, then requested), then the
+    /// capabilities, then `fallback_hz`.
+    Firmware { clock_id: u32, fallback_hz: u32 },
+    /// The capabilities first, then the firmware's clock, then `fallback_hz` (BCM2712).
+    CapabilitiesThenFirmware { clock_id: u32, fallback_hz: u32 },
+    /// The Capabilities register's Base Clock Frequency field alone (SDHCI §2.2.26).
     Capabilities,
 }
 
@@ -115,7 +118,8 @@ pub const ARASAN_EMMC: HostQuirks = HostQuirks {
     name: "Arasan EMMC (BCM2835/2837/2711 legacy)",
     access_32_bit_only: true,
     slow_clock_write_spacing_clocks: 4,
-    base_clock: BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 100_000_000 },
+    // The firmware has run the EMMC clock at 200 MHz since 2018 (docs/hardware.md §2.2).
+    base_clock: BaseClockSource::Firmware { clock_id: 1, fallback_hz: 200_000_000 },
     capabilities: CapabilitySource::Supplied {
         low: BCM2835_SUPPLIED_CAPABILITIES.0,
         high: BCM2835_SUPPLIED_CAPABILITIES.1,
@@ -141,7 +145,7 @@ pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     name: "BCM2711 EMMC2",
     access_32_bit_only: true,
     slow_clock_write_spacing_clocks: 4,
-    base_clock: BaseClockSource::Mailbox { clock_id: 12, fallback_hz: 100_000_000 },
+    base_clock: BaseClockSource::Firmware { clock_id: 12, fallback_hz: 100_000_000 },
     capabilities: CapabilitySource::Register,
     firmware_power_device: Some(0),
     broken_card_detect: true,
@@ -159,7 +163,7 @@ pub const BCM2712_SDHCI: HostQuirks = HostQuirks {
     name: "BCM2712 SDHCI",
     access_32_bit_only: false,
     slow_clock_write_spacing_clocks: 0,
-    base_clock: BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 200_000_000 },
+    base_clock: BaseClockSource::CapabilitiesThenFirmware { clock_id: 1, fallback_hz: 200_000_000 },
     capabilities: CapabilitySource::RegisterWithBoardUhs { uhs_bits: UHS_SDR50 | UHS_SDR104 | UHS_DDR50 },
     firmware_power_device: None,
     broken_card_detect: false,
@@ -217,11 +221,17 @@ mod tests {
     #[test]
     fn the_table_says_what_the_documents_say() {
         // Clock IDs: EMMC = 1, EMMC2 = 12 (docs/hardware.md §2.2).
+        // The Arasan's fallback is the 200 MHz the firmware runs EMMC at, not circle's 100 MHz.
         assert_eq!(
             ARASAN_EMMC.base_clock,
-            BaseClockSource::Mailbox { clock_id: 1, fallback_hz: 100_000_000 }
+            BaseClockSource::Firmware { clock_id: 1, fallback_hz: 200_000_000 }
         );
-        assert!(matches!(BCM2711_EMMC2.base_clock, BaseClockSource::Mailbox { clock_id: 12, .. }));
+        assert!(matches!(BCM2711_EMMC2.base_clock, BaseClockSource::Firmware { clock_id: 12, .. }));
+        // BCM2712: the capabilities first (Linux `sdhci-brcmstb.c` has no get_max_clock).
+        assert!(matches!(
+            BCM2712_SDHCI.base_clock,
+            BaseClockSource::CapabilitiesThenFirmware { clock_id: 1, .. }
+        ));
         assert_eq!(GENERIC_PCI.base_clock, BaseClockSource::Capabilities);
         // Only Pi ≤ 4 hosts are powered through the firmware.
         assert_eq!(ARASAN_EMMC.firmware_power_device, Some(0));

@@ -270,7 +270,12 @@ pub struct SimState {
     pub written: std::collections::BTreeMap<u64, Vec<u8>>,
     /// Register reads left while the card programs after a write (`None`: not busy).
     programming_reads_left: Option<u32>,
+    /// The fastest SD clock the card's timing allows (SD §3.9.1): 25 MHz until CMD6 switches it.
+    pub card_clock_limit_hz: u32,
 }
+
+/// A card's clock ceiling at Default Speed (SD §3.9.1).
+const DEFAULT_SPEED_LIMIT_HZ: u32 = 25_000_000;
 
 #[derive(Clone, Copy, Debug)]
 struct Tuning {
@@ -340,6 +345,7 @@ impl<'a> SimHost<'a> {
                 command_event: 0,
                 written: std::collections::BTreeMap::new(),
                 programming_reads_left: None,
+                card_clock_limit_hz: DEFAULT_SPEED_LIMIT_HZ,
             }),
             platform,
         }
@@ -676,6 +682,11 @@ impl SimState {
             self.raise(interrupt::TRANSFER_COMPLETE);
         }
         if data_present {
+            if clock_hz > self.card_clock_limit_hz {
+                self.violations.push("data clocked faster than the card's timing allows (SD §3.9.1)");
+                self.raise(interrupt::DATA_CRC);
+                return;
+            }
             if self.data_unreliable() {
                 self.raise(interrupt::DATA_CRC);
                 return;
@@ -792,6 +803,11 @@ impl SimState {
                     0xf
                 };
                 status[16] = selected;
+                if argument & 0x8000_0000 != 0 && selected != 0xf {
+                    // SD §3.9.1, §4.3.10.3: SDR12, SDR25/HS, SDR50, SDR104, DDR50.
+                    self.card_clock_limit_hz = [25_000_000, 50_000_000, 100_000_000, 208_000_000, 50_000_000]
+                        [usize::from(selected).min(4)];
+                }
                 Source::Bytes(status)
             }
             // Without Execute Tuning CMD19 is an ordinary read of the tuning block (as in QEMU).
@@ -1011,6 +1027,7 @@ impl SimState {
             (_, 0) => {
                 self.state = State::Idle;
                 self.acmd41_polls = 0;
+                self.card_clock_limit_hz = DEFAULT_SPEED_LIMIT_HZ;
                 None
             }
             (false, 8) => card.answers_cmd8.then_some(Response::Short(argument & 0xfff)),

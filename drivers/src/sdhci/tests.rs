@@ -1261,3 +1261,80 @@ fn bus_widths_set_host_control_1_and_8_bits_need_the_capability() {
     wide.set_bus_width(BusWidth::Eight).unwrap();
     assert_eq!((width_bits(eight_bit), wide.bus_mode().width_bits), (0b1_0000, 8));
 }
+
+/// Brings up QEMU's SDHC card on `board` with the base clock [`super::base_clock::choose`] picks
+/// from `firmware` for `quirks`, reads across it, and returns what the simulator saw.
+fn bring_up_on_the_firmware_base_clock(
+    board: SimBoard,
+    quirks: &'static HostQuirks,
+    firmware: &crate::firmware_model::FirmwareModel,
+) -> (&'static SimHost<'static>, super::base_clock::BaseClock, Timing) {
+    let platform = platform(8 << 20);
+    let sim = sim(platform, board, SimCard::qemu_like(8 << 30));
+    let capabilities = super::host::HostCapabilities::read(&sim, quirks.capabilities);
+    let base = super::base_clock::choose(Some(firmware), quirks.base_clock, &capabilities).unwrap();
+    let host = host(sim, platform, quirks, Some(base.hz));
+    let mut device = card_device(host, ModeRequest::Pio, Cmd23Request::Auto);
+    let timing = device.card().timing;
+    let (completion, buffer) = read(&mut device, platform, 1000, 16);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(&buffer, 1000);
+    (sim, base, timing)
+}
+
+#[test]
+fn an_arasan_whose_firmware_answers_zero_is_clocked_from_200_mhz_not_100() {
+    use crate::mailbox::{clocks, tags};
+    // raspberrypi/firmware issue 1619: GET_CLOCK_RATE answers 0 for EMMC; no measurement.
+    let mut firmware =
+        crate::firmware_model::FirmwareModel::pi4().not_answering(&[tags::GET_CLOCK_RATE_MEASURED]);
+    firmware.zero_rate_clocks.push(clocks::EMMC);
+    let (sim, base, timing) =
+        bring_up_on_the_firmware_base_clock(SimBoard::PI3_ARASAN, &ARASAN_EMMC, &firmware);
+    assert_eq!(base.hz, 200_000_000);
+    assert_eq!(timing, Timing::HighSpeed);
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+}
+
+#[test]
+fn an_emmc2_clock_the_firmware_measures_above_its_request_is_divided_as_measured() {
+    use crate::mailbox::clocks;
+    // GET_CLOCK_RATE answers the 100 MHz requested; the clock runs (and measures) at 200 MHz.
+    let mut firmware = crate::firmware_model::FirmwareModel::pi4();
+    firmware.set_requested(clocks::EMMC2, 100_000_000);
+    firmware.set_actual_clock_hz(clocks::EMMC2, 200_000_000);
+    firmware.measurement_error_hz = 4_321;
+    let board = SimBoard { base_clock_hz: 200_000_000, ..SimBoard::PI4_EMMC2_B0 };
+    let (sim, base, _) = bring_up_on_the_firmware_base_clock(board, &BCM2711_EMMC2, &firmware);
+    assert_eq!(base.hz, 200_000_000);
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+}
+
+#[test]
+fn a_bcm2712_is_clocked_from_its_capabilities_when_the_firmware_disagrees() {
+    use crate::mailbox::clocks;
+    let firmware = crate::firmware_model::FirmwareModel::pi4();
+    firmware.set_requested(clocks::EMMC, 100_000_000);
+    let (sim, base, _) = bring_up_on_the_firmware_base_clock(SimBoard::PI5_SDHCI, &BCM2712_SDHCI, &firmware);
+    assert_eq!((base.hz, base.firmware_disagreed_hz), (200_000_000, Some(100_000_000)));
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+}
+
+#[test]
+fn a_base_clock_half_the_real_one_overclocks_the_card_and_the_model_says_so() {
+    // What the old 100 MHz Arasan fallback did on a 200 MHz EMMC clock.
+    let platform = platform(8 << 20);
+    let sim = sim(platform, SimBoard::PI3_ARASAN, SimCard::qemu_like(8 << 30));
+    let mut device = card_device(
+        host(sim, platform, &ARASAN_EMMC, Some(100_000_000)),
+        ModeRequest::Pio,
+        Cmd23Request::Auto,
+    );
+    let (completion, _) = read(&mut device, platform, 1000, 16);
+    assert!(completion.result.is_err());
+    assert!(sim
+        .state
+        .borrow()
+        .violations
+        .contains(&"data clocked faster than the card's timing allows (SD §3.9.1)"));
+}

@@ -3,6 +3,7 @@
 //! (docs/aarch32-pis.md §7). The card protocol on top is `crate::sd`'s, through [`CardBus`].
 #![forbid(unsafe_code)]
 
+use super::clock::SdhostClock;
 use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
 use crate::dma::PioTarget;
 use crate::mmio::RegisterIo;
@@ -17,8 +18,6 @@ use crate::sd::timing::Timing;
 pub const COMMAND_TIMEOUT_US: u64 = 100_000;
 /// Power settling on each side of the VDD switch at reset (Linux: 20 ms).
 pub const POWER_SETTLE_US: u64 = 20_000;
-/// The VPU core clock of a Pi 1-3 when the firmware does not answer (250 MHz: docs/aarch32-pis.md §7).
-pub const CORE_CLOCK_FALLBACK_HZ: u32 = 250_000_000;
 /// The data timeout register in SD clocks: half a second (Linux: clock / 2).
 fn timeout_clocks(sd_clock_hz: u32) -> u32 {
     sd_clock_hz / 2
@@ -37,24 +36,25 @@ pub fn divider_for(core_hz: u32, target_hz: u32) -> (u32, u32) {
 pub struct SdhostHost<'p, R: RegisterIo, P: Platform> {
     registers: R,
     platform: &'p P,
-    core_clock_hz: u32,
+    clock: SdhostClock<'p>,
     host_config: u32,
     sd_clock_hz: u32,
     bus_width_bits: u8,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
-    /// `core_clock_hz` is the VPU core clock the divider divides (mailbox clock 4).
-    pub fn new(registers: R, platform: &'p P, core_clock_hz: u32) -> Self {
-        SdhostHost { registers, platform, core_clock_hz, host_config: 0, sd_clock_hz: 0, bus_width_bits: 1 }
+    /// `clock` says who sets the SD clock: the firmware, or the driver dividing the VPU core
+    /// clock (mailbox clock 4; [`SdhostClock::probe`]).
+    pub fn new(registers: R, platform: &'p P, clock: SdhostClock<'p>) -> Self {
+        SdhostHost { registers, platform, clock, host_config: 0, sd_clock_hz: 0, bus_width_bits: 1 }
     }
 
     pub fn platform(&self) -> &'p P {
         self.platform
     }
 
-    pub fn core_clock_hz(&self) -> u32 {
-        self.core_clock_hz
+    pub fn clock(&self) -> SdhostClock<'p> {
+        self.clock
     }
 
     pub fn read(&self, offset: usize) -> u32 {
@@ -72,8 +72,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     pub fn initialize(&mut self) -> Result<(), SdError> {
         use debug_mode::*;
         self.write(offsets::POWER, 0);
-        for offset in [offsets::COMMAND, offsets::ARGUMENT, offsets::CLOCK_DIVIDER, offsets::HOST_CONFIG] {
+        for offset in [offsets::COMMAND, offsets::ARGUMENT, offsets::HOST_CONFIG] {
             self.write(offset, 0);
+        }
+        // SDCDIV is the firmware's once it sets the clock.
+        if let SdhostClock::Divider { .. } = self.clock {
+            self.write(offsets::CLOCK_DIVIDER, 0);
         }
         self.write(offsets::TIMEOUT, 0xf0_0000);
         self.write(offsets::BLOCK_BYTES, 0);
@@ -95,10 +99,22 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         Ok(())
     }
 
-    /// SDCLK at the fastest frequency not above `target_hz`, with a half-second data timeout.
+    /// SDCLK at the fastest frequency not above `target_hz` (set by the firmware, or by the
+    /// driver's divider), with a half-second data timeout.
     pub fn set_clock(&mut self, target_hz: u32) -> Result<u32, SdError> {
-        let (divider, sd_clock_hz) = divider_for(self.core_clock_hz, target_hz);
-        self.write(offsets::CLOCK_DIVIDER, divider);
+        let sd_clock_hz = match self.clock {
+            SdhostClock::Firmware(firmware) => {
+                SdhostClock::set_by_firmware(firmware, target_hz).map_err(|_| SdError::UnusableHost {
+                    reason: "the firmware did not answer SET_SDHOST_CLOCK",
+                    value: target_hz,
+                })?
+            }
+            SdhostClock::Divider { core_hz, .. } => {
+                let (divider, sd_clock_hz) = divider_for(core_hz, target_hz);
+                self.write(offsets::CLOCK_DIVIDER, divider);
+                sd_clock_hz
+            }
+        };
         self.write(offsets::TIMEOUT, timeout_clocks(sd_clock_hz));
         self.sd_clock_hz = sd_clock_hz;
         Ok(sd_clock_hz)
@@ -269,10 +285,18 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         Ok(())
     }
 
-    /// After the last word: waits for the state machine to reach identification or data mode;
-    /// stuck waiting for more read data (an open-ended read the card goes on with), it is forced
-    /// to data mode, as Linux does.
+    /// After the last word: an error the host flagged while the data came (a CRC16 error on the
+    /// last block is flagged after its words were taken from the FIFO) fails the command; then
+    /// waits for the state machine to reach identification or data mode; stuck waiting for more
+    /// read data (an open-ended read the card goes on with), it is forced to data mode, as Linux
+    /// does.
     pub fn finish_data(&mut self, command: &Command) -> Result<(), SdError> {
+        let host_status = self.read(offsets::HOST_STATUS);
+        if host_status & status::ERRORS != 0 {
+            let failure = self.failure(*command, failure_kind(host_status), host_status);
+            self.recover();
+            return Err(failure.into());
+        }
         let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
         loop {
             let state = self.state_machine();

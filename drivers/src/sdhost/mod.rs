@@ -4,6 +4,7 @@
 //! [`crate::sd::bring_up_at_3v3`] identifies the card; [`device::SdhostCard`] is the card as
 //! a `blockdev::BlockDevice` (PIO from the 16-word FIFO).
 
+pub mod clock;
 pub mod device;
 pub mod host;
 pub mod regs;

@@ -8,12 +8,17 @@
 //! with busy is refused; nothing answers while the card has no power; identification above
 //! 400 kHz gets no answer; without SLOW_CARD only the divider's low 3 bits count in data mode, and
 //! data clocked faster than the card's timing allows fails its CRC; an open-ended CMD18 leaves
-//! the state machine in READWAIT until CMD12; reading an empty FIFO is a FIFO error.
+//! the state machine in READWAIT until CMD12; reading an empty FIFO is a FIFO error. On a board
+//! with a firmware model the divider divides the core clock as it runs now (it moves under
+//! load), a card clock above 52 MHz is a violation, and once the firmware sets the clock
+//! (SET_SDHOST_CLOCK) a driver write to SDCDIV is one too.
 #![forbid(unsafe_code)]
 
 extern crate std;
 
 use super::regs::{command as cmd, config, debug_mode, offsets, status, FIFO_WORDS, MAX_BLOCKS_PER_COMMAND};
+use crate::firmware_model::FirmwareModel;
+use crate::mailbox::clocks;
 use crate::mmio::RegisterIo;
 use crate::sd::card_registers::ocr;
 use crate::sd::sim_card::SimCard;
@@ -47,7 +52,11 @@ enum CardState {
 
 pub struct SimSdhostState {
     pub card: SimCard,
+    /// The core clock when no firmware model drives it.
     pub core_clock_hz: u32,
+    /// The board's firmware: its core clock (which moves under load) feeds the divider, and
+    /// once SET_SDHOST_CLOCK has set a clock the firmware owns SDCDIV and keeps the clock.
+    pub firmware: Option<&'static FirmwareModel>,
     command: u32,
     argument: u32,
     pub divider: u32,
@@ -94,6 +103,7 @@ impl SimSdhost {
             state: RefCell::new(SimSdhostState {
                 card,
                 core_clock_hz,
+                firmware: None,
                 command: 0,
                 argument: 0,
                 divider: 0,
@@ -124,6 +134,14 @@ impl SimSdhost {
         }
     }
 
+    /// The controller on a board whose firmware is `firmware` (its core clock, its
+    /// SET_SDHOST_CLOCK).
+    pub fn with_firmware(card: SimCard, firmware: &'static FirmwareModel) -> Self {
+        let sim = SimSdhost::new(firmware.actual_clock_hz(clocks::CORE), card);
+        sim.state.borrow_mut().firmware = Some(firmware);
+        sim
+    }
+
     pub fn command_indices(&self) -> Vec<u8> {
         self.state.borrow().log.iter().map(|entry| entry.0).collect()
     }
@@ -133,13 +151,31 @@ impl SimSdhostState {
     /// SDCLK as the card sees it: the whole divider, or in data mode without SLOW_CARD only its
     /// low 3 bits.
     fn sd_clock_hz(&self) -> u32 {
+        if let Some(hz) = self.firmware.and_then(FirmwareModel::sdhost_card_clock_hz) {
+            return hz;
+        }
         let data_mode = matches!(self.card_state, CardState::Transfer | CardState::SendingData);
         let divider = if data_mode && self.host_config & config::SLOW_CARD == 0 {
             self.divider & 7
         } else {
             self.divider
         };
-        self.core_clock_hz / (divider + 2)
+        self.core_clock_hz() / (divider + 2)
+    }
+
+    /// The VPU core clock as it runs now.
+    fn core_clock_hz(&self) -> u32 {
+        self.firmware.map_or(self.core_clock_hz, |firmware| firmware.actual_clock_hz(clocks::CORE))
+    }
+
+    /// The card's clock may not exceed 52 MHz (SD High Speed's 50 MHz with the margin Linux's
+    /// sdhost overclock warnings start at); above it, the driver broke the rule.
+    fn check_card_clock(&mut self) {
+        const CARD_CLOCK_LIMIT_HZ: u32 = 52_000_000;
+        let violation = "the card's clock went above 52 MHz";
+        if self.sd_clock_hz() > CARD_CLOCK_LIMIT_HZ && !self.violations.contains(&violation) {
+            self.violations.push(violation);
+        }
     }
 
     fn card_status(&self) -> u32 {
@@ -163,6 +199,7 @@ impl SimSdhostState {
         let index = (value & cmd::INDEX_MASK) as u8;
         self.command = value;
         self.polls_left = COMMAND_POLLS;
+        self.check_card_clock();
         self.log.push((index, self.argument, self.sd_clock_hz()));
         if self.busy_polls_left > 0 {
             self.violations.push("a command while the card still signals busy after an R1b command");
@@ -386,6 +423,7 @@ impl SimSdhostState {
     }
 
     fn read_data(&mut self) -> u32 {
+        self.check_card_clock();
         if self.sd_clock_hz() > self.data_clock_limit_hz() && self.card_state == CardState::SendingData {
             self.host_status |= status::CRC16_ERROR;
         }
@@ -455,7 +493,12 @@ impl RegisterIo for SimSdhost {
             }
             offsets::ARGUMENT => state.argument = value,
             offsets::TIMEOUT => state.data_timeout_clocks = value,
-            offsets::CLOCK_DIVIDER => state.divider = value & 0x7ff,
+            offsets::CLOCK_DIVIDER => {
+                if state.firmware.and_then(FirmwareModel::sdhost_card_clock_hz).is_some() {
+                    state.violations.push("SDCDIV written while the firmware owns the divider");
+                }
+                state.divider = value & 0x7ff;
+            }
             offsets::HOST_STATUS => state.host_status &= !value,
             offsets::POWER => state.power = value & 1,
             offsets::DEBUG_MODE => {

@@ -6,10 +6,13 @@
 
 extern crate std;
 
+use super::clock::{CoreClockOrigin, SdhostClock};
 use super::device::SdhostCard;
 use super::host::{divider_for, SdhostHost};
 use super::regs::{config, debug_mode, status};
 use super::sim::{DataInjection, SimSdhost};
+use crate::firmware_model::FirmwareModel;
+use crate::mailbox::tags;
 use crate::platform::Platform;
 use crate::sd::block::{ReadError, SdBlockDevice};
 use crate::sd::error::{FailureKind, SdError};
@@ -36,8 +39,12 @@ fn sim(card: SimCard) -> &'static SimSdhost {
     Box::leak(Box::new(SimSdhost::new(CORE_HZ, card)))
 }
 
+/// The driver dividing a core clock of `CORE_HZ` (no firmware to ask).
+const DIVIDER: SdhostClock<'static> =
+    SdhostClock::Divider { core_hz: CORE_HZ, origin: CoreClockOrigin::Requested };
+
 fn host(sim: &'static SimSdhost, platform: &'static TestPlatform) -> Host {
-    let mut host = SdhostHost::new(sim, platform, CORE_HZ);
+    let mut host = SdhostHost::new(sim, platform, DIVIDER);
     host.initialize().unwrap();
     host
 }
@@ -76,7 +83,7 @@ fn assert_pattern(bytes: &[u8], first_lba: u64) {
 fn reset_sets_linuxs_thresholds_power_and_the_identification_clock() {
     let sim = sim(SimCard::qemu_like(64 * MIB));
     let host = host(sim, platform());
-    assert_eq!(host.core_clock_hz(), CORE_HZ);
+    assert!(matches!(host.clock(), SdhostClock::Divider { core_hz: CORE_HZ, .. }));
     let state = sim.state.borrow();
     let threshold = |shift: u32| (state.debug_mode >> shift) & debug_mode::THRESHOLD_MASK;
     assert_eq!(threshold(debug_mode::READ_THRESHOLD_SHIFT), 4);
@@ -327,4 +334,71 @@ fn the_card_bus_is_one_or_four_bits_wide() {
     host.set_bus_width(BusWidth::One).unwrap();
     assert_eq!(sim.state.borrow().host_config & config::WIDE_EXTERNAL_BUS, 0);
     assert_eq!(host.bus_mode().width_bits, 1);
+}
+
+/// A Pi 3 / Zero board whose core clock idles at 250 MHz and runs at 400 MHz under load, with
+/// `unanswered` tags its firmware does not know; the card on its sdhost, brought up at idle with
+/// the clock [`SdhostClock::probe`] chooses.
+fn pi3_board(
+    unanswered: &[u32],
+) -> (&'static FirmwareModel, &'static SimSdhost, SdhostCard<'static, &'static SimSdhost, TestPlatform>) {
+    let firmware: &'static FirmwareModel =
+        Box::leak(Box::new(FirmwareModel::pi3_core_unlocked().not_answering(unanswered)));
+    let sim: &'static SimSdhost =
+        Box::leak(Box::new(SimSdhost::with_firmware(SimCard::qemu_like(64 * MIB), firmware)));
+    let platform = platform();
+    let mut host = SdhostHost::new(sim, platform, SdhostClock::probe(Some(firmware)));
+    host.initialize().unwrap();
+    let card = bring_up_at_3v3(&mut host, BringUpOptions::default()).unwrap();
+    assert_eq!(card.timing, Timing::HighSpeed);
+    (firmware, sim, SdhostCard::new(host, card, "sd0", Cmd23Request::Auto))
+}
+
+#[test]
+fn the_firmware_keeps_the_card_at_50_mhz_when_the_core_speeds_up() {
+    let (firmware, sim, mut card) = pi3_board(&[]);
+    assert!(matches!(card.host().clock(), SdhostClock::Firmware(_)));
+    assert_eq!(card.card().sd_clock_hz, 50_000_000);
+    // The firmware was asked for each clock ({Hz, 0, 0}) and SDCDIV was left to it.
+    let asked: Vec<Vec<u32>> = firmware
+        .calls
+        .borrow()
+        .iter()
+        .filter(|call| call.tag == tags::SET_SDHOST_CLOCK)
+        .map(|call| call.request.clone())
+        .collect();
+    assert_eq!(asked, [std::vec![0, !0, !0], std::vec![400_000, 0, 0], std::vec![50_000_000, 0, 0]]);
+    firmware.put_core_under_load();
+    assert_pattern(&read(&mut card, 100, 40).unwrap(), 100);
+    assert!(sim.state.borrow().violations.is_empty(), "{:?}", sim.state.borrow().violations);
+}
+
+#[test]
+fn without_the_firmware_the_divider_is_computed_for_the_fastest_core_clock() {
+    let (firmware, sim, mut card) = pi3_board(&[tags::SET_SDHOST_CLOCK]);
+    // 400 MHz / (6 + 2) = 50 MHz under load; 31.25 MHz at idle: never above what was asked.
+    assert!(matches!(card.host().clock(), SdhostClock::Divider { core_hz: 400_000_000, .. }));
+    assert_eq!(sim.state.borrow().divider, 6);
+    assert_pattern(&read(&mut card, 7, 3).unwrap(), 7);
+    firmware.put_core_under_load();
+    assert_pattern(&read(&mut card, 100, 40).unwrap(), 100);
+    assert!(sim.state.borrow().violations.is_empty(), "{:?}", sim.state.borrow().violations);
+}
+
+#[test]
+fn a_divider_computed_once_from_the_idle_core_clock_overclocks_the_card_under_load() {
+    // What dividing GET_CLOCK_RATE's 250 MHz gives once the core runs at 400 MHz: 80 MHz.
+    let firmware: &'static FirmwareModel =
+        Box::leak(Box::new(FirmwareModel::pi3_core_unlocked().not_answering(&[tags::SET_SDHOST_CLOCK])));
+    let sim: &'static SimSdhost =
+        Box::leak(Box::new(SimSdhost::with_firmware(SimCard::qemu_like(64 * MIB), firmware)));
+    let platform = platform();
+    let idle_core = SdhostClock::Divider { core_hz: 250_000_000, origin: CoreClockOrigin::Requested };
+    let mut host = SdhostHost::new(sim, platform, idle_core);
+    host.initialize().unwrap();
+    let info = bring_up_at_3v3(&mut host, BringUpOptions::default()).unwrap();
+    let mut card = SdhostCard::new(host, info, "sd0", Cmd23Request::Auto);
+    firmware.put_core_under_load();
+    assert!(read(&mut card, 100, 40).is_err());
+    assert!(sim.state.borrow().violations.contains(&"the card's clock went above 52 MHz"));
 }

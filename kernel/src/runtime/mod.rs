@@ -92,6 +92,8 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     // SAFETY: `discover` found this board's profile, whose table gives its system timer and
     // ARM-local block.
     let timer = unsafe { KernelTimer::for_board(info.profile) };
+    // SAFETY: as above; the table gives the board's system timer.
+    let (timer, timebase) = unsafe { timer.checked_against_system_timer(info.profile) };
     let firmware = info.profile.block(BlockKind::Mailbox).ok().map(|mailbox| {
         // SAFETY: the board table gives this board's mailbox block (docs/hardware.md §1).
         unsafe { Firmware::new(mailbox, info.profile.videocore_bus, timer) }
@@ -104,10 +106,10 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     // On the Pi 2 the release registers are device registers nobody else writes: the cores are
     // sent to the WFI loop whatever the entry (QEMU's raw image enters in SVC).
     if entry_level == 2 || info.profile.family == BoardFamily::RaspberryPi2 {
-        park_secondary_cores(info.profile.spin_table);
+        park_secondary_cores(info.profile.spin_slots(cfg!(target_arch = "arm")));
     }
     init_console(&info, firmware.as_ref());
-    print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref());
+    print_banner(&info, main_id, entry_state, &timer, timebase.as_ref(), cpu_clock.as_ref());
     let pmu = PerformanceCounters::start();
     println!("pmu        {}", pmu.describe());
     for warning in &info.warnings {
@@ -483,6 +485,7 @@ fn print_banner(
     main_id: MainId,
     entry_state: u64,
     timer: &KernelTimer,
+    timebase: Option<&drivers::timebase::TimebaseCheck>,
     cpu_clock: Option<&CpuClock>,
 ) {
     let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
@@ -513,6 +516,13 @@ fn print_banner(
     }
     println!();
     println!("timer      {}", timer.describe());
+    match timebase {
+        Some(check) if check.disagrees() => {
+            println!("warning: {check}; timing with the system timer instead (1 µs resolution)")
+        }
+        Some(check) => println!("           {check}"),
+        None => {}
+    }
     println!("entry      {}", arch::entry_name(entry_state));
     println!("config     {}", info.source);
     if !info.compatible.is_empty() {

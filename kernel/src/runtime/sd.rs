@@ -17,15 +17,16 @@ use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
 use blockdev::{BlockDevice, Clock, Completion, DataPath, Geometry, Request, SubmitError};
-use drivers::mailbox::tags;
+use drivers::mailbox::{tags, PropertyTags};
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::platform::Platform;
 use drivers::sd::{
     bring_up, bring_up_at_3v3, BoardSignalling, CardInfo, ModeRequest, SdBlockDevice, SdError, SdOptions,
 };
-use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
+use drivers::sdhci::host::HostCapabilities;
+use drivers::sdhci::quirks::{self, bcm2712_config, HostQuirks};
 use drivers::sdhci::{SdCard, SdhciHost};
-use drivers::sdhost::host::CORE_CLOCK_FALLBACK_HZ;
+use drivers::sdhost::clock::SdhostClock;
 use drivers::sdhost::{SdhostCard, SdhostHost};
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
@@ -199,11 +200,14 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
             println!("sdhci at {base:#x}: {message}; trying anyway");
         }
     }
-    let (base_clock_hz, clock_source) = base_clock(machine.firmware.as_ref(), quirks.base_clock);
     // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
     // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
     let registers = unsafe { windows::open(site.block) };
     let as_found = drivers::sdhci::snapshot::snapshot(&registers);
+    let firmware = machine.firmware.as_ref().map(|firmware| firmware as &dyn PropertyTags);
+    let capabilities = HostCapabilities::read(&registers, quirks.capabilities);
+    let base_clock = drivers::sdhci::base_clock::choose(firmware, quirks.base_clock, &capabilities);
+    let base_clock_hz = base_clock.map(|clock| clock.hz);
     let mut host =
         match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
             Ok(host) => host,
@@ -216,15 +220,19 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     println!("sdhci        {}", host.capabilities());
     let detect = if quirks.broken_card_detect { "card detect not wired (probing)" } else { "card detect" };
     let width = if quirks.access_32_bit_only { "32-bit register access only" } else { "any access width" };
-    println!(
-        "sdhci        base clock {} Hz ({clock_source}); {width}; {detect}{notes}",
-        host.base_clock_hz()
-    );
-    if let (Some(firmware_hz), Some(capabilities_hz)) =
-        (base_clock_hz, base_clock_hz.and_then(|hz| host.capabilities().base_clock_disagreement(hz)))
+    match base_clock {
+        Some(clock) => println!("sdhci        base clock {clock}; {width}; {detect}{notes}"),
+        None => println!(
+            "sdhci        base clock {} Hz (capabilities); {width}; {detect}{notes}",
+            host.base_clock_hz()
+        ),
+    }
+    if let (Some(clock), Some(capabilities_hz)) =
+        (base_clock, base_clock.and_then(|clock| host.capabilities().base_clock_disagreement(clock.hz)))
     {
         println!(
-            "sdhci        warning: the firmware's base clock ({firmware_hz} Hz) and the capabilities' ({capabilities_hz} Hz) disagree; using the firmware's"
+            "sdhci        warning: the base clock used ({} Hz) and the capabilities' ({capabilities_hz} Hz) disagree",
+            clock.hz
         );
     }
     let hook = board_hook(machine, quirks);
@@ -280,22 +288,6 @@ fn power_on(firmware: &Firmware, device: u32) -> Result<(), alloc::string::Strin
         }
         [_, state, ..] if state & ON == 0 => Err(alloc::format!("firmware left power device {device} off")),
         _ => Ok(()),
-    }
-}
-
-/// The base clock per the quirks: the mailbox's answer (or the fallback), or the capabilities.
-fn base_clock(firmware: Option<&Firmware>, source: BaseClockSource) -> (Option<u32>, alloc::string::String) {
-    match source {
-        BaseClockSource::Capabilities => (None, alloc::string::String::from("capabilities")),
-        BaseClockSource::Mailbox { clock_id, fallback_hz } => {
-            match firmware.map(|f| f.clock_rate_hz(clock_id)) {
-                Some(Ok(hz)) => (Some(hz), alloc::format!("mailbox clock {clock_id}")),
-                Some(Err(error)) => {
-                    (Some(fallback_hz), alloc::format!("mailbox clock {clock_id} failed ({error}); fallback"))
-                }
-                None => (Some(fallback_hz), alloc::format!("no mailbox; fallback for clock {clock_id}")),
-            }
-        }
     }
 }
 
@@ -536,15 +528,14 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
             println!("sdhost at {base:#x}: {message}; trying anyway");
         }
     }
-    let source = BaseClockSource::Mailbox { clock_id: CORE_CLOCK_ID, fallback_hz: CORE_CLOCK_FALLBACK_HZ };
-    let (core_hz, clock_source) = base_clock(machine.firmware.as_ref(), source);
-    let core_hz = core_hz.unwrap_or(CORE_CLOCK_FALLBACK_HZ);
+    let clock = SdhostClock::probe(static_firmware(machine));
     // SAFETY: the board table gives this sdhost register block, mapped as device memory.
     let registers = unsafe { windows::open(block) };
-    let mut host = SdhostHost::new(registers, machine.platform, core_hz);
+    let mut host = SdhostHost::new(registers, machine.platform, clock);
     println!("sdhost at {base:#x}: BCM2835 sdhost (board table), PIO");
+    println!("sdhost       SD clock: {clock}");
     println!(
-        "sdhost       core clock {core_hz} Hz ({clock_source}); SD pins GPIO {}-{} routed to the sdhost (ALT0), not to the Arasan",
+        "sdhost       SD pins GPIO {}-{} routed to the sdhost (ALT0), not to the Arasan",
         SD_SLOT_PINS.start(),
         SD_SLOT_PINS.end()
     );
@@ -580,5 +571,8 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
 const SD_SLOT_PINS: core::ops::RangeInclusive<u32> = 48..=53;
 /// SET_POWER_STATE device 0: the SD card (docs/hardware.md §2.9 step 1).
 const SD_CARD_POWER_DEVICE: u32 = 0;
-/// GET_CLOCK_RATE clock 4: the VPU core clock, which feeds the sdhost (docs/aarch32-pis.md §7).
-const CORE_CLOCK_ID: u32 = 4;
+/// The board's firmware for the rest of the run, for drivers that keep asking it (the sdhost's
+/// SET_SDHOST_CLOCK on every clock change).
+fn static_firmware(machine: &Machine) -> Option<&'static dyn PropertyTags> {
+    machine.firmware.map(|firmware| &*Box::leak(Box::new(firmware)) as &'static dyn PropertyTags)
+}

@@ -9,6 +9,7 @@ use blockdev::Clock;
 use boot::cpu::registers;
 use drivers::mmio::Mmio;
 use drivers::system_timer::SystemTimer;
+use drivers::timebase::{TimebaseCheck, TimebaseSources};
 
 /// Where the ticks come from.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +35,7 @@ impl KernelTimer {
         KernelTimer { source: Source::Generic, ticks_per_second: registers::counter_frequency_hz() }
     }
 
-    /// The board's timer. For the BCM2836 the ARM-local prescaler is first set to divide by
+    /// The board's timer. For the BCM2836 and BCM2837 the ARM-local prescaler is first set to divide by
     /// one from the crystal, so that CNTPCT counts at the CNTFRQ the firmware wrote.
     ///
     /// # Safety
@@ -65,9 +66,55 @@ impl KernelTimer {
         }
     }
 
+    /// Checks the generic counter against the board's 1 MHz system timer
+    /// (`drivers::timebase`): a counter that strays more than 1 % from CNTFRQ would scale every
+    /// figure, so the system timer becomes the kernel's clock instead, which the caller says.
+    /// `None` where there is nothing to check (the system timer already is the clock) or
+    /// nothing to check against (QEMU virt).
+    ///
+    /// # Safety
+    /// As for [`KernelTimer::for_board`].
+    pub unsafe fn checked_against_system_timer(
+        self,
+        profile: &BoardProfile,
+    ) -> (Self, Option<TimebaseCheck>) {
+        if !matches!(self.source, Source::Generic) {
+            return (self, None);
+        }
+        // SAFETY: the caller guarantees the board, whose table gives the block.
+        let Ok(window) = (unsafe { windows::open_kind(profile, BlockKind::SystemTimer) }) else {
+            return (self, None);
+        };
+        let mut sources = GenericAgainstSystemTimer { system_timer: SystemTimer::new(window) };
+        let check = drivers::timebase::check_counter(&mut sources, self.ticks_per_second);
+        let timer = if check.disagrees() {
+            KernelTimer {
+                source: Source::SystemTimer { window },
+                ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
+            }
+        } else {
+            self
+        };
+        (timer, Some(check))
+    }
+
     /// The source and its rate for the banner (no allocation: printed before the heap exists).
     pub fn describe(&self) -> TimerDescription {
         TimerDescription(*self)
+    }
+}
+
+/// The generic counter and the system timer, for the boot-time check.
+struct GenericAgainstSystemTimer {
+    system_timer: SystemTimer<Mmio>,
+}
+
+impl TimebaseSources for GenericAgainstSystemTimer {
+    fn counter_ticks(&mut self) -> u64 {
+        registers::counter_ticks()
+    }
+    fn reference_us(&mut self) -> u64 {
+        self.system_timer.ticks()
     }
 }
 
