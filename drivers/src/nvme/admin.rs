@@ -7,7 +7,8 @@
 #![forbid(unsafe_code)]
 
 use super::command::{CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES};
-use super::controller::{disable, enable_with_admin_queue, NvmeError, WaitReporter};
+use super::enable::{disable, enable_with_admin_queue, WaitReporter};
+use super::error::NvmeError;
 use super::events::{Event, EventSink};
 use super::regs::{offsets, Capabilities};
 use super::ring::{CompletionRing, SubmissionRing};
@@ -18,6 +19,9 @@ use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+
+/// How long one admin command may take.
+pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
 
 /// An I/O queue pair as the controller was told about it, to create it again after a reset.
 #[derive(Clone, Copy, Debug)]
@@ -244,7 +248,7 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
             (&completion, self.admin_bus.0, self.admin_bus.1),
             waits,
         )?;
-        let timeout_us = super::controller::ADMIN_COMMAND_TIMEOUT_MS * 1000;
+        let timeout_us = ADMIN_COMMAND_TIMEOUT_MS * 1000;
         if self.pairs_requested > 0 {
             let pairs = self.pairs_requested;
             self.command(SubmissionEntry::set_number_of_queues(pairs, pairs), timeout_us)?;

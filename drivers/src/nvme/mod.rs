@@ -11,6 +11,8 @@
 pub mod admin;
 pub mod command;
 pub mod controller;
+pub mod enable;
+pub mod error;
 pub mod events;
 pub mod identify;
 pub mod io_queue;
@@ -26,7 +28,8 @@ pub mod status;
 #[cfg(test)]
 pub(crate) mod sim;
 
-pub use controller::{Controller, DepthChoice, NvmeError, QueueGrant, ShutdownReport};
+pub use controller::{Controller, DepthChoice, QueueGrant, ShutdownReport};
+pub use error::NvmeError;
 pub use events::{Event, EventSink};
 pub use io_queue::{IoQueuePair, QueueStatistics};
 pub use namespace::NamespaceDevice;

@@ -11,6 +11,7 @@ use super::regs::Speed;
 use super::ring::{Placement, ProducerRing};
 use super::scsi::{Cdb, DataDirection, ScsiStatus, Sense};
 use super::trb::{self, CompletionCode, Trb};
+use super::uas_iu::response_name;
 use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
 use crate::platform::Platform;
@@ -100,7 +101,7 @@ impl fmt::Display for TransportError {
                 write!(f, "unexpected information unit {id:#04x} for tag {tag}")
             }
             TransportError::Response { code } => {
-                write!(f, "RESPONSE IU {} ({code:#04x})", super::uas::response_name(*code))
+                write!(f, "RESPONSE IU {} ({code:#04x})", response_name(*code))
             }
             TransportError::ShortTransfer { expected_bytes, transferred_bytes } => {
                 write!(f, "short transfer: {transferred_bytes} of {expected_bytes} bytes")

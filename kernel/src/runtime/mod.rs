@@ -7,11 +7,12 @@ mod exceptions;
 pub mod exit;
 pub mod firmware;
 pub mod nvme;
-pub mod pci;
-#[cfg(target_arch = "aarch64")]
-pub mod pcie;
+pub mod pci_enumeration;
+pub mod pci_topology;
 pub mod platform;
 pub mod pmu;
+#[cfg(target_arch = "aarch64")]
+pub mod root_complex;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -319,7 +320,7 @@ impl<'m> BoardFacts<'m> {
 /// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
 /// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci::enumerate(machine, settings);
+    let pci = pci_enumeration::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
     usb::attach(machine, settings, pci.as_ref(), storage);

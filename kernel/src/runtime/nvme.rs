@@ -4,7 +4,7 @@
 //! reads timed at bring-up (`nvme.measure`), an optional queue-depth self-test run
 //! (`nvme.selftest=qdN`), and the controller shut down normally (CC.SHN) at the end of the run.
 
-use super::pci::{PciFunction, PciTopology};
+use super::pci_topology::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};

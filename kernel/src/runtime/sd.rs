@@ -7,7 +7,7 @@
 //! (docs/aarch32-pis.md §7).
 
 use super::firmware::Firmware;
-use super::pci::PciTopology;
+use super::pci_topology::PciTopology;
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
 use super::{windows, Machine};

@@ -5,7 +5,7 @@
 //! mass storage drive registered as `usb0`, `usb1`, … in discovery order (docs/usb-storage.md
 //! §7 for the Pi facts, §8 for QEMU).
 
-use super::pci::{ClassCode, PciTopology};
+use super::pci_topology::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;

@@ -16,8 +16,8 @@
 //!
 //! [`AdminChannel`]: super::super::admin::AdminChannel
 
-use super::super::admin::AbortOutcome;
-use super::super::controller::{NvmeError, ADMIN_COMMAND_TIMEOUT_MS};
+use super::super::admin::{AbortOutcome, ADMIN_COMMAND_TIMEOUT_MS};
+use super::super::error::NvmeError;
 use super::super::events::Event;
 use super::super::ring::{CompletionRing, SubmissionRing};
 use super::IoQueuePair;

@@ -5,7 +5,7 @@
 //! two in size, aligned to its size.
 #![forbid(unsafe_code)]
 
-use super::Soc;
+use super::soc::Soc;
 use crate::pci::Window;
 use crate::platform::BusTranslation;
 use core::fmt;

@@ -1,16 +1,16 @@
 //! The Pi's Broadcom STB PCIe root complex on the running machine (docs/pcie-brcmstb.md,
 //! docs/hardware.md §3): the plan from the board table, device tree and command line
-//! (`crate::pcie_host`), a first register read that may fault (QEMU's raspi4b has no root complex
+//! (`crate::root_complex_plan`), a first register read that may fault (QEMU's raspi4b has no root complex
 //! at all: docs/qemu.md §9), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
 //! bus walk and its listing, and on a Pi 4 the VL805's firmware reload before the USB driver
 //! (`usb` module) takes the controller.
 
-use super::pci::{self, PciTopology};
+use super::pci_topology::{self, PciTopology};
 use super::{windows, Machine};
 use crate::board::{BridgeReset, PcieHost};
 use crate::cmdline::KernelSettings;
-use crate::pcie_host::{self, HostPlan, WindowSource};
 use crate::println;
+use crate::root_complex_plan::{self, HostPlan, WindowSource};
 use bench::units::ByteSize;
 use drivers::mmio::{Mmio, RegisterIo};
 use drivers::pci::brcmstb::options::PcieOptions;
@@ -33,7 +33,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         println!("{name:<10} off (pcie=off): the root complex is left as the firmware left it");
         return None;
     }
-    let plan = pcie_host::plan(board, machine.info.device_tree.as_ref(), &options);
+    let plan = root_complex_plan::plan(board, machine.info.device_tree.as_ref(), &options);
     describe(&plan);
     let probe = first_register(board);
     // SAFETY: the board table gives this register; its block is mapped as device memory and
@@ -65,7 +65,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         topology.functions.len(),
         if topology.functions.len() == 1 { "" } else { "s" }
     );
-    pci::list(&topology, &plan.host.windows);
+    pci_topology::list(&topology, &plan.host.windows);
     // A VL805 whose firmware could not be reloaded is left out: nothing may drive it.
     let usable = |function: &&PciFunction| {
         !vl805::is_vl805(function) || reload_vl805_firmware(machine, &root, function)
