@@ -126,11 +126,26 @@ impl<R: RegisterIo> BrcmstbGpioBank<R> {
     }
 }
 
+/// A line of a brcmstb GPIO bank (DATA, IODIR with a set bit = input; Linux
+/// `drivers/gpio/gpio-brcmstb.c`) read as an active-low input: `Some(true)` when it is low.
+/// `None` when the line is an output (its level then says nothing about the outside).
+pub fn active_low_input(data: u32, direction: u32, line_bit: u32) -> Option<bool> {
+    (direction & line_bit != 0).then_some(data & line_bit == 0)
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
     use core::cell::RefCell;
+
+    #[test]
+    fn an_active_low_input_is_asserted_when_low_and_unknown_as_an_output() {
+        let card_detect = 1 << 5;
+        assert_eq!(active_low_input(0, card_detect, card_detect), Some(true));
+        assert_eq!(active_low_input(card_detect, card_detect, card_detect), Some(false));
+        assert_eq!(active_low_input(0, 0, card_detect), None);
+    }
 
     struct FakeGpio(RefCell<[u32; 6]>);
     impl RegisterIo for FakeGpio {

@@ -55,7 +55,7 @@ pub struct BlockCard {
 
 impl BlockCard {
     pub fn new(info: CardInfo, name: &str, cmd23: Cmd23Request) -> BlockCard {
-        let uses_cmd23 = cmd23.uses_cmd23(&info.scr);
+        let uses_cmd23 = cmd23.uses_cmd23(info.supports_cmd23());
         BlockCard { info, name: Name::new(name), uses_cmd23, last_error: None }
     }
 

@@ -6,11 +6,10 @@
 //! switch ([`super::identify`], [`super::speed`]) exist once (SD Physical Layer Simplified
 //! Specification v9.00 §4.2, §4.3.10).
 //!
-//! The traits speak in commands, responses and bus settings, never in registers: a new card
-//! protocol on the same hosts (an eMMC identification with CMD1 and EXT_CSD, JEDEC JESD84-B51 and
-//! Linux `drivers/mmc/core/mmc.c`; SD command queueing with CMD44-CMD47, SD Physical Layer 6.00
-//! and later) needs no new method here, only new commands ([`super::command`]) and a new
-//! sequence beside [`super::identify`].
+//! The traits speak in commands, responses and bus settings, never in registers: the eMMC
+//! protocol ([`super::mmc`]: CMD1, EXT_CSD, SWITCH, the bus test; JEDEC JESD84-B51 and Linux
+//! `drivers/mmc/core/mmc.c`) runs on the same hosts through a few more methods with defaults for
+//! hosts that cannot (8-bit bus, eMMC timings, one block written by PIO, HS200 tuning).
 #![forbid(unsafe_code)]
 
 use super::card_registers::CardStatus;
@@ -120,6 +119,46 @@ pub trait CardBus {
     /// The host side of a 3.3 V timing the card switched to: High Speed's host bit where the
     /// host has one, and SDCLK at the fastest frequency not above `target_hz`, which it returns.
     fn set_timing_3v3(&mut self, timing: Timing, target_hz: u32) -> Result<u32, SdError>;
+
+    /// The widest data bus the host offers (an eMMC's bus test then finds what is wired).
+    fn max_bus_width(&self) -> BusWidth {
+        BusWidth::Four
+    }
+
+    /// Whether the host can run an eMMC at `timing` (JESD84-B51 §5.3.2): by default the legacy
+    /// timing, and High Speed where [`CardBus::supports_high_speed`] says so.
+    fn supports_mmc_timing(&self, timing: Timing) -> bool {
+        match timing {
+            Timing::MmcLegacy => true,
+            Timing::MmcHighSpeed => self.supports_high_speed(),
+            _ => false,
+        }
+    }
+
+    /// The host side of an eMMC timing the device switched to (HS_TIMING, and BUS_WIDTH for
+    /// DDR), and SDCLK at the fastest frequency not above `target_hz`, which it returns.
+    fn set_mmc_timing(&mut self, timing: Timing, target_hz: u32) -> Result<u32, SdError> {
+        self.set_timing_3v3(timing, target_hz)
+    }
+
+    /// A command with one small block written by PIO (an eMMC's CMD19 bus test). A host that
+    /// moves no data towards the card answers `UnusableHost`.
+    fn write_register_data(
+        &mut self,
+        command: &Command,
+        _rca: u16,
+        _data: &[u8],
+    ) -> Result<Response, SdError> {
+        Err(SdError::UnusableHost {
+            reason: "this host writes no data block",
+            value: u32::from(command.index),
+        })
+    }
+
+    /// The HS200 tuning procedure with CMD21 (JESD84-B51 §6.6.5), on a host that can tune.
+    fn tune_mmc_hs200(&mut self, _block_bytes: u32) -> Result<(), TuningFailure> {
+        Err(TuningFailure::NotIssued { commands: 0 })
+    }
 }
 
 /// The levels of the DAT[3:0] lines and the register they were read from (for messages).

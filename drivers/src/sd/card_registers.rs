@@ -86,6 +86,43 @@ impl Cid {
     }
 }
 
+impl Cid {
+    /// An eMMC's CID as one line (JESD84-B51 §7.2: MID 127:120, CBX 113:112, OID 111:104, PNM
+    /// 103:56 six characters, PRV 55:48, PSN 47:16, MDT 15:8 with the year counted from 2013 for
+    /// EXT_CSD_REV above 4, from 1997 before).
+    pub fn describe_mmc(&self, ext_csd_revision: u8) -> MmcCidDisplay<'_> {
+        MmcCidDisplay { cid: self, ext_csd_revision }
+    }
+}
+
+pub struct MmcCidDisplay<'a> {
+    cid: &'a Cid,
+    ext_csd_revision: u8,
+}
+
+impl fmt::Display for MmcCidDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let raw = self.cid.raw;
+        let product = (bits128(raw, 103, 56) as u64).to_be_bytes();
+        let revision = bits128(raw, 55, 48) as u8;
+        let date = bits128(raw, 15, 8) as u8;
+        let year_base = if self.ext_csd_revision > 4 { 2013 } else { 1997 };
+        write!(f, "MID {:#04x} OEM {:#04x} product \"", bits128(raw, 127, 120), bits128(raw, 111, 104))?;
+        for byte in &product[2..] {
+            write!(f, "{}", ascii(*byte))?;
+        }
+        write!(
+            f,
+            "\" rev {}.{} serial {:#010x} made {}-{:02}",
+            revision >> 4,
+            revision & 0xf,
+            bits128(raw, 47, 16) as u32,
+            year_base + u16::from(date & 0xf),
+            date >> 4
+        )
+    }
+}
+
 pub struct CidDisplay<'a>(&'a Cid);
 
 impl fmt::Display for CidDisplay<'_> {
@@ -116,6 +153,9 @@ pub enum CsdVersion {
     V2,
     /// 3.0: Ultra Capacity (C_SIZE 28 bits).
     V3,
+    /// An eMMC's CSD (JESD84-B51 §7.3): CSD_STRUCTURE 3 means "version in EXT_CSD", and the
+    /// capacity comes from EXT_CSD's SEC_COUNT.
+    Mmc,
 }
 
 impl CsdVersion {
@@ -124,6 +164,7 @@ impl CsdVersion {
             CsdVersion::V1 => "1.0",
             CsdVersion::V2 => "2.0",
             CsdVersion::V3 => "3.0",
+            CsdVersion::Mmc => "eMMC",
         }
     }
 }
@@ -135,6 +176,8 @@ pub enum CapacityClass {
     Sdhc,
     Sdxc,
     Sduc,
+    /// An eMMC: sector or byte addressed as its OCR says (JESD84-B51 §7.1).
+    Mmc,
 }
 
 impl CapacityClass {
@@ -144,12 +187,14 @@ impl CapacityClass {
             CapacityClass::Sdhc => "SDHC",
             CapacityClass::Sdxc => "SDXC",
             CapacityClass::Sduc => "SDUC",
+            CapacityClass::Mmc => "eMMC",
         }
     }
 
-    /// Whether the card takes block numbers (not byte offsets) as data addresses (§4.3.14).
+    /// Whether the card takes block numbers (not byte offsets) as data addresses (§4.3.14); an
+    /// eMMC's OCR decides for it (`CardInfo::data_address`).
     pub fn block_addressed(self) -> bool {
-        !matches!(self, CapacityClass::Sdsc)
+        !matches!(self, CapacityClass::Sdsc | CapacityClass::Mmc)
     }
 }
 
@@ -188,6 +233,12 @@ impl Csd {
         Ok(Csd { raw, version })
     }
 
+    /// An eMMC's CSD, whatever its CSD_STRUCTURE (JESD84-B51 §7.3: the same TRAN_SPEED, CCC and
+    /// READ_BL_LEN fields; C_SIZE is 0xFFF above 2 GB and EXT_CSD gives the capacity).
+    pub fn decode_mmc(raw: u128) -> Csd {
+        Csd { raw, version: CsdVersion::Mmc }
+    }
+
     /// TRAN_SPEED (bits 103:96): 0x32 = 25 MHz, 0x5A = 50 MHz (§5.3.2 Table 5-6).
     pub fn transfer_speed_code(&self) -> u8 {
         bits128(self.raw, 103, 96) as u8
@@ -206,7 +257,7 @@ impl Csd {
     /// C_SIZE: bits 73:62 (1.0), 69:48 (2.0), 75:48 (3.0).
     pub fn device_size(&self) -> u32 {
         match self.version {
-            CsdVersion::V1 => bits128(self.raw, 73, 62) as u32,
+            CsdVersion::V1 | CsdVersion::Mmc => bits128(self.raw, 73, 62) as u32,
             CsdVersion::V2 => bits128(self.raw, 69, 48) as u32,
             CsdVersion::V3 => bits128(self.raw, 75, 48) as u32,
         }
@@ -217,7 +268,7 @@ impl Csd {
     pub fn capacity_bytes(&self) -> u64 {
         let c_size = u64::from(self.device_size());
         match self.version {
-            CsdVersion::V1 => {
+            CsdVersion::V1 | CsdVersion::Mmc => {
                 let multiplier = bits128(self.raw, 49, 47) as u32;
                 (c_size + 1) << (multiplier + 2) << bits128(self.raw, 83, 80) as u32
             }
@@ -228,6 +279,7 @@ impl Csd {
     pub fn capacity_class(&self) -> CapacityClass {
         match self.version {
             CsdVersion::V1 => CapacityClass::Sdsc,
+            CsdVersion::Mmc => CapacityClass::Mmc,
             CsdVersion::V2 if self.device_size() <= SDHC_MAX_C_SIZE => CapacityClass::Sdhc,
             CsdVersion::V2 => CapacityClass::Sdxc,
             CsdVersion::V3 => CapacityClass::Sduc,

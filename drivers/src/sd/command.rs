@@ -139,6 +139,36 @@ impl Command {
     pub const fn set_block_count(blocks: u32) -> Command {
         Command::new(23, blocks, ResponseKind::R1, "SET_BLOCK_COUNT")
     }
+    /// eMMC CMD1 SEND_OP_COND (R3; JESD84-B51 §6.4.2).
+    pub const fn mmc_send_operating_condition(argument: u32) -> Command {
+        Command::new(1, argument, ResponseKind::R3, "SEND_OP_COND")
+    }
+    /// eMMC CMD3 SET_RELATIVE_ADDR: the host assigns the address (R1; JESD84-B51 §6.4.4).
+    pub const fn mmc_set_relative_address(rca: u16) -> Command {
+        Command::new(3, (rca as u32) << 16, ResponseKind::R1, "SET_RELATIVE_ADDR")
+    }
+    /// eMMC CMD6 SWITCH, Write Byte access: EXT_CSD byte `index` := `value` (R1b; JESD84-B51
+    /// §6.6.1; argument: access bits 25:24 = 0b11, index 23:16, value 15:8).
+    pub const fn mmc_switch(index: u8, value: u8) -> Command {
+        let argument = (0b11 << 24) | ((index as u32) << 16) | ((value as u32) << 8);
+        Command::new(6, argument, ResponseKind::R1b, "SWITCH")
+    }
+    /// eMMC CMD8 SEND_EXT_CSD: the 512-byte EXT_CSD on DAT (R1; JESD84-B51 §6.10.4).
+    pub const fn mmc_send_ext_csd() -> Command {
+        Command::new(8, 0, ResponseKind::R1, "SEND_EXT_CSD").with_data(DataPhase::ReadSingle)
+    }
+    /// eMMC CMD19 BUS_TEST_W: the host sends the bus test pattern (JESD84-B51 §6.4.5).
+    pub const fn mmc_bus_test_write() -> Command {
+        Command::new(19, 0, ResponseKind::R1, "BUS_TEST_W").with_data(DataPhase::WriteSingle)
+    }
+    /// eMMC CMD14 BUS_TEST_R: the card sends the pattern back inverted (JESD84-B51 §6.4.5).
+    pub const fn mmc_bus_test_read() -> Command {
+        Command::new(14, 0, ResponseKind::R1, "BUS_TEST_R").with_data(DataPhase::ReadSingle)
+    }
+    /// eMMC CMD21 SEND_TUNING_BLOCK for HS200: 128 bytes on an 8-bit bus, 64 on 4 bits.
+    pub const fn mmc_send_tuning_block_hs200() -> Command {
+        Command::new(21, 0, ResponseKind::R1, "SEND_TUNING_BLOCK").with_data(DataPhase::ReadSingle)
+    }
     /// CMD55 APP_CMD.
     pub const fn app_command(rca: u16) -> Command {
         Command::new(55, (rca as u32) << 16, ResponseKind::R1, "APP_CMD")

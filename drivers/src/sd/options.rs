@@ -5,7 +5,6 @@
 //! §3.10.1).
 #![forbid(unsafe_code)]
 
-use super::card_registers::Scr;
 use super::timing::BringUpOptions;
 
 /// What the user asked for as the data path (`sd.mode`).
@@ -30,10 +29,11 @@ pub enum Cmd23Request {
 }
 
 impl Cmd23Request {
-    /// Whether multi-block transfers are announced with CMD23 on a card with `scr`.
-    pub fn uses_cmd23(self, scr: &Scr) -> bool {
+    /// Whether multi-block transfers are announced with CMD23 on a card that `supports` it (the
+    /// SCR's CMD_SUPPORT for an SD card; every eMMC).
+    pub fn uses_cmd23(self, supports: bool) -> bool {
         match self {
-            Cmd23Request::Auto => scr.supports_cmd23(),
+            Cmd23Request::Auto => supports,
             Cmd23Request::On => true,
             Cmd23Request::Off => false,
         }

@@ -22,6 +22,87 @@ pub struct SimCard {
     pub rca: u16,
     /// Whether a sampling point exists at all (a card or board too marginal for SDR104 has none).
     pub tunable: bool,
+    /// How long after its CMD11 response the card drives DAT[3:0] low, ns (SD §4.2.4.2 says
+    /// "immediately"; Linux waits 1 ms before looking).
+    pub dat_low_after_cmd11_ns: u64,
+    /// 1.8 V switches the card refuses (it keeps DAT[3:0] low after the clock restarts, SD
+    /// §4.2.4.2 step 8), counted down across power cycles.
+    pub refused_1v8_switches: u32,
+    /// An earlier stage left the card at 1.8 V signalling: until its power is cycled it garbles
+    /// every answer the host samples at 3.3 V.
+    pub left_at_1v8: bool,
+    /// An eMMC instead of an SD card.
+    pub emmc: Option<SimEmmc>,
+}
+
+/// An eMMC device (JEDEC JESD84-B51): its EXT_CSD, and how many data lines the board wires.
+#[derive(Clone, Debug)]
+pub struct SimEmmc {
+    pub ext_csd: [u8; 512],
+    /// Data lines between host and device: 8 on a Compute Module, 4 where a card slot is.
+    pub wired_width_bits: u8,
+    /// CMD1 polls that still answer busy.
+    pub busy_polls: u32,
+}
+
+/// JESD84-B51 §7.4 byte offsets the simulated device fills in.
+mod ext_csd_offsets {
+    pub const S_CMD_SET: usize = 504;
+    pub const HPI_FEATURES: usize = 503;
+    pub const BKOPS_SUPPORT: usize = 502;
+    pub const CMDQ_DEPTH: usize = 307;
+    pub const CMDQ_SUPPORT: usize = 308;
+    pub const DEVICE_LIFE_TIME_EST_TYP_A: usize = 268;
+    pub const DEVICE_LIFE_TIME_EST_TYP_B: usize = 269;
+    pub const PRE_EOL_INFO: usize = 267;
+    pub const FIRMWARE_VERSION: usize = 254;
+    pub const GENERIC_CMD6_TIME: usize = 248;
+    pub const POWER_OFF_LONG_TIME: usize = 247;
+    pub const INI_TIMEOUT_AP: usize = 241;
+    pub const SEC_FEATURE_SUPPORT: usize = 231;
+    pub const BOOT_INFO: usize = 228;
+    pub const BOOT_SIZE_MULT: usize = 226;
+    pub const HC_ERASE_GRP_SIZE: usize = 224;
+    pub const HC_WP_GRP_SIZE: usize = 221;
+    pub const SEC_COUNT: usize = 212;
+    pub const DEVICE_TYPE: usize = 196;
+    pub const CSD_STRUCTURE: usize = 194;
+    pub const EXT_CSD_REV: usize = 192;
+    pub const PARTITIONING_SUPPORT: usize = 160;
+}
+
+impl SimEmmc {
+    /// An eMMC 5.1 device of `capacity_bytes` as a Compute Module carries one: HS26, HS52,
+    /// DDR52, HS200 and HS400 at 1.8 V in DEVICE_TYPE (0x57), 4 MiB boot partitions, command
+    /// queue of 32, life time estimates at their best, 8 data lines wired.
+    pub fn realistic_5_1(capacity_bytes: u64) -> SimEmmc {
+        use ext_csd_offsets::*;
+        let mut ext_csd = [0u8; 512];
+        ext_csd[S_CMD_SET] = 0x01;
+        ext_csd[HPI_FEATURES] = 0x01;
+        ext_csd[BKOPS_SUPPORT] = 0x01;
+        ext_csd[CMDQ_SUPPORT] = 0x01;
+        ext_csd[CMDQ_DEPTH] = 31;
+        ext_csd[DEVICE_LIFE_TIME_EST_TYP_A] = 0x01;
+        ext_csd[DEVICE_LIFE_TIME_EST_TYP_B] = 0x01;
+        ext_csd[PRE_EOL_INFO] = 0x01;
+        ext_csd[FIRMWARE_VERSION..FIRMWARE_VERSION + 8].copy_from_slice(b"FW 1.2.3");
+        ext_csd[GENERIC_CMD6_TIME] = 0x0a;
+        ext_csd[POWER_OFF_LONG_TIME] = 0x3c;
+        ext_csd[INI_TIMEOUT_AP] = 0x0a;
+        ext_csd[SEC_FEATURE_SUPPORT] = 0x55;
+        ext_csd[BOOT_INFO] = 0x07;
+        ext_csd[BOOT_SIZE_MULT] = 0x20;
+        ext_csd[HC_ERASE_GRP_SIZE] = 0x01;
+        ext_csd[HC_WP_GRP_SIZE] = 0x10;
+        let sectors = (capacity_bytes / 512) as u32;
+        ext_csd[SEC_COUNT..SEC_COUNT + 4].copy_from_slice(&sectors.to_le_bytes());
+        ext_csd[DEVICE_TYPE] = 0x57;
+        ext_csd[CSD_STRUCTURE] = 0x02;
+        ext_csd[EXT_CSD_REV] = 0x08;
+        ext_csd[PARTITIONING_SUPPORT] = 0x07;
+        SimEmmc { ext_csd, wired_width_bits: 8, busy_polls: 3 }
+    }
 }
 
 impl SimCard {
@@ -64,6 +145,32 @@ impl SimCard {
             accepts_cmd23: true,
             rca: 0x4567,
             tunable: true,
+            dat_low_after_cmd11_ns: 300_000,
+            refused_1v8_switches: 0,
+            left_at_1v8: false,
+            emmc: None,
         }
+    }
+
+    /// An eMMC 5.1 of `capacity_bytes` (sector addressed above 2 GB, JESD84-B51 §7.1), its CID
+    /// and CSD in the eMMC layouts (JESD84-B51 §7.2, §7.3: CSD_STRUCTURE 3 "version coded in
+    /// EXT_CSD", SPEC_VERS 4, C_SIZE 0xFFF above 2 GB).
+    pub fn emmc(capacity_bytes: u64) -> SimCard {
+        let mut card = SimCard::qemu_like(capacity_bytes);
+        card.block_addressed = capacity_bytes > 2 << 30;
+        card.answers_cmd8 = false;
+        // MID 0x15, CBX 01 (BGA), OID 0x00, PNM "BJTD4R", PRV 0x10, PSN, MDT 2023-08.
+        card.cid = u128::from_be_bytes([
+            0x15, 0x01, 0x00, b'B', b'J', b'T', b'D', b'4', b'R', 0x10, 0x12, 0x34, 0x56, 0x78, 0x8a, 0x01,
+        ]);
+        card.csd = (3u128 << 126)
+            | (4u128 << 122)
+            | (0x32u128 << 96)
+            | (0x8f5u128 << 84)
+            | (9u128 << 80)
+            | (0xfffu128 << 62)
+            | (7u128 << 47);
+        card.emmc = Some(SimEmmc::realistic_5_1(capacity_bytes));
+        card
     }
 }

@@ -32,6 +32,14 @@ pub fn negotiate_timing<B: UhsBus>(
         return Ok((Timing::DefaultSpeed, None));
     };
     apply_timing(host, timing, signalling_1v8, options)?;
+    if timing == Timing::Ddr50 {
+        // Linux tunes DDR50 too and keeps DDR50 when that fails (`mmc_sd_init_uhs_card`:
+        // "ddr50 tuning failed"); the fixed sampling clock then stays.
+        if host.execute_tuning(&Command::send_tuning_block(), TUNING_BLOCK_BYTES).is_err() {
+            host.reset_tuning();
+        }
+        return Ok((timing, None));
+    }
     if !timing.needs_tuning(host.sdr50_needs_tuning()) {
         return Ok((timing, None));
     }

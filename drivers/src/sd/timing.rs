@@ -20,6 +20,14 @@ pub enum Timing {
     Sdr50,
     Sdr104,
     Ddr50,
+    /// eMMC backward-compatible timing, up to 26 MHz (JESD84-B51 §5.3.2).
+    MmcLegacy,
+    /// eMMC High Speed SDR, up to 52 MHz (HS_TIMING 1).
+    MmcHighSpeed,
+    /// eMMC High Speed DDR, 52 MHz with data on both edges (HS_TIMING 1, DDR BUS_WIDTH).
+    MmcDdr52,
+    /// eMMC HS200, up to 200 MHz SDR at 1.8 V, tuned with CMD21 (HS_TIMING 2).
+    MmcHs200,
 }
 
 impl Timing {
@@ -31,23 +39,40 @@ impl Timing {
             Timing::Sdr50 => "UHS-I SDR50",
             Timing::Sdr104 => "UHS-I SDR104",
             Timing::Ddr50 => "UHS-I DDR50",
+            Timing::MmcLegacy => "legacy",
+            Timing::MmcHighSpeed => "HS52",
+            Timing::MmcDdr52 => "DDR52",
+            Timing::MmcHs200 => "HS200",
         }
     }
 
-    /// The fastest SDCLK the timing allows (SD §3.9.1).
+    /// The fastest SDCLK the timing allows (SD §3.9.1; JESD84-B51 §5.3.2).
     pub fn max_clock_hz(self) -> u32 {
         match self {
             Timing::DefaultSpeed => 25_000_000,
             Timing::HighSpeed | Timing::Sdr25 | Timing::Ddr50 => 50_000_000,
             Timing::Sdr50 => 100_000_000,
             Timing::Sdr104 => 208_000_000,
+            Timing::MmcLegacy => 26_000_000,
+            Timing::MmcHighSpeed | Timing::MmcDdr52 => 52_000_000,
+            Timing::MmcHs200 => 200_000_000,
         }
     }
 
-    /// The CMD6 function group 1 access mode that selects this timing (SD §4.3.10.3).
+    /// Whether this is an eMMC timing.
+    pub fn is_mmc(self) -> bool {
+        matches!(self, Timing::MmcLegacy | Timing::MmcHighSpeed | Timing::MmcDdr52 | Timing::MmcHs200)
+    }
+
+    /// The CMD6 function group 1 access mode that selects this SD timing (SD §4.3.10.3); eMMC
+    /// timings are set through EXT_CSD, not CMD6 functions, and answer Default Speed.
     pub fn function(self) -> BusSpeedFunction {
         match self {
-            Timing::DefaultSpeed => BusSpeedFunction::DefaultSpeed,
+            Timing::DefaultSpeed
+            | Timing::MmcLegacy
+            | Timing::MmcHighSpeed
+            | Timing::MmcDdr52
+            | Timing::MmcHs200 => BusSpeedFunction::DefaultSpeed,
             Timing::HighSpeed | Timing::Sdr25 => BusSpeedFunction::HighSpeed,
             Timing::Sdr50 => BusSpeedFunction::Sdr50,
             Timing::Sdr104 => BusSpeedFunction::Sdr104,
@@ -56,9 +81,14 @@ impl Timing {
     }
 
     /// Whether the host must run the tuning procedure before using this timing (SD §4.2.4.5;
-    /// SDHCI §2.2.26 "Use Tuning for SDR50").
+    /// SDHCI §2.2.26 "Use Tuning for SDR50"; JESD84-B51 §6.6.5 for HS200).
     pub fn needs_tuning(self, sdr50_needs_tuning: bool) -> bool {
-        self == Timing::Sdr104 || (self == Timing::Sdr50 && sdr50_needs_tuning)
+        matches!(self, Timing::Sdr104 | Timing::MmcHs200) || (self == Timing::Sdr50 && sdr50_needs_tuning)
+    }
+
+    /// Whether data moves on both clock edges.
+    pub fn is_ddr(self) -> bool {
+        matches!(self, Timing::Ddr50 | Timing::MmcDdr52)
     }
 }
 
@@ -69,11 +99,14 @@ pub struct BringUpOptions {
     pub allow_speed_switch: bool,
     /// Upper bound on the SD clock.
     pub max_clock_hz: Option<u32>,
+    /// An eMMC may be run at HS200: its I/O voltage (VCCQ) is known to be 1.8 V on this board
+    /// (HS200 is a 1.8 V or 1.2 V timing, JESD84-B51 §5.3.2; the host cannot tell).
+    pub emmc_hs200: bool,
 }
 
 impl Default for BringUpOptions {
     fn default() -> Self {
-        BringUpOptions { allow_speed_switch: true, max_clock_hz: None }
+        BringUpOptions { allow_speed_switch: true, max_clock_hz: None, emmc_hs200: false }
     }
 }
 

@@ -49,6 +49,58 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
         }
         self.set_clock(target_hz)
     }
+    /// 8 bits where the capabilities list them (SDHCI §2.2.26); the bus test finds the wiring.
+    fn max_bus_width(&self) -> BusWidth {
+        if self.capabilities().eight_bit_bus() {
+            BusWidth::Eight
+        } else {
+            BusWidth::Four
+        }
+    }
+    /// DDR52 at 3.3 V where the board allows it (Linux `MMC_CAP_3_3V_DDR`, the device tree's
+    /// `mmc-ddr-3_3v`, which the Pi 4's EMMC2 has), through UHS Mode Select DDR50 (Linux
+    /// `sdhci_set_uhs_signaling` for `MMC_TIMING_MMC_DDR52`); HS200 where the host runs and
+    /// tunes SDR104 at 1.8 V from a fast enough base clock.
+    fn supports_mmc_timing(&self, timing: Timing) -> bool {
+        let capabilities = self.capabilities();
+        match timing {
+            Timing::MmcLegacy => true,
+            Timing::MmcHighSpeed => capabilities.high_speed(),
+            Timing::MmcDdr52 => {
+                capabilities.high_speed() && capabilities.version.at_least_v3() && self.quirks().mmc_ddr_3v3
+            }
+            Timing::MmcHs200 => {
+                capabilities.sdr104()
+                    && capabilities.voltage_1v8()
+                    && self.base_clock_hz() >= UHS_FAST_BASE_CLOCK_HZ
+            }
+            _ => false,
+        }
+    }
+    fn set_mmc_timing(&mut self, timing: Timing, target_hz: u32) -> Result<u32, SdError> {
+        if timing != Timing::MmcLegacy {
+            self.set_high_speed();
+        }
+        if !self.capabilities().version.at_least_v3() {
+            return self.set_clock(target_hz);
+        }
+        if timing == Timing::MmcHs200 {
+            // HS200 is a 1.8 V timing; the eMMC's I/O voltage is the board's (no CMD11).
+            self.stop_sd_clock();
+            self.modify_host_control2(0, HOST_CONTROL2::SIGNALING_1V8::SET.value);
+        }
+        self.switch_uhs_mode(uhs_mode(timing), target_hz)
+    }
+    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
+        SdhciHost::write_register_data(self, command, rca, data)
+    }
+    fn tune_mmc_hs200(&mut self, block_bytes: u32) -> Result<(), TuningFailure> {
+        let tuned = execute_tuning(self, &Command::mmc_send_tuning_block_hs200(), block_bytes);
+        if tuned.is_err() {
+            SdhciHost::reset_tuning(self);
+        }
+        tuned
+    }
 }
 
 impl<R: RegisterIo, P: Platform> UhsBus for SdhciHost<'_, R, P> {
@@ -103,13 +155,16 @@ impl<R: RegisterIo, P: Platform> UhsBus for SdhciHost<'_, R, P> {
             Timing::Ddr50 => capabilities.ddr50(),
             Timing::Sdr50 => capabilities.sdr50() && fast_base_clock,
             Timing::Sdr25 => true,
-            Timing::DefaultSpeed | Timing::HighSpeed => false,
+            _ => false,
         }
     }
     fn sdr50_needs_tuning(&self) -> bool {
         self.capabilities().sdr50_needs_tuning()
     }
+    /// UHS Mode Select and, as Linux's `sdhci_set_ios` does for SDR25, SDR50, SDR104 and DDR50,
+    /// High Speed Enable too (unless the host has no such bit: `SDHCI_QUIRK_NO_HISPD_BIT`).
     fn set_uhs_timing(&mut self, timing: Timing, target_hz: u32) -> Result<u32, SdError> {
+        self.set_high_speed();
         self.switch_uhs_mode(uhs_mode(timing), target_hz)
     }
     fn execute_tuning(&mut self, command: &Command, block_bytes: u32) -> Result<(), TuningFailure> {
@@ -121,13 +176,14 @@ impl<R: RegisterIo, P: Platform> UhsBus for SdhciHost<'_, R, P> {
 }
 
 /// Host Control 2's UHS Mode Select value for `timing` (§2.2.24: SDR12 0, SDR25 1, SDR50 2,
-/// SDR104 3, DDR50 4).
+/// SDR104 3, DDR50 4; eMMC as Linux's `sdhci_set_uhs_signaling` maps it: DDR52 as DDR50, HS200
+/// as SDR104, the SDR timings as 0 with High Speed Enable deciding).
 fn uhs_mode(timing: Timing) -> u32 {
     match timing {
-        Timing::DefaultSpeed => 0,
+        Timing::DefaultSpeed | Timing::MmcLegacy | Timing::MmcHighSpeed => 0,
         Timing::HighSpeed | Timing::Sdr25 => 1,
         Timing::Sdr50 => 2,
-        Timing::Sdr104 => 3,
-        Timing::Ddr50 => 4,
+        Timing::Sdr104 | Timing::MmcHs200 => 3,
+        Timing::Ddr50 | Timing::MmcDdr52 => 4,
     }
 }

@@ -10,6 +10,7 @@
 use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
 use super::host::{failure_kind, SdhciHost, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
+use super::retune::Retuning;
 use crate::barrier;
 use crate::dma::DmaRegion;
 use crate::mmio::RegisterIo;
@@ -143,6 +144,8 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     commands: u64,
     pio_fallbacks: u64,
     timeouts: TimeoutTicks,
+    /// Tuning again, for a card run at a tuned timing.
+    retuning: Option<Retuning>,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -187,6 +190,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             None => TransferMode::Pio,
         };
         Ok(SdCard {
+            retuning: Retuning::for_card(&host, &card),
             card: BlockCard::new(card, name, cmd23),
             mode,
             adma,
@@ -251,6 +255,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
     /// when multi-block transfers are announced, else the data command.
     fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
+        if let Some(retuning) =
+            self.retuning.as_mut().filter(|retuning| retuning.timer_ran_out(self.host.platform()))
+        {
+            retuning.retune(&mut self.host);
+        }
         let lba = request.lba + u64::from(segment.first_block);
         let command = self.card.data_command(request.operation, lba, segment.blocks);
         let mut active = ActiveCommand {
@@ -338,6 +347,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.host.recover(true);
         block::stop_if_transferring(&mut self.host, self.card.info.rca);
         self.host.recover(true);
+        if let Some(retuning) = self.retuning.as_mut().filter(|_| Retuning::needed_after(&error)) {
+            retuning.retune(&mut self.host);
+        }
         if attempt < MAX_ATTEMPTS && !matches!(error, SdError::NoCard { .. }) {
             Ok(())
         } else {

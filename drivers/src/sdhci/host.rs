@@ -121,6 +121,14 @@ impl HostCapabilities {
     pub fn sdr50_needs_tuning(&self) -> bool {
         self.high().is_set(CAPABILITIES_HIGH::SDR50_NEEDS_TUNING)
     }
+    /// The re-tuning period the Timer Count for Re-Tuning field asks for, in seconds: 2^(n-1)
+    /// for n = 1 to 11 (SDHCI §2.2.26); `None` when 0 (no timer) or 0xF (from elsewhere).
+    pub fn retuning_period_s(&self) -> Option<u32> {
+        match self.high().read(CAPABILITIES_HIGH::RETUNING_TIMER_COUNT) {
+            count @ 1..=11 => Some(1 << (count - 1)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for HostCapabilities {
@@ -348,19 +356,23 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.modify(offsets::HOST_CONTROL_POWER, HOST_CONTROL_POWER::BUS_POWER::SET.value, 0);
     }
 
-    /// Sets SDCLK to the fastest frequency not above `target_hz` (§3.2.1, §3.2.3): SD clock
-    /// off, divider, internal clock on, wait for stable, SD clock on. Returns the frequency.
+    /// Sets SDCLK to the fastest frequency not above `target_hz` (§3.2.1, §3.2.3): clocks off,
+    /// divider with the internal clock on, wait for stable, SD clock on. Returns the frequency.
     pub fn set_clock(&mut self, target_hz: u32) -> Result<u32, SdError> {
         use CLOCK_TIMEOUT_RESET::*;
         let ClockSetting { divider_field, sd_clock_hz } =
             divider_for(self.base_clock_hz, target_hz, self.capabilities.version.at_least_v3())?;
-        self.stop_sd_clock();
+        // Clock Control to 0 first (SD clock and internal clock off), then the new divider with
+        // the internal clock on (Linux `sdhci_set_clock`, `sdhci_bcm2712_set_clock`): a divider
+        // changed under a running internal clock can glitch it. The reset bits stay 0 (a one
+        // would reset); the data timeout stays at its maximum.
+        let timeout = DATA_TIMEOUT.val(0xe);
+        self.write(offsets::CLOCK_TIMEOUT_RESET, timeout.value);
         let divider = u32::from(divider_field);
         let clock = DIVIDER_LOW.val(divider & 0xff)
             + DIVIDER_HIGH.val(divider >> 8)
             + INTERNAL_CLOCK_ENABLE::SET
-            + DATA_TIMEOUT.val(0xe);
-        // Keep the reset bits at zero (writing one would reset); replace the clock fields.
+            + timeout;
         self.write(offsets::CLOCK_TIMEOUT_RESET, clock.value);
         self.wait_for(
             offsets::CLOCK_TIMEOUT_RESET,
@@ -721,6 +733,47 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
         loop {
             match self.read_block_if_ready(out) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(status) => {
+                    let mut failure = self.failure(*command, failure_kind(status), status);
+                    failure.blocks = 1;
+                    self.recover(true);
+                    return Err(failure.into());
+                }
+            }
+            if deadline.has_passed(self.platform) {
+                let status = self.read(offsets::INTERRUPT_STATUS);
+                let mut failure = self.failure(*command, FailureKind::NoCompletion, status);
+                failure.blocks = 1;
+                self.recover(true);
+                return Err(failure.into());
+            }
+            core::hint::spin_loop();
+        }
+        self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
+        self.check_card_status(command, &response)?;
+        Ok(response)
+    }
+}
+
+impl<R: RegisterIo, P: Platform> SdhciHost<'_, R, P> {
+    /// A command with one small block written by PIO (an eMMC's CMD19 bus test): `data.len()`
+    /// bytes, a multiple of 4, once Buffer Write Ready allows (SDHCI §3.7.2.2 for writes).
+    pub fn write_register_data(
+        &mut self,
+        command: &Command,
+        rca: u16,
+        data: &[u8],
+    ) -> Result<Response, SdError> {
+        if command.application {
+            self.send_command(&Command::app_command(rca), rca)?;
+        }
+        self.issue(command, 0, data.len() as u32, 1)?;
+        let response = self.wait_command_complete(command)?;
+        let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
+        loop {
+            match self.write_block_if_ready(data) {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(status) => {

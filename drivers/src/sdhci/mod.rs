@@ -16,13 +16,18 @@ pub mod device;
 pub mod host;
 pub mod quirks;
 pub mod regs;
+pub mod retune;
 pub mod snapshot;
 pub mod tuning;
 
 #[cfg(test)]
+mod emmc_tests;
+#[cfg(test)]
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod uhs_tests;
 #[cfg(test)]
 mod write_tests;
 

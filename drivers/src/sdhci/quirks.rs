@@ -55,10 +55,11 @@ pub struct PinRouting {
 }
 
 impl PinRouting {
-    /// Routes the pins: the released group to INPUT, then (for QEMU) the SD pins to INPUT, then
-    /// the SD pins to their function.
-    pub fn apply<R: RegisterIo>(&self, gpio: &Bcm2835Gpio<R>) {
-        if let Some((first, last)) = self.release_first {
+    /// Routes the pins: the released group to INPUT where `release` says the board has it (see
+    /// [`arasan_shares_pins_with_wifi`]), then (for QEMU) the SD pins to INPUT, then the SD pins
+    /// to their function.
+    pub fn apply<R: RegisterIo>(&self, gpio: &Bcm2835Gpio<R>, release: bool) {
+        if let Some((first, last)) = self.release_first.filter(|_| release) {
             gpio.set_functions(first..=last, PinFunction::Input);
         }
         let pins = self.first_pin..=self.last_pin;
@@ -67,6 +68,19 @@ impl PinRouting {
         }
         gpio.set_functions(pins, PinFunction::from_bits(self.function_bits));
     }
+}
+
+/// Whether GPIO 34-39 carry the Wi-Fi SDIO lines the Arasan may still drive: only the Pi 3 B,
+/// 3 B+ and 3 A+ (board types 0x08, 0x0D, 0x0E of the revision code), where circle's
+/// `addon/SDCard/emmc.cpp` sets them to input; on a Compute Module those pins are the user's, and
+/// on a board the revision does not name nothing is touched.
+pub fn arasan_shares_pins_with_wifi(board_revision: Option<u32>) -> bool {
+    const PI_3_B: u32 = 0x08;
+    const PI_3_B_PLUS: u32 = 0x0d;
+    const PI_3_A_PLUS: u32 = 0x0e;
+    board_revision
+        .filter(|revision| revision & (1 << 23) != 0)
+        .is_some_and(|revision| matches!((revision >> 4) & 0xff, PI_3_B | PI_3_B_PLUS | PI_3_A_PLUS))
 }
 
 /// Everything about one controller kind that the driver must treat differently.
@@ -99,6 +113,9 @@ pub struct HostQuirks {
     /// Offset of the BCM2712 "cfg" block from the host registers (docs/hardware.md §2.7). The
     /// host's register window must then reach `offset + bcm2712_config::BLOCK_BYTES`.
     pub config_block_offset: Option<usize>,
+    /// The board lets an eMMC run DDR52 at 3.3 V (Linux `MMC_CAP_3_3V_DDR`, the device tree's
+    /// `mmc-ddr-3_3v`: the Pi 4 / CM4 EMMC2).
+    pub mmc_ddr_3v3: bool,
     /// What one ADMA2 descriptor may carry: 64 KiB (length 0) unless Linux marks the host
     /// `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC` (none of these hosts: `sdhci-iproc.c`,
     /// `sdhci-brcmstb.c`, `sdhci-pci-core.c`'s generic entry; QEMU's `sdhci.c` reads 0 as 64 KiB).
@@ -136,6 +153,7 @@ pub const ARASAN_EMMC: HostQuirks = HostQuirks {
         release_first: Some((34, 39)),
     }),
     config_block_offset: None,
+    mmc_ddr_3v3: false,
     adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
@@ -153,6 +171,7 @@ pub const BCM2711_EMMC2: HostQuirks = HostQuirks {
     can_switch_to_1v8: true,
     pins: None,
     config_block_offset: None,
+    mmc_ddr_3v3: true,
     adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
@@ -171,6 +190,7 @@ pub const BCM2712_SDHCI: HostQuirks = HostQuirks {
     can_switch_to_1v8: true,
     pins: None,
     config_block_offset: Some(0x400),
+    mmc_ddr_3v3: false,
     adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
@@ -188,6 +208,7 @@ pub const GENERIC_PCI: HostQuirks = HostQuirks {
     can_switch_to_1v8: false,
     pins: None,
     config_block_offset: None,
+    mmc_ddr_3v3: false,
     adma_descriptor_limit: DescriptorLimit::ZeroLengthMeans64KiB,
 };
 
@@ -285,7 +306,7 @@ mod tests {
         let gpio_state =
             RecordingGpio { select: RefCell::new([alt3_everywhere; 6]), writes: RefCell::new(Vec::new()) };
         let gpio = Bcm2835Gpio::new(&gpio_state);
-        ARASAN_EMMC.pins.unwrap().apply(&gpio);
+        ARASAN_EMMC.pins.unwrap().apply(&gpio, true);
         let writes = gpio_state.writes.borrow();
         // First GPFSEL3 (pins 30-39) with 34-39 input and 30-33 kept, then the SD pins.
         assert_eq!(writes[0], (0x0c, 0x0000_0fff));
@@ -298,5 +319,22 @@ mod tests {
         }
         // QEMU's condition: the SD pins passed through INPUT before ALT3 (docs/qemu.md §2).
         assert!(writes.iter().any(|(offset, value)| *offset == 0x14 && value & 0xfff == 0));
+    }
+
+    #[test]
+    fn only_the_pi_3_b_b_plus_and_a_plus_have_their_wifi_pins_released() {
+        // Revision codes: 3 B a02082, 3 B+ a020d3, 3 A+ 9020e0, CM3 a020a0, Zero 2 W 902120.
+        for revision in [0xa0_2082, 0xa0_20d3, 0x90_20e0] {
+            assert!(arasan_shares_pins_with_wifi(Some(revision)), "{revision:#x}");
+        }
+        for revision in [0xa0_20a0, 0x90_2120, 0xa2_2082 & !(1 << 23)] {
+            assert!(!arasan_shares_pins_with_wifi(Some(revision)), "{revision:#x}");
+        }
+        assert!(!arasan_shares_pins_with_wifi(None));
+        // Not released: GPFSEL3 (pins 30-39) is never written.
+        let gpio_state =
+            RecordingGpio { select: RefCell::new([0x3fff_ffff; 6]), writes: RefCell::new(Vec::new()) };
+        ARASAN_EMMC.pins.unwrap().apply(&Bcm2835Gpio::new(&gpio_state), false);
+        assert!(gpio_state.writes.borrow().iter().all(|(offset, _)| *offset != 0x0c));
     }
 }

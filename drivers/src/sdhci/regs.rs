@@ -147,6 +147,8 @@ register_bitfields![u32,
         SDR50 OFFSET(0) NUMBITS(1) [],
         SDR104 OFFSET(1) NUMBITS(1) [],
         DDR50 OFFSET(2) NUMBITS(1) [],
+        /// Timer Count for Re-Tuning (bits 43:40).
+        RETUNING_TIMER_COUNT OFFSET(8) NUMBITS(4) [],
         SDR50_NEEDS_TUNING OFFSET(13) NUMBITS(1) []
     ]
 ];

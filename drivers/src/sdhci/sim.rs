@@ -106,11 +106,12 @@ impl SimBoard {
         config_block: false,
         zero_length_descriptor_is_64k: true,
     };
-    /// The Pi 4 EMMC2: ADMA2/SDMA, high speed, 3.3 and 1.8 V, SDR50 and DDR50; no base clock in
-    /// the register (the firmware's clock 12 says). Its DMA sees the test memory at bus
-    /// 0xC000_0000 as the B0 stepping sees RAM (docs/hardware.md §1.4).
+    /// The Pi 4 EMMC2 as its register reads (0x45EE_6432, raspberrypi/linux issue 2392): 100 MHz
+    /// base clock, 2 KiB blocks, 8-bit bus, ADMA2/SDMA, high speed, 3.3 and 1.8 V; SDR50 and
+    /// DDR50. Its DMA sees the test memory at bus 0xC000_0000 as the B0 stepping sees RAM
+    /// (docs/hardware.md §1.4).
     pub const PI4_EMMC2_B0: SimBoard = SimBoard {
-        capabilities: ((1 << 16) | (1 << 19) | (1 << 21) | (1 << 22) | (1 << 24) | (1 << 26), 0b101),
+        capabilities: (0x45ee_6432, 0b101),
         version_word: VERSION_3_00,
         base_clock_hz: 100_000_000,
         dma_window: BusTranslation {
@@ -190,7 +191,11 @@ impl State {
 #[derive(Clone, Debug)]
 enum Source {
     Bytes(Vec<u8>),
-    Sectors { first_sector: u64 },
+    Sectors {
+        first_sector: u64,
+    },
+    /// An eMMC's CMD19 BUS_TEST_W block (JESD84-B51 §6.4.5).
+    BusTest,
 }
 
 #[derive(Clone, Debug)]
@@ -272,7 +277,40 @@ pub struct SimState {
     programming_reads_left: Option<u32>,
     /// The fastest SD clock the card's timing allows (SD §3.9.1): 25 MHz until CMD6 switches it.
     pub card_clock_limit_hz: u32,
+    /// The platform time at the last register access that looked at it, ns.
+    now_ns: u64,
+    /// When the card answered CMD11: it drives DAT[3:0] low `dat_low_after_cmd11_ns` later.
+    cmd11_at_ns: Option<u64>,
+    /// When SD Clock Enable was last cleared (the switch needs it gated 5 ms: SD §4.2.4.2).
+    sd_clock_stopped_at_ns: Option<u64>,
+    /// The card failed a 1.8 V switch: it holds DAT[3:0] low and answers nothing until its power
+    /// is cycled (SD §4.2.4.2).
+    switch_failed: bool,
+    /// Card power cycles the board made (`SimHost::power_cycle_card`).
+    pub power_cycles: u32,
+    /// The controller raises a spurious Data End Bit Error with each tuning block; a driver that
+    /// enables only Buffer Read Ready during tuning (Linux `sdhci_start_tuning`) never sees it.
+    pub spurious_tuning_error: bool,
+    /// The least time between two CMD19s for the procedure to find a sampling point (Linux
+    /// `sdhci_execute_tuning` waits 1 ms, `tuning_delay`, for CMD19; none for CMD21).
+    pub tuning_command_gap_ns: u64,
+    last_tuning_command_ns: Option<u64>,
+    /// Tuning procedures that ended with a sampling point.
+    pub tunings_completed: u32,
+    /// The tuned sampling point no longer holds (temperature, voltage): data fails its CRC until
+    /// the host tunes again.
+    pub drifted: bool,
+    /// What the last eMMC bus test (CMD19 BUS_TEST_W) left for CMD14 to return.
+    bus_test_echo: Vec<u8>,
 }
+
+/// Register reads an eMMC stays busy after a SWITCH (CMD6, R1b).
+pub const SWITCH_BUSY_READS: u32 = 4;
+
+/// EXT_CSD bytes the simulated eMMC acts on (JESD84-B51 §7.4).
+const EXT_CSD_HS_TIMING: usize = 185;
+const EXT_CSD_BUS_WIDTH: usize = 183;
+const EXT_CSD_DEVICE_TYPE: usize = 196;
 
 /// A card's clock ceiling at Default Speed (SD §3.9.1).
 const DEFAULT_SPEED_LIMIT_HZ: u32 = 25_000_000;
@@ -346,6 +384,17 @@ impl<'a> SimHost<'a> {
                 written: std::collections::BTreeMap::new(),
                 programming_reads_left: None,
                 card_clock_limit_hz: DEFAULT_SPEED_LIMIT_HZ,
+                now_ns: 0,
+                cmd11_at_ns: None,
+                sd_clock_stopped_at_ns: None,
+                switch_failed: false,
+                power_cycles: 0,
+                spurious_tuning_error: true,
+                tuning_command_gap_ns: 1_000_000,
+                last_tuning_command_ns: None,
+                tunings_completed: 0,
+                drifted: false,
+                bus_test_echo: Vec::new(),
             }),
             platform,
         }
@@ -372,6 +421,32 @@ impl<'a> SimHost<'a> {
         state.adma_reads_left = None;
         state.unseen_status &= !interrupt::TRANSFER_COMPLETE;
         state.raise(interrupt::CARD_REMOVAL);
+    }
+
+    /// The board removes the card's power and restores it: the card is back in the idle state at
+    /// 3.3 V signalling, whatever it was doing (SD §6.4.1.2).
+    pub fn power_cycle_card(&self) {
+        let mut state = self.state.borrow_mut();
+        state.power_cycles += 1;
+        state.card.left_at_1v8 = false;
+        state.switch_failed = false;
+        state.dat_low = false;
+        state.cmd11_at_ns = None;
+        state.state = State::Idle;
+        state.app_command = false;
+        state.acmd41_polls = 0;
+        state.card_clock_limit_hz = DEFAULT_SPEED_LIMIT_HZ;
+        state.transfer = None;
+        state.buffer.clear();
+        if let Some(emmc) = state.card.emmc.as_mut() {
+            emmc.ext_csd[EXT_CSD_HS_TIMING] = 0;
+            emmc.ext_csd[EXT_CSD_BUS_WIDTH] = 0;
+        }
+    }
+
+    /// The tuned sampling point stops holding.
+    pub fn drift(&self) {
+        self.state.borrow_mut().drifted = true;
     }
 
     /// Commands seen, by index (ACMDs appear after their CMD55).
@@ -402,6 +477,50 @@ impl SimState {
         self.register(offsets::AUTO_CMD_ERROR_HOST_CONTROL2)
     }
 
+    /// The card pulls DAT[3:0] low `dat_low_after_cmd11_ns` after its CMD11 response.
+    fn update_dat_lines(&mut self) {
+        if let Some(at) = self.cmd11_at_ns {
+            if self.now_ns >= at + self.card.dat_low_after_cmd11_ns {
+                self.dat_low = true;
+                self.cmd11_at_ns = None;
+            }
+        }
+    }
+
+    /// A divider changed while the internal clock runs glitches it: Linux's `sdhci_set_clock`
+    /// and `sdhci_bcm2712_set_clock` write 0 to Clock Control before a new divider, as SDHCI
+    /// §3.2.3 stops the internal clock before changing the frequency.
+    fn check_clock_change(&mut self, old: u32, new: u32) {
+        const INTERNAL_CLOCK_ENABLE: u32 = 1;
+        const DIVIDER_BITS: u32 = 0xffc0;
+        if old & new & INTERNAL_CLOCK_ENABLE != 0 && (old ^ new) & DIVIDER_BITS != 0 {
+            self.violations
+                .push("Clock Control's divider changed while the internal clock ran (SDHCI §3.2.3)");
+            self.glitched = true;
+        }
+    }
+
+    /// SD Clock Enable turned off or on. Turned back on during a 1.8 V switch (DAT[3:0] low,
+    /// 1.8 V signalling set) it ends the switch: the card releases DAT[3:0] if the clock was
+    /// gated for the 5 ms SD §4.2.4.2 asks and it takes the switch; otherwise it holds them low
+    /// (the failure indication of step 8) until its power is cycled.
+    fn sd_clock_switched(&mut self, old: u32, new: u32) {
+        let (was_on, is_on) = (old & SD_CLOCK_ENABLE != 0, new & SD_CLOCK_ENABLE != 0);
+        if was_on && !is_on {
+            self.sd_clock_stopped_at_ns = Some(self.now_ns);
+        }
+        if was_on || !is_on || !self.dat_low || self.host_control2() & SIGNALING_1V8 == 0 {
+            return;
+        }
+        let gated_ns = self.sd_clock_stopped_at_ns.map_or(0, |stopped| self.now_ns - stopped);
+        if gated_ns < 5_000_000 || self.card.refused_1v8_switches > 0 {
+            self.card.refused_1v8_switches = self.card.refused_1v8_switches.saturating_sub(1);
+            self.switch_failed = true;
+        } else {
+            self.dat_low = false;
+        }
+    }
+
     /// The BCM2712 PHY without its delay line cannot go above 50 MHz (docs/hardware.md §2.6).
     fn phy_limited_to_50mhz(&self) -> bool {
         use bcm2712_config::*;
@@ -414,6 +533,9 @@ impl SimState {
     /// Whether data on the bus arrives garbled: above 50 MHz through a limited PHY, or in a mode
     /// that needs tuning (SDR104; SDR50 when the capabilities say so) without a tuned clock.
     fn data_unreliable(&self) -> bool {
+        if self.drifted && self.host_control2() & SAMPLING_CLOCK_SELECT != 0 {
+            return true;
+        }
         if self.sd_clock_hz() <= UNTUNED_LIMIT_HZ {
             return false;
         }
@@ -452,7 +574,7 @@ impl SimState {
         // Card Inserted (16) and Card Detect Pin Level (18) follow the card; Card State
         // Stable (17) is set once the debounce is over (SDHCI 3.00 §2.2.9; QEMU's sdhci shows
         // 0x01ff0000 inserted, 0x01fa0000 removed).
-        if self.card.present {
+        if self.card_detect_says_present() {
             value |= 1 << 16 | 1 << 18;
         }
         value |= 1 << 17;
@@ -484,6 +606,18 @@ impl SimState {
             value |= 1 << 10;
         }
         value
+    }
+
+    /// Card detect as the controller sees it: the card, unless the BCM2712 cfg block forces the
+    /// level (SDIO_CFG_CTRL SDCD_N_TEST_EN with SDCD_N_TEST_LEV: the active-low signal's level).
+    fn card_detect_says_present(&self) -> bool {
+        use bcm2712_config::*;
+        match &self.config_block {
+            Some(words) if words[CTRL / 4] & CTRL_CARD_DETECT_TEST_ENABLE != 0 => {
+                words[CTRL / 4] & CTRL_CARD_DETECT_TEST_LEVEL == 0
+            }
+            _ => self.card.present,
+        }
     }
 
     fn card_status(&mut self) -> u32 {
@@ -564,6 +698,10 @@ impl SimState {
 
     /// Stores one block written by the driver, sector by sector.
     fn store_block(&mut self, transfer: &Transfer, block: u32, bytes: &[u8]) {
+        if let Source::BusTest = transfer.source {
+            self.bus_test_echo = self.bus_test_answer(bytes);
+            return;
+        }
         let Source::Sectors { first_sector } = transfer.source else {
             return;
         };
@@ -598,6 +736,11 @@ impl SimState {
         }
         self.store_block(&transfer, transfer.blocks_sent, &bytes);
         transfer.blocks_sent += 1;
+        if transfer.blocks_sent == transfer.blocks && matches!(transfer.source, Source::BusTest) {
+            // The bus test programs nothing: the transfer ends with the block.
+            self.finish_transfer(&transfer);
+            return;
+        }
         if transfer.blocks_sent == transfer.blocks {
             self.start_programming();
             return;
@@ -655,11 +798,26 @@ impl SimState {
             self.raise(interrupt::COMMAND_CRC);
             return;
         }
-        if index == 19 && self.host_control2() & EXECUTE_TUNING != 0 {
+        if self.switch_failed {
+            // A failed 1.8 V switch: DAT[3:0] held low, nothing answered until a power cycle.
+            self.raise(if index == 0 { interrupt::COMMAND_COMPLETE } else { interrupt::COMMAND_TIMEOUT });
+            return;
+        }
+        if self.card.left_at_1v8 && self.host_control2() & SIGNALING_1V8 == 0 && index != 0 {
+            // A card at 1.8 V signalling sampled at 3.3 V: every answer garbled.
+            self.raise(interrupt::COMMAND_CRC);
+            return;
+        }
+        let tuning_index = if self.card.emmc.is_some() { 21 } else { 19 };
+        if index == tuning_index && self.host_control2() & EXECUTE_TUNING != 0 {
             self.tuning_command(mode);
             return;
         }
-        let response = self.respond(index, argument, application);
+        let response = if self.card.emmc.is_some() {
+            self.respond_emmc(index, argument, application)
+        } else {
+            self.respond(index, argument, application)
+        };
         let Some(response) = response else {
             if index != 0 {
                 self.raise(interrupt::COMMAND_TIMEOUT);
@@ -680,6 +838,18 @@ impl SimState {
         self.raise(interrupt::COMMAND_COMPLETE);
         if matches!(index, 7 | 12) {
             self.raise(interrupt::TRANSFER_COMPLETE);
+        }
+        if index == 6 && self.card.emmc.is_some() {
+            // SWITCH is R1b: the device is busy until the new setting holds.
+            self.state = State::Programming;
+            self.programming_reads_left = Some(SWITCH_BUSY_READS);
+        }
+        if data_present && !matches!(index, 14 | 19 | 21) {
+            if let Some(mismatch) = self.emmc_bus_mismatch() {
+                self.violations.push(mismatch);
+                self.raise(interrupt::DATA_CRC);
+                return;
+            }
         }
         if data_present {
             if clock_hz > self.card_clock_limit_hz {
@@ -711,15 +881,31 @@ impl SimState {
             self.violations
                 .push("CMD19 issued before the last tuning block's Buffer Read Ready was seen and cleared");
         }
+        let (tuned_modes, block_bytes, gap_ns): (&[u32], u32, u64) = if self.card.emmc.is_some() {
+            // CMD21 in HS200: 128 bytes on an 8-bit bus, 64 on 4 bits (JESD84-B51 §6.6.5).
+            let eight = self.register(offsets::HOST_CONTROL_POWER) & (1 << 5) != 0;
+            (&[3], if eight { 128 } else { 64 }, 0)
+        } else {
+            (&[2, 3, 4], 64, self.tuning_command_gap_ns)
+        };
+        let spaced = self.last_tuning_command_ns.is_none_or(|last| self.now_ns - last >= gap_ns);
+        self.last_tuning_command_ns = Some(self.now_ns);
         let in_sequence = control2 & SIGNALING_1V8 != 0
-            && matches!(uhs_mode, 2 | 3)
+            && tuned_modes.contains(&uhs_mode)
             && self.sd_clock_hz() > 0
-            && self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff == 64
+            && self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff == block_bytes
             && mode & (1 << 4) != 0
-            && previous_taken;
+            && previous_taken
+            && spaced;
         let tuning = self.tuning.get_or_insert(Tuning { commands: 0, in_sequence: true });
         tuning.in_sequence &= in_sequence;
         self.tuning_block_due = Some(TUNING_BLOCK_POLLS);
+        if self.spurious_tuning_error {
+            // At once, before the block: a driver that enabled the error bits sees it first.
+            let deferring = core::mem::replace(&mut self.deferring, false);
+            self.raise(interrupt::DATA_END_BIT);
+            self.deferring = deferring;
+        }
     }
 
     /// Counts a poll of the interrupt status towards the arrival of the pending tuning block;
@@ -744,6 +930,8 @@ impl SimState {
             let mut control2 = self.host_control2() & !(EXECUTE_TUNING | SAMPLING_CLOCK_SELECT);
             if found {
                 control2 |= SAMPLING_CLOCK_SELECT;
+                self.tunings_completed += 1;
+                self.drifted = false;
             }
             self.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] = control2;
             self.tuning = None;
@@ -765,6 +953,7 @@ impl SimState {
         if new & EXECUTE_TUNING != 0 && old & EXECUTE_TUNING == 0 {
             new &= !SAMPLING_CLOCK_SELECT;
             self.tuning = Some(Tuning { commands: 0, in_sequence: true });
+            self.last_tuning_command_ns = None;
         }
         if new & EXECUTE_TUNING == 0 {
             self.tuning = None;
@@ -784,10 +973,35 @@ impl SimState {
         application: bool,
         platform: &TestPlatform,
     ) {
+        let _ = platform;
         let block_size_count = self.register(offsets::BLOCK_SIZE_COUNT);
         let block_bytes = (block_size_count & 0xfff) as usize;
         let multi = mode & (1 << 5) != 0;
         let mut blocks = if multi { block_size_count >> 16 } else { 1 };
+        let emmc = self.card.emmc.clone();
+        let source = match (application, index, emmc) {
+            (false, 8, Some(emmc)) => Source::Bytes(emmc.ext_csd.to_vec()),
+            (false, 14, Some(_)) => Source::Bytes(self.bus_test_echo.clone()),
+            (false, 19, Some(_)) => Source::BusTest,
+            (false, 21, Some(_)) => Source::Bytes(vec![0x5a; 128]),
+            (_, _, Some(_)) if !matches!(index, 17 | 18 | 24 | 25) => return,
+            _ => match self.sd_data_source(index, argument, application, &mut blocks) {
+                Some(source) => source,
+                None => return,
+            },
+        };
+        let write = matches!((application, index), (false, 24 | 25)) || matches!(source, Source::BusTest);
+        self.begin_transfer(source, write, index, mode, block_bytes, blocks, multi);
+    }
+
+    /// An SD card's data for `index`: a register block, or sectors from the data address.
+    fn sd_data_source(
+        &mut self,
+        index: u8,
+        argument: u32,
+        application: bool,
+        blocks: &mut u32,
+    ) -> Option<Source> {
         let source = match (application, index) {
             (true, 51) => Source::Bytes(self.card.scr.to_vec()),
             (true, 13) => Source::Bytes(self.card.ssr.to_vec()),
@@ -816,13 +1030,28 @@ impl SimState {
                 let sector =
                     if self.card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
                 if let Some(count) = self.block_count_from_cmd23.take() {
-                    blocks = count;
+                    *blocks = count;
                 }
                 Source::Sectors { first_sector: sector }
             }
-            _ => return,
+            _ => return None,
         };
-        let write = matches!((application, index), (false, 24 | 25));
+        Some(source)
+    }
+
+    /// Starts the data phase of command `index`: by ADMA2 when the Transfer Mode asks for DMA and
+    /// ADMA2 is selected, else by PIO, a block at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_transfer(
+        &mut self,
+        source: Source,
+        write: bool,
+        index: u8,
+        mode: u16,
+        block_bytes: usize,
+        blocks: u32,
+        multi: bool,
+    ) {
         let direction_read = mode & (1 << 4) != 0;
         if write == direction_read {
             self.violations.push("Transfer Mode direction does not match the command (read vs write)");
@@ -847,7 +1076,6 @@ impl SimState {
         let adma_selected = (self.register(offsets::HOST_CONTROL_POWER) >> 3) & 0b11 >= 2;
         self.transfer = Some(transfer);
         if mode & 1 != 0 && adma_capable && adma_selected {
-            let _ = platform;
             self.adma_due = true;
         } else if write {
             if let Some(transfer) = self.transfer.as_mut() {
@@ -862,6 +1090,7 @@ impl SimState {
     fn block_bytes_at(&self, transfer: &Transfer, block: u32) -> Vec<u8> {
         match &transfer.source {
             Source::Bytes(bytes) => bytes.clone(),
+            Source::BusTest => vec![0u8; transfer.block_bytes],
             Source::Sectors { first_sector } => {
                 let mut out = vec![0u8; transfer.block_bytes];
                 for (i, chunk) in out.chunks_mut(512).enumerate() {
@@ -1055,7 +1284,7 @@ impl SimState {
                 if !card.accepts_1v8 {
                     return None;
                 }
-                self.dat_low = true;
+                self.cmd11_at_ns = Some(self.now_ns);
                 Some(Response::Short(self.card_status()))
             }
             (false, 2) => {
@@ -1106,9 +1335,213 @@ impl SimState {
     }
 }
 
+impl SimState {
+    /// An eMMC's answers (JESD84-B51 §6.4 identification, §6.6 data transfer mode, §6.10
+    /// command classes): CMD1 with its busy loop, CMD3 taking the host's RCA, CMD8 as
+    /// SEND_EXT_CSD, SWITCH writing EXT_CSD bytes (or SWITCH_ERROR), the bus test; no answer to
+    /// SD-only commands (CMD8 in the idle state, CMD55, CMD11).
+    fn respond_emmc(&mut self, index: u8, argument: u32, application: bool) -> Option<Response> {
+        let card = self.card.clone();
+        let emmc = card.emmc.as_ref()?;
+        if application {
+            return None;
+        }
+        let for_us = argument >> 16 == u32::from(card.rca);
+        match index {
+            0 => {
+                // GO_IDLE_STATE resets the device, its status bits included.
+                self.state = State::Idle;
+                self.pending_errors = 0;
+                self.acmd41_polls = 0;
+                self.card_clock_limit_hz = MMC_LEGACY_LIMIT_HZ;
+                if let Some(emmc) = self.card.emmc.as_mut() {
+                    emmc.ext_csd[EXT_CSD_HS_TIMING] = 0;
+                    emmc.ext_csd[EXT_CSD_BUS_WIDTH] = 0;
+                }
+                None
+            }
+            1 if matches!(self.state, State::Idle | State::Ready) => {
+                self.acmd41_polls += 1;
+                let mut value = MMC_OCR_VOLTAGES;
+                if card.block_addressed {
+                    value |= MMC_OCR_SECTOR_MODE;
+                }
+                if self.acmd41_polls > emmc.busy_polls {
+                    value |= ocr::POWER_UP_DONE;
+                    self.state = State::Ready;
+                }
+                Some(Response::Short(value))
+            }
+            2 if self.state == State::Ready => {
+                self.state = State::Identification;
+                Some(Response::Long(card.cid))
+            }
+            3 if self.state == State::Identification => {
+                let status = self.card_status();
+                self.card.rca = (argument >> 16) as u16;
+                self.state = State::StandBy;
+                Some(Response::Short(status))
+            }
+            9 if for_us && self.state == State::StandBy => Some(Response::Long(card.csd)),
+            7 if for_us => {
+                let status = self.card_status();
+                self.state = State::Transfer;
+                Some(Response::Short(status))
+            }
+            6 if self.state == State::Transfer => {
+                let status = self.card_status();
+                self.emmc_switch(argument);
+                Some(Response::Short(status))
+            }
+            8 | 14 | 16 | 19 | 21 if self.state == State::Transfer => {
+                Some(Response::Short(self.card_status()))
+            }
+            13 if for_us => Some(Response::Short(self.card_status())),
+            12 if matches!(self.state, State::SendingData | State::ReceiveData) => {
+                let status = self.card_status();
+                self.state = State::Transfer;
+                self.transfer = None;
+                self.buffer.clear();
+                Some(Response::Short(status))
+            }
+            23 if self.state == State::Transfer => {
+                self.block_count_from_cmd23 = Some(argument & 0xffff);
+                Some(Response::Short(self.card_status()))
+            }
+            17 | 18 | 24 | 25 if self.state == State::Transfer => {
+                let sector =
+                    if card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
+                if sector * 512 >= card.capacity_bytes {
+                    return Some(Response::Short(self.card_status() | 1 << 31));
+                }
+                Some(Response::Short(self.card_status()))
+            }
+            _ => {
+                self.pending_errors |= 1 << 22;
+                None
+            }
+        }
+    }
+
+    /// SWITCH with Write Byte access: HS_TIMING only to a timing DEVICE_TYPE lists, BUS_WIDTH's
+    /// DDR values only with DDR52 support and HS_TIMING 1 (JESD84-B51 §6.6.4, §7.4.65); anything
+    /// else is SWITCH_ERROR in the next status.
+    fn emmc_switch(&mut self, argument: u32) {
+        let access = (argument >> 24) & 0b11;
+        let index = ((argument >> 16) & 0xff) as usize;
+        let value = ((argument >> 8) & 0xff) as u8;
+        let Some(emmc) = self.card.emmc.as_mut() else {
+            return;
+        };
+        let device_type = emmc.ext_csd[EXT_CSD_DEVICE_TYPE];
+        let allowed = access == 0b11
+            && match index {
+                EXT_CSD_HS_TIMING => match value {
+                    0 => true,
+                    1 => device_type & 0b11 != 0,
+                    2 => device_type & (1 << 4) != 0,
+                    _ => false,
+                },
+                EXT_CSD_BUS_WIDTH => match value {
+                    0..=2 => true,
+                    5 | 6 => device_type & (1 << 2) != 0 && emmc.ext_csd[EXT_CSD_HS_TIMING] == 1,
+                    _ => false,
+                },
+                // The modes segment (bytes 0-191) is writable; the properties segment is not.
+                _ => index < 192,
+            };
+        if !allowed {
+            self.pending_errors |= MMC_SWITCH_ERROR;
+            return;
+        }
+        emmc.ext_csd[index] = value;
+        if index == EXT_CSD_HS_TIMING {
+            self.card_clock_limit_hz = match value {
+                0 => MMC_LEGACY_LIMIT_HZ,
+                1 => 52_000_000,
+                _ => 200_000_000,
+            };
+        }
+    }
+
+    /// Why data on the bus garbles for an eMMC: the host's width or DDR setting not the
+    /// device's (EXT_CSD BUS_WIDTH), or lines the board does not wire.
+    fn emmc_bus_mismatch(&self) -> Option<&'static str> {
+        let emmc = self.card.emmc.as_ref()?;
+        let control = self.register(offsets::HOST_CONTROL_POWER);
+        let host_bits = if control & (1 << 5) != 0 {
+            8
+        } else if control & (1 << 1) != 0 {
+            4
+        } else {
+            1
+        };
+        let host_ddr = (self.host_control2() & UHS_MODE_MASK) >> 16 == 4;
+        let (device_bits, device_ddr) = match emmc.ext_csd[EXT_CSD_BUS_WIDTH] {
+            1 => (4, false),
+            2 => (8, false),
+            5 => (4, true),
+            6 => (8, true),
+            _ => (1, false),
+        };
+        if host_bits != device_bits {
+            return Some("eMMC data on a bus width the device was not switched to");
+        }
+        if host_ddr != device_ddr {
+            return Some("eMMC data with DDR on one side of the bus only");
+        }
+        (device_bits > emmc.wired_width_bits).then_some("eMMC data on lines the board does not wire")
+    }
+
+    /// CMD14's answer to the bus test block `sent`: every bit inverted, on the lines the board
+    /// wires; a line that is not wired reads high both ways (JESD84-B51 §6.4.5).
+    fn bus_test_answer(&self, sent: &[u8]) -> Vec<u8> {
+        let wired = self.card.emmc.as_ref().map_or(8, |emmc| emmc.wired_width_bits);
+        let eight_bit_host = self.register(offsets::HOST_CONTROL_POWER) & (1 << 5) != 0;
+        let floating: u8 = if eight_bit_host && wired < 8 { 0xf0 } else { 0 };
+        sent.iter().map(|byte| (!(byte | floating)) | floating).collect()
+    }
+}
+
+/// eMMC OCR bits (JESD84-B51 §7.1): both voltage windows, sector mode; and the ceiling of the
+/// backward-compatible timing, and SWITCH_ERROR in the card status.
+const MMC_OCR_VOLTAGES: u32 = 0x00ff_8080;
+const MMC_OCR_SECTOR_MODE: u32 = 1 << 30;
+const MMC_LEGACY_LIMIT_HZ: u32 = 26_000_000;
+const MMC_SWITCH_ERROR: u32 = 1 << 7;
+
 enum Response {
     Short(u32),
     Long(u128),
+}
+
+/// The board's card power, I/O rail and card-detect line, wired to a simulated host's card: a
+/// power cycle resets the card (`SimHost::power_cycle_card`).
+pub struct SimBoardHooks<'a> {
+    pub sim: &'a SimHost<'a>,
+    pub io_1v8: core::cell::Cell<Option<bool>>,
+    /// What the board's card-detect line says (Pi 5: AON GPIO 5); `None`: no such line.
+    pub card_detect: Option<bool>,
+}
+
+impl<'a> SimBoardHooks<'a> {
+    pub fn new(sim: &'a SimHost<'a>) -> Self {
+        SimBoardHooks { sim, io_1v8: core::cell::Cell::new(None), card_detect: None }
+    }
+}
+
+impl crate::sd::signalling::BoardSignalling for SimBoardHooks<'_> {
+    fn set_io_1v8(&self, enable: bool) -> Result<(), crate::sd::error::SdError> {
+        self.io_1v8.set(Some(enable));
+        Ok(())
+    }
+    fn power_cycle_card(&self) -> Result<(), crate::sd::error::SdError> {
+        self.sim.power_cycle_card();
+        Ok(())
+    }
+    fn card_present(&self) -> Option<bool> {
+        self.card_detect
+    }
 }
 
 /// Where the BCM2712 cfg block sits in the host's register window (docs/hardware.md §2.7).
@@ -1124,10 +1557,16 @@ impl SimState {
 
 impl RegisterIo for SimHost<'_> {
     fn read32(&self, offset_bytes: usize) -> u32 {
+        // The DAT lines move with time (after CMD11): Present State reads look at the clock.
+        let now = (offset_bytes == offsets::PRESENT_STATE).then(|| self.platform.now_ticks());
         let mut state = self.state.borrow_mut();
         state.tick(self.platform);
         match offset_bytes {
-            offsets::PRESENT_STATE => state.present_state(),
+            offsets::PRESENT_STATE => {
+                state.now_ns = now.unwrap_or(state.now_ns);
+                state.update_dat_lines();
+                state.present_state()
+            }
             offsets::INTERRUPT_STATUS => {
                 state.poll_tuning_block();
                 state.register(offsets::INTERRUPT_STATUS)
@@ -1147,6 +1586,7 @@ impl RegisterIo for SimHost<'_> {
     fn write32(&self, offset_bytes: usize, value: u32) {
         let now = self.platform.now_ticks();
         let mut state = self.state.borrow_mut();
+        state.now_ns = now;
         if offset_bytes != offsets::BUFFER_DATA_PORT {
             let clock = state.sd_clock_hz();
             if clock <= 400_000 {
@@ -1168,6 +1608,8 @@ impl RegisterIo for SimHost<'_> {
             }
             offsets::CLOCK_TIMEOUT_RESET => {
                 let resets = value >> 24;
+                let old = state.register(offsets::CLOCK_TIMEOUT_RESET);
+                state.check_clock_change(old, value);
                 let mut value = value & 0x00ff_ffff;
                 if resets & 1 != 0 {
                     let keep =
@@ -1219,12 +1661,7 @@ impl RegisterIo for SimHost<'_> {
                     value |= 0b10;
                 }
                 state.registers[index] = value;
-                if state.dat_low
-                    && value & 0b100 != 0
-                    && state.register(offsets::AUTO_CMD_ERROR_HOST_CONTROL2) & (1 << 19) != 0
-                {
-                    state.dat_low = false;
-                }
+                state.sd_clock_switched(old, value);
             }
             offsets::INTERRUPT_STATUS => {
                 let status = state.register(offsets::INTERRUPT_STATUS) & !value;

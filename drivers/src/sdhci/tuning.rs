@@ -16,20 +16,49 @@ use crate::sd::timing::{TuningFailure, TUNING_ATTEMPTS};
 /// How long one CMD19 may take to raise Buffer Read Ready (Linux `sdhci_send_tuning`: 50 ms).
 const TUNING_BLOCK_TIMEOUT_US: u64 = 50_000;
 
+/// Pause between CMD19s (Linux `sdhci_execute_tuning`: `tuning_delay` is 1 ms for CMD19 and
+/// none for eMMC's CMD21; "Spec does not require a delay between tuning cycles", but the hosts
+/// Linux runs SD tuning on get one).
+const TUNING_DELAY_CMD19_US: u64 = 1_000;
+
 /// Runs the procedure with `command`, whose block of `block_bytes` the controller samples. On
 /// failure the fixed sampling clock is restored (`reset_tuning`) by the caller.
+///
+/// While it runs only Buffer Read Ready is enabled in the status (Linux `sdhci_start_tuning`:
+/// "to make sure we don't hit a controller bug, we _only_ enable Buffer Read Ready"); the
+/// status enables are restored afterwards (`sdhci_end_tuning`).
 pub fn execute_tuning<R: RegisterIo, P: Platform>(
     host: &mut SdhciHost<'_, R, P>,
     command: &Command,
     block_bytes: u32,
 ) -> Result<(), TuningFailure> {
+    let enabled = host.read(offsets::INTERRUPT_STATUS_ENABLE);
+    host.write(offsets::INTERRUPT_STATUS_ENABLE, interrupt::BUFFER_READ_READY);
     host.modify_host_control2(0, HOST_CONTROL2::EXECUTE_TUNING::SET.value);
+    let tuned = run_tuning_commands(host, command, block_bytes);
+    host.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+    host.write(offsets::INTERRUPT_STATUS_ENABLE, enabled);
+    tuned
+}
+
+/// The tuning commands, until the controller clears Execute Tuning or the specification's 40
+/// have gone.
+fn run_tuning_commands<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    command: &Command,
+    block_bytes: u32,
+) -> Result<(), TuningFailure> {
+    let delay_us =
+        if command.index == Command::send_tuning_block().index { TUNING_DELAY_CMD19_US } else { 0 };
     for commands in 0..TUNING_ATTEMPTS {
         if host.issue(command, TRANSFER_MODE_COMMAND::READ::SET.value, block_bytes, 1).is_err() {
             return Err(TuningFailure::NotIssued { commands });
         }
         wait_for_tuning_block(host)
             .map_err(|interrupt_status| TuningFailure::NoBufferReadReady { commands, interrupt_status })?;
+        if delay_us > 0 {
+            host.platform().delay_us(delay_us);
+        }
         let control = host.host_control2();
         if !control.is_set(HOST_CONTROL2::EXECUTE_TUNING) {
             if control.is_set(HOST_CONTROL2::SAMPLING_CLOCK_SELECT) {

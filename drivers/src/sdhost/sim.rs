@@ -83,6 +83,10 @@ pub struct SimSdhostState {
     block_count_from_cmd23: Option<u32>,
     high_speed: bool,
     pub data_injection: Option<DataInjection>,
+    /// An empty slot as the hardware shows it (Linux `bcm2835-sdhost.c`: no timeout for an
+    /// absent card, "faking timeout due to zero OCR"): every command completes with a response
+    /// of zeros. Without it the slot behaves as QEMU's model (FAIL and a command timeout).
+    pub empty_slot_reads_zeros: bool,
     words_pushed: usize,
     running_command: u8,
     /// Every command seen: (index, argument, SD clock in Hz).
@@ -126,6 +130,7 @@ impl SimSdhost {
                 block_count_from_cmd23: None,
                 high_speed: false,
                 data_injection: None,
+                empty_slot_reads_zeros: false,
                 words_pushed: 0,
                 running_command: 0,
                 log: Vec::new(),
@@ -207,6 +212,10 @@ impl SimSdhostState {
         if value & cmd::LONG_RESPONSE != 0 && value & cmd::BUSY_WAIT != 0 {
             self.violations.push("a 136-bit response with busy wait (the hardware refuses it)");
             return self.fail();
+        }
+        if self.power & 1 != 0 && !self.card.present && self.empty_slot_reads_zeros {
+            self.response = [0; 4];
+            return;
         }
         if self.power & 1 == 0 || !self.card.present {
             return self.fail();

@@ -174,7 +174,8 @@ fn cmd23_announces_the_count_and_no_cmd12_follows() {
 fn default_speed_keeps_the_whole_divider_in_data_mode() {
     // 25 MHz from 250 MHz is divider 8; its low 3 bits alone would clock the card at 125 MHz.
     let sim = sim(SimCard::qemu_like(64 * MIB));
-    let options = BringUpOptions { allow_speed_switch: false, max_clock_hz: None };
+    let options =
+        BringUpOptions { allow_speed_switch: false, max_clock_hz: None, ..BringUpOptions::default() };
     let mut card = device(sim, options, Cmd23Request::Off);
     assert_eq!((card.card().timing, card.card().sd_clock_hz), (Timing::DefaultSpeed, 25_000_000));
     assert_eq!(sim.state.borrow().divider, 8);
@@ -401,4 +402,19 @@ fn a_divider_computed_once_from_the_idle_core_clock_overclocks_the_card_under_lo
     firmware.put_core_under_load();
     assert!(read(&mut card, 100, 40).is_err());
     assert!(sim.state.borrow().violations.contains(&"the card's clock went above 52 MHz"));
+}
+
+#[test]
+fn an_empty_slot_that_answers_zeros_is_no_card_not_a_broken_one() {
+    // The hardware reports no timeout for an absent card: CMD8's echo and the OCR read 0.
+    let mut card = SimCard::qemu_like(64 * MIB);
+    card.present = false;
+    let sim = sim(card);
+    sim.state.borrow_mut().empty_slot_reads_zeros = true;
+    let platform = platform();
+    let mut host = host(sim, platform);
+    let error = bring_up_at_3v3(&mut host, BringUpOptions::default()).unwrap_err();
+    assert!(matches!(error, SdError::NoCard { .. }), "{error:?}");
+    // SD identification (CMD0, CMD8, CMD55 + ACMD41), then eMMC (CMD0, CMD1): nothing answered.
+    assert_eq!(sim.command_indices(), [0, 8, 55, 41, 0, 1]);
 }

@@ -182,9 +182,12 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     }
     let mut notes: heapless::String<192> = heapless::String::new();
     if let (Some(pins), Some(gpio)) = (quirks.pins, windows::gpio(machine.info.profile)) {
-        pins.apply(&gpio);
-        let released =
-            pins.release_first.map(|(first, last)| alloc::format!("GPIO {first}-{last} to input, "));
+        let release = quirks::arasan_shares_pins_with_wifi(machine.info.board_revision);
+        pins.apply(&gpio, release);
+        let released = pins
+            .release_first
+            .filter(|_| release)
+            .map(|(first, last)| alloc::format!("GPIO {first}-{last} to input, "));
         let _ = core::fmt::Write::write_fmt(
             &mut notes,
             format_args!(
@@ -239,7 +242,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     let info = match bring_up(&mut host, hook.as_ref().map(|h| h as &dyn BoardSignalling), options.bring_up) {
         Ok(info) => info,
         Err(SdError::NoCard { .. }) => {
-            println!("sdhci at {base:#x}: no card");
+            println!("sdhci at {base:#x}: no card in the slot");
             return;
         }
         Err(error) => {
@@ -305,6 +308,9 @@ const PI4_IO_1V8_GPIO: u32 = 128 + 4;
 const PI4_CARD_POWER_GPIO: u32 = 128 + 6;
 const PI5_IO_1V8_BIT: u32 = 1 << 3;
 const PI5_CARD_POWER_BIT: u32 = 1 << 4;
+/// AON GPIO 5: the Pi 5's card detect, low when a card is in (`cd-gpios = <&gio_aon 5
+/// GPIO_ACTIVE_LOW>` in Linux's `bcm2712-rpi-5-b.dts`).
+const PI5_CARD_DETECT_BIT: u32 = 1 << 5;
 /// Card power off time for a power cycle (SD §6.4.1.2: at least 1 ms below 0.5 V; generous).
 const CARD_POWER_OFF_US: u64 = 100_000;
 const CARD_POWER_ON_US: u64 = 10_000;
@@ -374,6 +380,17 @@ impl BoardSignalling for BoardHook {
         self.platform().delay_us(CARD_POWER_ON_US);
         Ok(())
     }
+
+    /// The Pi 5 reads its card-detect line (the controller's own is forced to "present" in the
+    /// cfg block, so that commands go out whatever the pin mux; presence is judged here).
+    fn card_present(&self) -> Option<bool> {
+        match self {
+            BoardHook::Pi4Expander { .. } => None,
+            BoardHook::Pi5Aon { bank, .. } => {
+                drivers::gpio::active_low_input(bank.read32(0x04), bank.read32(0x08), PI5_CARD_DETECT_BIT)
+            }
+        }
+    }
 }
 
 /// An SD card on either host, for the timing reads and the error reports.
@@ -382,6 +399,9 @@ type KernelSdDevice = dyn SdBlockDevice<'static, Clock = KernelPlatform>;
 /// The card's identity, capacity, classes and negotiated mode: `transfer` names how data moves,
 /// `ending` how multi-block reads end.
 fn describe_card(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
+    if let Some(mode) = card.emmc_mode() {
+        return describe_emmc(name, card, &mode, transfer, ending);
+    }
     println!("{name}        card {}", card.cid.describe());
     let bytes = card.capacity_bytes();
     let hundredths_gib = bytes * 100 / (1 << 30);
@@ -399,6 +419,38 @@ fn describe_card(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
         Some(status) => println!("{name}        {}", status.describe()),
         None => println!("{name}        SD Status (ACMD13) unavailable: classes unknown"),
     }
+    let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
+    println!(
+        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {transfer}, multi-block reads end by {ending}",
+        card.bus_width_bits,
+        card.sd_clock_hz,
+        card.timing.name(),
+    );
+    if let Some(report) = card.voltage_switch {
+        println!("{name}        {report}");
+    }
+}
+
+/// An eMMC's identity line (`eMMC 5.1, 8-bit DDR52`), its CID, capacity and mode.
+fn describe_emmc(
+    name: &str,
+    card: &CardInfo,
+    mode: &drivers::sd::mmc::EmmcModeText<'_>,
+    transfer: &str,
+    ending: &str,
+) {
+    let revision = card.emmc.map_or(0, |emmc| emmc.ext_csd_revision);
+    println!("{name}        card {mode}: {}", card.cid.describe_mmc(revision));
+    let bytes = card.capacity_bytes();
+    let hundredths_gib = bytes * 100 / (1 << 30);
+    let addressing = if card.block_addressed() { "sector" } else { "byte" };
+    println!(
+        "{name}        capacity {bytes} bytes ({}.{:02} GiB), {addressing} addressed, OCR {:#010x}, RCA {:#06x}",
+        hundredths_gib / 100,
+        hundredths_gib % 100,
+        card.ocr,
+        card.rca
+    );
     let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
     println!(
         "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {transfer}, multi-block reads end by {ending}",
@@ -546,7 +598,7 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
     let info = match bring_up_at_3v3(&mut host, options.bring_up) {
         Ok(info) => info,
         Err(SdError::NoCard { .. }) => {
-            println!("sdhost at {base:#x}: no card");
+            println!("sdhost at {base:#x}: no card in the slot");
             return;
         }
         Err(error) => {
