@@ -6,7 +6,7 @@
 use super::bus::UhsBus;
 use super::command::Command;
 use super::error::SdError;
-use crate::platform::Platform;
+use hal::platform::Platform;
 
 /// 1.8 V switch settling times (SDHCI §3.6.1 steps 6 and 9; docs/hardware.md §2.5: regulator 5 ms).
 const SIGNAL_SWITCH_SETTLE_US: u64 = 5_000;

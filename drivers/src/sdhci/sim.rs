@@ -24,13 +24,13 @@ extern crate std;
 
 use super::quirks::bcm2712_config;
 use super::regs::{interrupt, offsets};
-use crate::mmio::RegisterIo;
-use crate::platform::BusTranslation;
 use crate::sd::card_registers::ocr;
 use crate::sd::sim_card::SimCard;
-use crate::testing::ByteRange;
 use blockdev::Clock;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
+use hal::platform::BusTranslation;
+use hal::testing::ByteRange;
 use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
@@ -40,7 +40,7 @@ use std::vec::Vec;
 const COMMAND_LINE_ERRORS: u32 = 0x000f_0000;
 
 /// The shared test arena (a 1 GHz clock stepping 1 µs per read, so waits end quickly).
-pub type TestPlatform = crate::testing::ArenaPlatform;
+pub type TestPlatform = hal::testing::ArenaPlatform;
 
 /// Where an injected error strikes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl SimBoard {
         version_word: VERSION_3_00,
         base_clock_hz: 100_000_000,
         dma_window: BusTranslation {
-            cpu_base: crate::testing::PHYSICAL_BASE,
+            cpu_base: hal::testing::PHYSICAL_BASE,
             bus_base: 0xc000_0000,
             size_bytes: 256 << 20,
         },
