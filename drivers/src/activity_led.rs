@@ -1,4 +1,4 @@
-//! The activity LED as a signal lamp for a board whose console shows nothing (docs/led.md): which
+//! The activity LED as a signal lamp for a board whose console shows nothing: which
 //! line drives it on each board, the blink patterns (a count of short blinks per stage reached, a
 //! count of long blinks for a fatal error, a slow heartbeat while jobs run), a driver that plays
 //! them, and a decoder that reads them back from a list of level changes (the host tests' GPIO
@@ -10,9 +10,9 @@
 
 use crate::gpio::{Bcm2835Gpio, BrcmstbGpioBank, PinFunction};
 use crate::mailbox::{set_gpio_state, BoardRevision, PropertyTags};
-use crate::mmio::RegisterIo;
 use alloc::vec::Vec;
 use core::cell::Cell;
+use hal::mmio::RegisterIo;
 
 /// How the LED is wired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn activity_led(revision: BoardRevision) -> Option<ActivityLed> {
 /// The firmware numbers its expander's lines from 128 (Linux `gpio-raspberrypi-exp.c`).
 pub const FIRMWARE_EXPANDER_BASE: u32 = 128;
 
-/// The stages the LED tells (docs/led.md): the stage's number is the count of short blinks.
+/// The stages the LED tells: the stage's number is the count of short blinks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     /// The kernel runs and knows the board.

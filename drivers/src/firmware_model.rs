@@ -48,9 +48,9 @@ pub struct FirmwareModel {
     /// How far below the running rate a measurement lands (a measured rate is rarely whole).
     pub measurement_error_hz: u32,
     /// What a clock really runs at, where it is not what was requested (raspberrypi/firmware
-    /// issues 1521, 1619: GET_CLOCK_RATE answers the request).
+    /// #1521, #1619: GET_CLOCK_RATE answers the request).
     actual_hz: RefCell<Vec<(u32, u32)>>,
-    /// Clocks whose GET_CLOCK_RATE answers 0 (raspberrypi/firmware issues 1619, 1624: EMMC,
+    /// Clocks whose GET_CLOCK_RATE answers 0 (raspberrypi/firmware #1619, #1624: EMMC,
     /// UART and EMMC2 on some firmware versions).
     pub zero_rate_clocks: Vec<u32>,
     pub max_arm_hz: u32,
@@ -130,7 +130,7 @@ impl FirmwareModel {
     }
 
     /// A Pi 3, Zero W or Zero 2 W whose core clock is not held at 250 MHz (`dtoverlay=disable-bt`
-    /// lifts the lock `enable_uart=1` implies: raspberrypi/linux issue 2060): idle at 250 MHz,
+    /// lifts the lock `enable_uart=1` implies: raspberrypi/linux #2060): idle at 250 MHz,
     /// which GET_CLOCK_RATE and GET_CLOCK_RATE_MEASURED answer while idle, up to 400 MHz under
     /// load ([`FirmwareModel::put_core_under_load`]). The Arasan's EMMC clock runs at 200 MHz.
     pub fn pi3_core_unlocked() -> Self {

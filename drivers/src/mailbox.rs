@@ -4,11 +4,11 @@
 //! `bcmpropertytags.h`, `cputhrottle.cpp` and the Raspberry Pi firmware wiki's tag list).
 #![forbid(unsafe_code)]
 
-use crate::barrier;
-use crate::mmio::RegisterIo;
-use crate::platform::wait_until;
 use blockdev::Clock;
 use core::fmt;
+use hal::barrier;
+use hal::mmio::RegisterIo;
+use hal::platform::wait_until;
 
 /// Register offsets from the mailbox base (docs/hardware.md §4.6).
 pub mod offsets {
@@ -281,7 +281,7 @@ pub fn set_clock_rate(
 }
 
 /// GET_CLOCK_RATE_MEASURED: the rate the firmware measures on `clock_id`, where GET_CLOCK_RATE
-/// answers the rate last requested (Raspberry Pi firmware issues 1521 and 1619; circle's
+/// answers the rate last requested (raspberrypi/firmware #1521 and #1619; circle's
 /// `machineinfo.cpp` asks for it). Not rounded: a measured rate is rarely a whole MHz.
 pub fn measured_clock_rate_hz(firmware: &impl PropertyTags, clock_id: u32) -> Result<u32, MailboxError> {
     clock_rate_hz(firmware, tags::GET_CLOCK_RATE_MEASURED, clock_id)

@@ -4,7 +4,7 @@
 //! resolution.
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// The counter's rate.
 pub const TICKS_PER_SECOND: u64 = 1_000_000;
@@ -22,11 +22,11 @@ impl<R: RegisterIo> SystemTimer<R> {
 
     /// The 64-bit count, consistent across a carry from CLO into CHI: CHI, CLO, CHI again, and
     /// CLO once more when CHI moved in between. The reads are fenced on both sides
-    /// ([`crate::barrier::between_peripherals`]): the kernel reads this timer between the
+    /// ([`hal::barrier::between_peripherals`]): the kernel reads this timer between the
     /// register accesses of whichever controller it polls.
     #[inline(always)]
     pub fn ticks(&self) -> u64 {
-        crate::barrier::between_peripherals();
+        hal::barrier::between_peripherals();
         let high = self.registers.read32(COUNTER_HIGH);
         let low = self.registers.read32(COUNTER_LOW);
         let high_again = self.registers.read32(COUNTER_HIGH);
@@ -35,7 +35,7 @@ impl<R: RegisterIo> SystemTimer<R> {
         } else {
             (u64::from(high_again) << 32) | u64::from(self.registers.read32(COUNTER_LOW))
         };
-        crate::barrier::between_peripherals();
+        hal::barrier::between_peripherals();
         ticks
     }
 }
@@ -83,8 +83,8 @@ mod tests {
 
     #[test]
     fn the_reads_are_fenced_from_the_other_peripherals_on_both_sides() {
-        use crate::barrier::BarrierKind;
-        use crate::testing::{ArenaPlatform, PlatformEvent};
+        use hal::barrier::BarrierKind;
+        use hal::testing::{ArenaPlatform, PlatformEvent};
         let platform = ArenaPlatform::new(4096);
         let start = platform.log().len();
         let timer = SystemTimer::new(Counter { value: Cell::new(7), step: 1 });

@@ -160,9 +160,9 @@ fn wait_for_window_end(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::mmio::RegisterIo;
     use crate::system_timer::SystemTimer;
     use core::cell::Cell;
+    use hal::mmio::RegisterIo;
     use std::string::ToString;
 
     /// Simulated time in ns, advanced by every register or counter read.

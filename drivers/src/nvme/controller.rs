@@ -17,15 +17,16 @@ use super::identify::{
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
 use super::regs::{self, offsets, Capabilities, Version};
+use super::ring::QueueMemory;
 use super::status::{code_type, generic};
-use crate::dma::{allocate_region, DmaRegion};
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Deadline, Platform};
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Deadline, Platform};
 
 /// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
 /// plenty; SPDK uses 256 only because it pipelines admin commands (docs/nvme-and-fio.md §2.1).
@@ -123,7 +124,7 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     version: Version,
     page_bytes: usize,
     admin: SharedAdmin<'p, R, P>,
-    identify_buffer: DmaRegion,
+    identify_buffer: DmaRegion<'p>,
     identity: ControllerIdentity,
     granted_pairs: u16,
     created_queue_ids: Vec<u16>,
@@ -161,27 +162,15 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let waits = WaitReporter { events, label: &label };
         disable(&registers, platform, &capabilities, waits)?;
 
-        // SAFETY: the regions stay in the controller (its admin channel), which borrows the
-        // platform for 'p.
-        let allocate = |bytes: usize| unsafe { allocate_region(platform, &dma, bytes, page_bytes) };
-        let (submission, submission_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
-        let (completion, completion_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
-        let (identify_buffer, _) = allocate(IDENTIFY_BYTES.max(page_bytes))?;
+        let allocate = |bytes: usize| DmaAllocation::new(platform, &dma, bytes, page_bytes);
+        let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
+        let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
+        let admin_queue = QueueMemory { submission, completion, entries: ADMIN_QUEUE_ENTRIES };
+        let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?.region;
 
-        enable_with_admin_queue(
-            &registers,
-            platform,
-            (&capabilities, ADMIN_QUEUE_ENTRIES),
-            (&completion, submission_bus, completion_bus),
-            waits,
-        )?;
-        let admin = AdminChannel::new(
-            (registers.clone(), platform, events),
-            label.clone(),
-            capabilities,
-            (submission, completion, submission_bus, completion_bus),
-            ADMIN_QUEUE_ENTRIES,
-        );
+        enable_with_admin_queue(&registers, platform, &capabilities, &admin_queue, waits)?;
+        let admin =
+            AdminChannel::new(registers.clone(), platform, events, label.clone(), capabilities, admin_queue);
         let mut controller = Controller {
             registers,
             register_bytes,
@@ -371,23 +360,27 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
         let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
-        // SAFETY: the regions stay in the queue pair, which borrows the platform for 'p.
-        let allocate = |bytes: usize| unsafe { allocate_region(self.platform, &self.dma, bytes, page_bytes) };
-        let (completion, completion_bus) = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
-        let (submission, submission_bus) = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
+        let allocate = |bytes: usize| DmaAllocation::new(self.platform, &self.dma, bytes, page_bytes);
+        let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
+        let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {
-            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?.0)
+            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?)
         } else {
             None
         };
+        let queue = QueueMemory { submission, completion, entries };
         // As for the admin CQ: in memory before the Create command (whose doorbell comes after
         // the admin ring's store barrier) hands it over.
-        self.platform.clean_for_device(&completion.buffer());
-        self.admin_command(SubmissionEntry::create_io_completion_queue(queue_id, entries, completion_bus))?;
+        self.platform.clean_for_device(&completion.region.buffer());
+        self.admin_command(SubmissionEntry::create_io_completion_queue(
+            queue_id,
+            entries,
+            completion.bus_address,
+        ))?;
         if let Err(error) = self.admin_command(SubmissionEntry::create_io_submission_queue(
             queue_id,
             entries,
-            submission_bus,
+            submission.bus_address,
             queue_id,
         )) {
             // Best effort: the CQ alone is of no use. Its own failure adds nothing to report.
@@ -395,25 +388,17 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Err(error);
         }
         self.created_queue_ids.push(queue_id);
-        self.admin.borrow_mut().record_queue(QueueRecord {
-            queue_id,
-            entries,
-            submission_bus,
-            completion_bus,
-            completion,
-        });
+        self.admin.borrow_mut().record_queue(QueueRecord { queue_id, memory: queue });
         Ok(IoQueuePair::new(
             QueuePairSetup {
                 name,
                 queue_id,
                 namespace_id: namespace.namespace_id,
-                entries,
                 block_bytes,
                 block_count: namespace.size_blocks,
                 max_command_blocks,
                 page_bytes,
-                submission,
-                completion,
+                queue,
                 lists,
                 list_pages_per_command,
                 submission_doorbell: regs::submission_doorbell(queue_id, stride),
@@ -505,6 +490,7 @@ mod tests {
     extern crate std;
     use super::super::error::ReadyWait;
     use super::super::events::DiscardEvents;
+    use super::super::sim::NvmeArena;
     use super::super::sim::{
         Corruption, Fault, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform, BUS_OFFSET,
     };

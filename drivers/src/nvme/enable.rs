@@ -6,10 +6,10 @@
 use super::error::{NvmeError, ReadyWait};
 use super::events::{Event, EventSink};
 use super::regs::{self, offsets, Capabilities};
-use crate::barrier;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
+use super::ring::QueueMemory;
+use hal::barrier;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// Used instead of CAP.TO × 500 ms when a controller reports TO = 0.
 pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
@@ -78,17 +78,17 @@ fn wait_ready<R: RegisterIo, P: Platform>(
 pub(crate) fn enable_with_admin_queue<R: RegisterIo, P: Platform>(
     registers: &R,
     platform: &P,
-    (capabilities, entries): (&Capabilities, u32),
-    (completion, submission_bus, completion_bus): (&DmaRegion, u64, u64),
+    capabilities: &Capabilities,
+    queue: &QueueMemory<'_>,
     waits: WaitReporter<'_>,
 ) -> Result<(), NvmeError> {
     // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
     // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
     // register write, as before a doorbell.
-    platform.clean_for_device(&completion.buffer());
-    registers.write32(offsets::AQA, regs::admin_queue_attributes(entries, entries));
-    registers.write64(offsets::ASQ, submission_bus);
-    registers.write64(offsets::ACQ, completion_bus);
+    platform.clean_for_device(&queue.completion.region.buffer());
+    registers.write32(offsets::AQA, regs::admin_queue_attributes(queue.entries, queue.entries));
+    registers.write64(offsets::ASQ, queue.submission.bus_address);
+    registers.write64(offsets::ACQ, queue.completion.bus_address);
     barrier::store_before_doorbell();
     registers.write32(offsets::CC, regs::enable_configuration(capabilities.mpsmin));
     wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits)?;

@@ -6,9 +6,9 @@
 use super::command::admin_opcode_name;
 use super::regs::Capabilities;
 use super::status::Status;
-use crate::dma::DmaRegionError;
-use crate::platform::{DmaAllocationError, UnreachableAddress};
 use core::fmt;
+use hal::dma::DmaRegionError;
+use hal::platform::{DmaAllocationError, UnreachableAddress};
 
 /// What a controller state wait was waiting for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 //! several pairs in [`namespace`]. No interrupts: completion queues are created with IEN = 0 and
 //! polled by their phase tag.
 //!
-//! The driver is generic over [`crate::mmio::RegisterIo`] (BAR0) and
-//! [`crate::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
+//! The driver is generic over [`hal::mmio::RegisterIo`] (BAR0) and
+//! [`hal::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
 //! the same code against the simulated controller in `sim`.
 
 pub mod admin;

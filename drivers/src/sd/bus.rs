@@ -16,7 +16,7 @@ use super::card_registers::CardStatus;
 use super::command::Command;
 use super::error::SdError;
 use super::timing::{Timing, TuningFailure};
-use crate::platform::Platform;
+use hal::platform::Platform;
 
 /// Identification clock (SD §4.2: ≤ 400 kHz).
 pub const IDENTIFICATION_CLOCK_HZ: u32 = 400_000;

@@ -14,8 +14,8 @@ use super::mmc::{self, EmmcInfo, EmmcModeText};
 use super::signalling::{switch_to_1v8, BoardSignalling};
 use super::speed::{negotiate_timing, select_timing};
 use super::timing::{BringUpOptions, Timing, TimingFallback};
-use crate::platform::{Deadline, Platform};
 use core::fmt;
+use hal::platform::{Deadline, Platform};
 
 /// How long a card may stay busy in ACMD41 (SD §4.2.3: "1 second").
 pub const INITIALIZATION_TIMEOUT_US: u64 = 1_000_000;

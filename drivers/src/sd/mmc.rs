@@ -23,8 +23,8 @@ use super::card_registers::{Cid, Csd};
 use super::command::Command;
 use super::error::{FailureKind, SdError};
 use super::timing::{BringUpOptions, Timing, TimingFallback};
-use crate::platform::{Deadline, Platform};
 use core::fmt;
+use hal::platform::{Deadline, Platform};
 
 /// How long the device may stay busy in CMD1 (JESD84-B51 §6.4.2: 1 s).
 pub const INITIALIZATION_TIMEOUT_US: u64 = 1_000_000;

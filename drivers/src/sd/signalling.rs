@@ -10,7 +10,7 @@ use super::bus::UhsBus;
 use super::command::Command;
 use super::error::SdError;
 use super::identify::AFTER_CMD11_US;
-use crate::platform::Platform;
+use hal::platform::Platform;
 
 /// The SD clock stays gated at least 5 ms while the voltage switches (SD §4.2.4.2); Linux keeps
 /// it gated 10 ms (`mmc_set_uhs_voltage`: "though spec only says 5 ms").

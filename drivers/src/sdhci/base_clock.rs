@@ -4,7 +4,7 @@
 //! 1. The firmware's measurement, GET_CLOCK_RATE_MEASURED, rounded to whole MHz (circle
 //!    `lib/machineinfo.cpp` `GetClockRate` asks for it first and rounds it).
 //! 2. GET_CLOCK_RATE, which answers the rate *requested*, or 0 for EMMC, UART and EMMC2 on some
-//!    firmware versions (raspberrypi/firmware issues 1521, 1619, 1624): a figure, not a fact.
+//!    firmware versions (raspberrypi/firmware #1521, #1619, #1624): a figure, not a fact.
 //! 3. The Capabilities register's Base Clock Frequency (SDHCI §2.2.26), where it has one (BCM2711
 //!    EMMC2 reads 100 MHz; the BCM2835 Arasan's register is not used).
 //! 4. The quirks' fallback: 200 MHz for the Arasan (the firmware has run the EMMC clock at
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_firmware_answering_zero_leaves_the_arasan_at_200_mhz() {
-        // Firmware issue 1619: GET_CLOCK_RATE answers 0 for EMMC; QEMU-like, no measurement.
+        // raspberrypi/firmware #1619: GET_CLOCK_RATE answers 0 for EMMC; QEMU-like, no measurement.
         let mut firmware = FirmwareModel::pi4().not_answering(&[tags::GET_CLOCK_RATE_MEASURED]);
         firmware.zero_rate_clocks.push(clocks::EMMC);
         let chosen = choose(Some(&firmware), ARASAN, &capabilities(0)).unwrap();

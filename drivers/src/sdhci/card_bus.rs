@@ -6,12 +6,12 @@
 use super::host::SdhciHost;
 use super::regs::{offsets, HOST_CONTROL2, PRESENT_STATE};
 use super::tuning::execute_tuning;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use crate::sd::bus::{BusMode, BusWidth, CardBus, DataLines, Response, UhsBus};
 use crate::sd::command::Command;
 use crate::sd::error::SdError;
 use crate::sd::timing::{Timing, TuningFailure};
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 use tock_registers::LocalRegisterCopy;
 
 /// The slowest base clock that reaches SDR50's and SDR104's 100 MHz and more.

@@ -11,10 +11,6 @@ use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
 use super::host::{failure_kind, SdhciHost, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
 use super::retune::Retuning;
-use crate::barrier;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use crate::sd::block::{self, BlockCard, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
 use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US};
 use crate::sd::command::Command;
@@ -24,6 +20,10 @@ use crate::sd::options::{Cmd23Request, ModeRequest};
 use blockdev::{
     check_request, BlockDevice, Completion, DataPath, FlushSupport, Geometry, Operation, Request, SubmitError,
 };
+use hal::barrier;
+use hal::dma::DmaRegion;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// Blocks one command moves at most (16-bit Block Count).
 pub const MAX_BLOCKS_PER_COMMAND: u32 = 65_535;
@@ -49,7 +49,7 @@ impl TransferMode {
 /// Why a device could not be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceSetupError {
-    Dma(crate::platform::DmaAllocationError),
+    Dma(hal::platform::DmaAllocationError),
     Adma(AdmaError),
 }
 
@@ -64,11 +64,13 @@ impl core::fmt::Display for DeviceSetupError {
 
 /// One command's share of a request: its blocks, and whether ADMA2 moves them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment {
+struct Segment<'p> {
     /// First block of this command, relative to the request.
     first_block: u32,
     blocks: u32,
     dma: bool,
+    /// The whole request's data, as the CPU reaches it for PIO.
+    data: DmaRegion<'p>,
 }
 
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
@@ -86,8 +88,8 @@ enum Phase {
 
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
-struct ActiveCommand {
-    segment: Segment,
+struct ActiveCommand<'p> {
+    segment: Segment<'p>,
     /// The data command (CMD17, CMD18, CMD24 or CMD25).
     command: Command,
     phase: Phase,
@@ -99,7 +101,7 @@ struct ActiveCommand {
 
 /// The request: `Queued` once submitted with its first command prepared (descriptors written
 /// and cleaned), waiting for `kick()`.
-type State = RequestState<Segment, ActiveCommand>;
+type State<'p> = RequestState<Segment<'p>, ActiveCommand<'p>>;
 
 /// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
 /// division, too dear for every command).
@@ -137,8 +139,8 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     host: SdhciHost<'p, R, P>,
     card: BlockCard,
     mode: TransferMode,
-    adma: Option<DescriptorTable>,
-    state: State,
+    adma: Option<DescriptorTable<'p>>,
+    state: State<'p>,
     /// The card was removed: requests fail as device-gone and no more are taken.
     gone: bool,
     commands: u64,
@@ -172,14 +174,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 AdmaFormat::Adma2Bits64,
                 limit,
             );
-            let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
-            // SAFETY: fresh DMA memory from the platform for this card's table alone; the card
-            // borrows the platform, so the table never outlives it.
-            let narrow = unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation) };
+            let table = DmaRegion::allocate(host.platform(), bytes, 4096).map_err(DeviceSetupError::Dma)?;
+            let narrow = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation);
             let chosen = match narrow {
                 Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {
-                    // SAFETY: as above (the 32-bit table was refused, so only this one uses it).
-                    unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation) }
+                    DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation)
                 }
                 other => other,
             };
@@ -229,9 +228,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
     /// the data buffer, all before the command that starts the DMA is handed over. A buffer
     /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
-    fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
+    fn prepare(&mut self, request: &Request, data: DmaRegion<'p>, first_block: u32) -> Segment<'p> {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let mut segment = Segment { first_block, blocks, dma: false };
+        let mut segment = Segment { first_block, blocks, dma: false, data };
         self.commands += 1;
         let Some(table) = self.adma.as_mut() else {
             return segment;
@@ -254,7 +253,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
     /// when multi-block transfers are announced, else the data command.
-    fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
+    fn start(
+        &mut self,
+        request: &Request,
+        segment: Segment<'p>,
+        attempt: u32,
+    ) -> Result<ActiveCommand<'p>, SdError> {
         if let Some(retuning) =
             self.retuning.as_mut().filter(|retuning| retuning.timer_ran_out(self.host.platform()))
         {
@@ -281,7 +285,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
     /// in the Transfer Mode (SDHCI §2.2.5 Data Transfer Direction Select).
-    fn issue_data_command(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
+    fn issue_data_command(&mut self, active: &ActiveCommand<'p>) -> Result<(), SdError> {
         use TRANSFER_MODE_COMMAND::*;
         let segment = active.segment;
         let mut mode = BLOCK_COUNT_ENABLE::SET;
@@ -318,7 +322,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, segment: Segment, mut attempt: u32) {
+    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, mut attempt: u32) {
         loop {
             match self.start(&request, segment, attempt) {
                 Ok(active) => {
@@ -372,7 +376,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// A failure of the running command (already recovered from by the host where it says so):
     /// another attempt of the same segment, or the request fails.
-    fn command_failure(&mut self, request: Request, active: ActiveCommand, error: SdError) {
+    fn command_failure(&mut self, request: Request, active: ActiveCommand<'p>, error: SdError) {
         match self.retry_after(error, active.attempt) {
             Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
             Err(error) => self.fail(request, error, active.attempt),
@@ -380,7 +384,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// A data-phase failure of the running command.
-    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, status: u32) {
+    fn data_failure(&mut self, request: Request, active: ActiveCommand<'p>, kind: FailureKind, status: u32) {
         let mut failure = self.host.failure(active.command, kind, status);
         failure.blocks_done = active.blocks_done;
         failure.blocks = active.segment.blocks;
@@ -388,7 +392,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// Looks once at the running command and moves it on as far as it can; never waits.
-    fn advance(&mut self, request: Request, active: ActiveCommand) {
+    fn advance(&mut self, request: Request, active: ActiveCommand<'p>) {
         match active.phase {
             Phase::SetBlockCount => self.advance_set_block_count(request, active),
             Phase::Command => self.advance_command(request, active),
@@ -397,7 +401,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// CMD23's Command Complete: its status checked, the data command handed over.
-    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         let set_block_count = Command::set_block_count(active.segment.blocks);
         let outcome = match self.host.command_outcome(&set_block_count) {
             Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
@@ -422,7 +426,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// The data command's Command Complete; the data phase follows in the same poll.
-    fn advance_command(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_command(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         match self.host.command_outcome(&active.command) {
             Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
                 self.state = RequestState::Running(request, active);
@@ -450,14 +454,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// Moves whatever PIO data is ready, then looks for Transfer Complete.
-    fn advance_data(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_data(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         let segment = active.segment;
         let write = active.command.data.is_write();
         if !segment.dma {
             let moved = if write {
-                self.write_ready_blocks(&request, &mut active)
+                self.write_ready_blocks(&mut active)
             } else {
-                self.read_ready_blocks(&request, &mut active)
+                self.read_ready_blocks(&mut active)
             };
             if let Err(status) = moved {
                 let kind = failure_kind(status);
@@ -504,7 +508,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         let next_block = segment.first_block + segment.blocks;
         if next_block < request.block_count {
-            let next = self.prepare(&request, next_block);
+            let next = self.prepare(&request, segment.data, next_block);
             self.start_with_retries(request, next, 1);
         } else {
             self.state = RequestState::Done(Completion { tag: request.tag, result: Ok(()) });
@@ -513,16 +517,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Reads every PIO block the controller has ready; `Err` with the interrupt status on an
     /// error.
-    fn read_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+    fn read_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
         while active.blocks_done < active.segment.blocks {
             let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+            let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
                 break;
             };
-            // SAFETY: the buffer belongs to the submitted request, which the submitter may not
-            // touch or free until it completes (`blockdev::BlockDevice::submit`), and no DMA is
-            // programmed for it (PIO).
-            let mut block = unsafe { DmaRegion::new(block) };
             if !self.host.read_block_if_ready(&mut block)? {
                 break;
             }
@@ -534,15 +534,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Writes every PIO block the controller has room for; `Err` with the interrupt status on an
     /// error.
-    fn write_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+    fn write_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
         while active.blocks_done < active.segment.blocks {
             let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+            let Some(block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
                 break;
             };
-            // SAFETY: the buffer belongs to the submitted request, which the caller may not
-            // touch until it completes; the CPU only reads it (PIO) and no DMA is programmed.
-            let block = unsafe { DmaRegion::new(block) };
             let mut bytes = [0u8; BLOCK_BYTES as usize];
             block.read_bytes(0, &mut bytes);
             if !self.host.write_block_if_ready(&bytes)? {
@@ -586,7 +583,11 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
             return Err((request, SubmitError::Unsupported));
         }
         check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        let segment = self.prepare(&request, 0);
+        // The CPU moves the data by PIO, so it must be the platform's DMA memory.
+        let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
+            return Err((request, SubmitError::BadBuffer));
+        };
+        let segment = self.prepare(&request, data, 0);
         self.state = RequestState::Queued(request, segment);
         Ok(())
     }

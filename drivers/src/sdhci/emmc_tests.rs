@@ -41,7 +41,7 @@ fn emmc_on(
     for (lba, blocks) in [(0, 1), (1, 128), (CAPACITY / 512 - 8, 8)] {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.result, Ok(()), "read of {blocks} blocks at {lba}");
-        assert_pattern(&buffer, lba);
+        assert_pattern(platform, &buffer, lba);
     }
     assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
     (sim, info)

@@ -9,15 +9,15 @@ use super::quirks::{bcm2712_config, CapabilitySource, HostQuirks};
 use super::regs::TRANSFER_MODE_COMMAND;
 use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
-use crate::dma::PioTarget;
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Deadline, Platform};
 use crate::sd::bus::{
     BusMode, BusWidth, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ,
 };
 use crate::sd::command::{Command, DataPhase, ResponseKind};
 use crate::sd::error::{CommandFailure, FailureKind, SdError};
 use core::fmt;
+use hal::dma::PioTarget;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Deadline, Platform};
 use tock_registers::LocalRegisterCopy;
 
 /// How long the controller may take to leave reset or stabilise its clock (SDHCI gives no

@@ -9,12 +9,12 @@
 use super::host::SdhciHost;
 use super::regs::HOST_CONTROL2;
 use super::tuning::execute_tuning;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use crate::sd::command::Command;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
 use crate::sd::timing::{Timing, TUNING_BLOCK_BYTES};
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// What re-tuning needs: the tuning command of the timing, and when the timer runs out.
 #[derive(Clone, Copy, Debug)]

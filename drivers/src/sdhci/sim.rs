@@ -24,13 +24,13 @@ extern crate std;
 
 use super::quirks::bcm2712_config;
 use super::regs::{interrupt, offsets};
-use crate::mmio::RegisterIo;
-use crate::platform::BusTranslation;
 use crate::sd::card_registers::ocr;
 use crate::sd::sim_card::SimCard;
-use crate::testing::ByteRange;
 use blockdev::Clock;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
+use hal::platform::BusTranslation;
+use hal::testing::ByteRange;
 use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
@@ -40,7 +40,7 @@ use std::vec::Vec;
 const COMMAND_LINE_ERRORS: u32 = 0x000f_0000;
 
 /// The shared test arena (a 1 GHz clock stepping 1 µs per read, so waits end quickly).
-pub type TestPlatform = crate::testing::ArenaPlatform;
+pub type TestPlatform = hal::testing::ArenaPlatform;
 
 /// Where an injected error strikes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +106,7 @@ impl SimBoard {
         config_block: false,
         zero_length_descriptor_is_64k: true,
     };
-    /// The Pi 4 EMMC2 as its register reads (0x45EE_6432, raspberrypi/linux issue 2392): 100 MHz
+    /// The Pi 4 EMMC2 as its register reads (0x45EE_6432, raspberrypi/linux #2392): 100 MHz
     /// base clock, 2 KiB blocks, 8-bit bus, ADMA2/SDMA, high speed, 3.3 and 1.8 V; SDR50 and
     /// DDR50. Its DMA sees the test memory at bus 0xC000_0000 as the B0 stepping sees RAM
     /// (docs/hardware.md §1.4).
@@ -115,7 +115,7 @@ impl SimBoard {
         version_word: VERSION_3_00,
         base_clock_hz: 100_000_000,
         dma_window: BusTranslation {
-            cpu_base: crate::testing::PHYSICAL_BASE,
+            cpu_base: hal::testing::PHYSICAL_BASE,
             bus_base: 0xc000_0000,
             size_bytes: 256 << 20,
         },

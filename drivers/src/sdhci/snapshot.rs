@@ -11,8 +11,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::offsets;
-use crate::mmio::RegisterIo;
 use crate::snapshot::RegisterSnapshot;
+use hal::mmio::RegisterIo;
 
 /// Reads the host's registers into a snapshot.
 pub fn snapshot<R: RegisterIo>(registers: &R) -> RegisterSnapshot {

@@ -10,8 +10,6 @@ use super::host::SdhciHost;
 use super::quirks::{bcm2712_config, HostQuirks, ARASAN_EMMC, BCM2711_EMMC2, BCM2712_SDHCI, GENERIC_PCI};
 use super::regs::interrupt;
 use super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Platform};
 use crate::sd::block::SdBlockDevice;
 use crate::sd::card_registers::CapacityClass;
 use crate::sd::error::{FailureKind, SdError};
@@ -22,6 +20,8 @@ use crate::sd::sim_card::SimCard;
 use crate::sd::timing::{BringUpOptions, Timing};
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 use core::cell::Cell;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Platform};
 use std::boxed::Box;
 use std::string::ToString;
 use std::vec::Vec;
@@ -102,11 +102,8 @@ pub(super) fn read_into(
     panic!("the read of {blocks} blocks at LBA {lba} did not complete within {MAX_POLLS} polls");
 }
 
-pub(super) fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
-    // SAFETY: the read completed; the buffer is the test's arena memory, which outlives this.
-    let region = unsafe { crate::dma::DmaRegion::new(*buffer) };
-    let mut bytes = std::vec![0u8; buffer.length_bytes];
-    region.read_bytes(0, &mut bytes);
+pub(super) fn assert_pattern(platform: &TestPlatform, buffer: &DmaBuffer, lba: u64) {
+    let bytes = platform.cpu_read(buffer);
     assert_eq!(blockdev::pattern::first_mismatch(lba * 512, &bytes), None);
 }
 
@@ -171,7 +168,7 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.tag, 42);
         assert_eq!(completion.result, Ok(()));
-        assert_pattern(&buffer, lba);
+        assert_pattern(platform, &buffer, lba);
     }
     // PIO data is written by the CPU: it is cleaned to memory when the command completes.
     let cleans_before = platform.clean_calls.get();
@@ -197,17 +194,17 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     let invalidates_before = platform.invalidate_calls.get();
     let (completion, buffer) = read(&mut device, platform, 5_000_000, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 5_000_000);
+    assert_pattern(platform, &buffer, 5_000_000);
     assert!(platform.invalidate_calls.get() > invalidates_before);
     let (completion, buffer) = read(&mut device, platform, 8_388_607, 1);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 8_388_607);
+    assert_pattern(platform, &buffer, 8_388_607);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
     // A buffer ADMA2 cannot use (misaligned) goes by PIO instead of failing.
     let aligned = platform.allocate_dma(4 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 4 * 512).unwrap();
     assert_eq!(read_into(&mut device, 10, 4, odd).result, Ok(()));
-    assert_pattern(&odd, 10);
+    assert_pattern(platform, &odd, 10);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
 
     // sd.mode=pio on the same kind of host.
@@ -218,7 +215,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 77, 64);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 77);
+    assert_pattern(platform, &buffer, 77);
     assert_eq!(sim.state.borrow().dma_transfers, 0);
 }
 
@@ -233,7 +230,7 @@ fn requests_above_65535_blocks_are_split() {
     let blocks = MAX_BLOCKS_PER_COMMAND + 4465;
     let (completion, buffer) = read(&mut device, platform, 1000, blocks);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 1000);
+    assert_pattern(platform, &buffer, 1000);
     let state = sim.state.borrow();
     let reads: Vec<u32> =
         state.log.iter().filter(|(i, _, _)| *i == 18).map(|(_, argument, _)| *argument).collect();
@@ -254,7 +251,7 @@ fn cmd23_announces_the_count_instead_of_auto_cmd12() {
     assert!(device.uses_cmd23());
     let (completion, buffer) = read(&mut device, platform, 64, 24);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 64);
+    assert_pattern(platform, &buffer, 64);
     let state = sim.state.borrow();
     let tail: Vec<(u8, u32, u16)> = state.log[state.log.len() - 2..].to_vec();
     // CMD23 with the count, then CMD18 multi-block, count enabled, read, no auto-CMD12.
@@ -278,7 +275,7 @@ fn a_transient_command_timeout_is_retried_after_a_line_reset() {
     });
     let (completion, buffer) = read(&mut device, platform, 100, 8);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 100);
+    assert_pattern(platform, &buffer, 100);
     let state = sim.state.borrow();
     assert!(state.line_resets > resets_before);
     assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 18).count(), 2);
@@ -299,7 +296,7 @@ fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
     sim.state.borrow_mut().injections.clear();
     let (after, buffer) = read(&mut device, platform, 301, 3);
     assert_eq!(after.result, Ok(()));
-    assert_pattern(&buffer, 301);
+    assert_pattern(platform, &buffer, 301);
     (completion, error, attempts)
 }
 
@@ -652,7 +649,7 @@ fn pi3_arasan_works_with_a_capabilities_register_that_reads_zero() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 4000, 16);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 4000);
+    assert_pattern(platform, &buffer, 4000);
     // 3.3 V bus power (Power Control 0b111 << 9 | power on), no HISPD bit.
     let state = sim.state.borrow();
     assert_eq!(state.registers[0x28 / 4] & 0xf04, 0xf00);
@@ -670,7 +667,7 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
     let (completion, buffer) = read(&mut device, platform, 2_000_000, 256);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2_000_000);
+    assert_pattern(platform, &buffer, 2_000_000);
     assert_eq!(sim.state.borrow().dma_transfers, 1);
     // Bus = physical (the C0 rule) on a B0 window: the ADMA engine fetches outside it.
     let sim = self::sim(platform, b0, card.clone());
@@ -690,7 +687,7 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 77, 8);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 77);
+    assert_pattern(platform, &buffer, 77);
     assert_eq!(sim.state.borrow().dma_transfers, 0);
 }
 
@@ -763,12 +760,11 @@ fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
 #[test]
 fn descriptor_table_lives_where_the_host_can_reach_it() {
     let platform = platform(1 << 20);
-    let table = platform.allocate_dma(4096, 4096).unwrap();
+    let table = hal::dma::DmaRegion::allocate(platform, 4096, 4096).unwrap();
     // A translation that excludes the test memory makes ADMA2 set-up fail cleanly.
     let narrow = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
     let limit = adma::DescriptorLimit::ZeroLengthMeans64KiB;
-    // SAFETY: fresh arena memory for this table alone, which the platform outlives.
-    let refused = unsafe { adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, narrow) };
+    let refused = adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, narrow);
     assert!(matches!(refused, Err(adma::AdmaError::Unreachable(_))));
 }
 
@@ -810,7 +806,7 @@ fn submit_prepares_and_kick_hands_the_command_over_without_waiting() {
     }
     assert_eq!(completions[0], Completion { tag: 9, result: Ok(()) });
     assert!(polls >= 2, "the command phase and the DMA took more than one look");
-    assert_pattern(&buffer, 4096);
+    assert_pattern(platform, &buffer, 4096);
 }
 
 #[test]
@@ -841,7 +837,7 @@ fn with_cmd23_kick_sends_the_count_and_a_poll_sends_the_read() {
         }
     }
     assert_eq!(completions[0], Completion { tag: 3, result: Ok(()) });
-    assert_pattern(&buffer, 640);
+    assert_pattern(platform, &buffer, 640);
 }
 
 #[test]
@@ -873,12 +869,12 @@ fn a_one_mib_read_moves_in_sixteen_descriptors_of_64_kib() {
     assert_eq!(device.descriptor_limit(), Some(adma::DescriptorLimit::ZeroLengthMeans64KiB));
     let (completion, buffer) = read(&mut device, platform, 2048, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2048);
+    assert_pattern(platform, &buffer, 2048);
     assert_eq!(sim.state.borrow().descriptor_lengths, [65_536; 16]);
     // 1 MiB + 4 KiB: a 17th descriptor of 4 KiB.
     let (completion, buffer) = read(&mut device, platform, 99, 2056);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 99);
+    assert_pattern(platform, &buffer, 99);
     let lengths = sim.state.borrow().descriptor_lengths.clone();
     assert_eq!((lengths.len(), lengths[15], lengths[16]), (17, 65_536, 4096));
 }
@@ -894,7 +890,7 @@ fn a_host_that_misreads_length_zero_gets_32_kib_descriptors_from_its_quirks() {
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
     let (completion, buffer) = read(&mut device, platform, 2048, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2048);
+    assert_pattern(platform, &buffer, 2048);
     assert_eq!(sim.state.borrow().descriptor_lengths, [32_768; 32]);
     // The same host given 64 KiB descriptors fails with an ADMA error: the model is strict.
     let sim = self::sim(platform, board, SimCard::qemu_like(4 << 30));
@@ -917,7 +913,7 @@ fn a_buffer_adma2_cannot_use_goes_by_pio_and_is_counted() {
     let aligned = platform.allocate_dma(8 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 8 * 512).unwrap();
     assert_eq!(read_into(&mut device, 10, 8, odd).result, Ok(()));
-    assert_pattern(&odd, 10);
+    assert_pattern(platform, &odd, 10);
     let path = device.data_path().unwrap();
     assert_eq!((path.commands, path.pio_fallbacks), (2, 1));
     assert_eq!(sim.state.borrow().dma_transfers, 1);
@@ -939,8 +935,8 @@ fn a_buffer_adma2_cannot_use_goes_by_pio_and_is_counted() {
 #[test]
 fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completion() {
     use super::regs::offsets;
-    use crate::barrier::BarrierKind;
-    use crate::testing::{LoggedRegisters, PlatformEvent};
+    use hal::barrier::BarrierKind;
+    use hal::testing::{LoggedRegisters, PlatformEvent};
     let platform = platform(16 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let window = sim.state.borrow().dma_window;
@@ -991,14 +987,14 @@ fn adma2_reads_of_every_shape(platform: &'static TestPlatform, cmd23: Cmd23Reque
     for (lba, blocks) in [(7, 1), (4096, 2048), (100, MAX_BLOCKS_PER_COMMAND + 8)] {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.result, Ok(()));
-        assert_pattern(&buffer, lba);
+        assert_pattern(platform, &buffer, lba);
     }
     sim.state.borrow().dma_transfers
 }
 
 #[test]
 fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_command() {
-    use crate::testing::PlatformEvent;
+    use hal::testing::PlatformEvent;
     for cmd23 in [Cmd23Request::Off, Cmd23Request::On] {
         let platform = platform(48 << 20);
         let start = platform.log().len();
@@ -1016,8 +1012,8 @@ fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_comma
 
 #[test]
 fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
-    use crate::barrier::BarrierKind;
-    use crate::testing::{ByteRange, PlatformEvent};
+    use hal::barrier::BarrierKind;
+    use hal::testing::{ByteRange, PlatformEvent};
     let platform = platform(16 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
@@ -1044,12 +1040,12 @@ fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
         .collect();
     let last_write = order.iter().rposition(|step| *step == "device writes data").expect("DMA happened");
     assert_eq!(order[last_write + 1..], ["load barrier", "invalidate data", "cpu reads data"]);
-    assert_pattern(&buffer, 300);
+    assert_pattern(platform, &buffer, 300);
 }
 
 #[test]
 fn pio_data_is_cleaned_after_the_cpu_copied_it() {
-    use crate::testing::{ByteRange, PlatformEvent};
+    use hal::testing::{ByteRange, PlatformEvent};
     let platform = platform(8 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
@@ -1057,7 +1053,7 @@ fn pio_data_is_cleaned_after_the_cpu_copied_it() {
     let buffer = platform.allocate_dma(16 * 512, 4096).unwrap();
     let start = platform.log().len();
     assert_eq!(read_into(&mut device, 40, 16, buffer).result, Ok(()));
-    assert_pattern(&buffer, 40);
+    assert_pattern(platform, &buffer, 40);
     // The CPU wrote the blocks from the data port; a clean pushes them to memory before the
     // completion, so that the caller's invalidate-after-read cannot discard them.
     let cleaned = platform
@@ -1090,7 +1086,7 @@ fn a_data_timeout_is_recovered_by_a_cmd_then_a_dat_line_reset_and_the_next_read_
     let (completion, buffer) = read(&mut device, platform, 300, 16);
     let elapsed_ms = (blockdev::Clock::now_ticks(platform) - started) / 1_000_000;
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 300);
+    assert_pattern(platform, &buffer, 300);
     let state = sim.state.borrow();
     assert_eq!(
         &state.line_reset_log[..2],
@@ -1293,14 +1289,14 @@ fn bring_up_on_the_firmware_base_clock(
     let timing = device.card().timing;
     let (completion, buffer) = read(&mut device, platform, 1000, 16);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 1000);
+    assert_pattern(platform, &buffer, 1000);
     (sim, base, timing)
 }
 
 #[test]
 fn an_arasan_whose_firmware_answers_zero_is_clocked_from_200_mhz_not_100() {
     use crate::mailbox::{clocks, tags};
-    // raspberrypi/firmware issue 1619: GET_CLOCK_RATE answers 0 for EMMC; no measurement.
+    // raspberrypi/firmware #1619: GET_CLOCK_RATE answers 0 for EMMC; no measurement.
     let mut firmware =
         crate::firmware_model::FirmwareModel::pi4().not_answering(&[tags::GET_CLOCK_RATE_MEASURED]);
     firmware.zero_rate_clocks.push(clocks::EMMC);

@@ -8,10 +8,10 @@
 
 use super::host::SdhciHost;
 use super::regs::{interrupt, offsets, HOST_CONTROL2, TRANSFER_MODE_COMMAND};
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use crate::sd::command::Command;
 use crate::sd::timing::{TuningFailure, TUNING_ATTEMPTS};
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// How long one CMD19 may take to raise Buffer Read Ready (Linux `sdhci_send_tuning`: 50 ms).
 const TUNING_BLOCK_TIMEOUT_US: u64 = 50_000;

@@ -16,13 +16,13 @@ use super::regs::{interrupt, offsets};
 use super::sim::{SimBoard, SimBoardHooks, SimHost, TestPlatform};
 use super::tests::{assert_pattern, host, platform, read, sim, uhs_card, UHS};
 use super::SdCard;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use crate::sd::error::SdError;
 use crate::sd::identify::{bring_up, CardInfo, VOLTAGE_SWITCH_ATTEMPTS};
 use crate::sd::options::{Cmd23Request, ModeRequest};
 use crate::sd::sim_card::SimCard;
 use crate::sd::timing::{BringUpOptions, Timing};
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 use std::string::ToString;
 use std::vec::Vec;
 
@@ -176,11 +176,11 @@ fn a_crc_error_after_the_sampling_point_drifted_re_tunes_before_the_retry() {
     let (sim, platform, mut device) = pi5_sdr104_device();
     let (completion, buffer) = read(&mut device, platform, 64, 8);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 64);
+    assert_pattern(platform, &buffer, 64);
     sim.drift();
     let (completion, buffer) = read(&mut device, platform, 200, 16);
     assert_eq!(completion.result, Ok(()), "the retry after re-tuning reads the data");
-    assert_pattern(&buffer, 200);
+    assert_pattern(platform, &buffer, 200);
     assert_eq!(sim.state.borrow().tunings_completed, 2);
 }
 

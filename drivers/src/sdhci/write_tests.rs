@@ -13,8 +13,6 @@ use super::host::SdhciHost;
 use super::quirks::GENERIC_PCI;
 use super::regs::{interrupt, offsets};
 use super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use crate::sd::block::SdBlockDevice;
 use crate::sd::card_registers::{CACHE_NEVER_ENABLED, NO_CACHE_EXTENSION};
 use crate::sd::error::SdError;
@@ -25,6 +23,8 @@ use crate::sd::timing::BringUpOptions;
 use blockdev::{
     BlockDevice, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request, SubmitError,
 };
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 use std::boxed::Box;
 use std::vec::Vec;
 

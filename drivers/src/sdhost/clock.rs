@@ -14,7 +14,7 @@
 //!    one asked for even when the core speeds up later (a slower core gives a slower, still
 //!    correct, clock); else GET_CLOCK_RATE_MEASURED rounded to whole MHz (circle's
 //!    `lib/machineinfo.cpp` `GetClockRate`), else GET_CLOCK_RATE (the rate requested, not
-//!    necessarily running: raspberrypi/firmware issues 1521, 1619), else 250 MHz.
+//!    necessarily running: raspberrypi/firmware #1521, #1619), else 250 MHz.
 #![forbid(unsafe_code)]
 
 use crate::mailbox::{clock_rate_hz, clocks, tags, MailboxError, PropertyTags};

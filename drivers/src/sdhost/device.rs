@@ -6,9 +6,6 @@
 
 use super::host::{failure_kind, SdhostHost};
 use super::regs::MAX_BLOCKS_PER_COMMAND;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use crate::sd::block::{self, BlockCard, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
 use crate::sd::bus::{CardBus, BLOCK_TIMEOUT_US};
 use crate::sd::command::Command;
@@ -16,11 +13,16 @@ use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
 use crate::sd::options::Cmd23Request;
 use blockdev::{check_request, BlockDevice, Completion, Geometry, Operation, Request, SubmitError};
+use hal::dma::DmaRegion;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
-struct ActiveCommand {
+struct ActiveCommand<'p> {
     command: Command,
+    /// The whole request's data, as the CPU reaches it for PIO.
+    data: DmaRegion<'p>,
     /// First block of this command, relative to the request.
     first_block: u32,
     blocks: u32,
@@ -29,14 +31,14 @@ struct ActiveCommand {
     deadline: Deadline,
 }
 
-/// The request: nothing is prepared at submission.
-type State = RequestState<(), ActiveCommand>;
+/// The request: at submission, its data as the CPU reaches it.
+type State<'p> = RequestState<DmaRegion<'p>, ActiveCommand<'p>>;
 
 /// The SD card on the sdhost as a block device.
 pub struct SdhostCard<'p, R: RegisterIo, P: Platform> {
     host: SdhostHost<'p, R, P>,
     card: BlockCard,
-    state: State,
+    state: State<'p>,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
@@ -51,9 +53,10 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
     fn start_command(
         &mut self,
         request: &Request,
+        data: DmaRegion<'p>,
         first_block: u32,
         attempt: u32,
-    ) -> Result<ActiveCommand, SdError> {
+    ) -> Result<ActiveCommand<'p>, SdError> {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
         let command = self.card.data_command(request.operation, request.lba + u64::from(first_block), blocks);
         if blocks > 1 && self.card.uses_cmd23 {
@@ -63,6 +66,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         self.host.wait_command_complete(&command)?;
         Ok(ActiveCommand {
             command,
+            data,
             first_block,
             blocks,
             words_done: 0,
@@ -71,9 +75,15 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         })
     }
 
-    fn start_with_retries(&mut self, request: Request, first_block: u32, mut attempt: u32) {
+    fn start_with_retries(
+        &mut self,
+        request: Request,
+        data: DmaRegion<'p>,
+        first_block: u32,
+        mut attempt: u32,
+    ) {
         loop {
-            match self.start_command(&request, first_block, attempt) {
+            match self.start_command(&request, data, first_block, attempt) {
                 Ok(active) => {
                     self.state = RequestState::Running(request, active);
                     return;
@@ -102,29 +112,31 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         self.state = RequestState::Done(self.card.fail(&request, error, attempts));
     }
 
-    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, host_status: u32) {
+    fn data_failure(
+        &mut self,
+        request: Request,
+        active: ActiveCommand<'p>,
+        kind: FailureKind,
+        host_status: u32,
+    ) {
         let mut failure = self.host.failure(active.command, kind, host_status);
         failure.blocks_done = (active.words_done * 4 / BLOCK_BYTES as usize) as u32;
         failure.blocks = active.blocks;
         let error = SdError::Command(failure);
         if self.retry_after(&error, active.attempt) {
-            self.start_with_retries(request, active.first_block, active.attempt + 1);
+            self.start_with_retries(request, active.data, active.first_block, active.attempt + 1);
         } else {
             self.fail(request, error, active.attempt);
         }
     }
 
     /// Moves whatever the FIFO holds and advances the request; never waits for data.
-    fn advance(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         let offset = (active.first_block * BLOCK_BYTES) as usize;
         let length = (active.blocks * BLOCK_BYTES) as usize;
-        let Some(data) = request.buffer.slice(offset, length) else {
+        let Some(mut target) = active.data.subregion(offset, length) else {
             return self.data_failure(request, active, FailureKind::BadResponse, 0);
         };
-        // SAFETY: the buffer belongs to the submitted request, which the submitter may not touch
-        // or free until it completes (`blockdev::BlockDevice::submit`), and no DMA is programmed
-        // for it (PIO).
-        let mut target = unsafe { DmaRegion::new(data) };
         let before = active.words_done;
         if let Err(host_status) = self.host.read_fifo(&mut target, &mut active.words_done) {
             return self.data_failure(request, active, failure_kind(host_status), host_status);
@@ -146,10 +158,10 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
         }
         // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
         // invalidate-after-read cannot discard them.
-        self.host.platform().clean_for_device(&data);
+        self.host.platform().clean_for_device(&target.buffer());
         let next_block = active.first_block + active.blocks;
         if next_block < request.block_count {
-            self.start_with_retries(request, next_block, 1);
+            self.start_with_retries(request, active.data, next_block, 1);
         } else {
             self.state = RequestState::Done(Completion { tag: request.tag, result: Ok(()) });
         }
@@ -157,7 +169,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostCard<'p, R, P> {
 
     /// The end of a command's data: the state machine back in data mode, and an open-ended
     /// CMD18 stopped with CMD12.
-    fn finish_command(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
+    fn finish_command(&mut self, active: &ActiveCommand<'p>) -> Result<(), SdError> {
         if active.blocks > 1 && !self.card.uses_cmd23 {
             self.host.finish_data(&active.command)?;
             self.host.send_command(&Command::stop_transmission(), self.card.info.rca)?;
@@ -195,13 +207,17 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdhostCard<'_, R, P> {
             return Err((request, SubmitError::Unsupported));
         }
         check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        self.state = RequestState::Queued(request, ());
+        // The CPU moves the data from the FIFO, so it must be the platform's DMA memory.
+        let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
+            return Err((request, SubmitError::BadBuffer));
+        };
+        self.state = RequestState::Queued(request, data);
         Ok(())
     }
 
     fn kick(&mut self) {
-        if let RequestState::Queued(request, ()) = self.state {
-            self.start_with_retries(request, 0, 1);
+        if let RequestState::Queued(request, data) = self.state {
+            self.start_with_retries(request, data, 0, 1);
         }
     }
 

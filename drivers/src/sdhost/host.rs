@@ -5,14 +5,14 @@
 
 use super::clock::SdhostClock;
 use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
-use crate::dma::PioTarget;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use crate::sd::bus::{BusMode, BusWidth, CardBus, Response};
 use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
 use crate::sd::command::{Command, DataPhase, ResponseKind};
 use crate::sd::error::{CommandFailure, FailureKind, SdError};
 use crate::sd::timing::Timing;
+use hal::dma::PioTarget;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// How long NEW may stay set: Linux waits up to 100 ms for a command to finish.
 pub const COMMAND_TIMEOUT_US: u64 = 100_000;

@@ -19,10 +19,10 @@ extern crate std;
 use super::regs::{command as cmd, config, debug_mode, offsets, status, FIFO_WORDS, MAX_BLOCKS_PER_COMMAND};
 use crate::firmware_model::FirmwareModel;
 use crate::mailbox::clocks;
-use crate::mmio::RegisterIo;
 use crate::sd::card_registers::ocr;
 use crate::sd::sim_card::SimCard;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
 use std::collections::VecDeque;
 use std::vec::Vec;
 

@@ -13,15 +13,15 @@ use super::regs::{config, debug_mode, status};
 use super::sim::{DataInjection, SimSdhost};
 use crate::firmware_model::FirmwareModel;
 use crate::mailbox::tags;
-use crate::platform::Platform;
 use crate::sd::block::{ReadError, SdBlockDevice};
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::bring_up_at_3v3;
 use crate::sd::options::Cmd23Request;
 use crate::sd::sim_card::SimCard;
 use crate::sd::timing::{BringUpOptions, Timing};
-use crate::testing::ArenaPlatform as TestPlatform;
 use blockdev::{BlockDevice, DmaBuffer};
+use hal::platform::Platform;
+use hal::testing::ArenaPlatform as TestPlatform;
 use std::boxed::Box;
 use std::vec::Vec;
 

@@ -5,8 +5,8 @@
 //! [`bot`] and [`uas`] (with its information units in [`uas_iu`]) carry SCSI commands, and [`mass_storage`] makes a drive a block device.
 //! Polled like the other drivers: interrupts stay off and the event ring is read by cycle bit.
 //!
-//! Everything is generic over [`crate::mmio::RegisterIo`] (the xHCI registers) and
-//! [`crate::platform::Platform`] (DMA memory, bus addresses, cache maintenance, time), so the
+//! Everything is generic over [`hal::mmio::RegisterIo`] (the xHCI registers) and
+//! [`hal::platform::Platform`] (DMA memory, bus addresses, cache maintenance, time), so the
 //! host tests run the same code against the simulated controller and drives in `sim`.
 
 pub mod bot;

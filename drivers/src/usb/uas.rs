@@ -20,10 +20,10 @@ use super::transport::{
 };
 use super::uas_iu::{command_iu, iu, response_code, task_function, task_management_iu, StatusIu};
 use super::uas_iu::{COMMAND_IU_BYTES, TASK_MANAGEMENT_IU_BYTES};
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use alloc::vec::Vec;
+use hal::dma::DmaAllocation;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// A status read: a Sense IU's 16 bytes and up to 96 bytes of sense (Linux `uas.c` sizes it so).
 pub const STATUS_IU_BYTES: u32 = 112;
@@ -40,22 +40,22 @@ const STATUS_OFFSET: usize = 128;
 
 /// A pipe that is streamed at SuperSpeed (one ring per tag, behind a stream context array) or
 /// not (one ring).
-struct StreamedPipe {
+struct StreamedPipe<'p> {
     endpoint: EndpointInfo,
     dci: u8,
     max_packet_bytes: u16,
-    rings: Vec<ProducerRing>,
-    /// Bus address of the stream context array and the MaxPStreams it needs.
-    stream_array: Option<(DmaRegion, u64, u8)>,
+    rings: Vec<ProducerRing<'p>>,
+    /// The stream context array and the MaxPStreams it needs.
+    stream_array: Option<(DmaAllocation<'p>, u8)>,
 }
 
-impl StreamedPipe {
+impl<'p> StreamedPipe<'p> {
     fn new<R: RegisterIo, P: Platform>(
-        hc: &HostController<'_, R, P>,
+        hc: &HostController<'p, R, P>,
         endpoint: EndpointInfo,
         speed: Speed,
         streams: Option<u16>,
-    ) -> Result<StreamedPipe, UsbError> {
+    ) -> Result<StreamedPipe<'p>, UsbError> {
         let pipe = BulkPipe::new(hc, endpoint, speed)?;
         let mut rings = alloc::vec![pipe.ring];
         let mut stream_array = None;
@@ -64,16 +64,9 @@ impl StreamedPipe {
                 rings.push(allocate_ring(hc.platform(), &hc.dma())?);
             }
             let (entries, max_primary_streams) = stream_array_for(u32::from(tags));
-            // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-            let (array, array_bus) = unsafe {
-                crate::dma::allocate_region(
-                    hc.platform(),
-                    &hc.dma(),
-                    (entries as usize * 16).max(PAGE_BYTES),
-                    PAGE_BYTES,
-                )
-            }?;
-            stream_array = Some((array, array_bus, max_primary_streams));
+            let array_bytes = (entries as usize * 16).max(PAGE_BYTES);
+            let array = DmaAllocation::new(hc.platform(), &hc.dma(), array_bytes, PAGE_BYTES)?;
+            stream_array = Some((array, max_primary_streams));
         }
         let mut pipe = StreamedPipe {
             endpoint,
@@ -89,7 +82,7 @@ impl StreamedPipe {
     /// Stream context n (tag n) points at ring n − 1 at its enqueue position (§4.12.2);
     /// entry 0 and unused entries stay 0 so that a bad stream ID errors instead of hanging.
     fn write_stream_contexts<R: RegisterIo, P: Platform>(&mut self, hc: &HostController<'_, R, P>) {
-        if let Some((array, _, _)) = &self.stream_array {
+        if let Some((DmaAllocation { region: array, .. }, _)) = &self.stream_array {
             for (index, ring) in self.rings.iter().enumerate() {
                 let (dequeue, cycle) = ring.enqueue_position();
                 let words = super::context::stream_context(dequeue | u64::from(cycle));
@@ -103,7 +96,7 @@ impl StreamedPipe {
 
     fn context(&self) -> super::context::EndpointContext {
         let pipe_view = BulkPipeView { endpoint: self.endpoint, max_packet_bytes: self.max_packet_bytes };
-        let stream_array = self.stream_array.as_ref().map(|(_, bus, max)| (*bus, *max));
+        let stream_array = self.stream_array.as_ref().map(|(array, max)| (array.bus_address, *max));
         let (dequeue, cycle) = self.rings[0].enqueue_position();
         pipe_view.context(stream_array, dequeue | u64::from(cycle))
     }
@@ -201,15 +194,15 @@ pub struct UasStatistics {
 }
 
 /// The UAS transport of one drive.
-pub struct UasTransport {
+pub struct UasTransport<'p> {
     interface: UasInterface,
     lun: u8,
-    command: BulkPipe,
-    status: StreamedPipe,
-    data_in: StreamedPipe,
-    data_out: StreamedPipe,
-    ius: DmaRegion,
-    ius_bus: u64,
+    command: BulkPipe<'p>,
+    status: StreamedPipe<'p>,
+    data_in: StreamedPipe<'p>,
+    data_out: StreamedPipe<'p>,
+    /// Per tag: the Command (or Task Management) IU and the status IU.
+    ius: DmaAllocation<'p>,
     /// Tags 1..=`tags`; the last is kept for task management.
     tags: u16,
     streams: bool,
@@ -223,14 +216,14 @@ pub struct UasTransport {
     statistics: UasStatistics,
 }
 
-impl UasTransport {
+impl<'p> UasTransport<'p> {
     /// Configures the four pipes (streams at SuperSpeed), SET_CONFIGURATION and SET_INTERFACE.
     /// `max_tags` caps the tags (the device's streams, the controller's stream array).
     pub fn new<R: RegisterIo, P: Platform>(
-        hc: &mut HostController<'_, R, P>,
-        device: &mut UsbDevice,
+        hc: &mut HostController<'p, R, P>,
+        device: &mut UsbDevice<'p>,
         interface: UasInterface,
-    ) -> Result<UasTransport, UsbError> {
+    ) -> Result<UasTransport<'p>, UsbError> {
         let streams = device.speed.is_super_speed();
         let tags = if streams {
             let controller_streams = hc.capabilities().max_stream_array_entries().saturating_sub(1);
@@ -249,15 +242,12 @@ impl UasTransport {
         let status = StreamedPipe::new(hc, interface.status, device.speed, stream_tags)?;
         let data_in = StreamedPipe::new(hc, interface.data_in, device.speed, stream_tags)?;
         let data_out = StreamedPipe::new(hc, interface.data_out, device.speed, stream_tags)?;
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (ius, ius_bus) = unsafe {
-            crate::dma::allocate_region(
-                hc.platform(),
-                &hc.dma(),
-                IU_SLOT_BYTES * (usize::from(tags) + 1),
-                PAGE_BYTES,
-            )
-        }?;
+        let ius = DmaAllocation::new(
+            hc.platform(),
+            &hc.dma(),
+            IU_SLOT_BYTES * (usize::from(tags) + 1),
+            PAGE_BYTES,
+        )?;
         let mut transport = UasTransport {
             interface,
             lun: 0,
@@ -266,7 +256,6 @@ impl UasTransport {
             data_in,
             data_out,
             ius,
-            ius_bus,
             tags,
             streams,
             states: alloc::vec![None; usize::from(tags) + 1],
@@ -330,7 +319,7 @@ impl UasTransport {
         if self.streams || self.status_read.is_some() {
             return Ok(());
         }
-        let bus = self.ius_bus + STATUS_OFFSET as u64;
+        let bus = self.ius.bus_address + STATUS_OFFSET as u64;
         let placement = self.status.enqueue(hc.platform(), 0, bus, STATUS_IU_BYTES)?;
         self.status_read = Some(placement);
         self.doorbells.push((self.status.dci, 0));
@@ -378,7 +367,7 @@ impl UasTransport {
         let state = self.states[usize::from(tag)].expect("started");
         let base = Self::iu_offset(tag);
         if self.streams {
-            let bus = self.ius_bus + (base + STATUS_OFFSET) as u64;
+            let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
             let status = self.status.enqueue(platform, tag, bus, STATUS_IU_BYTES)?;
             self.set(tag, |s| s.status_td = Some(status));
             self.doorbells.push((self.status.dci, tag));
@@ -386,8 +375,8 @@ impl UasTransport {
                 self.queue_data(hc, tag)?;
             }
         }
-        write_bytes(&self.ius, base, &command_iu(tag, self.lun, &state.command.cdb));
-        platform.clean_for_device(&self.ius.slice(base, COMMAND_IU_BYTES));
+        write_bytes(&self.ius.region, base, &command_iu(tag, self.lun, &state.command.cdb));
+        platform.clean_for_device(&self.ius.region.slice(base, COMMAND_IU_BYTES));
         self.queue_command_pipe(hc, tag, COMMAND_IU_BYTES as u32)
     }
 
@@ -397,7 +386,7 @@ impl UasTransport {
         tag: u16,
         bytes: u32,
     ) -> Result<(), UsbError> {
-        let bus = self.ius_bus + Self::iu_offset(tag) as u64;
+        let bus = self.ius.bus_address + Self::iu_offset(tag) as u64;
         let pipe = &mut self.command;
         let placement =
             enqueue_bulk(hc.platform(), &mut pipe.ring, pipe.dci, pipe.max_packet_bytes, false, bus, bytes)?;
@@ -593,9 +582,9 @@ impl UasTransport {
             .saturating_sub(event.residual_bytes as usize)
             .min(IU_SLOT_BYTES - STATUS_OFFSET);
         let offset = if self.streams { Self::iu_offset(ring_index as u16 + 1) } else { 0 } + STATUS_OFFSET;
-        hc.platform().invalidate_for_cpu(&self.ius.slice(offset, received.max(1)));
+        hc.platform().invalidate_for_cpu(&self.ius.region.slice(offset, received.max(1)));
         let mut bytes = [0u8; IU_SLOT_BYTES - STATUS_OFFSET];
-        self.ius.read_bytes(offset, &mut bytes[..received]);
+        self.ius.region.read_bytes(offset, &mut bytes[..received]);
         if self.streams {
             let tag = ring_index as u16 + 1;
             self.set(tag, |s| s.status_td = None);
@@ -704,11 +693,11 @@ impl UasTransport {
             result: None,
             deadline: Deadline::after_us(hc.platform(), TASK_MANAGEMENT_TIMEOUT_US),
         });
-        write_bytes(&self.ius, base, &task_management_iu(tag, function, task_tag, self.lun));
-        hc.platform().clean_for_device(&self.ius.slice(base, TASK_MANAGEMENT_IU_BYTES));
+        write_bytes(&self.ius.region, base, &task_management_iu(tag, function, task_tag, self.lun));
+        hc.platform().clean_for_device(&self.ius.region.slice(base, TASK_MANAGEMENT_IU_BYTES));
         let queued = (|| -> Result<(), UsbError> {
             if self.streams {
-                let bus = self.ius_bus + (base + STATUS_OFFSET) as u64;
+                let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
                 let status = self.status.enqueue(hc.platform(), tag, bus, STATUS_IU_BYTES)?;
                 self.set(tag, |s| s.status_td = Some(status));
                 self.doorbells.push((self.status.dci, tag));

@@ -2,6 +2,7 @@
 //! device tree (`pci-host-ecam-generic`: `reg`, `bus-range`, `ranges`, `dma-ranges`), or the
 //! board's Broadcom STB root complex (`root_complex` module: Pi 4, CM4, Pi 5); walked with
 //! `drivers::pci`, every function listed with the BARs it was given (`pci_topology`).
+#![forbid(unsafe_code)]
 
 use super::pci_topology::{list, PciTopology};
 use super::Machine;
@@ -9,8 +10,8 @@ use crate::board::{BlockKind, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::devicetree::{DeviceNode, DeviceTree};
 use crate::println;
-use drivers::mmio::WideAccess;
 use drivers::pci::{ecam::Ecam, ranges, Enumerator};
+use hal::mmio::WideAccess;
 
 /// Walks the machine's PCIe host: the device tree's ECAM host if it names one, else the board's
 /// root complex.
@@ -77,8 +78,13 @@ fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTop
         );
     }
     let block = MmioBlock::new(BlockKind::PciEcam, ecam_base, decoded_buses << 20);
-    // SAFETY: the device tree names this ECAM region, and the memory map covers it as device memory.
-    let region = unsafe { super::windows::open(block) };
+    let region = match super::windows::open(block) {
+        Ok(region) => region,
+        Err(error) => {
+            println!("pci        {error}; PCIe skipped");
+            return None;
+        }
+    };
     let config = Ecam::new(region, first_bus, last_bus);
     let topology = Enumerator::new(&config, windows).run();
     println!(

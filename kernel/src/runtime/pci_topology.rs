@@ -6,10 +6,10 @@
 use crate::println;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use drivers::mmio::WideAccess;
 pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
 use drivers::pci::{HostWindows, Topology};
-use drivers::platform::BusTranslation;
+use hal::mmio::WideAccess;
+use hal::platform::BusTranslation;
 
 /// The functions found behind one host bridge, how they see RAM for DMA, and how their 64-bit
 /// registers must be reached.

@@ -5,6 +5,7 @@
 //! `sd0`, `sd1`, … in discovery order. On the Pi 1-3 the slot goes to the BCM2835 sdhost
 //! (`drivers::sdhost`, GPIO 48-53 on ALT0) or to the Arasan (ALT3) as `sd.host=` says
 //! (docs/aarch32-pis.md §7).
+#![forbid(unsafe_code)]
 
 use super::firmware::Firmware;
 use super::pci_topology::PciTopology;
@@ -18,8 +19,6 @@ use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
 use blockdev::{BlockDevice, Clock, Completion, DataPath, Geometry, Request, SubmitError};
 use drivers::mailbox::{tags, PropertyTags};
-use drivers::mmio::{Mmio, RegisterIo};
-use drivers::platform::Platform;
 use drivers::sd::{
     bring_up, bring_up_at_3v3, BoardSignalling, CardInfo, ModeRequest, SdBlockDevice, SdError, SdOptions,
 };
@@ -28,6 +27,8 @@ use drivers::sdhci::quirks::{self, bcm2712_config, HostQuirks};
 use drivers::sdhci::{SdCard, SdhciHost};
 use drivers::sdhost::clock::SdhostClock;
 use drivers::sdhost::{SdhostCard, SdhostHost};
+use hal::mmio::{Mmio, RegisterIo};
+use hal::platform::Platform;
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
 const REGISTER_BLOCK_BYTES: usize = 0x100;
@@ -203,9 +204,15 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
             println!("sdhci at {base:#x}: {message}; trying anyway");
         }
     }
-    // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
-    // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
-    let registers = unsafe { windows::open(site.block) };
+    // The board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg block
+    // behind it, docs/hardware.md §2.7).
+    let registers = match windows::open(site.block) {
+        Ok(registers) => registers,
+        Err(error) => {
+            println!("sdhci at {base:#x}: {error}; skipped");
+            return;
+        }
+    };
     let as_found = drivers::sdhci::snapshot::snapshot(&registers);
     let firmware = machine.firmware.as_ref().map(|firmware| firmware as &dyn PropertyTags);
     let capabilities = HostCapabilities::read(&registers, quirks.capabilities);
@@ -326,8 +333,7 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
             machine.firmware.map(|firmware| BoardHook::Pi4Expander { firmware, platform: machine.platform })
         }
         crate::board::BoardFamily::RaspberryPi5 => {
-            // SAFETY: the Pi 5's table gives its AON GPIO block, in its mapped peripheral span.
-            let bank = unsafe { windows::open_kind(machine.info.profile, BlockKind::AlwaysOnGpio) }.ok()?;
+            let bank = windows::open_kind(machine.info.profile, BlockKind::AlwaysOnGpio).ok()?;
             Some(BoardHook::Pi5Aon { bank, platform: machine.platform })
         }
         _ => None,
@@ -581,8 +587,13 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
         }
     }
     let clock = SdhostClock::probe(static_firmware(machine));
-    // SAFETY: the board table gives this sdhost register block, mapped as device memory.
-    let registers = unsafe { windows::open(block) };
+    let registers = match windows::open(block) {
+        Ok(registers) => registers,
+        Err(error) => {
+            println!("sdhost at {base:#x}: {error}; skipped");
+            return;
+        }
+    };
     let mut host = SdhostHost::new(registers, machine.platform, clock);
     println!("sdhost at {base:#x}: BCM2835 sdhost (board table), PIO");
     println!("sdhost       SD clock: {clock}");

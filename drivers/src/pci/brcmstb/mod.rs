@@ -33,9 +33,9 @@ pub(crate) mod sim;
 mod tests;
 
 use super::{ConfigAccess, FunctionAddress, HostWindows};
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, BusTranslation, Deadline, Platform};
 use core::fmt;
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 use regs::{offsets, *};
 pub use resets::{Bcm2712Resets, Calibration, CalibrationError};
 pub use soc::Soc;

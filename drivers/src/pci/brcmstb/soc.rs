@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::regs::offsets;
-use crate::mmio::WideAccess;
+use hal::mmio::WideAccess;
 
 /// Which root complex design.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,8 +7,8 @@
 
 use super::soc::Soc;
 use crate::pci::Window;
-use crate::platform::BusTranslation;
 use core::fmt;
+use hal::platform::BusTranslation;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
