@@ -8,6 +8,7 @@ extern crate alloc;
 pub mod atags;
 pub mod block_checks;
 pub mod board;
+pub mod bring_up;
 pub mod cmdline;
 pub mod devicetree;
 pub mod discovery;

@@ -321,13 +321,21 @@ impl<'m> BoardFacts<'m> {
 }
 
 /// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
-/// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
-/// USB drives controller by controller, port by port.
+/// order: SD hosts first (board table order, before PCIe is touched; then PCI), then NVMe
+/// controllers in PCI order, then USB drives controller by controller, port by port
+/// (`crate::bring_up`).
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci_enumeration::enumerate(machine, settings);
-    sd::attach(machine, settings, pci.as_ref(), storage);
-    nvme::attach(machine, settings, pci.as_ref(), storage);
-    usb::attach(machine, settings, pci.as_ref(), storage);
+    use crate::bring_up::{AttachStep, ATTACH_ORDER};
+    let mut pci = None;
+    for step in ATTACH_ORDER {
+        match step {
+            AttachStep::BoardSdHosts => sd::attach_board_hosts(machine, settings, storage),
+            AttachStep::PciEnumeration => pci = pci_enumeration::enumerate(machine, settings),
+            AttachStep::PciSdHosts => sd::attach_pci_hosts(machine, settings, pci.as_ref(), storage),
+            AttachStep::Nvme => nvme::attach(machine, settings, pci.as_ref(), storage),
+            AttachStep::Usb => usb::attach(machine, settings, pci.as_ref(), storage),
+        }
+    }
 }
 
 /// Whether x0 may point at boot parameters: non-zero, word aligned and in the low 4 GiB where

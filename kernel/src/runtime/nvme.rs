@@ -10,6 +10,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
+use crate::bring_up::{DeviceDeadline, NVME_CONTROLLER_BUDGET_MS};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
@@ -214,6 +215,7 @@ fn attach_controller(
     storage: &mut Storage,
 ) {
     let label = format!("nvme {}", function.address);
+    let deadline = DeviceDeadline::start(machine.platform, NVME_CONTROLLER_BUDGET_MS);
     let Some(mut found) = open_controller(machine, function, topology, &label) else {
         return;
     };
@@ -226,8 +228,20 @@ fn attach_controller(
     for &namespace in &plan.namespaces {
         let name = storage.next_name(DeviceClass::Nvme);
         describe_namespace(&name, &namespace);
+        // Past the controller's bring-up deadline its namespaces are still registered, without
+        // the bring-up reads (`crate::bring_up`).
+        let mut options_here = *options;
+        if deadline.has_passed() && (options.measure || options.self_test_depth.is_some()) {
+            println!(
+                "{name}: controller bring-up took {} ms, past its {} ms deadline; no bring-up reads",
+                deadline.elapsed_ms(),
+                deadline.budget_ms()
+            );
+            options_here.measure = false;
+            options_here.self_test_depth = None;
+        }
         let Some(device) =
-            namespace_device(&mut found.controller, &name, namespace, &plan, machine, options, scratch)
+            namespace_device(&mut found.controller, &name, namespace, &plan, machine, &options_here, scratch)
         else {
             continue;
         };

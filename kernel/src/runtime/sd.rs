@@ -13,6 +13,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock, Presence, SdHost, SdHostKind};
+use crate::bring_up::{DeviceDeadline, SD_HOST_BUDGET_MS};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
@@ -45,6 +46,15 @@ fn register_window_bytes(quirks: &HostQuirks) -> usize {
 }
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
+
+/// The `sd.*` options without repeating the warnings the board hosts' pass printed.
+fn parse_options_quietly(settings: &KernelSettings) -> SdOptions {
+    let mut options = SdOptions::default();
+    for (key, value) in settings.driver_options_for("sd.") {
+        let _ = options.apply(key, value);
+    }
+    options
+}
 
 fn parse_options(settings: &KernelSettings) -> SdOptions {
     let mut options = SdOptions::default();
@@ -107,18 +117,14 @@ fn chosen_for_slot(host: &SdHost, options: &SdOptions) -> bool {
     host.kind == wanted
 }
 
-/// Finds the SD hosts (board table first, in its order, then PCI) and registers every card.
-pub fn attach(
-    machine: &Machine,
-    settings: &KernelSettings,
-    pci: Option<&PciTopology>,
-    storage: &mut Storage,
-) {
+/// The SD hosts of the board table, in its order, each card registered (before PCIe is
+/// touched: `crate::bring_up`).
+pub fn attach_board_hosts(machine: &Machine, settings: &KernelSettings, storage: &mut Storage) {
     let options = parse_options(settings);
     let sd_settings = SdSettings { options, settings };
     let info = &machine.info;
     let qemu = info.is_qemu();
-    let board_hosts = info
+    let sites: alloc::vec::Vec<Site> = info
         .profile
         .sd_hosts
         .iter()
@@ -131,10 +137,26 @@ pub fn attach(
                 dma: sd_dma::decide(host.dma, info.device_tree.as_ref(), info.board_revision),
                 origin: "board table",
             }),
-        });
+        })
+        .collect();
+    attach_sites(machine, &sd_settings, sites, storage);
+}
+
+/// The SDHCI functions (class 08:05:01) on PCIe (`sdhci-pci` on QEMU virt).
+pub fn attach_pci_hosts(
+    machine: &Machine,
+    settings: &KernelSettings,
+    pci: Option<&PciTopology>,
+    storage: &mut Storage,
+) {
+    let Some(topology) = pci else {
+        return;
+    };
+    let sd_settings = SdSettings { options: parse_options_quietly(settings), settings };
     let (base, sub, prog_if) = SDHCI_PCI_CLASS;
-    let pci_hosts = pci.into_iter().flat_map(|topology| {
-        topology.with_class(base, sub, prog_if).filter_map(move |function| match function.bar(0) {
+    let sites = topology
+        .with_class(base, sub, prog_if)
+        .filter_map(|function| match function.bar(0) {
             Some(bar) => Some(Site::Sdhci(HostSite {
                 block: MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes),
                 quirks: &quirks::GENERIC_PCI,
@@ -146,12 +168,21 @@ pub fn attach(
                 None
             }
         })
-    });
-    let sites: alloc::vec::Vec<Site> = board_hosts.chain(pci_hosts).collect();
+        .collect();
+    attach_sites(machine, &sd_settings, sites, storage);
+}
+
+fn attach_sites(
+    machine: &Machine,
+    sd_settings: &SdSettings,
+    sites: alloc::vec::Vec<Site>,
+    storage: &mut Storage,
+) {
     for site in sites {
+        let deadline = DeviceDeadline::start(machine.platform, SD_HOST_BUDGET_MS);
         match site {
-            Site::Sdhci(site) => attach_host(machine, &sd_settings, &site, storage),
-            Site::Sdhost { block } => attach_sdhost(machine, &sd_settings.options, block, storage),
+            Site::Sdhci(site) => attach_host(machine, sd_settings, &site, &deadline, storage),
+            Site::Sdhost { block } => attach_sdhost(machine, &sd_settings.options, block, &deadline, storage),
         }
     }
 }
@@ -169,7 +200,13 @@ fn allowed_here(host: &SdHost, qemu: bool) -> bool {
     allowed
 }
 
-fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, storage: &mut Storage) {
+fn attach_host(
+    machine: &Machine,
+    sd_settings: &SdSettings,
+    site: &HostSite,
+    deadline: &DeviceDeadline<'_, KernelPlatform>,
+    storage: &mut Storage,
+) {
     let options = &sd_settings.options;
     let quirks = site.quirks;
     let base = site.block.base;
@@ -280,7 +317,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
     }
     storage.set_controller(&name, alloc::format!("{} at {base:#x}", quirks.name));
     let mut device = ReportingSdCard { card: device, errors_reported: 0 };
-    measure(&name, &mut device.card, machine.platform);
+    measure(&name, &mut device.card, machine.platform, deadline);
     storage.add(DeviceClass::Sd, Box::new(device));
 }
 
@@ -494,8 +531,22 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
     }
 }
 
-/// Times a 1 MiB and a single 4 KiB read through the block interface.
-fn measure(name: &str, device: &mut KernelSdDevice, platform: &'static KernelPlatform) {
+/// Times a 1 MiB and a single 4 KiB read through the block interface, unless the host's
+/// bring-up has used its deadline.
+fn measure(
+    name: &str,
+    device: &mut KernelSdDevice,
+    platform: &'static KernelPlatform,
+    deadline: &DeviceDeadline<'_, KernelPlatform>,
+) {
+    if deadline.has_passed() {
+        println!(
+            "{name}: bring-up took {} ms, past its {} ms deadline; no timing read (the card is still measured)",
+            deadline.elapsed_ms(),
+            deadline.budget_ms()
+        );
+        return;
+    }
     let geometry = device.geometry();
     if geometry.capacity_bytes() < MIB as u64 {
         println!("{name}: smaller than 1 MiB; no timing read");
@@ -576,7 +627,13 @@ impl<D: SdBlockDevice<'static>> BlockDevice for ReportingSdCard<D> {
 /// The BCM2835 sdhost in the SD slot of a Pi 1-3 (docs/aarch32-pis.md §7): GPIO 48-53 on ALT0
 /// (which is also what moves QEMU's card to it), the card powered through the firmware, the
 /// divider fed by the VPU core clock (mailbox clock 4), the card brought up at 3.3 V.
-fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, storage: &mut Storage) {
+fn attach_sdhost(
+    machine: &Machine,
+    options: &SdOptions,
+    block: MmioBlock,
+    deadline: &DeviceDeadline<'_, KernelPlatform>,
+    storage: &mut Storage,
+) {
     let base = block.base;
     if let Some(gpio) = windows::gpio(machine.info.profile) {
         gpio.set_functions(SD_SLOT_PINS, drivers::gpio::PinFunction::Alt0);
@@ -626,7 +683,7 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
     }
     storage.set_controller(&name, alloc::format!("BCM2835 sdhost at {base:#x}"));
     let mut device = ReportingSdCard { card: device, errors_reported: 0 };
-    measure(&name, &mut device.card, machine.platform);
+    measure(&name, &mut device.card, machine.platform, deadline);
     storage.add(DeviceClass::Sd, Box::new(device));
 }
 

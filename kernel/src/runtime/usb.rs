@@ -12,6 +12,7 @@ use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;
 use super::Machine;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile, MmioBlock};
+use crate::bring_up::{DeviceDeadline, XHCI_BUDGET_MS};
 use crate::cmdline::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
@@ -151,6 +152,7 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 }
 
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
+    let deadline = DeviceDeadline::start(machine.platform, XHCI_BUDGET_MS);
     // The site's registers come from an assigned PCI BAR (memory decoding and bus mastering on)
     // or the board table.
     let registers = match windows::open(site.registers) {
@@ -180,6 +182,15 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
     let shared: SharedController<'static, Mmio, KernelPlatform> = Rc::new(RefCell::new(controller));
     let mut drives = Vec::new();
     for port in 1..=ports {
+        if deadline.has_passed() {
+            println!(
+                "{}: bring-up took {} ms, past its {} ms deadline; ports {port}-{ports} not probed",
+                site.label,
+                deadline.elapsed_ms(),
+                deadline.budget_ms()
+            );
+            break;
+        }
         let enabled = shared.borrow().enable_port(port);
         let speed = match enabled {
             Ok(Some(speed)) => speed,
