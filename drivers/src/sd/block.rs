@@ -9,7 +9,7 @@
 use super::bus::CardBus;
 use super::card_registers::{CardState, CardStatus};
 use super::command::Command;
-use super::error::{CommandFailure, SdError};
+use super::error::{CommandFailure, FailureKind, SdError};
 use super::identify::CardInfo;
 use super::options::Cmd23Request;
 use crate::blocking::{complete_one, WaitError};
@@ -130,10 +130,15 @@ impl<Prepared, Active> RequestState<Prepared, Active> {
 /// (SD §4.10.1, clear condition B). Errors here do not matter; the retry or the failure report
 /// follows.
 pub fn stop_if_transferring<B: CardBus>(host: &mut B, rca: u16) {
-    if let Ok(response) = host.send_command(&Command::send_status(rca), rca) {
-        if matches!(CardStatus(response.short()).state(), CardState::SendingData | CardState::ReceiveData) {
-            let _ = host.send_command(&Command::stop_transmission(), rca);
-        }
+    // The status may carry the failed command's error bits (ILLEGAL_COMMAND is reported in the
+    // next response, SD §4.10.1 clear condition B): its state still counts.
+    let status = match host.send_command(&Command::send_status(rca), rca) {
+        Ok(response) => response.short(),
+        Err(SdError::Command(failure)) if failure.kind == FailureKind::CardStatus => failure.response,
+        Err(_) => return,
+    };
+    if matches!(CardStatus(status).state(), CardState::SendingData | CardState::ReceiveData) {
+        let _ = host.send_command(&Command::stop_transmission(), rca);
     }
 }
 

@@ -11,14 +11,15 @@ use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
 use super::host::{failure_kind, SdhciHost, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
 use super::retune::Retuning;
-use crate::sd::block::{self, BlockCard, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
+use crate::sd::block::{self, BlockCard, ReadError, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
 use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US};
 use crate::sd::command::Command;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
-use crate::sd::options::{Cmd23Request, ModeRequest};
+use crate::sd::options::{AutoCmd23Request, Cmd23Request, ModeRequest};
 use blockdev::{
-    check_request, BlockDevice, Completion, DataPath, FlushSupport, Geometry, Operation, Request, SubmitError,
+    check_request, BlockDevice, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, Operation, Request,
+    SubmitError,
 };
 use hal::barrier;
 use hal::dma::DmaRegion;
@@ -43,6 +44,24 @@ impl TransferMode {
             TransferMode::Pio => "PIO",
             TransferMode::Adma2(format) => format.name(),
         }
+    }
+}
+
+/// How Auto CMD23 failed its probe: commands that failed during it, and the probe read's own
+/// failure when retries did not save it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AutoCmd23Refused {
+    pub failed_commands: u64,
+    pub read: Option<ReadError>,
+}
+
+impl core::fmt::Display for AutoCmd23Refused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} command(s) failed in two probe reads", self.failed_commands)?;
+        if let Some(read) = self.read {
+            write!(f, " ({read})")?;
+        }
+        Ok(())
     }
 }
 
@@ -148,6 +167,11 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     timeouts: TimeoutTicks,
     /// Tuning again, for a card run at a tuned timing.
     retuning: Option<Retuning>,
+    /// Multi-block ADMA2 transfers announce their count by Auto CMD23 (Auto CMD Enable = 10b,
+    /// the count in Argument 2 at 0x00: SDHCI §1.15, §2.2.5) instead of a CMD23 of their own.
+    auto_cmd23: bool,
+    /// Commands that failed and were cleaned up after (each before a retry or a failure).
+    failed_commands: u64,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -160,6 +184,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         name: &str,
         mode: ModeRequest,
         cmd23: Cmd23Request,
+        auto_cmd23: AutoCmd23Request,
     ) -> Result<Self, DeviceSetupError> {
         let capabilities = host.capabilities();
         let translation = match mode {
@@ -188,7 +213,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Some(table) => TransferMode::Adma2(table.format()),
             None => TransferMode::Pio,
         };
+        let auto_cmd23 = auto_cmd23 == AutoCmd23Request::On
+            && capabilities.version.at_least_v3()
+            && adma.is_some()
+            && cmd23.uses_cmd23(card.supports_cmd23());
         Ok(SdCard {
+            auto_cmd23,
+            failed_commands: 0,
             retuning: Retuning::for_card(&host, &card),
             card: BlockCard::new(card, name, cmd23),
             mode,
@@ -215,6 +246,31 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     pub fn host(&self) -> &SdhciHost<'p, R, P> {
         &self.host
+    }
+    /// Whether multi-block ADMA2 transfers announce their count by Auto CMD23.
+    pub fn uses_auto_cmd23(&self) -> bool {
+        self.auto_cmd23
+    }
+
+    /// Confirms Auto CMD23 with two reads into `probe` (at least 2 blocks, from block 0): a host
+    /// that drops it (QEMU 10.0's `sdhci.c` masks Transfer Mode with 0x37; Linux marks such hosts
+    /// `SDHCI_QUIRK2_ACMD23_BROKEN`) fails the read, and the device goes on with a CMD23 of its
+    /// own. The failure, when there was one.
+    pub fn confirm_auto_cmd23(&mut self, probe: DmaBuffer, timeout_us: u64) -> Option<AutoCmd23Refused> {
+        if !self.auto_cmd23 {
+            return None;
+        }
+        // Two reads: a host that drops it may still deliver the first one's blocks, leaving the
+        // card sending (an open-ended read); the second read's command then fails, even when a
+        // retry (after CMD12) brings its data.
+        let failed_before = self.failed_commands;
+        let blocks = (probe.length_bytes / BLOCK_BYTES as usize) as u32;
+        let outcome = (0..2).find_map(|_| self.read_blocking(0, blocks.max(2), probe, timeout_us).err());
+        if outcome.is_none() && self.failed_commands == failed_before {
+            return None;
+        }
+        self.auto_cmd23 = false;
+        Some(AutoCmd23Refused { failed_commands: self.failed_commands - failed_before, read: outcome })
     }
     pub fn transfer_mode(&self) -> TransferMode {
         self.mode
@@ -274,13 +330,20 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             attempt,
             deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
         };
-        if segment.blocks > 1 && self.card.uses_cmd23 {
+        if segment.blocks > 1 && self.card.uses_cmd23 && !self.announces_by_auto_cmd23(&segment) {
             self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
             active.phase = Phase::SetBlockCount;
         } else {
             self.issue_data_command(&active)?;
         }
         Ok(active)
+    }
+
+    /// Whether `segment`'s count goes out as Auto CMD23: a multi-block ADMA2 transfer (Argument 2
+    /// is the SDMA address register, so never with SDMA; QEMU's `sdhci.c` starts an SDMA
+    /// transfer when it is written with SDMA selected, so only once ADMA2 is).
+    fn announces_by_auto_cmd23(&self, segment: &Segment<'p>) -> bool {
+        self.auto_cmd23 && segment.dma && segment.blocks > 1
     }
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
@@ -313,6 +376,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
             mode += DMA_ENABLE::SET;
+            if self.announces_by_auto_cmd23(&segment) {
+                // CMD23's argument: the block count (SD §4.3.14; bit 31 reliable write clear).
+                self.host.write(offsets::SDMA_ADDRESS, segment.blocks);
+                mode += AUTO_COMMAND::Cmd23;
+            }
             // The descriptors and the cleaned buffer (Normal memory) are observed by the host
             // before the Command register write (Device memory) that starts its DMA.
             barrier::store_before_doorbell();
@@ -341,6 +409,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// the request fails with (the card's removal, when card detect shows it, before anything
     /// else is sent to a card that is not there).
     fn retry_after(&mut self, error: SdError, attempt: u32) -> Result<(), SdError> {
+        self.failed_commands += 1;
         let interrupt_status = match error {
             SdError::Command(failure) => failure.interrupt_status,
             _ => 0,

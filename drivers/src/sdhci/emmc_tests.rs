@@ -37,7 +37,9 @@ fn emmc_on(
     let sim = sim(platform, board, card);
     let mut host = host(sim, platform, quirks, Some(board.base_clock_hz));
     let info = bring_up(&mut host, None, options).unwrap();
-    let mut device = SdCard::new(host, info, "sd0", mode, Cmd23Request::Auto).unwrap();
+    let mut device =
+        SdCard::new(host, info, "sd0", mode, Cmd23Request::Auto, crate::sd::options::AutoCmd23Request::On)
+            .unwrap();
     for (lba, blocks) in [(0, 1), (1, 128), (CAPACITY / 512 - 8, 8)] {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.result, Ok(()), "read of {blocks} blocks at {lba}");

@@ -204,7 +204,9 @@ struct Transfer {
     block_bytes: usize,
     blocks: u32,
     blocks_sent: u32,
-    auto_cmd12: bool,
+    /// A multi-block read neither announced by CMD23 nor ended by auto-CMD12: the card goes on
+    /// sending after the host has its blocks (SD §4.3.3), until CMD12.
+    open_ended: bool,
     command_index: u8,
     /// Host to card (CMD24/CMD25): the words of the block being received by PIO, and whether
     /// the buffer has room for them (Buffer Write Enable, SDHCI §2.2.9).
@@ -229,6 +231,16 @@ pub struct SimState {
     /// The SD clock each command of `log` went out at, in Hz.
     pub command_clocks_hz: Vec<u32>,
     pub sdma_address_written: bool,
+    /// Argument 2 (the SDMA address register, 0x00) was written since the last command: what
+    /// Auto CMD23 sends (SDHCI §2.2.1).
+    argument2_written: bool,
+    /// Auto CMD23s the host sent before their data commands.
+    pub auto_cmd23s: u32,
+    /// The data command that started the running transfer was announced by CMD23.
+    announced: bool,
+    /// The host drops Auto CMD Enable = 10b, as QEMU 10.0's `sdhci.c` does (it masks Transfer
+    /// Mode with 0x37): no CMD23 goes out and the read runs open-ended.
+    pub ignores_auto_cmd23: bool,
     /// Smallest gap between two non-data register writes while SDCLK ≤ 400 kHz, in ns.
     pub min_slow_write_gap_ns: u64,
     last_write_ns: Option<u64>,
@@ -355,6 +367,10 @@ impl<'a> SimHost<'a> {
                 log: Vec::new(),
                 command_clocks_hz: Vec::new(),
                 sdma_address_written: false,
+                argument2_written: false,
+                auto_cmd23s: 0,
+                ignores_auto_cmd23: false,
+                announced: false,
                 min_slow_write_gap_ns: u64::MAX,
                 last_write_ns: None,
                 line_resets: 0,
@@ -813,6 +829,9 @@ impl SimState {
             self.tuning_command(mode);
             return;
         }
+        if data_present && (mode >> 2) & 0b11 == 0b10 && !self.ignores_auto_cmd23 && !self.auto_cmd23() {
+            return;
+        }
         let response = if self.card.emmc.is_some() {
             self.respond_emmc(index, argument, application)
         } else {
@@ -863,6 +882,45 @@ impl SimState {
             }
             self.start_data(index, argument, mode, application, platform);
         }
+    }
+
+    /// Auto CMD23 (Transfer Mode Auto CMD Enable = 10b, SDHCI §1.15, §2.2.5): the host sends
+    /// CMD23 with Argument 2 before the data command. It needs a 3.00 host, a multi-block
+    /// transfer, Argument 2 written since the last command and not SDMA (whose address shares
+    /// the register). `false` when the card refused it (Auto CMD Error).
+    fn auto_cmd23(&mut self) -> bool {
+        let word = self.register(offsets::TRANSFER_MODE_COMMAND);
+        if (self.register(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff < 2 {
+            self.violations.push("Auto CMD23 on a host before SDHCI 3.00");
+        }
+        if word & (1 << 5) == 0 {
+            self.violations.push("Auto CMD23 for a single-block command");
+        }
+        if word & 1 != 0 && (self.register(offsets::HOST_CONTROL_POWER) >> 3) & 0b11 == 0 {
+            self.violations.push("Auto CMD23 with SDMA selected: Argument 2 is the SDMA address");
+        }
+        if !std::mem::take(&mut self.argument2_written) {
+            self.violations.push("Auto CMD23 without Argument 2 written for this command");
+        }
+        let count = self.register(offsets::SDMA_ADDRESS);
+        self.auto_cmd23s += 1;
+        // On the bus CMD23 goes before the data command, which `execute_now` logged already.
+        let before_data_command = self.log.len().saturating_sub(1);
+        self.log.insert(before_data_command, (23, count, 0));
+        let clock = self.sd_clock_hz();
+        self.command_clocks_hz.insert(before_data_command, clock);
+        let answered = if self.card.emmc.is_some() {
+            self.respond_emmc(23, count, false)
+        } else {
+            self.respond(23, count, false)
+        };
+        if answered.is_none() {
+            // Auto CMD Error Status: Auto CMD Timeout Error (bit 1).
+            self.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] |= 1 << 1;
+            self.raise(interrupt::AUTO_COMMAND);
+            return false;
+        }
+        true
     }
 
     /// One CMD19 of the tuning procedure (SDHCI §2.2.24): the card sends the tuning block, the
@@ -1029,8 +1087,10 @@ impl SimState {
             (false, 17 | 18 | 24 | 25) => {
                 let sector =
                     if self.card.block_addressed { u64::from(argument) } else { u64::from(argument) / 512 };
+                self.announced = false;
                 if let Some(count) = self.block_count_from_cmd23.take() {
                     *blocks = count;
+                    self.announced = true;
                 }
                 Source::Sectors { first_sector: sector }
             }
@@ -1057,6 +1117,7 @@ impl SimState {
             self.violations.push("Transfer Mode direction does not match the command (read vs write)");
         }
         let auto_cmd12 = multi && (mode >> 2) & 0b11 == 1;
+        let open_ended = multi && !write && !auto_cmd12 && !std::mem::take(&mut self.announced);
         if write && index == 25 && !auto_cmd12 && self.log.iter().rev().nth(1).is_none_or(|c| c.0 != 23) {
             self.violations.push("CMD25 neither announced by CMD23 nor ended by auto-CMD12");
         }
@@ -1066,7 +1127,7 @@ impl SimState {
             block_bytes,
             blocks,
             blocks_sent: 0,
-            auto_cmd12,
+            open_ended,
             command_index: index,
             write,
             received: Vec::new(),
@@ -1154,8 +1215,7 @@ impl SimState {
 
     fn finish_transfer(&mut self, transfer: &Transfer) {
         self.transfer = None;
-        self.state = State::Transfer;
-        let _ = transfer.auto_cmd12;
+        self.state = if transfer.open_ended { State::SendingData } else { State::Transfer };
         self.raise(interrupt::TRANSFER_COMPLETE);
     }
 
@@ -1317,6 +1377,11 @@ impl SimState {
             (false, 23) if card.accepts_cmd23 => {
                 self.block_count_from_cmd23 = Some(argument);
                 Some(Response::Short(self.card_status()))
+            }
+            (false, 17 | 18 | 24 | 25) if self.state == State::SendingData => {
+                // Still sending an open-ended read: not a command of this state (SD §4.8).
+                self.pending_errors |= 1 << 22;
+                None
             }
             (false, 17 | 18 | 24 | 25) => {
                 let sector =
@@ -1598,7 +1663,11 @@ impl RegisterIo for SimHost<'_> {
         }
         let index = offset_bytes / 4;
         match offset_bytes {
-            offsets::SDMA_ADDRESS => state.sdma_address_written = true,
+            offsets::SDMA_ADDRESS => {
+                state.sdma_address_written = true;
+                state.argument2_written = true;
+                state.registers[index] = value;
+            }
             offsets::BUFFER_DATA_PORT => state.receive_word(value),
             offsets::TRANSFER_MODE_COMMAND => {
                 state.registers[index] = value;

@@ -14,7 +14,7 @@ use crate::sd::block::SdBlockDevice;
 use crate::sd::card_registers::CapacityClass;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::bring_up;
-use crate::sd::options::{Cmd23Request, ModeRequest};
+use crate::sd::options::{AutoCmd23Request, Cmd23Request, ModeRequest};
 use crate::sd::signalling::BoardSignalling;
 use crate::sd::sim_card::SimCard;
 use crate::sd::timing::{BringUpOptions, Timing};
@@ -61,12 +61,22 @@ pub(super) fn host(
 }
 
 pub(super) fn card_device(
-    mut host: Host,
+    host: Host,
     mode: ModeRequest,
     cmd23: Cmd23Request,
 ) -> SdCard<'static, &'static SimHost<'static>, TestPlatform> {
+    card_device_announcing(host, mode, cmd23, AutoCmd23Request::On)
+}
+
+/// As [`card_device`], with how multi-block ADMA2 transfers announce their count.
+pub(super) fn card_device_announcing(
+    mut host: Host,
+    mode: ModeRequest,
+    cmd23: Cmd23Request,
+    auto_cmd23: AutoCmd23Request,
+) -> SdCard<'static, &'static SimHost<'static>, TestPlatform> {
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    SdCard::new(host, card, "sd0", mode, cmd23).unwrap()
+    SdCard::new(host, card, "sd0", mode, cmd23, auto_cmd23).unwrap()
 }
 
 pub(super) fn read(
@@ -645,7 +655,8 @@ fn pi3_arasan_works_with_a_capabilities_register_that_reads_zero() {
     assert_eq!(info.timing, Timing::HighSpeed);
     assert_eq!(info.sd_clock_hz, 50_000_000);
     assert!(!info.signalling_1v8);
-    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Auto).unwrap();
+    let mut device =
+        SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Auto, AutoCmd23Request::On).unwrap();
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 4000, 16);
     assert_eq!(completion.result, Ok(()));
@@ -674,7 +685,8 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     let identity = Some(BusTranslation::IDENTITY);
     let mut host = SdhciHost::new(sim, platform, &BCM2711_EMMC2, Some(b0.base_clock_hz), identity).unwrap();
     let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Auto, Cmd23Request::Off).unwrap();
+    let mut device =
+        SdCard::new(host, info, "sd0", ModeRequest::Auto, Cmd23Request::Off, AutoCmd23Request::On).unwrap();
     let (completion, _) = read(&mut device, platform, 2_000_000, 256);
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Transfer);
     let error = device.last_error().unwrap().to_string();
@@ -683,7 +695,8 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     let sim = self::sim(platform, b0, card);
     let mut host = SdhciHost::new(sim, platform, &BCM2711_EMMC2, Some(b0.base_clock_hz), None).unwrap();
     let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    let mut device = SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Off).unwrap();
+    let mut device =
+        SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::Off, AutoCmd23Request::On).unwrap();
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 77, 8);
     assert_eq!(completion.result, Ok(()));
@@ -816,7 +829,8 @@ fn with_cmd23_kick_sends_the_count_and_a_poll_sends_the_read() {
     card.scr[3] = 0x02; // CMD_SUPPORT: CMD23
     let sim = sim(platform, PCI, card);
     let host = host(sim, platform, &GENERIC_PCI, None);
-    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
+    let mut device =
+        card_device_announcing(host, ModeRequest::Auto, Cmd23Request::Auto, AutoCmd23Request::Off);
     let buffer = platform.allocate_dma(64 * 512, 4096).unwrap();
     device.submit(Request { tag: 3, operation: Operation::Read, lba: 640, block_count: 64, buffer }).unwrap();
     device.kick();
@@ -846,7 +860,7 @@ fn a_cmd23_the_card_rejects_is_retried_then_fails_the_request() {
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
     // The card does not list CMD23 but it is forced on; it times out every time.
-    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::On);
+    let mut device = card_device_announcing(host, ModeRequest::Auto, Cmd23Request::On, AutoCmd23Request::Off);
     sim.inject(Injection {
         command_index: 23,
         error_bits: interrupt::COMMAND_TIMEOUT,
@@ -943,7 +957,8 @@ fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completi
     let registers = LoggedRegisters { block: "sdhci", inner: sim };
     let mut host = SdhciHost::new(registers, platform, &GENERIC_PCI, None, Some(window)).unwrap();
     let card = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    let mut device = SdCard::new(host, card, "sd0", ModeRequest::Auto, Cmd23Request::Off).unwrap();
+    let mut device =
+        SdCard::new(host, card, "sd0", ModeRequest::Auto, Cmd23Request::Off, AutoCmd23Request::On).unwrap();
     let buffer = platform.allocate_dma(8 * 512, 4096).unwrap();
     let start = platform.log().len();
     device.submit(Request { tag: 1, operation: Operation::Read, lba: 64, block_count: 8, buffer }).unwrap();
@@ -1348,4 +1363,137 @@ fn a_base_clock_half_the_real_one_overclocks_the_card_and_the_model_says_so() {
         .borrow()
         .violations
         .contains(&"data clocked faster than the card's timing allows (SD §3.9.1)"));
+}
+
+#[test]
+fn with_auto_cmd23_the_host_sends_the_count_from_argument_2_and_the_read_follows_at_once() {
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.scr[3] = 0x02; // CMD_SUPPORT: CMD23
+    let sim = sim(platform, PCI, card);
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
+    assert!(device.uses_auto_cmd23());
+    let buffer = platform.allocate_dma(64 * 512, 4096).unwrap();
+    device.submit(Request { tag: 3, operation: Operation::Read, lba: 640, block_count: 64, buffer }).unwrap();
+    device.kick();
+    // kick() wrote CMD18 with Auto CMD Enable = 10b; the host sent CMD23 (64) first.
+    let log: Vec<(u8, u32, u16)> = sim.state.borrow().log.clone();
+    let last_two = &log[log.len() - 2..];
+    assert_eq!((last_two[0].0, last_two[0].1), (23, 64));
+    assert_eq!((last_two[1].0, last_two[1].1, last_two[1].2 & 0b1100), (18, 640, 0b1000));
+    let mut completions = [Completion::default()];
+    for _ in 0..100 {
+        if device.poll(&mut completions) == 1 {
+            break;
+        }
+    }
+    assert_eq!(completions[0], Completion { tag: 3, result: Ok(()) });
+    assert_pattern(platform, &buffer, 640);
+    assert_eq!(sim.state.borrow().auto_cmd23s, 1);
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+    // A single block goes without it; PIO (no ADMA2) announces by CMD23 of its own.
+    let (completion, _) = read(&mut device, platform, 7, 1);
+    assert_eq!(completion.result, Ok(()));
+    assert_eq!(sim.state.borrow().auto_cmd23s, 1);
+}
+
+#[test]
+fn an_auto_cmd23_the_card_refuses_is_an_auto_command_error_retried_then_failed() {
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.accepts_cmd23 = false;
+    let sim = sim(platform, PCI, card);
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::On);
+    let (completion, _) = read(&mut device, platform, 100, 8);
+    assert!(completion.result.is_err());
+    let SdError::Command(failure) = device.last_error().unwrap() else { panic!() };
+    assert_ne!(failure.interrupt_status & interrupt::AUTO_COMMAND, 0);
+    assert_eq!(failure.attempts, crate::sd::block::MAX_ATTEMPTS);
+}
+
+#[test]
+fn a_host_that_drops_auto_cmd23_is_found_out_by_the_probe_and_cmd23_is_sent_instead() {
+    // QEMU 10.0's sdhci: Auto CMD Enable = 10b is dropped, the read runs open-ended and the card
+    // refuses the next read command.
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.scr[3] = 0x02;
+    let sim = sim(platform, PCI, card);
+    sim.state.borrow_mut().ignores_auto_cmd23 = true;
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Auto);
+    assert!(device.uses_auto_cmd23());
+    let probe = platform.allocate_dma(8 * 512, 4096).unwrap();
+    assert!(device.confirm_auto_cmd23(probe, 10_000_000).is_some());
+    assert!(!device.uses_auto_cmd23());
+    let (completion, buffer) = read(&mut device, platform, 640, 64);
+    assert_eq!(completion.result, Ok(()));
+    assert_pattern(platform, &buffer, 640);
+    // And a host that has it keeps it.
+    let sim = self::sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let mut device =
+        card_device(self::host(sim, platform, &GENERIC_PCI, None), ModeRequest::Auto, Cmd23Request::On);
+    let probe = platform.allocate_dma(8 * 512, 4096).unwrap();
+    assert_eq!(device.confirm_auto_cmd23(probe, 10_000_000), None);
+    assert!(device.uses_auto_cmd23());
+}
+
+/// Register accesses (reads, writes) of one read, counted at the register interface.
+struct CountingRegisters<R> {
+    inner: R,
+    reads: Cell<u64>,
+    writes: Cell<u64>,
+}
+
+impl<R: RegisterIo> RegisterIo for CountingRegisters<R> {
+    fn read32(&self, offset_bytes: usize) -> u32 {
+        self.reads.set(self.reads.get() + 1);
+        self.inner.read32(offset_bytes)
+    }
+
+    fn write32(&self, offset_bytes: usize, value: u32) {
+        self.writes.set(self.writes.get() + 1);
+        self.inner.write32(offset_bytes, value);
+    }
+}
+
+/// Register reads, writes and polls of one 8-block ADMA2 read at an SDHCI 3.00 host, the count
+/// announced by Auto CMD23 or by the driver's CMD23.
+fn one_announced_read(auto_cmd23: AutoCmd23Request) -> (u64, u64, u32) {
+    let platform = platform(8 << 20);
+    let mut card = SimCard::qemu_like(4 << 30);
+    card.scr[3] = 0x02; // CMD_SUPPORT: CMD23
+    let sim = sim(platform, PCI, card);
+    let window = sim.state.borrow().dma_window;
+    let counting = CountingRegisters { inner: sim, reads: Default::default(), writes: Default::default() };
+    let counting: &'static CountingRegisters<_> = Box::leak(Box::new(counting));
+    let mut host = SdhciHost::new(counting, platform, &GENERIC_PCI, None, Some(window)).unwrap();
+    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
+    let mut device =
+        SdCard::new(host, info, "sd0", ModeRequest::Adma2, Cmd23Request::On, auto_cmd23).unwrap();
+    let buffer = platform.allocate_dma(8 * 512, 4096).unwrap();
+    let (reads_before, writes_before) = (counting.reads.get(), counting.writes.get());
+    device.submit(Request { tag: 1, operation: Operation::Read, lba: 64, block_count: 8, buffer }).unwrap();
+    device.kick();
+    let mut completions = [Completion::default(); 1];
+    let mut polls = 1;
+    while device.poll(&mut completions) == 0 {
+        polls += 1;
+        assert!(polls < MAX_POLLS, "the read never completed");
+    }
+    assert_eq!(completions[0].result, Ok(()));
+    assert_pattern(platform, &buffer, 64);
+    assert_eq!(sim.state.borrow().violations, Vec::<&str>::new());
+    (counting.reads.get() - reads_before, counting.writes.get() - writes_before, polls)
+}
+
+#[test]
+fn auto_cmd23_costs_fewer_register_accesses_and_polls_per_read_than_a_cmd23_of_the_drivers_own() {
+    let with_auto = one_announced_read(AutoCmd23Request::On);
+    let with_own = one_announced_read(AutoCmd23Request::Off);
+    std::println!("8-block ADMA2 read (reads, writes, polls): Auto CMD23 {with_auto:?}, CMD23 {with_own:?}");
+    assert!(with_auto.0 + with_auto.1 < with_own.0 + with_own.1, "{with_auto:?} vs {with_own:?}");
+    assert!(with_auto.2 <= with_own.2);
 }

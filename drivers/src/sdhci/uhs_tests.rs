@@ -168,7 +168,19 @@ fn pi5_device_on(
     let hooks = SimBoardHooks::new(sim);
     let info = bring_up(&mut host, Some(&hooks), BringUpOptions::default()).unwrap();
     assert_eq!(info.timing, Timing::Sdr104);
-    (sim, platform, SdCard::new(host, info, "sd0", ModeRequest::Auto, Cmd23Request::Auto).unwrap())
+    (
+        sim,
+        platform,
+        SdCard::new(
+            host,
+            info,
+            "sd0",
+            ModeRequest::Auto,
+            Cmd23Request::Auto,
+            crate::sd::options::AutoCmd23Request::On,
+        )
+        .unwrap(),
+    )
 }
 
 #[test]

@@ -45,7 +45,11 @@ fn setup(
     let window = sim.state.borrow().dma_window;
     let mut host = SdhciHost::new(sim, platform, &GENERIC_PCI, None, Some(window)).unwrap();
     let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    (platform, sim, SdCard::new(host, info, "sd0", mode, cmd23).unwrap())
+    (
+        platform,
+        sim,
+        SdCard::new(host, info, "sd0", mode, cmd23, crate::sd::options::AutoCmd23Request::On).unwrap(),
+    )
 }
 
 /// Bytes no pattern sector holds: block `n`'s bytes depend on `n` and `seed`.

@@ -295,7 +295,7 @@ fn attach_host(
         }
     };
     let name = storage.next_name(DeviceClass::Sd);
-    let mut device = match SdCard::new(host, info, &name, options.mode, options.cmd23) {
+    let mut device = match SdCard::new(host, info, &name, options.mode, options.cmd23, options.auto_cmd23) {
         Ok(device) => device,
         Err(error) => {
             println!("{name}: cannot set up transfers: {error}");
@@ -305,7 +305,13 @@ fn attach_host(
     if let Some(timeout_ms) = options.data_timeout_ms {
         device.set_data_timeout_ms(timeout_ms);
     }
+    let auto_cmd23_refused = confirm_auto_cmd23(&mut device, machine.platform);
     describe(&name, &device, options.mode);
+    if let Some(refused) = auto_cmd23_refused {
+        println!(
+            "{name}        Auto CMD23 refused by this host ({refused}): CMD23 sent by the driver instead"
+        );
+    }
     if sd_settings.settings.wants_registers(&name) {
         print_registers(
             &name,
@@ -319,6 +325,24 @@ fn attach_host(
     let mut device = ReportingSdCard { card: device, errors_reported: 0 };
     measure(&name, &mut device.card, machine.platform, deadline);
     storage.add(DeviceClass::Sd, Box::new(device));
+}
+
+/// Blocks the Auto CMD23 probe reads (SdCard::confirm_auto_cmd23).
+const AUTO_CMD23_PROBE_BLOCKS: usize = 8;
+/// How long each probe read may take.
+const AUTO_CMD23_PROBE_TIMEOUT_US: u64 = 2_000_000;
+
+/// Two reads with Auto CMD23 where the device would use it; how it failed when it did (the device
+/// then sends CMD23 itself).
+fn confirm_auto_cmd23(
+    device: &mut KernelSdCard,
+    platform: &'static KernelPlatform,
+) -> Option<drivers::sdhci::device::AutoCmd23Refused> {
+    if !device.uses_auto_cmd23() {
+        return None;
+    }
+    let probe = platform.allocate_dma(AUTO_CMD23_PROBE_BLOCKS * 512, 4096).ok()?;
+    device.confirm_auto_cmd23(probe, AUTO_CMD23_PROBE_TIMEOUT_US)
 }
 
 /// SET_POWER_STATE {device, on | wait} (docs/hardware.md §2.9 step 1).
@@ -505,7 +529,11 @@ fn describe_emmc(
 
 fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
     let card = device.card();
-    let ending = if device.uses_cmd23() { "CMD23" } else { "auto-CMD12" };
+    let ending = match (device.uses_auto_cmd23(), device.uses_cmd23()) {
+        (true, _) => "Auto CMD23 (ADMA2; sd.auto-cmd23=off for a CMD23 of the driver's own)",
+        (false, true) => "CMD23",
+        (false, false) => "auto-CMD12",
+    };
     let descriptors = device.descriptor_limit().map(|limit| alloc::format!(" with {}", limit.name()));
     let transfer = alloc::format!("{}{}", device.transfer_mode().name(), descriptors.unwrap_or_default());
     describe_card(name, card, &transfer, ending);
