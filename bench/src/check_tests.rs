@@ -65,6 +65,7 @@ fn run(
         buffer_area: buffers.area(),
         memory: memory.then_some(&buffers as &dyn BufferMemory),
         writes: None,
+        conditions: None,
     };
     let mut console = String::new();
     let results = {

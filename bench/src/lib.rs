@@ -8,7 +8,8 @@
 //! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
 //! let region = bench::plan::device_region(&config, &geometry, "sd0");   // what to sample first
 //! let environment = bench::runner::RunEnvironment { clock: &timer, cpu_counters: &pmu,
-//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None };
+//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None,
+//!     conditions: Some(&firmware_conditions) };
 //! let context = bench::results::ReportContext { board, timer_frequency_hz, extra: &[],
 //!     device_facts: &facts };
 //! let results = bench::runner::run_benchmark(&config, &mut devices, &environment, &context,
@@ -32,6 +33,8 @@
 //! - [`histogram`], [`stats`], [`wide`]: integer-only statistics (fio's 1856-bucket histogram,
 //!   exact mean and standard deviation); [`distributions`]: fio's latency and queue-depth bands
 //!   and the interval samples of IOPS and bandwidth.
+//! - [`conditions`]: the throttle flags, temperature, clocks and boot time the kernel reads
+//!   through a [`conditions::ConditionsSource`], `cooldown=` waits, the `conditions:` sentence.
 //! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs, medians and the
 //!   kernel's facts, as data.
 //! - [`report`], [`json`]: the console tables and the JSON writer, which read [`results`].
@@ -51,6 +54,9 @@ pub mod check;
 #[cfg(test)]
 mod check_tests;
 pub mod cmdline;
+pub mod conditions;
+#[cfg(test)]
+mod conditions_tests;
 pub mod console;
 pub mod cpu_cost;
 pub mod distributions;

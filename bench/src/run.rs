@@ -89,6 +89,9 @@ pub struct RunEnvironment<'a> {
     pub memory: Option<&'a dyn BufferMemory>,
     /// `None`: write and mixed jobs are refused (nothing can be written).
     pub writes: Option<WriteAccess<'a>>,
+    /// The machine's conditions (throttling, temperature, clocks, boot time, the LED's heartbeat);
+    /// `None`: not reported.
+    pub conditions: Option<&'a dyn crate::conditions::ConditionsSource>,
 }
 
 /// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
@@ -571,6 +574,8 @@ struct RunLoop<'r> {
     checker: Option<ReadChecker<'r>>,
     /// Why `check=` asked for checks this run cannot make.
     check_skipped: Option<(u32, &'static str)>,
+    /// Told at the progress line's pace, for the LED's heartbeat.
+    conditions: Option<&'r dyn crate::conditions::ConditionsSource>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -671,6 +676,7 @@ impl<'r> RunLoop<'r> {
             trace: None,
             checker,
             check_skipped,
+            conditions: environment.conditions,
         }
     }
 
@@ -1030,6 +1036,11 @@ impl<'r> RunLoop<'r> {
             if progress_due {
                 self.progress.update(self.converter.ns(now - self.times.start), self.completed);
                 self.next_progress = now + self.times.progress_interval_ticks;
+                // The heartbeat waits for nothing (a posted GPIO write at most) and is nobody's
+                // CPU cost, like the progress line.
+                if let Some(conditions) = self.conditions {
+                    conditions.in_window_heartbeat();
+                }
             }
             self.progress.pump(console);
             self.next_pump = now + self.times.pump_interval_ticks;
@@ -1337,6 +1348,8 @@ impl RunOutcome<'_> {
             scratch_region_id: None,
             data_path: None,
             check: None,
+            started_at_ticks: self.times.start,
+            conditions: None,
         }
     }
 }

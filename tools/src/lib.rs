@@ -8,3 +8,4 @@ pub mod qemu_faults;
 pub mod report;
 pub mod scratch;
 pub mod serial;
+pub mod stages;

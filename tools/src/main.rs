@@ -62,6 +62,17 @@ struct ScratchArgs {
     force: bool,
 }
 
+/// `--pi5-console`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Pi5ConsoleArg {
+    /// The 3-pin debug connector (UART10) only.
+    Debug,
+    /// The header pins GPIO 14/15 (RP1 UART0) too.
+    Header,
+    /// Both connectors (the same config.txt lines as header).
+    Both,
+}
+
 #[derive(Args)]
 struct ImageArgs {
     /// The image file to write.
@@ -95,6 +106,10 @@ struct ImageArgs {
     /// Have the firmware print its boot log on the UART too (uart_2ndstage=1).
     #[arg(long)]
     firmware_log: bool,
+    /// Pi 5 console: the 3-pin debug connector only, or also the header pins GPIO 14/15 (writes
+    /// `enable_rp1_uart=1` and `pciex4_reset=0` in [pi5]; docs/console.md).
+    #[arg(long, value_enum, default_value_t = Pi5ConsoleArg::Debug)]
+    pi5_console: Pi5ConsoleArg,
     /// Benchmark settings for cmdline.txt, as one string.
     #[arg(long, value_name = "SETTINGS")]
     cmdline: Option<String>,
@@ -268,6 +283,11 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
         size_bytes: args.size,
         firmware,
         firmware_boot_log: args.firmware_log,
+        pi5_console: match args.pi5_console {
+            Pi5ConsoleArg::Debug => tools::image::config::Pi5Console::Debug,
+            Pi5ConsoleArg::Header => tools::image::config::Pi5Console::Header,
+            Pi5ConsoleArg::Both => tools::image::config::Pi5Console::Both,
+        },
     };
     let spinner = ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
@@ -465,6 +485,7 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::FAILURE)
         }
         CaptureEnd::TimedOut => {
@@ -474,8 +495,19 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::from(TIMEOUT_EXIT_STATUS))
         }
+    }
+}
+
+/// For a capture that ended without results: the last `stage:` the log reached and what to check.
+fn explain_stage(log: &std::path::Path) {
+    let text =
+        std::fs::read(log).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
+    match tools::stages::explain(&text) {
+        Some(explanation) => eprintln!("barebench: {explanation}"),
+        None => eprintln!("barebench: the log has no `stage:` marker: the kernel did not get as far as its console (see docs/led.md for what the activity LED shows)"),
     }
 }
 

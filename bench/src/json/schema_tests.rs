@@ -143,6 +143,7 @@ fn scripted_run(output: OutputFormat) -> (Value, DeviceLog) {
         },
         memory: None,
         writes: None,
+        conditions: None,
     };
     let mut console = String::new();
     let mut devices: [&mut dyn BlockDevice; 1] = [&mut device];

@@ -14,7 +14,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 pub enum ExitStatus {
     /// Everything asked for ran.
     Success = 0,
-    /// The run finished, but some device failed or some check did not match.
+    /// The run finished, but some device failed, some check did not match, or (with
+    /// `throttle=fail`) the SoC was throttled or under-voltage during the benchmark.
     DeviceErrors = 2,
     /// A CPU exception was taken.
     Exception = 3,
@@ -71,26 +72,51 @@ pub fn finish(status: ExitStatus) -> ! {
     match method() {
         ExitMethod::Semihosting => {
             console::flush();
+            super::led::show_ending_once(status);
             semihosting_exit(status as u32)
         }
         ExitMethod::Psci => {
             crate::println!("barebench: finished with status {} ({:?}); powering off", status as u32, status);
             console::flush();
+            super::led::show_ending_once(status);
             psci_system_off()
         }
         ExitMethod::Idle => {
-            crate::println!("barebench: finished with status {} ({:?}); idling", status as u32, status);
+            crate::println!(
+                "barebench: finished with status {} ({:?}); idling (the activity LED repeats {})",
+                status as u32,
+                status,
+                ending_pattern(status)
+            );
             console::flush();
+            super::led::repeat_ending(status);
             idle()
         }
+    }
+}
+
+/// What the LED repeats at the end (docs/led.md).
+fn ending_pattern(status: ExitStatus) -> &'static str {
+    match status {
+        ExitStatus::Success => "5 short blinks: benchmark done",
+        _ => "the exit status as long blinks",
     }
 }
 
 /// The exception and panic paths: same choice, without the console lock.
 pub fn finish_after_fault(status: ExitStatus) -> ! {
     match method() {
-        ExitMethod::Semihosting => semihosting_exit(status as u32),
-        ExitMethod::Psci => psci_system_off(),
-        ExitMethod::Idle => idle(),
+        ExitMethod::Semihosting => {
+            super::led::show_ending_once(status);
+            semihosting_exit(status as u32)
+        }
+        ExitMethod::Psci => {
+            super::led::show_ending_once(status);
+            psci_system_off()
+        }
+        ExitMethod::Idle => {
+            super::led::repeat_ending(status);
+            idle()
+        }
     }
 }

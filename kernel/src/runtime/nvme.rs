@@ -211,6 +211,7 @@ fn attach_controller(
     storage: &mut Storage,
 ) {
     let label = format!("nvme {}", function.address);
+    super::stage(format_args!("nvme bring-up ({})", function.address));
     let Some(mut found) = open_controller(machine, function, topology, &label) else {
         return;
     };

@@ -39,6 +39,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings) -> Option<PciTopo
         .device_tree
         .and_then(|tree| tree.find_compatible(&["pci-host-ecam-generic"]).map(|node| (tree, node)));
     if let Some((tree, node)) = ecam {
+        super::stage(format_args!("pci enumeration ({})", node.name));
         return enumerate_ecam(&tree, &node);
     }
     let host = machine.info.profile.pcie?;

@@ -35,6 +35,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
     }
     let plan = pcie_host::plan(board, machine.info.device_tree.as_ref(), &options);
     describe(&plan);
+    super::stage(format_args!("{name} bring-up"));
     let probe = first_register(board);
     // SAFETY: the board table gives this register; its block is mapped as device memory and
     // reading it has no side effect.

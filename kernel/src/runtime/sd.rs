@@ -18,7 +18,7 @@ use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
 use blockdev::{BlockDevice, Clock, Completion, DataPath, DmaBuffer, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
-use drivers::mmio::{Mmio, RegisterIo};
+use drivers::mmio::Mmio;
 use drivers::platform::Platform;
 use drivers::sdhci::device::ReadError;
 use drivers::sdhci::options::SdOptions;
@@ -181,6 +181,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
         );
         return;
     }
+    super::stage(format_args!("sd bring-up (sdhci at {base:#x})"));
     let mut notes: heapless::String<192> = heapless::String::new();
     if let (Some(pins), Some(gpio)) = (quirks.pins, windows::gpio(machine.info.profile)) {
         pins.apply(&gpio);
@@ -341,15 +342,10 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
 impl BoardHook {
     fn set_line(&self, line: u32, high: bool) -> Result<(), SdError> {
         match self {
-            BoardHook::Pi4Expander { firmware, .. } => firmware
-                .property(tags::SET_GPIO_STATE, &[line, u32::from(high)], 2)
-                .map(|_| ())
+            BoardHook::Pi4Expander { firmware, .. } => drivers::mailbox::set_gpio_state(firmware, line, high)
                 .map_err(|_| SdError::BoardHook { what: "firmware SET_GPIO_STATE", code: line }),
             BoardHook::Pi5Aon { bank, .. } => {
-                let data = bank.read32(0x04);
-                bank.write32(0x04, if high { data | line } else { data & !line });
-                let direction = bank.read32(0x08);
-                bank.write32(0x08, direction & !line);
+                drivers::gpio::BrcmstbGpioBank::new(*bank).set_output(line, high);
                 Ok(())
             }
         }
@@ -570,6 +566,7 @@ impl<D: SdDevice> BlockDevice for ReportingSdCard<D> {
 /// divider fed by the VPU core clock (mailbox clock 4), the card brought up at 3.3 V.
 fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, storage: &mut Storage) {
     let base = block.base;
+    super::stage(format_args!("sd bring-up (sdhost at {base:#x})"));
     if let Some(gpio) = windows::gpio(machine.info.profile) {
         gpio.set_functions(SD_SLOT_PINS, drivers::gpio::PinFunction::Alt0);
     }

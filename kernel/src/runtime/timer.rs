@@ -116,3 +116,37 @@ impl embedded_hal::delay::DelayNs for KernelTimer {
         }
     }
 }
+
+/// The kernel's timer at its first instruction, before it knows the board: CNTPCT on every core
+/// with a generic timer; on the ARM1176, which has none, the system timer of the only SoC it
+/// comes in (BCM2835, whose table gives it at 0x2000_3000), read with the MMU off.
+pub fn ticks_at_entry(main_id: boot::cpu::MainId) -> u64 {
+    #[cfg(target_arch = "arm")]
+    if main_id.core_model() == Some(boot::cpu::CoreModel::Arm1176) {
+        if let Ok(block) = crate::board::RASPBERRY_PI_1.block(BlockKind::SystemTimer) {
+            // SAFETY: every ARM1176 board the kernel runs on is a BCM2835 with its system timer
+            // at this address (board table); reading its counter has no side effect.
+            return SystemTimer::new(unsafe { windows::open(block) }).ticks();
+        }
+    }
+    let _ = main_id;
+    registers::counter_ticks()
+}
+
+/// The firmware's part of the boot (docs/hardware.md §4.7): where the board has a system timer,
+/// its reading at the kernel's entry (worked back from now); on QEMU virt, CNTPCT at entry.
+pub fn firmware_part_ns(
+    info: &crate::discovery::BoardInfo,
+    timer: &KernelTimer,
+    entry_ticks: u64,
+) -> Option<u64> {
+    let since_entry_ns = timer.ticks_to_ns(timer.now_ticks().saturating_sub(entry_ticks));
+    match info.profile.block(BlockKind::SystemTimer) {
+        Ok(block) => {
+            // SAFETY: the board table gives this board's system timer, mapped as device memory.
+            let now_us = SystemTimer::new(unsafe { windows::open(block) }).ticks();
+            Some(crate::boot_time::system_timer_at_entry_ns(now_us, since_entry_ns))
+        }
+        Err(_) => Some(timer.ticks_to_ns(entry_ticks)),
+    }
+}

@@ -152,6 +152,7 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 }
 
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
+    super::stage(format_args!("usb bring-up ({})", site.label));
     // SAFETY: the site's registers come from an assigned PCI BAR or the board table, mapped as
     // device memory, with memory decoding and bus mastering on for a PCI function.
     let registers = unsafe { windows::open(site.registers) };

@@ -54,6 +54,9 @@ pub fn load_source(path: &Path) -> Source {
                 "no results in this log ({error}); the run ended or was cut before printing them. Last line: {:?}",
                 last_line(&text)
             ));
+            if let Some(explanation) = crate::stages::explain(&text) {
+                source.problems.push(explanation);
+            }
         }
         Err(error @ LogError::NoEndMarker { .. }) => {
             let partial = partial_report(&text);
@@ -168,6 +171,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us: p99,
                 latency_p99_9_us: p99_9,
                 errors: median.errors_total,
+                throttled_runs: median.throttled_runs,
             });
         }
         return;
@@ -204,6 +208,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us,
                 latency_p99_9_us,
                 errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
+                throttled_runs: job
+                    .barebench
+                    .as_ref()
+                    .and_then(|extra| extra.conditions.as_ref())
+                    .map(|conditions| u32::from(conditions.throttled_run)),
             });
         }
         if !any {
@@ -304,6 +313,22 @@ mod tests {
         assert_eq!(source.problems.len(), 1);
         assert!(source.problems[0].contains("no results"), "{:?}", source.problems);
         assert!(source.problems[0].contains("sd0: card init failed"));
+    }
+
+    #[test]
+    fn a_log_cut_after_a_stage_marker_names_the_stage_and_what_to_check() {
+        let (_dir, path) = write_temp(
+            "pi5.log",
+            "barebench 0.1.0\r\nstage: memory map\r\nstage: pcie1 bring-up\r\npcie1 link training\r\n",
+        );
+        let source = load_source(&path);
+        assert_eq!(source.problems.len(), 2, "{:?}", source.problems);
+        assert!(
+            source.problems[1].starts_with("the log ends in `stage: pcie1 bring-up`"),
+            "{:?}",
+            source.problems
+        );
+        assert!(source.problems[1].contains("pcie=off"));
     }
 
     #[test]

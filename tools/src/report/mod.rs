@@ -87,6 +87,9 @@ pub struct ResultRow {
     pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
+    /// Runs after which the firmware reported throttling or under-voltage (`None`: not
+    /// reported, as for Linux fio or logs from before barebench read the throttle flags).
+    pub throttled_runs: Option<u32>,
 }
 
 impl ResultRow {
@@ -222,6 +225,7 @@ pub(crate) mod tests {
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
             latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
+            throttled_runs: None,
         }
     }
 
