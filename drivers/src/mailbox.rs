@@ -267,7 +267,7 @@ pub fn set_clock_rate(
 }
 
 /// GET_CLOCK_RATE_MEASURED: the rate the firmware measures on `clock_id`, where GET_CLOCK_RATE
-/// answers the rate last requested (Raspberry Pi firmware issues 1521 and 1619; circle's
+/// answers the rate last requested (raspberrypi/firmware #1521 and #1619; circle's
 /// `machineinfo.cpp` asks for it). Not rounded: a measured rate is rarely a whole MHz.
 pub fn measured_clock_rate_hz(firmware: &impl PropertyTags, clock_id: u32) -> Result<u32, MailboxError> {
     clock_rate_hz(firmware, tags::GET_CLOCK_RATE_MEASURED, clock_id)

@@ -85,10 +85,7 @@ pub fn stage_key(step: &str) -> String {
 
 /// The text of the last `stage:` marker in a log.
 pub fn last_stage(log: &str) -> Option<&str> {
-    log.lines()
-        .flat_map(|line| line.split('\r'))
-        .filter_map(|line| line.trim().strip_prefix("stage: "))
-        .last()
+    log.lines().rev().flat_map(|line| line.rsplit('\r')).find_map(|line| line.trim().strip_prefix("stage: "))
 }
 
 /// For a log without results: the last step begun, what it does and what to check.
@@ -126,6 +123,25 @@ mod tests {
         assert!(explained.contains("`pcie=off`"), "{explained}");
         assert_eq!(explain("no markers here"), None);
         assert_eq!(explain("stage: something new\n").unwrap(), "the log ends in `stage: something new`");
+    }
+
+    #[test]
+    fn the_table_in_the_hardware_notes_is_this_one() {
+        let notes = include_str!("../../docs/hardware.md");
+        let section = notes.split("### 4.8 ").nth(1).expect("docs/hardware.md §4.8");
+        let rows: Vec<Vec<String>> = section
+            .lines()
+            .take_while(|line| !line.starts_with("## "))
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| line.trim_matches('|').split(" | ").map(|cell| cell.trim().to_string()).collect())
+            .collect();
+        let code: Vec<Vec<String>> = STAGES
+            .iter()
+            .map(|advice| {
+                vec![format!("`{}`", advice.stage), advice.step.to_string(), advice.check.to_string()]
+            })
+            .collect();
+        assert_eq!(rows, code);
     }
 
     #[test]

@@ -93,10 +93,10 @@ static NO_LED_REASON: SingleCoreCell<&'static str> = SingleCoreCell::new("not se
 
 /// Finds the board's LED and turns it off; with `enabled` false nothing is touched.
 pub fn init(info: &BoardInfo, firmware: Option<Firmware>, timer: KernelTimer, enabled: bool) {
-    let reason = match pick(info, firmware) {
-        _ if !enabled => "off (led=off, or under QEMU without led=on)",
-        Err(reason) => reason,
-        Ok((description, output)) => {
+    let reason = match (pick(info, firmware), enabled) {
+        (Err(reason), _) => reason,
+        (Ok(_), false) => "off (led=off, or under QEMU without led=on)",
+        (Ok((description, output)), true) => {
             let led = Led::new(output, description.active_low);
             let mut state =
                 KernelLed { led, description, timer, pattern_ns: 0, slowest_change_ns: 0, changes: 0 };
@@ -192,13 +192,15 @@ pub fn heartbeat_between_runs() {
     });
 }
 
-/// The pattern that ends a run with `status`: the benchmark-done stage for success, else the
-/// status as a count of long blinks.
-fn play_ending(led: &mut KernelLed, status: ExitStatus) {
+/// The pattern that ends a run with `status`: the benchmark-done stage for success (with a long
+/// dark pause when it repeats), else the status as a count of long blinks.
+fn play_ending(led: &mut KernelLed, status: ExitStatus, repeating: bool) {
     match status {
         ExitStatus::Success => {
             led.play(stage_steps(Stage::BenchmarkDone));
-            led.play(core::iter::once(Step { on: false, ms: ERROR_LEAD_MS }));
+            if repeating {
+                led.play(core::iter::once(Step { on: false, ms: ERROR_LEAD_MS }));
+            }
         }
         other => led.play(error_steps(other as u32)),
     }
@@ -208,7 +210,7 @@ fn play_ending(led: &mut KernelLed, status: ExitStatus) {
 pub fn show_ending_once(status: ExitStatus) {
     LED.with(|led| {
         if let Some(led) = led {
-            play_ending(led, status);
+            play_ending(led, status, false);
         }
     });
 }
@@ -219,7 +221,7 @@ pub fn repeat_ending(status: ExitStatus) {
     LED.with(|led| {
         if let Some(led) = led {
             loop {
-                play_ending(led, status);
+                play_ending(led, status, true);
             }
         }
     });
