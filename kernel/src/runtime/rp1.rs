@@ -6,8 +6,7 @@ use super::windows;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile};
 use crate::discovery::BoardInfo;
 use crate::println;
-use drivers::mmio::RegisterIo;
-use drivers::pci::brcmstb::resets::line_in_reset;
+use drivers::pci::brcmstb::resets::{link_access, LinkAccess};
 use drivers::pl011::Pl011;
 
 /// Whether RP1, behind pcie2, can be touched.
@@ -25,30 +24,27 @@ pub enum Rp1Access {
 }
 
 /// Checks, in this order and reading nothing else: the reset controller's status of pcie2's
-/// bridge line (a block of its own, always readable), then pcie2's MISC_PCIE_STATUS. The check the
-/// RP1 USB and console code make before their first RP1 access.
+/// bridge line (a block of its own, always readable), then pcie2's MISC_PCIE_STATUS
+/// (`drivers::pci::brcmstb::resets::link_access`). The check to make before any RP1 access.
 pub fn rp1_access(profile: &BoardProfile) -> Rp1Access {
     if profile.family != BoardFamily::RaspberryPi5 {
         return Rp1Access::NotHere;
     }
+    let (Ok(controller), Ok(pcie2)) =
+        (profile.block(BlockKind::BridgeResetController), profile.block(BlockKind::Rp1PcieBridge))
+    else {
+        return Rp1Access::NotHere;
+    };
     // SAFETY: the Pi 5's table gives its reset controller, mapped as device memory; only the
     // status register is read.
-    let Ok(controller) = (unsafe { windows::open_kind(profile, BlockKind::BridgeResetController) }) else {
-        return Rp1Access::NotHere;
-    };
-    if line_in_reset(&controller, board::PCIE2_BRIDGE_RESET_LINE) {
-        return Rp1Access::BridgeInReset;
+    let controller = unsafe { windows::open(controller) };
+    // SAFETY: pcie2's register block (board table); `link_access` opens it only once the reset
+    // controller says its bridge is out of reset, and reads only the status register.
+    match link_access(&controller, board::PCIE2_BRIDGE_RESET_LINE, || unsafe { windows::open(pcie2) }) {
+        LinkAccess::BridgeInReset => Rp1Access::BridgeInReset,
+        LinkAccess::LinkDown { status } => Rp1Access::LinkDown { status },
+        LinkAccess::LinkUp => Rp1Access::Reachable,
     }
-    // SAFETY: pcie2's register block (board table), its bridge out of reset (checked above);
-    // the status register has no read side effect.
-    let Ok(pcie2) = (unsafe { windows::open_kind(profile, BlockKind::Rp1PcieBridge) }) else {
-        return Rp1Access::NotHere;
-    };
-    let status = pcie2.read32(board::BRCMSTB_PCIE_STATUS_OFFSET);
-    if status & board::BRCMSTB_PCIE_LINK_UP_BITS != board::BRCMSTB_PCIE_LINK_UP_BITS {
-        return Rp1Access::LinkDown { status };
-    }
-    Rp1Access::Reachable
 }
 
 /// On a Pi 5 whose firmware left RP1 up with UART0 set up, sends the console to the header pins
