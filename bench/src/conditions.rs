@@ -1,4 +1,4 @@
-//! The conditions of a run as the machine reports them (docs/measurement.md "Conditions"): the
+//! The conditions of a run as the machine reports them (docs/measurement.md §16): the
 //! firmware's throttle flags and SoC temperature before the first job, after every run and at the
 //! end, the clocks that actually ran, how long the board took to boot, and `cooldown=` waits
 //! before each run. The kernel reads them (the VideoCore mailbox) through a [`ConditionsSource`];
@@ -191,9 +191,11 @@ pub struct BootTimes {
     pub firmware_counter: &'static str,
     /// The firmware's part: the counter's reading at the kernel's first instruction.
     pub firmware_ns: Option<u64>,
-    /// The kernel's timer at its first instruction and at the banner, in the run clock's ticks.
+    /// The kernel's timer at its first instruction and at the banner, in the run clock's ticks,
+    /// and its rate.
     pub entry_ticks: u64,
     pub banner_ticks: u64,
+    pub ticks_per_second: u64,
     /// Time spent showing LED stage patterns before the first job.
     pub led_ns: u64,
 }
@@ -452,6 +454,32 @@ pub(crate) fn print_summary(console: &mut dyn Console, results: &BenchmarkResult
         );
     }
     let _ = writeln!(console, "{}", Sentence { conditions, results });
+    if let Some(boot) = &conditions.boot {
+        let first_io = results.runs.iter().map(|run| run.started_at_ticks).min();
+        let _ = writeln!(console, "boot: {}", BootText { boot, first_io });
+    }
+}
+
+/// `firmware 2500.000 ms before the kernel; kernel 3.000 ms to the banner, 626.760 ms to the
+/// first measured I/O (LED patterns 0.000 ms)`.
+struct BootText<'a> {
+    boot: &'a BootTimes,
+    first_io: Option<u64>,
+}
+
+impl fmt::Display for BootText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (firmware_ns, to_banner_ns, to_first_io_ns) = boot_parts(self.boot, self.first_io);
+        match firmware_ns {
+            Some(ns) => write!(f, "firmware {} before the kernel; ", Milliseconds(ns))?,
+            None => f.write_str("firmware part unknown; ")?,
+        }
+        write!(f, "kernel {} to the banner", Milliseconds(to_banner_ns))?;
+        if let Some(ns) = to_first_io_ns {
+            write!(f, ", {} to the first measured I/O", Milliseconds(ns))?;
+        }
+        write!(f, " (LED patterns {})", Milliseconds(self.boot.led_ns))
+    }
 }
 
 /// The published method's closing sentence: `conditions: no throttling flags before or after the
@@ -505,12 +533,8 @@ impl fmt::Display for Milliseconds {
 }
 
 /// The boot's parts in ns: (firmware, entry to banner, entry to the first measured I/O).
-pub fn boot_parts(
-    boot: &BootTimes,
-    clock_hz: u64,
-    first_io_ticks: Option<u64>,
-) -> (Option<u64>, u64, Option<u64>) {
-    let ns = |ticks: u64| blockdev::ticks_to_ns(ticks, clock_hz.max(1));
+pub fn boot_parts(boot: &BootTimes, first_io_ticks: Option<u64>) -> (Option<u64>, u64, Option<u64>) {
+    let ns = |ticks: u64| blockdev::ticks_to_ns(ticks, boot.ticks_per_second.max(1));
     let to_banner = ns(boot.banner_ticks.saturating_sub(boot.entry_ticks));
     let to_first_io = first_io_ticks.map(|ticks| ns(ticks.saturating_sub(boot.entry_ticks)));
     (boot.firmware_ns, to_banner, to_first_io)
@@ -683,13 +707,11 @@ mod tests {
             firmware_ns: Some(2_000_000_000),
             entry_ticks: 1_000,
             banner_ticks: 4_000,
+            ticks_per_second: 1_000_000,
             led_ns: 0,
         };
         // 1 MHz ticks: 3 ms to the banner, 2 s to the first I/O.
-        assert_eq!(
-            boot_parts(&boot, 1_000_000, Some(2_001_000)),
-            (Some(2_000_000_000), 3_000_000, Some(2_000_000_000))
-        );
+        assert_eq!(boot_parts(&boot, Some(2_001_000)), (Some(2_000_000_000), 3_000_000, Some(2_000_000_000)));
         assert_eq!(Milliseconds(3_456_789).to_string(), "3.456 ms");
     }
 }

@@ -84,6 +84,7 @@ impl ConditionsSource for ScriptedMachine {
             firmware_ns: Some(2_500_000_000),
             entry_ticks: 0,
             banner_ticks: 3 * MS,
+            ticks_per_second: GHZ,
             led_ns: 0,
         })
     }
@@ -133,6 +134,10 @@ fn a_calm_machine_gives_the_published_sentence_and_every_reading() {
     assert_eq!(machine.reads.get(), 4);
     assert!(console.contains("conditions before the first job: no throttling flags; SoC 48.5 °C (the firmware throttles at 85.0 °C); clocks measured arm 1499.9 MHz (requested arm 1500.0 MHz)"), "{console}");
     assert!(console.contains("\nconditions: no throttling flags before or after the tests; SoC 48.5 °C at the end (max 48.5 °C during)\n"), "{console}");
+    assert!(
+        console.contains("\nboot: firmware 2500.000 ms before the kernel; kernel 3.000 ms to the banner, "),
+        "{console}"
+    );
     assert!(!results.throttled_during());
     // The heartbeat: at the progress line's pace inside the windows, and before each run.
     assert!(machine.heartbeats_in_window.get() >= 4, "{}", machine.heartbeats_in_window.get());

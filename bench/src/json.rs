@@ -166,7 +166,7 @@ pub fn write_fio_json(
         "region_samples",
     ];
     if let Some(conditions) = &results.conditions {
-        conditions::write_benchmark(&mut json, conditions, results, context.timer_frequency_hz)?;
+        conditions::write_benchmark(&mut json, conditions, results)?;
     }
     for (key, value) in context.extra {
         if !OWN_KEYS.contains(key) {

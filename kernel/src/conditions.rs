@@ -1,5 +1,5 @@
-//! The conditions of a run as the VideoCore firmware reports them (docs/measurement.md
-//! "Conditions"): `bench::conditions::ConditionsSource` over the mailbox's GET_THROTTLED,
+//! The conditions of a run as the VideoCore firmware reports them (docs/measurement.md §16):
+//! `bench::conditions::ConditionsSource` over the mailbox's GET_THROTTLED,
 //! GET_TEMPERATURE, GET_MAX_TEMPERATURE, GET_CLOCK_RATE and GET_CLOCK_RATE_MEASURED, with the
 //! kernel's `cooldown=`/`throttle=` settings, its boot times and the LED's heartbeat. Portable:
 //! the host tests run it against `drivers::firmware_model::FirmwareModel`.

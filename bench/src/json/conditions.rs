@@ -77,7 +77,6 @@ pub(super) fn write_benchmark(
     json: &mut JsonWriter<'_>,
     conditions: &BenchmarkConditions,
     results: &BenchmarkResults,
-    timer_frequency_hz: u64,
 ) -> fmt::Result {
     json.open(Some("conditions"), '{')?;
     match conditions.unavailable {
@@ -99,7 +98,7 @@ pub(super) fn write_benchmark(
     json.close('}')?;
     if let Some(boot) = &conditions.boot {
         let first_io = results.runs.iter().map(|run| run.started_at_ticks).min();
-        let (firmware_ns, to_banner_ns, to_first_io_ns) = boot_parts(boot, timer_frequency_hz, first_io);
+        let (firmware_ns, to_banner_ns, to_first_io_ns) = boot_parts(boot, first_io);
         json.open(Some("boot"), '{')?;
         json.string_field("firmware_counter", format_args!("{}", boot.firmware_counter))?;
         match firmware_ns {

@@ -82,12 +82,11 @@ pub fn finish(status: ExitStatus) -> ! {
             psci_system_off()
         }
         ExitMethod::Idle => {
-            crate::println!(
-                "barebench: finished with status {} ({:?}); idling (the activity LED repeats {})",
-                status as u32,
-                status,
-                ending_pattern(status)
-            );
+            crate::print!("barebench: finished with status {} ({:?}); idling", status as u32, status);
+            if super::led::is_driven() {
+                crate::print!(" (the activity LED repeats {})", ending_pattern(status));
+            }
+            crate::println!();
             console::flush();
             super::led::repeat_ending(status);
             idle()

@@ -167,6 +167,11 @@ pub fn describe() {
     }
 }
 
+/// Whether the kernel drives the LED.
+pub fn is_driven() -> bool {
+    LED.with(|led| led.is_some()).unwrap_or(false)
+}
+
 /// Time spent on LED patterns so far (part of the kernel's boot time).
 pub fn pattern_ns() -> u64 {
     LED.with(|led| led.as_ref().map_or(0, |led| led.pattern_ns)).unwrap_or(0)

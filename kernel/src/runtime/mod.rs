@@ -103,6 +103,7 @@ impl Machine {
             firmware_ns: self.boot.firmware_ns,
             entry_ticks: self.boot.entry_ticks,
             banner_ticks: self.boot.banner_ticks,
+            ticks_per_second: self.timer.ticks_per_second(),
             led_ns: led::pattern_ns(),
         }
     }

@@ -25,6 +25,8 @@ pub fn load_source(path: &Path) -> Source {
         board: None,
         rows: Vec::new(),
         problems: Vec::new(),
+        conditions: None,
+        boot: None,
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -68,6 +70,21 @@ pub fn load_source(path: &Path) -> Source {
         }
     }
     source
+}
+
+/// `firmware 2345.678 ms before the kernel; kernel 12.345 ms to the banner, 4567.890 ms to the
+/// first measured I/O` from the JSON's `boot` object (docs/fio-json.md §10).
+fn boot_text(boot: &serde_json::Value) -> String {
+    let ms = |key: &str| match boot.get(key).and_then(serde_json::Value::as_f64) {
+        Some(value) => format!("{value:.3} ms"),
+        None => "? ms".to_string(),
+    };
+    format!(
+        "firmware {} before the kernel; kernel {} to the banner, {} to the first measured I/O",
+        ms("firmware_ms"),
+        ms("kernel_to_banner_ms"),
+        ms("kernel_to_first_io_ms")
+    )
 }
 
 fn last_line(text: &str) -> String {
@@ -131,6 +148,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     if let Some(board) = report.barebench.as_ref().and_then(|info| info.board.clone()) {
         source.label = board.clone();
         source.board = Some(board);
+    }
+    if let Some(info) = &report.barebench {
+        let sentence = info.other.get("conditions").and_then(|conditions| conditions.get("sentence"));
+        source.conditions = sentence.and_then(serde_json::Value::as_str).map(str::to_string);
+        source.boot = info.other.get("boot").map(boot_text);
     }
     if !report.barebench_medians.is_empty() {
         for median in &report.barebench_medians {
@@ -313,6 +335,32 @@ mod tests {
         assert_eq!(source.problems.len(), 1);
         assert!(source.problems[0].contains("no results"), "{:?}", source.problems);
         assert!(source.problems[0].contains("sd0: card init failed"));
+    }
+
+    #[test]
+    fn the_conditions_sentence_and_the_boot_time_come_with_the_source() {
+        let log = format!(
+            "{}\n{{\"fio version\" : \"barebench-0.1.0\", \"jobs\" : [], \"barebench\" : {{\"version\" : \"0.1.0\", \
+             \"board\" : \"pi4\", \"conditions\" : {{\"sentence\" : \"conditions: no throttling flags before or after the tests\"}}, \
+             \"boot\" : {{\"firmware_ms\" : 2345.678, \"kernel_to_banner_ms\" : 12.5, \"kernel_to_first_io_ms\" : 4567.0}}}}}}\n{}\n",
+            JSON_BEGIN_MARKER, JSON_END_MARKER
+        );
+        let (_dir, path) = write_temp("pi4.log", &log);
+        let source = load_source(&path);
+        assert_eq!(
+            source.conditions.as_deref(),
+            Some("conditions: no throttling flags before or after the tests")
+        );
+        assert_eq!(
+            source.boot.as_deref(),
+            Some("firmware 2345.678 ms before the kernel; kernel 12.500 ms to the banner, 4567.000 ms to the first measured I/O")
+        );
+        let markdown = super::super::table::markdown(&super::super::Report { sources: vec![source] });
+        assert!(
+            markdown.contains("  - conditions: no throttling flags before or after the tests"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("  - boot: firmware 2345.678 ms before the kernel"), "{markdown}");
     }
 
     #[test]

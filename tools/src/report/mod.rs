@@ -163,6 +163,9 @@ pub struct Source {
     pub rows: Vec<ResultRow>,
     /// What is missing or odd in this input (no results, truncated log, bad JSON...).
     pub problems: Vec<String>,
+    /// barebench logs: the `conditions:` sentence (throttling and temperature) and the boot time.
+    pub conditions: Option<String>,
+    pub boot: Option<String>,
 }
 
 /// The whole report.
@@ -248,6 +251,8 @@ pub(crate) mod tests {
                     board: Some("pi5".to_string()),
                     rows: pi5,
                     problems: vec![],
+                    conditions: None,
+                    boot: None,
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -256,6 +261,8 @@ pub(crate) mod tests {
                     board: None,
                     rows: linux,
                     problems: vec!["one job had no p99".to_string()],
+                    conditions: None,
+                    boot: None,
                 },
             ],
         }

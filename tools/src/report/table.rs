@@ -41,7 +41,16 @@ pub fn markdown(report: &Report) -> String {
                 SourceKind::BarebenchLog => "barebench serial log",
                 SourceKind::LinuxFio => "fio JSON from Linux",
             };
-            format!("- **{}**: {kind} `{}`", source.label, source.path.display())
+            let mut line = format!("- **{}**: {kind} `{}`", source.label, source.path.display());
+            for (what, text) in [("conditions", &source.conditions), ("boot", &source.boot)] {
+                if let Some(text) = text {
+                    line.push_str(&format!(
+                        "\n  - {what}: {}",
+                        text.strip_prefix("conditions: ").unwrap_or(text)
+                    ));
+                }
+            }
+            line
         })
         .collect();
     text.push_str(&sources.join("\n"));
