@@ -150,21 +150,9 @@ impl fmt::Display for ConditionsReading {
         }
         if !self.clocks.is_empty() {
             f.write_str("; clocks measured")?;
-            for (index, clock) in self.clocks.iter().enumerate() {
-                let separator = if index == 0 { " " } else { ", " };
-                match clock.measured_hz {
-                    Some(hz) => write!(f, "{separator}{} {}", clock.name, Mhz(hz))?,
-                    None => write!(f, "{separator}{} ?", clock.name)?,
-                }
-            }
+            write_rates(f, &self.clocks, |clock| clock.measured_hz)?;
             f.write_str(" (requested")?;
-            for (index, clock) in self.clocks.iter().enumerate() {
-                let separator = if index == 0 { " " } else { ", " };
-                match clock.requested_hz {
-                    Some(hz) => write!(f, "{separator}{} {}", clock.name, Mhz(hz))?,
-                    None => write!(f, "{separator}{} ?", clock.name)?,
-                }
-            }
+            write_rates(f, &self.clocks, |clock| clock.requested_hz)?;
             f.write_str(")")?;
         }
         if !self.not_answered.is_empty() {
@@ -172,6 +160,22 @@ impl fmt::Display for ConditionsReading {
         }
         Ok(())
     }
+}
+
+/// ` arm 1500.0 MHz, core ?`: one rate of each clock, `?` where the firmware gave none.
+fn write_rates(
+    f: &mut fmt::Formatter<'_>,
+    clocks: &[ClockSample],
+    rate: impl Fn(&ClockSample) -> Option<u32>,
+) -> fmt::Result {
+    for (index, clock) in clocks.iter().enumerate() {
+        let separator = if index == 0 { " " } else { ", " };
+        match rate(clock) {
+            Some(hz) => write!(f, "{separator}{} {}", clock.name, Mhz(hz))?,
+            None => write!(f, "{separator}{} ?", clock.name)?,
+        }
+    }
+    Ok(())
 }
 
 /// `cooldown=` and `throttle=`, as the kernel read them.
