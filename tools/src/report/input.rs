@@ -9,7 +9,7 @@ use std::path::Path;
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioDirection, FioReport, LogError};
 use bench::{JSON_BEGIN_MARKER, JSON_END_MARKER};
 
-use super::{format_block, ResultRow, Source, SourceKind, BYTES_PER_MIB};
+use super::{format_block, ConsoleFacts, ResultRow, Source, SourceKind, BYTES_PER_MIB};
 
 /// Nanoseconds per microsecond.
 const NS_PER_US: f64 = 1000.0;
@@ -25,6 +25,7 @@ pub fn load_source(path: &Path) -> Source {
         board: None,
         rows: Vec::new(),
         problems: Vec::new(),
+        console: ConsoleFacts::default(),
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -44,6 +45,7 @@ pub fn load_source(path: &Path) -> Source {
             return source;
         }
     }
+    source.console = console_facts(&text);
     match extract_json_from_log(&text) {
         Ok(json) => match parse_fio_json(&json) {
             Ok(report) => fill_from_report(&mut source, &report),
@@ -65,6 +67,60 @@ pub fn load_source(path: &Path) -> Source {
         }
     }
     source
+}
+
+/// The board, the device identities and the skipped jobs, from the console lines the kernel
+/// prints (kernel/src/runtime: the banner's `board      MODEL (revision 0xNNNNNN)`, `sdN
+/// card MID ...`, `nvme         model "..." serial "..."` before its namespaces `nvmeN`, `usbN
+/// port N: ...`; bench's `job JOB skipped on DEVICE: REASON`). The last boot of the log counts.
+pub fn console_facts(text: &str) -> ConsoleFacts {
+    let boot_start = text
+        .rfind("bare-metal storage benchmark")
+        .map_or(0, |index| text[..index].rfind('\n').map_or(0, |start| start + 1));
+    let mut facts = ConsoleFacts::default();
+    let mut nvme_controller: Option<String> = None;
+    fn add_identity(facts: &mut ConsoleFacts, device: &str, identity: String) {
+        if facts.identity(device).is_none() {
+            facts.device_identities.push((device.to_string(), identity));
+        }
+    }
+    for line in text[boot_start..].lines() {
+        let line = line.rsplit('\r').find(|part| !part.trim().is_empty()).unwrap_or("").trim_end();
+        let Some((word, rest)) = line.split_once(' ') else { continue };
+        let rest = rest.trim_start();
+        match word {
+            "board" if facts.board_model.is_none() => facts.board_model = Some(rest.to_string()),
+            "nvme" => {
+                if let Some(model) = rest.strip_prefix("model ") {
+                    nvme_controller = Some(model.to_string());
+                }
+            }
+            "job" => {
+                if let Some((job, after)) = rest.split_once(" skipped on ") {
+                    if let Some((device, reason)) = after.split_once(": ") {
+                        facts.skipped_jobs.push((job.to_string(), device.to_string(), reason.to_string()));
+                    }
+                }
+            }
+            device if device.starts_with("sd") && device[2..].parse::<u32>().is_ok() => {
+                if let Some(cid) = rest.strip_prefix("card ") {
+                    add_identity(&mut facts, device, format!("card {cid}"));
+                }
+            }
+            device if device.starts_with("nvme") && device[4..].parse::<u32>().is_ok() => {
+                if let Some(controller) = &nvme_controller {
+                    add_identity(&mut facts, device, format!("model {controller}"));
+                }
+            }
+            device if device.starts_with("usb") && device[3..].parse::<u32>().is_ok() => {
+                if rest.starts_with("port ") {
+                    add_identity(&mut facts, device, rest.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    facts
 }
 
 fn last_line(text: &str) -> String {

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chart;
+pub mod family;
 pub mod fio_layout;
 pub mod input;
 pub mod table;
@@ -40,8 +41,11 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         Ok::<PathBuf, ReportError>(path)
     };
     fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
-    let charts = chart::charts(report);
+    let family = family::layout(report);
+    let mut charts = chart::charts(report);
+    charts.extend(family::charts(&family));
     let mut markdown = table::markdown(report);
+    markdown.push_str(&family::markdown(&family));
     if !charts.is_empty() {
         markdown.push_str("\n## Charts\n\n");
         for chart in &charts {
@@ -53,11 +57,22 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         write("report.csv", table::csv(report))?,
         write("report.json", table::json(report))?,
     ];
+    if !family.series.is_empty() {
+        written.push(write("family.csv", family::csv(&family))?);
+    }
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
     written.extend(fio_layout::write_fio_layout(report, dir)?);
     Ok(written)
+}
+
+/// The report's Markdown without the chart links: the table of every row, then the
+/// across-the-family tables when a log ran `preset=matrix` (what `barebench report` prints).
+pub fn markdown(report: &Report) -> String {
+    let mut text = table::markdown(report);
+    text.push_str(&family::markdown(&family::layout(report)));
+    text
 }
 
 /// Bytes in a MiB (the unit of the published Pi benchmark tables, docs/ecosystem.md §4.2).
@@ -160,6 +175,28 @@ pub struct Source {
     pub rows: Vec<ResultRow>,
     /// What is missing or odd in this input (no results, truncated log, bad JSON...).
     pub problems: Vec<String>,
+    /// What the console said besides the results (empty for fio JSON).
+    pub console: ConsoleFacts,
+}
+
+/// Facts a barebench log states on its console: the board as the banner names it, each
+/// device's identity, and the jobs skipped on a device with the reason.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ConsoleFacts {
+    /// The banner's `board` line: model and revision, e.g. `Raspberry Pi 4 Model B (revision 0xc03114)`.
+    pub board_model: Option<String>,
+    /// (device, identity): an SD card's CID, an NVMe controller's model and serial, a USB
+    /// drive's strings.
+    pub device_identities: Vec<(String, String)>,
+    /// (job as asked, device, reason) for each `job JOB skipped on DEVICE: REASON` line.
+    pub skipped_jobs: Vec<(String, String, String)>,
+}
+
+impl ConsoleFacts {
+    /// The identity of `device`, when the console gave one.
+    pub fn identity(&self, device: &str) -> Option<&str> {
+        self.device_identities.iter().find(|(name, _)| name == device).map(|(_, identity)| identity.as_str())
+    }
 }
 
 /// The whole report.
@@ -244,6 +281,7 @@ pub(crate) mod tests {
                     board: Some("pi5".to_string()),
                     rows: pi5,
                     problems: vec![],
+                    console: ConsoleFacts::default(),
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -252,6 +290,7 @@ pub(crate) mod tests {
                     board: None,
                     rows: linux,
                     problems: vec!["one job had no p99".to_string()],
+                    console: ConsoleFacts::default(),
                 },
             ],
         }
