@@ -1,9 +1,13 @@
 //! barebench host library: SD card image, QEMU runs, serial capture, reports (docs/architecture.md "Layout").
 
+pub mod console_listen;
 pub mod disk;
+pub mod farm;
 pub mod image;
 pub mod pattern;
+pub mod process_group;
 pub mod qemu;
+pub mod qemu_boot_card;
 pub mod qemu_faults;
 pub mod report;
 pub mod scratch;

@@ -155,6 +155,87 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     Ok(ImageReport { layout, firmware_origin: firmware.origin, warnings })
 }
 
+/// A benchmark card: the boot image of [`create_image`], then optionally a pattern partition
+/// (`check=` verifies reads against it) and a marked scratch partition (write jobs may use it).
+/// What `barebench image` writes and `barebench farm` writes to every place's card.
+#[derive(Debug, Clone)]
+pub struct CardRequest {
+    pub image: ImageRequest,
+    pub pattern_bytes: Option<u64>,
+    pub scratch_bytes: Option<u64>,
+}
+
+/// A partition added after the boot partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddedPartition {
+    /// 1-based MBR entry.
+    pub number: u32,
+    pub offset_bytes: u64,
+    pub length_bytes: u64,
+    /// The card's size once the partition was added (the next power of two).
+    pub image_bytes_after: u64,
+}
+
+/// What [`build_card`] made.
+#[derive(Debug, Clone)]
+pub struct BuiltCard {
+    pub boot: ImageReport,
+    pub pattern: Option<AddedPartition>,
+    /// The scratch partition and its region id.
+    pub scratch: Option<(AddedPartition, u64)>,
+    /// The card's final size.
+    pub image_bytes: u64,
+}
+
+/// Errors building a card.
+#[derive(Debug, thiserror::Error)]
+pub enum CardBuildError {
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("adding the pattern partition to {path}: {source}")]
+    Pattern { path: PathBuf, source: io::Error },
+    #[error("reading /dev/urandom for the scratch region id: {source}")]
+    RegionId { source: io::Error },
+    #[error(transparent)]
+    Scratch(#[from] crate::scratch::ScratchError),
+}
+
+/// Builds the card image of `request`; `status` receives progress lines.
+pub fn build_card(request: &CardRequest, status: &mut dyn FnMut(&str)) -> Result<BuiltCard, CardBuildError> {
+    let boot = create_image(&request.image, status)?;
+    let output = &request.image.output;
+    let mut image_bytes = boot.layout.image_bytes;
+    let mut pattern = None;
+    if let Some(pattern_bytes) = request.pattern_bytes {
+        let (number, length_bytes, total_bytes) =
+            crate::pattern::append_pattern_partition(output, pattern_bytes)
+                .map_err(|source| CardBuildError::Pattern { path: output.clone(), source })?;
+        pattern = Some(AddedPartition {
+            number,
+            offset_bytes: image_bytes,
+            length_bytes,
+            image_bytes_after: total_bytes,
+        });
+        image_bytes = total_bytes;
+    }
+    let mut scratch = None;
+    if let Some(scratch_bytes) = request.scratch_bytes {
+        let region_id =
+            crate::scratch::random_region_id().map_err(|source| CardBuildError::RegionId { source })?;
+        let (number, length_bytes, total_bytes) =
+            crate::scratch::append_scratch_partition(output, scratch_bytes, region_id)?;
+        let added = AddedPartition {
+            number,
+            offset_bytes: image_bytes,
+            length_bytes,
+            image_bytes_after: total_bytes,
+        };
+        scratch = Some((added, region_id));
+        image_bytes = total_bytes;
+    }
+    Ok(BuiltCard { boot, pattern, scratch, image_bytes })
+}
+
 /// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernels and settings, so
 /// the same inputs give the same image bytes.
 fn disk_signature(kernels: &[&[u8]], cmdline: &str) -> u32 {
