@@ -36,8 +36,10 @@ CONSOLE_OPEN_RETRY_S = 0.1
 # One console read waits this long for up to this many bytes.
 CONSOLE_READ_WAIT_S = 0.2
 CONSOLE_READ_BYTES = 4096
-# The per-place setting an environment file may give a target (`options:`), added to the farm's.
+# Per-place target options an environment file may give (`options:`): settings added to the
+# farm's, and the place's own console timeout in seconds (a Pi 1 takes longer than a Pi 5).
 SETTINGS_OPTION = "barebench_settings"
+TIMEOUT_OPTION = "barebench_timeout"
 
 EXIT_STEP_FAILED = 2
 EXIT_CONSOLE_CLOSED = 3
@@ -82,12 +84,15 @@ def describe(args):
 
     config = Config(args.env)
     places = []
-    for target_name in config.get_targets():
+    for target_name, target in config.get_targets().items():
+        options = (target or {}).get("options") or {}
+        timeout = options.get(TIMEOUT_OPTION)
         places.append(
             {
                 "target": target_name,
                 "place": place_of(config, target_name),
-                "settings": str(config.get_target_option(target_name, SETTINGS_OPTION, "")),
+                "settings": str(options.get(SETTINGS_OPTION, "")),
+                "timeout": None if timeout is None else int(timeout),
             }
         )
     json.dump(places, sys.stdout)

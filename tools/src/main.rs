@@ -121,6 +121,10 @@ struct CardArgs {
     /// boot/) instead of Debian's packages.
     #[arg(long, value_name = "DIR")]
     firmware: Option<PathBuf>,
+    /// Put no firmware on the card: for QEMU's raspi machines (`barebench qemu --boot-card`,
+    /// a QEMU farm), which boot the kernel without it; no Pi starts from such a card.
+    #[arg(long, conflicts_with = "firmware")]
+    no_firmware: bool,
     /// Cache for the Debian downloads [default: $XDG_CACHE_HOME/barebench or ~/.cache/barebench].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -152,6 +156,7 @@ impl CardArgs {
     fn request(&self, output: &Path, settings: Vec<String>) -> CardRequest {
         let firmware = match &self.firmware {
             Some(dir) => FirmwareSource::Directory(dir.clone()),
+            None if self.no_firmware => FirmwareSource::NoFirmware,
             None => {
                 let mut fetch =
                     DebianFetch::new(self.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir));

@@ -43,6 +43,9 @@ pub struct EnvPlace {
     pub place: String,
     /// The target's `barebench_settings` option: settings for this place only.
     pub settings: String,
+    /// The target's `barebench_timeout` option: this place's console timeout in seconds.
+    #[serde(default)]
+    pub timeout: Option<u64>,
 }
 
 /// The programs a farm run uses.

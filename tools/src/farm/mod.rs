@@ -390,7 +390,8 @@ fn drive(
     };
     let mut errors = Vec::new();
     if wait_for_console(options, &events, line, outcome, &mut errors) {
-        read_console(options, console, line, outcome);
+        let timeout = place.timeout.map_or(options.console_timeout, Duration::from_secs);
+        read_console(timeout, console, line, outcome);
     }
     stop_driver(tools, &options.env, place, child, stdin, outcome);
     errors.extend(events.try_iter().filter_map(|event| match event {
@@ -444,12 +445,7 @@ fn wait_for_console(
 }
 
 /// Saves the console until the results end, it closes or the time runs out.
-fn read_console(
-    options: &FarmOptions,
-    console: Receiver<Vec<u8>>,
-    line: &PlaceLine,
-    outcome: &mut PlaceOutcome,
-) {
+fn read_console(timeout: Duration, console: Receiver<Vec<u8>>, line: &PlaceLine, outcome: &mut PlaceOutcome) {
     let mut log = match serial::create_log(&outcome.log) {
         Ok(file) => file,
         Err(error) => {
@@ -461,7 +457,7 @@ fn read_console(
     let shown = line.clone();
     let mut tracker = StageTracker::new(progress.clone(), Box::new(move |stage| shown.show(stage)));
     let mut source = PipeSource { chunks: console, leftover: Vec::new() };
-    let end = serial::capture(&mut source, &mut tracker, &mut log, Some(options.console_timeout));
+    let end = serial::capture(&mut source, &mut tracker, &mut log, Some(timeout));
     let progress = progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
     outcome.stage = progress.stage();
     outcome.board = progress.board.clone();
@@ -477,7 +473,7 @@ fn read_console(
                 outcome.status = PlaceStatus::TimedOut;
                 outcome.detail = format!(
                     "no end of the results within {} s of power-on ({} console bytes){last_line}",
-                    options.console_timeout.as_secs(),
+                    timeout.as_secs(),
                     capture.bytes_captured
                 );
             }
@@ -561,7 +557,12 @@ mod tests {
     use super::*;
 
     fn place(name: &str, settings: &str) -> EnvPlace {
-        EnvPlace { target: name.to_string(), place: name.to_string(), settings: settings.to_string() }
+        EnvPlace {
+            target: name.to_string(),
+            place: name.to_string(),
+            settings: settings.to_string(),
+            timeout: None,
+        }
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub enum FirmwareSource {
     Debian(firmware::DebianFetch),
     /// A directory like the firmware repository's `boot/`.
     Directory(PathBuf),
+    /// No firmware at all: a card for QEMU's raspi machines, which boot the kernel without the
+    /// GPU firmware (`barebench qemu --boot-card`); no Pi starts from it.
+    NoFirmware,
 }
 
 /// Everything `barebench image` needs.
@@ -138,6 +141,7 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     let firmware = match &request.firmware {
         FirmwareSource::Debian(fetch) => fetch.fetch(status)?,
         FirmwareSource::Directory(dir) => firmware::from_directory(dir)?,
+        FirmwareSource::NoFirmware => firmware::none(),
     };
     warnings.extend(firmware.warnings.iter().cloned());
     let kernels = Kernels { aarch64: &kernel, aarch32: &kernel32 };
@@ -309,6 +313,43 @@ mod tests {
         assert!(config.contains("[pi1]\n# Pi 1 A/B/A+/B+, CM1\nkernel=kernel.img\narm_64bit=0"), "{config}");
         assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
         assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
+    }
+
+    #[test]
+    fn a_card_without_firmware_holds_the_kernels_and_settings_only() {
+        let work = tempfile::tempdir().unwrap();
+        let kernel = work.path().join("kernel8.img");
+        fs::write(&kernel, b"kernel").unwrap();
+        let kernel32 = work.path().join("kernel.img");
+        fs::write(&kernel32, b"kernel32").unwrap();
+        let output = work.path().join("card.img");
+        let request = ImageRequest {
+            output: output.clone(),
+            kernel,
+            kernel32,
+            settings: vec!["preset=matrix".to_string()],
+            size_bytes: Some(64 << 20),
+            firmware: FirmwareSource::NoFirmware,
+            firmware_boot_log: false,
+        };
+        let card = build_card(
+            &CardRequest { image: request, pattern_bytes: None, scratch_bytes: Some(16 << 20) },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            card.boot.warnings,
+            ["no firmware on this card: only QEMU boots it (barebench qemu --boot-card)"]
+        );
+        let read = |name: &str| fat::read_file_from_image(&output, name);
+        assert_eq!(read("cmdline.txt").unwrap(), b"preset=matrix\n");
+        assert_eq!(read("kernel7.img").unwrap(), b"kernel32");
+        assert!(read("start.elf").is_err() && read("bootcode.bin").is_err());
+        assert!(String::from_utf8(read("LICENCE.broadcom").unwrap())
+            .unwrap()
+            .contains("no Raspberry Pi firmware"));
+        let (scratch, _) = card.scratch.unwrap();
+        assert_eq!((scratch.number, scratch.offset_bytes, card.image_bytes), (2, 64 << 20, 128 << 20));
     }
 
     #[test]
