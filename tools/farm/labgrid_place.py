@@ -116,16 +116,19 @@ def try_activate(target, console):
         return False
 
 
+def told_to_stop():
+    """Whether `barebench farm` closed our standard input: the place is done (or interrupted)."""
+    ready, _, _ = select.select([sys.stdin], [], [], 0)
+    return bool(ready) and not os.read(sys.stdin.fileno(), 4096)
+
+
 def stream_console(console, out):
     """Copies the console to `out` until standard input closes (0) or the console does (3)."""
     from pexpect import TIMEOUT
 
-    stdin_open = True
     while True:
-        if stdin_open:
-            ready, _, _ = select.select([sys.stdin], [], [], 0)
-            if ready and not os.read(sys.stdin.fileno(), 4096):
-                return 0
+        if told_to_stop():
+            return 0
         try:
             data = console.read(size=CONSOLE_READ_BYTES, max_size=65536, timeout=CONSOLE_READ_WAIT_S)
         except TIMEOUT:
@@ -163,6 +166,9 @@ def run(args):
         if mux is not None:
             stage("switching the card to the board")
             mux.set_mode("dut")
+        if told_to_stop():
+            stage("stopped before power-on")
+            return 0
         console_open = try_activate(target, console)
         stage("powering on")
         power.on()

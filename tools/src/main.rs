@@ -652,6 +652,7 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
 
 fn run_farm(args: &FarmArgs) -> Result<ExitCode> {
     use tools::farm::{self, PlaceStatus};
+    tools::signals::catch_interrupts().context("catching Ctrl-C")?;
     let tools = farm::labgrid::LabgridTools::find(
         args.labgrid_venv.as_deref(),
         &args.output,

@@ -978,6 +978,27 @@ mod tests {
     }
 
     #[test]
+    fn a_boot_card_is_the_card_slot_s_disk_used_as_it_is_and_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let card = dir.path().join("card.img");
+        fs::write(&card, vec![0u8; 1 << 20]).unwrap();
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        run.boot_card = Some(card.clone());
+        let disks = run.plan_disks().unwrap();
+        assert_eq!(disks.len(), 1);
+        assert!(disks[0].use_as_is && disks[0].role == DiskRole::Emmc2 && disks[0].image_path == card);
+        let args = args_text(&run);
+        let drive = format!("if=none,id=e2,file={},format=raw,snapshot=off", card.display());
+        assert!(follows(&args, "-drive", &drive), "{args:?}");
+        let mut raspi3 = QemuRun::new(Machine::Raspi3b);
+        raspi3.boot_card = Some(card.clone());
+        let drive = format!("if=sd,file={},format=raw,snapshot=off", card.display());
+        assert!(follows(&args_text(&raspi3), "-drive", &drive));
+        raspi3.sd = Some("64M".parse().unwrap());
+        assert!(matches!(raspi3.plan_disks(), Err(QemuError::SlotTaken { slot: "sd" })));
+    }
+
+    #[test]
     fn emmc2_uses_the_generic_sdhci_bus() {
         let mut run = QemuRun::new(Machine::Raspi4b);
         run.emmc2 = Some("64M:zeros".parse().unwrap());

@@ -36,6 +36,8 @@ const DRIVER_STOP_WAIT: Duration = Duration::from_secs(60);
 /// After SIGTERM, how long before SIGKILL.
 const DRIVER_KILL_WAIT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(100);
+/// What an interrupted place says.
+const INTERRUPTED_DETAIL: &str = "interrupted (Ctrl-C or SIGTERM): stopped, powered off and unlocked";
 
 /// Errors that stop the whole farm run (a place's own failures never do).
 #[derive(Debug, thiserror::Error)]
@@ -271,6 +273,10 @@ fn run_place(
         outcome.detail = error;
         return finished(outcome, started, line);
     }
+    if crate::signals::interrupted() {
+        outcome.detail = INTERRUPTED_DETAIL.to_string();
+        return finished(outcome, started, line);
+    }
     outcome.stage = "locking the place".to_string();
     line.show(&outcome.stage);
     match tools.client(&place.place, "lock") {
@@ -343,6 +349,9 @@ struct PipeSource {
 
 impl SerialSource for PipeSource {
     fn read_chunk(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if crate::signals::interrupted() {
+            return Err(io::Error::other(INTERRUPTED_DETAIL));
+        }
         if self.leftover.is_empty() {
             match self.chunks.recv_timeout(POLL) {
                 Ok(chunk) => self.leftover = chunk,
@@ -432,6 +441,10 @@ fn wait_for_console(
                 return false;
             }
             Err(RecvTimeoutError::Timeout) => {
+                if crate::signals::interrupted() {
+                    outcome.detail = INTERRUPTED_DETAIL.to_string();
+                    return false;
+                }
                 if Instant::now() >= deadline {
                     outcome.detail = format!(
                         "still at this stage after {} s (--prepare-timeout)",
@@ -477,6 +490,9 @@ fn read_console(timeout: Duration, console: Receiver<Vec<u8>>, line: &PlaceLine,
                     capture.bytes_captured
                 );
             }
+            CaptureEnd::Disconnected { .. } if crate::signals::interrupted() => {
+                outcome.detail = INTERRUPTED_DETAIL.to_string();
+            }
             CaptureEnd::Disconnected { reason } => {
                 outcome.status = PlaceStatus::ConsoleClosed;
                 outcome.detail = format!(
@@ -503,9 +519,9 @@ fn stop_driver(
     if wait_child(&mut child, DRIVER_STOP_WAIT) {
         return;
     }
-    let _ = crate::process_group::signal_group(child.id(), libc::SIGTERM);
+    let _ = crate::signals::signal_group(child.id(), libc::SIGTERM);
     if !wait_child(&mut child, DRIVER_KILL_WAIT) {
-        let _ = crate::process_group::signal_group(child.id(), libc::SIGKILL);
+        let _ = crate::signals::signal_group(child.id(), libc::SIGKILL);
         let _ = child.wait();
     }
     append_detail(&mut outcome.detail, "the place driver had to be stopped by signal");

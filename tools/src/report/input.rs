@@ -102,25 +102,28 @@ pub fn console_facts(text: &str) -> ConsoleFacts {
                     }
                 }
             }
-            device if device.starts_with("sd") && device[2..].parse::<u32>().is_ok() => {
+            device if numbered(device, "sd") => {
                 if let Some(cid) = rest.strip_prefix("card ") {
                     add_identity(&mut facts, device, format!("card {cid}"));
                 }
             }
-            device if device.starts_with("nvme") && device[4..].parse::<u32>().is_ok() => {
+            device if numbered(device, "nvme") => {
                 if let Some(controller) = &nvme_controller {
                     add_identity(&mut facts, device, format!("model {controller}"));
                 }
             }
-            device if device.starts_with("usb") && device[3..].parse::<u32>().is_ok() => {
-                if rest.starts_with("port ") {
-                    add_identity(&mut facts, device, rest.to_string());
-                }
+            device if numbered(device, "usb") && rest.starts_with("port ") => {
+                add_identity(&mut facts, device, rest.to_string());
             }
             _ => {}
         }
     }
     facts
+}
+
+/// Whether `word` is a device name `PREFIX<number>` (`sd0`, `nvme1`), not `sd0:` or `sdhci`.
+fn numbered(word: &str, prefix: &str) -> bool {
+    word.strip_prefix(prefix).is_some_and(|number| number.parse::<u32>().is_ok())
 }
 
 fn last_line(text: &str) -> String {
@@ -371,6 +374,44 @@ mod tests {
         let devices: Vec<&str> = source.rows.iter().map(|row| row.device.as_str()).collect();
         assert!(!devices.is_empty() && devices.iter().all(|device| *device == "sd0"), "{devices:?}");
         assert!(source.problems.iter().any(|problem| problem.contains("truncated")), "{:?}", source.problems);
+    }
+
+    #[test]
+    fn the_console_names_the_board_each_device_and_the_skipped_jobs_of_the_last_boot() {
+        let console = "barebench 0.1.0: bare-metal storage benchmark\r\nboard      Raspberry Pi 2 Model B (revision 0xa21041)\r\n\
+             sd0        card MID 0x27 OEM \"PH\" product \"SD16G\"\r\n\
+             \r\nbarebench 0.1.0: bare-metal storage benchmark\r\nboard      QEMU virt (device tree model \"linux,dummy-virt\")\r\n\
+             sd0        card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02\r\n\
+             sd0        capacity 67108864 bytes\r\nsd0: 1 MiB read in 302827 µs\r\n\
+             nvme         model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"\r\n\
+             nvme0      namespace 1: 67108864 bytes\r\n\
+             usb0       port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"\r\n\
+             usb0       SCSI \"QEMU\" \"QEMU HARDDISK\"\r\n\
+             job write:4k:64 skipped on sd0: write= does not name it (write and mixed jobs need write=DEV)\r\n";
+        let facts = console_facts(console);
+        assert_eq!(facts.board_model.as_deref(), Some("QEMU virt (device tree model \"linux,dummy-virt\")"));
+        assert_eq!(
+            facts.identity("sd0"),
+            Some("card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02")
+        );
+        assert_eq!(
+            facts.identity("nvme0"),
+            Some("model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"")
+        );
+        assert_eq!(
+            facts.identity("usb0"),
+            Some("port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"")
+        );
+        assert_eq!(
+            facts.skipped_jobs,
+            [(
+                "write:4k:64".to_string(),
+                "sd0".to_string(),
+                "write= does not name it (write and mixed jobs need write=DEV)".to_string()
+            )]
+        );
+        let (_dir, path) = write_temp("virt.log", console);
+        assert_eq!(load_source(&path).console, facts);
     }
 
     #[test]

@@ -1,7 +1,41 @@
-//! Signals to a whole process group: how `barebench farm` stops a place driver together with
-//! whatever it started (a power command, an SSH session), POSIX kill(2) with a negative pid.
+//! Signals for `barebench farm`: to a whole process group (how it stops a place driver together
+//! with whatever that started, POSIX kill(2) with a negative pid), and from the user (Ctrl-C or
+//! SIGTERM ask the farm to stop: every place powers off and unlocks first; a second one ends the
+//! program at once).
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by the first SIGINT or SIGTERM after [`catch_interrupts`].
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The exit status of a program ended by a second interrupt (128 + SIGINT, the shell's habit).
+const SECOND_INTERRUPT_EXIT_STATUS: libc::c_int = 130;
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    if INTERRUPTED.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit(2) is async-signal-safe and takes no pointer.
+        unsafe { libc::_exit(SECOND_INTERRUPT_EXIT_STATUS) };
+    }
+}
+
+/// From now on SIGINT and SIGTERM set [`interrupted`] instead of ending the program; a second
+/// one ends it.
+pub fn catch_interrupts() -> io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: signal(2) installs a handler that only touches an atomic and calls _exit, both
+        // async-signal-safe; the handler is a plain function that lives as long as the program.
+        if unsafe { libc::signal(signal, handler) } == libc::SIG_ERR {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Whether the user asked the program to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 /// Sends `signal` (e.g. `libc::SIGTERM`) to every process of the group `group_id`.
 pub fn signal_group(group_id: u32, signal: libc::c_int) -> io::Result<()> {
@@ -54,6 +88,15 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(is_dead(grandchild), "the background sleep was in the group too");
+    }
+
+    #[test]
+    fn an_interrupt_is_recorded_instead_of_ending_the_program() {
+        catch_interrupts().unwrap();
+        assert!(!interrupted());
+        // SAFETY: raise(3) sends this process a signal whose handler was just installed.
+        assert_eq!(unsafe { libc::raise(libc::SIGINT) }, 0);
+        assert!(interrupted());
     }
 
     #[test]
