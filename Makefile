@@ -72,7 +72,7 @@ qemu: deps kernel
 # FARM_PLACES through them as it would on a rack of Pis: one log per place, the merged report.md and
 # charts in build/farm/. Every process the lab starts is stopped at the end, even on failure.
 FARM_PLACES   ?= raspi2b,raspi3b,raspi4b,virt
-FARM_SETTINGS ?= preset=matrix write=sd0 ramp=0 runtime=1s runs=1
+FARM_SETTINGS ?= preset=matrix write=sd0 ramp=0 runtime=2s runs=1
 HOST_RELEASE  := $(or $(CARGO_TARGET_DIR),target)/release
 farm-qemu: deps kernel
 	$(CARGO) build --release -q -p tools --bin barebench

@@ -154,6 +154,19 @@ fn the_qemu_farm_runs_every_place_reports_the_hung_one_and_leaves_nothing_runnin
     let context = format!("status {status}\nstdout:\n{stdout}\nstderr:\n{stderr}");
     eprintln!("the QEMU farm took {:.1} s", elapsed.as_secs_f64());
 
+    // The lab's processes were seen (coordinator, exporter, place drivers, the boards) and are
+    // all gone now.
+    let names: Vec<&str> = seen.values().map(String::as_str).collect();
+    assert!(names.iter().any(|name| name.starts_with("labgrid-coordi")), "{seen:?}");
+    assert!(names.iter().any(|name| name.starts_with("qemu-system-aar")), "{seen:?}");
+    assert!(names.iter().any(|name| name.starts_with("qemu-system-arm")), "{seen:?}");
+    let left = lab_processes(&lab);
+    if !left.is_empty() {
+        // Not to leave them running past the failure.
+        let _ = Command::new("kill").arg("-KILL").args(left.keys().map(u32::to_string)).status();
+        panic!("processes of the farm still running after it ended: {left:?}\n{context}");
+    }
+
     // Not every place completed: the farm says so by its status and names the hung place.
     let summary = fs::read_to_string(output.join("farm.md"))
         .unwrap_or_else(|error| panic!("farm.md: {error}\n{context}"));
@@ -179,32 +192,29 @@ fn the_qemu_farm_runs_every_place_reports_the_hung_one_and_leaves_nothing_runnin
     }
     assert!(report.contains("- raspi3b-hang: no results in this log"), "{report}");
 
-    // The across-the-family table of each board: 4K and 64K always hold figures; a 1M window
-    // holds one too unless the machine was too loaded for a 1 MiB transfer to finish in it, and
-    // then it says so.
+    // The across-the-family table of each board: every cell a figure, or `no I/O` where the
+    // machine was too loaded for one transfer to finish in the window (a 64K or 1M one can take
+    // most of a second with four emulated boards on two busy cores); 4K transfers take
+    // milliseconds, so that column always holds figures, and most cells do.
+    let mut figures = 0;
     for (_, board) in BOARDS {
         let rows = family_rows(&report, board);
         let names: Vec<&str> = rows.iter().map(|row| row[0]).collect();
         assert_eq!(names, ["Sequential read", "Sequential write", "Random read", "Random write"], "{board}");
         for row in &rows {
             assert_eq!(row.len(), 4, "{board}: {row:?}");
-            for cell in &row[1..3] {
-                assert!(cell.parse::<f64>().is_ok_and(|value| value > 0.0), "{board}: {row:?}\n{report}");
+            assert!(row[1].parse::<f64>().is_ok_and(|value| value > 0.0), "{board}: {row:?}\n{report}");
+            for cell in &row[1..] {
+                let figure = cell.parse::<f64>().is_ok_and(|value| value > 0.0);
+                assert!(figure || *cell == "no I/O", "{board}: {row:?}");
+                figures += usize::from(figure);
             }
-            assert!(row[3].parse::<f64>().is_ok() || row[3] == "no I/O", "{board}: {row:?}");
         }
     }
+    assert!(figures * 2 > BOARDS.len() * 12, "only {figures} figures:\n{report}");
     for chart in ["family-read", "family-write", "family-randread", "family-randwrite"] {
         assert!(output.join(format!("{chart}.svg")).exists(), "{chart}");
     }
 
-    // The lab's processes were seen (coordinator, exporter, place drivers, the boards) and are
-    // all gone now.
-    let names: Vec<&str> = seen.values().map(String::as_str).collect();
-    assert!(names.iter().any(|name| name.starts_with("labgrid-coordi")), "{seen:?}");
-    assert!(names.iter().any(|name| name.starts_with("qemu-system-aar")), "{seen:?}");
-    assert!(names.iter().any(|name| name.starts_with("qemu-system-arm")), "{seen:?}");
-    let left = lab_processes(&lab);
-    assert!(left.is_empty(), "processes of the farm still running: {left:?}");
     println!("{stdout}");
 }
