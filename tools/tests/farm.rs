@@ -78,6 +78,15 @@ fn lab_processes(lab: &Path) -> BTreeMap<u32, String> {
     found
 }
 
+/// Reads a pipe to its end on a thread of its own.
+fn read_in_background(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
 /// The report's table rows of one source label.
 fn rows_of<'a>(report: &'a str, label: &str) -> Vec<&'a str> {
     report.lines().filter(|line| line.starts_with(&format!("| {label} | "))).collect()
@@ -123,22 +132,8 @@ fn the_qemu_farm_runs_every_place_reports_the_hung_one_and_leaves_nothing_runnin
         .spawn()
         .unwrap();
     // The output is read by threads while the test watches the lab's processes come and go.
-    let stdout_reader = {
-        let mut stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
-            text
-        })
-    };
-    let stderr_reader = {
-        let mut stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
-            text
-        })
-    };
+    let stdout_reader = read_in_background(child.stdout.take().unwrap());
+    let stderr_reader = read_in_background(child.stderr.take().unwrap());
     let mut seen: BTreeMap<u32, String> = BTreeMap::new();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
