@@ -1,7 +1,7 @@
 //! `check=N`: every N-th successful read of a run is compared with the test pattern
 //! (`blockdev::pattern`, each 512-byte sector names itself), after its completion has been
 //! time-stamped and recorded, so a cache, DMA-window or data-path mistake on a board shows up as
-//! counted mismatches instead of figures that look fine (README "Reads checked on the board").
+//! counted mismatches instead of figures that look fine (docs/checks.md).
 //!
 //! The comparison runs in the loop right after the poll that found the read, before the next
 //! submission; its time is measured with the run's clock and kept apart from every I/O's

@@ -81,7 +81,7 @@ pub enum CheckSetting {
 /// `check=auto` checks every 64th read: a DMA window, cache or data-path mistake on a board
 /// corrupts most reads, so one in 64 finds it in the first run's first second (thousands of
 /// reads per run even on an SD card), while the checking CPU time stays a few per cent of the
-/// run even for 1 MiB reads (README "Reads checked on the board" has the measured cost).
+/// run even for 1 MiB reads (docs/checks.md §3 has the measured cost).
 pub const DEFAULT_CHECK_EVERY: u32 = 64;
 /// The largest N of `check=N`.
 pub const MAX_CHECK_EVERY: u32 = 1_000_000;
@@ -114,7 +114,7 @@ pub fn settings(line: &str) -> impl Iterator<Item = Setting<'_>> {
 }
 
 /// What a job's requests do. Writes and mixed jobs run only inside a device's marked scratch
-/// region and only on devices named by `write=` (README "Writes").
+/// region and only on devices named by `write=` (docs/writes.md §1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobOperation {
     Read,

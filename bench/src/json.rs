@@ -400,7 +400,7 @@ fn write_percent_map(
     json.close('}')
 }
 
-/// `"check"`: what `check=` compared (README "Reads checked on the board"); its mismatches
+/// `"check"`: what `check=` compared (docs/checks.md §2); its mismatches
 /// are in `errors_total` too.
 fn write_check(json: &mut JsonWriter<'_>, check: &crate::check::CheckSummary) -> fmt::Result {
     json.open(Some("check"), '{')?;

@@ -6,7 +6,7 @@
 //! Marker layout (little-endian): bytes 0..16 ASCII `BAREBENCHSCRATCH`; 16..20 format version
 //! (1); 20..24 zero; 24..32 region length in bytes counted from the marker's first byte, inside
 //! the partition; 32..40 region id; 40..44 CRC-32 (zlib's) of bytes 0..40; 44..512 zero. The
-//! first MiB of a region, marker included, is never written (README "Writes").
+//! first MiB of a region, marker included, is never written (docs/writes.md §1).
 //!
 //! This module is shared by the kernel (the scan at attach time) and the host tool (`barebench
 //! scratch`, `barebench image --scratch`), so both read and write the same bytes.

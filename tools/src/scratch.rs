@@ -1,7 +1,7 @@
 //! Scratch regions on the host: marking a partition of a disk or image (`barebench scratch`),
 //! and adding a marked partition to an image (`barebench image --scratch`, the `scratch=` part of
 //! `barebench qemu`'s disk specs). The marker format and the partition tables are
-//! `blockdev::scratch`'s, the same code the kernel scans with (README "Writes").
+//! `blockdev::scratch`'s, the same code the kernel scans with (docs/writes.md §2).
 #![forbid(unsafe_code)]
 
 use std::fs::{File, OpenOptions};

@@ -273,6 +273,57 @@ fn every_docs_citation_names_an_existing_page_and_heading() {
     assert!(checked > 200, "only {checked} citations found: is the scan still reading the sources?");
 }
 
+/// Every `README "Heading"` in `text` (the repository's own README, not `tools/README` or a
+/// project's `boot/README`): the quoted headings with their line numbers.
+fn readme_citations(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (line_index, line) in text.lines().enumerate() {
+        for (position, _) in line.match_indices("README \"") {
+            let before = line[..position].chars().next_back();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '/' || c == '.' || c == '_') {
+                continue;
+            }
+            let quoted = &line[position + "README \"".len()..];
+            if let Some(end) = quoted.find('"') {
+                found.push((line_index + 1, quoted[..end].to_string()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_readme_citation_names_a_readme_heading() {
+    let root = repository_root();
+    let readme = Headings::parse(&fs::read_to_string(root.join("README.md")).unwrap());
+    let this_file = root.join(file!());
+    let mut files = Vec::new();
+    searched_files(&root, &mut files);
+    let mut problems = Vec::new();
+    for path in files.iter().filter(|path| **path != this_file) {
+        let text = fs::read_to_string(path).unwrap();
+        for (line, heading) in readme_citations(&text) {
+            if !readme.has_title(&heading) {
+                let relative = path.strip_prefix(&root).unwrap();
+                problems
+                    .push(format!("{}:{line}: README.md has no heading \"{heading}\"", relative.display()));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "stale README citations (its details live in docs/ now):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn readme_citations_are_told_apart_from_other_readmes() {
+    let text =
+        "//! options (README \"Settings\"): x\n// see tools/README \"Flags\" and circle boot/README \"x\"\n";
+    assert_eq!(readme_citations(text), [(1, "Settings".to_string())]);
+}
+
 #[test]
 fn nothing_cites_a_ticket_or_notes_outside_the_repository() {
     let root = repository_root();
