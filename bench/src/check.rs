@@ -13,7 +13,7 @@ use core::fmt;
 
 use blockdev::DmaBuffer;
 
-use crate::run::BufferMemory;
+use crate::buffers::BufferMemory;
 
 /// Mismatches kept with their place per run (the console shows these; the count is complete).
 pub const MAX_REPORTED_MISMATCHES: usize = 4;

@@ -33,6 +33,39 @@ pub const KNOWN_KEYS: [&str; 16] = [
     "check",
 ];
 
+/// Commands kept per run when `trace=DEV` gives no count.
+pub const DEFAULT_KEEP: u32 = 65_536;
+/// The largest count `trace=DEV:N` accepts (the ring must also fit in the heap: see
+/// `crate::trace::TraceRing::allocate`).
+pub const MAX_KEEP: u32 = 1 << 22;
+/// The most `trace=` settings one command line may carry.
+pub const MAX_TRACE_REQUESTS: usize = 8;
+/// The accepted forms, for the message about a malformed `trace=`.
+pub const EXPECTED_TRACE: &str =
+    "DEV or DEV:N, a device name like nvme0 and the commands to keep per run (1 to 4194304, default 65536)";
+
+/// `trace=DEV[:N]`: record up to `keep` commands of each run on `device`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceRequest {
+    pub device: String,
+    pub keep: u32,
+}
+
+impl TraceRequest {
+    /// Parses `DEV` or `DEV:N`.
+    pub fn parse(value: &str) -> Option<TraceRequest> {
+        let (device, keep) = match value.split_once(':') {
+            Some((device, count)) => {
+                (device, count.parse::<u32>().ok().filter(|n| (1..=MAX_KEEP).contains(n))?)
+            }
+            None => (value, DEFAULT_KEEP),
+        };
+        let valid_name =
+            !device.is_empty() && device.len() <= 16 && device.bytes().all(|b| b.is_ascii_alphanumeric());
+        valid_name.then(|| TraceRequest { device: String::from(device), keep })
+    }
+}
+
 /// The smallest block size a job may ask for (one 512-byte sector).
 pub const MIN_BLOCK_BYTES: u64 = 512;
 /// The deepest queue a job may ask for; devices clamp further to what they allow.
@@ -327,7 +360,7 @@ pub struct Config {
     /// `write.verify=`: read back and check every block a write or mixed run wrote.
     pub write_verify: bool,
     /// `trace=DEV[:N]` (repeatable): devices whose commands are recorded (crate::trace).
-    pub traces: Vec<crate::trace::TraceRequest>,
+    pub traces: Vec<TraceRequest>,
     /// Length of the intervals IOPS and bandwidth are sampled over (fio's `bwavgtime`).
     pub sample_interval_ns: u64,
     pub output: OutputFormat,
@@ -335,7 +368,7 @@ pub struct Config {
     pub check: CheckSetting,
     /// Devices whose pattern region the kernel found (`blockdev::pattern_region`), as the
     /// readable (offset, length) in bytes: their region is placed inside it.
-    pub pattern_regions: Vec<(String, crate::plan::Region)>,
+    pub pattern_regions: Vec<(String, crate::region::Region)>,
 }
 
 impl Default for Config {
@@ -568,9 +601,8 @@ impl Config {
             }
             "trace" => {
                 let kept = || String::from("no trace of it");
-                let request = crate::trace::TraceRequest::parse(value)
-                    .ok_or_else(|| malformed(crate::trace::EXPECTED_TRACE, kept()))?;
-                if self.traces.len() >= crate::trace::MAX_TRACE_REQUESTS {
+                let request = TraceRequest::parse(value).ok_or_else(|| malformed(EXPECTED_TRACE, kept()))?;
+                if self.traces.len() >= MAX_TRACE_REQUESTS {
                     return Err(malformed("at most 8 trace= settings", kept()));
                 }
                 self.traces.retain(|existing| existing.device != request.device);
@@ -653,7 +685,7 @@ impl Config {
     }
 
     /// The pattern region the kernel found on `name`, as its readable bytes.
-    pub fn pattern_region(&self, name: &str) -> Option<crate::plan::Region> {
+    pub fn pattern_region(&self, name: &str) -> Option<crate::region::Region> {
         self.pattern_regions.iter().find(|(device, _)| device == name).map(|&(_, region)| region)
     }
 
@@ -1104,9 +1136,10 @@ mod tests {
         }
         let mut quick = parse("preset=quick").0;
         assert_eq!(quick.check_every("sd0"), None, "no pattern region, no check");
-        quick
-            .pattern_regions
-            .push((String::from("sd0"), crate::plan::Region { offset_bytes: 1 << 20, size_bytes: 1 << 30 }));
+        quick.pattern_regions.push((
+            String::from("sd0"),
+            crate::region::Region { offset_bytes: 1 << 20, size_bytes: 1 << 30 },
+        ));
         assert_eq!(quick.check_every("sd0"), Some(DEFAULT_CHECK_EVERY));
         assert_eq!(quick.check_every("nvme0"), None);
         let mut reference = parse("").0;
@@ -1182,7 +1215,25 @@ mod tests {
 #[cfg(test)]
 mod trace_setting_tests {
     use super::*;
-    use crate::trace::TraceRequest;
+    use alloc::string::ToString;
+
+    #[test]
+    fn requests_name_a_device_and_an_optional_count() {
+        assert_eq!(
+            TraceRequest::parse("nvme0"),
+            Some(TraceRequest { device: "nvme0".to_string(), keep: 65_536 })
+        );
+        assert_eq!(
+            TraceRequest::parse("sd0:100"),
+            Some(TraceRequest { device: "sd0".to_string(), keep: 100 })
+        );
+        assert_eq!(TraceRequest::parse("sd0:4194304").map(|r| r.keep), Some(MAX_KEEP));
+        for bad in
+            ["", ":5", "sd0:", "sd0:0", "sd0:4194305", "sd0:x", "sd 0", "sd0:1:2", "averyveryverylongname0"]
+        {
+            assert_eq!(TraceRequest::parse(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn trace_is_repeatable_and_a_device_named_twice_keeps_the_last() {

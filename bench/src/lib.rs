@@ -24,8 +24,10 @@
 //!   run, an in-place progress line during it, a table and the CPU cost per I/O after each job,
 //!   a summary of medians with device ratios, and the fio-compatible JSON between
 //!   [`JSON_BEGIN_MARKER`] and [`JSON_END_MARKER`]; it returns [`results::BenchmarkResults`].
-//! - [`plan`]: each job fitted to each device; [`plan::buffer_bytes_needed`] and
-//!   [`plan::minimum_buffer_bytes`] size the DMA area. [`run`]: one run (reap, fill, end of pass).
+//! - [`plan`]: each job fitted to each device (a [`region::Region`] of it);
+//!   [`plan::buffer_bytes_needed`] and [`plan::minimum_buffer_bytes`] size the DMA area, which
+//!   the kernel's [`buffers::BufferMemory`] lets the CPU reach. [`run`]: one run (reap, fill, end
+//!   of pass).
 //! - [`console`]: the [`console::Console`] the benchmark writes to and the progress line that
 //!   never waits for it. [`cpu_cost`]: the [`cpu_cost::CpuCounters`] the kernel provides and the
 //!   meter that splits driver from bookkeeping.
@@ -39,7 +41,8 @@
 //!   serial log, for the host tool.
 //!
 //! Memory: the histograms are allocated once per benchmark, per-tag arrays once per job, result
-//! records once per run; nothing is allocated per I/O. Nothing is ever written to a device.
+//! records once per run; nothing is allocated per I/O. Nothing is written to a device except by
+//! write and mixed jobs inside a marked scratch region on a device `write=` names (docs/writes.md).
 #![cfg_attr(not(any(test, feature = "std")), no_std)]
 #![forbid(unsafe_code)]
 
@@ -47,6 +50,7 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod buffers;
 pub mod check;
 #[cfg(test)]
 mod check_tests;
@@ -60,6 +64,7 @@ pub mod histogram;
 pub mod json;
 pub mod offsets;
 pub mod plan;
+pub mod region;
 pub mod report;
 pub mod results;
 pub mod run;

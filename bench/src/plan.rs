@@ -65,12 +65,8 @@ impl fmt::Display for PlanError {
     }
 }
 
-/// A byte range of a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    pub offset_bytes: u64,
-    pub size_bytes: u64,
-}
+/// Also named `bench::plan::Region` by the kernel's runtime, which finds pattern regions.
+pub use crate::region::Region;
 
 /// Adapts `job` to a device: block size rounded up to the logical block and clamped to what one
 /// request may carry, queue depth clamped to `max_in_flight`, region moved or shrunk to fit the

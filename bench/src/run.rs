@@ -55,11 +55,8 @@ pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
 /// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
 pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
 
-/// CPU access to the buffer area, for the data of write jobs and for checking what is read.
-pub trait BufferMemory {
-    /// Calls `access` with the bytes of `buffer` (a part of the buffer area no request is using).
-    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8]));
-}
+/// Also named `bench::run::BufferMemory` by the kernel's runtime, which hands one over.
+pub use crate::buffers::BufferMemory;
 
 /// A device's marked scratch region, found by the kernel's scan of its partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,43 +20,10 @@ use crate::console::Console;
 use crate::cpu_cost::{CounterStatus, CounterTotals};
 use crate::units::Fixed;
 
-/// Commands kept per run when `trace=DEV` gives no count.
-pub const DEFAULT_KEEP: u32 = 65_536;
-/// The largest count `trace=DEV:N` accepts (the ring must also fit in the heap: see
-/// [`TraceRing::allocate`]).
-pub const MAX_KEEP: u32 = 1 << 22;
-/// The most `trace=` settings one command line may carry.
-pub const MAX_TRACE_REQUESTS: usize = 8;
-/// The accepted forms, for the message about a malformed `trace=`.
-pub const EXPECTED_TRACE: &str =
-    "DEV or DEV:N, a device name like nvme0 and the commands to keep per run (1 to 4194304, default 65536)";
-
 /// The start of the line before a run's trace: `==== barebench trace begin DEV RUN ====`.
 pub const TRACE_BEGIN_PREFIX: &str = "==== barebench trace begin ";
 /// The line after a run's trace.
 pub const TRACE_END_MARKER: &str = "==== barebench trace end ====";
-
-/// `trace=DEV[:N]`: record up to `keep` commands of each run on `device`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceRequest {
-    pub device: String,
-    pub keep: u32,
-}
-
-impl TraceRequest {
-    /// Parses `DEV` or `DEV:N`.
-    pub fn parse(value: &str) -> Option<TraceRequest> {
-        let (device, keep) = match value.split_once(':') {
-            Some((device, count)) => {
-                (device, count.parse::<u32>().ok().filter(|n| (1..=MAX_KEEP).contains(n))?)
-            }
-            None => (value, DEFAULT_KEEP),
-        };
-        let valid_name =
-            !device.is_empty() && device.len() <= 16 && device.bytes().all(|b| b.is_ascii_alphanumeric());
-        valid_name.then(|| TraceRequest { device: String::from(device), keep })
-    }
-}
 
 /// The completion status of a traced command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,24 +416,6 @@ mod tests {
     use super::*;
     use alloc::string::ToString;
     use proptest::prelude::*;
-
-    #[test]
-    fn requests_name_a_device_and_an_optional_count() {
-        assert_eq!(
-            TraceRequest::parse("nvme0"),
-            Some(TraceRequest { device: "nvme0".to_string(), keep: 65_536 })
-        );
-        assert_eq!(
-            TraceRequest::parse("sd0:100"),
-            Some(TraceRequest { device: "sd0".to_string(), keep: 100 })
-        );
-        assert_eq!(TraceRequest::parse("sd0:4194304").map(|r| r.keep), Some(MAX_KEEP));
-        for bad in
-            ["", ":5", "sd0:", "sd0:0", "sd0:4194305", "sd0:x", "sd 0", "sd0:1:2", "averyveryverylongname0"]
-        {
-            assert_eq!(TraceRequest::parse(bad), None, "{bad}");
-        }
-    }
 
     fn detail(queue_id: u16, command_id: u16, sq_head: Option<u16>) -> CommandDetail {
         CommandDetail { queue_id, command_id, sq_head }

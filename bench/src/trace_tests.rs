@@ -9,6 +9,7 @@ use std::format;
 use blockdev::testing::SteppingClock;
 use blockdev::{BlockDevice, Clock, DmaBuffer, IoErrorKind};
 
+use crate::cmdline::TraceRequest;
 use crate::cmdline::{Config, JobOperation, JobSpec, Preset};
 use crate::console::Console;
 use crate::cpu_cost::{CpuCounters, NoCpuCounters};
@@ -17,7 +18,7 @@ use crate::results::{BenchmarkResults, ReportContext};
 use crate::run::RunEnvironment;
 use crate::runner::run_benchmark_with_traces;
 use crate::sim::{SimBehaviour, SimDevice};
-use crate::trace::{RunTrace, TraceOutput, TraceRecord, TraceRequest, TraceStatus};
+use crate::trace::{RunTrace, TraceOutput, TraceRecord, TraceStatus};
 
 const GHZ: u64 = 1_000_000_000;
 const US: u64 = 1_000;

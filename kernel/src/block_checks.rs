@@ -9,7 +9,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
-use bench::plan::Region;
+use bench::region::Region;
 use bench::results::RegionSample;
 use blockdev::crc32::Crc32;
 use blockdev::{BlockDevice, DmaBuffer, Operation, Request};

@@ -10,7 +10,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
-use tools::disk::{format_size, parse_size_bytes, DiskSpec};
+use bench::units::ByteSize;
+use tools::disk::{parse_size_bytes, DiskSpec};
 use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{FirmwareSource, ImageRequest};
@@ -281,7 +282,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     println!(
         "wrote {} ({}, FAT32 partition at byte offset {}, {}-byte clusters); boot files from {}:",
         args.output.display(),
-        format_size(layout.image_bytes),
+        ByteSize(layout.image_bytes),
         layout.partition_offset_bytes(),
         layout.cluster_bytes,
         report.firmware_origin
@@ -297,8 +298,8 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
                 .with_context(|| format!("adding the pattern partition to {}", args.output.display()))?;
         println!(
             "pattern region: partition {number} (type 0x7f), {} from byte {image_bytes}; image now {}",
-            format_size(length_bytes),
-            format_size(total_bytes)
+            ByteSize(length_bytes),
+            ByteSize(total_bytes)
         );
         image_bytes = total_bytes;
     }
@@ -310,9 +311,9 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
         println!(
             "scratch region: partition {number} (type 0xda), {} from byte {}, region id {region_id:#018x}; \
              image now {}",
-            format_size(length_bytes),
+            ByteSize(length_bytes),
             layout.image_bytes,
-            format_size(total_bytes)
+            ByteSize(total_bytes)
         );
     }
     if let Some(device) = &args.write {
@@ -355,7 +356,7 @@ fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: b
     if !yes {
         let question = format!(
             "Write {} to {}? Everything on it will be lost.",
-            format_size(image_bytes),
+            ByteSize(image_bytes),
             device.display()
         );
         if !confirm(&question, &format!("write {}", device.display()))? {
@@ -502,7 +503,7 @@ fn run_trace_report(args: &ReportArgs) -> Result<ExitCode> {
         eprintln!("barebench: no trace in any input (run with trace=DEV)");
         return Ok(ExitCode::FAILURE);
     }
-    for written in trace::write_traces(&decoded, &args.output)? {
+    for written in tools::report::write_traces(&decoded, &args.output)? {
         println!("wrote {}", written.display());
     }
     for one in &decoded {

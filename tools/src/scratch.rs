@@ -14,8 +14,8 @@ use blockdev::scratch::{
     MBR_TYPE_NON_FS_DATA, RESERVED_BYTES,
 };
 
-use crate::disk::format_size;
 use crate::image::card::{self, CardError};
+use bench::units::ByteSize;
 
 /// Bytes read from the start of a partition to recognise a file system (btrfs's superblock is
 /// at 64 KiB).
@@ -134,7 +134,7 @@ impl MarkPlan {
             "{}: {} from byte {offset}, {} ({} bytes)\n",
             self.path.display(),
             self.partition,
-            format_size(self.marker.length_bytes),
+            ByteSize(self.marker.length_bytes),
             self.marker.length_bytes
         );
         if let Some(existing) = &self.existing {
