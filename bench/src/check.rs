@@ -9,7 +9,6 @@
 //! is touched; deeper, an I/O that completes during a check is seen when the check ends.
 
 use alloc::vec::Vec;
-use core::fmt;
 
 use blockdev::DmaBuffer;
 
@@ -19,7 +18,11 @@ use crate::buffers::BufferMemory;
 pub const MAX_REPORTED_MISMATCHES: usize = 4;
 
 /// A checked read that differs from the pattern.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "read at LBA {lba} ({block_count} blocks) differs from the test pattern at byte {byte_offset} of the read \
+     (device byte {device_byte})"
+)]
 pub struct Mismatch {
     /// The read's first logical block and length.
     pub lba: u64,
@@ -28,16 +31,6 @@ pub struct Mismatch {
     pub byte_offset: u64,
     /// The same byte counted from the start of the device.
     pub device_byte: u64,
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "read at LBA {} ({} blocks) differs from the test pattern at byte {} of the read (device byte {})",
-            self.lba, self.block_count, self.byte_offset, self.device_byte
-        )
-    }
 }
 
 /// What the checks of one run found.

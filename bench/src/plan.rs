@@ -5,7 +5,6 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use blockdev::{DmaBuffer, Geometry};
 
@@ -25,44 +24,25 @@ pub struct DevicePlan {
 }
 
 /// Why a job cannot run on a device at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// The geometry describes no readable blocks.
+    #[error("the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing to read")]
     NoBlocks { block_count: u64, logical_block_bytes: u32 },
     /// The geometry allows no request at all.
+    #[error(
+        "the device accepts requests of at most {max_request_blocks} blocks with {max_in_flight} in flight"
+    )]
     NoRequests { max_request_blocks: u32, max_in_flight: u32 },
     /// The region (after fitting it to the device) holds no whole block.
+    #[error(
+        "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole block of {}",
+        SizeText(*.block_bytes)
+    )]
     RegionTooSmall { region_offset_bytes: u64, region_size_bytes: u64, block_bytes: u64 },
     /// The DMA buffer area cannot hold one block.
+    #[error("the buffer area of {buffer_bytes} bytes cannot hold one block of {}", SizeText(*.block_bytes))]
     BufferTooSmall { buffer_bytes: usize, block_bytes: u64 },
-}
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            PlanError::NoBlocks { block_count, logical_block_bytes } => write!(
-                f,
-                "the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing \
-                 to read"
-            ),
-            PlanError::NoRequests { max_request_blocks, max_in_flight } => write!(
-                f,
-                "the device accepts requests of at most {max_request_blocks} blocks with \
-                 {max_in_flight} in flight"
-            ),
-            PlanError::RegionTooSmall { region_offset_bytes, region_size_bytes, block_bytes } => write!(
-                f,
-                "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole \
-                 block of {}",
-                SizeText(block_bytes)
-            ),
-            PlanError::BufferTooSmall { buffer_bytes, block_bytes } => write!(
-                f,
-                "the buffer area of {buffer_bytes} bytes cannot hold one block of {}",
-                SizeText(block_bytes)
-            ),
-        }
-    }
 }
 
 /// Also named `bench::plan::Region` by the kernel's runtime, which finds pattern regions.

@@ -29,30 +29,23 @@ use crate::written::MAX_TRACKED_SLOTS;
 pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
 /// Why a write or mixed job does not run on a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteRefusal {
     /// `write=` does not name the device.
+    #[error(
+        "write= does not name it (write and mixed jobs need write=DEV and a marked scratch region; nothing was \
+         written)"
+    )]
     NotAllowed,
     /// The device has no valid scratch region.
+    #[error(
+        "it has no valid scratch region (mark a partition with `barebench scratch` or build the card with \
+         `barebench image --scratch`; nothing was written)"
+    )]
     NoRegion,
     /// The kernel gives the benchmark no CPU access to its buffers.
+    #[error("this kernel gives the benchmark no access to its buffers")]
     NoBufferAccess,
-}
-
-impl fmt::Display for WriteRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WriteRefusal::NotAllowed => {
-                "write= does not name it (write and mixed jobs need write=DEV and a marked scratch \
-                 region; nothing was written)"
-            }
-            WriteRefusal::NoRegion => {
-                "it has no valid scratch region (mark a partition with `barebench scratch` or build \
-                 the card with `barebench image --scratch`; nothing was written)"
-            }
-            WriteRefusal::NoBufferAccess => "this kernel gives the benchmark no access to its buffers",
-        })
-    }
 }
 
 /// Runs every job of `config` on the selected `devices` and prints the run lines, progress,

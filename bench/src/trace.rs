@@ -164,16 +164,11 @@ impl WireRecord {
 }
 
 /// Why a trace ring could not be had.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no memory for a ring of {keep} commands ({bytes} bytes)")]
 pub struct RingTooLarge {
     pub keep: u32,
     pub bytes: usize,
-}
-
-impl fmt::Display for RingTooLarge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no memory for a ring of {} commands ({} bytes)", self.keep, self.bytes)
-    }
 }
 
 /// The preallocated ring one device's runs record into; reset before each run.

@@ -290,7 +290,12 @@ mod tests {
         "4M:pattern-partition".parse::<DiskSpec>().unwrap().create_image(&path, |_, _| {}).unwrap();
         let data = fs::read(&path).unwrap();
         assert_eq!((data.len(), data[446 + 4], data[510]), (4 << 20, 0x7F, 0x55));
-        assert_eq!(blockdev::pattern_region::Marker::parse(&data[1 << 20..]).unwrap().length_bytes, 3 << 20);
+        assert_eq!(
+            blockdev::marker::Marker::parse(blockdev::marker::MarkerKind::Pattern, &data[1 << 20..])
+                .unwrap()
+                .length_bytes,
+            3 << 20
+        );
         assert_eq!(blockdev::pattern::first_mismatch(2 << 20, &data[2 << 20..]), None);
         let pattern: DiskSpec = "64M".parse().unwrap();
         assert_eq!(

@@ -9,9 +9,9 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use blockdev::marker::{Marker, RESERVED_BYTES};
 use blockdev::scratch::{
-    self, find_partition, BlockReader, Finding, Marker, Partition, PartitionTable, ScanError,
-    MBR_TYPE_NON_FS_DATA, RESERVED_BYTES,
+    self, find_partition, BlockReader, Finding, Partition, PartitionTable, ScanError, MBR_TYPE_NON_FS_DATA,
 };
 
 use crate::image::card::{self, CardError};
@@ -191,7 +191,7 @@ pub fn plan_mark(path: &Path, number: u32, force: bool, region_id: u64) -> Resul
         return Err(ScratchError::HoldsFilesystem { path: path.to_path_buf(), partition, filesystem });
     }
     let existing = scratch::judge_marker(&partition, &probe[..probed.min(block_bytes as usize)], block_bytes);
-    let marker = Marker { length_bytes: partition_bytes, region_id };
+    let marker = Marker::scratch(partition_bytes, region_id);
     Ok(MarkPlan { path: path.to_path_buf(), partition, block_bytes, marker, existing, filesystem })
 }
 
@@ -260,7 +260,7 @@ pub fn add_scratch_partition(
     file.seek(SeekFrom::Start(0)).map_err(io_error("cannot seek"))?;
     file.write_all(&mbr).map_err(io_error("cannot write the MBR"))?;
     file.seek(SeekFrom::Start(offset_bytes)).map_err(io_error("cannot seek"))?;
-    file.write_all(&Marker { length_bytes, region_id }.encode())
+    file.write_all(&Marker::scratch(length_bytes, region_id).encode())
         .map_err(io_error("cannot write the marker"))?;
     file.sync_all().map_err(io_error("cannot sync"))?;
     Ok(index as u32 + 1)
@@ -353,7 +353,7 @@ mod tests {
         fs::write(&path, &bytes).unwrap();
         let plan = plan_mark(&path, 1, false, 0x77).unwrap();
         assert!(matches!(plan.existing, Some(Finding::Refused { reason: Refusal::TypeWithoutMarker, .. })));
-        assert_eq!(plan.marker, Marker { length_bytes: 4 * MIB, region_id: 0x77 });
+        assert_eq!(plan.marker, Marker::scratch(4 * MIB, 0x77));
         let text = plan.describe();
         assert!(text.contains("partition 1 (MBR, type 0xda) from byte 2097152, 4 MiB"), "{text}");
         assert!(text.contains("region id 0x0000000000000077"), "{text}");

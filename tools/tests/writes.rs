@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use blockdev::scratch::Marker;
+use blockdev::marker::Marker;
 use qemu_harness::{repository_root, scratch_dir};
 
 const MIB: u64 = 1 << 20;
@@ -47,12 +47,12 @@ fn build_image(path: &Path, with_region: bool) -> Vec<u8> {
         bytes[offset as usize..offset as usize + 512].copy_from_slice(&marker)
     };
     if with_region {
-        put(&mut bytes, REGION.0, Marker { length_bytes: REGION.1, region_id: 0xB0B }.encode());
+        put(&mut bytes, REGION.0, Marker::scratch(REGION.1, 0xB0B).encode());
     }
-    let mut bad_crc = Marker { length_bytes: 4 * MIB, region_id: 3 }.encode();
+    let mut bad_crc = Marker::scratch(4 * MIB, 3).encode();
     bad_crc[41] ^= 0x10;
     put(&mut bytes, 40960 * 512, bad_crc);
-    put(&mut bytes, 49152 * 512, Marker { length_bytes: 5 * MIB, region_id: 4 }.encode());
+    put(&mut bytes, 49152 * 512, Marker::scratch(5 * MIB, 4).encode());
     fs::write(path, &bytes).unwrap();
     bytes
 }
