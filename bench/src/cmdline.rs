@@ -1210,12 +1210,6 @@ mod tests {
             ]
         );
     }
-}
-
-#[cfg(test)]
-mod trace_setting_tests {
-    use super::*;
-    use alloc::string::ToString;
 
     #[test]
     fn requests_name_a_device_and_an_optional_count() {

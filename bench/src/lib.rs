@@ -52,8 +52,6 @@ extern crate std;
 
 pub mod buffers;
 pub mod check;
-#[cfg(test)]
-mod check_tests;
 pub mod cmdline;
 pub mod console;
 pub mod cpu_cost;
@@ -73,8 +71,6 @@ pub mod runner;
 mod sim;
 pub mod stats;
 pub mod trace;
-#[cfg(test)]
-mod trace_tests;
 pub mod units;
 pub mod wide;
 pub mod written;

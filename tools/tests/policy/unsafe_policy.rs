@@ -13,6 +13,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::repository_root;
+
 /// The workspace's crates; each one's `src` (and `tools`' `tests`) is checked.
 const SOURCE_DIRECTORIES: [&str; 7] =
     ["blockdev/src", "bench/src", "boot/src", "drivers/src", "kernel/src", "tools/src", "tools/tests"];
@@ -21,10 +23,6 @@ const SOURCE_DIRECTORIES: [&str; 7] =
 const UNSAFE_FREE_CRATE_ROOTS: [&str; 2] = ["blockdev/src/lib.rs", "bench/src/lib.rs"];
 
 const FORBID: &str = "#![forbid(unsafe_code)]";
-
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
 
 fn rust_files(directory: &Path, files: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> =

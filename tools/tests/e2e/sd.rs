@@ -9,9 +9,7 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
-use qemu_harness::{Machine, Run, TestImage as Image, SECTOR};
+use crate::qemu_harness::{Machine, Run, TestImage as Image, SECTOR};
 
 const MIB: u64 = 1 << 20;
 
@@ -183,7 +181,7 @@ fn debian_pi4_device_tree() -> Vec<u8> {
     let set = DebianFetch::new(cache.clone()).fetch(&mut |_| {}).unwrap_or_else(|error| {
         panic!(
             "Debian's device trees are not in {} and could not be fetched ({error}); run \
-             `cargo test -p tools --features e2e --test image_e2e` (or `barebench image`) once with network access",
+             `cargo test -p tools --features e2e --test e2e image_e2e::` (or `barebench image`) once with network access",
             cache.display()
         )
     });

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::{repository_root, workspace_members};
+
 /// Circles that still exist in the drivers and the kernel's runtime while the SD protocol, the
 /// NVMe error type and the PCI/PCIe wiring are being moved to files of their own. Each entry is
 /// one circle's files. This allowance goes away (delete the constant and its use) as soon as
@@ -27,25 +29,6 @@ const DRIVER_AND_KERNEL_CIRCLES_BEING_REMOVED: [&[&str]; 4] = [
     &["drivers/src/usb/transport.rs", "drivers/src/usb/uas.rs"],
     &["kernel/src/runtime/pci.rs", "kernel/src/runtime/pcie.rs"],
 ];
-
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// The workspace's crate folders, from the root `Cargo.toml`'s `members = [...]` line.
-fn workspace_members(manifest: &str) -> Vec<String> {
-    let start = manifest
-        .match_indices("members")
-        .map(|(index, _)| index)
-        .find(|&index| index == 0 || manifest.as_bytes()[index - 1] == b'\n')
-        .expect("Cargo.toml has a line `members = [...]`");
-    let list = &manifest[start..];
-    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
-    list.split(',')
-        .map(|member| member.trim().trim_matches('"').to_string())
-        .filter(|m| !m.is_empty())
-        .collect()
-}
 
 /// `text` with comments, string literals and character literals blanked out (same length, same
 /// line breaks), so that only code is searched for paths.

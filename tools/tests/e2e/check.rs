@@ -6,15 +6,13 @@
 #![forbid(unsafe_code)]
 #![cfg(feature = "e2e")]
 
-mod qemu_harness;
-
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use qemu_harness::{nvme_aio, scratch_dir, Machine, Outcome, Run};
+use crate::qemu_harness::{nvme_aio, scratch_dir, Machine, Outcome, Run};
 use tools::disk::{DiskContent, DiskSpec};
 
 const MIB: u64 = 1 << 20;

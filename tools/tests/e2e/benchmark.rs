@@ -4,10 +4,8 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
+use crate::qemu_harness::{nvme_aio, Machine, Run, TestImage};
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioReport};
-use qemu_harness::{nvme_aio, Machine, Run, TestImage};
 
 const SHORT: &str =
     "jobs=randread:4k:1,read:64k:4 ramp=100ms runtime=400ms runs=2 offset=0 size=8m progress=off";

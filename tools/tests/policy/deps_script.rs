@@ -9,9 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use crate::repository_root;
 
 /// Where a real system tool lives, for the stand-in PATH.
 fn real_tool(name: &str) -> PathBuf {

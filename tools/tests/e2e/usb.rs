@@ -9,10 +9,8 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
+use crate::qemu_harness::{scratch_dir, Machine, Outcome, Run, TestImage};
 use bench::fio_json::{extract_json_from_log, parse_fio_json};
-use qemu_harness::{scratch_dir, Machine, Outcome, Run, TestImage};
 use std::time::Duration;
 
 const IMAGE_BYTES: u64 = 64 << 20;

@@ -5,11 +5,9 @@
 #![forbid(unsafe_code)]
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use crate::{repository_root, workspace_members};
 
 /// The paths in the first column of the table under `## Layout`, as written (`boot/`,
 /// `kernel/src/runtime/`, `Makefile`, …): every backticked word of that column.
@@ -27,21 +25,6 @@ fn layout_paths(architecture: &str) -> Vec<String> {
         paths.extend(first_cell.split('`').skip(1).step_by(2).map(str::to_string));
     }
     paths
-}
-
-/// The workspace's crate folders, from the root `Cargo.toml`'s `members = [...]`.
-fn workspace_members(manifest: &str) -> Vec<String> {
-    let start = manifest
-        .match_indices("members")
-        .map(|(index, _)| index)
-        .find(|&index| index == 0 || manifest.as_bytes()[index - 1] == b'\n')
-        .expect("Cargo.toml has a line `members = [...]`");
-    let list = &manifest[start..];
-    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
-    list.split(',')
-        .map(|member| member.trim().trim_matches('"').to_string())
-        .filter(|m| !m.is_empty())
-        .collect()
 }
 
 /// The driver folders, `drivers/src/<name>/`.

@@ -4,12 +4,10 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
 use std::time::Duration;
 
+use crate::qemu_harness::{Machine, Run, TestImage};
 use bench::fio_json::extract_json_from_log;
-use qemu_harness::{Machine, Run, TestImage};
 
 /// A virt run with an NVMe namespace and an SD card.
 fn virt_with(nvme: &TestImage, sd: &TestImage, append: &str) -> Run {

@@ -6,12 +6,10 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use qemu_harness::{nvme_aio, Machine, Run, TestImage};
+use crate::qemu_harness::{nvme_aio, Machine, Run, TestImage};
 use serde_json::Value;
 
 const SETTINGS: &str = "jobs=randread:4k:1,randread:4k:32 ramp=100ms runtime=600ms runs=3 \

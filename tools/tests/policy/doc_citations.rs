@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::repository_root;
+
 /// Directories never searched: build outputs and version control.
 const SKIPPED_DIRECTORIES: [&str; 4] = ["target", "build", ".git", "node_modules"];
 
@@ -20,10 +22,6 @@ fn is_searched_file(path: &Path) -> bool {
     let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("");
     let extension = path.extension().and_then(|extension| extension.to_str()).unwrap_or("");
     name == "Makefile" || matches!(extension, "rs" | "md" | "toml" | "sh")
-}
-
-fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 fn searched_files(directory: &Path, files: &mut Vec<PathBuf>) {

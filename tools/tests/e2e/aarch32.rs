@@ -9,10 +9,8 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
+use crate::qemu_harness::{Machine, Outcome, Run, TestImage};
 use bench::fio_json::{extract_json_from_log, parse_fio_json};
-use qemu_harness::{Machine, Outcome, Run, TestImage};
 use std::time::Duration;
 
 /// The card: 64 MiB, an SDSC card in QEMU's model (byte addresses), pattern everywhere.

@@ -5,9 +5,7 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
-use qemu_harness::{nvme_aio, Machine, Run, TestImage};
+use crate::qemu_harness::{nvme_aio, Machine, Run, TestImage};
 
 /// The register lines of one snapshot (after the `regs       DEV   ` prefix): the lines after
 /// the heading `regs       DEV WHEN…`.

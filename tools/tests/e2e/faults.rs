@@ -8,9 +8,7 @@
 #![forbid(unsafe_code)]
 #![cfg(feature = "e2e")]
 
-mod qemu_harness;
-
-use qemu_harness::{repository_root, scratch_dir};
+use crate::qemu_harness::{repository_root, scratch_dir};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -4,9 +4,7 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
-use qemu_harness::{Machine, Run};
+use crate::qemu_harness::{Machine, Run};
 
 fn field<'a>(output: &'a str, name: &str) -> &'a str {
     output

@@ -7,14 +7,12 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::qemu_harness::{nvme_aio, repository_root, Machine, Outcome, Run, TestImage};
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioJob};
-use qemu_harness::{nvme_aio, repository_root, Machine, Outcome, Run, TestImage};
 
 use tools::report::trace::{decode_traces, DecodedTrace, TraceError};
 

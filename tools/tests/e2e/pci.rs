@@ -6,9 +6,7 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
-use qemu_harness::{Machine, Run, TestImage};
+use crate::qemu_harness::{Machine, Run, TestImage};
 use std::time::Duration;
 
 fn pci_lines(output: &str) -> Vec<&str> {

@@ -7,9 +7,7 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
-use qemu_harness::{nvme_aio, scratch_dir, Machine, Outcome, Run};
+use crate::qemu_harness::{nvme_aio, scratch_dir, Machine, Outcome, Run};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;

@@ -8,14 +8,12 @@
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
-mod qemu_harness;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::qemu_harness::{repository_root, scratch_dir};
 use blockdev::marker::Marker;
-use qemu_harness::{repository_root, scratch_dir};
 
 const MIB: u64 = 1 << 20;
 const IMAGE_BYTES: u64 = 64 * MIB;
