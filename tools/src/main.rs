@@ -36,9 +36,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
+    /// Write one bootable SD card image for every Pi, Pi 1 to Pi 5 (and optionally flash it).
     Image(Box<ImageArgs>),
-    /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
+    /// Boot the kernel in QEMU with emulated SD, NVMe and USB disks; exits with the kernel's status.
     Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
     Serial(SerialArgs),
@@ -535,16 +535,16 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
             eprintln!("barebench: {} ({}): {problem}", source.label, source.path.display());
         }
     }
+    // Empty tables and charts would look like a report; nothing is written without a result.
+    if report.rows().next().is_none() {
+        eprintln!("barebench: no results in any input; nothing written to {}", args.output.display());
+        return Ok(ExitCode::FAILURE);
+    }
     let written = tools::report::write_report(&report, &args.output)?;
     print!("{}", tools::report::table::markdown(&report));
     println!();
     for path in written {
         println!("wrote {}", path.display());
-    }
-    let row_count = report.rows().count();
-    if row_count == 0 {
-        eprintln!("barebench: no results in any input");
-        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -595,6 +595,15 @@ mod tests {
         };
         assert_eq!(args.machine, Machine::Raspi4b);
         assert_eq!(args.nvme_aio.as_deref(), Some("native"));
+    }
+
+    #[test]
+    fn the_help_names_every_board_the_card_boots() {
+        let help = Cli::command().render_help().to_string();
+        let image = help.lines().find(|line| line.trim_start().starts_with("image")).unwrap_or_default();
+        assert!(image.contains("every Pi, Pi 1 to Pi 5"), "barebench --help: {help}");
+        // The card's config.txt has a section for the 32-bit Pis too (tools/src/image/config.rs).
+        assert!(!help.contains("for Pi 3, Pi 4 and Pi 5"), "{help}");
     }
 
     #[test]

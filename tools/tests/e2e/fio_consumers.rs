@@ -100,12 +100,20 @@ fn fio_plot_and_clat2csv_read_a_qemu_run() {
         Command::new(env!("CARGO_BIN_EXE_barebench")).arg("report").arg("-o").arg(&report_dir).arg(&log),
     );
 
-    // fio-plot's layout: both depths for NVMe; the SD card ran QD32 at QD1, which gives way.
+    // fio-plot's layout: both depths for NVMe; the SD card ran QD32 at QD1, which keeps a
+    // directory of its own beside its QD1 job.
     let fio = report_dir.join("fio");
-    for file in ["nvme0/4k/randread-1-1.json", "nvme0/4k/randread-32-1.json", "sd0/4k/randread-1-1.json"] {
+    for file in [
+        "nvme0/4k/randread-1-1.json",
+        "nvme0/4k/randread-32-1.json",
+        "sd0/4k/randread-1-1.json",
+        "sd0/4k-asked-qd32/randread-1-1.json",
+    ] {
         assert!(fio.join(file).exists(), "{file} missing");
     }
     assert!(!fio.join("sd0/4k/randread-32-1.json").exists());
+    let asked32 = read_json(&fio.join("sd0/4k-asked-qd32/randread-1-1.json"));
+    assert_eq!(asked32["jobs"][0]["barebench"]["requested_queue_depth"], 32, "{asked32}");
     let qd32 = read_json(&fio.join("nvme0/4k/randread-32-1.json"));
     let job = &qd32["jobs"][0];
     let read = &job["read"];
@@ -128,6 +136,11 @@ fn fio_plot_and_clat2csv_read_a_qemu_run() {
     plot(
         &[&["-i", "fio/nvme0/4k", "fio/sd0/4k", "-T", "nvme0 vs sd0", "-C", "-d", "1"][..], &common].concat(),
         "c.png",
+    );
+    plot(
+        &[&["-i", "fio/sd0/4k", "fio/sd0/4k-asked-qd32", "-T", "sd0 asked QD1 and QD32", "-C", "-d", "1"][..], &common]
+            .concat(),
+        "c-sd0.png",
     );
 
     // fio_jsonplus_clat2csv: its CSV's counts are the run's, and its own check passes.
