@@ -40,6 +40,22 @@ fn searched_files(directory: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
+/// Every searched file but this one (whose examples are checked by the tests below), as its
+/// path from the repository root and its text.
+fn other_files(root: &Path) -> Vec<(PathBuf, String)> {
+    let this_file = root.join(file!());
+    let mut files = Vec::new();
+    searched_files(root, &mut files);
+    files
+        .into_iter()
+        .filter(|path| *path != this_file)
+        .map(|path| {
+            let text = fs::read_to_string(&path).unwrap();
+            (path.strip_prefix(root).unwrap().to_path_buf(), text)
+        })
+        .collect()
+}
+
 /// The headings of one page: section numbers (`"2.5"`) and titles without them.
 #[derive(Debug, Default)]
 struct Headings {
@@ -237,15 +253,9 @@ fn every_docs_citation_names_an_existing_page_and_heading() {
     let root = repository_root();
     let pages = pages(&root);
     let page_names: Vec<String> = pages.keys().cloned().collect();
-    let this_file = root.join(file!());
-    let mut files = Vec::new();
-    searched_files(&root, &mut files);
     let mut problems = Vec::new();
     let mut checked = 0;
-    // This file's own examples are checked by the tests below, not against the pages.
-    for path in files.iter().filter(|path| **path != this_file) {
-        let text = fs::read_to_string(path).unwrap();
-        let relative = path.strip_prefix(&root).unwrap();
+    for (relative, text) in other_files(&root) {
         let in_docs = relative.starts_with("docs");
         for citation in citations(&text, in_docs, &page_names) {
             checked += 1;
@@ -294,15 +304,10 @@ fn readme_citations(text: &str) -> Vec<(usize, String)> {
 fn every_readme_citation_names_a_readme_heading() {
     let root = repository_root();
     let readme = Headings::parse(&fs::read_to_string(root.join("README.md")).unwrap());
-    let this_file = root.join(file!());
-    let mut files = Vec::new();
-    searched_files(&root, &mut files);
     let mut problems = Vec::new();
-    for path in files.iter().filter(|path| **path != this_file) {
-        let text = fs::read_to_string(path).unwrap();
+    for (relative, text) in other_files(&root) {
         for (line, heading) in readme_citations(&text) {
             if !readme.has_title(&heading) {
-                let relative = path.strip_prefix(&root).unwrap();
                 problems
                     .push(format!("{}:{line}: README.md has no heading \"{heading}\"", relative.display()));
             }
@@ -325,15 +330,10 @@ fn readme_citations_are_told_apart_from_other_readmes() {
 #[test]
 fn nothing_cites_a_ticket_or_notes_outside_the_repository() {
     let root = repository_root();
-    let this_file = root.join(file!());
-    let mut files = Vec::new();
-    searched_files(&root, &mut files);
     let mut problems = Vec::new();
-    for path in files.iter().filter(|path| **path != this_file) {
-        let text = fs::read_to_string(path).unwrap();
+    for (relative, text) in other_files(&root) {
         for (index, line) in text.lines().enumerate() {
             if let Some(what) = unfollowable_reference(line) {
-                let relative = path.strip_prefix(&root).unwrap();
                 problems.push(format!("{}:{}: {what}: {}", relative.display(), index + 1, line.trim()));
             }
         }
