@@ -16,7 +16,6 @@ use core::fmt::{self, Write};
 
 use blockdev::IoErrorKind;
 
-use crate::cmdline::{Config, OutputFormat};
 use crate::cpu_cost::{CpuCost, CpuPerIo};
 use crate::distributions::{
     fio_percent, DepthCounts, RateSummary, BATCH_BAND_KEYS, DEPTH_PERCENT_FLOOR, LATENCY_BANDS,
@@ -27,6 +26,7 @@ use crate::results::{
     BenchmarkResults, DeviceFacts, Direction, FlushResult, HistogramBins, MedianResult, ReportContext,
     RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
 };
+use crate::settings::{Config, OutputFormat};
 use crate::stats::LatencySummary;
 use crate::units::{DurationText, Fixed, SizeText, KIB, NS_PER_MS, NS_PER_S};
 use crate::{JSON_BEGIN_MARKER, JSON_END_MARKER};
@@ -402,7 +402,7 @@ fn write_percent_map(
 
 /// `"check"`: what `check=` compared (docs/checks.md §2); its mismatches
 /// are in `errors_total` too.
-fn write_check(json: &mut JsonWriter<'_>, check: &crate::check::CheckSummary) -> fmt::Result {
+fn write_check(json: &mut JsonWriter<'_>, check: &crate::pattern_check::CheckSummary) -> fmt::Result {
     json.open(Some("check"), '{')?;
     json.number_field("every", check.every)?;
     json.number_field("checked", check.checked)?;
@@ -752,12 +752,12 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmdline::{Config, JobOperation, JobSpec, OutputFormat, Preset};
     use crate::cpu_cost::NoCpuCounters;
     use crate::fio_json::{extract_json_from_log, parse_fio_json};
     use crate::histogram::{P50_INDEX, P99_INDEX};
     use crate::results::ReportContext;
     use crate::runner::{run_benchmark, RunEnvironment};
+    use crate::settings::{Config, JobOperation, JobSpec, OutputFormat, Preset};
     use crate::sim::{SimBehaviour, SimDevice};
     use crate::units::{NS_PER_MS, NS_PER_S};
     use blockdev::testing::SteppingClock;
@@ -1074,7 +1074,7 @@ mod tests {
     }
 
     fn config(output: OutputFormat) -> Config {
-        let mut config = Config::for_preset(crate::cmdline::Preset::Quick);
+        let mut config = Config::for_preset(crate::settings::Preset::Quick);
         config.jobs = [JobSpec::new(JobOperation::RandRead, BLOCK_BYTES, QUEUE_DEPTH)].to_vec();
         config.runs = 1;
         config.ramp_ns = RAMP_NS;

@@ -3,7 +3,7 @@
 //! # How the kernel uses it
 //!
 //! ```text
-//! let config = bench::cmdline::Config::from_command_line(bootargs, |key| kernel_owns(key),
+//! let config = bench::settings::Config::from_command_line(bootargs, |key| kernel_owns(key),
 //!     &mut |error| println!("{error}"));
 //! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
 //! let region = bench::plan::device_region(&config, &geometry, "sd0");   // what to sample first
@@ -15,10 +15,10 @@
 //!     &mut console);   // console: bench::console::Console
 //! ```
 //!
-//! - [`cmdline`]: `key=value` settings ([`cmdline::settings`]), [`cmdline::Config`] with
-//!   [`cmdline::Config::apply`] (→ [`cmdline::Applied::NotMine`] for keys that are not the
-//!   benchmark's) and [`cmdline::Config::from_command_line`] (presets first, then every key);
-//!   [`cmdline::KNOWN_KEYS`] and [`cmdline::unknown_setting_message`] for the kernel's own
+//! - [`settings`]: `key=value` settings ([`settings::settings`]), [`settings::Config`] with
+//!   [`settings::Config::apply`] (→ [`settings::Applied::NotMine`] for keys that are not the
+//!   benchmark's) and [`settings::Config::from_command_line`] (presets first, then every key);
+//!   [`settings::KNOWN_KEYS`] and [`settings::unknown_setting_message`] for the kernel's own
 //!   unknown-key message.
 //! - [`runner`]: [`runner::run_benchmark`] prints warnings about the devices, a line before each
 //!   run, an in-place progress line during it, a table and the CPU cost per I/O after each job,
@@ -26,7 +26,7 @@
 //!   [`JSON_BEGIN_MARKER`] and [`JSON_END_MARKER`]; it returns [`results::BenchmarkResults`].
 //! - [`plan`]: each job fitted to each device (a [`region::Region`] of it);
 //!   [`plan::buffer_bytes_needed`] and [`plan::minimum_buffer_bytes`] size the DMA area, which
-//!   the kernel's [`buffers::BufferMemory`] lets the CPU reach. [`run`]: one run (reap, fill, end
+//!   the kernel's [`buffers::BufferMemory`] lets the CPU reach. [`run_loop`]: one run (reap, fill, end
 //!   of pass).
 //! - [`console`]: the [`console::Console`] the benchmark writes to and the progress line that
 //!   never waits for it. [`cpu_cost`]: the [`cpu_cost::CpuCounters`] the kernel provides and the
@@ -51,8 +51,6 @@ extern crate alloc;
 extern crate std;
 
 pub mod buffers;
-pub mod check;
-pub mod cmdline;
 pub mod console;
 pub mod cpu_cost;
 pub mod distributions;
@@ -61,12 +59,14 @@ pub mod fio_json;
 pub mod histogram;
 pub mod json;
 pub mod offsets;
+pub mod pattern_check;
 pub mod plan;
 pub mod region;
 pub mod report;
 pub mod results;
-pub mod run;
+pub mod run_loop;
 pub mod runner;
+pub mod settings;
 #[cfg(test)]
 mod sim;
 pub mod stats;
@@ -74,6 +74,11 @@ pub mod trace;
 pub mod units;
 pub mod wide;
 pub mod written;
+
+// The modules' former names, which the kernel's runtime (`kernel/src/runtime/`) still uses;
+// remove them once it names `settings` and `run_loop`.
+pub use run_loop as run;
+pub use settings as cmdline;
 
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";

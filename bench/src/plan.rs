@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 
 use blockdev::{DmaBuffer, Geometry};
 
-use crate::cmdline::{Config, JobSpec};
+use crate::settings::{Config, JobSpec};
 use crate::units::SizeText;
 
 /// How one job runs on one device.
@@ -281,7 +281,7 @@ fn largest_plan_bytes(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cmdline::{JobOperation, Preset};
+    use crate::settings::{JobOperation, Preset};
     use alloc::string::ToString;
     use std::vec;
 

@@ -409,13 +409,13 @@ pub mod text {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmdline::{Config, JobOperation, JobSpec, Preset, TraceRequest};
     use crate::console::Console;
     use crate::cpu_cost::{CpuCounters, NoCpuCounters};
     use crate::plan::tests::nvme_geometry;
     use crate::results::{BenchmarkResults, ReportContext};
-    use crate::run::RunEnvironment;
+    use crate::run_loop::RunEnvironment;
     use crate::runner::run_benchmark_with_traces;
+    use crate::settings::{Config, JobOperation, JobSpec, Preset, TraceRequest};
     use crate::sim::{SimBehaviour, SimDevice};
     use alloc::string::String;
     use alloc::string::ToString;

@@ -93,7 +93,7 @@ fn report_reads_the_benchmarks_own_console_output() {
         in_flight: VecDeque::new(),
     };
     let mut problems = Vec::new();
-    let config = bench::cmdline::Config::from_command_line(
+    let config = bench::settings::Config::from_command_line(
         "preset=quick runs=3 ramp=0 runtime=50ms progress=off",
         |_| false,
         &mut |error| problems.push(error.to_string()),

@@ -109,7 +109,7 @@ impl<'m> ReadChecker<'m> {
 
 #[cfg(test)]
 mod tests {
-    // The runner with `check=` (crate::check) against a simulated device whose medium holds the
+    // The runner with `check=` (crate::pattern_check) against a simulated device whose medium holds the
     // test pattern: exactly the corrupted reads are found, with their LBA and offset; every N-th
     // read is checked; unchecked I/Os keep their figures; where checks are impossible the run says
     // why; `check=auto` follows the preset and the pattern region.
@@ -121,13 +121,13 @@ mod tests {
     use blockdev::testing::SteppingClock;
     use blockdev::{BlockDevice, Request};
 
-    use crate::cmdline::{CheckSetting, Config, JobOperation, JobSpec, Preset, DEFAULT_CHECK_EVERY};
     use crate::cpu_cost::NoCpuCounters;
     use crate::plan::tests::nvme_geometry;
     use crate::region::Region;
     use crate::results::{BenchmarkResults, ReportContext};
-    use crate::run::RunEnvironment;
+    use crate::run_loop::RunEnvironment;
     use crate::runner::run_benchmark;
+    use crate::settings::{CheckSetting, Config, JobOperation, JobSpec, Preset, DEFAULT_CHECK_EVERY};
     use crate::sim::{SimBehaviour, SimDevice, SimMedium, TestMemory};
 
     const GHZ: u64 = 1_000_000_000;

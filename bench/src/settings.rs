@@ -100,7 +100,7 @@ impl OutputFormat {
     }
 }
 
-/// How often reads are checked against the test pattern (`check=`, crate::check).
+/// How often reads are checked against the test pattern (`check=`, crate::pattern_check).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CheckSetting {
     /// Every [`DEFAULT_CHECK_EVERY`]-th read on a device whose region lies in a pattern region,

@@ -27,16 +27,16 @@ use blockdev::{
     SubmitError,
 };
 
-use crate::check::{CheckSummary, ReadChecker};
-use crate::cmdline::{Config, JobSpec, OutputFormat};
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
 use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
 use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
+use crate::pattern_check::{CheckSummary, ReadChecker};
 use crate::plan::DevicePlan;
 use crate::report;
 use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
+use crate::settings::{Config, JobSpec, OutputFormat};
 use crate::stats::LatencyAccumulator;
 use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
@@ -55,7 +55,7 @@ pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
 /// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
 pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
 
-/// Also named `bench::run::BufferMemory` by the kernel's runtime, which hands one over.
+/// Also named `bench::run_loop::BufferMemory` by the kernel's runtime, which hands one over.
 pub use crate::buffers::BufferMemory;
 
 /// A device's marked scratch region, found by the kernel's scan of its partitions.
