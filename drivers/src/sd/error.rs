@@ -1,11 +1,10 @@
-//! The SD driver's typed errors, each carrying the command and the register values that explain
-//! it, and their mapping to the block interface's error kinds (SDHCI §2.2.18 Error Interrupt
-//! Status; SD §4.10.1 card status).
+//! The SD protocol's typed errors, each carrying the command and the register values that explain
+//! it, and their mapping to the block interface's error kinds (SD §4.10.1 card status; each
+//! host maps its own status bits to a [`FailureKind`]: SDHCI §2.2.18 Error Interrupt Status,
+//! the sdhost's SDHSTS).
 #![forbid(unsafe_code)]
 
-use super::clock::ClockError;
 use super::command::Command;
-use super::regs::interrupt;
 use blockdev::{IoError, IoErrorKind};
 use core::fmt;
 
@@ -44,24 +43,6 @@ impl FailureKind {
         }
     }
 
-    /// The kind from the Error Interrupt Status bits (bits 31:16 of word 0x30), most specific
-    /// first: a data CRC error that led to an auto-CMD12 error is a CRC error.
-    pub fn from_interrupt_status(status: u32) -> FailureKind {
-        if status & interrupt::COMMAND_TIMEOUT != 0 {
-            FailureKind::CommandTimeout
-        } else if status & (interrupt::COMMAND_CRC | interrupt::COMMAND_END_BIT | interrupt::COMMAND_INDEX)
-            != 0
-        {
-            FailureKind::CommandLine
-        } else if status & interrupt::DATA_TIMEOUT != 0 {
-            FailureKind::DataTimeout
-        } else if status & (interrupt::DATA_CRC | interrupt::DATA_END_BIT) != 0 {
-            FailureKind::DataLine
-        } else {
-            FailureKind::HostTransfer
-        }
-    }
-
     pub fn io_error_kind(self) -> IoErrorKind {
         match self {
             FailureKind::CommandTimeout | FailureKind::DataTimeout | FailureKind::NoCompletion => {
@@ -80,8 +61,10 @@ impl FailureKind {
 pub struct CommandFailure {
     pub command: Command,
     pub kind: FailureKind,
-    /// Word 0x30: Normal (15:0) and Error (31:16) Interrupt Status.
+    /// The host's interrupt status (SDHCI word 0x30: Normal (15:0) and Error (31:16) Interrupt
+    /// Status; the sdhost's SDHSTS).
     pub interrupt_status: u32,
+    /// The host's state register (SDHCI Present State; the sdhost's SDEDM).
     pub present_state: u32,
     /// The card status (R1) for `CardStatus`, the response word otherwise.
     pub response: u32,
@@ -93,6 +76,24 @@ pub struct CommandFailure {
     pub blocks: u32,
     /// Which attempt failed (1-based) when the driver retried.
     pub attempts: u32,
+}
+
+/// Why no clock divider fits (a host's SDCLK divider cannot go slow enough).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockError {
+    pub base_clock_hz: u32,
+    pub target_hz: u32,
+    pub slowest_hz: u32,
+}
+
+impl fmt::Display for ClockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no SD clock divider gives ≤ {} Hz from a {} Hz base clock (slowest {} Hz)",
+            self.target_hz, self.base_clock_hz, self.slowest_hz
+        )
+    }
 }
 
 impl CommandFailure {
