@@ -10,12 +10,12 @@ use alloc::vec::Vec;
 
 use blockdev::{DataPath, IoErrorKind, SubmitError};
 
-use crate::cmdline::JobSpec;
 use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
 use crate::distributions::{DepthCounts, RateSummary, LATENCY_BANDS};
 use crate::histogram::{
     bucket_value_ns, LatencyHistogram, FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX,
 };
+use crate::settings::JobSpec;
 use crate::stats::{LatencySummary, MILLI_PER_UNIT};
 use crate::units::NS_PER_S;
 
@@ -195,7 +195,7 @@ pub struct RunResult {
     /// How the driver moved the run's data (commands, PIO fallbacks), for drivers that say.
     pub data_path: Option<DataPath>,
     /// What `check=` found, when the run checked its reads (or was asked to).
-    pub check: Option<crate::check::CheckSummary>,
+    pub check: Option<crate::pattern_check::CheckSummary>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
     /// The run's flushes (write results of jobs with `flush=`).
@@ -403,7 +403,7 @@ fn summed_data_path(group: &[&RunResult]) -> Option<DataPath> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cmdline::JobOperation;
+    use crate::settings::JobOperation;
     use std::vec;
 
     #[test]

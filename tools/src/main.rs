@@ -10,8 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use bench::units::ByteSize;
 use tools::console_listen::ConsoleListener;
-use tools::disk::{format_size, parse_size_bytes, DiskSpec};
+use tools::disk::{parse_size_bytes, DiskSpec};
 use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{CardRequest, FirmwareSource, ImageRequest};
@@ -42,9 +43,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Write a bootable SD card image for Pi 3, Pi 4 and Pi 5 (and optionally flash it).
+    /// Write one bootable SD card image for every Pi, Pi 1 to Pi 5 (and optionally flash it).
     Image(Box<ImageArgs>),
-    /// Boot the kernel in QEMU with emulated SD/NVMe disks; exits with the kernel's status.
+    /// Boot the kernel in QEMU with emulated SD, NVMe and USB disks; exits with the kernel's status.
     Qemu(Box<QemuArgs>),
     /// Capture the serial console until the end-of-results marker.
     Serial(SerialArgs),
@@ -357,7 +358,7 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
     println!(
         "wrote {} ({}, FAT32 partition at byte offset {}, {}-byte clusters); boot files from {}:",
         args.output.display(),
-        format_size(layout.image_bytes),
+        ByteSize(layout.image_bytes),
         layout.partition_offset_bytes(),
         layout.cluster_bytes,
         card.boot.firmware_origin
@@ -370,9 +371,9 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
         println!(
             "pattern region: partition {} (type 0x7f), {} from byte {}; image now {}",
             pattern.number,
-            format_size(pattern.length_bytes),
+            ByteSize(pattern.length_bytes),
             pattern.offset_bytes,
-            format_size(pattern.image_bytes_after)
+            ByteSize(pattern.image_bytes_after)
         );
     }
     if let Some((scratch, region_id)) = card.scratch {
@@ -380,9 +381,9 @@ fn run_image(args: &ImageArgs) -> Result<ExitCode> {
             "scratch region: partition {} (type 0xda), {} from byte {}, region id {region_id:#018x}; \
              image now {}",
             scratch.number,
-            format_size(scratch.length_bytes),
+            ByteSize(scratch.length_bytes),
             scratch.offset_bytes,
-            format_size(scratch.image_bytes_after)
+            ByteSize(scratch.image_bytes_after)
         );
     }
     if let Some(device) = &args.write {
@@ -425,7 +426,7 @@ fn write_card(image: &Path, device: &Path, image_bytes: u64, yes: bool, force: b
     if !yes {
         let question = format!(
             "Write {} to {}? Everything on it will be lost.",
-            format_size(image_bytes),
+            ByteSize(image_bytes),
             device.display()
         );
         if !confirm(&question, &format!("write {}", device.display()))? {
@@ -604,7 +605,7 @@ fn run_trace_report(args: &ReportArgs) -> Result<ExitCode> {
         eprintln!("barebench: no trace in any input (run with trace=DEV)");
         return Ok(ExitCode::FAILURE);
     }
-    for written in trace::write_traces(&decoded, &args.output)? {
+    for written in tools::report::write_traces(&decoded, &args.output)? {
         println!("wrote {}", written.display());
     }
     for one in &decoded {
@@ -636,16 +637,16 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
             eprintln!("barebench: {} ({}): {problem}", source.label, source.path.display());
         }
     }
+    // Empty tables and charts would look like a report; nothing is written without a result.
+    if report.rows().next().is_none() {
+        eprintln!("barebench: no results in any input; nothing written to {}", args.output.display());
+        return Ok(ExitCode::FAILURE);
+    }
     let written = tools::report::write_report(&report, &args.output)?;
     print!("{}", tools::report::markdown(&report));
     println!();
     for path in written {
         println!("wrote {}", path.display());
-    }
-    let row_count = report.rows().count();
-    if row_count == 0 {
-        eprintln!("barebench: no results in any input");
-        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -733,6 +734,15 @@ mod tests {
         };
         assert_eq!(args.machine, Machine::Raspi4b);
         assert_eq!(args.nvme_aio.as_deref(), Some("native"));
+    }
+
+    #[test]
+    fn the_help_names_every_board_the_card_boots() {
+        let help = Cli::command().render_help().to_string();
+        let image = help.lines().find(|line| line.trim_start().starts_with("image")).unwrap_or_default();
+        assert!(image.contains("every Pi, Pi 1 to Pi 5"), "barebench --help: {help}");
+        // The card's config.txt has a section for the 32-bit Pis too (tools/src/image/config.rs).
+        assert!(!help.contains("for Pi 3, Pi 4 and Pi 5"), "{help}");
     }
 
     #[test]

@@ -13,7 +13,9 @@ use std::sync::{mpsc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::disk::{format_size, DiskContent, DiskError, DiskSpec, DiskWrites};
+use bench::units::ByteSize;
+
+use crate::disk::{DiskContent, DiskError, DiskSpec, DiskWrites};
 use crate::qemu_faults::{self, Fault};
 
 /// The machine `barebench qemu` runs when none is named: the one `make qemu` uses, the only one
@@ -397,11 +399,11 @@ impl QemuRun {
                 DiskContent::Zeros => "zeros",
                 DiskContent::File(_) => "file",
             };
-            let size_name = format_size(spec.size_bytes).replace(' ', "");
+            let size_name = ByteSize(spec.size_bytes).to_string().replace(' ', "");
             let writes_name = match spec.writes {
                 DiskWrites::Discarded => String::new(),
                 DiskWrites::Scratch { region_bytes } => {
-                    format!("-scratch{}", format_size(region_bytes).replace(' ', ""))
+                    format!("-scratch{}", ByteSize(region_bytes).to_string().replace(' ', ""))
                 }
                 DiskWrites::InPlace => String::from("-writable"),
             };
@@ -452,8 +454,8 @@ impl QemuRun {
                 notes.push(format!(
                     "{} size {} is not a power of two (QEMU refuses such SD cards); using {}",
                     disk.role.name(),
-                    format_size(requested),
-                    format_size(disk.spec.size_bytes)
+                    ByteSize(requested),
+                    ByteSize(disk.spec.size_bytes)
                 ));
             }
             if disk.spec.writes != DiskWrites::Discarded {

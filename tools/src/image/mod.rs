@@ -11,6 +11,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use bench::units::ByteSize;
+
 use config::{CmdlineError, ConfigOptions, KERNEL_PI1, KERNEL_PI2, KERNEL_PI3_PI4, KERNEL_PI5};
 use fat::{FatError, ImageLayout};
 use firmware::{FirmwareError, FirmwareSet, ImageFile, DISABLE_BT_OVERLAY};
@@ -150,8 +152,8 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
         warnings.push(format!(
             "image size {} rounded up to {} (a power of two, so QEMU accepts it as an SD card)",
-            crate::disk::format_size(requested),
-            crate::disk::format_size(image_bytes)
+            ByteSize(requested),
+            ByteSize(image_bytes)
         ));
     }
     let signature = disk_signature(&[&kernel, &kernel32], &cmdline);

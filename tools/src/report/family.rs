@@ -1,18 +1,18 @@
 //! The across-the-family layout of `barebench report`: the comparison that puts the same microSD
 //! card in every Pi model and runs fio's sequential and random reads and writes at 4K, 64K and
-//! 1M, iodepth 64 (README "Writes", the `matrix` preset), laid out as it publishes it: one table
+//! 1M, iodepth 64 (docs/writes.md, the `matrix` preset), laid out as it publishes it: one table
 //! per board with rows sequential read, sequential write, random read, random write and columns
 //! 4K, 64K, 1M in MB/s (10^6 bytes per second, as it states), then one chart per test with the
 //! boards side by side. A board is named by its banner (model and revision), a card by its CID
 //! (an NVMe drive by its model, a USB drive by its strings), so two cards in one board are two
-//! series. The cells are the `matrix` jobs exactly (bench::cmdline::MATRIX_JOBS); a job the
+//! series. The cells are the `matrix` jobs exactly (bench::settings::MATRIX_JOBS); a job the
 //! board did not run says why (the kernel's `skipped` line), and one that completed no I/O in
 //! its window says so rather than showing zero.
 #![forbid(unsafe_code)]
 
 use std::fmt::Write as _;
 
-use bench::cmdline::{JobOperation, JobSpec, MATRIX_JOBS};
+use bench::settings::{JobOperation, JobSpec, MATRIX_JOBS};
 
 use super::chart::BarChart;
 use super::{format_block, Report, ResultRow, SourceKind, BYTES_PER_MIB};

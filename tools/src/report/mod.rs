@@ -10,6 +10,7 @@ pub mod table;
 pub mod trace;
 pub mod trace_chart;
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -73,6 +74,39 @@ pub fn markdown(report: &Report) -> String {
     let mut text = table::markdown(report);
     text.push_str(&family::markdown(&family::layout(report)));
     text
+}
+
+/// Writes each trace's CSV and charts into `dir` and a `traces.md` summary; returns the paths.
+pub fn write_traces(traces: &[trace::DecodedTrace], dir: &Path) -> Result<Vec<PathBuf>, trace::TraceError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|source| trace::TraceError::Write { path: dir.to_path_buf(), source })?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text)
+            .map_err(|source| trace::TraceError::Write { path: path.clone(), source })?;
+        Ok::<PathBuf, trace::TraceError>(path)
+    };
+    let mut written = Vec::new();
+    let mut summary = String::from("# barebench traces\n");
+    for trace in traces {
+        let stem = trace.file_stem();
+        written.push(write(dir.join(format!("{stem}.csv")), &trace::csv(trace))?);
+        written.extend(trace_chart::write_charts(trace, dir)?);
+        let rows = trace.rows();
+        let _ = writeln!(
+            summary,
+            "\n## {} {}\n\n{} commands ({} more not kept), mean latency {:.1} µs\n\n![latency over time]({stem}-latency.svg)\n![latency histogram]({stem}-histogram.svg)\n![completion gaps]({stem}-gaps.svg)\n\nSlowest commands:\n",
+            trace.device,
+            trace.run,
+            rows.len(),
+            trace.not_kept,
+            trace::mean_latency_ns(&rows) / 1e3
+        );
+        for line in trace::slowest(trace, 10) {
+            let _ = writeln!(summary, "{line}");
+        }
+    }
+    written.push(write(dir.join("traces.md"), &summary)?);
+    Ok(written)
 }
 
 /// Bytes in a MiB (the unit of the published Pi benchmark tables, docs/ecosystem.md §4.2).
