@@ -10,12 +10,12 @@ use alloc::vec::Vec;
 
 use blockdev::{DataPath, IoErrorKind, SubmitError};
 
-use crate::cmdline::JobSpec;
 use crate::cpu_cost::{CounterStatus, CpuCost, CpuPerIo};
 use crate::distributions::{DepthCounts, RateSummary, LATENCY_BANDS};
 use crate::histogram::{
     bucket_value_ns, LatencyHistogram, FIO_DEFAULT_PERCENTILES, P50_INDEX, P99_9_INDEX, P99_INDEX,
 };
+use crate::settings::JobSpec;
 use crate::stats::{LatencySummary, MILLI_PER_UNIT};
 use crate::units::NS_PER_S;
 
@@ -93,6 +93,25 @@ pub struct BenchmarkResults {
     pub instructions_status: CounterStatus,
     /// Throttling, temperature, clocks and boot time, when the kernel reports them.
     pub conditions: Option<crate::conditions::BenchmarkConditions>,
+}
+
+impl BenchmarkResults {
+    /// Runs whose reading after them reports throttling or under-voltage.
+    pub fn throttled_runs(&self) -> impl Iterator<Item = &RunResult> {
+        self.runs.iter().filter(|run| run.conditions.as_ref().is_some_and(|c| c.after.is_throttled()))
+    }
+
+    /// Whether throttling or under-voltage happened during the benchmark: after a run, or in the
+    /// reading at the end (what `throttle=fail` fails on; flags only from before the first job,
+    /// since boot, do not count).
+    pub fn throttled_during(&self) -> bool {
+        self.throttled_runs().next().is_some()
+            || self
+                .conditions
+                .as_ref()
+                .and_then(|c| c.after.as_ref())
+                .is_some_and(crate::conditions::ConditionsReading::is_throttled)
+    }
 }
 
 /// Why a run stopped before its window was over, or could not be drained.
@@ -197,7 +216,7 @@ pub struct RunResult {
     /// How the driver moved the run's data (commands, PIO fallbacks), for drivers that say.
     pub data_path: Option<DataPath>,
     /// What `check=` found, when the run checked its reads (or was asked to).
-    pub check: Option<crate::check::CheckSummary>,
+    pub check: Option<crate::pattern_check::CheckSummary>,
     /// Messages about this run, as printed.
     pub notes: Vec<String>,
     /// The run's flushes (write results of jobs with `flush=`).
@@ -416,7 +435,7 @@ fn summed_data_path(group: &[&RunResult]) -> Option<DataPath> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cmdline::JobOperation;
+    use crate::settings::JobOperation;
     use std::vec;
 
     #[test]

@@ -2,7 +2,7 @@
 //! between repetitions (odd repetitions take the devices in order, even ones in reverse), then
 //! the medians, the summary and the JSON (docs/architecture.md "What is measured", "Output").
 //!
-//! One run is [`crate::run`]'s business; this module plans each job per device, keeps the order,
+//! One run is [`crate::run_loop`]'s business; this module plans each job per device, keeps the order,
 //! drops a device that stops answering, and hands the results as data to [`crate::report`] and
 //! [`crate::json`]. Per-tag arrays are allocated per job and the histograms once; nothing is
 //! allocated per I/O.
@@ -14,45 +14,38 @@ use core::fmt;
 
 use blockdev::BlockDevice;
 
-use crate::cmdline::{Config, DeviceSelection, JobSpec};
 use crate::console::Console;
 use crate::offsets::derived_seed;
 use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
 use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
-use crate::run::DeviceRegion;
-use crate::run::{run_once, Measurements, RunLabel, Scratch};
+use crate::run_loop::DeviceRegion;
+use crate::run_loop::{run_once, Measurements, RunLabel, Scratch};
+use crate::settings::{Config, DeviceSelection, JobSpec};
 use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
 use crate::units::SizeText;
 use crate::written::MAX_TRACKED_SLOTS;
 
-pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
+pub use crate::run_loop::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
 /// Why a write or mixed job does not run on a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteRefusal {
     /// `write=` does not name the device.
+    #[error(
+        "write= does not name it (write and mixed jobs need write=DEV and a marked scratch region; nothing was \
+         written)"
+    )]
     NotAllowed,
     /// The device has no valid scratch region.
+    #[error(
+        "it has no valid scratch region (mark a partition with `barebench scratch` or build the card with \
+         `barebench image --scratch`; nothing was written)"
+    )]
     NoRegion,
     /// The kernel gives the benchmark no CPU access to its buffers.
+    #[error("this kernel gives the benchmark no access to its buffers")]
     NoBufferAccess,
-}
-
-impl fmt::Display for WriteRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WriteRefusal::NotAllowed => {
-                "write= does not name it (write and mixed jobs need write=DEV and a marked scratch \
-                 region; nothing was written)"
-            }
-            WriteRefusal::NoRegion => {
-                "it has no valid scratch region (mark a partition with `barebench scratch` or build \
-                 the card with `barebench image --scratch`; nothing was written)"
-            }
-            WriteRefusal::NoBufferAccess => "this kernel gives the benchmark no access to its buffers",
-        })
-    }
 }
 
 /// Runs every job of `config` on the selected `devices` and prints the run lines, progress,
@@ -117,7 +110,7 @@ pub fn run_benchmark_with_traces(
     }
     results.medians = medians_of(&results.runs);
     report::print_summary(console, config, &results);
-    crate::conditions::print_summary(console, &results);
+    crate::conditions_summary::print_summary(console, &results);
     let _ = crate::json::write_results_block(console, config, context, &results);
     results
 }
@@ -475,12 +468,12 @@ fn run_order(selected: &[usize], run: u32) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmdline::{JobOperation, Preset};
     use crate::cpu_cost::NoCpuCounters;
     use crate::plan::tests::{nvme_geometry, sd_geometry};
     use crate::results::Direction;
     use crate::results::{MedianResult, RunResult};
-    use crate::run::WriteAccess;
+    use crate::run_loop::WriteAccess;
+    use crate::settings::{JobOperation, Preset};
     use crate::sim::{SimBehaviour, SimDevice, SimMedium, TestMemory};
     use blockdev::testing::SteppingClock;
     use blockdev::Request;
@@ -1573,5 +1566,5 @@ mod tests {
         assert_eq!(sd0["data_path"]["pio_fallbacks"], total.1);
     }
 
-    const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;
+    const REFERENCE: [JobSpec; 3] = crate::settings::REFERENCE_JOBS;
 }

@@ -10,9 +10,9 @@
 
 use crate::gpio::{Bcm2835Gpio, BrcmstbGpioBank, PinFunction};
 use crate::mailbox::{set_gpio_state, BoardRevision, PropertyTags};
-use crate::mmio::RegisterIo;
 use alloc::vec::Vec;
 use core::cell::Cell;
+use hal::mmio::RegisterIo;
 
 /// How the LED is wired.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! outside the benchmark's queues (docs/architecture.md, "The block interface").
 #![forbid(unsafe_code)]
 
-use crate::platform::Deadline;
 use blockdev::{BlockDevice, Clock, Completion, IoError, Request, SubmitError};
+use hal::platform::Deadline;
 
 /// Why a request never came back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! always-on GPIO (the SD slot's power and 1.8 V lines, the Pi 5's LED).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// A pin's function-select value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! register summary; baud divisor §3.3.6).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 use tock_registers::{register_bitfields, LocalRegisterCopy};
 
 /// Register offsets (PL011 TRM §3.3).

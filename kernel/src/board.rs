@@ -7,7 +7,7 @@
 use boot::cpu::CoreModel;
 use drivers::pci::brcmstb::Soc;
 use drivers::pci::{HostWindows, Window};
-use drivers::platform::BusTranslation;
+use hal::platform::BusTranslation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BoardFamily {

@@ -196,8 +196,10 @@ mod tests {
         assert_eq!(reading.clocks[0].measured_hz, None);
         assert_eq!(reading.not_answered, ["GET_CLOCK_RATE_MEASURED (0x00030047)"], "named once");
         // test-fault=throttled makes QEMU's 0 look throttled.
-        let faked =
-            FirmwareConditions { faked_throttle: crate::cmdline::FAKED_THROTTLE_FLAGS, ..conditions(&qemu) };
+        let faked = FirmwareConditions {
+            faked_throttle: crate::kernel_settings::FAKED_THROTTLE_FLAGS,
+            ..conditions(&qemu)
+        };
         assert_eq!(faked.read(false).throttled, Some(ThrottleFlags(0x5_0005)));
     }
 

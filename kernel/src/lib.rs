@@ -9,12 +9,15 @@ pub mod atags;
 pub mod block_checks;
 pub mod board;
 pub mod boot_time;
-pub mod cmdline;
 pub mod conditions;
+pub mod kernel_settings;
+/// The module's former name, which `kernel/src/runtime/` still uses; remove it once the runtime
+/// names `kernel_settings`.
+pub use kernel_settings as cmdline;
 pub mod devicetree;
 pub mod discovery;
 pub mod memory_plan;
-pub mod pcie_host;
+pub mod root_complex_plan;
 pub mod sd_dma;
 
 #[cfg(target_os = "none")]

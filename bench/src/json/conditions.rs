@@ -4,7 +4,8 @@
 use core::fmt;
 
 use super::JsonWriter;
-use crate::conditions::{boot_parts, BenchmarkConditions, ConditionsReading, RunConditions, Sentence};
+use crate::conditions::{boot_parts, BenchmarkConditions, ConditionsReading, RunConditions};
+use crate::conditions_summary::Sentence;
 use crate::results::BenchmarkResults;
 use crate::units::Fixed;
 

@@ -4,12 +4,10 @@
 //! pattern (`blockdev::pattern`), and times each read from submit to the poll that returned it
 //! (fio's clat plus the submit, docs/nvme-and-fio.md §3.1).
 
-use crate::dma::DmaRegion;
 use alloc::vec::Vec;
-use blockdev::{
-    BlockDevice, Clock, Completion, DmaBuffer, Geometry, IoError, Operation, Request, SubmitError,
-};
+use blockdev::{BlockDevice, Clock, Completion, Geometry, IoError, Operation, Request, SubmitError};
 use core::fmt;
+use hal::dma::DmaRegion;
 
 /// A run gives up when no read completes for this long.
 pub const IDLE_TIMEOUT_MS: u64 = 10_000;
@@ -188,11 +186,11 @@ impl Random {
 }
 
 #[derive(Clone, Copy, Default)]
-struct Slot {
+struct Slot<'r> {
     lba: u64,
     block_count: u32,
     submitted_ticks: u64,
-    data: Option<DmaBuffer>,
+    data: Option<DmaRegion<'r>>,
 }
 
 /// Where the next read goes and how big it is.
@@ -262,13 +260,13 @@ const MAX_DEPTH: usize = 256;
 struct Runner<'r, C: Clock + ?Sized> {
     device: &'r mut dyn BlockDevice,
     clock: &'r C,
-    scratch: DmaBuffer,
+    scratch: DmaRegion<'r>,
     slot_bytes: usize,
     block_bytes: u64,
     verify: bool,
     requests: u32,
     planner: Planner<'r>,
-    slots: [Slot; MAX_DEPTH],
+    slots: [Slot<'r>; MAX_DEPTH],
     report: RunReport,
     samples_ns: Option<Vec<u64>>,
     issued: u32,
@@ -279,11 +277,11 @@ struct Runner<'r, C: Clock + ?Sized> {
 
 /// Runs `workload` on `device`, with buffers carved from `scratch`: fills the queue, then
 /// replaces each completed read with the next until all are done.
-pub fn run<C: Clock + ?Sized>(
-    device: &mut dyn BlockDevice,
-    clock: &C,
-    scratch: DmaBuffer,
-    workload: &Workload,
+pub fn run<'r, C: Clock + ?Sized>(
+    device: &'r mut dyn BlockDevice,
+    clock: &'r C,
+    scratch: DmaRegion<'r>,
+    workload: &'r Workload<'r>,
 ) -> Result<RunReport, RunError> {
     let mut runner = Runner::new(device, clock, scratch, workload)?;
     let start_ticks = clock.now_ticks();
@@ -298,15 +296,15 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
     fn new(
         device: &'r mut dyn BlockDevice,
         clock: &'r C,
-        scratch: DmaBuffer,
+        scratch: DmaRegion<'r>,
         workload: &'r Workload<'r>,
     ) -> Result<Self, RunError> {
         let geometry = device.geometry();
         let depth = workload.depth.min(geometry.max_in_flight).clamp(1, MAX_DEPTH as u32);
         let slot_bytes = workload.slot_bytes();
         let needed_bytes = slot_bytes * depth as usize;
-        if needed_bytes > scratch.length_bytes {
-            return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes });
+        if needed_bytes > scratch.length_bytes() {
+            return Err(RunError::ScratchTooSmall { needed_bytes, available_bytes: scratch.length_bytes() });
         }
         let samples_ns =
             (workload.requests <= MEDIAN_MAX_SAMPLES).then(|| Vec::with_capacity(workload.requests as usize));
@@ -334,12 +332,17 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
         let Planned { lba, block_count, buffer_offset_bytes } = self.planner.next()?;
         let start = slot_index * self.slot_bytes + buffer_offset_bytes;
         let bytes = block_count as usize * self.block_bytes as usize;
-        let data = self.scratch.slice(start, bytes).ok_or(RunError::ScratchTooSmall {
+        let data = self.scratch.subregion(start, bytes).ok_or(RunError::ScratchTooSmall {
             needed_bytes: start + bytes,
-            available_bytes: self.scratch.length_bytes,
+            available_bytes: self.scratch.length_bytes(),
         })?;
-        let request =
-            Request { tag: slot_index as u32, operation: Operation::Read, lba, block_count, buffer: data };
+        let request = Request {
+            tag: slot_index as u32,
+            operation: Operation::Read,
+            lba,
+            block_count,
+            buffer: data.buffer(),
+        };
         self.slots[slot_index] =
             Slot { lba, block_count, submitted_ticks: self.clock.now_ticks(), data: Some(data) };
         self.device.submit(request).map_err(|(_, error)| RunError::Refused { lba, block_count, error })?;
@@ -417,13 +420,11 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
     }
 
     fn check_data(&mut self, slot: &Slot) {
+        // The read into this slot completed (the driver made the data visible to the CPU) and no
+        // other request uses the slot until it is submitted again.
         let Some(data) = slot.data else {
             return;
         };
-        // SAFETY: the scratch memory was handed to `run` as DMA memory for its requests; the
-        // read into this slot completed (the driver made the data visible to the CPU) and no
-        // other request uses the slot until it is submitted again.
-        let data = unsafe { DmaRegion::new(data) };
         let mut sector = [0u8; blockdev::pattern::SECTOR_BYTES];
         for offset_bytes in (0..data.length_bytes()).step_by(sector.len()) {
             let chunk =
@@ -454,9 +455,8 @@ mod tests {
     use super::super::controller::{Controller, DepthChoice};
     use super::super::events::DiscardEvents;
     use super::super::namespace::NamespaceDevice;
-    use super::super::sim::{SimConfig, SimController, SimPlatform};
+    use super::super::sim::{NvmeArena, SimConfig, SimController, SimPlatform};
     use super::*;
-    use crate::platform::Platform;
     use std::string::ToString;
     use std::vec;
 
@@ -511,7 +511,7 @@ mod tests {
             verify: true,
             seed: 7,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = DmaRegion::allocate(&platform, workload.scratch_bytes(), 4096).unwrap();
         sim.hold_io_completions(true);
         // Release completions a few at a time from the clock's side: the runner polls, so
         // every poll of an empty queue releases some.
@@ -570,7 +570,7 @@ mod tests {
             verify: true,
             seed: 3,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = DmaRegion::allocate(&platform, workload.scratch_bytes(), 4096).unwrap();
         let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
         assert!(report.failed > 0, "{report:?}");
         assert_eq!(report.first_failure.unwrap().0, 3);
@@ -595,7 +595,7 @@ mod tests {
             verify: false,
             seed: 1,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = DmaRegion::allocate(&platform, workload.scratch_bytes(), 4096).unwrap();
         let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
         assert_eq!(report.failed, 4);
         assert_eq!(report.first_failure.unwrap().1.kind, blockdev::IoErrorKind::Timeout);
@@ -621,13 +621,13 @@ mod tests {
             verify: false,
             seed: 1,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = DmaRegion::allocate(&platform, workload.scratch_bytes(), 4096).unwrap();
         let error = run(&mut nvme0, &platform, scratch, &workload).unwrap_err();
         assert!(
             matches!(error, RunError::Timeout { in_flight: 2, completed: 0, waited_ms } if waited_ms >= IDLE_TIMEOUT_MS),
             "{error:?}"
         );
-        let small = platform.allocate_dma(4096, 4096).unwrap();
+        let small = DmaRegion::allocate(&platform, 4096, 4096).unwrap();
         assert!(matches!(
             run(&mut nvme0, &platform, small, &workload),
             Err(RunError::ScratchTooSmall { .. })
@@ -650,7 +650,7 @@ mod tests {
             verify: true,
             seed: 11,
         };
-        let scratch = platform.allocate_dma(workload.scratch_bytes(), 4096).unwrap();
+        let scratch = DmaRegion::allocate(&platform, workload.scratch_bytes(), 4096).unwrap();
         let report = run(&mut nvme0, &platform, scratch, &workload).unwrap();
         assert!(report.passed(), "{report:?}");
         assert_eq!(report.bytes, 6 * (4 << 20));

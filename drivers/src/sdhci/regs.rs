@@ -77,6 +77,8 @@ register_bitfields![u32,
         DATA_WIDTH_4_BIT OFFSET(1) NUMBITS(1) [],
         HIGH_SPEED_ENABLE OFFSET(2) NUMBITS(1) [],
         DMA_SELECT OFFSET(3) NUMBITS(2) [Sdma = 0, Adma2_32 = 2, Adma2_64 = 3],
+        /// Extended Data Transfer Width: an 8-bit bus (eMMC).
+        DATA_WIDTH_8_BIT OFFSET(5) NUMBITS(1) [],
         BUS_POWER OFFSET(8) NUMBITS(1) [],
         BUS_VOLTAGE OFFSET(9) NUMBITS(3) [V1_8 = 0b101, V3_0 = 0b110, V3_3 = 0b111]
     ],

@@ -1,19 +1,17 @@
 //! The BCM2835 sdhost controller: reset, clock, command issue and completion, PIO reads from
 //! its FIFO, and recovery, in the order Linux's `drivers/mmc/host/bcm2835.c` uses them
-//! (docs/aarch32-pis.md §7). The card protocol on top is the SDHCI driver's, through
-//! [`CardBus`].
+//! (docs/aarch32-pis.md §7). The card protocol on top is `crate::sd`'s, through [`CardBus`].
 #![forbid(unsafe_code)]
 
 use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
-use crate::dma::PioTarget;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
-use crate::sdhci::bringup::Timing;
-use crate::sdhci::card::CardStatus;
-use crate::sdhci::card_bus::CardBus;
-use crate::sdhci::command::{Command, DataPhase, ResponseKind};
-use crate::sdhci::error::{CommandFailure, FailureKind, SdError};
-use crate::sdhci::host::{BusMode, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
+use crate::sd::bus::{BusMode, BusWidth, CardBus, Response};
+use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
+use crate::sd::command::{Command, DataPhase, ResponseKind};
+use crate::sd::error::{CommandFailure, FailureKind, SdError};
+use crate::sd::timing::Timing;
+use hal::dma::PioTarget;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// How long NEW may stay set: Linux waits up to 100 ms for a command to finish.
 pub const COMMAND_TIMEOUT_US: u64 = 100_000;
@@ -132,21 +130,6 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         }
     }
 
-    /// The failure kind of the host status's error bits, most specific first.
-    pub fn kind_of(host_status: u32) -> FailureKind {
-        if host_status & status::COMMAND_TIMEOUT != 0 {
-            FailureKind::CommandTimeout
-        } else if host_status & status::CRC7_ERROR != 0 {
-            FailureKind::CommandLine
-        } else if host_status & status::DATA_TIMEOUT != 0 {
-            FailureKind::DataTimeout
-        } else if host_status & status::CRC16_ERROR != 0 {
-            FailureKind::DataLine
-        } else {
-            FailureKind::HostTransfer
-        }
-    }
-
     /// After an error: the status cleared, the FIFO drained, and the state machine forced back
     /// to data mode when it is stuck mid-transfer (Linux `bcm2835_finish_data` and its error path).
     pub fn recover(&mut self) {
@@ -176,7 +159,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
             ResponseKind::None => cmd::NO_RESPONSE,
             ResponseKind::R2 => cmd::LONG_RESPONSE,
             ResponseKind::R1b => cmd::BUSY_WAIT,
-            ResponseKind::R1 | ResponseKind::R3 => 0,
+            ResponseKind::R1 | ResponseKind::R3 | ResponseKind::R6 | ResponseKind::R7 => 0,
         };
         if command.data != DataPhase::None {
             self.write(offsets::BLOCK_BYTES, block_bytes);
@@ -209,7 +192,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         let errors = host_status & status::ERRORS;
         let ignorable = command.response == ResponseKind::R3 && errors == status::CRC7_ERROR;
         if (failed || errors != 0) && !ignorable {
-            let kind = if errors == 0 { FailureKind::CommandTimeout } else { Self::kind_of(errors) };
+            let kind = if errors == 0 { FailureKind::CommandTimeout } else { failure_kind(errors) };
             let failure = self.failure(*command, kind, host_status);
             self.recover();
             return Err(failure.into());
@@ -238,7 +221,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
             }
             if host_status & status::ERRORS != 0 || deadline.has_passed(self.platform) {
                 let kind = if host_status & status::ERRORS != 0 {
-                    Self::kind_of(host_status)
+                    failure_kind(host_status)
                 } else {
                     FailureKind::NoCompletion
                 };
@@ -251,7 +234,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     }
 
     fn check_card_status(&self, command: &Command, response: &Response) -> Result<(), SdError> {
-        if command.returns_card_status() && CardStatus(response.short()).errors() != 0 {
+        if response.reports_card_status_errors(command) {
             let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
             failure.response = response.short();
             return Err(failure.into());
@@ -318,7 +301,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         while words_done < out.len() / 4 {
             let before = words_done;
             if let Err(host_status) = self.read_fifo(out, &mut words_done) {
-                let mut failure = self.failure(*command, Self::kind_of(host_status), host_status);
+                let mut failure = self.failure(*command, failure_kind(host_status), host_status);
                 failure.blocks = 1;
                 self.recover();
                 return Err(failure.into());
@@ -334,6 +317,21 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
             }
         }
         self.finish_data(command)
+    }
+}
+
+/// The failure kind of the host status's error bits, most specific first.
+pub fn failure_kind(host_status: u32) -> FailureKind {
+    if host_status & status::COMMAND_TIMEOUT != 0 {
+        FailureKind::CommandTimeout
+    } else if host_status & status::CRC7_ERROR != 0 {
+        FailureKind::CommandLine
+    } else if host_status & status::DATA_TIMEOUT != 0 {
+        FailureKind::DataTimeout
+    } else if host_status & status::CRC16_ERROR != 0 {
+        FailureKind::DataLine
+    } else {
+        FailureKind::HostTransfer
     }
 }
 
@@ -370,10 +368,18 @@ impl<'p, R: RegisterIo, P: Platform> CardBus for SdhostHost<'p, R, P> {
         Ok(response)
     }
 
-    fn set_bus_width_4_bit(&mut self) {
-        self.host_config |= config::WIDE_EXTERNAL_BUS;
+    /// SDHCFG's 4-bit card bus; the sdhost has no 8-bit bus.
+    fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {
+        match width {
+            BusWidth::One => self.host_config &= !config::WIDE_EXTERNAL_BUS,
+            BusWidth::Four => self.host_config |= config::WIDE_EXTERNAL_BUS,
+            BusWidth::Eight => {
+                return Err(SdError::UnusableHost { reason: "the sdhost has no 8-bit bus", value: 8 })
+            }
+        }
         self.write(offsets::HOST_CONFIG, self.host_config);
-        self.bus_width_bits = 4;
+        self.bus_width_bits = width.bits();
+        Ok(())
     }
 
     fn bus_mode(&self) -> BusMode {

@@ -1,6 +1,6 @@
 //! A simulated BCM2835 sdhost with a simulated SD card, for host tests: the registers of
 //! docs/aarch32-pis.md §7 (QEMU's `hw/sd/bcm2835_sdhost.c` for the behaviour it models), a
-//! 16-word FIFO refilled as it is read, and the card of the SDHCI simulator ([`SimCard`]).
+//! 16-word FIFO refilled as it is read, and the simulated card both hosts share ([`SimCard`]).
 //!
 //! At least as strict as the hardware where the driver's correctness depends on it: NEW stays
 //! set for a few polls and a command written meanwhile is lost; the block size and count must be
@@ -14,10 +14,10 @@
 extern crate std;
 
 use super::regs::{command as cmd, config, debug_mode, offsets, status, FIFO_WORDS, MAX_BLOCKS_PER_COMMAND};
-use crate::mmio::RegisterIo;
-use crate::sdhci::card::ocr;
-use crate::sdhci::sim::SimCard;
+use crate::sd::card_registers::ocr;
+use crate::sd::sim_card::SimCard;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
 use std::collections::VecDeque;
 use std::vec::Vec;
 

@@ -8,8 +8,8 @@
 //! bridge drops the upper half of a 64-bit MMIO write (docs/usb-storage.md §1 step 7).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
 use core::fmt;
+use hal::mmio::RegisterIo;
 use tock_registers::register_bitfields;
 use tock_registers::LocalRegisterCopy;
 

@@ -1,13 +1,14 @@
 //! The serial console on the board's PL011, 115200 8N1, and the `print!`/`println!`
 //! macros. The exception and panic paths write through [`emergency_writer`], which needs no lock.
+#![forbid(unsafe_code)]
 
 use super::sync::SingleCoreCell;
 use super::windows;
 use crate::board::{BlockKind, MmioBlock};
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
-use drivers::mmio::Mmio;
 use drivers::pl011::Pl011;
+use hal::mmio::Mmio;
 
 pub const BAUD: u32 = 115_200;
 
@@ -20,29 +21,27 @@ static MIRROR: SingleCoreCell<Option<Pl011<Mmio>>> = SingleCoreCell::new(None);
 static MIRROR_BASE: AtomicUsize = AtomicUsize::new(0);
 static MIRROR_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-/// Takes over the PL011 `block`. `uart_clock_hz` = None keeps the firmware's divisors.
-///
-/// # Safety
-/// `block` must be the board's PL011, reachable as device memory now and for the rest of the run.
-pub unsafe fn init(block: MmioBlock, uart_clock_hz: Option<u32>) {
-    // SAFETY: the caller guarantees `block` is the PL011's register block.
-    let uart = Pl011::new(unsafe { windows::open(block) });
+/// Takes over the PL011 `block` (the board's, or one the device tree names). `uart_clock_hz` =
+/// None keeps the firmware's divisors. Without a window on it there is no console.
+pub fn init(block: MmioBlock, uart_clock_hz: Option<u32>) {
+    let Ok(window) = windows::open(block) else {
+        return;
+    };
+    let uart = Pl011::new(window);
     uart.configure(uart_clock_hz, BAUD);
     CONSOLE_BYTES.store(block.size_bytes as usize, Ordering::Release);
     CONSOLE_BASE.store(block.base as usize, Ordering::Release);
     CONSOLE.with(|console| *console = Some(uart));
 }
 
-/// Sends the console's text to the PL011 `block` too, with the settings it has.
-///
-/// # Safety
-/// `block` must be a PL011 that answers, set up by the firmware, reachable for the rest of the run.
-pub unsafe fn add_mirror(block: MmioBlock) {
-    // SAFETY: the caller guarantees `block` is a live PL011.
-    let uart = Pl011::new(unsafe { windows::open(block) });
+/// Sends the console's text to the PL011 `block` too, with the settings it has (the caller has
+/// checked that it answers and is set up). Without a window on it nothing changes.
+pub fn add_mirror(block: MmioBlock) -> Result<(), windows::OutsideDevices> {
+    let uart = Pl011::new(windows::open(block)?);
     MIRROR_BYTES.store(block.size_bytes as usize, Ordering::Release);
     MIRROR_BASE.store(block.base as usize, Ordering::Release);
     MIRROR.with(|mirror| *mirror = Some(uart));
+    Ok(())
 }
 
 /// The PL011's divisors as programmed (IBRD, FBRD).
@@ -129,12 +128,12 @@ impl embedded_io::Write for ConsoleWriter {
 pub fn emergency_writer() -> Option<impl fmt::Write> {
     let open = |base: &AtomicUsize, bytes: &AtomicUsize| {
         let base = base.load(Ordering::Acquire);
-        (base != 0).then(|| {
-            let block =
-                MmioBlock::new(BlockKind::ConsoleUart, base as u64, bytes.load(Ordering::Acquire) as u64);
-            // SAFETY: the block was stored by `init` or `add_mirror`, whose callers guaranteed a PL011.
-            Pl011::new(unsafe { windows::open(block) })
-        })
+        if base == 0 {
+            return None;
+        }
+        let block = MmioBlock::new(BlockKind::ConsoleUart, base as u64, bytes.load(Ordering::Acquire) as u64);
+        // The block was stored by `init` or `add_mirror`, which opened it.
+        windows::open(block).ok().map(Pl011::new)
     };
     let first = open(&CONSOLE_BASE, &CONSOLE_BYTES)?;
     struct Emergency(Pl011<Mmio>, Option<Pl011<Mmio>>);

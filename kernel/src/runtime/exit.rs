@@ -72,13 +72,13 @@ pub fn finish(status: ExitStatus) -> ! {
     match method() {
         ExitMethod::Semihosting => {
             console::flush();
-            super::led::show_ending_once(status);
+            super::led::show_ending_once(led_ending(status));
             semihosting_exit(status as u32)
         }
         ExitMethod::Psci => {
             crate::println!("barebench: finished with status {} ({:?}); powering off", status as u32, status);
             console::flush();
-            super::led::show_ending_once(status);
+            super::led::show_ending_once(led_ending(status));
             psci_system_off()
         }
         ExitMethod::Idle => {
@@ -88,9 +88,17 @@ pub fn finish(status: ExitStatus) -> ! {
             }
             crate::println!();
             console::flush();
-            super::led::repeat_ending(status);
+            super::led::repeat_ending(led_ending(status));
             idle()
         }
+    }
+}
+
+/// How the activity LED shows `status` (docs/led.md).
+fn led_ending(status: ExitStatus) -> super::led::Ending {
+    match status {
+        ExitStatus::Success => super::led::Ending::BenchmarkDone,
+        failed => super::led::Ending::Failed { exit_status: failed as u32 },
     }
 }
 
@@ -106,15 +114,15 @@ fn ending_pattern(status: ExitStatus) -> &'static str {
 pub fn finish_after_fault(status: ExitStatus) -> ! {
     match method() {
         ExitMethod::Semihosting => {
-            super::led::show_ending_once(status);
+            super::led::show_ending_once(led_ending(status));
             semihosting_exit(status as u32)
         }
         ExitMethod::Psci => {
-            super::led::show_ending_once(status);
+            super::led::show_ending_once(led_ending(status));
             psci_system_off()
         }
         ExitMethod::Idle => {
-            super::led::repeat_ending(status);
+            super::led::repeat_ending(led_ending(status));
             idle()
         }
     }

@@ -5,8 +5,8 @@
 //! heartbeat is one posted GPIO write between I/Os where the LED is on a GPIO line, and nothing
 //! where it is behind the firmware (a mailbox call waits for the VideoCore): then it changes
 //! between runs only.
+#![forbid(unsafe_code)]
 
-use super::exit::ExitStatus;
 use super::firmware::Firmware;
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
@@ -21,8 +21,8 @@ use drivers::activity_led::{
 };
 use drivers::gpio::BrcmstbGpioBank;
 use drivers::mailbox::BoardRevision;
-use drivers::mmio::Mmio;
 use embedded_hal::delay::DelayNs;
+use hal::mmio::Mmio;
 
 /// The line the LED is on, as the kernel drives it.
 enum Output {
@@ -121,10 +121,10 @@ fn pick(info: &BoardInfo, firmware: Option<Firmware>) -> Result<(ActivityLed, Ou
             Output::Gpio(GpioPin { gpio: windows::gpio(info.profile).ok_or("no GPIO block")?, pin })
         }
         LedLine::AlwaysOnGpio { line } => {
-            // SAFETY: the Pi 5's table gives its always-on GPIO block, mapped as device memory;
-            // the LED's line is its own (the SD hook drives lines 3 and 4, read-modify-write).
-            let bank = unsafe { windows::open_kind(info.profile, BlockKind::AlwaysOnGpio) }
-                .map_err(|_| "no AON GPIO block")?;
+            // The Pi 5's always-on GPIO block; the LED's line is its own (the SD hook drives
+            // lines 3 and 4, read-modify-write).
+            let bank =
+                windows::open_kind(info.profile, BlockKind::AlwaysOnGpio).map_err(|_| "no AON GPIO block")?;
             Output::AlwaysOn(AlwaysOnLine { bank: BrcmstbGpioBank::new(bank), line })
         }
         LedLine::FirmwareExpander { gpio } => {
@@ -197,36 +197,45 @@ pub fn heartbeat_between_runs() {
     });
 }
 
-/// The pattern that ends a run with `status`: the benchmark-done stage for success (with a long
-/// dark pause when it repeats), else the status as a count of long blinks.
-fn play_ending(led: &mut KernelLed, status: ExitStatus, repeating: bool) {
-    match status {
-        ExitStatus::Success => {
+/// How a run ends, as the LED shows it (the exit path says which).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Everything ran: the benchmark-done stage.
+    BenchmarkDone,
+    /// The run failed with this exit status: its number as long blinks.
+    Failed { exit_status: u32 },
+}
+
+/// The pattern that ends a run: the benchmark-done stage for success (with a long dark pause
+/// when it repeats), else the exit status as a count of long blinks.
+fn play_ending(led: &mut KernelLed, ending: Ending, repeating: bool) {
+    match ending {
+        Ending::BenchmarkDone => {
             led.play(stage_steps(Stage::BenchmarkDone));
             if repeating {
                 led.play(core::iter::once(Step { on: false, ms: ERROR_LEAD_MS }));
             }
         }
-        other => led.play(error_steps(other as u32)),
+        Ending::Failed { exit_status } => led.play(error_steps(exit_status)),
     }
 }
 
 /// Shows the ending once (before QEMU exits or the board powers off).
-pub fn show_ending_once(status: ExitStatus) {
+pub fn show_ending_once(ending: Ending) {
     LED.with(|led| {
         if let Some(led) = led {
-            play_ending(led, status, false);
+            play_ending(led, ending, false);
         }
     });
 }
 
 /// Repeats the ending for ever; returns at once when there is no LED (or it is in use: an
 /// exception taken while it was being driven).
-pub fn repeat_ending(status: ExitStatus) {
+pub fn repeat_ending(ending: Ending) {
     LED.with(|led| {
         if let Some(led) = led {
             loop {
-                play_ending(led, status, true);
+                play_ending(led, ending, true);
             }
         }
     });

@@ -1,6 +1,7 @@
 //! RP1 on the Pi 5, as far as the kernel uses what the firmware left up (docs/console.md): whether
 //! RP1 can be reached at all, checked without touching pcie2 while its bridge is in reset, and the
 //! console mirrored to RP1 UART0 on the header pins GPIO 14/15.
+#![forbid(unsafe_code)]
 
 use super::windows;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile};
@@ -35,12 +36,12 @@ pub fn rp1_access(profile: &BoardProfile) -> Rp1Access {
     else {
         return Rp1Access::NotHere;
     };
-    // SAFETY: the Pi 5's table gives its reset controller, mapped as device memory; only the
-    // status register is read.
-    let controller = unsafe { windows::open(controller) };
-    // SAFETY: pcie2's register block (board table); `link_access` opens it only once the reset
-    // controller says its bridge is out of reset, and reads only the status register.
-    match link_access(&controller, board::PCIE2_BRIDGE_RESET_LINE, || unsafe { windows::open(pcie2) }) {
+    // Opening a window reads nothing: the reset controller's status register is read first, and
+    // pcie2's status only when that says its bridge is out of reset (`link_access`).
+    let (Ok(controller), Ok(pcie2)) = (windows::open(controller), windows::open(pcie2)) else {
+        return Rp1Access::NotHere;
+    };
+    match link_access(&controller, board::PCIE2_BRIDGE_RESET_LINE, || pcie2) {
         LinkAccess::BridgeInReset => Rp1Access::BridgeInReset,
         LinkAccess::LinkDown { status } => Rp1Access::LinkDown { status },
         LinkAccess::LinkUp => Rp1Access::Reachable,
@@ -55,7 +56,7 @@ pub fn mirror_console(info: &BoardInfo) {
     }
     super::stage(format_args!("header console check (RP1 behind pcie2)"));
     let why_not = match rp1_access(info.profile) {
-        Rp1Access::NotHere => "the board table has no pcie2 blocks",
+        Rp1Access::NotHere => "the board table has no pcie2 blocks in its device memory",
         Rp1Access::BridgeInReset => {
             "pcie2 (RP1's link) is held in reset, the firmware's default; `pciex4_reset=0` and \
              `enable_rp1_uart=1` in config.txt keep it up (barebench image --pi5-console header)"
@@ -67,18 +68,17 @@ pub fn mirror_console(info: &BoardInfo) {
             );
             return;
         }
+        // RP1 UART0 through pcie2's window, which answers (checked above).
         Rp1Access::Reachable => match info.profile.block(BlockKind::Rp1Uart0) {
-            Ok(block) => {
-                // SAFETY: RP1 UART0 through pcie2's window, which answers (checked above).
-                let uart = Pl011::new(unsafe { windows::open(block) });
-                if uart.is_set_up() {
-                    // SAFETY: the block is RP1 UART0, reachable and set up by the firmware.
-                    unsafe { super::console::add_mirror(block) };
+            Ok(block) => match windows::open(block) {
+                Ok(window) if Pl011::new(window).is_set_up() => {
+                    let _ = super::console::add_mirror(block);
                     println!("console    mirrored to RP1 UART0 (header pins GPIO 14/15), as the firmware set it up");
                     return;
                 }
-                "RP1 UART0 is not set up (add `enable_rp1_uart=1` to config.txt)"
-            }
+                Ok(_) => "RP1 UART0 is not set up (add `enable_rp1_uart=1` to config.txt)",
+                Err(_) => "RP1 UART0 lies outside the board's device memory",
+            },
             Err(_) => "the board table has no RP1 UART0",
         },
     };

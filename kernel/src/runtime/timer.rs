@@ -2,13 +2,14 @@
 //! on Pi 2/3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: docs/hardware.md §1.5, docs/qemu.md §1), or
 //! on the ARM1176 Pis, which have no generic timer, the BCM2835 system timer's 1 MHz counter
 //! (docs/aarch32-pis.md §5), with an `embedded-hal` delay.
+#![forbid(unsafe_code)]
 
 use super::windows;
 use crate::board::{BlockKind, BoardProfile, BoardTimer};
 use blockdev::Clock;
 use boot::cpu::registers;
-use drivers::mmio::Mmio;
 use drivers::system_timer::SystemTimer;
+use hal::mmio::Mmio;
 
 /// Where the ticks come from.
 #[derive(Clone, Copy, Debug)]
@@ -36,28 +37,21 @@ impl KernelTimer {
 
     /// The board's timer. For the BCM2836 the ARM-local prescaler is first set to divide by
     /// one from the crystal, so that CNTPCT counts at the CNTFRQ the firmware wrote.
-    ///
-    /// # Safety
-    /// `profile` must be this board's: its system timer (for the system timer) and ARM-local
-    /// block (for the prescaler) reachable as device memory for the rest of the run.
-    pub unsafe fn for_board(profile: &BoardProfile) -> Self {
+    pub fn for_board(profile: &BoardProfile) -> Self {
         match profile.timer {
-            BoardTimer::SystemTimer => {
-                // SAFETY: the caller guarantees the board, whose table gives the block.
-                match unsafe { windows::open_kind(profile, BlockKind::SystemTimer) } {
-                    Ok(window) => KernelTimer {
-                        source: Source::SystemTimer { window },
-                        ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
-                    },
-                    Err(_) => Self::generic(),
-                }
-            }
+            BoardTimer::SystemTimer => match windows::open_kind(profile, BlockKind::SystemTimer) {
+                Ok(window) => KernelTimer {
+                    source: Source::SystemTimer { window },
+                    ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
+                },
+                Err(_) => Self::generic(),
+            },
             BoardTimer::GenericWithLocalPrescaler => {
-                // SAFETY: the caller guarantees the board; control = 0 selects the crystal with
-                // increment 1, prescaler 0x8000_0000 divides by one (armstub8).
-                if let Ok(local) = unsafe { windows::open_kind(profile, BlockKind::ArmLocal) } {
-                    drivers::mmio::RegisterIo::write32(&local, 0x00, 0);
-                    drivers::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
+                // Control = 0 selects the crystal with increment 1, prescaler 0x8000_0000 divides
+                // by one (armstub8).
+                if let Ok(local) = windows::open_kind(profile, BlockKind::ArmLocal) {
+                    hal::mmio::RegisterIo::write32(&local, 0x00, 0);
+                    hal::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
                 }
                 Self::generic()
             }
@@ -122,12 +116,8 @@ impl embedded_hal::delay::DelayNs for KernelTimer {
 /// comes in (BCM2835, whose table gives it at 0x2000_3000), read with the MMU off.
 pub fn ticks_at_entry(main_id: boot::cpu::MainId) -> u64 {
     #[cfg(target_arch = "arm")]
-    if main_id.core_model() == Some(boot::cpu::CoreModel::Arm1176) {
-        if let Ok(block) = crate::board::RASPBERRY_PI_1.block(BlockKind::SystemTimer) {
-            // SAFETY: every ARM1176 board the kernel runs on is a BCM2835 with its system timer
-            // at this address (board table); reading its counter has no side effect.
-            return SystemTimer::new(unsafe { windows::open(block) }).ticks();
-        }
+    if let Some(window) = windows::bcm2835_system_timer_at_entry(main_id) {
+        return SystemTimer::new(window).ticks();
     }
     let _ = main_id;
     registers::counter_ticks()
@@ -141,10 +131,9 @@ pub fn firmware_part_ns(
     entry_ticks: u64,
 ) -> Option<u64> {
     let since_entry_ns = timer.ticks_to_ns(timer.now_ticks().saturating_sub(entry_ticks));
-    match info.profile.block(BlockKind::SystemTimer) {
-        Ok(block) => {
-            // SAFETY: the board table gives this board's system timer, mapped as device memory.
-            let now_us = SystemTimer::new(unsafe { windows::open(block) }).ticks();
+    match windows::open_kind(info.profile, BlockKind::SystemTimer) {
+        Ok(window) => {
+            let now_us = SystemTimer::new(window).ticks();
             Some(crate::boot_time::system_timer_at_entry_ns(now_us, since_entry_ns))
         }
         Err(_) => Some(timer.ticks_to_ns(entry_ticks)),

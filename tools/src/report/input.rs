@@ -9,7 +9,7 @@ use std::path::Path;
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioDirection, FioReport, LogError};
 use bench::{JSON_BEGIN_MARKER, JSON_END_MARKER};
 
-use super::{format_block, ResultRow, Source, SourceKind, BYTES_PER_MIB};
+use super::{format_block, ConsoleFacts, ResultRow, Source, SourceKind, BYTES_PER_MIB};
 
 /// Nanoseconds per microsecond.
 const NS_PER_US: f64 = 1000.0;
@@ -27,6 +27,7 @@ pub fn load_source(path: &Path) -> Source {
         problems: Vec::new(),
         conditions: None,
         boot: None,
+        console: ConsoleFacts::default(),
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -46,6 +47,7 @@ pub fn load_source(path: &Path) -> Source {
             return source;
         }
     }
+    source.console = console_facts(&text);
     match extract_json_from_log(&text) {
         Ok(json) => match parse_fio_json(&json) {
             Ok(report) => fill_from_report(&mut source, &report),
@@ -85,6 +87,63 @@ fn boot_text(boot: &serde_json::Value) -> String {
         ms("kernel_to_banner_ms"),
         ms("kernel_to_first_io_ms")
     )
+}
+
+/// The board, the device identities and the skipped jobs, from the console lines the kernel
+/// prints (kernel/src/runtime: the banner's `board      MODEL (revision 0xNNNNNN)`, `sdN
+/// card MID ...`, `nvme         model "..." serial "..."` before its namespaces `nvmeN`, `usbN
+/// port N: ...`; bench's `job JOB skipped on DEVICE: REASON`). The last boot of the log counts.
+pub fn console_facts(text: &str) -> ConsoleFacts {
+    let boot_start = text
+        .rfind("bare-metal storage benchmark")
+        .map_or(0, |index| text[..index].rfind('\n').map_or(0, |start| start + 1));
+    let mut facts = ConsoleFacts::default();
+    let mut nvme_controller: Option<String> = None;
+    fn add_identity(facts: &mut ConsoleFacts, device: &str, identity: String) {
+        if facts.identity(device).is_none() {
+            facts.device_identities.push((device.to_string(), identity));
+        }
+    }
+    for line in text[boot_start..].lines() {
+        let line = line.rsplit('\r').find(|part| !part.trim().is_empty()).unwrap_or("").trim_end();
+        let Some((word, rest)) = line.split_once(' ') else { continue };
+        let rest = rest.trim_start();
+        match word {
+            "board" if facts.board_model.is_none() => facts.board_model = Some(rest.to_string()),
+            "nvme" => {
+                if let Some(model) = rest.strip_prefix("model ") {
+                    nvme_controller = Some(model.to_string());
+                }
+            }
+            "job" => {
+                if let Some((job, after)) = rest.split_once(" skipped on ") {
+                    if let Some((device, reason)) = after.split_once(": ") {
+                        facts.skipped_jobs.push((job.to_string(), device.to_string(), reason.to_string()));
+                    }
+                }
+            }
+            device if numbered(device, "sd") => {
+                if let Some(cid) = rest.strip_prefix("card ") {
+                    add_identity(&mut facts, device, format!("card {cid}"));
+                }
+            }
+            device if numbered(device, "nvme") => {
+                if let Some(controller) = &nvme_controller {
+                    add_identity(&mut facts, device, format!("model {controller}"));
+                }
+            }
+            device if numbered(device, "usb") && rest.starts_with("port ") => {
+                add_identity(&mut facts, device, rest.to_string());
+            }
+            _ => {}
+        }
+    }
+    facts
+}
+
+/// Whether `word` is a device name `PREFIX<number>` (`sd0`, `nvme1`), not `sd0:` or `sdhci`.
+fn numbered(word: &str, prefix: &str) -> bool {
+    word.strip_prefix(prefix).is_some_and(|number| number.parse::<u32>().is_ok())
 }
 
 fn last_line(text: &str) -> String {
@@ -388,6 +447,44 @@ mod tests {
         let devices: Vec<&str> = source.rows.iter().map(|row| row.device.as_str()).collect();
         assert!(!devices.is_empty() && devices.iter().all(|device| *device == "sd0"), "{devices:?}");
         assert!(source.problems.iter().any(|problem| problem.contains("truncated")), "{:?}", source.problems);
+    }
+
+    #[test]
+    fn the_console_names_the_board_each_device_and_the_skipped_jobs_of_the_last_boot() {
+        let console = "barebench 0.1.0: bare-metal storage benchmark\r\nboard      Raspberry Pi 2 Model B (revision 0xa21041)\r\n\
+             sd0        card MID 0x27 OEM \"PH\" product \"SD16G\"\r\n\
+             \r\nbarebench 0.1.0: bare-metal storage benchmark\r\nboard      QEMU virt (device tree model \"linux,dummy-virt\")\r\n\
+             sd0        card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02\r\n\
+             sd0        capacity 67108864 bytes\r\nsd0: 1 MiB read in 302827 µs\r\n\
+             nvme         model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"\r\n\
+             nvme0      namespace 1: 67108864 bytes\r\n\
+             usb0       port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"\r\n\
+             usb0       SCSI \"QEMU\" \"QEMU HARDDISK\"\r\n\
+             job write:4k:64 skipped on sd0: write= does not name it (write and mixed jobs need write=DEV)\r\n";
+        let facts = console_facts(console);
+        assert_eq!(facts.board_model.as_deref(), Some("QEMU virt (device tree model \"linux,dummy-virt\")"));
+        assert_eq!(
+            facts.identity("sd0"),
+            Some("card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02")
+        );
+        assert_eq!(
+            facts.identity("nvme0"),
+            Some("model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"")
+        );
+        assert_eq!(
+            facts.identity("usb0"),
+            Some("port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"")
+        );
+        assert_eq!(
+            facts.skipped_jobs,
+            [(
+                "write:4k:64".to_string(),
+                "sd0".to_string(),
+                "write= does not name it (write and mixed jobs need write=DEV)".to_string()
+            )]
+        );
+        let (_dir, path) = write_temp("virt.log", console);
+        assert_eq!(load_source(&path).console, facts);
     }
 
     #[test]

@@ -3,12 +3,14 @@
 #![forbid(unsafe_code)]
 
 pub mod chart;
+pub mod family;
 pub mod fio_layout;
 pub mod input;
 pub mod table;
 pub mod trace;
 pub mod trace_chart;
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,8 +42,11 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         Ok::<PathBuf, ReportError>(path)
     };
     fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
-    let charts = chart::charts(report);
+    let family = family::layout(report);
+    let mut charts = chart::charts(report);
+    charts.extend(family::charts(&family));
     let mut markdown = table::markdown(report);
+    markdown.push_str(&family::markdown(&family));
     if !charts.is_empty() {
         markdown.push_str("\n## Charts\n\n");
         for chart in &charts {
@@ -53,10 +58,54 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         write("report.csv", table::csv(report))?,
         write("report.json", table::json(report))?,
     ];
+    if !family.series.is_empty() {
+        written.push(write("family.csv", family::csv(&family))?);
+    }
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
     written.extend(fio_layout::write_fio_layout(report, dir)?);
+    Ok(written)
+}
+
+/// The report's Markdown without the chart links: the table of every row, then the
+/// across-the-family tables when a log ran `preset=matrix` (what `barebench report` prints).
+pub fn markdown(report: &Report) -> String {
+    let mut text = table::markdown(report);
+    text.push_str(&family::markdown(&family::layout(report)));
+    text
+}
+
+/// Writes each trace's CSV and charts into `dir` and a `traces.md` summary; returns the paths.
+pub fn write_traces(traces: &[trace::DecodedTrace], dir: &Path) -> Result<Vec<PathBuf>, trace::TraceError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|source| trace::TraceError::Write { path: dir.to_path_buf(), source })?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text)
+            .map_err(|source| trace::TraceError::Write { path: path.clone(), source })?;
+        Ok::<PathBuf, trace::TraceError>(path)
+    };
+    let mut written = Vec::new();
+    let mut summary = String::from("# barebench traces\n");
+    for trace in traces {
+        let stem = trace.file_stem();
+        written.push(write(dir.join(format!("{stem}.csv")), &trace::csv(trace))?);
+        written.extend(trace_chart::write_charts(trace, dir)?);
+        let rows = trace.rows();
+        let _ = writeln!(
+            summary,
+            "\n## {} {}\n\n{} commands ({} more not kept), mean latency {:.1} µs\n\n![latency over time]({stem}-latency.svg)\n![latency histogram]({stem}-histogram.svg)\n![completion gaps]({stem}-gaps.svg)\n\nSlowest commands:\n",
+            trace.device,
+            trace.run,
+            rows.len(),
+            trace.not_kept,
+            trace::mean_latency_ns(&rows) / 1e3
+        );
+        for line in trace::slowest(trace, 10) {
+            let _ = writeln!(summary, "{line}");
+        }
+    }
+    written.push(write(dir.join("traces.md"), &summary)?);
     Ok(written)
 }
 
@@ -166,6 +215,28 @@ pub struct Source {
     /// barebench logs: the `conditions:` sentence (throttling and temperature) and the boot time.
     pub conditions: Option<String>,
     pub boot: Option<String>,
+    /// What the console said besides the results (empty for fio JSON).
+    pub console: ConsoleFacts,
+}
+
+/// Facts a barebench log states on its console: the board as the banner names it, each
+/// device's identity, and the jobs skipped on a device with the reason.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ConsoleFacts {
+    /// The banner's `board` line: model and revision, e.g. `Raspberry Pi 4 Model B (revision 0xc03114)`.
+    pub board_model: Option<String>,
+    /// (device, identity): an SD card's CID, an NVMe controller's model and serial, a USB
+    /// drive's strings.
+    pub device_identities: Vec<(String, String)>,
+    /// (job as asked, device, reason) for each `job JOB skipped on DEVICE: REASON` line.
+    pub skipped_jobs: Vec<(String, String, String)>,
+}
+
+impl ConsoleFacts {
+    /// The identity of `device`, when the console gave one.
+    pub fn identity(&self, device: &str) -> Option<&str> {
+        self.device_identities.iter().find(|(name, _)| name == device).map(|(_, identity)| identity.as_str())
+    }
 }
 
 /// The whole report.
@@ -253,6 +324,7 @@ pub(crate) mod tests {
                     problems: vec![],
                     conditions: None,
                     boot: None,
+                    console: ConsoleFacts::default(),
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -263,6 +335,7 @@ pub(crate) mod tests {
                     problems: vec!["one job had no p99".to_string()],
                     conditions: None,
                     boot: None,
+                    console: ConsoleFacts::default(),
                 },
             ],
         }

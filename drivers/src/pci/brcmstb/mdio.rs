@@ -5,8 +5,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::{offsets, MDIO_ADDR, MDIO_DATA};
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, Platform};
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, Platform};
 
 /// Linux polls the write for up to 100 µs.
 pub const WRITE_TIMEOUT_US: u64 = 100;

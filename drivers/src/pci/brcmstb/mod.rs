@@ -24,6 +24,7 @@ pub mod mdio;
 pub mod options;
 pub mod regs;
 pub mod resets;
+pub mod soc;
 pub mod windows;
 
 #[cfg(test)]
@@ -32,67 +33,13 @@ pub(crate) mod sim;
 mod tests;
 
 use super::{ConfigAccess, FunctionAddress, HostWindows};
-use crate::mmio::{RegisterIo, WideAccess};
-use crate::platform::{wait_until, BusTranslation, Deadline, Platform};
 use core::fmt;
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 use regs::{offsets, *};
 pub use resets::{Bcm2712Resets, Calibration, CalibrationError};
+pub use soc::Soc;
 use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWindowValues, WindowProblem};
-
-/// Which root complex design.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Soc {
-    Bcm2711,
-    Bcm2712,
-}
-
-impl Soc {
-    pub fn name(self) -> &'static str {
-        match self {
-            Soc::Bcm2711 => "BCM2711",
-            Soc::Bcm2712 => "BCM2712",
-        }
-    }
-
-    fn hard_debug(self) -> usize {
-        match self {
-            Soc::Bcm2711 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2711,
-            Soc::Bcm2712 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2712,
-        }
-    }
-
-    fn intr2_cpu_base(self) -> usize {
-        match self {
-            Soc::Bcm2711 => offsets::INTR2_CPU_BASE_2711,
-            Soc::Bcm2712 => offsets::INTR2_CPU_BASE_2712,
-        }
-    }
-
-    /// SCB_MAX_BURST_SIZE: 128 bytes on BCM2711, 512 on BCM2712 (Linux; the sources disagree for
-    /// BCM2712, docs/pcie-brcmstb.md §4).
-    fn max_burst_size(self) -> u32 {
-        match self {
-            Soc::Bcm2711 => 0,
-            Soc::Bcm2712 => 2,
-        }
-    }
-
-    /// The fastest link generation the root complex trains to.
-    pub fn fastest_gen(self) -> u8 {
-        match self {
-            Soc::Bcm2711 => 2,
-            Soc::Bcm2712 => 3,
-        }
-    }
-
-    /// How 64-bit registers of devices behind it must be read (docs/pcie-brcmstb.md §6).
-    pub fn wide_access(self) -> WideAccess {
-        match self {
-            Soc::Bcm2711 => WideAccess::Split32,
-            Soc::Bcm2712 => WideAccess::Native,
-        }
-    }
-}
 
 /// The PCIe CEM specification's wait between PERST# release and the first configuration request
 /// (Linux `PCIE_RESET_CONFIG_WAIT_MS`).

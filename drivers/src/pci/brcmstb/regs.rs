@@ -8,7 +8,7 @@
 use tock_registers::fields::FieldValue;
 use tock_registers::{register_bitfields, LocalRegisterCopy, RegisterLongName};
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// Byte offsets from the root complex base, common to both SoCs unless the name says.
 pub mod offsets {

@@ -5,8 +5,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::{offsets, rescal, reset_controller, PCIE_STATUS};
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, Platform};
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, Platform};
 use tock_registers::LocalRegisterCopy;
 
 /// After a reset line is released the block needs "typically 14 µs for the worst case"; Linux
