@@ -14,7 +14,6 @@ pub mod platform;
 pub mod pmu;
 #[cfg(target_arch = "aarch64")]
 pub mod root_complex;
-#[cfg(target_arch = "aarch64")]
 pub mod rp1;
 pub mod sd;
 pub mod storage;
@@ -163,7 +162,6 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     };
     print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref(), &boot);
     led::describe();
-    #[cfg(target_arch = "aarch64")]
     rp1::mirror_console(&info);
     let pmu = PerformanceCounters::start();
     println!("pmu        {}", pmu.describe());
