@@ -126,7 +126,7 @@ fn check_conditions(out: &str) {
     let to_banner = boot["kernel_to_banner_ms"].as_f64().unwrap();
     assert!(boot["kernel_to_first_io_ms"].as_f64().unwrap() > to_banner, "{boot}");
     assert_eq!(value["jobs"][1]["barebench"]["conditions"]["throttled_run"], false);
-    let (markdown, _) = qemu_harness::report_markdown("bench-raspi4b-report", out);
+    let (markdown, _) = crate::qemu_harness::report_markdown("bench-raspi4b-report", out);
     assert!(markdown.contains("| Throttled |"), "{markdown}");
     assert!(markdown.lines().any(|line| line.contains("| sd0 |") && line.ends_with("| no |")), "{markdown}");
 }
