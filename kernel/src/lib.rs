@@ -12,6 +12,7 @@ pub mod cmdline;
 pub mod devicetree;
 pub mod discovery;
 pub mod memory_plan;
+pub mod queue_depth;
 pub mod root_complex_plan;
 pub mod sd_dma;
 
