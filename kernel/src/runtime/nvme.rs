@@ -12,6 +12,7 @@ use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::println;
+use crate::queue_depth::{self as selftest, Place, RunReport, Workload};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -19,7 +20,6 @@ use alloc::vec::Vec;
 use bench::units::ByteSize;
 use blockdev::BlockDevice;
 use drivers::nvme::identify::NamespaceIdentity;
-use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
 use drivers::snapshot::RegisterSnapshot;
 use hal::dma::DmaRegion;
@@ -530,12 +530,10 @@ fn measure(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: no buffers for the timing reads: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: no buffers for the timing reads: {error}"))
+    else {
+        return true;
     };
     let mut reports = Vec::new();
     for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
@@ -599,12 +597,10 @@ fn self_test(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: self-test qd{depth}: no buffers: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: self-test qd{depth}: no buffers: {error}"))
+    else {
+        return true;
     };
     for (what, workload) in self_test_workloads(depth) {
         match selftest::run(&mut *device, platform, buffer, &workload) {

@@ -30,35 +30,19 @@ pub unsafe fn admit(span: Span) -> bool {
 }
 
 /// A block that lies outside every admitted device span.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the {:?} block at {:#x}+{:#x} lies outside the board's device memory", .block.kind, .block.base, .block.size_bytes)]
 pub struct OutsideDevices {
     pub block: MmioBlock,
 }
 
-impl core::fmt::Display for OutsideDevices {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "the {:?} block at {:#x}+{:#x} lies outside the board's device memory",
-            self.block.kind, self.block.base, self.block.size_bytes
-        )
-    }
-}
-
 /// Why the board's block of a kind could not be opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WindowError {
+    #[error("{0}")]
     Missing(MissingBlock),
+    #[error("{0}")]
     Outside(OutsideDevices),
-}
-
-impl core::fmt::Display for WindowError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            WindowError::Missing(error) => write!(f, "{error}"),
-            WindowError::Outside(error) => write!(f, "{error}"),
-        }
-    }
 }
 
 fn admitted(block: &MmioBlock) -> bool {
