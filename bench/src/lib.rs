@@ -81,11 +81,6 @@ pub mod units;
 pub mod wide;
 pub mod written;
 
-// The modules' former names, which the kernel's runtime (`kernel/src/runtime/`) still uses;
-// remove them once it names `settings` and `run_loop`.
-pub use run_loop as run;
-pub use settings as cmdline;
-
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";
 /// The line printed just after the machine-readable results; nothing else prints it.

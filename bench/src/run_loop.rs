@@ -27,6 +27,7 @@ use blockdev::{
     SubmitError,
 };
 
+use crate::buffers::BufferMemory;
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
 use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
@@ -54,9 +55,6 @@ pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
 /// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
 /// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
 pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
-
-/// Also named `bench::run_loop::BufferMemory` by the kernel's runtime, which hands one over.
-pub use crate::buffers::BufferMemory;
 
 /// A device's marked scratch region, found by the kernel's scan of its partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

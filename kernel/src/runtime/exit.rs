@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::console;
-use crate::cmdline::ExitMethod;
+use crate::kernel_settings::ExitMethod;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Exit statuses the kernel reports.

@@ -24,9 +24,9 @@ pub mod usb;
 pub mod windows;
 
 use crate::board::{BlockKind, BoardFamily, MmioBlock, Span, UartClock};
-use crate::cmdline::{self, KernelSettings, TestFault, Token};
 use crate::devicetree::DeviceTree;
 use crate::discovery::{self, BoardInfo, ConfigSource, UnknownBoard};
+use crate::kernel_settings::{self, KernelSettings, TestFault, Token};
 use crate::memory_plan::{self, MemoryPlan, PlanRequest};
 use crate::{print, println};
 use blockdev::Clock;
@@ -143,7 +143,7 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         ask_firmware(&mut info, &firmware);
     }
     let qemu = info.is_qemu() || info.profile.family == BoardFamily::QemuVirt;
-    led::init(&info, firmware, timer, cmdline::led_setting(&info.command_line).enabled(qemu));
+    led::init(&info, firmware, timer, kernel_settings::led_setting(&info.command_line).enabled(qemu));
     led::stage(drivers::activity_led::Stage::Boot);
     // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
     let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
@@ -191,7 +191,7 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
 
 /// What the kernel does once the machine is up: find the storage devices, run the integrity
 /// checks asked for, then the benchmark.
-fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline::Config) -> ExitStatus {
+fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::settings::Config) -> ExitStatus {
     let mut storage = storage::Storage::default();
     attach_storage(machine, settings, &mut storage);
     if storage.is_empty() {
@@ -242,7 +242,7 @@ const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
 fn run_benchmark(
     machine: &Machine,
     settings: &KernelSettings,
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &mut storage::Storage,
     regions: &[storage::FoundRegion],
 ) -> BenchmarkOutcome {
@@ -272,13 +272,13 @@ fn run_benchmark(
         device_facts: &device_facts,
     };
     let memory = platform::DmaBufferMemory { platform: machine.platform };
-    let device_regions: alloc::vec::Vec<bench::run::DeviceRegion<'_>> = regions
+    let device_regions: alloc::vec::Vec<bench::run_loop::DeviceRegion<'_>> = regions
         .iter()
-        .map(|found| bench::run::DeviceRegion { device_name: &found.device_name, region: found.region })
+        .map(|found| bench::run_loop::DeviceRegion { device_name: &found.device_name, region: found.region })
         .collect();
     // Without write= nothing may be written: the runner then refuses every write job.
     let writes = (!config.write_devices.is_empty())
-        .then_some(bench::run::WriteAccess { memory: &memory, regions: &device_regions });
+        .then_some(bench::run_loop::WriteAccess { memory: &memory, regions: &device_regions });
     let conditions_settings = bench::conditions::ConditionsSettings {
         cooldown_below_millic: settings.cooldown_below_millic,
         throttle_fails: settings.throttle_fails,
@@ -290,7 +290,7 @@ fn run_benchmark(
             firmware,
             settings: conditions_settings,
             faked_throttle: match settings.test_fault {
-                Some(TestFault::Throttled) => cmdline::FAKED_THROTTLE_FLAGS,
+                Some(TestFault::Throttled) => kernel_settings::FAKED_THROTTLE_FLAGS,
                 _ => 0,
             },
             boot: Some(machine.boot_times()),
@@ -342,7 +342,7 @@ fn run_benchmark(
 /// or what the pool has left (requests then share), but at least the largest block.
 fn allocate_benchmark_buffers(
     machine: &Machine,
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &storage::Storage,
 ) -> Option<blockdev::DmaBuffer> {
     let geometries: alloc::vec::Vec<blockdev::Geometry> =
@@ -743,36 +743,38 @@ fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
 /// Reads the command line: the kernel's own settings and the driver options here, the
 /// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
 /// the accepted forms and the run goes on with that key's default.
-fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::cmdline::Config) {
+fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::settings::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
-    for token in cmdline::tokens(&info.command_line) {
+    for token in kernel_settings::tokens(&info.command_line) {
         match token {
-            Token::Setting { key, value } if cmdline::is_kernel_key(key) => {
+            Token::Setting { key, value } if kernel_settings::is_kernel_key(key) => {
                 if let Err(error) = settings.apply(key, value) {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, value } if cmdline::is_driver_option(key) => {
+            Token::Setting { key, value } if kernel_settings::is_driver_option(key) => {
                 if let Err(error) = settings.add_driver_option(key, value) {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, .. } | Token::Bare(key) if cmdline::is_firmware_key(key) => {
+            Token::Setting { key, .. } | Token::Bare(key) if kernel_settings::is_firmware_key(key) => {
                 firmware_settings += 1
             }
             Token::Setting { .. } | Token::Bare(_) => {}
         }
     }
     let is_someone_elses = |key: &str| {
-        cmdline::is_kernel_key(key) || cmdline::is_driver_option(key) || cmdline::is_firmware_key(key)
+        kernel_settings::is_kernel_key(key)
+            || kernel_settings::is_driver_option(key)
+            || kernel_settings::is_firmware_key(key)
     };
     let config =
-        bench::cmdline::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
-            use bench::cmdline::ConfigProblem;
+        bench::settings::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
+            use bench::settings::ConfigProblem;
             match error.problem {
                 ConfigProblem::UnknownKey | ConfigProblem::NotKeyValue => {
-                    println!("warning: {error}; kernel settings: {}", cmdline::KERNEL_KEYS_HELP)
+                    println!("warning: {error}; kernel settings: {}", kernel_settings::KERNEL_KEYS_HELP)
                 }
                 _ => println!("warning: {error}"),
             }
@@ -786,21 +788,21 @@ fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, be
 
 /// The way the run ends; for `exit=psci` the conduit the device tree's psci node names, else
 /// the board's (docs/hardware.md §4.3: SMC to TF-A on a Pi 5), never an HVC nobody answers.
-fn set_exit_method(info: &BoardInfo, entry_level: u64, method: cmdline::ExitMethod) {
+fn set_exit_method(info: &BoardInfo, entry_level: u64, method: kernel_settings::ExitMethod) {
     let tree_method = info.device_tree.and_then(|tree| {
         let node = tree.find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])?;
         tree.string_property(node.offset, "method")
     });
     match crate::board::choose_psci_conduit(info.profile, tree_method, entry_level) {
         Ok((conduit, note)) => {
-            if let (cmdline::ExitMethod::Psci, Some(note)) = (method, note) {
+            if let (kernel_settings::ExitMethod::Psci, Some(note)) = (method, note) {
                 println!("exit       psci: {note}");
             }
             exit::set_method(method, conduit);
         }
-        Err(reason) if method == cmdline::ExitMethod::Psci => {
+        Err(reason) if method == kernel_settings::ExitMethod::Psci => {
             println!("warning: exit=psci: {reason}; the run will end idling instead");
-            exit::set_method(cmdline::ExitMethod::Idle, PsciConduit::Smc);
+            exit::set_method(kernel_settings::ExitMethod::Idle, PsciConduit::Smc);
         }
         Err(_) => exit::set_method(method, PsciConduit::Smc),
     }
@@ -811,7 +813,7 @@ fn apply_test_fault(fault: TestFault) {
     if fault == TestFault::Throttled {
         println!(
             "test-fault: the firmware's throttle flags read as {:#x} (under-voltage, throttled) on purpose",
-            cmdline::FAKED_THROTTLE_FLAGS
+            kernel_settings::FAKED_THROTTLE_FLAGS
         );
         return;
     }
@@ -855,7 +857,7 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
                 .map(|line| line.split_ascii_whitespace().any(|token| token == "exit=semihosting"))
                 .unwrap_or(false);
             if exit_requested {
-                exit::set_method(cmdline::ExitMethod::Semihosting, PsciConduit::Hvc);
+                exit::set_method(kernel_settings::ExitMethod::Semihosting, PsciConduit::Hvc);
                 finish(ExitStatus::UnknownBoard);
             }
         }

@@ -10,7 +10,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::queue_depth::{self as selftest, Place, RunReport, Workload};
 use alloc::boxed::Box;

@@ -7,8 +7,8 @@
 use super::pci_topology::{list, PciTopology};
 use super::Machine;
 use crate::board::{BlockKind, MmioBlock};
-use crate::cmdline::KernelSettings;
 use crate::devicetree::{DeviceNode, DeviceTree};
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use drivers::pci::{ecam::Ecam, ranges, Enumerator};
 use hal::mmio::WideAccess;

@@ -9,7 +9,7 @@
 use super::pci_topology::{self, PciTopology};
 use super::{windows, Machine};
 use crate::board::{BridgeReset, MmioBlock, PcieHost};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::root_complex_plan::{self, HostPlan, WindowSource};
 use bench::units::ByteSize;

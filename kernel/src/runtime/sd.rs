@@ -13,7 +13,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock, Presence, SdHost, SdHostKind};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;

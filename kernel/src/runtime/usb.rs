@@ -13,7 +13,7 @@ use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;
 use super::Machine;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
 use alloc::format;
