@@ -12,8 +12,8 @@
 
 use core::fmt::{self, Write};
 
-use crate::cmdline::JobSpec;
 use crate::plan::DevicePlan;
+use crate::settings::JobSpec;
 use crate::units::{Fixed, SizeText, TextBuffer, NS_PER_S};
 
 /// Where the benchmark's text goes: the serial console in the kernel, a string in tests.
@@ -135,7 +135,7 @@ impl<'a> ProgressLine<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cmdline::JobOperation;
+    use crate::settings::JobOperation;
     use alloc::string::String;
     use blockdev::testing::SteppingClock;
 

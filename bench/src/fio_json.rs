@@ -13,7 +13,6 @@
 //!   barebench facts when present, then to fio's documented defaults.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::string::{String, ToString};
 use std::vec::Vec;
 
@@ -235,6 +234,17 @@ pub struct BarebenchJob {
     pub errors_total: u64,
     /// Messages about this run (clamping, early end, no I/O).
     pub notes: Vec<String>,
+    /// The machine's conditions after the run (docs/fio-json.md §10).
+    pub conditions: Option<BarebenchJobConditions>,
+}
+
+/// A job's `barebench.conditions`: whether the firmware reported throttling or under-voltage
+/// after the run (the rest of the object is read as it is).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BarebenchJobConditions {
+    pub throttled_run: bool,
+    pub cooldown_wait_ns: Option<u64>,
 }
 
 /// One entry of `"barebench medians"`: the median over the runs of one device and workload,
@@ -265,6 +275,9 @@ pub struct BarebenchMedian {
     pub lat_max_ns: f64,
     /// Failed I/Os summed over the runs (not a median).
     pub errors_total: u64,
+    /// Runs after which the firmware reported throttling or under-voltage; absent from logs
+    /// without the conditions.
+    pub throttled_runs: Option<u32>,
 }
 
 /// The top-level `"barebench"` object: program version and what the kernel passed.
@@ -342,28 +355,15 @@ impl FioJob {
 }
 
 /// Why a document could not be read as fio JSON.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum FioJsonError {
     /// No line of the text starts with `{`.
+    #[error("no JSON object in the text ({text_bytes} bytes, no line starts with '{{')")]
     NoJsonObject { text_bytes: usize },
     /// The JSON is malformed or does not have fio's shape.
+    #[error("not fio JSON at line {line}, column {column}: {message}")]
     Json { line: usize, column: usize, message: String },
 }
-
-impl fmt::Display for FioJsonError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FioJsonError::NoJsonObject { text_bytes } => {
-                write!(f, "no JSON object in the text ({text_bytes} bytes, no line starts with '{{')")
-            }
-            FioJsonError::Json { line, column, message } => {
-                write!(f, "not fio JSON at line {line}, column {column}: {message}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for FioJsonError {}
 
 /// Reads fio 3.x JSON or barebench's fio-compatible JSON.
 ///
@@ -405,34 +405,22 @@ fn json_start(text: &str) -> Option<usize> {
 }
 
 /// Why no results block could be taken from a serial log.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LogError {
     /// The begin marker never appears (`end_marker_seen`: the end marker does, alone).
+    #[error(
+        "no begin marker (\"{}\") in {log_bytes} bytes of log{}",
+        JSON_BEGIN_MARKER,
+        if *.end_marker_seen { "; an end marker is there, so the log starts too late" } else { "" }
+    )]
     NoBeginMarker { log_bytes: usize, end_marker_seen: bool },
     /// The log stops after the begin marker without the end marker.
+    #[error(
+        "begin marker but no end marker (log truncated after {log_bytes} bytes; {bytes_after_begin} bytes of \
+         results after the begin marker)"
+    )]
     NoEndMarker { log_bytes: usize, bytes_after_begin: usize },
 }
-
-impl fmt::Display for LogError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LogError::NoBeginMarker { log_bytes, end_marker_seen } => {
-                write!(f, "no begin marker (\"{JSON_BEGIN_MARKER}\") in {log_bytes} bytes of log")?;
-                if *end_marker_seen {
-                    f.write_str("; an end marker is there, so the log starts too late")?;
-                }
-                Ok(())
-            }
-            LogError::NoEndMarker { log_bytes, bytes_after_begin } => write!(
-                f,
-                "begin marker but no end marker (log truncated after {log_bytes} bytes; \
-                 {bytes_after_begin} bytes of results after the begin marker)"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for LogError {}
 
 /// Finds barebench's JSON between the marker lines in a serial log.
 ///

@@ -5,11 +5,11 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use blockdev::{DmaBuffer, Geometry};
 
-use crate::cmdline::{Config, JobSpec};
+use crate::region::Region;
+use crate::settings::{Config, JobSpec};
 use crate::units::SizeText;
 
 /// How one job runs on one device.
@@ -25,51 +25,25 @@ pub struct DevicePlan {
 }
 
 /// Why a job cannot run on a device at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlanError {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum JobPlanError {
     /// The geometry describes no readable blocks.
+    #[error("the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing to read")]
     NoBlocks { block_count: u64, logical_block_bytes: u32 },
     /// The geometry allows no request at all.
+    #[error(
+        "the device accepts requests of at most {max_request_blocks} blocks with {max_in_flight} in flight"
+    )]
     NoRequests { max_request_blocks: u32, max_in_flight: u32 },
     /// The region (after fitting it to the device) holds no whole block.
+    #[error(
+        "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole block of {}",
+        SizeText(*.block_bytes)
+    )]
     RegionTooSmall { region_offset_bytes: u64, region_size_bytes: u64, block_bytes: u64 },
     /// The DMA buffer area cannot hold one block.
+    #[error("the buffer area of {buffer_bytes} bytes cannot hold one block of {}", SizeText(*.block_bytes))]
     BufferTooSmall { buffer_bytes: usize, block_bytes: u64 },
-}
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            PlanError::NoBlocks { block_count, logical_block_bytes } => write!(
-                f,
-                "the device reports {block_count} blocks of {logical_block_bytes} bytes; nothing \
-                 to read"
-            ),
-            PlanError::NoRequests { max_request_blocks, max_in_flight } => write!(
-                f,
-                "the device accepts requests of at most {max_request_blocks} blocks with \
-                 {max_in_flight} in flight"
-            ),
-            PlanError::RegionTooSmall { region_offset_bytes, region_size_bytes, block_bytes } => write!(
-                f,
-                "the region of {region_size_bytes} bytes at {region_offset_bytes} holds no whole \
-                 block of {}",
-                SizeText(block_bytes)
-            ),
-            PlanError::BufferTooSmall { buffer_bytes, block_bytes } => write!(
-                f,
-                "the buffer area of {buffer_bytes} bytes cannot hold one block of {}",
-                SizeText(block_bytes)
-            ),
-        }
-    }
-}
-
-/// A byte range of a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    pub offset_bytes: u64,
-    pub size_bytes: u64,
 }
 
 /// Adapts `job` to a device: block size rounded up to the logical block and clamped to what one
@@ -82,7 +56,7 @@ pub fn plan_job(
     geometry: &Geometry,
     device_name: &str,
     notes: &mut Vec<String>,
-) -> Result<DevicePlan, PlanError> {
+) -> Result<DevicePlan, JobPlanError> {
     check_geometry(geometry)?;
     let block_bytes = fit_block_size(job.block_bytes, geometry, device_name, notes);
     let queue_depth = fit_queue_depth(job.queue_depth, geometry, device_name, notes);
@@ -106,15 +80,15 @@ pub fn device_region(config: &Config, geometry: &Geometry, device_name: &str) ->
     Some(fit_region(config, geometry, device_name, &mut Vec::new()))
 }
 
-fn check_geometry(geometry: &Geometry) -> Result<(), PlanError> {
+fn check_geometry(geometry: &Geometry) -> Result<(), JobPlanError> {
     if geometry.logical_block_bytes == 0 || geometry.block_count == 0 {
-        return Err(PlanError::NoBlocks {
+        return Err(JobPlanError::NoBlocks {
             block_count: geometry.block_count,
             logical_block_bytes: geometry.logical_block_bytes,
         });
     }
     if geometry.max_request_blocks == 0 || geometry.max_in_flight == 0 {
-        return Err(PlanError::NoRequests {
+        return Err(JobPlanError::NoRequests {
             max_request_blocks: geometry.max_request_blocks,
             max_in_flight: geometry.max_in_flight,
         });
@@ -220,12 +194,12 @@ fn align_region(
     block_bytes: u64,
     device_name: &str,
     notes: &mut Vec<String>,
-) -> Result<(Region, u64), PlanError> {
+) -> Result<(Region, u64), JobPlanError> {
     let region_end = region.offset_bytes + region.size_bytes;
     let aligned_offset = region.offset_bytes.div_ceil(block_bytes) * block_bytes;
     let block_slots = region_end.saturating_sub(aligned_offset) / block_bytes;
     if block_slots == 0 {
-        return Err(PlanError::RegionTooSmall {
+        return Err(JobPlanError::RegionTooSmall {
             region_offset_bytes: region.offset_bytes,
             region_size_bytes: region.size_bytes,
             block_bytes,
@@ -247,10 +221,10 @@ pub fn fit_buffer(
     buffer_area: &DmaBuffer,
     device_name: &str,
     notes: &mut Vec<String>,
-) -> Result<DevicePlan, PlanError> {
+) -> Result<DevicePlan, JobPlanError> {
     let buffers = buffer_area.length_bytes as u64 / plan.block_bytes;
     if buffers == 0 {
-        return Err(PlanError::BufferTooSmall {
+        return Err(JobPlanError::BufferTooSmall {
             buffer_bytes: buffer_area.length_bytes,
             block_bytes: plan.block_bytes,
         });
@@ -305,7 +279,7 @@ fn largest_plan_bytes(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cmdline::{JobOperation, Preset};
+    use crate::settings::{JobOperation, Preset};
     use alloc::string::ToString;
     use std::vec;
 
@@ -455,7 +429,7 @@ pub(crate) mod tests {
         let error = plan_job(&big, &tiny, &nvme_geometry(), "nvme0", &mut notes).unwrap_err();
         assert_eq!(
             error,
-            PlanError::RegionTooSmall {
+            JobPlanError::RegionTooSmall {
                 region_offset_bytes: 0,
                 region_size_bytes: 4096,
                 block_bytes: 128 << 10
@@ -465,12 +439,12 @@ pub(crate) mod tests {
         let broken = Geometry { max_in_flight: 0, ..nvme_geometry() };
         assert_eq!(
             plan_job(&big, &config, &broken, "x", &mut notes),
-            Err(PlanError::NoRequests { max_request_blocks: 256, max_in_flight: 0 })
+            Err(JobPlanError::NoRequests { max_request_blocks: 256, max_in_flight: 0 })
         );
         let empty = Geometry { block_count: 0, ..nvme_geometry() };
         assert!(matches!(
             plan_job(&big, &config, &empty, "x", &mut notes),
-            Err(PlanError::NoBlocks { block_count: 0, .. })
+            Err(JobPlanError::NoBlocks { block_count: 0, .. })
         ));
         assert_eq!(device_region(&config, &empty, "sd0"), None);
     }
@@ -491,7 +465,7 @@ pub(crate) mod tests {
         assert!(notes[0].starts_with("nvme0: requests share 4 buffers of 64k"), "{notes:?}");
         assert_eq!(
             fit_buffer(&plan, &area(1000), "nvme0", &mut notes),
-            Err(PlanError::BufferTooSmall { buffer_bytes: 1000, block_bytes: 64 << 10 })
+            Err(JobPlanError::BufferTooSmall { buffer_bytes: 1000, block_bytes: 64 << 10 })
         );
     }
 }

@@ -11,13 +11,13 @@ use alloc::vec::Vec;
 use blockdev::IoErrorKind;
 use core::fmt::{self, Write};
 
-use crate::cmdline::{Config, JobSpec};
 use crate::cpu_cost::{CounterStatus, CpuPerIo};
 use crate::histogram::{P50_INDEX, P99_9_INDEX, P99_INDEX};
 use crate::plan::DevicePlan;
 use crate::results::{
     BenchmarkResults, Direction, MedianResult, ReportContext, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
 };
+use crate::settings::{Config, JobSpec};
 use crate::stats::MILLI_PER_UNIT;
 use crate::units::{DurationText, Fixed, LatencyMicros, SizeText, MIB};
 
@@ -279,7 +279,7 @@ pub fn pio_fallback_note(device_name: &str, path: &blockdev::DataPath) -> String
 
 /// After a run with `check=`: `sd0      check: 40 of the reads checked (every 64th), 0
 /// mismatches; 3.2 µs per check (160 KiB compared)`.
-pub fn check_line(device_name: &str, summary: &crate::check::CheckSummary) -> String {
+pub fn check_line(device_name: &str, summary: &crate::pattern_check::CheckSummary) -> String {
     format!(
         "{device_name:<8} check: {} reads checked (every {}), {} mismatches; {} µs per check ({} compared)",
         summary.checked,
@@ -623,7 +623,7 @@ impl<T: fmt::Display> fmt::Display for Padded<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmdline::{JobOperation, JobSpec};
+    use crate::settings::{JobOperation, JobSpec};
     use alloc::string::ToString;
 
     fn median(device_name: &str, iops_micro: u128, lat_mean_milli_ns: u128) -> MedianResult {
@@ -655,6 +655,7 @@ mod tests {
             errors_total: 0,
             cpu_per_io: CpuPerIo::default(),
             data_path: None,
+            throttled_runs: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! between repetitions (odd repetitions take the devices in order, even ones in reverse), then
 //! the medians, the summary and the JSON (docs/architecture.md "What is measured", "Output").
 //!
-//! One run is [`crate::run`]'s business; this module plans each job per device, keeps the order,
+//! One run is [`crate::run_loop`]'s business; this module plans each job per device, keeps the order,
 //! drops a device that stops answering, and hands the results as data to [`crate::report`] and
 //! [`crate::json`]. Per-tag arrays are allocated per job and the histograms once; nothing is
 //! allocated per I/O.
@@ -14,45 +14,38 @@ use core::fmt;
 
 use blockdev::BlockDevice;
 
-use crate::cmdline::{Config, DeviceSelection, JobSpec};
 use crate::console::Console;
 use crate::offsets::derived_seed;
 use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
 use crate::results::{medians_of, BenchmarkResults, ReportContext, RunEnd};
-use crate::run::DeviceRegion;
-use crate::run::{run_once, Measurements, RunLabel, Scratch};
+use crate::run_loop::DeviceRegion;
+use crate::run_loop::{run_once, Measurements, RunLabel, Scratch};
+use crate::settings::{Config, DeviceSelection, JobSpec};
 use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
 use crate::units::SizeText;
 use crate::written::MAX_TRACKED_SLOTS;
 
-pub use crate::run::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
+pub use crate::run_loop::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
 
 /// Why a write or mixed job does not run on a device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WriteRefusal {
     /// `write=` does not name the device.
+    #[error(
+        "write= does not name it (write and mixed jobs need write=DEV and a marked scratch region; nothing was \
+         written)"
+    )]
     NotAllowed,
     /// The device has no valid scratch region.
+    #[error(
+        "it has no valid scratch region (mark a partition with `barebench scratch` or build the card with \
+         `barebench image --scratch`; nothing was written)"
+    )]
     NoRegion,
     /// The kernel gives the benchmark no CPU access to its buffers.
+    #[error("this kernel gives the benchmark no access to its buffers")]
     NoBufferAccess,
-}
-
-impl fmt::Display for WriteRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            WriteRefusal::NotAllowed => {
-                "write= does not name it (write and mixed jobs need write=DEV and a marked scratch \
-                 region; nothing was written)"
-            }
-            WriteRefusal::NoRegion => {
-                "it has no valid scratch region (mark a partition with `barebench scratch` or build \
-                 the card with `barebench image --scratch`; nothing was written)"
-            }
-            WriteRefusal::NoBufferAccess => "this kernel gives the benchmark no access to its buffers",
-        })
-    }
 }
 
 /// Runs every job of `config` on the selected `devices` and prints the run lines, progress,
@@ -90,6 +83,9 @@ pub fn run_benchmark_with_traces(
     let selected = select_devices(config, devices, &mut |message| say(console, &mut results.notes, message));
     results.device_names = selected.iter().map(|&index| devices[index].name().to_string()).collect();
     report::print_start(console, config, &results.device_names);
+    if let Some(source) = environment.conditions {
+        results.conditions = Some(crate::conditions::start(source, console, &mut results.notes));
+    }
     for warning in report::region_warnings(context, &results.device_names) {
         say(console, &mut results.notes, warning);
     }
@@ -109,8 +105,12 @@ pub fn run_benchmark_with_traces(
             benchmark.run_job(job_index, job, &mut results, console);
         }
     }
+    if let (Some(source), Some(conditions)) = (environment.conditions, results.conditions.as_mut()) {
+        crate::conditions::finish(source, conditions, console);
+    }
     results.medians = medians_of(&results.runs);
     report::print_summary(console, config, &results);
+    crate::conditions_summary::print_summary(console, &results);
     let _ = crate::json::write_results_block(console, config, context, &results);
     results
 }
@@ -221,6 +221,13 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                 }
                 let label = RunLabel { job_index, job, run, runs: self.config.runs, device_index, seed };
                 let environment = self.environment;
+                let source = environment.conditions;
+                let cooldown = match (source, results.conditions.as_mut()) {
+                    (Some(source), Some(conditions)) => {
+                        crate::conditions::before_run(source, environment.clock, conditions, console)
+                    }
+                    _ => None,
+                };
                 let run_results = run_once(
                     &mut *self.devices[device_index],
                     environment,
@@ -237,8 +244,26 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                     let name = self.devices[device_index].name();
                     write_trace(console, self.trace_output, (name, &run_name), ring, self.environment);
                 }
+                let after = match (source, results.conditions.as_mut()) {
+                    (Some(source), Some(conditions)) => crate::conditions::after_run(
+                        source,
+                        conditions,
+                        format_args!(
+                            "{} run {run}/{} of {job}",
+                            self.devices[device_index].name(),
+                            self.config.runs
+                        ),
+                        console,
+                    ),
+                    _ => None,
+                };
                 for mut result in run_results {
                     result.notes.splice(0..0, planned.notes.iter().cloned());
+                    if let Some((reading, warning)) = &after {
+                        result.conditions =
+                            Some(crate::conditions::RunConditions { after: reading.clone(), cooldown });
+                        result.notes.extend(warning.iter().cloned());
+                    }
                     match result.ended_early {
                         Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
                         Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
@@ -443,12 +468,12 @@ fn run_order(selected: &[usize], run: u32) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmdline::{JobOperation, Preset};
     use crate::cpu_cost::NoCpuCounters;
     use crate::plan::tests::{nvme_geometry, sd_geometry};
     use crate::results::Direction;
     use crate::results::{MedianResult, RunResult};
-    use crate::run::WriteAccess;
+    use crate::run_loop::WriteAccess;
+    use crate::settings::{JobOperation, Preset};
     use crate::sim::{SimBehaviour, SimDevice, SimMedium, TestMemory};
     use blockdev::testing::SteppingClock;
     use blockdev::Request;
@@ -509,6 +534,7 @@ mod tests {
             buffer_area: buffer_area(buffer_bytes),
             memory: None,
             writes: None,
+            conditions: None,
         };
         run_benchmark(config, devices, &environment, &context, console)
     }
@@ -931,6 +957,7 @@ mod tests {
             buffer_area: memory.area(),
             memory: None,
             writes: Some(writes),
+            conditions: None,
         };
         let mut console = String::new();
         let results = run_benchmark(config, devices, &environment, &context, &mut console);
@@ -1329,8 +1356,14 @@ mod tests {
         // The line was really written (five updates and the final one) ...
         let progress = console.split("\r  nvme0").count() - 1;
         assert!((5..=7).contains(&progress), "{progress} progress texts in {console:?}");
-        // ... and every figure of the run is what it is without it.
-        assert_eq!(with_progress.runs, without_progress.runs);
+        // ... and every figure of the run is what it is without it (the run starts later, after
+        // the slow UART took the lines before it).
+        let figures = |results: &BenchmarkResults| {
+            let mut runs = results.runs.clone();
+            runs.iter_mut().for_each(|run| run.started_at_ticks = 0);
+            runs
+        };
+        assert_eq!(figures(&with_progress), figures(&without_progress));
         assert!(with_progress.runs[0].ios > 40_000);
     }
 
@@ -1371,6 +1404,7 @@ mod tests {
             buffer_area: buffer_area(1 << 20),
             memory: None,
             writes: None,
+            conditions: None,
         };
         let context =
             ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
@@ -1451,6 +1485,7 @@ mod tests {
             buffer_area: buffer_area(1 << 20),
             memory: None,
             writes: None,
+            conditions: None,
         };
         let mut console = String::new();
         let results = run_benchmark(&config, &mut [&mut nvme, &mut sd], &environment, &context, &mut console);
@@ -1531,5 +1566,5 @@ mod tests {
         assert_eq!(sd0["data_path"]["pio_fallbacks"], total.1);
     }
 
-    const REFERENCE: [JobSpec; 3] = crate::cmdline::REFERENCE_JOBS;
+    const REFERENCE: [JobSpec; 3] = crate::settings::REFERENCE_JOBS;
 }

@@ -14,9 +14,9 @@ use blockdev::{
     IoErrorKind, Operation, Request, SubmitError,
 };
 
+use crate::buffers::BufferMemory;
 use crate::cpu_cost::tests::ModelCounters;
 use crate::offsets::RandomGenerator;
-use crate::run::BufferMemory;
 
 /// A buffer area in host memory: DMA addresses from `base` map to bytes of the vector.
 pub struct TestMemory {

@@ -1,4 +1,4 @@
-//! The data write and mixed jobs put on a device, and how it is checked (README "Writes",
+//! The data write and mixed jobs put on a device, and how it is checked (docs/writes.md §4,
 //! docs/measurement.md §15).
 //!
 //! Every logical block written carries a 32-byte header: bytes 0..8 its LBA, 8..16 the run id,

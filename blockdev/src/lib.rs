@@ -10,14 +10,14 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod blocking;
 pub mod crc32;
+pub mod marker;
 pub mod pattern;
 pub mod pattern_region;
 pub mod scratch;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-
-use core::fmt;
 
 /// A memory range that a device may read or write by DMA.
 ///
@@ -173,16 +173,11 @@ impl IoErrorKind {
 
 /// A failed request: the kind, plus a driver-specific code (an NVMe status word, SDHCI error
 /// interrupt bits) that the driver's own messages explain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} (code {:#x})", .kind.name(), .code)]
 pub struct IoError {
     pub kind: IoErrorKind,
     pub code: u32,
-}
-
-impl fmt::Display for IoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (code {:#x})", self.kind.name(), self.code)
-    }
 }
 
 /// A finished request.

@@ -4,10 +4,8 @@
 //! signature 0x55 0xAA at byte 510); the partition type the tool gives it (0x7F, "reserved for
 //! individual or experimental use") is never trusted alone.
 //!
-//! Marker layout (little-endian), shaped like the scratch-region marker: bytes 0..16 ASCII
-//! `BAREBENCHPATTERN`; 16..20 format version (1); 20..24 zero; 24..32 region length in bytes
-//! counted from the marker's first byte, inside the partition; 32..40 zero; 40..44 CRC-32
-//! (zlib's) of bytes 0..40; 44..512 zero. Every other sector of the region holds
+//! The marker is [`crate::marker`]'s, of kind `BAREBENCHPATTERN`, with no region id (the
+//! scan's errors are the scratch scan's [`ScanError`]). Every other sector of the region holds
 //! [`crate::pattern`] for its own sector number counted from the start of the device, so a read
 //! anywhere in it is checked with [`crate::pattern::first_mismatch`]. The benchmark reads from
 //! the region's second MiB on ([`PatternRegion::readable`]), keeping the marker out of the reads
@@ -18,103 +16,18 @@
 
 use core::fmt;
 
-use crate::crc32::crc32;
+use crate::marker::{le_u32, Marker, MarkerError, MarkerKind, RESERVED_BYTES};
 /// The device the scan reads, one logical block at a time: the same reader as the scratch scan's.
 pub use crate::scratch::BlockReader;
-use crate::scratch::{le_u32, le_u64};
+use crate::scratch::ScanError;
 
-/// The marker's first 16 bytes.
-pub const MARKER_MAGIC: [u8; 16] = *b"BAREBENCHPATTERN";
-/// The only marker format this code knows.
-pub const MARKER_VERSION: u32 = 1;
-/// Size of the marker (at the start of the partition's first logical block).
-pub const MARKER_BYTES: usize = 512;
-/// The start of every region that the benchmark does not read (the marker is in it).
-pub const RESERVED_BYTES: u64 = 1 << 20;
 /// MBR partition type the tool gives pattern partitions (0x7F: reserved for individual or
 /// experimental use). The type alone never makes a region.
 pub const MBR_TYPE_PATTERN: u8 = 0x7F;
 
-const CRC_COVERED_BYTES: usize = 40;
 const MBR_ENTRIES_OFFSET: usize = 446;
 const MBR_ENTRY_BYTES: usize = 16;
 const MBR_SIGNATURE_OFFSET: usize = 510;
-
-/// The contents of a valid marker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Marker {
-    /// Bytes of the region, counted from the marker's first byte.
-    pub length_bytes: u64,
-}
-
-/// Why 512 bytes are not a usable marker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkerError {
-    /// The first 16 bytes are not `BAREBENCHPATTERN`: no marker at all.
-    NoMagic,
-    UnknownVersion {
-        version: u32,
-    },
-    BadCrc {
-        stored: u32,
-        computed: u32,
-    },
-    ReservedNotZero {
-        offset: usize,
-    },
-}
-
-impl fmt::Display for MarkerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            MarkerError::NoMagic => write!(f, "no BAREBENCHPATTERN marker"),
-            MarkerError::UnknownVersion { version } => {
-                write!(f, "marker of unknown version {version} (this kernel knows version {MARKER_VERSION})")
-            }
-            MarkerError::BadCrc { stored, computed } => {
-                write!(f, "marker CRC-32 {stored:#010x} does not match its bytes ({computed:#010x})")
-            }
-            MarkerError::ReservedNotZero { offset } => write!(f, "marker byte {offset} should be zero"),
-        }
-    }
-}
-
-impl Marker {
-    /// The 512 bytes of this marker.
-    pub fn encode(&self) -> [u8; MARKER_BYTES] {
-        let mut bytes = [0u8; MARKER_BYTES];
-        bytes[..16].copy_from_slice(&MARKER_MAGIC);
-        bytes[16..20].copy_from_slice(&MARKER_VERSION.to_le_bytes());
-        bytes[24..32].copy_from_slice(&self.length_bytes.to_le_bytes());
-        let crc = crc32(&bytes[..CRC_COVERED_BYTES]);
-        bytes[40..44].copy_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    /// Reads a marker from the first 512 bytes of `bytes` (shorter input has no marker).
-    pub fn parse(bytes: &[u8]) -> Result<Marker, MarkerError> {
-        let Some(bytes) = bytes.get(..MARKER_BYTES) else {
-            return Err(MarkerError::NoMagic);
-        };
-        if bytes[..16] != MARKER_MAGIC {
-            return Err(MarkerError::NoMagic);
-        }
-        let version = le_u32(bytes, 16);
-        if version != MARKER_VERSION {
-            return Err(MarkerError::UnknownVersion { version });
-        }
-        let stored = le_u32(bytes, 40);
-        let computed = crc32(&bytes[..CRC_COVERED_BYTES]);
-        if stored != computed {
-            return Err(MarkerError::BadCrc { stored, computed });
-        }
-        let reserved = (20..24).chain(32..40).chain(44..MARKER_BYTES);
-        if let Some(offset) = reserved.into_iter().find(|&offset| bytes[offset] != 0) {
-            return Err(MarkerError::ReservedNotZero { offset });
-        }
-        Ok(Marker { length_bytes: le_u64(bytes, 24) })
-    }
-}
 
 /// A valid pattern region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,43 +58,19 @@ impl fmt::Display for PatternRegion {
 }
 
 /// Why a partition with a marker holds no usable region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    #[error("{0}")]
     Marker(MarkerError),
     /// The marker's length runs past the partition's end.
-    LengthPastPartition {
-        length_bytes: u64,
-        partition_bytes: u64,
-    },
+    #[error("marker length {length_bytes} bytes runs past the partition's end ({partition_bytes} bytes)")]
+    LengthPastPartition { length_bytes: u64, partition_bytes: u64 },
     /// Not even the reserved MiB plus one sector.
-    TooSmall {
-        length_bytes: u64,
-    },
+    #[error("marker length {length_bytes} bytes is less than the reserved 1 MiB plus one sector")]
+    TooSmall { length_bytes: u64 },
     /// The partition table entry runs past the end of the device.
-    PartitionPastDevice {
-        end_lba: u64,
-        device_blocks: u64,
-    },
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Refusal::Marker(error) => write!(f, "{error}"),
-            Refusal::LengthPastPartition { length_bytes, partition_bytes } => write!(
-                f,
-                "marker length {length_bytes} bytes runs past the partition's end ({partition_bytes} bytes)"
-            ),
-            Refusal::TooSmall { length_bytes } => write!(
-                f,
-                "marker length {length_bytes} bytes is less than the reserved 1 MiB plus one sector"
-            ),
-            Refusal::PartitionPastDevice { end_lba, device_blocks } => write!(
-                f,
-                "the table says it ends at block {end_lba}, past the device's {device_blocks} blocks"
-            ),
-        }
-    }
+    #[error("the table says it ends at block {end_lba}, past the device's {device_blocks} blocks")]
+    PartitionPastDevice { end_lba: u64, device_blocks: u64 },
 }
 
 /// What the scan found: the first valid region, or the reason each marked partition was refused.
@@ -189,31 +78,6 @@ impl fmt::Display for Refusal {
 pub enum Finding {
     Region(PatternRegion),
     Refused { partition_number: u32, reason: Refusal },
-}
-
-/// Why the partition table could not be read at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanError<E> {
-    Read {
-        lba: u64,
-        error: E,
-    },
-    /// The logical block size is not a power of two from 512 to 65536 bytes, or the buffer is
-    /// shorter than a block.
-    BadBlockSize {
-        block_bytes: u32,
-    },
-}
-
-impl<E: fmt::Display> fmt::Display for ScanError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScanError::Read { lba, error } => write!(f, "reading block {lba} failed: {error}"),
-            ScanError::BadBlockSize { block_bytes } => {
-                write!(f, "logical block size {block_bytes} bytes is not one the scan handles")
-            }
-        }
-    }
 }
 
 /// Reads the MBR, then the first block of each primary partition, and reports every marked
@@ -270,9 +134,9 @@ fn check_partition<R: BlockReader>(
         return refused(Refusal::PartitionPastDevice { end_lba, device_blocks });
     }
     read(reader, first_lba, buffer)?;
-    let marker = match Marker::parse(buffer) {
+    let marker = match Marker::parse(MarkerKind::Pattern, buffer) {
         Ok(marker) => marker,
-        Err(MarkerError::NoMagic) => return Ok(None),
+        Err(MarkerError::NoMagic { .. }) => return Ok(None),
         Err(error) => return refused(Refusal::Marker(error)),
     };
     let block_bytes = u64::from(reader.block_bytes());
@@ -347,8 +211,8 @@ mod tests {
 
     #[test]
     fn a_marked_partition_is_a_region_whatever_its_type() {
-        let marker = Marker { length_bytes: 4 << 20 }.encode();
-        assert_eq!(Marker::parse(&marker), Ok(Marker { length_bytes: 4 << 20 }));
+        let marker = Marker::pattern(4 << 20).encode();
+        assert_eq!(Marker::parse(MarkerKind::Pattern, &marker), Ok(Marker::pattern(4 << 20)));
         for partition_type in [MBR_TYPE_PATTERN, 0x83] {
             let mut disk = disk_with_partition(partition_type, 4096, 8192, Some(marker));
             let region =
@@ -372,18 +236,18 @@ mod tests {
             [Finding::Refused { partition_number: 2, reason }] => *reason,
             other => panic!("{other:?}"),
         };
-        let mut corrupt = Marker { length_bytes: 4 << 20 }.encode();
+        let mut corrupt = Marker::pattern(4 << 20).encode();
         corrupt[24] ^= 1;
         assert!(matches!(
             refusal(&mut disk_with_partition(0x7F, 4096, 8192, Some(corrupt))),
             Refusal::Marker(MarkerError::BadCrc { .. })
         ));
-        let long = Marker { length_bytes: 5 << 20 }.encode();
+        let long = Marker::pattern(5 << 20).encode();
         assert_eq!(
             refusal(&mut disk_with_partition(0x7F, 4096, 8192, Some(long))),
             Refusal::LengthPastPartition { length_bytes: 5 << 20, partition_bytes: 4 << 20 }
         );
-        let short = Marker { length_bytes: 1 << 20 }.encode();
+        let short = Marker::pattern(1 << 20).encode();
         assert_eq!(
             refusal(&mut disk_with_partition(0x7F, 4096, 8192, Some(short))),
             Refusal::TooSmall { length_bytes: 1 << 20 }
@@ -392,11 +256,17 @@ mod tests {
             refusal(&mut disk_with_partition(0x7F, 12288, 8192, Some(long))),
             Refusal::PartitionPastDevice { end_lba: 20480, device_blocks: 16384 }
         );
-        let mut version = Marker { length_bytes: 4 << 20 }.encode();
+        let mut version = Marker::pattern(4 << 20).encode();
         version[16] = 2;
-        assert_eq!(Marker::parse(&version), Err(MarkerError::UnknownVersion { version: 2 }));
-        let mut reserved = Marker { length_bytes: 4 << 20 }.encode();
+        assert_eq!(
+            Marker::parse(MarkerKind::Pattern, &version),
+            Err(MarkerError::UnknownVersion { version: 2 })
+        );
+        let mut reserved = Marker::pattern(4 << 20).encode();
         reserved[100] = 1;
-        assert_eq!(Marker::parse(&reserved), Err(MarkerError::ReservedNotZero { offset: 100 }));
+        assert_eq!(
+            Marker::parse(MarkerKind::Pattern, &reserved),
+            Err(MarkerError::ReservedNotZero { offset: 100 })
+        );
     }
 }

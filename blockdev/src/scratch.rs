@@ -3,26 +3,17 @@
 //! is protective, in the GPT (UEFI 2.10 §5.2.3 protective MBR, §5.3.2 GPT header, §5.3.3 GPT
 //! partition entry array). Nothing else counts: not a partition type, not a file system label.
 //!
-//! Marker layout (little-endian): bytes 0..16 ASCII `BAREBENCHSCRATCH`; 16..20 format version
-//! (1); 20..24 zero; 24..32 region length in bytes counted from the marker's first byte, inside
-//! the partition; 32..40 region id; 40..44 CRC-32 (zlib's) of bytes 0..40; 44..512 zero. The
-//! first MiB of a region, marker included, is never written (README "Writes").
+//! The marker is [`crate::marker`]'s, of kind `BAREBENCHSCRATCH`, with a random region id. The
+//! first MiB of a region, marker included, is never written (docs/writes.md §1).
 //!
 //! This module is shared by the kernel (the scan at attach time) and the host tool (`barebench
 //! scratch`, `barebench image --scratch`), so both read and write the same bytes.
 
 use core::fmt;
 
-use crate::crc32::{crc32, Crc32};
+use crate::crc32::Crc32;
+use crate::marker::{le_u32, le_u64, Marker, MarkerError, MarkerKind, RESERVED_BYTES};
 
-/// The marker's first 16 bytes.
-pub const MARKER_MAGIC: [u8; 16] = *b"BAREBENCHSCRATCH";
-/// The only marker format this code knows.
-pub const MARKER_VERSION: u32 = 1;
-/// Size of the marker (it sits at the start of the partition's first logical block).
-pub const MARKER_BYTES: usize = 512;
-/// The start of every region that is never written (the marker is in it).
-pub const RESERVED_BYTES: u64 = 1 << 20;
 /// MBR partition type 0xDA ("non-FS data"); the tool gives it to the partitions it makes. The
 /// type alone never makes a region.
 pub const MBR_TYPE_NON_FS_DATA: u8 = 0xDA;
@@ -30,99 +21,6 @@ pub const MBR_TYPE_NON_FS_DATA: u8 = 0xDA;
 pub const MBR_TYPE_GPT_PROTECTIVE: u8 = 0xEE;
 /// Most GPT entries the scan reads (the usual array has 128).
 pub const MAX_GPT_ENTRIES: u32 = 1024;
-
-const CRC_COVERED_BYTES: usize = 40;
-
-/// The contents of a valid marker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Marker {
-    /// Bytes of the region, counted from the marker's first byte.
-    pub length_bytes: u64,
-    /// A random number printed by the kernel and kept in the JSON, naming this region.
-    pub region_id: u64,
-}
-
-/// Why 512 bytes are not a usable marker.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkerError {
-    /// The first 16 bytes are not `BAREBENCHSCRATCH`: no marker at all.
-    NoMagic,
-    /// A marker of a format this code does not know.
-    UnknownVersion { version: u32 },
-    /// The stored CRC-32 does not match bytes 0..40.
-    BadCrc { stored: u32, computed: u32 },
-    /// Bytes 20..24 or 44..512 are not zero.
-    ReservedNotZero { offset: usize },
-}
-
-impl fmt::Display for MarkerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            MarkerError::NoMagic => write!(f, "no BAREBENCHSCRATCH marker"),
-            MarkerError::UnknownVersion { version } => {
-                write!(f, "marker of unknown version {version} (this kernel knows version {MARKER_VERSION})")
-            }
-            MarkerError::BadCrc { stored, computed } => {
-                write!(f, "marker CRC-32 {stored:#010x} does not match its bytes ({computed:#010x})")
-            }
-            MarkerError::ReservedNotZero { offset } => {
-                write!(f, "marker byte {offset} should be zero")
-            }
-        }
-    }
-}
-
-impl Marker {
-    /// The 512 bytes of this marker.
-    pub fn encode(&self) -> [u8; MARKER_BYTES] {
-        let mut bytes = [0u8; MARKER_BYTES];
-        bytes[..16].copy_from_slice(&MARKER_MAGIC);
-        bytes[16..20].copy_from_slice(&MARKER_VERSION.to_le_bytes());
-        bytes[24..32].copy_from_slice(&self.length_bytes.to_le_bytes());
-        bytes[32..40].copy_from_slice(&self.region_id.to_le_bytes());
-        let crc = crc32(&bytes[..CRC_COVERED_BYTES]);
-        bytes[40..44].copy_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    /// Reads a marker from the first 512 bytes of `bytes` (shorter input has no marker).
-    pub fn parse(bytes: &[u8]) -> Result<Marker, MarkerError> {
-        let Some(bytes) = bytes.get(..MARKER_BYTES) else {
-            return Err(MarkerError::NoMagic);
-        };
-        if bytes[..16] != MARKER_MAGIC {
-            return Err(MarkerError::NoMagic);
-        }
-        let version = le_u32(bytes, 16);
-        if version != MARKER_VERSION {
-            return Err(MarkerError::UnknownVersion { version });
-        }
-        let stored = le_u32(bytes, 40);
-        let computed = crc32(&bytes[..CRC_COVERED_BYTES]);
-        if stored != computed {
-            return Err(MarkerError::BadCrc { stored, computed });
-        }
-        let reserved = (20..24).chain(44..MARKER_BYTES);
-        if let Some(offset) = reserved.into_iter().find(|&offset| bytes[offset] != 0) {
-            return Err(MarkerError::ReservedNotZero { offset });
-        }
-        Ok(Marker { length_bytes: le_u64(bytes, 24), region_id: le_u64(bytes, 32) })
-    }
-}
-
-/// The little-endian u32 at `offset` (markers and partition tables).
-pub(crate) fn le_u32(bytes: &[u8], offset: usize) -> u32 {
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&bytes[offset..offset + 4]);
-    u32::from_le_bytes(word)
-}
-
-/// The little-endian u64 at `offset`.
-pub(crate) fn le_u64(bytes: &[u8], offset: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&bytes[offset..offset + 8]);
-    u64::from_le_bytes(word)
-}
 
 /// Which table listed a partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,44 +71,28 @@ impl ScratchRegion {
 }
 
 /// Why a partition holds no usable region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The marker block is there but not valid.
+    #[error("{0}")]
     Marker(MarkerError),
     /// An MBR partition of type 0xDA with no marker: a type alone makes no region.
+    #[error(
+        "type 0xda but no BAREBENCHSCRATCH marker (a partition type alone never makes a scratch region; \
+         mark it with `barebench scratch`)"
+    )]
     TypeWithoutMarker,
     /// The marker's length runs past the partition's end.
+    #[error("marker length {length_bytes} bytes runs past the partition's end ({partition_bytes} bytes)")]
     LengthPastPartition { length_bytes: u64, partition_bytes: u64 },
     /// Not even the reserved MiB plus one block.
+    #[error(
+        "marker length {length_bytes} bytes is less than the reserved 1 MiB plus one block ({minimum_bytes} bytes)"
+    )]
     TooSmall { length_bytes: u64, minimum_bytes: u64 },
     /// The partition table entry runs past the end of the device.
+    #[error("the table says it ends at block {end_lba}, past the device's {device_blocks} blocks")]
     PartitionPastDevice { end_lba: u64, device_blocks: u64 },
-}
-
-impl fmt::Display for Refusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Refusal::Marker(error) => write!(f, "{error}"),
-            Refusal::TypeWithoutMarker => write!(
-                f,
-                "type 0xda but no BAREBENCHSCRATCH marker (a partition type alone never makes a \
-                 scratch region; mark it with `barebench scratch`)"
-            ),
-            Refusal::LengthPastPartition { length_bytes, partition_bytes } => write!(
-                f,
-                "marker length {length_bytes} bytes runs past the partition's end ({partition_bytes} bytes)"
-            ),
-            Refusal::TooSmall { length_bytes, minimum_bytes } => write!(
-                f,
-                "marker length {length_bytes} bytes is less than the reserved 1 MiB plus one block \
-                 ({minimum_bytes} bytes)"
-            ),
-            Refusal::PartitionPastDevice { end_lba, device_blocks } => write!(
-                f,
-                "the table says it ends at block {end_lba}, past the device's {device_blocks} blocks"
-            ),
-        }
-    }
 }
 
 /// What the scan found at one partition. Partitions without a marker (and not of type 0xDA) are
@@ -236,15 +118,19 @@ impl fmt::Display for Finding {
     }
 }
 
-/// Why the partition tables could not be read at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why the partition tables could not be read at all (by this scan or the pattern-region scan,
+/// which reads the MBR only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScanError<E> {
     /// A block could not be read.
+    #[error("reading block {lba} failed: {error}")]
     Read { lba: u64, error: E },
     /// The logical block size is not a power of two from 512 to 65536 bytes, or the buffer is
     /// shorter than a block.
+    #[error("logical block size {block_bytes} bytes is not one the scan handles")]
     BadBlockSize { block_bytes: u32 },
     /// The MBR is protective but the GPT header is not valid.
+    #[error("protective MBR but the GPT is not valid: {0:?}")]
     BadGpt(GptProblem),
 }
 
@@ -256,18 +142,6 @@ pub enum GptProblem {
     HeaderCrc { stored: u32, computed: u32 },
     BadEntries { entry_count: u32, entry_bytes: u32 },
     EntriesCrc { stored: u32, computed: u32 },
-}
-
-impl<E: fmt::Display> fmt::Display for ScanError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ScanError::Read { lba, error } => write!(f, "reading block {lba} failed: {error}"),
-            ScanError::BadBlockSize { block_bytes } => {
-                write!(f, "logical block size {block_bytes} bytes is not one the scan handles")
-            }
-            ScanError::BadGpt(problem) => write!(f, "protective MBR but the GPT is not valid: {problem:?}"),
-        }
-    }
 }
 
 /// The device the scan reads, one logical block at a time.
@@ -462,9 +336,9 @@ fn check_partition<R: BlockReader>(
 /// What a partition's first block makes of it; `None` for an ordinary partition.
 pub fn judge_marker(partition: &Partition, first_block: &[u8], block_bytes: u32) -> Option<Finding> {
     let refused = |reason| Some(Finding::Refused { partition: *partition, reason });
-    let marker = match Marker::parse(first_block) {
+    let marker = match Marker::parse(MarkerKind::Scratch, first_block) {
         Ok(marker) => marker,
-        Err(MarkerError::NoMagic) => {
+        Err(MarkerError::NoMagic { .. }) => {
             return match partition.table {
                 PartitionTable::Mbr { partition_type: MBR_TYPE_NON_FS_DATA } => {
                     refused(Refusal::TypeWithoutMarker)
@@ -494,6 +368,7 @@ pub fn judge_marker(partition: &Partition, first_block: &[u8], block_bytes: u32)
 mod tests {
     extern crate std;
     use super::*;
+    use crate::crc32::crc32;
     use std::string::ToString;
     use std::vec;
     use std::vec::Vec;
@@ -593,7 +468,7 @@ mod tests {
     }
 
     fn marker(length_bytes: u64) -> [u8; 512] {
-        Marker { length_bytes, region_id: 0x1234_5678_9abc_def0 }.encode()
+        Marker::scratch(length_bytes, 0x1234_5678_9abc_def0).encode()
     }
 
     fn refusal(findings: &[Finding]) -> Refusal {
@@ -613,8 +488,8 @@ mod tests {
         // zlib.crc32(bytes[:40]) computed independently in Python for this marker.
         assert_eq!(u32::from_le_bytes(bytes[40..44].try_into().unwrap()), 0x839c_42c6);
         assert!(bytes[44..].iter().all(|&b| b == 0));
-        let parsed = Marker::parse(&bytes).unwrap();
-        assert_eq!(parsed, Marker { length_bytes: 8 * MIB, region_id: 0x1234_5678_9abc_def0 });
+        let parsed = Marker::parse(MarkerKind::Scratch, &bytes).unwrap();
+        assert_eq!(parsed, Marker::scratch(8 * MIB, 0x1234_5678_9abc_def0));
     }
 
     #[test]
@@ -622,22 +497,37 @@ mod tests {
         let good = marker(8 * MIB);
         let mut bad_crc = good;
         bad_crc[24] ^= 1;
-        assert!(matches!(Marker::parse(&bad_crc), Err(MarkerError::BadCrc { .. })));
+        assert!(matches!(Marker::parse(MarkerKind::Scratch, &bad_crc), Err(MarkerError::BadCrc { .. })));
         let mut version = good;
         version[16] = 2;
-        assert_eq!(Marker::parse(&version), Err(MarkerError::UnknownVersion { version: 2 }));
+        assert_eq!(
+            Marker::parse(MarkerKind::Scratch, &version),
+            Err(MarkerError::UnknownVersion { version: 2 })
+        );
         let mut reserved = good;
         reserved[20] = 1;
         let crc = crc32(&reserved[..40]);
         reserved[40..44].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(Marker::parse(&reserved), Err(MarkerError::ReservedNotZero { offset: 20 }));
+        assert_eq!(
+            Marker::parse(MarkerKind::Scratch, &reserved),
+            Err(MarkerError::ReservedNotZero { offset: 20 })
+        );
         let mut tail = good;
         tail[511] = 1;
-        assert_eq!(Marker::parse(&tail), Err(MarkerError::ReservedNotZero { offset: 511 }));
+        assert_eq!(
+            Marker::parse(MarkerKind::Scratch, &tail),
+            Err(MarkerError::ReservedNotZero { offset: 511 })
+        );
         let mut magic = good;
         magic[0] = b'b';
-        assert_eq!(Marker::parse(&magic), Err(MarkerError::NoMagic));
-        assert_eq!(Marker::parse(&good[..511]), Err(MarkerError::NoMagic));
+        assert_eq!(
+            Marker::parse(MarkerKind::Scratch, &magic),
+            Err(MarkerError::NoMagic { kind: MarkerKind::Scratch })
+        );
+        assert_eq!(
+            Marker::parse(MarkerKind::Scratch, &good[..511]),
+            Err(MarkerError::NoMagic { kind: MarkerKind::Scratch })
+        );
     }
 
     #[test]

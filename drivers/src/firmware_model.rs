@@ -10,7 +10,7 @@
 
 extern crate std;
 
-use crate::mailbox::{clocks, tags, MailboxError, PropertyTags, CLEAR_STICKY_THROTTLE_BITS};
+use crate::mailbox::{clocks, tags, MailboxError, PropertyTags};
 use core::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::vec::Vec;
@@ -20,6 +20,10 @@ pub const EXPANDER_LINES: core::ops::RangeInclusive<u32> = 128..=135;
 /// The "has occurred" bits: bit n + 16 records that "now" bit n was set since the last clear.
 const STICKY_SHIFT: u32 = 16;
 const NOW_BITS: u32 = 0xf;
+/// The request word with which Linux's `raspberrypi-hwmon.c` asks the firmware to clear the
+/// sticky bits once answered (the model's own copy, so that a driver sending anything else is
+/// caught).
+const CLEAR_REQUEST: u32 = 0xffff;
 
 /// One property call the model saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,7 +272,7 @@ impl FirmwareModel {
             tags::GET_THROTTLED => {
                 let flags = self.throttled_now.get() | self.sticky.get();
                 // Linux asks with 0xffff to clear the sticky bits once they have been reported.
-                if first == Some(CLEAR_STICKY_THROTTLE_BITS) {
+                if first == Some(CLEAR_REQUEST) {
                     self.sticky.set(self.throttled_now.get() << STICKY_SHIFT);
                 }
                 Some(std::vec![flags])

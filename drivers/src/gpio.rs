@@ -124,6 +124,11 @@ impl<R: RegisterIo> BrcmstbGpioBank<R> {
     pub fn level(&self, mask: u32) -> bool {
         self.registers.read32(BRCMSTB_DATA) & mask == mask
     }
+
+    /// The line `line_bit` read as an active-low input ([`active_low_input`]).
+    pub fn active_low_input(&self, line_bit: u32) -> Option<bool> {
+        active_low_input(self.registers.read32(BRCMSTB_DATA), self.registers.read32(BRCMSTB_IODIR), line_bit)
+    }
 }
 
 /// A line of a brcmstb GPIO bank (DATA, IODIR with a set bit = input; Linux

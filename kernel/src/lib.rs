@@ -8,11 +8,14 @@ extern crate alloc;
 pub mod atags;
 pub mod block_checks;
 pub mod board;
+pub mod boot_time;
 pub mod bring_up;
-pub mod cmdline;
+pub mod conditions;
 pub mod devicetree;
 pub mod discovery;
+pub mod kernel_settings;
 pub mod memory_plan;
+pub mod queue_depth;
 pub mod root_complex_plan;
 pub mod sd_dma;
 

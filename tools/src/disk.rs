@@ -8,6 +8,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use bench::units::ByteSize;
+
 use crate::pattern;
 
 /// Errors from parsing a size or disk specification, or from creating a disk image.
@@ -23,7 +25,7 @@ pub enum DiskError {
     ContentTooLarge { path: PathBuf, file_bytes: u64, size_bytes: u64 },
     #[error("cannot read content file {path}: {source}")]
     ContentFile { path: PathBuf, source: io::Error },
-    #[error("scratch region {} does not fit a {} disk after its first MiB", format_size(*region_bytes), format_size(*size_bytes))]
+    #[error("scratch region {} does not fit a {} disk after its first MiB", ByteSize(*region_bytes), ByteSize(*size_bytes))]
     ScratchTooLarge { region_bytes: u64, size_bytes: u64 },
     #[error("cannot create disk image {path}: {source}")]
     Create { path: PathBuf, source: io::Error },
@@ -54,12 +56,6 @@ pub fn parse_size_bytes(text: &str) -> Result<u64, DiskError> {
         .filter(|bytes| *bytes > 0)
         .ok_or_else(|| DiskError::SizeOutOfRange { text: text.to_string() })?;
     Ok(bytes)
-}
-
-/// A byte count in the largest binary unit that divides it exactly, e.g. `64 MiB`
-/// ([`bench::units::ByteSize`], the one size formatter the kernel and the tool share).
-pub fn format_size(bytes: u64) -> String {
-    bench::units::ByteSize(bytes).to_string()
 }
 
 /// What an emulated disk holds.
@@ -142,7 +138,7 @@ fn scratch_partition_end(region_bytes: u64) -> u64 {
 
 impl fmt::Display for DiskSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let size = format_size(self.size_bytes).replace(' ', "");
+        let size = ByteSize(self.size_bytes).to_string().replace(' ', "");
         match &self.content {
             DiskContent::Pattern => write!(f, "{size}:pattern")?,
             DiskContent::PatternPartition => write!(f, "{size}:pattern-partition")?,
@@ -152,7 +148,7 @@ impl fmt::Display for DiskSpec {
         match self.writes {
             DiskWrites::Discarded => Ok(()),
             DiskWrites::Scratch { region_bytes } => {
-                write!(f, ",scratch={}", format_size(region_bytes).replace(' ', ""))
+                write!(f, ",scratch={}", ByteSize(region_bytes).to_string().replace(' ', ""))
             }
             DiskWrites::InPlace => write!(f, ",writable"),
         }
@@ -285,17 +281,6 @@ mod tests {
     }
 
     #[test]
-    fn sizes_format_in_the_largest_exact_unit() {
-        assert_eq!(format_size(64 << 20), "64 MiB");
-        assert_eq!(format_size(4 << 30), "4 GiB");
-        assert_eq!(format_size(1536), "1536 bytes");
-        assert_eq!(format_size((3 << 20) + (1 << 19)), "3584 KiB");
-        assert_eq!(format_size((3 << 20) + 512), "3.0 MiB");
-        assert_eq!(format_size(3 << 10), "3 KiB");
-        assert_eq!(format_size(100), "100 bytes");
-    }
-
-    #[test]
     fn disk_specs_parse_content_kinds() {
         let partitioned: DiskSpec = "64M:pattern-partition".parse().unwrap();
         assert_eq!(partitioned.content, DiskContent::PatternPartition);
@@ -305,7 +290,12 @@ mod tests {
         "4M:pattern-partition".parse::<DiskSpec>().unwrap().create_image(&path, |_, _| {}).unwrap();
         let data = fs::read(&path).unwrap();
         assert_eq!((data.len(), data[446 + 4], data[510]), (4 << 20, 0x7F, 0x55));
-        assert_eq!(blockdev::pattern_region::Marker::parse(&data[1 << 20..]).unwrap().length_bytes, 3 << 20);
+        assert_eq!(
+            blockdev::marker::Marker::parse(blockdev::marker::MarkerKind::Pattern, &data[1 << 20..])
+                .unwrap()
+                .length_bytes,
+            3 << 20
+        );
         assert_eq!(blockdev::pattern::first_mismatch(2 << 20, &data[2 << 20..]), None);
         let pattern: DiskSpec = "64M".parse().unwrap();
         assert_eq!(

@@ -9,7 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use blockdev::pattern_region::{Marker, MBR_TYPE_PATTERN, RESERVED_BYTES};
+use blockdev::marker::{Marker, RESERVED_BYTES};
+use blockdev::pattern_region::MBR_TYPE_PATTERN;
 
 pub use blockdev::pattern::{fill_sector, SECTOR_BYTES, TAG as SECTOR_TAG};
 
@@ -121,7 +122,7 @@ pub fn add_pattern_partition(
     entry[12..16].copy_from_slice(&sectors.to_le_bytes());
     write_pattern_range(file, offset_bytes, length_bytes, progress)?;
     file.seek(SeekFrom::Start(offset_bytes))?;
-    file.write_all(&Marker { length_bytes }.encode())?;
+    file.write_all(&Marker::pattern(length_bytes).encode())?;
     file.seek(SeekFrom::Start(0))?;
     file.write_all(&mbr)?;
     Ok(index as u32 + 1)

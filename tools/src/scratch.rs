@@ -1,7 +1,7 @@
 //! Scratch regions on the host: marking a partition of a disk or image (`barebench scratch`),
 //! and adding a marked partition to an image (`barebench image --scratch`, the `scratch=` part of
 //! `barebench qemu`'s disk specs). The marker format and the partition tables are
-//! `blockdev::scratch`'s, the same code the kernel scans with (README "Writes").
+//! `blockdev::scratch`'s, the same code the kernel scans with (docs/writes.md §2).
 #![forbid(unsafe_code)]
 
 use std::fs::{File, OpenOptions};
@@ -9,13 +9,13 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use blockdev::marker::{Marker, RESERVED_BYTES};
 use blockdev::scratch::{
-    self, find_partition, BlockReader, Finding, Marker, Partition, PartitionTable, ScanError,
-    MBR_TYPE_NON_FS_DATA, RESERVED_BYTES,
+    self, find_partition, BlockReader, Finding, Partition, PartitionTable, ScanError, MBR_TYPE_NON_FS_DATA,
 };
 
-use crate::disk::format_size;
 use crate::image::card::{self, CardError};
+use bench::units::ByteSize;
 
 /// Bytes read from the start of a partition to recognise a file system (btrfs's superblock is
 /// at 64 KiB).
@@ -134,7 +134,7 @@ impl MarkPlan {
             "{}: {} from byte {offset}, {} ({} bytes)\n",
             self.path.display(),
             self.partition,
-            format_size(self.marker.length_bytes),
+            ByteSize(self.marker.length_bytes),
             self.marker.length_bytes
         );
         if let Some(existing) = &self.existing {
@@ -191,7 +191,7 @@ pub fn plan_mark(path: &Path, number: u32, force: bool, region_id: u64) -> Resul
         return Err(ScratchError::HoldsFilesystem { path: path.to_path_buf(), partition, filesystem });
     }
     let existing = scratch::judge_marker(&partition, &probe[..probed.min(block_bytes as usize)], block_bytes);
-    let marker = Marker { length_bytes: partition_bytes, region_id };
+    let marker = Marker::scratch(partition_bytes, region_id);
     Ok(MarkPlan { path: path.to_path_buf(), partition, block_bytes, marker, existing, filesystem })
 }
 
@@ -260,7 +260,7 @@ pub fn add_scratch_partition(
     file.seek(SeekFrom::Start(0)).map_err(io_error("cannot seek"))?;
     file.write_all(&mbr).map_err(io_error("cannot write the MBR"))?;
     file.seek(SeekFrom::Start(offset_bytes)).map_err(io_error("cannot seek"))?;
-    file.write_all(&Marker { length_bytes, region_id }.encode())
+    file.write_all(&Marker::scratch(length_bytes, region_id).encode())
         .map_err(io_error("cannot write the marker"))?;
     file.sync_all().map_err(io_error("cannot sync"))?;
     Ok(index as u32 + 1)
@@ -353,7 +353,7 @@ mod tests {
         fs::write(&path, &bytes).unwrap();
         let plan = plan_mark(&path, 1, false, 0x77).unwrap();
         assert!(matches!(plan.existing, Some(Finding::Refused { reason: Refusal::TypeWithoutMarker, .. })));
-        assert_eq!(plan.marker, Marker { length_bytes: 4 * MIB, region_id: 0x77 });
+        assert_eq!(plan.marker, Marker::scratch(4 * MIB, 0x77));
         let text = plan.describe();
         assert!(text.contains("partition 1 (MBR, type 0xda) from byte 2097152, 4 MiB"), "{text}");
         assert!(text.contains("region id 0x0000000000000077"), "{text}");

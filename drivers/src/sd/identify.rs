@@ -29,9 +29,6 @@ const REGISTER_READ_ATTEMPTS: u32 = 3;
 /// 3.3 V (Linux `mmc_sd_get_cid` tries up to 10 times; 3 bounds the bring-up to well under a
 /// second here).
 pub const VOLTAGE_SWITCH_ATTEMPTS: u32 = 3;
-/// The card drives CMD and DAT[3:0] low after its CMD11 response; Linux waits 1 ms before
-/// looking (`mmc_set_uhs_voltage`).
-pub const AFTER_CMD11_US: u64 = 1_000;
 
 /// What became of failed 1.8 V switches (SD §4.2.4.2: a failed switch leaves the card unusable
 /// until its power is cycled; Linux `mmc_set_uhs_voltage` then `mmc_power_cycle`).

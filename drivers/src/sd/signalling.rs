@@ -9,9 +9,11 @@
 use super::bus::UhsBus;
 use super::command::Command;
 use super::error::SdError;
-use super::identify::AFTER_CMD11_US;
 use hal::platform::Platform;
 
+/// The card drives CMD and DAT[3:0] low after its CMD11 response; Linux waits 1 ms before
+/// looking (`mmc_set_uhs_voltage`).
+pub const AFTER_CMD11_US: u64 = 1_000;
 /// The SD clock stays gated at least 5 ms while the voltage switches (SD §4.2.4.2); Linux keeps
 /// it gated 10 ms (`mmc_set_uhs_voltage`: "though spec only says 5 ms").
 const CLOCK_GATED_US: u64 = 10_000;

@@ -21,15 +21,9 @@ pub mod snapshot;
 pub mod tuning;
 
 #[cfg(test)]
-mod emmc_tests;
-#[cfg(test)]
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod uhs_tests;
-#[cfg(test)]
-mod write_tests;
 
 pub use device::{SdCard, TransferMode};
 pub use host::SdhciHost;

@@ -9,7 +9,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::disk::format_size;
+use bench::units::ByteSize;
 
 /// Mount points whose device holds the running system.
 const SYSTEM_MOUNT_POINTS: [&str; 7] = ["/", "/boot", "/boot/firmware", "/boot/efi", "/usr", "/var", "/home"];
@@ -33,9 +33,9 @@ pub enum CardError {
     Mounted { device: String, mount_point: String },
     #[error("/dev/{device} is in use ({usage})")]
     InUse { device: String, usage: String },
-    #[error("/dev/{device} ({model}, {}) is not a removable device; if it really is the SD card, repeat with --force", format_size(*size_bytes))]
+    #[error("/dev/{device} ({model}, {}) is not a removable device; if it really is the SD card, repeat with --force", ByteSize(*size_bytes))]
     NotRemovable { device: String, model: String, size_bytes: u64 },
-    #[error("the image ({}) is larger than {path} ({})", format_size(*image_bytes), format_size(*device_bytes))]
+    #[error("the image ({}) is larger than {path} ({})", ByteSize(*image_bytes), ByteSize(*device_bytes))]
     TooSmall { path: PathBuf, image_bytes: u64, device_bytes: u64 },
     #[error("{context} {path}: {source}")]
     Io { context: &'static str, path: PathBuf, source: io::Error },
@@ -258,7 +258,7 @@ impl WriteTarget {
                 "{} ({}, {}{})",
                 path.display(),
                 info.model,
-                format_size(info.size_bytes),
+                ByteSize(info.size_bytes),
                 if info.removable { ", removable" } else { ", NOT removable" }
             ),
         }

@@ -7,7 +7,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::firmware::ImageFile;
-use crate::disk::format_size;
+use bench::units::ByteSize;
 
 /// Sector size of the image.
 pub const SECTOR_BYTES: u64 = 512;
@@ -28,7 +28,7 @@ const BACKUP_BOOT_SECTOR: u64 = 6;
 /// Errors building the image.
 #[derive(Debug, thiserror::Error)]
 pub enum FatError {
-    #[error("image size {size_bytes} bytes is too small: the files need at least {needed_bytes} bytes ({})", format_size(*needed_bytes))]
+    #[error("image size {size_bytes} bytes is too small: the files need at least {needed_bytes} bytes ({})", ByteSize(*needed_bytes))]
     TooSmall { size_bytes: u64, needed_bytes: u64 },
     #[error("image size {size_bytes} bytes leaves a partition too small for FAT32 ({clusters} clusters of 512 bytes; at least {FAT32_MIN_CLUSTERS} needed)")]
     TooFewClusters { size_bytes: u64, clusters: u64 },

@@ -4,11 +4,16 @@
 //! `fio_plot/fiolib/jsonimport.py`, `bench_fio/benchlib/supporting.py`; docs/fio-json.md §7).
 //!
 //! Each file holds the job's median run (by IOPS; for an even count the lower middle one), with
-//! the document's `fio version`, `global options` and the other top-level keys fio writes. A run
-//! whose device ran it at another queue depth than asked (an SD host at QD1) is written only when
-//! no run asked for that depth, so two jobs never land in one file. Linux fio JSON is split the
-//! same way, its device being the base name of `filename`; `numjobs` is added to the job options
-//! when fio left it out (fio-plot skips a file without it; fio's default is 1).
+//! the document's `fio version`, `global options` and the other top-level keys fio writes. A job
+//! its device ran at another queue depth than asked (an SD host runs `randread:4k:32` at QD1)
+//! keeps a file of its own in a directory that names the depth asked,
+//! `sd0/4k-asked-qd32/randread-1-1.json`: fio-plot reads every `*.json` of a directory and takes
+//! depth and `numjobs` from the document, never from the name (`jsonimport.py`
+//! `list_json_files`, `filter_json_files`), and two files of one depth in one directory make its
+//! `-C` and `-l` charts fail; in a directory of its own the job is one more `-i` to compare
+//! (`-i fio/sd0/4k fio/sd0/4k-asked-qd32 -C`). Linux fio
+//! JSON is split the same way, its device being the base name of `filename`; `numjobs` is added
+//! to the job options when fio left it out (fio-plot skips a file without it; fio's default is 1).
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -30,21 +35,27 @@ struct FileKey {
     device: String,
     block: String,
     rw: String,
+    /// The depth the device ran the job at (the document's `iodepth`).
     iodepth: u32,
+    /// The depth the job asked for.
+    requested_iodepth: u32,
 }
 
 impl FileKey {
     fn path(&self, root: &Path) -> PathBuf {
-        root.join(&self.device).join(&self.block).join(format!("{}-{}-1.json", self.rw, self.iodepth))
+        let block = if self.requested_iodepth == self.iodepth {
+            self.block.clone()
+        } else {
+            format!("{}-asked-qd{}", self.block, self.requested_iodepth)
+        };
+        root.join(&self.device).join(block).join(format!("{}-{}-1.json", self.rw, self.iodepth))
     }
 }
 
-/// A candidate run for a file: its index in the document's jobs, its IOPS, and whether the
-/// device ran it at the queue depth that was asked.
+/// A candidate run for a file: its index in the document's jobs and its IOPS.
 struct Candidate {
     job_index: usize,
     iops: f64,
-    as_asked: bool,
 }
 
 /// The JSON document of an input: a whole fio JSON file, or the block of a serial log.
@@ -75,6 +86,14 @@ fn key_of(job: &FioJob) -> Option<FileKey> {
         block: block.unwrap_or_else(|| format_block(settings.block_bytes).to_lowercase()),
         rw: settings.rw.clone(),
         iodepth: settings.queue_depth,
+        // Linux fio runs at the depth it was given; barebench says what was asked (0: a log too
+        // old to say).
+        requested_iodepth: job
+            .barebench
+            .as_ref()
+            .map(|facts| facts.requested_queue_depth)
+            .filter(|&requested| requested > 0)
+            .unwrap_or(settings.queue_depth),
     })
 }
 
@@ -85,17 +104,12 @@ fn chosen_runs(report: &FioReport) -> BTreeMap<FileKey, usize> {
         let Some(key) = key_of(job) else {
             continue;
         };
-        let as_asked =
-            job.barebench.as_ref().is_none_or(|facts| facts.requested_queue_depth == facts.queue_depth);
         let iops = job.read.iops + job.write.iops;
-        groups.entry(key).or_default().push(Candidate { job_index, iops, as_asked });
+        groups.entry(key).or_default().push(Candidate { job_index, iops });
     }
     groups
         .into_iter()
         .map(|(key, mut candidates)| {
-            if candidates.iter().any(|candidate| candidate.as_asked) {
-                candidates.retain(|candidate| candidate.as_asked);
-            }
             candidates.sort_by(|a, b| a.iops.total_cmp(&b.iops));
             (key, candidates[(candidates.len() - 1) / 2].job_index)
         })
@@ -220,14 +234,14 @@ mod tests {
     }
 
     #[test]
-    fn the_median_run_fills_the_file_and_clamped_runs_give_way() {
+    fn the_median_run_fills_the_file_and_a_job_run_at_another_depth_keeps_its_own() {
         let runs = |iops: [f64; 3], requested: u32| -> Vec<Value> {
             iops.iter()
                 .enumerate()
                 .map(|(index, iops)| {
                     serde_json::json!({
                         "jobname": format!("randread-4k-qd{requested}-sd0-run{}", index + 1),
-                        "job options": {"rw": "randread", "bs": "4k", "iodepth": "1"},
+                        "job options": {"rw": "randread", "bs": "4k", "iodepth": "1", "filename": "sd0"},
                         "read": {"iops": iops},
                         "barebench": {"device": "sd0", "run": index + 1, "block_bytes": 4096,
                                       "queue_depth": 1, "requested_queue_depth": requested}
@@ -235,16 +249,59 @@ mod tests {
                 })
                 .collect()
         };
+        // sd0 ran randread:4k:1 and randread:4k:32 both at QD1, as an SD host does.
         let mut jobs = runs([500.0, 700.0, 600.0], 1);
-        jobs.extend(runs([100.0, 200.0, 300.0], 32));
+        jobs.extend(runs([100.0, 300.0, 200.0], 32));
         let document = serde_json::json!({"fio version": "barebench-0.1.0", "jobs": jobs});
         let parsed = parse_fio_json(&document.to_string()).unwrap();
         let chosen = chosen_runs(&parsed);
-        assert_eq!(chosen.len(), 1);
-        assert_eq!(chosen.values().next(), Some(&2), "the median of 500, 700, 600 is run 3");
-        // Only the clamped runs: the lower middle of two.
-        let clamped = serde_json::json!({"fio version": "x", "jobs": runs([100.0, 300.0, 200.0], 32)[..2]});
-        let chosen = chosen_runs(&parse_fio_json(&clamped.to_string()).unwrap());
+        let root = Path::new("fio");
+        let files: Vec<(PathBuf, usize)> =
+            chosen.iter().map(|(key, &index)| (key.path(root), index)).collect();
+        assert_eq!(
+            files,
+            [
+                (root.join("sd0/4k/randread-1-1.json"), 2),
+                (root.join("sd0/4k-asked-qd32/randread-1-1.json"), 5),
+            ],
+            "the median of 500, 700, 600 is run 3; of 100, 300, 200 run 3 of the second job"
+        );
+        // An even count: the lower middle one.
+        let two = serde_json::json!({"fio version": "x", "jobs": runs([100.0, 300.0, 200.0], 32)[..2]});
+        let chosen = chosen_runs(&parse_fio_json(&two.to_string()).unwrap());
         assert_eq!(chosen.values().next(), Some(&0));
+    }
+
+    #[test]
+    fn both_jobs_of_a_clamped_device_are_written_and_neither_replaces_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("sd.log");
+        let job = |requested: u32, iops: f64| {
+            serde_json::json!({
+                "jobname": format!("sd0-randread-4k-qd{requested}"),
+                "job options": {"rw": "randread", "bs": "4k", "iodepth": "1", "filename": "sd0"},
+                "read": {"iops": iops, "bw_bytes": 4096.0 * iops},
+                "barebench": {"device": "sd0", "run": 1, "block_bytes": 4096,
+                              "queue_depth": 1, "requested_queue_depth": requested}
+            })
+        };
+        let document =
+            serde_json::json!({"fio version": "barebench-0.1.0", "jobs": [job(1, 656.0), job(32, 163.0)]});
+        fs::write(&log, format!("{JSON_BEGIN_MARKER}\n{document}\n{JSON_END_MARKER}\n")).unwrap();
+        let out = dir.path().join("out");
+        let written = write_fio_layout(&build_report(&[log]), &out).unwrap();
+        assert_eq!(
+            files_under(&out.join("fio")),
+            ["sd0/4k-asked-qd32/randread-1-1.json", "sd0/4k/randread-1-1.json"]
+        );
+        assert_eq!(written.len(), 2);
+        let iops_in = |name: &str| -> f64 {
+            let text = fs::read_to_string(out.join("fio/sd0").join(name)).unwrap();
+            serde_json::from_str::<Value>(&text).unwrap()["jobs"][0]["read"]["iops"].as_f64().unwrap()
+        };
+        assert_eq!(
+            (iops_in("4k/randread-1-1.json"), iops_in("4k-asked-qd32/randread-1-1.json")),
+            (656.0, 163.0)
+        );
     }
 }

@@ -3,12 +3,14 @@
 #![forbid(unsafe_code)]
 
 pub mod chart;
+pub mod family;
 pub mod fio_layout;
 pub mod input;
 pub mod table;
 pub mod trace;
 pub mod trace_chart;
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,8 +42,11 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         Ok::<PathBuf, ReportError>(path)
     };
     fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
-    let charts = chart::charts(report);
+    let family = family::layout(report);
+    let mut charts = chart::charts(report);
+    charts.extend(family::charts(&family));
     let mut markdown = table::markdown(report);
+    markdown.push_str(&family::markdown(&family));
     if !charts.is_empty() {
         markdown.push_str("\n## Charts\n\n");
         for chart in &charts {
@@ -53,10 +58,54 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         write("report.csv", table::csv(report))?,
         write("report.json", table::json(report))?,
     ];
+    if !family.series.is_empty() {
+        written.push(write("family.csv", family::csv(&family))?);
+    }
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
     written.extend(fio_layout::write_fio_layout(report, dir)?);
+    Ok(written)
+}
+
+/// The report's Markdown without the chart links: the table of every row, then the
+/// across-the-family tables when a log ran `preset=matrix` (what `barebench report` prints).
+pub fn markdown(report: &Report) -> String {
+    let mut text = table::markdown(report);
+    text.push_str(&family::markdown(&family::layout(report)));
+    text
+}
+
+/// Writes each trace's CSV and charts into `dir` and a `traces.md` summary; returns the paths.
+pub fn write_traces(traces: &[trace::DecodedTrace], dir: &Path) -> Result<Vec<PathBuf>, trace::TraceError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|source| trace::TraceError::Write { path: dir.to_path_buf(), source })?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text)
+            .map_err(|source| trace::TraceError::Write { path: path.clone(), source })?;
+        Ok::<PathBuf, trace::TraceError>(path)
+    };
+    let mut written = Vec::new();
+    let mut summary = String::from("# barebench traces\n");
+    for trace in traces {
+        let stem = trace.file_stem();
+        written.push(write(dir.join(format!("{stem}.csv")), &trace::csv(trace))?);
+        written.extend(trace_chart::write_charts(trace, dir)?);
+        let rows = trace.rows();
+        let _ = writeln!(
+            summary,
+            "\n## {} {}\n\n{} commands ({} more not kept), mean latency {:.1} µs\n\n![latency over time]({stem}-latency.svg)\n![latency histogram]({stem}-histogram.svg)\n![completion gaps]({stem}-gaps.svg)\n\nSlowest commands:\n",
+            trace.device,
+            trace.run,
+            rows.len(),
+            trace.not_kept,
+            trace::mean_latency_ns(&rows) / 1e3
+        );
+        for line in trace::slowest(trace, 10) {
+            let _ = writeln!(summary, "{line}");
+        }
+    }
+    written.push(write(dir.join("traces.md"), &summary)?);
     Ok(written)
 }
 
@@ -87,6 +136,9 @@ pub struct ResultRow {
     pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
+    /// Runs after which the firmware reported throttling or under-voltage (`None`: not
+    /// reported, as for Linux fio or logs from before barebench read the throttle flags).
+    pub throttled_runs: Option<u32>,
 }
 
 impl ResultRow {
@@ -160,6 +212,31 @@ pub struct Source {
     pub rows: Vec<ResultRow>,
     /// What is missing or odd in this input (no results, truncated log, bad JSON...).
     pub problems: Vec<String>,
+    /// barebench logs: the `conditions:` sentence (throttling and temperature) and the boot time.
+    pub conditions: Option<String>,
+    pub boot: Option<String>,
+    /// What the console said besides the results (empty for fio JSON).
+    pub console: ConsoleFacts,
+}
+
+/// Facts a barebench log states on its console: the board as the banner names it, each
+/// device's identity, and the jobs skipped on a device with the reason.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ConsoleFacts {
+    /// The banner's `board` line: model and revision, e.g. `Raspberry Pi 4 Model B (revision 0xc03114)`.
+    pub board_model: Option<String>,
+    /// (device, identity): an SD card's CID, an NVMe controller's model and serial, a USB
+    /// drive's strings.
+    pub device_identities: Vec<(String, String)>,
+    /// (job as asked, device, reason) for each `job JOB skipped on DEVICE: REASON` line.
+    pub skipped_jobs: Vec<(String, String, String)>,
+}
+
+impl ConsoleFacts {
+    /// The identity of `device`, when the console gave one.
+    pub fn identity(&self, device: &str) -> Option<&str> {
+        self.device_identities.iter().find(|(name, _)| name == device).map(|(_, identity)| identity.as_str())
+    }
 }
 
 /// The whole report.
@@ -222,6 +299,7 @@ pub(crate) mod tests {
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
             latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
+            throttled_runs: None,
         }
     }
 
@@ -244,6 +322,9 @@ pub(crate) mod tests {
                     board: Some("pi5".to_string()),
                     rows: pi5,
                     problems: vec![],
+                    conditions: None,
+                    boot: None,
+                    console: ConsoleFacts::default(),
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -252,6 +333,9 @@ pub(crate) mod tests {
                     board: None,
                     rows: linux,
                     problems: vec!["one job had no p99".to_string()],
+                    conditions: None,
+                    boot: None,
+                    console: ConsoleFacts::default(),
                 },
             ],
         }

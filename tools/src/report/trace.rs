@@ -286,37 +286,6 @@ pub fn slowest(trace: &DecodedTrace, count: usize) -> Vec<String> {
         .collect()
 }
 
-/// Writes each trace's CSV and charts into `dir` and a `traces.md` summary; returns the paths.
-pub fn write_traces(traces: &[DecodedTrace], dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
-    std::fs::create_dir_all(dir).map_err(|source| TraceError::Write { path: dir.to_path_buf(), source })?;
-    let write = |path: PathBuf, text: &str| {
-        std::fs::write(&path, text).map_err(|source| TraceError::Write { path: path.clone(), source })?;
-        Ok::<PathBuf, TraceError>(path)
-    };
-    let mut written = Vec::new();
-    let mut summary = String::from("# barebench traces\n");
-    for trace in traces {
-        let stem = trace.file_stem();
-        written.push(write(dir.join(format!("{stem}.csv")), &csv(trace))?);
-        written.extend(super::trace_chart::write_charts(trace, dir)?);
-        let rows = trace.rows();
-        let _ = writeln!(
-            summary,
-            "\n## {} {}\n\n{} commands ({} more not kept), mean latency {:.1} µs\n\n![latency over time]({stem}-latency.svg)\n![latency histogram]({stem}-histogram.svg)\n![completion gaps]({stem}-gaps.svg)\n\nSlowest commands:\n",
-            trace.device,
-            trace.run,
-            rows.len(),
-            trace.not_kept,
-            mean_latency_ns(&rows) / 1e3
-        );
-        for line in slowest(trace, 10) {
-            let _ = writeln!(summary, "{line}");
-        }
-    }
-    written.push(write(dir.join("traces.md"), &summary)?);
-    Ok(written)
-}
-
 /// The kernel ELFs to try when none is named: the ones `make` leaves in `build/`.
 pub fn default_elves(build_dir: &Path) -> Vec<PathBuf> {
     ["kernel-virt.elf", "kernel8.elf"]
