@@ -46,7 +46,7 @@ impl Cmd23Request {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AutoCmd23Request {
     /// The default: fewer register accesses and polls per I/O than CMD23 of the driver's own,
-    /// measured in the simulated host (docs/measurement.md §16).
+    /// measured in the simulated host (docs/measurement.md §17).
     #[default]
     On,
     Off,
