@@ -156,7 +156,7 @@ fn the_32_bit_kernel_keeps_its_cp15_barriers() {
     // The ADMA2 doorbell (`barrier::store_before_doorbell`).
     let doorbell = functions_named(
         &functions,
-        "SdCard<drivers::mmio::Mmio, kernel::runtime::platform::KernelPlatform>>::issue_data_command",
+        "SdCard<hal::mmio::Mmio, kernel::runtime::platform::KernelPlatform>>::issue_data_command",
     );
     assert!(!doorbell.is_empty(), "SdCard::issue_data_command not found in kernel.elf");
     assert!(doorbell.iter().any(|function| bare_cp15_dsbs(function) >= 1), "no DSB before the ADMA2 command");
