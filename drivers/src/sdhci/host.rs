@@ -733,27 +733,35 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
         let mode = TRANSFER_MODE_COMMAND::READ::SET.value;
         self.issue(command, mode, out.len() as u32, 1)?;
+        self.finish_single_pio_block(command, |host| host.read_block_if_ready(out))
+    }
+
+    /// After a one-block PIO command was issued: its response, its block moved by `step` (true
+    /// once done, the error status on failure) within the block timeout, Transfer Complete and
+    /// the card status (a failure recovers the lines first).
+    fn finish_single_pio_block(
+        &mut self,
+        command: &Command,
+        mut step: impl FnMut(&mut Self) -> Result<bool, u32>,
+    ) -> Result<Response, SdError> {
         let response = self.wait_command_complete(command)?;
         let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
         loop {
-            match self.read_block_if_ready(out) {
+            let mut failure = match step(self) {
                 Ok(true) => break,
-                Ok(false) => {}
-                Err(status) => {
-                    let mut failure = self.failure(*command, failure_kind(status), status);
-                    failure.blocks = 1;
-                    self.recover(true);
-                    return Err(failure.into());
+                Ok(false) if deadline.has_passed(self.platform) => {
+                    let status = self.read(offsets::INTERRUPT_STATUS);
+                    self.failure(*command, FailureKind::NoCompletion, status)
                 }
-            }
-            if deadline.has_passed(self.platform) {
-                let status = self.read(offsets::INTERRUPT_STATUS);
-                let mut failure = self.failure(*command, FailureKind::NoCompletion, status);
-                failure.blocks = 1;
-                self.recover(true);
-                return Err(failure.into());
-            }
-            core::hint::spin_loop();
+                Ok(false) => {
+                    core::hint::spin_loop();
+                    continue;
+                }
+                Err(status) => self.failure(*command, failure_kind(status), status),
+            };
+            failure.blocks = 1;
+            self.recover(true);
+            return Err(failure.into());
         }
         self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
         self.check_card_status(command, &response)?;
@@ -774,31 +782,7 @@ impl<R: RegisterIo, P: Platform> SdhciHost<'_, R, P> {
             self.send_command(&Command::app_command(rca), rca)?;
         }
         self.issue(command, 0, data.len() as u32, 1)?;
-        let response = self.wait_command_complete(command)?;
-        let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
-        loop {
-            match self.write_block_if_ready(data) {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(status) => {
-                    let mut failure = self.failure(*command, failure_kind(status), status);
-                    failure.blocks = 1;
-                    self.recover(true);
-                    return Err(failure.into());
-                }
-            }
-            if deadline.has_passed(self.platform) {
-                let status = self.read(offsets::INTERRUPT_STATUS);
-                let mut failure = self.failure(*command, FailureKind::NoCompletion, status);
-                failure.blocks = 1;
-                self.recover(true);
-                return Err(failure.into());
-            }
-            core::hint::spin_loop();
-        }
-        self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
-        self.check_card_status(command, &response)?;
-        Ok(response)
+        self.finish_single_pio_block(command, |host| host.write_block_if_ready(data))
     }
 }
 

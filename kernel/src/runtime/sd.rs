@@ -482,6 +482,15 @@ fn describe_card(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
         Some(status) => println!("{name}        {}", status.describe()),
         None => println!("{name}        SD Status (ACMD13) unavailable: classes unknown"),
     }
+    print_mode_line(name, card, transfer, ending);
+    if let Some(report) = card.voltage_switch {
+        println!("{name}        {report}");
+    }
+}
+
+/// The negotiated mode: bus width, clock, timing, signalling, how data moves and how
+/// multi-block reads end.
+fn print_mode_line(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
     let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
     println!(
         "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {transfer}, multi-block reads end by {ending}",
@@ -489,9 +498,6 @@ fn describe_card(name: &str, card: &CardInfo, transfer: &str, ending: &str) {
         card.sd_clock_hz,
         card.timing.name(),
     );
-    if let Some(report) = card.voltage_switch {
-        println!("{name}        {report}");
-    }
 }
 
 /// An eMMC's identity line (`eMMC 5.1, 8-bit DDR52`), its CID, capacity and mode.
@@ -514,13 +520,7 @@ fn describe_emmc(
         card.ocr,
         card.rca
     );
-    let signalling = if card.signalling_1v8 { "1.8 V" } else { "3.3 V" };
-    println!(
-        "{name}        mode {}-bit bus, {} Hz, {}, {signalling} signalling, {transfer}, multi-block reads end by {ending}",
-        card.bus_width_bits,
-        card.sd_clock_hz,
-        card.timing.name(),
-    );
+    print_mode_line(name, card, transfer, ending);
 }
 
 fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
