@@ -329,8 +329,7 @@ pub fn write_image(
     let target_path = target.path();
     let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
     let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
-    let mut source = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = source.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
+    let (mut source, total) = open_image(image)?;
     let mut options = OpenOptions::new();
     options.write(true);
     match target {
@@ -370,8 +369,7 @@ pub fn verify_image(
     let target_path = target.path();
     let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
     let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
-    let mut expected = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = expected.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
+    let (mut expected, total) = open_image(image)?;
     let mut actual =
         File::open(target_path).map_err(|error| target_error("cannot open for reading", error))?;
     drop_cached_pages(&actual);
@@ -399,6 +397,14 @@ pub fn verify_image(
         progress(offset, total);
     }
     Ok(())
+}
+
+/// The image opened for reading, with its length in bytes.
+fn open_image(image: &Path) -> Result<(File, u64), CardError> {
+    let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
+    let file = File::open(image).map_err(|error| image_error("cannot open", error))?;
+    let total_bytes = file.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
+    Ok((file, total_bytes))
 }
 
 fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {
