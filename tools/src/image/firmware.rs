@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// The firmware files the card needs, with the boards that need them (docs/hardware.md §4.5; Pi 5
 /// has its firmware in the bootloader EEPROM).
@@ -575,15 +575,8 @@ impl AptRoot {
             .env("APT_CONFIG", &self.config)
             .current_dir(&self.downloads)
             .stdin(Stdio::null())
-            .output()
-            .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
-        if !output.status.success() {
-            return Err(FirmwareError::Tool {
-                command,
-                status: output.status.to_string(),
-                output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
-        }
+            .output();
+        let output = succeeded(command, output)?;
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
@@ -639,6 +632,20 @@ impl AptRoot {
     }
 }
 
+/// The output of the external `command` when it ran and exited with success; otherwise the error
+/// that names it (not found or not started, or its exit status with its stderr).
+fn succeeded(command: String, output: io::Result<Output>) -> Result<Output, FirmwareError> {
+    let output = output.map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
+    if !output.status.success() {
+        return Err(FirmwareError::Tool {
+            command,
+            status: output.status.to_string(),
+            output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(output)
+}
+
 fn field(control: &str, name: &str) -> Option<String> {
     let prefix = format!("{name}:");
     control.lines().find_map(|line| line.strip_prefix(&prefix)).map(|value| value.trim().to_string())
@@ -680,16 +687,7 @@ fn unpack(
             unpacked += 1;
         }
     }
-    let output = child
-        .wait_with_output()
-        .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
-    if !output.status.success() {
-        return Err(FirmwareError::Tool {
-            command,
-            status: output.status.to_string(),
-            output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
+    succeeded(command, child.wait_with_output())?;
     // The copyright file is always selected: without it the licence cannot travel.
     if unpacked < 2 || !dest.join("copyright").is_file() {
         return Err(FirmwareError::Package {
