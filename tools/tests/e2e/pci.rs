@@ -86,7 +86,9 @@ fn raspi4b_reports_pcie0_link_down_at_once_and_still_runs_the_benchmark() {
         .position(|l| l.starts_with("pcie0      link down: nothing answers at 0xfd500000"))
         .expect(out);
     let sd = out.lines().position(|l| l.starts_with("sdhci at 0xfe340000")).expect(out);
-    assert!(link < sd, "PCIe is tried before the SD cards:\n{out}");
+    // The board's SD hosts are attached before PCIe is enumerated, so a PCIe link that hangs or
+    // waits never keeps the SD cards from being measured.
+    assert!(sd < link, "the SD host comes before PCIe:\n{out}");
     assert!(
         out.contains("reading RGR1_SW_INIT_1 at 0xfd509210 raised a synchronous external abort"),
         "{out}"
