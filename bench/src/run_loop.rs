@@ -514,15 +514,15 @@ impl<'r> RequestSource<'r> {
     }
 }
 
-/// Notices a timer that has stopped.
-struct StallWatch {
-    last_reading: u64,
-    identical_readings: u64,
+/// Notices a timer that has stopped (also crate::stream's).
+pub(crate) struct StallWatch {
+    pub(crate) last_reading: u64,
+    pub(crate) identical_readings: u64,
 }
 
 impl StallWatch {
     /// Whether `now` makes [`STALLED_CLOCK_READINGS`] identical readings in a row.
-    fn has_stopped(&mut self, now: u64) -> bool {
+    pub(crate) fn has_stopped(&mut self, now: u64) -> bool {
         if now != self.last_reading {
             self.last_reading = now;
             self.identical_readings = 0;

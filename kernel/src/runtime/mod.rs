@@ -230,7 +230,8 @@ fn run_benchmark(
         .iter()
         .filter_map(|run| run.verify.as_ref())
         .all(|verify| verify.mismatches == 0 && verify.read_errors == 0);
-    errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none())
+    let ran_cleanly = results.runs.iter().all(|run| run.ended_early.is_none());
+    errors == 0 && verified && ran_cleanly && results.stream_jobs_clean()
 }
 
 /// One DMA area for the benchmark's read buffers: what every request needs a buffer of its own,

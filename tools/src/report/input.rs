@@ -26,6 +26,9 @@ pub fn load_source(path: &Path) -> Source {
         rows: Vec::new(),
         problems: Vec::new(),
         console: ConsoleFacts::default(),
+        scans: Vec::new(),
+        sustained: Vec::new(),
+        hdparm: Vec::new(),
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -187,6 +190,15 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
     if let Some(board) = report.barebench.as_ref().and_then(|info| info.board.clone()) {
         source.label = board.clone();
         source.board = Some(board);
+    }
+    source.scans.clone_from(&report.barebench_scan);
+    source.sustained.clone_from(&report.barebench_sustained);
+    source.hdparm.clone_from(&report.barebench_hdparm);
+    let streams_only = !(report.barebench_scan.is_empty()
+        && report.barebench_sustained.is_empty()
+        && report.barebench_hdparm.is_empty());
+    if streams_only && report.jobs.is_empty() {
+        return;
     }
     if !report.barebench_medians.is_empty() {
         for median in &report.barebench_medians {
