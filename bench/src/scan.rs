@@ -360,12 +360,15 @@ impl<'o> ScanObserver<'o> {
         self.series.push(offset_bytes, offset_bytes + bytes, bytes, ns);
     }
 
-    /// With `check=`: every N-th successful read inside the pattern region, compared with the
-    /// pattern before its buffer is used again.
+    /// With `check=`: every N-th successful read inside the pattern region (anywhere on a device
+    /// without one), compared with the pattern before its buffer is used again.
     fn check(&mut self, piece: &Piece) {
-        let (Some(checker), Some(pattern)) = (self.checker.as_mut(), self.pattern) else { return };
-        let inside = piece.offset_bytes >= pattern.offset_bytes
-            && piece.offset_bytes + piece.bytes <= pattern.offset_bytes + pattern.size_bytes;
+        let Some(checker) = self.checker.as_mut() else { return };
+        // A device without a pattern region is checked everywhere, as fio jobs check it.
+        let inside = self.pattern.is_none_or(|pattern| {
+            piece.offset_bytes >= pattern.offset_bytes
+                && piece.offset_bytes + piece.bytes <= pattern.offset_bytes + pattern.size_bytes
+        });
         if !inside || !checker.is_due() {
             return;
         }
@@ -632,6 +635,46 @@ mod tests {
         // Every byte was read once, in order, at the queue depth.
         assert_eq!(device.accepted.len(), 1024, "16 requests of 256 KiB a step");
         assert_eq!(device.max_in_flight_seen, 16);
+    }
+
+    #[test]
+    fn check_compares_the_reads_with_the_pattern_inside_the_pattern_region() {
+        use crate::sim::{SimMedium, TestMemory};
+        use core::cell::RefCell;
+        let clock = SteppingClock::new(GHZ, 50);
+        let memory = TestMemory::new(0x4000_0000, 4 << 20);
+        let mut disk = std::vec![0u8; 16 << 20];
+        for (sector, bytes) in disk.chunks_mut(512).enumerate() {
+            let mut filled = [0u8; 512];
+            blockdev::pattern::fill_sector(sector as u64, &mut filled);
+            bytes.copy_from_slice(&filled);
+        }
+        // One byte wrong at 5 MiB + 700, inside the pattern region; one at 13 MiB, outside it.
+        disk[(5 << 20) + 700] ^= 0xff;
+        disk[13 << 20] ^= 0xff;
+        let medium = SimMedium { memory: &memory, disk: RefCell::new(disk), corrupt_lba: None };
+        let mut device = slow_zone_device(geometry(16 << 11), &clock).with_medium(&medium);
+        let mut config =
+            Config { progress: false, check: crate::settings::CheckSetting::Every(1), ..Config::default() };
+        config
+            .pattern_regions
+            .push((String::from("nvme0"), Region { offset_bytes: MIB, size_bytes: 11 * MIB }));
+        let job = crate::settings::JobSpec::new(crate::settings::JobOperation::Scan, MIB, 4);
+        let counters = NoCpuCounters("host test");
+        let environment = RunEnvironment {
+            memory: Some(&memory),
+            buffer_area: memory.area(),
+            ..environment(&clock, &counters, 0)
+        };
+        let label = StreamLabel { job_index: 0, job: &job, device_index: 0 };
+        let mut console = String::new();
+        let (result, _) = run(&mut device, &environment, &config, &label, &mut console).unwrap();
+        let check = result.check.clone().unwrap();
+        // Requests of 256 KiB: the 44 inside the region are checked, the one wrong byte found.
+        assert_eq!((check.checked, check.mismatches), (44, 1), "{console}");
+        assert_eq!(check.first[0].device_byte, (5 << 20) + 700);
+        assert_eq!(result.errors_total(), 1);
+        assert!(console.contains("nvme0: MISMATCH: read at LBA 10240"), "{console}");
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub mod snapshot;
 pub mod tuning;
 
 #[cfg(test)]
+mod queue_tests;
+#[cfg(test)]
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
