@@ -531,6 +531,15 @@ impl StallWatch {
         self.identical_readings += 1;
         self.identical_readings >= STALLED_CLOCK_READINGS
     }
+
+    /// How a run ends when the timer has stopped at `now`, and the message that says so.
+    pub(crate) fn stopped(&self, now: u64) -> (RunEnd, String) {
+        let message = format!(
+            "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
+            self.identical_readings
+        );
+        (RunEnd::ClockStalled { ticks: now }, message)
+    }
 }
 
 /// The state of a run while it runs.
@@ -705,11 +714,8 @@ impl<'r> RunLoop<'r> {
         loop {
             let now = self.clock.now_ticks();
             if self.stall.has_stopped(now) {
-                let message = format!(
-                    "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
-                    self.stall.identical_readings
-                );
-                self.end_early(RunEnd::ClockStalled { ticks: now }, message, console);
+                let (end, message) = self.stall.stopped(now);
+                self.end_early(end, message, console);
                 break;
             }
             let completed_at = self.reap();

@@ -42,7 +42,7 @@ pub const MAX_ERROR_OFFSETS: usize = 8;
 /// Steps judged against their own mean before a `N%` threshold uses the mean of the steps before
 /// each step.
 pub const WARMUP_STEPS: usize = 16;
-/// Steps of the slowest list printed on the console (the JSON has all of them).
+/// Steps of the slowest list and slow zones printed on the console (the JSON has all it keeps).
 const PRINTED_SLOWEST: usize = 8;
 
 /// The byte range `config.scan_range` names on a device of `capacity_bytes`; `None` when it
@@ -523,7 +523,7 @@ fn print_scan(console: &mut dyn Console, scan: &ScanResult) {
         SlowThreshold::MibPerSecond(mib) => format!("below {mib} MiB/s"),
     };
     let _ = write!(console, "{name:<8} slow zones (steps {threshold}): {}", scan.slow_zone_count);
-    for zone in &scan.slow_zones {
+    for zone in scan.slow_zones.iter().take(PRINTED_SLOWEST) {
         let _ = write!(
             console,
             "; {} to {} ({} steps, min {} MiB/s, mean {})",
@@ -533,6 +533,9 @@ fn print_scan(console: &mut dyn Console, scan: &ScanResult) {
             MibPerS(zone.min_milli_mib_s),
             MibPerS(zone.mean_milli_mib_s())
         );
+    }
+    if scan.slow_zone_count > PRINTED_SLOWEST as u64 {
+        let _ = write!(console, "; ... (the first {} in the JSON)", scan.slow_zones.len());
     }
     let _ = writeln!(console);
     let failed: u64 = scan.errors.iter().sum();

@@ -176,11 +176,8 @@ impl Stream<'_> {
         loop {
             let now = self.clock.now_ticks();
             if self.stall.has_stopped(now) {
-                let message = format!(
-                    "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
-                    self.stall.identical_readings
-                );
-                self.end_early(RunEnd::ClockStalled { ticks: now }, message, observer, console);
+                let (end, message) = self.stall.stopped(now);
+                self.end_early(end, message, observer, console);
                 break;
             }
             self.reap(observer);

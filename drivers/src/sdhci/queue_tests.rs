@@ -8,17 +8,12 @@
 extern crate std;
 
 use super::device::SdCard;
-use super::host::SdhciHost;
-use super::quirks::GENERIC_PCI;
-use super::sim::{SimBoard, SimHost, TestPlatform};
+use super::sim::{SimHost, TestPlatform};
 use crate::sd::command_queue::QueueSupport;
-use crate::sd::identify::bring_up;
 use crate::sd::options::{Cmd23Request, ModeRequest};
 use crate::sd::sim_card::{QueueOrder, SimCard, SimQueue};
-use crate::sd::timing::BringUpOptions;
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request};
 use hal::platform::Platform;
-use std::boxed::Box;
 use std::string::ToString;
 use std::vec::Vec;
 
@@ -28,13 +23,7 @@ const CAPACITY_BYTES: u64 = 64 << 20;
 const MAX_POLLS: u32 = 10_000_000;
 
 fn setup(card: SimCard, mode: ModeRequest) -> (&'static TestPlatform, &'static SimHost<'static>, Device) {
-    let platform: &'static TestPlatform = Box::leak(Box::new(TestPlatform::new(16 << 20)));
-    let sim: &'static SimHost<'static> =
-        Box::leak(Box::new(SimHost::new(platform, SimBoard::QEMU_PCI, card)));
-    let window = sim.state.borrow().dma_window;
-    let mut host = SdhciHost::new(sim, platform, &GENERIC_PCI, None, Some(window)).unwrap();
-    let info = bring_up(&mut host, None, BringUpOptions::default()).unwrap();
-    (platform, sim, SdCard::new(host, info, "sd0", mode, Cmd23Request::Auto).unwrap())
+    super::write_tests::setup(card, mode, Cmd23Request::Auto)
 }
 
 fn queued_card(order: QueueOrder, failing_lba: Option<u64>) -> SimCard {

@@ -142,7 +142,7 @@ pub fn charts(report: &Report) -> Vec<LineChart> {
             name: "sustained-time".to_string(),
             title: "Sustained writes: MiB/s each second".to_string(),
             x_label: "time since the first write, s".to_string(),
-            lines: against(&|point| point.start as f64 / 1e9, &|run| {
+            lines: against(&|point| (point.start + point.end) as f64 / 2e9, &|run| {
                 run.cliff.as_ref().map(|c| c.at_ns as f64 / 1e9)
             }),
         });
