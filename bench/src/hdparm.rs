@@ -304,13 +304,7 @@ mod tests {
         behaviour.transfer_ticks_per_kib = 10_000;
         let mut device = SimDevice::new("sd0", behaviour, &clock);
         let counters = NoCpuCounters("host test");
-        let environment = RunEnvironment {
-            clock: &clock,
-            cpu_counters: &counters,
-            buffer_area: crate::stream::tests::area(2 << 20),
-            memory: None,
-            writes: None,
-        };
+        let environment = crate::stream::tests::environment(&clock, &counters, 2 << 20);
         let job = crate::settings::HDPARM_JOB;
         assert_eq!(job.to_string(), "hdparm");
         let label = StreamLabel { job_index: 0, job: &job, device_index: 0 };

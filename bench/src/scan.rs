@@ -559,25 +559,12 @@ mod tests {
     use super::*;
     use crate::cpu_cost::NoCpuCounters;
     use crate::sim::{SimBehaviour, SimDevice};
+    use crate::stream::tests::environment;
     use crate::units::{GIB, MIB};
     use blockdev::testing::SteppingClock;
     use blockdev::Geometry;
 
     const GHZ: u64 = 1_000_000_000;
-
-    fn environment<'e>(
-        clock: &'e SteppingClock,
-        counters: &'e NoCpuCounters,
-        buffer_bytes: usize,
-    ) -> RunEnvironment<'e> {
-        RunEnvironment {
-            clock,
-            cpu_counters: counters,
-            buffer_area: crate::stream::tests::area(buffer_bytes),
-            memory: None,
-            writes: None,
-        }
-    }
 
     /// A device that reads at 1 µs per KiB (≈ 977 MiB/s), ten times slower from 96 MiB to 104 MiB.
     fn slow_zone_device(geometry: Geometry, clock: &SteppingClock) -> SimDevice<'_> {

@@ -388,6 +388,7 @@ impl Stream<'_> {
 pub(crate) mod tests {
     use super::*;
     use crate::plan::tests::nvme_geometry;
+    use crate::run_loop::RunEnvironment;
     use crate::sim::{SimBehaviour, SimDevice};
     use blockdev::testing::SteppingClock;
 
@@ -417,6 +418,22 @@ pub(crate) mod tests {
 
     pub(crate) fn area(length_bytes: usize) -> DmaBuffer {
         DmaBuffer { cpu_address: 0x4000_0000, physical_address: 0x4000_0000, length_bytes }
+    }
+
+    /// A read-only environment with a buffer area of `buffer_bytes` (no memory, no writes).
+    pub(crate) fn environment<'e>(
+        clock: &'e SteppingClock,
+        counters: &'e crate::cpu_cost::NoCpuCounters,
+        buffer_bytes: usize,
+    ) -> RunEnvironment<'e> {
+        RunEnvironment {
+            clock,
+            cpu_counters: counters,
+            buffer_area: area(buffer_bytes),
+            memory: None,
+            writes: None,
+            conditions: None,
+        }
     }
 
     fn spec(start_bytes: u64, end_bytes: u64, request_bytes: u64, queue_depth: usize) -> StreamSpec {

@@ -424,6 +424,7 @@ mod tests {
             buffer_area: memory.area(),
             memory: Some(&memory),
             writes: Some(WriteAccess { memory: &memory, regions: &regions }),
+            conditions: None,
         };
         let context = ReportContext {
             board: "simulated",

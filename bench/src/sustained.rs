@@ -642,6 +642,7 @@ mod tests {
             buffer_area: memory.area(),
             memory: Some(memory),
             writes: Some(WriteAccess { memory, regions: &regions }),
+            conditions: None,
         };
         let label = StreamLabel { job_index: 0, job: &job, device_index: 0 };
         let mut console = String::new();

@@ -12,3 +12,4 @@ pub mod report;
 pub mod scratch;
 pub mod serial;
 pub mod signals;
+pub mod stages;

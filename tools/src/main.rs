@@ -106,6 +106,17 @@ struct ScratchArgs {
     force: bool,
 }
 
+/// `--pi5-console`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Pi5ConsoleArg {
+    /// The 3-pin debug connector (UART10) only.
+    Debug,
+    /// The header pins GPIO 14/15 (RP1 UART0) too.
+    Header,
+    /// Both connectors (the same config.txt lines as header).
+    Both,
+}
+
 /// What goes on a benchmark card besides its settings (`barebench image` and `barebench farm`).
 #[derive(Args)]
 struct CardArgs {
@@ -141,6 +152,10 @@ struct CardArgs {
     /// Have the firmware print its boot log on the UART too (uart_2ndstage=1).
     #[arg(long)]
     firmware_log: bool,
+    /// Pi 5 console: the 3-pin debug connector only, or also the header pins GPIO 14/15 (writes
+    /// `enable_rp1_uart=1` and `pciex4_reset=0` in [pi5]; docs/console.md).
+    #[arg(long, value_enum, default_value_t = Pi5ConsoleArg::Debug)]
+    pi5_console: Pi5ConsoleArg,
     /// Add a partition of this size after the FAT partition filled with the test pattern and
     /// marked as a pattern region, so `check=` verifies the benchmark's reads on the board
     /// (e.g. 1G; the image grows to the next power of two).
@@ -180,6 +195,11 @@ impl CardArgs {
             size_bytes: self.size,
             firmware,
             firmware_boot_log: self.firmware_log,
+            pi5_console: match self.pi5_console {
+                Pi5ConsoleArg::Debug => tools::image::config::Pi5Console::Debug,
+                Pi5ConsoleArg::Header => tools::image::config::Pi5Console::Header,
+                Pi5ConsoleArg::Both => tools::image::config::Pi5Console::Both,
+            },
         };
         CardRequest { image, pattern_bytes: self.pattern, scratch_bytes: self.scratch }
     }
@@ -568,6 +588,7 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::FAILURE)
         }
         CaptureEnd::TimedOut => {
@@ -577,8 +598,19 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::from(TIMEOUT_EXIT_STATUS))
         }
+    }
+}
+
+/// For a capture that ended without results: the last `stage:` the log reached and what to check.
+fn explain_stage(log: &std::path::Path) {
+    let text =
+        std::fs::read(log).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
+    match tools::stages::explain(&text) {
+        Some(explanation) => eprintln!("barebench: {explanation}"),
+        None => eprintln!("barebench: the log has no `stage:` marker: the kernel did not get as far as its console (see docs/led.md for what the activity LED shows)"),
     }
 }
 

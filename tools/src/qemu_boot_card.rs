@@ -164,6 +164,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: crate::image::FirmwareSource::Directory(firmware),
             firmware_boot_log: false,
+            pi5_console: crate::image::config::Pi5Console::Debug,
         };
         crate::image::create_image(&request, &mut |_| {}).unwrap();
         let work = dir.path().join("work");

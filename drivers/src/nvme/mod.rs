@@ -21,7 +21,6 @@ pub mod options;
 pub mod prp;
 pub mod regs;
 pub mod ring;
-pub mod selftest;
 pub mod snapshot;
 pub mod status;
 

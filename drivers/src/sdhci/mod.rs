@@ -19,13 +19,9 @@ pub mod snapshot;
 pub mod tuning;
 
 #[cfg(test)]
-mod queue_tests;
-#[cfg(test)]
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod write_tests;
 
 pub use device::{SdCard, TransferMode};
 pub use host::SdhciHost;

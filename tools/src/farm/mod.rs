@@ -605,6 +605,7 @@ mod tests {
                     size_bytes: None,
                     firmware: crate::image::FirmwareSource::Directory(PathBuf::new()),
                     firmware_boot_log: false,
+                    pi5_console: crate::image::config::Pi5Console::Debug,
                 },
                 pattern_bytes: None,
                 scratch_bytes: None,

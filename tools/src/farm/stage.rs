@@ -1,6 +1,7 @@
 //! How far a board got, read from its console as it arrives: the stage a place's progress line
 //! shows and a timed-out place is reported with. The console lines it knows are the kernel's
-//! (kernel/src/runtime: the banner and its `board` line, `devices:`, each job's `job N/M: SPEC`
+//! (kernel/src/runtime: the banner and its `board` line, the `stage:` markers before each
+//! bring-up step that can hang (docs/hardware.md §4.8), `devices:`, each job's `job N/M: SPEC`
 //! and each run's `run I/N: ...`; bench's result markers).
 #![forbid(unsafe_code)]
 
@@ -18,6 +19,8 @@ pub struct ConsoleProgress {
     pub bytes: u64,
     /// The banner's `board` line (model and revision).
     pub board: Option<String>,
+    /// The last bring-up step the kernel began (`stage: STEP`, e.g. `pcie1 bring-up`).
+    pub kernel_stage: Option<String>,
     /// The devices the benchmark runs on (`devices:` line).
     pub devices: Option<String>,
     /// The current job, e.g. `job 3/12: randread:4k:64`.
@@ -43,7 +46,10 @@ impl ConsoleProgress {
             (Some(job), Some(run), _, _) => format!("{job}, {run}"),
             (Some(job), None, _, _) => job.clone(),
             (None, _, Some(devices), _) => format!("devices found ({devices})"),
-            (None, _, None, Some(board)) => format!("booted on {board}, bringing up devices"),
+            (None, _, None, Some(board)) => match &self.kernel_stage {
+                Some(step) => format!("booted on {board}, stage: {step}"),
+                None => format!("booted on {board}, bringing up devices"),
+            },
             _ if self.bytes > 0 => "console output, no banner yet".to_string(),
             _ => "no console output yet".to_string(),
         }
@@ -63,6 +69,8 @@ impl ConsoleProgress {
             self.results_ended = true;
         } else if let Some(board) = line.strip_prefix("board ") {
             self.board = Some(board.trim().to_string());
+        } else if let Some(step) = line.strip_prefix("stage: ") {
+            self.kernel_stage = Some(step.trim().to_string());
         } else if let Some(devices) = line.strip_prefix("devices:") {
             self.devices = Some(devices.trim().to_string());
         } else if line.starts_with("job ") && line.contains(": ") {
@@ -169,6 +177,24 @@ mod tests {
             ]
         );
         assert!(progress.last_line.unwrap().starts_with("run 1/1: read 4k qd1 on sd0, region 64m"));
+    }
+
+    #[test]
+    fn the_kernels_stage_markers_name_the_bring_up_step_a_board_is_in() {
+        let (progress, changes) =
+            feed(&format!("{BOOT}stage: memory map\r\nmemory     MMU on\r\nstage: pcie0 bring-up\r\n"));
+        assert_eq!(progress.kernel_stage.as_deref(), Some("pcie0 bring-up"));
+        assert_eq!(
+            changes,
+            [
+                "console output, no banner yet",
+                "booted on Raspberry Pi 3 Model B (revision 0xa02082), bringing up devices",
+                "booted on Raspberry Pi 3 Model B (revision 0xa02082), stage: memory map",
+                "booted on Raspberry Pi 3 Model B (revision 0xa02082), stage: pcie0 bring-up",
+            ]
+        );
+        let (progress, _) = feed(&format!("{BOOT}stage: benchmark\r\ndevices: sd0\r\n"));
+        assert_eq!(progress.stage(), "devices found (sd0)");
     }
 
     #[test]

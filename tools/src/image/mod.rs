@@ -61,6 +61,8 @@ pub struct ImageRequest {
     pub firmware: FirmwareSource,
     /// `uart_2ndstage=1` in config.txt.
     pub firmware_boot_log: bool,
+    /// The Pi 5's console connector(s) (`--pi5-console`).
+    pub pi5_console: config::Pi5Console,
 }
 
 /// What was built.
@@ -97,12 +99,13 @@ pub fn boot_files(
     firmware: &FirmwareSet,
     kernels: &Kernels<'_>,
     cmdline: &str,
-    firmware_boot_log: bool,
+    (firmware_boot_log, pi5_console): (bool, config::Pi5Console),
 ) -> Vec<ImageFile> {
     let options = ConfigOptions {
         has_disable_bt_overlay: firmware.has_file(DISABLE_BT_OVERLAY),
         upstream_dtb_names: firmware.has_upstream_dtb_names(),
         firmware_boot_log,
+        pi5_console,
     };
     let mut files = firmware.files.clone();
     let mut add = |path: &str, bytes: Vec<u8>| files.push(ImageFile { path: path.to_string(), bytes });
@@ -147,7 +150,7 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     };
     warnings.extend(firmware.warnings.iter().cloned());
     let kernels = Kernels { aarch64: &kernel, aarch32: &kernel32 };
-    let files = boot_files(&firmware, &kernels, &cmdline, request.firmware_boot_log);
+    let files = boot_files(&firmware, &kernels, &cmdline, (request.firmware_boot_log, request.pi5_console));
     let image_bytes = fat::choose_image_bytes(&files, request.size_bytes)?;
     if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
         warnings.push(format!(
@@ -297,6 +300,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
             firmware_boot_log: false,
+            pi5_console: config::Pi5Console::Header,
         };
         let report = create_image(&request, &mut |_| {}).unwrap();
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
@@ -314,6 +318,7 @@ mod tests {
         assert!(config.contains("os_check=0"));
         assert!(config.contains("[pi1]\n# Pi 1 A/B/A+/B+, CM1\nkernel=kernel.img\narm_64bit=0"), "{config}");
         assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
+        assert!(config.contains("pciex4_reset=0"), "--pi5-console header");
         assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
     }
 
@@ -333,6 +338,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::NoFirmware,
             firmware_boot_log: false,
+            pi5_console: config::Pi5Console::Debug,
         };
         let card = build_card(
             &CardRequest { image: request, pattern_bytes: None, scratch_bytes: Some(16 << 20) },
@@ -370,6 +376,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
             firmware_boot_log: true,
+            pi5_console: config::Pi5Console::Debug,
         };
         create_image(&request, &mut |_| {}).unwrap();
         request.output = work.path().join("b.img");

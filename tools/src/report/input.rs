@@ -25,6 +25,8 @@ pub fn load_source(path: &Path) -> Source {
         board: None,
         rows: Vec::new(),
         problems: Vec::new(),
+        conditions: None,
+        boot: None,
         console: ConsoleFacts::default(),
         scans: Vec::new(),
         sustained: Vec::new(),
@@ -59,6 +61,9 @@ pub fn load_source(path: &Path) -> Source {
                 "no results in this log ({error}); the run ended or was cut before printing them. Last line: {:?}",
                 last_line(&text)
             ));
+            if let Some(explanation) = crate::stages::explain(&text) {
+                source.problems.push(explanation);
+            }
         }
         Err(error @ LogError::NoEndMarker { .. }) => {
             let partial = partial_report(&text);
@@ -70,6 +75,21 @@ pub fn load_source(path: &Path) -> Source {
         }
     }
     source
+}
+
+/// `firmware 2345.678 ms before the kernel; kernel 12.345 ms to the banner, 4567.890 ms to the
+/// first measured I/O` from the JSON's `boot` object (docs/fio-json.md §10).
+fn boot_text(boot: &serde_json::Value) -> String {
+    let ms = |key: &str| match boot.get(key).and_then(serde_json::Value::as_f64) {
+        Some(value) => format!("{value:.3} ms"),
+        None => "? ms".to_string(),
+    };
+    format!(
+        "firmware {} before the kernel; kernel {} to the banner, {} to the first measured I/O",
+        ms("firmware_ms"),
+        ms("kernel_to_banner_ms"),
+        ms("kernel_to_first_io_ms")
+    )
 }
 
 /// The board, the device identities and the skipped jobs, from the console lines the kernel
@@ -191,6 +211,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
         source.label = board.clone();
         source.board = Some(board);
     }
+    if let Some(info) = &report.barebench {
+        let sentence = info.other.get("conditions").and_then(|conditions| conditions.get("sentence"));
+        source.conditions = sentence.and_then(serde_json::Value::as_str).map(str::to_string);
+        source.boot = info.other.get("boot").map(boot_text);
+    }
     source.scans.clone_from(&report.barebench_scan);
     source.sustained.clone_from(&report.barebench_sustained);
     source.hdparm.clone_from(&report.barebench_hdparm);
@@ -239,6 +264,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us: p99,
                 latency_p99_9_us: p99_9,
                 errors: median.errors_total,
+                throttled_runs: median.throttled_runs,
             });
         }
         return;
@@ -275,6 +301,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us,
                 latency_p99_9_us,
                 errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
+                throttled_runs: job
+                    .barebench
+                    .as_ref()
+                    .and_then(|extra| extra.conditions.as_ref())
+                    .map(|conditions| u32::from(conditions.throttled_run)),
             });
         }
         if !any {
@@ -375,6 +406,48 @@ mod tests {
         assert_eq!(source.problems.len(), 1);
         assert!(source.problems[0].contains("no results"), "{:?}", source.problems);
         assert!(source.problems[0].contains("sd0: card init failed"));
+    }
+
+    #[test]
+    fn the_conditions_sentence_and_the_boot_time_come_with_the_source() {
+        let log = format!(
+            "{}\n{{\"fio version\" : \"barebench-0.1.0\", \"jobs\" : [], \"barebench\" : {{\"version\" : \"0.1.0\", \
+             \"board\" : \"pi4\", \"conditions\" : {{\"sentence\" : \"conditions: no throttling flags before or after the tests\"}}, \
+             \"boot\" : {{\"firmware_ms\" : 2345.678, \"kernel_to_banner_ms\" : 12.5, \"kernel_to_first_io_ms\" : 4567.0}}}}}}\n{}\n",
+            JSON_BEGIN_MARKER, JSON_END_MARKER
+        );
+        let (_dir, path) = write_temp("pi4.log", &log);
+        let source = load_source(&path);
+        assert_eq!(
+            source.conditions.as_deref(),
+            Some("conditions: no throttling flags before or after the tests")
+        );
+        assert_eq!(
+            source.boot.as_deref(),
+            Some("firmware 2345.678 ms before the kernel; kernel 12.500 ms to the banner, 4567.000 ms to the first measured I/O")
+        );
+        let markdown = super::super::table::markdown(&super::super::Report { sources: vec![source] });
+        assert!(
+            markdown.contains("  - conditions: no throttling flags before or after the tests"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("  - boot: firmware 2345.678 ms before the kernel"), "{markdown}");
+    }
+
+    #[test]
+    fn a_log_cut_after_a_stage_marker_names_the_stage_and_what_to_check() {
+        let (_dir, path) = write_temp(
+            "pi5.log",
+            "barebench 0.1.0\r\nstage: memory map\r\nstage: pcie1 bring-up\r\npcie1 link training\r\n",
+        );
+        let source = load_source(&path);
+        assert_eq!(source.problems.len(), 2, "{:?}", source.problems);
+        assert!(
+            source.problems[1].starts_with("the log ends in `stage: pcie1 bring-up`"),
+            "{:?}",
+            source.problems
+        );
+        assert!(source.problems[1].contains("pcie=off"));
     }
 
     #[test]

@@ -144,6 +144,9 @@ pub struct ResultRow {
     pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
+    /// Runs after which the firmware reported throttling or under-voltage (`None`: not
+    /// reported, as for Linux fio or logs from before barebench read the throttle flags).
+    pub throttled_runs: Option<u32>,
 }
 
 impl ResultRow {
@@ -217,6 +220,9 @@ pub struct Source {
     pub rows: Vec<ResultRow>,
     /// What is missing or odd in this input (no results, truncated log, bad JSON...).
     pub problems: Vec<String>,
+    /// barebench logs: the `conditions:` sentence (throttling and temperature) and the boot time.
+    pub conditions: Option<String>,
+    pub boot: Option<String>,
     /// What the console said besides the results (empty for fio JSON).
     pub console: ConsoleFacts,
     /// barebench's whole-surface scans, sustained writes and hdparm timings.
@@ -315,6 +321,7 @@ pub(crate) mod tests {
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
             latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
+            throttled_runs: None,
         }
     }
 
@@ -337,6 +344,8 @@ pub(crate) mod tests {
                     board: Some("pi5".to_string()),
                     rows: pi5,
                     problems: vec![],
+                    conditions: None,
+                    boot: None,
                     console: ConsoleFacts::default(),
                     scans: vec![],
                     sustained: vec![],
@@ -349,6 +358,8 @@ pub(crate) mod tests {
                     board: None,
                     rows: linux,
                     problems: vec!["one job had no p99".to_string()],
+                    conditions: None,
+                    boot: None,
                     console: ConsoleFacts::default(),
                     scans: vec![],
                     sustained: vec![],

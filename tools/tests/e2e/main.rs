@@ -13,6 +13,7 @@ mod aarch32;
 mod benchmark;
 mod boot;
 mod check;
+mod conditions;
 mod farm;
 mod faults;
 mod fio_consumers;

@@ -7,8 +7,8 @@
 
 extern crate std;
 
-use super::device::SdCard;
-use super::sim::{SimHost, TestPlatform};
+use super::super::device::SdCard;
+use super::super::sim::{SimHost, TestPlatform};
 use crate::sd::command_queue::QueueSupport;
 use crate::sd::options::{Cmd23Request, ModeRequest};
 use crate::sd::sim_card::{QueueOrder, SimCard, SimQueue};
@@ -23,7 +23,7 @@ const CAPACITY_BYTES: u64 = 64 << 20;
 const MAX_POLLS: u32 = 10_000_000;
 
 fn setup(card: SimCard, mode: ModeRequest) -> (&'static TestPlatform, &'static SimHost<'static>, Device) {
-    super::write_tests::setup(card, mode, Cmd23Request::Auto)
+    super::writes::setup(card, mode, Cmd23Request::Auto)
 }
 
 fn queued_card(order: QueueOrder, failing_lba: Option<u64>) -> SimCard {
