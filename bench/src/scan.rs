@@ -560,7 +560,7 @@ mod tests {
     use crate::cpu_cost::NoCpuCounters;
     use crate::sim::{SimBehaviour, SimDevice};
     use crate::stream::tests::environment;
-    use crate::units::{GIB, MIB};
+    use crate::units::MIB;
     use blockdev::testing::SteppingClock;
     use blockdev::Geometry;
 
@@ -713,6 +713,5 @@ mod tests {
         assert!(console.contains("\r  scan nvme0: "), "{}", &console[..console.len().min(2000)]);
         assert!(console.contains("ETA "));
         assert!(console.contains("(100.0 %)"));
-        let _ = GIB;
     }
 }

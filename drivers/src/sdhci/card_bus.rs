@@ -37,7 +37,12 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
     }
     /// One block by PIO on Buffer Write Ready, then Transfer Complete, which the host raises
     /// once the card has released its busy (§2.2.9), and the card status of the response.
-    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
+    fn write_register_data(
+        &mut self,
+        command: &Command,
+        _rca: u16,
+        data: &[u8],
+    ) -> Result<Response, SdError> {
         self.issue(command, 0, data.len() as u32, 1)?;
         let response = self.wait_command_complete(command)?;
         let deadline = Deadline::after_us(self.platform(), BLOCK_TIMEOUT_US);
@@ -60,7 +65,6 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
         }
         self.wait_transfer_complete(command, BUSY_TIMEOUT_US, 1, 1)?;
         self.check_card_status(command, &response)?;
-        let _ = rca;
         Ok(response)
     }
     fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {

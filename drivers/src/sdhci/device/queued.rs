@@ -11,7 +11,6 @@
 #![forbid(unsafe_code)]
 
 use super::{block, command_queue, ActiveCommand, RequestState, SdCard};
-use crate::sd::block::BLOCK_BYTES;
 use crate::sd::command_queue::{QueueSupport, TaskQueue, MAX_TASKS};
 use crate::sd::error::SdError;
 use blockdev::{check_request, Completion, Geometry, Operation, Request, SubmitError};
@@ -224,7 +223,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             self.host.recover(true);
         }
         self.fail(request, error, active.attempt);
-        let _ = BLOCK_BYTES;
     }
 
     /// The running task could not even start.
