@@ -364,6 +364,25 @@ pub fn write_chart(chart: &BarChart, dir: &Path) -> Result<Vec<PathBuf>, ChartEr
     Ok(vec![svg_path, png_path])
 }
 
+/// The legend of a line chart (one entry per series) at `position`, on a white box with a
+/// black border: the same on the scan, sustained-write and trace charts.
+pub(crate) fn draw_line_legend<'a, DB, CT>(
+    context: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    context
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT_FAMILY, 14))
+        .draw()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{row, sample_report};

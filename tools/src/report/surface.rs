@@ -13,7 +13,7 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::chart::{register_font, ChartError, CHART_SIZE, FONT_FAMILY};
+use super::chart::{draw_line_legend, register_font, ChartError, CHART_SIZE, FONT_FAMILY};
 use super::{format_block, Report, BYTES_PER_MIB};
 
 /// Values spanning more than this factor get a logarithmic axis.
@@ -231,14 +231,7 @@ where
             context.draw_series(std::iter::once(text)).map_err(to_text)?;
         }
     }
-    context
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT_FAMILY, 14))
-        .draw()
-        .map_err(to_text)?;
+    draw_line_legend(&mut context, SeriesLabelPosition::LowerRight).map_err(to_text)?;
     root.present().map_err(to_text)
 }
 
