@@ -13,11 +13,9 @@ use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::chart::{draw_line_legend, register_font, ChartError, CHART_SIZE, FONT_FAMILY};
+use super::chart::{draw_line_legend, register_font, spans_log_scale, ChartError, CHART_SIZE, FONT_FAMILY};
 use super::{format_block, Report, BYTES_PER_MIB};
 
-/// Values spanning more than this factor get a logarithmic axis.
-const LOG_SCALE_SPAN: f64 = 100.0;
 const GIB: f64 = 1024.0 * BYTES_PER_MIB;
 
 /// One line: a device's points as (x, mean, min, max).
@@ -47,11 +45,9 @@ impl LineChart {
             .filter(|v| *v > 0.0)
     }
 
-    /// Whether the y values span more than [`LOG_SCALE_SPAN`].
+    /// Whether the y values span enough for a logarithmic axis ([`spans_log_scale`]).
     pub fn log_scale(&self) -> bool {
-        let max = self.y_values().fold(0.0, f64::max);
-        let min = self.y_values().fold(f64::MAX, f64::min);
-        max > 0.0 && max / min > LOG_SCALE_SPAN
+        spans_log_scale(self.y_values())
     }
 }
 
@@ -414,5 +410,31 @@ mod tests {
             "{markdown}"
         );
         assert!(markdown.contains("| at 12 s after 0.469 GiB | 12.0 |"), "{markdown}");
+    }
+
+    #[test]
+    fn a_scan_whose_steps_span_more_than_a_hundredfold_gets_a_log_axis() {
+        let mut report = sample_report();
+        let mib = 1u64 << 20;
+        let rates = [400.0, 400.0, 2.0, 400.0];
+        report.sources[0].scans = vec![ScanReport {
+            device: "sd0".into(),
+            end: 16 * mib,
+            step_bytes: 4 * mib,
+            steps: 4,
+            series: SeriesReport {
+                samples_per_point: 1,
+                points: (0..4u64)
+                    .map(|i| point(i * 4 * mib, (i + 1) * 4 * mib, rates[i as usize], 0))
+                    .collect(),
+            },
+            ..ScanReport::default()
+        }];
+        let charts = charts(&report);
+        assert!(charts[0].log_scale(), "1.8 to 440 MiB/s");
+        let dir = tempfile::tempdir().unwrap();
+        write_chart(&charts[0], dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("scan-throughput.svg")).unwrap();
+        assert!(svg.contains("MiB/s (log scale)"), "the axis says it is logarithmic");
     }
 }
