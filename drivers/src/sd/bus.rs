@@ -108,6 +108,14 @@ pub trait CardBus {
         out: &mut [u8],
     ) -> Result<Response, SdError>;
 
+    /// A command with one small block written by PIO, then the card's busy waited out (CMD49's
+    /// 512-byte extension register block, crate::sd::command_queue; an eMMC's CMD19 bus test). A
+    /// host that cannot says so.
+    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
+        let _ = (command, rca, data);
+        Err(SdError::UnusableHost { reason: "this host writes no register data", value: 0 })
+    }
+
     /// The host side of a bus width the card was switched to (ACMD6 for SD).
     fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError>;
 
@@ -139,20 +147,6 @@ pub trait CardBus {
     /// DDR), and SDCLK at the fastest frequency not above `target_hz`, which it returns.
     fn set_mmc_timing(&mut self, timing: Timing, target_hz: u32) -> Result<u32, SdError> {
         self.set_timing_3v3(timing, target_hz)
-    }
-
-    /// A command with one small block written by PIO (an eMMC's CMD19 bus test). A host that
-    /// moves no data towards the card answers `UnusableHost`.
-    fn write_register_data(
-        &mut self,
-        command: &Command,
-        _rca: u16,
-        _data: &[u8],
-    ) -> Result<Response, SdError> {
-        Err(SdError::UnusableHost {
-            reason: "this host writes no data block",
-            value: u32::from(command.index),
-        })
     }
 
     /// The HS200 tuning procedure with CMD21 (JESD84-B51 §6.6.5), on a host that can tune.

@@ -33,6 +33,27 @@ pub struct SimCard {
     pub left_at_1v8: bool,
     /// An eMMC instead of an SD card.
     pub emmc: Option<SimEmmc>,
+    /// An SD 6.00 command queue (`None`: QEMU's card, which has none).
+    pub command_queue: Option<SimQueue>,
+}
+
+/// Which of its queued tasks a card makes ready first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// The oldest (sequential mode, or a card that keeps the order).
+    Oldest,
+    /// The newest: the voluntary mode's freedom used to the full, so tasks run out of order.
+    Newest,
+}
+
+/// A card with the Performance Enhancement function and a command queue (crate::sd::command_queue).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimQueue {
+    pub depth: u8,
+    pub order: QueueOrder,
+    /// A task starting at this LBA is refused when run: its CMD46/CMD47 answers with the ERROR
+    /// bit and no data moves (a task error).
+    pub failing_lba: Option<u64>,
 }
 
 /// An eMMC device (JEDEC JESD84-B51): its EXT_CSD, and how many data lines the board wires.
@@ -149,7 +170,17 @@ impl SimCard {
             refused_1v8_switches: 0,
             left_at_1v8: false,
             emmc: None,
+            command_queue: None,
         }
+    }
+
+    /// An A2 card of `capacity_bytes`: SCR listing CMD23 and CMD48/49 (bits 33 and 34), the
+    /// Performance Enhancement function with a command queue of `queue.depth` tasks.
+    pub fn with_command_queue(capacity_bytes: u64, queue: SimQueue) -> SimCard {
+        let mut card = SimCard::qemu_like(capacity_bytes);
+        card.scr[3] |= 0x06;
+        card.command_queue = Some(queue);
+        card
     }
 
     /// An eMMC 5.1 of `capacity_bytes` (sector addressed above 2 GB, JESD84-B51 §7.1), its CID

@@ -33,6 +33,9 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
     ) -> Result<Response, SdError> {
         SdhciHost::read_register_data(self, command, rca, out)
     }
+    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
+        SdhciHost::write_register_data(self, command, rca, data)
+    }
     fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {
         SdhciHost::set_bus_width(self, width)
     }
@@ -89,9 +92,6 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
             self.modify_host_control2(0, HOST_CONTROL2::SIGNALING_1V8::SET.value);
         }
         self.switch_uhs_mode(uhs_mode(timing), target_hz)
-    }
-    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
-        SdhciHost::write_register_data(self, command, rca, data)
     }
     fn tune_mmc_hs200(&mut self, block_bytes: u32) -> Result<(), TuningFailure> {
         let tuned = execute_tuning(self, &Command::mmc_send_tuning_block_hs200(), block_bytes);

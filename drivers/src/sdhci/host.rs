@@ -733,15 +733,16 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         }
         let mode = TRANSFER_MODE_COMMAND::READ::SET.value;
         self.issue(command, mode, out.len() as u32, 1)?;
-        self.finish_single_pio_block(command, |host| host.read_block_if_ready(out))
+        self.finish_single_pio_block(command, BLOCK_TIMEOUT_US, |host| host.read_block_if_ready(out))
     }
 
     /// After a one-block PIO command was issued: its response, its block moved by `step` (true
-    /// once done, the error status on failure) within the block timeout, Transfer Complete and
-    /// the card status (a failure recovers the lines first).
+    /// once done, the error status on failure) within the block timeout, Transfer Complete within
+    /// `complete_timeout_us` and the card status (a failure recovers the lines first).
     fn finish_single_pio_block(
         &mut self,
         command: &Command,
+        complete_timeout_us: u64,
         mut step: impl FnMut(&mut Self) -> Result<bool, u32>,
     ) -> Result<Response, SdError> {
         let response = self.wait_command_complete(command)?;
@@ -763,7 +764,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             self.recover(true);
             return Err(failure.into());
         }
-        self.wait_transfer_complete(command, BLOCK_TIMEOUT_US, 1, 1)?;
+        self.wait_transfer_complete(command, complete_timeout_us, 1, 1)?;
         self.check_card_status(command, &response)?;
         Ok(response)
     }
@@ -782,7 +783,8 @@ impl<R: RegisterIo, P: Platform> SdhciHost<'_, R, P> {
             self.send_command(&Command::app_command(rca), rca)?;
         }
         self.issue(command, 0, data.len() as u32, 1)?;
-        self.finish_single_pio_block(command, |host| host.write_block_if_ready(data))
+        // Transfer Complete comes once the card has released its busy (§2.2.9).
+        self.finish_single_pio_block(command, BUSY_TIMEOUT_US, |host| host.write_block_if_ready(data))
     }
 }
 

@@ -35,6 +35,8 @@ use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
 
+mod queue;
+
 /// Error Interrupt Status bits of the CMD line (§2.2.18: command timeout, CRC, end bit, index),
 /// in their word-0x30 positions.
 const COMMAND_LINE_ERRORS: u32 = 0x000f_0000;
@@ -196,6 +198,10 @@ enum Source {
     },
     /// An eMMC's CMD19 BUS_TEST_W block (JESD84-B51 §6.4.5).
     BusTest,
+    /// CMD49's block, for the extension register its argument names ([`queue`]).
+    Extension {
+        argument: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -314,6 +320,8 @@ pub struct SimState {
     pub drifted: bool,
     /// What the last eMMC bus test (CMD19 BUS_TEST_W) left for CMD14 to return.
     bus_test_echo: Vec<u8>,
+    /// The card's command queue and extension registers ([`queue`]).
+    pub queue: queue::CardQueue,
 }
 
 /// Register reads an eMMC stays busy after a SWITCH (CMD6, R1b).
@@ -411,6 +419,7 @@ impl<'a> SimHost<'a> {
                 tunings_completed: 0,
                 drifted: false,
                 bus_test_echo: Vec::new(),
+                queue: queue::CardQueue::default(),
             }),
             platform,
         }
@@ -718,6 +727,9 @@ impl SimState {
             self.bus_test_echo = self.bus_test_answer(bytes);
             return;
         }
+        if let Source::Extension { argument } = transfer.source {
+            return self.extension_written(argument, bytes);
+        }
         let Source::Sectors { first_sector } = transfer.source else {
             return;
         };
@@ -855,7 +867,7 @@ impl SimState {
             }
         }
         self.raise(interrupt::COMMAND_COMPLETE);
-        if matches!(index, 7 | 12) {
+        if matches!(index, 7 | 12 | 43) {
             self.raise(interrupt::TRANSFER_COMPLETE);
         }
         if index == 6 && self.card.emmc.is_some() {
@@ -1043,12 +1055,13 @@ impl SimState {
             (false, 19, Some(_)) => Source::BusTest,
             (false, 21, Some(_)) => Source::Bytes(vec![0x5a; 128]),
             (_, _, Some(_)) if !matches!(index, 17 | 18 | 24 | 25) => return,
-            _ => match self.sd_data_source(index, argument, application, &mut blocks) {
+            _ => match self.sd_data_source(index, argument, mode, application, &mut blocks) {
                 Some(source) => source,
                 None => return,
             },
         };
-        let write = matches!((application, index), (false, 24 | 25)) || matches!(source, Source::BusTest);
+        let write =
+            matches!((application, index), (false, 24 | 25 | 47 | 49)) || matches!(source, Source::BusTest);
         self.begin_transfer(source, write, index, mode, block_bytes, blocks, multi);
     }
 
@@ -1057,6 +1070,7 @@ impl SimState {
         &mut self,
         index: u8,
         argument: u32,
+        mode: u16,
         application: bool,
         blocks: &mut u32,
     ) -> Option<Source> {
@@ -1094,6 +1108,7 @@ impl SimState {
                 }
                 Source::Sectors { first_sector: sector }
             }
+            (false, 46..=49) => self.queue_data_source(index, argument, mode, blocks)?,
             _ => return None,
         };
         Some(source)
@@ -1117,7 +1132,8 @@ impl SimState {
             self.violations.push("Transfer Mode direction does not match the command (read vs write)");
         }
         let auto_cmd12 = multi && (mode >> 2) & 0b11 == 1;
-        let open_ended = multi && !write && !auto_cmd12 && !std::mem::take(&mut self.announced);
+        // CMD18 only: a queued task's count is the card's (CMD44), never open-ended.
+        let open_ended = index == 18 && !auto_cmd12 && !std::mem::take(&mut self.announced);
         if write && index == 25 && !auto_cmd12 && self.log.iter().rev().nth(1).is_none_or(|c| c.0 != 23) {
             self.violations.push("CMD25 neither announced by CMD23 nor ended by auto-CMD12");
         }
@@ -1152,6 +1168,7 @@ impl SimState {
         match &transfer.source {
             Source::Bytes(bytes) => bytes.clone(),
             Source::BusTest => vec![0u8; transfer.block_bytes],
+            Source::Extension { .. } => vec![0u8; transfer.block_bytes],
             Source::Sectors { first_sector } => {
                 let mut out = vec![0u8; transfer.block_bytes];
                 for (i, chunk) in out.chunks_mut(512).enumerate() {
@@ -1311,6 +1328,9 @@ impl SimState {
     }
 
     fn respond(&mut self, index: u8, argument: u32, application: bool) -> Option<Response> {
+        if let Some(response) = self.queue_respond(index, argument, application) {
+            return response;
+        }
         let card = self.card.clone();
         match (application, index) {
             (_, 0) => {

@@ -5,6 +5,7 @@
 extern crate std;
 
 mod emmc;
+mod queue;
 mod uhs;
 mod writes;
 
