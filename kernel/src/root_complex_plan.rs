@@ -233,11 +233,11 @@ mod tests {
     #[test]
     fn the_command_line_wins_and_is_clamped_to_the_soc() {
         let pi5 = RASPBERRY_PI_5.pcie.unwrap();
-        let options = PcieOptions { gen: Some(1), perst_extra_ms: Some(100) };
+        let options = PcieOptions { gen: Some(1), perst_extra_ms: Some(100), ready_ms: None };
         let plan_pi5 = plan(&pi5, None, &options);
         assert_eq!((plan_pi5.gen, plan_pi5.perst_extra_ms), (1, 100));
         let pi4 = RASPBERRY_PI_4.pcie.unwrap();
-        let plan_pi4 = plan(&pi4, None, &PcieOptions { gen: Some(3), perst_extra_ms: None });
+        let plan_pi4 = plan(&pi4, None, &PcieOptions { gen: Some(3), perst_extra_ms: None, ready_ms: None });
         assert_eq!(plan_pi4.gen, 2);
         assert_eq!(plan_pi4.notes, [String::from("Gen3 asked for; BCM2711 trains up to Gen2: using Gen2")]);
     }

@@ -132,6 +132,7 @@ mod tests {
             is_bridge: false,
             bars: [None; crate::pci::MAX_BARS],
             bar_problems: [None; crate::pci::MAX_BARS],
+            pcie: None,
         };
         assert!(is_vl805(&function(0x1106, 0x3483)));
         assert!(!is_vl805(&function(0x1106, 0x3038)));

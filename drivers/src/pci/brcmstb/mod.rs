@@ -13,7 +13,8 @@
 //!    settings, QoS work-arounds;
 //! 5. no ASPM, the speed limit (`pcie.gen`), CLKREQ# "safe" (reference clock always driven);
 //! 6. PERST# released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
-//! 7. CRS software visibility, and a wait for the device to answer configuration reads.
+//! 7. CRS software visibility, so that a device still starting answers "retry" (Vendor ID 0x0001)
+//!    instead of stalling the CPU; the bus walk waits for it (`pci::ready`).
 //!
 //! Configuration reads of the root port go to the controller's own registers; everything below
 //! goes through EXT_CFG_INDEX and the 4 KiB data window, and only while the link is up (an access
@@ -46,13 +47,8 @@ use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWind
 pub const PERST_TO_CONFIG_MS: u64 = 100;
 /// After that, the link is polled for up to this long (Linux: 5 ms steps up to 100 ms).
 pub const LINK_POLL_MS: u64 = 100;
-/// A device may answer configuration requests with "retry" for 1 s after reset (PCIe Base 6.6.1).
-pub const DEVICE_READY_MS: u64 = 1000;
 /// PCI-to-PCI bridge class code written into the root port (it resets as an endpoint class).
 pub const ROOT_PORT_CLASS: u32 = 0x06_04_00;
-/// Vendor ID a configuration read returns while the device answers "retry" and CRS software
-/// visibility is on (PCIe Base 2.3.2).
-pub const CRS_VENDOR_ID: u16 = 0x0001;
 
 /// What the kernel asks of a root complex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,9 +72,6 @@ pub struct LinkUp {
     pub target_gen: u8,
     /// From PERST# release to the link being up.
     pub waited_ms: u64,
-    /// From the link to device 01:00.0 answering configuration reads; `None` if it did not
-    /// within [`DEVICE_READY_MS`].
-    pub device_ready_ms: Option<u64>,
     pub calibration: Option<Calibration>,
 }
 
@@ -259,7 +252,6 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             width: link.read(LINK_CONTROL_STATUS::NEGOTIATED_LINK_WIDTH) as u8,
             target_gen,
             waited_ms,
-            device_ready_ms: self.wait_for_device(),
             calibration,
         })
     }
@@ -464,20 +456,6 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
                 ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY_ENABLE::SET,
             );
         }
-    }
-
-    /// Gives the root port bus numbers 0/1/1 (the bus walk rewrites them) and waits for device
-    /// 01:00.0 to answer with a real vendor ID.
-    fn wait_for_device(&self) -> Option<u64> {
-        let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
-        self.write32(root_port, super::offsets::BRIDGE_BUS_NUMBERS, 0x0001_0100);
-        let device = FunctionAddress { bus: 1, device: 0, function: 0 };
-        let started = Deadline::after_us(self.platform, 0);
-        let answered = wait_until(self.platform, DEVICE_READY_MS * 1000, || {
-            let vendor = self.read32(device, super::offsets::VENDOR_DEVICE) as u16;
-            vendor != 0xffff && vendor != CRS_VENDOR_ID
-        });
-        answered.then(|| started.elapsed_us(self.platform) / 1000)
     }
 
     /// Where a configuration register is in the root complex's block; selects the function in

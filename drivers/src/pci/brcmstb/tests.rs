@@ -305,21 +305,13 @@ fn the_link_line_names_speed_width_and_target() {
         width: 1,
         target_gen: 3,
         waited_ms: 150,
-        device_ready_ms: Some(0),
         calibration: Some(Calibration::AlreadyDone),
     };
     assert_eq!(
         format!("{link}"),
         "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL already calibrated by the firmware"
     );
-    let pi4 = LinkUp {
-        speed_gen: 2,
-        width: 1,
-        target_gen: 2,
-        waited_ms: 101,
-        device_ready_ms: None,
-        calibration: None,
-    };
+    let pi4 = LinkUp { speed_gen: 2, width: 1, target_gen: 2, waited_ms: 101, calibration: None };
     assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
     assert_eq!(gen_rate(3), "8.0 GT/s");
     assert_eq!(gen_rate(0), "unknown speed");
@@ -461,14 +453,24 @@ fn a_slow_device_needs_the_extra_perst_time() {
 }
 
 #[test]
-fn a_device_answering_retry_is_waited_for() {
+fn a_device_answering_retry_is_waited_for_by_the_bus_walk() {
     let platform = SimPlatform::for_nvme(ARENA);
     let sim = SimController::new(&platform, SimConfig::default());
-    let config = ModelConfig { device_retry_ms: 400, ..ModelConfig::new(Soc::Bcm2712) };
+    let config = ModelConfig { device_retry_ms: 1500, ..ModelConfig::new(Soc::Bcm2712) };
     let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
-    let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
-    let ready = link.device_ready_ms.expect("the device answered");
-    assert!((390..=420).contains(&ready), "{ready}");
+    let root = root_complex(&model, &platform, Soc::Bcm2712);
+    root.bring_up(&pi5_plan()).unwrap();
+    let events = core::cell::RefCell::new(Vec::new());
+    let report = |event: &crate::pci::ReadyEvent| events.borrow_mut().push(*event);
+    let wait = crate::pci::ReadyWait { clock: &platform, limit_ms: 10_000, report: &report };
+    let topology = Enumerator::new(&root, pi5_plan().outbound).with_ready_wait(wait).run();
+    let nvme = nvme_of(&topology);
+    assert_eq!(nvme.vendor_id, 0x144d);
+    let ready = events.borrow().iter().find_map(|event| match event {
+        crate::pci::ReadyEvent::Ready { waited_ms, .. } => Some(*waited_ms),
+        _ => None,
+    });
+    assert!(ready.is_some_and(|ms| (1390..=1520).contains(&ms)), "{:?}", events.borrow());
     // CRS visibility was on (the model answers vendor 0x0001 only then).
     let root_control = model
         .writes()
