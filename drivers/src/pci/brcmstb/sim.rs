@@ -35,6 +35,9 @@ use std::rc::Rc;
 use std::string::String;
 use std::vec::Vec;
 
+/// The root port's Device Control / Device Status (PCI Express capability + 8).
+const ROOT_PORT_DEVICE_CONTROL: usize = offsets::PCIE_CAPABILITY + 8;
+
 /// The reset controller line of pcie1's bridge, and the lines the model guards.
 pub const PCIE1_BRIDGE_LINE: u32 = 43;
 const LINE_NAMES: [(u32, &str); 3] = [(42, "pcie0"), (43, "pcie1"), (44, "pcie2 (RP1)")];
@@ -180,9 +183,11 @@ impl State {
     /// The values after the bridge reset; every known register has an entry.
     fn power_on_registers(&mut self) {
         let mut known: Vec<(usize, u32)> = Vec::new();
-        for offset in [0x04, 0x0c, 0x18, 0x1c, 0x20, 0x24, 0x28, 0x2c, 0x30, 0x3c, 0xb4, 0xbc] {
+        for offset in [0x04, 0x0c, 0x18, 0x1c, 0x20, 0x24, 0x28, 0x2c, 0x30, 0x3c, 0x4c, 0xbc] {
             known.push((offset, 0));
         }
+        // Device Control: Max Payload 128, Max Read Request 512 (the specification's reset).
+        known.push((ROOT_PORT_DEVICE_CONTROL, 2 << 12));
         known.push((offsets::ROOT_CONTROL_CAPABILITIES, 0));
         known.push((offsets::LINK_CONTROL_2, self.fastest_gen()));
         known.push((offsets::RC_CFG_VENDOR_SPECIFIC_REG1, 0b10 << 2));
@@ -363,9 +368,15 @@ impl State {
             0x0c => 0x0001_0000 | (self.register(0x0c) & 0xff),
             0x10 | 0x14 | 0x38 => 0,
             0x24 => self.register(0x24) | 0x0001_0001,
+            // Status: capability list (read-only); command as written.
+            0x04 => (self.register(0x04) & 0xffff) | (1 << 20),
+            // Power Management (0x48) -> PCI Express (0xac), as lspci shows both root ports
+            // (raspberrypi/linux issues 5352, 6190; geerlingguy/sbc-reviews 21 for BCM2712).
             0x34 => 0x48,
+            0x48 => 0x0003_ac01,
             offsets::PCIE_CAPABILITY => 0x0042_0010,
-            0xb0 => 0x0000_8000,
+            // Device Capabilities: Role-Based Error Reporting, Max Payload Size Supported 512.
+            0xb0 => 0x0000_8002,
             0xb8 => self.register(offsets::RC_CFG_PRIV1_LINK_CAPABILITY) & 0xfff,
             offsets::LINK_CONTROL_STATUS => self.link_control_status(now_ns),
             offsets::ROOT_CONTROL_CAPABILITIES => (self.register(offset) & 0xffff) | (1 << 16),
@@ -409,7 +420,11 @@ impl State {
             return;
         }
         match offset {
-            0x00 | 0x08 | 0x10 | 0x14 | 0x34 | 0x38 | offsets::PCIE_CAPABILITY | 0xb0 | 0xb8 => {}
+            0x00 | 0x08 | 0x10 | 0x14 | 0x34 | 0x38 | 0x48 | offsets::PCIE_CAPABILITY | 0xb0 | 0xb8 => {}
+            0x04 | ROOT_PORT_DEVICE_CONTROL => {
+                // The status halves are RW1C: only the control half is kept.
+                self.registers.insert(offset, value & 0xffff);
+            }
             offsets::RC_DL_MDIO_ADDR => self.mdio.packet = value,
             offsets::RC_DL_MDIO_WR_DATA => self.mdio_write(value),
             offsets::MISC_PCIE_STATUS | offsets::MISC_REVISION | offsets::RC_DL_MDIO_RD_DATA => {

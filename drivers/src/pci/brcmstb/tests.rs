@@ -72,9 +72,10 @@ fn plan_for(soc: Soc) -> LinkPlan {
     }
 }
 
-/// An NVMe SSD's function: 64-bit non-prefetchable 16 KiB BAR 0.
+/// An NVMe SSD's function: 64-bit non-prefetchable 16 KiB BAR 0, payloads up to 512 bytes.
 fn nvme_function() -> SimulatedFunction {
     SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)])
+        .with_pcie_capability(2)
 }
 
 type Host<'m> = RootComplex<'m, ModelBlock<'m, 'm>, SimPlatform>;
@@ -315,6 +316,37 @@ fn the_link_line_names_speed_width_and_target() {
     assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
     assert_eq!(gen_rate(3), "8.0 GT/s");
     assert_eq!(gen_rate(0), "unknown speed");
+}
+
+#[test]
+fn the_payload_size_is_programmed_on_both_ends_of_the_link() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        for (device_code, expected) in [(2, 512), (1, 256), (0, 128)] {
+            let platform = SimPlatform::for_nvme(ARENA);
+            let sim = SimController::new(&platform, SimConfig::default());
+            let device =
+                SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)])
+                    .with_pcie_capability(device_code);
+            let model = RootComplexModel::new(ModelConfig::new(soc), &platform).with_device(device, &sim);
+            let root = root_complex(&model, &platform, soc);
+            let plan = plan_for(soc);
+            root.bring_up(&plan).unwrap();
+            let topology = walk(&root, &plan);
+            let payload = topology.payload.expect("the root port and the device are PCI Express");
+            assert_eq!((payload.max_payload_bytes, payload.max_read_request_bytes), (expected, 512));
+            let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
+            let root_control = root.read32(root_port, 0xb4);
+            assert_eq!(128 << ((root_control >> 5) & 7), expected, "{soc:?}: the root port's end");
+            let device = FunctionAddress { bus: 1, device: 0, function: 0 };
+            let device_control = root.read32(device, 0x48);
+            assert_eq!(
+                (128 << ((device_control >> 5) & 7), 128 << ((device_control >> 12) & 7)),
+                (expected, 512),
+                "{soc:?}: the device's end"
+            );
+            model.assert_no_violations();
+        }
+    }
 }
 
 #[test]
