@@ -4,7 +4,7 @@
 
 extern crate std;
 
-use super::controller::HostController;
+use super::controller::{HostController, PortList, PortWait, DEFAULT_CONNECT_WAIT_MS};
 use super::error::UsbError;
 use super::mass_storage::{AttachError, EventSink, MassStorageDevice, Protocol, ScsiFailure};
 use super::options::{ProtocolChoice, UsbOptions};
@@ -791,4 +791,55 @@ fn disks_past_two_terabytes_are_read_with_16_byte_commands() {
     assert_eq!(reads.0, 3, "READ(16) for every read of a disk this large");
     assert_eq!(reads.1.last(), Some(&(blocks - 2048, 2048)));
     sim.assert_no_violations();
+}
+
+#[test]
+fn a_drive_connecting_600_ms_after_port_power_is_found_and_the_empty_ports_named() {
+    for port_power_control in [false, true] {
+        let platform = platform();
+        let config =
+            SimConfig { connect_delay_us: vec![(2, 600_000)], port_power_control, ..SimConfig::default() };
+        let devices = vec![
+            (2, drive(Speed::Super, DeviceKind::BulkOnly)),
+            (5, drive(Speed::High, DeviceKind::BulkOnly)),
+        ];
+        let sim = SimXhci::new(&platform, config, devices);
+        let shared = controller(&sim, &platform).unwrap();
+        let reports = RefCell::new(Vec::new());
+        let scan = shared
+            .borrow()
+            .scan_ports(DEFAULT_CONNECT_WAIT_MS, &|wait: &PortWait| reports.borrow_mut().push(wait.clone()));
+        let mut enabled = scan.enabled.clone();
+        enabled.sort();
+        assert_eq!(enabled, [(2, Speed::Super), (5, Speed::High)], "PPC {port_power_control}");
+        assert!(scan.failed.is_empty(), "{:?}", scan.failed);
+        assert_eq!(scan.empty, [1, 3, 4, 6, 7, 8]);
+        assert!((1500..=1600).contains(&scan.waited_ms), "{}", scan.waited_ms);
+        let reports = reports.borrow();
+        let first = reports.first().expect("a progress line while ports are empty");
+        assert!((500..600).contains(&first.waited_ms), "{first:?}");
+        assert!(first.empty.contains(&2), "the late drive's port is still empty at 500 ms: {first:?}");
+        assert!(reports.iter().any(|wait| !wait.empty.contains(&2)), "then it is enabled: {reports:?}");
+        assert_eq!(
+            format!("{first}"),
+            format!("waiting for devices on ports 1-4, 6-8 ({} of 1500 ms, usb.connect-ms)", first.waited_ms)
+        );
+        // The late drive works.
+        let events = Recorded::default();
+        let options = UsbOptions::default();
+        let mut device =
+            MassStorageDevice::attach(shared.clone(), 2, Speed::Super, &options, "usb0".to_string(), &events)
+                .expect("attach");
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        assert_eq!(read_one(&mut device, 1, 8, 8, buffer), Completion { tag: 1, result: Ok(()) });
+        check_pattern(&platform, &buffer, 8, 4096);
+        sim.assert_no_violations();
+    }
+}
+
+#[test]
+fn port_lists_are_written_as_ranges() {
+    assert_eq!(format!("{}", PortList(&[1, 2, 3, 5, 7, 8])), "1-3, 5, 7-8");
+    assert_eq!(format!("{}", PortList(&[4])), "4");
+    assert_eq!(format!("{}", PortList(&[])), "");
 }

@@ -21,13 +21,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::BlockDevice;
 use core::cell::RefCell;
+use drivers::usb::controller::{PortList, PortWait};
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
 use hal::mmio::{Mmio, RegisterIo};
-use hal::platform::{BusTranslation, Platform};
+use hal::platform::BusTranslation;
 
-/// Time for root ports to see their devices after the controller reset (USB 3 link training,
-/// USB 2 connect debounce: USB 2.0 §7.1.7.3 TATTDB = 100 ms).
-const PORT_SETTLE_US: u64 = 100_000;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -174,22 +172,24 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
         }
     };
     describe_controller(&controller);
-    controller.power_ports();
-    machine.platform.delay_us(PORT_SETTLE_US);
-    let ports = controller.capabilities().max_ports;
+    let label = site.label.as_str();
+    let report = |wait: &PortWait| println!("{label}: {wait}");
+    let scan = controller.scan_ports(options.connect_wait_ms, &report);
+    for (port, error) in &scan.failed {
+        println!("{label} port {port}: {error}; skipped");
+    }
+    if !scan.empty.is_empty() {
+        println!(
+            "{label}: nothing connected on port{} {} after {} ms (usb.connect-ms)",
+            if scan.empty.len() == 1 { "" } else { "s" },
+            PortList(&scan.empty),
+            scan.waited_ms
+        );
+    }
     let shared: SharedController<'static, Mmio, KernelPlatform> = Rc::new(RefCell::new(controller));
     let mut drives = Vec::new();
-    for port in 1..=ports {
-        let enabled = shared.borrow().enable_port(port);
-        let speed = match enabled {
-            Ok(Some(speed)) => speed,
-            Ok(None) => continue,
-            Err(error) => {
-                println!("{} port {port}: {error}; skipped", site.label);
-                continue;
-            }
-        };
-        let provisional = format!("{} port {port}", site.label);
+    for (port, speed) in scan.enabled {
+        let provisional = format!("{label} port {port}");
         match MassStorageDevice::attach(shared.clone(), port, speed, options, provisional, &CONSOLE_EVENTS) {
             Ok(mut drive) => {
                 let name = storage.next_name(DeviceClass::Usb);
@@ -199,7 +199,7 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
                 drives.push(drive.clone());
                 storage.add(DeviceClass::Usb, Box::new(drive));
             }
-            Err(error) => println!("{} port {port} ({speed}): {error}; skipped", site.label),
+            Err(error) => println!("{label} port {port} ({speed}): {error}; skipped"),
         }
     }
     if drives.is_empty() {

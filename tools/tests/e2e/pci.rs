@@ -65,7 +65,10 @@ fn a_function_behind_a_root_port_gets_bus_1() {
         ),
         "{out}"
     );
-    assert!(out.contains("pci        max payload 128 bytes (the smallest supported in the hierarchy, "), "{out}");
+    assert!(
+        out.contains("pci        max payload 128 bytes (the smallest supported in the hierarchy, "),
+        "{out}"
+    );
     assert!(out.contains("), read request 512 bytes"), "{out}");
     assert!(out.contains("pci          BAR0 64-bit memory at 0x8000000000, 16 KiB"), "{out}");
 }
@@ -124,7 +127,9 @@ fn raspi4b_pcie_settings_are_named_and_pcie_off_leaves_the_root_complex_alone() 
         "{out}"
     );
     assert!(
-        out.contains("warning: bad driver option pcie.ready-ms=forever: expected milliseconds from 0 to 60000"),
+        out.contains(
+            "warning: bad driver option pcie.ready-ms=forever: expected milliseconds from 0 to 60000"
+        ),
         "{out}"
     );
     assert!(
