@@ -345,6 +345,36 @@ impl BoardRevision {
     pub fn pcb_revision(self) -> u32 {
         self.0 & 0xf
     }
+
+    /// The BCM2711 stepping the revision implies: Pi 400, CM4 and CM4S are C0; a Pi 4B is C0 from
+    /// PCB revision 1.4 (circle `machineinfo.cpp`; raspberrypi/firmware issue 1704). `None` for
+    /// other SoCs and unknown BCM2711 boards.
+    pub fn bcm2711_stepping(self) -> Option<Bcm2711Stepping> {
+        if self.processor_name() != Some("BCM2711") {
+            return None;
+        }
+        match (self.0 >> 4) & 0xff {
+            0x11 if self.pcb_revision() < 4 => Some(Bcm2711Stepping::B0),
+            0x11 | 0x13 | 0x14 | 0x15 => Some(Bcm2711Stepping::C0),
+            _ => None,
+        }
+    }
+}
+
+/// BCM2711's steppings, which differ in how their DMA masters see RAM (docs/hardware.md §1.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bcm2711Stepping {
+    B0,
+    C0,
+}
+
+impl Bcm2711Stepping {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bcm2711Stepping::B0 => "B0",
+            Bcm2711Stepping::C0 => "C0",
+        }
+    }
 }
 
 #[cfg(test)]

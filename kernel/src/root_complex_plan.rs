@@ -4,6 +4,8 @@
 //! RP1, is never picked): `ranges`, `dma-ranges` (the firmware rewrites them on CM4 and C0 Pi 4s,
 //! docs/pcie-brcmstb.md §3), `max-link-speed` (`dtparam=pciex1_gen`), `brcm,tperst-clk-ms`
 //! (`dtparam=pciex1_tperst_clk_ms`); then the command line's `pcie.gen=` and `pcie.perst-ms=`.
+//! Without the node on a BCM2711 board, the board revision picks the inbound window the way the
+//! firmware does (see [`bcm2711_inbound_without_tree`]).
 #![forbid(unsafe_code)]
 
 use crate::board::PcieHost;
@@ -11,9 +13,18 @@ use crate::devicetree::{read_cells, DeviceNode, DeviceTree};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
+use drivers::mailbox::{Bcm2711Stepping, BoardRevision};
 use drivers::pci::brcmstb::options::PcieOptions;
 use drivers::pci::brcmstb::Soc;
 use drivers::pci::ranges;
+use hal::platform::BusTranslation;
+
+/// Where C0-stepping BCM2711 boards see RAM from PCIe: the firmware rewrites `dma-ranges` to
+/// PCI 0x4_0000_0000 -> CPU 0 (raspberrypi/rpi-eeprom issue 505: "IB MEM 0x0..0x1ffffffff ->
+/// 0x400000000" on an 8 GB CM4; the proposed static form in bcm2711.dtsi maps 4 GiB there), and
+/// its VL805 loader assumes that window (raspberrypi/firmware issues 1495, 1518); circle
+/// `machineinfo.cpp` `GetPCIeDMAMemory` uses it on every board but the B0 Pi 4B.
+pub const BCM2711_C0_INBOUND_PCI_BASE: u64 = 0x4_0000_0000;
 
 /// Where the windows came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,8 +129,47 @@ fn choose_gen(
     gen
 }
 
-/// The plan for `board`'s root complex given the tree and the command line.
-pub fn plan(board: &PcieHost, tree: Option<&DeviceTree<'_>>, options: &PcieOptions) -> HostPlan {
+/// BCM2711 without the device tree's `dma-ranges`: the inbound window the board revision implies.
+/// B0 (Pi 4B before PCB 1.4) keeps the board table's PCI 0 -> CPU 0, 3 GiB; C0 gets PCI
+/// [`BCM2711_C0_INBOUND_PCI_BASE`] -> CPU 0 over a power of two of at least 4 GiB covering RAM (the
+/// window must be a power of two aligned to its size: Linux `brcm_pcie_get_inbound_wins`).
+/// Unknown: the board table, with a note.
+pub fn bcm2711_inbound_without_tree(
+    board: &PcieHost,
+    revision: Option<u32>,
+    notes: &mut Vec<String>,
+) -> BusTranslation {
+    let code = revision.map(BoardRevision);
+    match code.and_then(BoardRevision::bcm2711_stepping) {
+        Some(Bcm2711Stepping::C0) => {
+            let ram = code.and_then(BoardRevision::memory_bytes).unwrap_or(4 << 30);
+            let size_bytes = ram.next_power_of_two().max(4 << 30);
+            let mut note = String::new();
+            let _ = write!(
+                note,
+                "no device tree: board revision {:#08x} is a C0 BCM2711, so DMA goes through PCI {BCM2711_C0_INBOUND_PCI_BASE:#x} as the firmware sets it",
+                revision.unwrap_or_default()
+            );
+            notes.push(note);
+            BusTranslation { cpu_base: 0, bus_base: BCM2711_C0_INBOUND_PCI_BASE, size_bytes }
+        }
+        Some(Bcm2711Stepping::B0) => board.dma,
+        None => {
+            notes.push(String::from(
+                "no device tree and no BCM2711 stepping in the board revision: DMA through the B0 window (PCI 0, 3 GiB), which a C0 board's VL805 firmware load does not expect",
+            ));
+            board.dma
+        }
+    }
+}
+
+/// The plan for `board`'s root complex given the tree, the board revision and the command line.
+pub fn plan(
+    board: &PcieHost,
+    tree: Option<&DeviceTree<'_>>,
+    revision: Option<u32>,
+    options: &PcieOptions,
+) -> HostPlan {
     let mut notes = Vec::new();
     let node = tree.and_then(|tree| find_node(tree, board).map(|node| (tree, node)));
     let (host, source, tree_gen, tree_perst_ms) = match node {
@@ -129,6 +179,10 @@ pub fn plan(board: &PcieHost, tree: Option<&DeviceTree<'_>>, options: &PcieOptio
             cell_property(tree, &node, "max-link-speed"),
             cell_property(tree, &node, "brcm,tperst-clk-ms"),
         ),
+        None if board.soc == Soc::Bcm2711 => {
+            let dma = bcm2711_inbound_without_tree(board, revision, &mut notes);
+            (PcieHost { dma, ..*board }, WindowSource::BoardTable, None, None)
+        }
         None => (*board, WindowSource::BoardTable, None, None),
     };
     let gen = choose_gen(board, options, tree_gen, &mut notes);
@@ -174,7 +228,7 @@ mod tests {
         // rpi-eeprom#505: "IB MEM 0x0..0x1ffffffff -> 0x400000000" on an 8 GB CM4.
         let tree = cm4_tree(&[0x0200_0000, 4, 0, 0, 0, 2, 0]);
         let host = RASPBERRY_PI_4.pcie.unwrap();
-        let plan = plan(&host, Some(&tree), &PcieOptions::default());
+        let plan = plan(&host, Some(&tree), None, &PcieOptions::default());
         assert_eq!(plan.source, WindowSource::DeviceTree(String::from("pcie@7d500000")));
         let window = plan.host.windows.memory32.unwrap();
         assert_eq!(
@@ -194,7 +248,7 @@ mod tests {
         let host = RASPBERRY_PI_5.pcie.unwrap();
         let tree = cm4_tree(&[0x0200_0000, 0, 0, 0, 0, 0, 0xc000_0000]);
         for tree in [None, Some(&tree)] {
-            let plan = plan(&host, tree, &PcieOptions::default());
+            let plan = plan(&host, tree, None, &PcieOptions::default());
             assert_eq!(plan.source, WindowSource::BoardTable);
             assert_eq!(plan.host, host);
             assert_eq!(plan.gen, 2);
@@ -218,7 +272,7 @@ mod tests {
         }
         b.end();
         let tree = DeviceTree::parse(leak(b.finish())).unwrap();
-        let plan = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), &PcieOptions::default());
+        let plan = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
         assert_eq!(plan.source, WindowSource::DeviceTree(String::from("pcie@1000110000")));
         assert_eq!(
             (plan.gen, plan.perst_extra_ms),
@@ -234,11 +288,40 @@ mod tests {
     fn the_command_line_wins_and_is_clamped_to_the_soc() {
         let pi5 = RASPBERRY_PI_5.pcie.unwrap();
         let options = PcieOptions { gen: Some(1), perst_extra_ms: Some(100), ready_ms: None };
-        let plan_pi5 = plan(&pi5, None, &options);
+        let plan_pi5 = plan(&pi5, None, None, &options);
         assert_eq!((plan_pi5.gen, plan_pi5.perst_extra_ms), (1, 100));
         let pi4 = RASPBERRY_PI_4.pcie.unwrap();
-        let plan_pi4 = plan(&pi4, None, &PcieOptions { gen: Some(3), perst_extra_ms: None, ready_ms: None });
+        let plan_pi4 = plan(
+            &pi4,
+            None,
+            Some(0x00b0_3112),
+            &PcieOptions { gen: Some(3), perst_extra_ms: None, ready_ms: None },
+        );
         assert_eq!(plan_pi4.gen, 2);
         assert_eq!(plan_pi4.notes, [String::from("Gen3 asked for; BCM2711 trains up to Gen2: using Gen2")]);
+    }
+
+    #[test]
+    fn without_a_tree_a_c0_pi4_uses_the_firmwares_inbound_window_at_16_gib() {
+        let pi4 = RASPBERRY_PI_4.pcie.unwrap();
+        let c0_window = |size_bytes| BusTranslation { cpu_base: 0, bus_base: 0x4_0000_0000, size_bytes };
+        // CM4 8 GB (0xd03140), Pi 400 4 GB (0xc03130), Pi 4B rev 1.4 2 GB (0xb03114): C0.
+        for (revision, size) in [(0x00d0_3140, 8u64 << 30), (0x00c0_3130, 4 << 30), (0x00b0_3114, 4 << 30)] {
+            let plan = plan(&pi4, None, Some(revision), &PcieOptions::default());
+            assert_eq!(plan.host.dma, c0_window(size), "{revision:#x}");
+            assert!(plan.notes[0].contains("C0 BCM2711"), "{:?}", plan.notes);
+        }
+        // Pi 4B rev 1.1 (B0): the board table's 3 GiB at PCI 0.
+        let b0 = plan(&pi4, None, Some(0x00c0_3111), &PcieOptions::default());
+        assert_eq!(b0.host.dma, pi4.dma);
+        assert!(b0.notes.is_empty(), "{:?}", b0.notes);
+        // Nothing known: the board table, said.
+        let unknown = plan(&pi4, None, None, &PcieOptions::default());
+        assert_eq!(unknown.host.dma, pi4.dma);
+        assert!(unknown.notes[0].contains("no BCM2711 stepping"), "{:?}", unknown.notes);
+        // A tree's dma-ranges win over the revision.
+        let tree = cm4_tree(&[0x0200_0000, 0, 0, 0, 0, 0, 0xc000_0000]);
+        let from_tree = plan(&pi4, Some(&tree), Some(0x00d0_3140), &PcieOptions::default());
+        assert_eq!(from_tree.host.dma, BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 << 30 });
     }
 }

@@ -35,7 +35,12 @@ pub fn enumerate(
         println!("{name:<10} off (pcie=off): the root complex is left as the firmware left it");
         return None;
     }
-    let plan = root_complex_plan::plan(board, machine.info.device_tree.as_ref(), options);
+    let plan = root_complex_plan::plan(
+        board,
+        machine.info.device_tree.as_ref(),
+        machine.info.board_revision,
+        options,
+    );
     describe(&plan);
     let (probe_block, probe_offset, probe_name) = first_register(board);
     let probe_address = probe_block.base + probe_offset;
