@@ -236,7 +236,7 @@ fn the_pi4_vl805_is_driven_through_pcie0_after_its_firmware_reload() {
         gate.loaded.set(true);
         Ok::<(), ()>(())
     });
-    assert_eq!(outcome, vl805::Firmware::Reloaded { version: VL805_FIRMWARE });
+    assert_eq!(outcome, vl805::Firmware::Reloaded { version: VL805_FIRMWARE, waited_ms: 0 });
     assert_eq!(asked, [0x10_0000]);
 
     let data = read_through_root_complex(&model, &platform, &vl805_function, plan.inbound);
