@@ -563,11 +563,6 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     spin_table: &[],
 };
 
-/// Pi 5: the pcie2 root complex in front of RP1 ([`BlockKind::Rp1PcieBridge`]); its
-/// MISC_PCIE_STATUS register (+0x4068) has PHYLINKUP in bit 4 and DL_ACTIVE in bit 5
-/// (docs/hardware.md §1.3, §3.1).
-pub const BRCMSTB_PCIE_STATUS_OFFSET: usize = 0x4068;
-pub const BRCMSTB_PCIE_LINK_UP_BITS: u32 = (1 << 4) | (1 << 5);
 /// How RP1 sees RAM through pcie2: PCI 0x10_0000_0000 is CPU 0, 64 GiB (pcie2 `dma-ranges`,
 /// docs/pcie-brcmstb.md §1, docs/usb-storage.md §2).
 pub const RP1_DMA: BusTranslation =
@@ -861,7 +856,7 @@ mod tests {
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
         // RP1's xHCIs and pcie2 sit in the Pi 5's device spans (mapped as device memory).
         let bridge = RASPBERRY_PI_5.block(BlockKind::Rp1PcieBridge).unwrap();
-        assert!(BRCMSTB_PCIE_STATUS_OFFSET < bridge.size_bytes as usize);
+        assert!(drivers::pci::brcmstb::regs::offsets::MISC_PCIE_STATUS < bridge.size_bytes as usize);
         assert_eq!(RP1_DMA.to_bus(0x8_0000, 4096), Ok(0x10_0008_0000));
         // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);

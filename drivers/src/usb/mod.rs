@@ -14,6 +14,7 @@ pub mod context;
 pub mod controller;
 pub mod descriptors;
 pub mod device;
+pub mod dwc3;
 pub mod error;
 pub mod mass_storage;
 pub mod options;

@@ -91,6 +91,7 @@ fn pi4_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
     }
 }
 
@@ -109,6 +110,7 @@ fn pi5_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
     }
 }
 

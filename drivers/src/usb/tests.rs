@@ -5,12 +5,14 @@
 extern crate std;
 
 use super::controller::{HostController, PortList, PortWait, DEFAULT_CONNECT_WAIT_MS};
+use super::dwc3;
 use super::error::UsbError;
 use super::mass_storage::{AttachError, EventSink, MassStorageDevice, Protocol, ScsiFailure};
 use super::options::{ProtocolChoice, UsbOptions};
 use super::regs::Speed;
 use super::sim::device::{DeviceKind, SimUsbDevice};
 use super::sim::disk::SimDisk;
+use super::sim::dwc3::{self as sim_dwc3, SimDwc3};
 use super::sim::{NvmeArena, SimConfig, SimPlatform, SimXhci, REGISTER_BYTES};
 use super::SharedController;
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
@@ -842,4 +844,61 @@ fn port_lists_are_written_as_ranges() {
     assert_eq!(format!("{}", PortList(&[1, 2, 3, 5, 7, 8])), "1-3, 5, 7-8");
     assert_eq!(format!("{}", PortList(&[4])), "4");
     assert_eq!(format!("{}", PortList(&[])), "");
+}
+
+#[test]
+fn rp1s_dwc3_gets_linuxs_settings_in_host_mode_before_the_xhci_reset() {
+    for (snpsid, threshold) in [
+        // DWC_usb3: select bit 29, 2 packets in 27:24, burst 8 in 23:16.
+        (0x5533_330a, (1 << 29) | (2 << 24) | (8 << 16)),
+        // DWC_usb31: select bit 26, 2 packets in 25:21, burst 8 in 20:16.
+        (0x3331_0000, (1 << 26) | (2 << 21) | (8 << 16)),
+    ] {
+        let platform = platform();
+        let sim = SimXhci::new(&platform, SimConfig { context_bytes: 64, ..SimConfig::default() }, vec![]);
+        let core = SimDwc3::new(&sim, SimConfig::default().capability_length, snpsid);
+        let (controller, report) = dwc3::bring_up_rp1_controller(
+            &core,
+            sim_dwc3::BLOCK_BYTES,
+            &platform,
+            platform.translation(),
+            "rp1 xhci0".to_string(),
+        )
+        .expect("bring-up");
+        assert_eq!((report.snpsid, report.mode_before), (snpsid, 2));
+        assert_eq!(core.register(dwc3::offsets::GCTL) & (0b11 << 12), 1 << 12, "host mode");
+        assert_eq!(core.register(dwc3::offsets::GUSB3PIPECTL0), 0x0100_0002 | (1 << 28), "DISRXDETINP3");
+        assert_eq!(
+            core.register(dwc3::offsets::GUCTL1),
+            0x0004_0000 | (0b111 << 15),
+            "park mode off, HS/SS/FS-LS"
+        );
+        assert_eq!(
+            core.register(dwc3::offsets::GSBUSCFG1),
+            0x0000_1700,
+            "pipe limit 8 (7 + 1), EN1KPAGE kept"
+        );
+        assert_eq!(core.register(dwc3::offsets::GTXTHRCFG), threshold, "{snpsid:#x}");
+        assert!(format!("{report}").contains("in host mode (was device); AXI pipe limit 8"), "{report}");
+        assert_eq!(controller.capabilities().max_ports, 8);
+        assert!(core.violations().is_empty(), "{:?}", core.violations());
+    }
+}
+
+#[test]
+fn a_dwc3_that_does_not_answer_is_named_before_anything_is_written() {
+    let platform = platform();
+    let sim = SimXhci::new(&platform, SimConfig::default(), vec![]);
+    let core = SimDwc3::new(&sim, SimConfig::default().capability_length, 0xdead_dead);
+    let error = dwc3::bring_up_rp1_controller(
+        &core,
+        sim_dwc3::BLOCK_BYTES,
+        &platform,
+        platform.translation(),
+        "rp1".to_string(),
+    )
+    .err()
+    .expect("refused");
+    assert_eq!(format!("{error}"), "DWC3 core: GSNPSID 0xdeaddead is not a DWC3 core's");
+    assert_eq!(core.register(dwc3::offsets::GCTL), 0x30c1_2004);
 }

@@ -13,6 +13,7 @@ pub mod platform;
 pub mod pmu;
 #[cfg(target_arch = "aarch64")]
 pub mod root_complex;
+pub mod rp1;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -320,9 +321,11 @@ impl<'m> BoardFacts<'m> {
 }
 
 /// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
-/// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
-/// USB drives controller by controller, port by port.
+/// order: the Pi 5's RP1 USB drives (before pcie1 is brought up, while RP1's link is as the
+/// firmware left it), SD hosts (board table order, then PCI), NVMe controllers in PCI order, then
+/// the other USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
+    usb::attach_rp1(machine, settings, storage);
     let pci = pci_enumeration::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);

@@ -70,6 +70,7 @@ pub fn enumerate(
         inbound: plan.host.dma,
         gen: plan.gen,
         perst_extra_ms: plan.perst_extra_ms,
+        rp1_link_live: super::rp1::rp1_link_live(machine.info.profile),
     };
     match root.bring_up(&link_plan) {
         Ok(link) => report_link(name, &link),

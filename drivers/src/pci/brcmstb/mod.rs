@@ -5,14 +5,15 @@
 //! `brcm_pcie_start_link`, `brcm_pcie_map_bus`), with the facts and orders collected in
 //! docs/pcie-brcmstb.md §1-§5 and docs/hardware.md §3:
 //!
-//! 1. BCM2712: release the bridge's reset line and run RESCAL unless the firmware already did;
+//! 1. BCM2712: release the bridge's reset line and run RESCAL unless RP1's link on pcie2 is live;
 //! 2. pulse the bridge reset, with PERST# asserted; power the SerDes up;
 //! 3. bus interface (MISC_CTRL), inbound window for DMA, root port class, outbound windows,
 //!    little-endian inbound data, every interrupt masked (polled only: no MSI);
 //! 4. BCM2712: SerDes PLL for the 54 MHz reference over MDIO, UBUS/AXI error and timeout
 //!    settings, QoS work-arounds;
 //! 5. no ASPM, the speed limit (`pcie.gen`), CLKREQ# "safe" (reference clock always driven);
-//! 6. PERST# released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
+//! 6. L23_REQUEST and HARD_DEBUG's PERST_ASSERT cleared whatever the firmware left, PERST#
+//!    released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
 //! 7. CRS software visibility, so that a device still starting answers "retry" (Vendor ID 0x0001)
 //!    instead of stalling the CPU; the bus walk waits for it (`pci::ready`).
 //!
@@ -38,7 +39,7 @@ use core::fmt;
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 use regs::{offsets, *};
-pub use resets::{Bcm2712Resets, Calibration, CalibrationError};
+pub use resets::{line_in_reset, link_access, Bcm2712Resets, Calibration, CalibrationError, LinkAccess};
 pub use soc::Soc;
 use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWindowValues, WindowProblem};
 
@@ -61,6 +62,9 @@ pub struct LinkPlan {
     pub gen: u8,
     /// Extra time with the reference clock running before PERST# is released.
     pub perst_extra_ms: u32,
+    /// BCM2712: RP1's link on pcie2 is up (the firmware kept it with `pciex4_reset=0`), so the
+    /// shared RESCAL is left alone.
+    pub rp1_link_live: bool,
 }
 
 /// What the link trained to.
@@ -89,7 +93,7 @@ impl fmt::Display for LinkUp {
         )?;
         match self.calibration {
             Some(Calibration::Done) => write!(f, "; RESCAL calibrated"),
-            Some(Calibration::AlreadyDone) => write!(f, "; RESCAL already calibrated by the firmware"),
+            Some(Calibration::KeptForRp1) => write!(f, "; RESCAL not re-run: RP1's link on pcie2 shares it"),
             None => Ok(()),
         }
     }
@@ -214,7 +218,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     pub fn bring_up(&self, plan: &LinkPlan) -> Result<LinkUp, BringUpError> {
         let inbound = InboundWindow::covering(self.soc, &plan.inbound)?;
         let outbound = outbound_values(&plan.outbound)?;
-        let calibration = self.start_bridge()?;
+        let calibration = self.start_bridge(plan.rp1_link_live)?;
         self.reset_bridge();
         self.power_up_serdes();
         self.configure_bus_interface(&inbound);
@@ -258,12 +262,12 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
 
     /// BCM2712: the bridge must be out of reset before anything in pcie1's page answers,
     /// RESCAL included; then RESCAL once.
-    fn start_bridge(&self) -> Result<Option<Calibration>, BringUpError> {
+    fn start_bridge(&self, rp1_link_live: bool) -> Result<Option<Calibration>, BringUpError> {
         let Some(resets) = &self.resets else {
             return Ok(None);
         };
         resets.deassert_bridge(self.platform);
-        resets.calibrate(self.platform).map(Some).map_err(BringUpError::Calibration)
+        resets.calibrate(self.platform, rp1_link_live).map(Some).map_err(BringUpError::Calibration)
     }
 
     /// Bridge reset for 200 µs with PERST# asserted ("some bootloaders may deassert it"). On
@@ -411,12 +415,15 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     }
 
     /// PERST# released; with `extra_ms`, HARD_DEBUG.PERST_ASSERT holds the pad low that long
-    /// with the reference clock running (`brcm,tperst-clk-ms`).
+    /// with the reference clock running (`brcm,tperst-clk-ms`). A request to enter L2/L3 and a
+    /// PERST_ASSERT the firmware left set are cleared first, whatever they read: either keeps the
+    /// link from training and would look like "PHYLINKUP 0", a power problem (Linux clears
+    /// L23_REQUEST in `brcm_pcie_turn_off` and PERST_ASSERT after the tperst wait).
     fn release_perst(&self, extra_ms: u32) {
         let hard_debug = self.soc.hard_debug();
-        if extra_ms > 0 {
-            regs::modify(&self.registers, hard_debug, HARD_DEBUG::PERST_ASSERT::SET);
-        }
+        regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_L23_REQUEST::CLEAR);
+        let hold = if extra_ms > 0 { HARD_DEBUG::PERST_ASSERT::SET } else { HARD_DEBUG::PERST_ASSERT::CLEAR };
+        regs::modify(&self.registers, hard_debug, hold);
         match self.soc {
             Soc::Bcm2711 => {
                 regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR)

@@ -5,6 +5,12 @@
 //!   on the hardware); on BCM2711 only RGR1_SW_INIT_1 answers then, on BCM2712 nothing in pcie1's
 //!   page, RESCAL included, answers while reset line 43 is asserted;
 //! - the reset controller refuses any line but pcie1's (44 is pcie2, which carries RP1);
+//! - pcie2's registers (`Block::Pcie2`) raise an SError while its bridge (line 44) is in reset,
+//!   the firmware's default; RESCAL re-run while RP1's link on pcie2 is live is a violation
+//!   (whether it disturbs that link is unknown: the model takes the strict side);
+//! - L23_REQUEST (PCIE_CTRL bit 0) and HARD_DEBUG's PERST_ASSERT the firmware left set survive the
+//!   bridge reset (which bits that reset clears is not documented: again the strict side) and keep
+//!   the link from training;
 //! - a configuration access below the root port while the link is down is an error (CPU abort);
 //! - the link trains only if, when PERST# is released, the SerDes is powered, (BCM2712) the PLL
 //!   has the 54 MHz settings, the speed limit is written, CLKREQ# debug/L1SS are off and the
@@ -61,6 +67,15 @@ pub struct ModelConfig {
     pub endpoint_mode: bool,
     /// RESCAL's START bit does not stick (a block that does not answer writes).
     pub rescal_start_ignored: bool,
+    /// pcie2's bridge (line 44) held in reset, as the firmware leaves it by default
+    /// (`pciex4_reset=1`); otherwise it runs RP1 (`pciex4_reset=0`).
+    pub pcie2_in_reset: bool,
+    /// pcie2's link to RP1 is up (when out of reset).
+    pub pcie2_link_up: bool,
+    /// The firmware left PCIE_CTRL.L23_REQUEST set.
+    pub left_l23_request: bool,
+    /// The firmware left HARD_DEBUG.PERST_ASSERT set.
+    pub left_perst_assert: bool,
 }
 
 impl ModelConfig {
@@ -74,6 +89,11 @@ impl ModelConfig {
             device_refclk_ms: 0,
             endpoint_mode: false,
             rescal_start_ignored: false,
+            // The firmware's default (`pciex4_reset=1`): pcie2 reset before the OS starts.
+            pcie2_in_reset: true,
+            pcie2_link_up: true,
+            left_l23_request: false,
+            left_perst_assert: false,
         }
     }
 }
@@ -84,6 +104,8 @@ pub enum Block {
     RootComplex,
     ResetController,
     Rescal,
+    /// BCM2712's pcie2, in front of RP1 (only its status register is modelled).
+    Pcie2,
 }
 
 /// One register write, in order.
@@ -116,6 +138,10 @@ struct State {
     config: ModelConfig,
     registers: BTreeMap<usize, u32>,
     rgr1: u32,
+    /// PCIE_CTRL and HARD_DEBUG bits that survive the bridge reset (the firmware's leftovers,
+    /// until the driver writes them).
+    sticky_pcie_ctrl: u32,
+    sticky_hard_debug: u32,
     /// Reset controller STATUS of banks 0 and 1.
     reset_banks: [u32; 2],
     rescal_start: u32,
@@ -146,8 +172,14 @@ impl State {
             config,
             registers: BTreeMap::new(),
             rgr1: 0b11,
-            // pcie0 and pcie1 held in reset (the firmware's "PCI1 reset"), pcie2 running RP1.
-            reset_banks: [0, (1 << (42 - 32)) | (1 << (43 - 32))],
+            sticky_pcie_ctrl: u32::from(config.left_l23_request),
+            sticky_hard_debug: u32::from(config.left_perst_assert) << 3,
+            // pcie0 and pcie1 held in reset (the firmware's "PCI1 reset"); pcie2 too unless
+            // `pciex4_reset=0` kept RP1 running.
+            reset_banks: [
+                0,
+                (1 << (42 - 32)) | (1 << (43 - 32)) | (u32::from(config.pcie2_in_reset) << (44 - 32)),
+            ],
             rescal_start: 0,
             rescal_done: config.rescal_calibrated,
             rescal_countdown: None,
@@ -243,6 +275,9 @@ impl State {
             ]);
         }
         self.registers = known.into_iter().collect();
+        *self.registers.entry(offsets::MISC_PCIE_CTRL).or_default() |= self.sticky_pcie_ctrl;
+        let hard_debug = self.hard_debug();
+        *self.registers.entry(hard_debug).or_default() |= self.sticky_hard_debug;
         self.mdio = Mdio::default();
         self.speed_limit_written = (false, false);
         self.perst_asserted = true;
@@ -334,9 +369,17 @@ impl State {
         let clkreq_off = hard_debug & ((1 << 1) | (1 << 21)) == 0;
         let pll_ok = self.soc() == Soc::Bcm2711 || self.pll_programmed();
         let limit_written = self.speed_limit_written == (true, true);
+        let no_l23_request = self.register(offsets::MISC_PCIE_CTRL) & 1 == 0;
         let refclk_ms = self.refclk_since_ns.map(|since| (now_ns - since) / MS).unwrap_or(0);
         let refclk_ok = refclk_ms >= self.config.device_refclk_ms;
-        if !(serdes_on && clkreq_off && pll_ok && limit_written && refclk_ok && self.device.is_some()) {
+        if !(serdes_on
+            && clkreq_off
+            && pll_ok
+            && limit_written
+            && refclk_ok
+            && no_l23_request
+            && self.device.is_some())
+        {
             return None;
         }
         let target = self.register(offsets::LINK_CONTROL_2) & 0xf;
@@ -443,6 +486,12 @@ impl State {
     }
 
     fn after_write(&mut self, offset: usize, now_ns: u64) {
+        if offset == offsets::MISC_PCIE_CTRL {
+            self.sticky_pcie_ctrl = self.register(offset) & 1;
+        }
+        if offset == self.hard_debug() {
+            self.sticky_hard_debug = self.register(offset) & (1 << 3);
+        }
         if offset == offsets::LINK_CONTROL_2 {
             self.speed_limit_written.0 = true;
         }
@@ -598,6 +647,31 @@ impl State {
         }
     }
 
+    fn pcie2_in_reset(&self) -> bool {
+        self.reset_banks[1] & (1 << (super::resets::PCIE2_BRIDGE_LINE - 32)) != 0
+    }
+
+    fn rp1_link_live(&self) -> bool {
+        self.soc() == Soc::Bcm2712 && !self.pcie2_in_reset() && self.config.pcie2_link_up
+    }
+
+    /// pcie2: MISC_PCIE_STATUS only; anything while its bridge is in reset is an SError.
+    fn read_pcie2(&mut self, offset: usize) -> u32 {
+        if self.pcie2_in_reset() {
+            self.violation(format!(
+                "pcie2 register {offset:#x} read while its bridge (reset line 44) is in reset: SError"
+            ));
+            return u32::MAX;
+        }
+        match offset {
+            offsets::MISC_PCIE_STATUS => (1 << 7) | if self.config.pcie2_link_up { 0b11 << 4 } else { 0 },
+            _ => {
+                self.violation(format!("read of pcie2 register {offset:#x}: only its status is read"));
+                u32::MAX
+            }
+        }
+    }
+
     fn read_rescal(&mut self, offset: usize) -> u32 {
         if self.bridge_in_reset() {
             self.violation(format!("RESCAL register {offset:#x} read while pcie1's bridge is in reset"));
@@ -632,6 +706,9 @@ impl State {
             return;
         }
         if value & rescal::BIT != 0 && self.rescal_start & rescal::BIT == 0 {
+            if self.rp1_link_live() {
+                self.violation(String::from("RESCAL re-run while RP1's link on pcie2 is live"));
+            }
             self.rescal_done = false;
             self.rescal_countdown = Some(self.config.rescal_polls);
         }
@@ -835,6 +912,7 @@ impl RegisterIo for ModelBlock<'_, '_> {
             Block::RootComplex => state.read_root_complex(offset_bytes, now_ns),
             Block::ResetController => state.read_reset_controller(offset_bytes),
             Block::Rescal => state.read_rescal(offset_bytes),
+            Block::Pcie2 => state.read_pcie2(offset_bytes),
         }
     }
 
@@ -846,6 +924,9 @@ impl RegisterIo for ModelBlock<'_, '_> {
             Block::RootComplex => state.write_root_complex(offset_bytes, value, now_ns),
             Block::ResetController => state.write_reset_controller(offset_bytes, value),
             Block::Rescal => state.write_rescal(offset_bytes, value),
+            Block::Pcie2 => {
+                state.violation(format!("write of {value:#x} to pcie2 register {offset_bytes:#x}"))
+            }
         }
     }
 

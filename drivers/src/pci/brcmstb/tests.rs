@@ -44,6 +44,7 @@ fn pi5_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
     }
 }
 
@@ -62,6 +63,7 @@ fn cm4_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
     }
 }
 
@@ -306,11 +308,11 @@ fn the_link_line_names_speed_width_and_target() {
         width: 1,
         target_gen: 3,
         waited_ms: 150,
-        calibration: Some(Calibration::AlreadyDone),
+        calibration: Some(Calibration::KeptForRp1),
     };
     assert_eq!(
         format!("{link}"),
-        "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL already calibrated by the firmware"
+        "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL not re-run: RP1's link on pcie2 shares it"
     );
     let pi4 = LinkUp { speed_gen: 2, width: 1, target_gen: 2, waited_ms: 101, calibration: None };
     assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
@@ -516,17 +518,40 @@ fn a_device_answering_retry_is_waited_for_by_the_bus_walk() {
 }
 
 #[test]
-fn rescal_runs_once_unless_the_firmware_already_calibrated() {
-    for (calibrated, runs, outcome) in [(false, 1, Calibration::Done), (true, 0, Calibration::AlreadyDone)] {
+fn rescal_runs_once_per_boot_unless_rp1s_link_is_live() {
+    // Whatever the firmware left in STATUS, RESCAL runs (Linux resets the shared RESCAL once per
+    // boot), unless pcie2 carries a live link to RP1.
+    for (calibrated, rp1_link_live, runs, outcome) in [
+        (false, false, 1, Calibration::Done),
+        (true, false, 1, Calibration::Done),
+        (true, true, 0, Calibration::KeptForRp1),
+    ] {
         let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
-        let config = ModelConfig { rescal_calibrated: calibrated, ..ModelConfig::new(Soc::Bcm2712) };
+        let config = ModelConfig {
+            rescal_calibrated: calibrated,
+            pcie2_in_reset: !rp1_link_live,
+            ..ModelConfig::new(Soc::Bcm2712)
+        };
         let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
-        let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
-        assert_eq!(link.calibration, Some(outcome));
+        let link = root_complex(&model, &platform, Soc::Bcm2712)
+            .bring_up(&LinkPlan { rp1_link_live, ..pi5_plan() })
+            .unwrap();
+        assert_eq!(link.calibration, Some(outcome), "calibrated {calibrated}, RP1 live {rp1_link_live}");
         assert_eq!(model.rescal_runs(), runs);
         model.assert_no_violations();
     }
+    // The model objects to a re-run under RP1's live link.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let config = ModelConfig { pcie2_in_reset: false, ..ModelConfig::new(Soc::Bcm2712) };
+    let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+    root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+    assert!(
+        model.violations().iter().any(|v| v.contains("RESCAL re-run while RP1's link")),
+        "{:?}",
+        model.violations()
+    );
     // A calibration that never finishes is reported after 1 ms.
     let platform = SimPlatform::for_nvme(ARENA);
     let config = ModelConfig { rescal_polls: u32::MAX, ..ModelConfig::new(Soc::Bcm2712) };
@@ -542,6 +567,56 @@ fn rescal_runs_once_unless_the_firmware_already_calibrated() {
     let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap_err();
     assert_eq!(error, BringUpError::Calibration(CalibrationError::DidNotStart { start: 0 }));
     assert_eq!(format!("{error}"), "RESCAL did not start (START 0x0)");
+}
+
+#[test]
+fn leftover_l23_request_and_perst_assert_are_cleared_before_perst_is_released() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        for (l23, perst_assert) in [(true, false), (false, true), (true, true)] {
+            let platform = SimPlatform::for_nvme(ARENA);
+            let sim = SimController::new(&platform, SimConfig::default());
+            let config = ModelConfig {
+                left_l23_request: l23,
+                left_perst_assert: perst_assert,
+                ..ModelConfig::new(soc)
+            };
+            let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+            let link = root_complex(&model, &platform, soc).bring_up(&plan_for(soc));
+            assert!(link.is_ok(), "{soc:?}, L23 {l23}, PERST_ASSERT {perst_assert}: {link:?}");
+            model.assert_no_violations();
+        }
+    }
+}
+
+#[test]
+fn pcie2_is_read_only_once_its_bridge_is_out_of_reset() {
+    use super::resets::PCIE2_BRIDGE_LINE;
+    for (in_reset, link_up, expected) in [
+        (true, true, LinkAccess::BridgeInReset),
+        (false, false, LinkAccess::LinkDown { status: 0x80 }),
+        (false, true, LinkAccess::LinkUp),
+    ] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = ModelConfig {
+            pcie2_in_reset: in_reset,
+            pcie2_link_up: link_up,
+            ..ModelConfig::new(Soc::Bcm2712)
+        };
+        let model = RootComplexModel::new(config, &platform);
+        let access = link_access(&model.block(Block::ResetController), PCIE2_BRIDGE_LINE, || {
+            model.block(Block::Pcie2)
+        });
+        assert_eq!(access, expected);
+        model.assert_no_violations();
+    }
+    // The model raises the SError a direct read under reset would.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(
+        ModelConfig { pcie2_in_reset: true, ..ModelConfig::new(Soc::Bcm2712) },
+        &platform,
+    );
+    model.block(Block::Pcie2).read32(offsets::MISC_PCIE_STATUS);
+    assert!(model.violations()[0].contains("SError"), "{:?}", model.violations());
 }
 
 #[test]

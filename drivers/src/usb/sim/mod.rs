@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod device;
 pub mod disk;
+pub mod dwc3;
 
 use super::trb::{trb_type, CompletionCode, Trb, TRB_BYTES};
 pub use crate::nvme::sim::NvmeArena;
