@@ -3,7 +3,8 @@
 //! the node (matched by compatible string *and* register base, so BCM2712's pcie2, which carries
 //! RP1, is never picked): `ranges`, `dma-ranges` (the firmware rewrites them on CM4 and C0 Pi 4s,
 //! docs/pcie-brcmstb.md §3), `max-link-speed` (`dtparam=pciex1_gen`), `brcm,tperst-clk-ms`
-//! (`dtparam=pciex1_tperst_clk_ms`); then the command line's `pcie.gen=` and `pcie.perst-ms=`.
+//! (`dtparam=pciex1_tperst_clk_ms`), `num-lanes`, `brcm,vdm-qos-map` (Pi 5 pcie1) and
+//! `brcm,enable-ssc` (BCM2711); then the command line's `pcie.gen=` and `pcie.perst-ms=`.
 //! Without the node on a BCM2711 board, the board revision picks the inbound window the way the
 //! firmware does (see [`bcm2711_inbound_without_tree`]).
 #![forbid(unsafe_code)]
@@ -42,6 +43,12 @@ pub struct HostPlan {
     pub source: WindowSource,
     pub gen: u8,
     pub perst_extra_ms: u32,
+    /// The link width to advertise: the tree's `num-lanes`, else the board table's.
+    pub num_lanes: Option<u8>,
+    /// The tree's `brcm,vdm-qos-map` (applied on BCM2712).
+    pub vdm_qos_map: Option<u32>,
+    /// The tree's `brcm,enable-ssc` (applied on BCM2711).
+    pub spread_spectrum: bool,
     /// Things worth telling the user (the chosen speed's caveats, ignored properties).
     pub notes: Vec<String>,
 }
@@ -172,6 +179,11 @@ pub fn plan(
 ) -> HostPlan {
     let mut notes = Vec::new();
     let node = tree.and_then(|tree| find_node(tree, board).map(|node| (tree, node)));
+    let tree_cell = |name: &str| node.and_then(|(tree, node)| cell_property(&tree, &node, name));
+    let num_lanes = tree_cell("num-lanes").map(|lanes| lanes as u8).or(board.num_lanes);
+    let vdm_qos_map = tree_cell("brcm,vdm-qos-map");
+    let spread_spectrum =
+        node.is_some_and(|(tree, node)| tree.property(node.offset, "brcm,enable-ssc").is_some());
     let (host, source, tree_gen, tree_perst_ms) = match node {
         Some((tree, node)) => (
             refine(tree, &node, board, &mut notes),
@@ -187,7 +199,7 @@ pub fn plan(
     };
     let gen = choose_gen(board, options, tree_gen, &mut notes);
     let perst_extra_ms = options.perst_extra_ms.or(tree_perst_ms).unwrap_or(0);
-    HostPlan { host, source, gen, perst_extra_ms, notes }
+    HostPlan { host, source, gen, perst_extra_ms, num_lanes, vdm_qos_map, spread_spectrum, notes }
 }
 
 #[cfg(test)]
@@ -299,6 +311,48 @@ mod tests {
         );
         assert_eq!(plan_pi4.gen, 2);
         assert_eq!(plan_pi4.notes, [String::from("Gen3 asked for; BCM2711 trains up to Gen2: using Gen2")]);
+    }
+
+    #[test]
+    fn num_lanes_the_vdm_qos_map_and_ssc_come_from_the_tree() {
+        let mut b = Builder::new();
+        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
+        b.begin("pcie@1000110000")
+            .strings("compatible", &["brcm,bcm2712-pcie"])
+            .cells("reg", &[0x10, 0x11_0000, 0, 0x9310])
+            .cells("#address-cells", &[3])
+            .cells("#size-cells", &[2])
+            .cells("num-lanes", &[1])
+            .cells("brcm,vdm-qos-map", &[0x3333_3333])
+            .end();
+        b.end();
+        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let pi5 = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
+        assert_eq!(
+            (pi5.num_lanes, pi5.vdm_qos_map, pi5.spread_spectrum),
+            (Some(1), Some(0x3333_3333), false)
+        );
+        // Without the tree: pcie1's one lane from the board table, no QoS map.
+        let bare = plan(&RASPBERRY_PI_5.pcie.unwrap(), None, None, &PcieOptions::default());
+        assert_eq!((bare.num_lanes, bare.vdm_qos_map), (Some(1), None));
+        // BCM2711's node says brcm,enable-ssc (bcm2711.dtsi).
+        let mut b = Builder::new();
+        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[1]);
+        b.begin("scb")
+            .strings("compatible", &["simple-bus"])
+            .cells("#address-cells", &[2])
+            .cells("#size-cells", &[1])
+            .cells("ranges", &[0, 0x7c00_0000, 0, 0xfc00_0000, 0x0380_0000]);
+        b.begin("pcie@7d500000")
+            .strings("compatible", &["brcm,bcm2711-pcie"])
+            .cells("reg", &[0, 0x7d50_0000, 0x9310])
+            .property("brcm,enable-ssc", &[])
+            .end();
+        b.end().end();
+        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let pi4 = plan(&RASPBERRY_PI_4.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
+        assert!(pi4.spread_spectrum);
+        assert_eq!(pi4.num_lanes, None);
     }
 
     #[test]

@@ -92,6 +92,9 @@ fn pi4_plan() -> LinkPlan {
         gen: 2,
         perst_extra_ms: 0,
         rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -111,6 +114,9 @@ fn pi5_plan() -> LinkPlan {
         gen: 2,
         perst_extra_ms: 0,
         rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 

@@ -71,6 +71,9 @@ pub fn enumerate(
         gen: plan.gen,
         perst_extra_ms: plan.perst_extra_ms,
         rp1_link_live: super::rp1::rp1_link_live(machine.info.profile),
+        num_lanes: plan.num_lanes,
+        vdm_qos_map: plan.vdm_qos_map,
+        spread_spectrum: plan.spread_spectrum,
     };
     match root.bring_up(&link_plan) {
         Ok(link) => report_link(name, &link),

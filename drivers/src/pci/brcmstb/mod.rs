@@ -11,11 +11,14 @@
 //!    little-endian inbound data, every interrupt masked (polled only: no MSI);
 //! 4. BCM2712: SerDes PLL for the 54 MHz reference over MDIO, UBUS/AXI error and timeout
 //!    settings, QoS work-arounds;
-//! 5. no ASPM, the speed limit (`pcie.gen`), CLKREQ# "safe" (reference clock always driven);
+//! 5. no ASPM, the link width the device tree's `num-lanes` allows, the speed limit
+//!    (`pcie.gen`), CLKREQ# "safe" (reference clock always driven); BCM2712: the device tree's
+//!    `brcm,vdm-qos-map`;
 //! 6. L23_REQUEST and HARD_DEBUG's PERST_ASSERT cleared whatever the firmware left, PERST#
 //!    released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
 //! 7. CRS software visibility, so that a device still starting answers "retry" (Vendor ID 0x0001)
-//!    instead of stalling the CPU; the bus walk waits for it (`pci::ready`).
+//!    instead of stalling the CPU; the bus walk waits for it (`pci::ready`); BCM2711 with
+//!    `brcm,enable-ssc`: spread-spectrum clocking.
 //!
 //! Configuration reads of the root port go to the controller's own registers; everything below
 //! goes through EXT_CFG_INDEX and the 4 KiB data window, and only while the link is up (an access
@@ -65,6 +68,12 @@ pub struct LinkPlan {
     /// BCM2712: RP1's link on pcie2 is up (the firmware kept it with `pciex4_reset=0`), so the
     /// shared RESCAL is left alone.
     pub rp1_link_live: bool,
+    /// The device tree's `num-lanes` (1 on pcie1): the link width the root port advertises.
+    pub num_lanes: Option<u8>,
+    /// BCM2712: the device tree's `brcm,vdm-qos-map` (pcie1 on the Pi 5: 0x33333333).
+    pub vdm_qos_map: Option<u32>,
+    /// BCM2711: the device tree's `brcm,enable-ssc`.
+    pub spread_spectrum: bool,
 }
 
 /// What the link trained to.
@@ -77,6 +86,8 @@ pub struct LinkUp {
     /// From PERST# release to the link being up.
     pub waited_ms: u64,
     pub calibration: Option<Calibration>,
+    /// Spread-spectrum clocking when asked: whether the SerDes reports it with its PLL locked.
+    pub spread_spectrum: Option<bool>,
 }
 
 /// The console's words: "link up Gen2 x1 (5.0 GT/s), target Gen2, 104 ms after PERST# release".
@@ -91,6 +102,11 @@ impl fmt::Display for LinkUp {
             self.target_gen,
             self.waited_ms
         )?;
+        match self.spread_spectrum {
+            Some(true) => write!(f, " (SSC)")?,
+            Some(false) => write!(f, " (SSC asked for, not reported locked)")?,
+            None => {}
+        }
         match self.calibration {
             Some(Calibration::Done) => write!(f, "; RESCAL calibrated"),
             Some(Calibration::KeptForRp1) => write!(f, "; RESCAL not re-run: RP1's link on pcie2 shares it"),
@@ -237,8 +253,9 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0),
         );
         self.mask_interrupts();
+        self.limit_link_width(plan.num_lanes);
         if self.soc == Soc::Bcm2712 {
-            self.set_up_bcm2712_serdes_and_bus()?;
+            self.set_up_bcm2712_serdes_and_bus(plan.vdm_qos_map)?;
         }
         let target_gen = plan.gen.clamp(1, self.soc.fastest_gen());
         self.prepare_link(target_gen);
@@ -249,6 +266,13 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             return Err(BringUpError::NotRootComplex { status });
         }
         self.enable_crs_visibility();
+        // Linux `brcm_pcie_start_link`: after the link; BCM2712 has no SSC (CFG_QUIRK_NO_SSC).
+        let spread_spectrum = match (plan.spread_spectrum, self.soc) {
+            (true, Soc::Bcm2711) => Some(
+                mdio::enable_spread_spectrum(&self.registers, self.platform).map_err(BringUpError::Mdio)?,
+            ),
+            _ => None,
+        };
         let link: tock_registers::LocalRegisterCopy<u32, LINK_CONTROL_STATUS::Register> =
             regs::read(&self.registers, offsets::LINK_CONTROL_STATUS);
         Ok(LinkUp {
@@ -257,6 +281,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             target_gen,
             waited_ms,
             calibration,
+            spread_spectrum,
         })
     }
 
@@ -359,10 +384,52 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         self.registers.write32(offsets::MISC_MSI_BAR_CONFIG_HI, 0);
     }
 
+    /// The device tree's `num-lanes`, when it differs from what the root port advertises: the
+    /// Maximum Link Width it shows and the power-down of unused lanes (Linux `brcm_pcie_setup`:
+    /// "assume that the chip's built-in link width capability information is incorrect").
+    fn limit_link_width(&self, num_lanes: Option<u8>) {
+        let Some(lanes @ 1..=4) = num_lanes else {
+            return;
+        };
+        let capability: tock_registers::LocalRegisterCopy<u32, PRIV1_LINK_CAPABILITY::Register> =
+            regs::read(&self.registers, offsets::RC_CFG_PRIV1_LINK_CAPABILITY);
+        if capability.read(PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH) == u32::from(lanes) {
+            return;
+        }
+        regs::modify(
+            &self.registers,
+            offsets::RC_CFG_PRIV1_LINK_CAPABILITY,
+            PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH.val(u32::from(lanes)),
+        );
+        regs::modify(
+            &self.registers,
+            offsets::RC_PL_REG_PHY_CTL_1,
+            PHY_CTL_1::REG_P2_POWERDOWN_ENA_NOSYNC::SET,
+        );
+    }
+
+    /// BCM2712's QoS from the device tree's `brcm,vdm-qos-map` (downstream Linux
+    /// `brcm_pcie_post_setup_bcm2712`): VDM reception on, the map as the AXI QoS of every VDM
+    /// priority (the same for both halves: "broken forwarding means no point separating panic
+    /// priorities from normal"), vendor ID 0 matched, VDMs forwarded.
+    fn set_vdm_qos_map(&self, map: u32) {
+        let io = &self.registers;
+        regs::modify(io, offsets::MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::SET);
+        io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO, map);
+        io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI, map);
+        io.write32(offsets::RC_TL_VDM_CTL1, 0);
+        regs::modify(
+            io,
+            offsets::RC_TL_VDM_CTL0,
+            VDM_CTL0::VDM_ENABLED::SET + VDM_CTL0::VDM_IGNORETAG::SET + VDM_CTL0::VDM_IGNOREVNDRID::SET,
+        );
+    }
+
     /// BCM2712 (Linux `brcm_pcie_post_setup_bcm2712` and the downstream QoS fixes): PLL for the
     /// 54 MHz crystal, L1SS clock period, AXI errors as all-ones reads instead of aborts, UBUS and
-    /// configuration retry timeouts (~250/240 ms), and the QoS work-arounds.
-    fn set_up_bcm2712_serdes_and_bus(&self) -> Result<(), BringUpError> {
+    /// configuration retry timeouts (~250/240 ms), the QoS work-arounds, and the VDM QoS map
+    /// when the device tree gives one.
+    fn set_up_bcm2712_serdes_and_bus(&self, vdm_qos_map: Option<u32>) -> Result<(), BringUpError> {
         let io = &self.registers;
         mdio::set_up_pll_for_54_mhz(io, self.platform).map_err(BringUpError::Mdio)?;
         regs::modify(io, offsets::RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
@@ -394,6 +461,9 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             );
         }
         regs::modify(io, offsets::MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
+        if let Some(map) = vdm_qos_map {
+            self.set_vdm_qos_map(map);
+        }
         Ok(())
     }
 

@@ -8,6 +8,10 @@
 //! - pcie2's registers (`Block::Pcie2`) raise an SError while its bridge (line 44) is in reset,
 //!   the firmware's default; RESCAL re-run while RP1's link on pcie2 is live is a violation
 //!   (whether it disturbs that link is unknown: the model takes the strict side);
+//! - MDIO reads return the SSC block of BCM2711's SerDes (SSC and PLL lock once the override is
+//!   set); SSC turned on before the link is up, or on BCM2712 (which has none), is a violation;
+//! - the root port advertises x4 on BCM2712 (what lspci shows on a Pi 5's pcie1 before Linux
+//!   limits it) and x1 on BCM2711;
 //! - L23_REQUEST (PCIE_CTRL bit 0) and HARD_DEBUG's PERST_ASSERT the firmware left set survive the
 //!   bridge reset (which bits that reset clears is not documented: again the strict side) and keep
 //!   the link from training;
@@ -132,6 +136,8 @@ struct Mdio {
     /// The block SET_ADDR_OFFSET selected and the registers written in it.
     block: u16,
     pll_writes: BTreeMap<u8, u16>,
+    /// BCM2711's SSC control register (override enable and value in bits 15 and 14).
+    ssc_control: u16,
 }
 
 struct State {
@@ -224,7 +230,12 @@ impl State {
         known.push((offsets::LINK_CONTROL_2, self.fastest_gen()));
         known.push((offsets::RC_CFG_VENDOR_SPECIFIC_REG1, 0b10 << 2));
         known.push((offsets::RC_CFG_PRIV1_ID_VAL3, 0x00_80_00));
-        known.push((offsets::RC_CFG_PRIV1_LINK_CAPABILITY, self.fastest_gen() | (1 << 4) | (0b11 << 10)));
+        let lanes = match self.soc() {
+            Soc::Bcm2711 => 1,
+            Soc::Bcm2712 => 4,
+        };
+        known.push((offsets::RC_CFG_PRIV1_LINK_CAPABILITY, self.fastest_gen() | (lanes << 4) | (0b11 << 10)));
+        known.push((offsets::RC_PL_REG_PHY_CTL_1, 0));
         known.push((offsets::MISC_MISC_CTRL, 0));
         for window in 0..regs::OUTBOUND_WINDOWS {
             known.push((offsets::MISC_CPU_2_PCIE_MEM_WIN0_LO + 8 * window, 0));
@@ -272,6 +283,10 @@ impl State {
                 (offsets::MISC_UBUS_TIMEOUT, 0),
                 (offsets::MISC_AXI_INTF_CTRL, 1 << 7),
                 (offsets::MISC_AXI_READ_ERROR_DATA, 0xdead_dead),
+                (offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI, 0),
+                (offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO, 0),
+                (offsets::RC_TL_VDM_CTL0, 0),
+                (offsets::RC_TL_VDM_CTL1, 0xffff_ffff),
             ]);
         }
         self.registers = known.into_iter().collect();
@@ -427,10 +442,7 @@ impl State {
             offsets::MISC_REVISION => 0x0304,
             offsets::RC_DL_MDIO_ADDR => self.mdio.packet,
             offsets::RC_DL_MDIO_WR_DATA => self.register(offset) & !(1 << 31),
-            offsets::RC_DL_MDIO_RD_DATA => {
-                self.violation(String::from("MDIO read: the driver only writes the SerDes"));
-                0
-            }
+            offsets::RC_DL_MDIO_RD_DATA => self.mdio_read(now_ns),
             _ if self.registers.contains_key(&offset) => self.register(offset),
             _ => {
                 self.violation(format!("read of unknown root complex register {offset:#x}"));
@@ -512,6 +524,32 @@ impl State {
         self.update_perst(now_ns);
     }
 
+    /// An MDIO read: only BCM2711's SSC block is modelled.
+    fn mdio_read(&mut self, now_ns: u64) -> u32 {
+        let packet = self.mdio.packet;
+        let register = (packet & 0xffff) as u8;
+        if packet & (1 << 20) == 0 || self.soc() != Soc::Bcm2711 || self.mdio.block != super::mdio::SSC_BLOCK
+        {
+            self.violation(format!("MDIO read with packet {packet:#x} in block {:#x}", self.mdio.block));
+            return 0;
+        }
+        let data = match register {
+            super::mdio::SSC_CONTROL => self.mdio.ssc_control,
+            super::mdio::SSC_STATUS if self.mdio.ssc_control & super::mdio::SSC_CONTROL_OVERRIDE != 0 => {
+                if !self.link_up(now_ns) {
+                    self.violation(String::from("SSC turned on before the link is up"));
+                }
+                super::mdio::SSC_STATUS_SSC | super::mdio::SSC_STATUS_PLL_LOCK
+            }
+            super::mdio::SSC_STATUS => super::mdio::SSC_STATUS_PLL_LOCK,
+            _ => {
+                self.violation(format!("MDIO read of SSC register {register:#x}"));
+                0
+            }
+        };
+        (1 << 31) | u32::from(data)
+    }
+
     fn mdio_write(&mut self, value: u32) {
         if value & (1 << 31) == 0 {
             self.violation(format!("MDIO WR_DATA {value:#x} without DONE set"));
@@ -528,6 +566,11 @@ impl State {
             self.mdio.pll_writes.clear();
         } else if self.mdio.block == super::mdio::PLL_BLOCK {
             self.mdio.pll_writes.insert(register, data);
+        } else if self.mdio.block == super::mdio::SSC_BLOCK && register == super::mdio::SSC_CONTROL {
+            if self.soc() == Soc::Bcm2712 {
+                self.violation(String::from("SSC on BCM2712, which has none (CFG_QUIRK_NO_SSC)"));
+            }
+            self.mdio.ssc_control = data;
         }
         self.registers.insert(offsets::RC_DL_MDIO_WR_DATA, value);
     }

@@ -45,6 +45,9 @@ fn pi5_plan() -> LinkPlan {
         gen: 2,
         perst_extra_ms: 0,
         rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -64,6 +67,9 @@ fn cm4_plan() -> LinkPlan {
         gen: 2,
         perst_extra_ms: 0,
         rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -308,14 +314,25 @@ fn the_link_line_names_speed_width_and_target() {
         width: 1,
         target_gen: 3,
         waited_ms: 150,
+        spread_spectrum: None,
         calibration: Some(Calibration::KeptForRp1),
     };
     assert_eq!(
         format!("{link}"),
         "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL not re-run: RP1's link on pcie2 shares it"
     );
-    let pi4 = LinkUp { speed_gen: 2, width: 1, target_gen: 2, waited_ms: 101, calibration: None };
-    assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
+    let pi4 = LinkUp {
+        speed_gen: 2,
+        width: 1,
+        target_gen: 2,
+        waited_ms: 101,
+        calibration: None,
+        spread_spectrum: Some(true),
+    };
+    assert_eq!(
+        format!("{pi4}"),
+        "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release (SSC)"
+    );
     assert_eq!(gen_rate(3), "8.0 GT/s");
     assert_eq!(gen_rate(0), "unknown speed");
 }
@@ -586,6 +603,83 @@ fn leftover_l23_request_and_perst_assert_are_cleared_before_perst_is_released() 
             model.assert_no_violations();
         }
     }
+}
+
+#[test]
+fn pcie1_advertises_the_device_trees_num_lanes() {
+    for (num_lanes, advertised, powered_down) in [(Some(1), 1, true), (None, 4, false), (Some(4), 4, false)] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform)
+            .with_device(nvme_function(), &sim);
+        let root = root_complex(&model, &platform, Soc::Bcm2712);
+        root.bring_up(&LinkPlan { num_lanes, ..pi5_plan() }).unwrap();
+        let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
+        let link_capabilities = root.read32(root_port, 0xb8);
+        assert_eq!((link_capabilities >> 4) & 0x3f, advertised, "num-lanes {num_lanes:?}");
+        let phy_control = model
+            .writes()
+            .iter()
+            .rev()
+            .find(|w| root_complex_write(offsets::RC_PL_REG_PHY_CTL_1)(w))
+            .map(|w| w.value);
+        assert_eq!(phy_control.is_some_and(|value| value & (1 << 3) != 0), powered_down);
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn pcie1_gets_the_device_trees_vdm_qos_map() {
+    for map in [Some(0x3333_3333), None] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform)
+            .with_device(nvme_function(), &sim);
+        root_complex(&model, &platform, Soc::Bcm2712)
+            .bring_up(&LinkPlan { vdm_qos_map: map, ..pi5_plan() })
+            .unwrap();
+        let control = last_written(&model, offsets::MISC_CTRL_1);
+        match map {
+            Some(map) => {
+                assert_ne!(control & (1 << 5), 0, "VDM reception on");
+                assert_eq!(last_written(&model, offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO), map);
+                assert_eq!(last_written(&model, offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI), map);
+                assert_eq!(last_written(&model, offsets::RC_TL_VDM_CTL1), 0);
+                assert_eq!(last_written(&model, offsets::RC_TL_VDM_CTL0) & (0b111 << 16), 0b111 << 16);
+            }
+            None => {
+                assert_eq!(control & (1 << 5), 0, "VDM reception off without a map");
+                assert!(!model.writes().iter().any(|w| w.offset == offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO));
+            }
+        }
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn bcm2711_turns_spread_spectrum_on_after_the_link_when_the_device_tree_asks() {
+    for asked in [true, false] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform)
+            .with_device(nvme_function(), &sim);
+        let link = root_complex(&model, &platform, Soc::Bcm2711)
+            .bring_up(&LinkPlan { spread_spectrum: asked, ..cm4_plan() })
+            .unwrap();
+        assert_eq!(link.spread_spectrum, asked.then_some(true));
+        assert_eq!(format!("{link}").ends_with(" (SSC)"), asked, "{link}");
+        model.assert_no_violations();
+    }
+    // BCM2712 has none: the plan's wish is not acted on.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    let link = root_complex(&model, &platform, Soc::Bcm2712)
+        .bring_up(&LinkPlan { spread_spectrum: true, ..pi5_plan() })
+        .unwrap();
+    assert_eq!(link.spread_spectrum, None);
+    model.assert_no_violations();
 }
 
 #[test]
