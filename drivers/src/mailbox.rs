@@ -383,7 +383,7 @@ impl BoardRevision {
     }
 
     /// The BCM2711 stepping the revision implies: Pi 400, CM4 and CM4S are C0; a Pi 4B is C0 from
-    /// PCB revision 1.4 (circle `machineinfo.cpp`; raspberrypi/firmware issue 1704). `None` for
+    /// PCB revision 1.4 (circle `machineinfo.cpp`; raspberrypi/firmware#1704). `None` for
     /// other SoCs and unknown BCM2711 boards.
     pub fn bcm2711_stepping(self) -> Option<Bcm2711Stepping> {
         if self.processor_name() != Some("BCM2711") {

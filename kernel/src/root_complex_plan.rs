@@ -21,9 +21,9 @@ use drivers::pci::ranges;
 use hal::platform::BusTranslation;
 
 /// Where C0-stepping BCM2711 boards see RAM from PCIe: the firmware rewrites `dma-ranges` to
-/// PCI 0x4_0000_0000 -> CPU 0 (raspberrypi/rpi-eeprom issue 505: "IB MEM 0x0..0x1ffffffff ->
+/// PCI 0x4_0000_0000 -> CPU 0 (raspberrypi/rpi-eeprom#505: "IB MEM 0x0..0x1ffffffff ->
 /// 0x400000000" on an 8 GB CM4; the proposed static form in bcm2711.dtsi maps 4 GiB there), and
-/// its VL805 loader assumes that window (raspberrypi/firmware issues 1495, 1518); circle
+/// its VL805 loader assumes that window (raspberrypi/firmware#1495, #1518); circle
 /// `machineinfo.cpp` `GetPCIeDMAMemory` uses it on every board but the B0 Pi 4B.
 pub const BCM2711_C0_INBOUND_PCI_BASE: u64 = 0x4_0000_0000;
 

@@ -8,7 +8,7 @@
 //!
 //! Mainline Linux gives every controller one (`drivers/nvme/host/pci.c`, `nvme_setup_host_mem`,
 //! up to `max_host_mem_size_mb`, 128 MiB); Raspberry Pi OS boots with
-//! `nvme.max_host_mem_size_mb=0` (raspberrypi/linux issue 7635's command line), so drives there
+//! `nvme.max_host_mem_size_mb=0` (raspberrypi/linux#7635's command line), so drives there
 //! run without. barebench follows Raspberry Pi OS unless `nvme.hmb=MiB` asks for one; it is taken
 //! back at shutdown.
 #![forbid(unsafe_code)]

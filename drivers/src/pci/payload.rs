@@ -7,7 +7,7 @@
 //! PCI Express function of the walk supports, programmed on both ends of every link (root port,
 //! bridges and endpoints), and endpoints read in requests of 512 bytes, the specification's
 //! reset value and what the Pi 5 bootloader logs ("Max Payload Size set to 512/512 (was 128), Max
-//! Read Rq 512", raspberrypi/rpi-eeprom issue 817). Linux takes the minimum per root port; the
+//! Read Rq 512", raspberrypi/rpi-eeprom#817). Linux takes the minimum per root port; the
 //! walks here have one root port, or none (QEMU virt's integrated endpoints), so the minimum is
 //! taken over the whole walk, which is never larger.
 #![forbid(unsafe_code)]

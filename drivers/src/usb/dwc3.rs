@@ -19,12 +19,8 @@
 //! The firmware may leave these set or not (unknown): they are written every time, before HCRST.
 #![forbid(unsafe_code)]
 
-use super::controller::HostController;
-use super::error::UsbError;
-use alloc::string::String;
 use core::fmt;
 use hal::mmio::RegisterIo;
-use hal::platform::{BusTranslation, Platform};
 
 /// Byte offsets from the start of the controller's block.
 pub mod offsets {
@@ -169,19 +165,4 @@ pub fn apply<R: RegisterIo>(
         | (u32::from(settings.tx_max_burst) & burst_mask) << burst_shift;
     modify(registers, offsets::GTXTHRCFG, count_mask << count_shift | burst_mask << burst_shift, threshold);
     Ok(Dwc3Report { snpsid, ip, mode_before, settings })
-}
-
-/// An RP1 controller: the DWC3 core set up as Linux does ([`apply`] with [`RP1_SETTINGS`]), then
-/// the xHCI brought up (HCRST included). `register_bytes` covers the whole block, DWC3 globals
-/// included; `xhci_bytes` the xHCI's part of it.
-pub fn bring_up_rp1_controller<'p, R: RegisterIo, P: Platform>(
-    registers: R,
-    register_bytes: usize,
-    platform: &'p P,
-    dma: BusTranslation,
-    label: String,
-) -> Result<(HostController<'p, R, P>, Dwc3Report), UsbError> {
-    let report = apply(&registers, register_bytes, RP1_SETTINGS).map_err(UsbError::Dwc3)?;
-    let controller = HostController::bring_up(registers, register_bytes, platform, dma, label)?;
-    Ok((controller, report))
 }

@@ -20,6 +20,7 @@ pub mod mass_storage;
 pub mod options;
 pub mod regs;
 pub mod ring;
+pub mod rp1;
 pub mod scsi;
 pub mod transport;
 pub mod trb;

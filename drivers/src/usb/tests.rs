@@ -857,7 +857,7 @@ fn rp1s_dwc3_gets_linuxs_settings_in_host_mode_before_the_xhci_reset() {
         let platform = platform();
         let sim = SimXhci::new(&platform, SimConfig { context_bytes: 64, ..SimConfig::default() }, vec![]);
         let core = SimDwc3::new(&sim, SimConfig::default().capability_length, snpsid);
-        let (controller, report) = dwc3::bring_up_rp1_controller(
+        let (controller, report) = super::rp1::bring_up_rp1_controller(
             &core,
             sim_dwc3::BLOCK_BYTES,
             &platform,
@@ -890,7 +890,7 @@ fn a_dwc3_that_does_not_answer_is_named_before_anything_is_written() {
     let platform = platform();
     let sim = SimXhci::new(&platform, SimConfig::default(), vec![]);
     let core = SimDwc3::new(&sim, SimConfig::default().capability_length, 0xdead_dead);
-    let error = dwc3::bring_up_rp1_controller(
+    let error = super::rp1::bring_up_rp1_controller(
         &core,
         sim_dwc3::BLOCK_BYTES,
         &platform,

@@ -23,7 +23,7 @@ use blockdev::BlockDevice;
 use core::cell::RefCell;
 use drivers::pci::brcmstb::resets::LinkAccess;
 use drivers::usb::controller::{PortList, PortWait};
-use drivers::usb::dwc3;
+use drivers::usb::rp1::bring_up_rp1_controller;
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
 use hal::mmio::Mmio;
 use hal::platform::BusTranslation;
@@ -189,17 +189,11 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
     };
     let register_bytes = site.registers.size_bytes as usize;
     let brought_up = if site.dwc3 {
-        dwc3::bring_up_rp1_controller(
-            registers,
-            register_bytes,
-            machine.platform,
-            site.dma,
-            site.label.clone(),
-        )
-        .map(|(controller, report)| {
-            println!("usb          {}: {report}", site.label);
-            controller
-        })
+        bring_up_rp1_controller(registers, register_bytes, machine.platform, site.dma, site.label.clone())
+            .map(|(controller, report)| {
+                println!("usb          {}: {report}", site.label);
+                controller
+            })
     } else {
         HostController::bring_up(registers, register_bytes, machine.platform, site.dma, site.label.clone())
     };

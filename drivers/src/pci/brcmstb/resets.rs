@@ -17,8 +17,8 @@ pub const PCIE2_BRIDGE_LINE: u32 = 44;
 /// Whether reset controller line `line` is asserted (its SW_INIT_STATUS bit, Linux
 /// `reset-brcmstb.c` `brcmstb_reset_status`). A read of the reset controller alone: the check to
 /// make before touching a root complex the firmware may have left in reset, such as pcie2, which
-/// it resets before starting the OS unless config.txt says `pciex4_reset=0` (rpi-eeprom pull
-/// request 487).
+/// it resets before starting the OS unless config.txt says `pciex4_reset=0`
+/// (raspberrypi/rpi-eeprom#487).
 pub fn line_in_reset<R: RegisterIo>(controller: &R, line: u32) -> bool {
     let (bank, bit) = reset_controller::bank_and_bit(line);
     controller.read32(bank + reset_controller::SW_INIT_STATUS) & bit != 0

@@ -429,7 +429,7 @@ impl State {
             // Status: capability list (read-only); command as written.
             0x04 => (self.register(0x04) & 0xffff) | (1 << 20),
             // Power Management (0x48) -> PCI Express (0xac), as lspci shows both root ports
-            // (raspberrypi/linux issues 5352, 6190; geerlingguy/sbc-reviews 21 for BCM2712).
+            // (raspberrypi/linux#5352, #6190; geerlingguy/sbc-reviews#21 for BCM2712).
             0x34 => 0x48,
             0x48 => 0x0003_ac01,
             offsets::PCIE_CAPABILITY => 0x0042_0010,
