@@ -179,7 +179,7 @@ pub fn plan(
 ) -> HostPlan {
     let mut notes = Vec::new();
     let node = tree.and_then(|tree| find_node(tree, board).map(|node| (tree, node)));
-    let tree_cell = |name: &str| node.and_then(|(tree, node)| cell_property(&tree, &node, name));
+    let tree_cell = |name: &str| node.and_then(|(tree, node)| cell_property(tree, &node, name));
     let num_lanes = tree_cell("num-lanes").map(|lanes| lanes as u8).or(board.num_lanes);
     let vdm_qos_map = tree_cell("brcm,vdm-qos-map");
     let spread_spectrum =
@@ -216,6 +216,11 @@ mod tests {
     /// A Pi 4 / CM4 tree: the node under scb (0x7c00_0000 -> 0xfc00_0000, 0x6_0000_0000 1:1), as
     /// Debian's bcm2711-rpi-cm4-io.dtb has it, with the dma-ranges a C0 firmware writes.
     fn cm4_tree(dma_ranges: &[u32]) -> DeviceTree<'static> {
+        cm4_tree_with(dma_ranges, false)
+    }
+
+    /// [`cm4_tree`], with `brcm,enable-ssc` when `enable_ssc` (bcm2711.dtsi has it).
+    fn cm4_tree_with(dma_ranges: &[u32], enable_ssc: bool) -> DeviceTree<'static> {
         let mut b = Builder::new();
         b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[1]);
         b.begin("scb")
@@ -229,9 +234,11 @@ mod tests {
             .cells("#address-cells", &[3])
             .cells("#size-cells", &[2])
             .cells("ranges", &[0x0200_0000, 0, 0xc000_0000, 6, 0, 0, 0x4000_0000])
-            .cells("dma-ranges", dma_ranges)
-            .end();
-        b.end().end();
+            .cells("dma-ranges", dma_ranges);
+        if enable_ssc {
+            b.property("brcm,enable-ssc", &[]);
+        }
+        b.end().end().end();
         DeviceTree::parse(leak(b.finish())).unwrap()
     }
 
@@ -336,20 +343,7 @@ mod tests {
         let bare = plan(&RASPBERRY_PI_5.pcie.unwrap(), None, None, &PcieOptions::default());
         assert_eq!((bare.num_lanes, bare.vdm_qos_map), (Some(1), None));
         // BCM2711's node says brcm,enable-ssc (bcm2711.dtsi).
-        let mut b = Builder::new();
-        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[1]);
-        b.begin("scb")
-            .strings("compatible", &["simple-bus"])
-            .cells("#address-cells", &[2])
-            .cells("#size-cells", &[1])
-            .cells("ranges", &[0, 0x7c00_0000, 0, 0xfc00_0000, 0x0380_0000]);
-        b.begin("pcie@7d500000")
-            .strings("compatible", &["brcm,bcm2711-pcie"])
-            .cells("reg", &[0, 0x7d50_0000, 0x9310])
-            .property("brcm,enable-ssc", &[])
-            .end();
-        b.end().end();
-        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let tree = cm4_tree_with(&[0x0200_0000, 0, 0, 0, 0, 0, 0xc000_0000], true);
         let pi4 = plan(&RASPBERRY_PI_4.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
         assert!(pi4.spread_spectrum);
         assert_eq!(pi4.num_lanes, None);
