@@ -56,6 +56,11 @@ pub struct PayloadSettings {
     pub limited_by: FunctionAddress,
     /// PCI Express functions programmed.
     pub functions: usize,
+    /// Functions whose Device Control read back other sizes than asked (QEMU's devices keep
+    /// their payload fields read-only), and the first of them; each function's line shows what
+    /// it kept.
+    pub kept: usize,
+    pub first_kept: Option<FunctionAddress>,
 }
 
 /// `max payload 512 bytes (smallest supported: 01:00.0), read request 512 bytes`.
@@ -65,7 +70,12 @@ impl core::fmt::Display for PayloadSettings {
             f,
             "max payload {} bytes (the smallest supported in the hierarchy, {}), read request {} bytes",
             self.max_payload_bytes, self.limited_by, self.max_read_request_bytes
-        )
+        )?;
+        if let Some(first) = self.first_kept {
+            let plural = if self.kept == 1 { "" } else { "s" };
+            write!(f, "; {} function{plural} kept other sizes (first {first})", self.kept)?;
+        }
+        Ok(())
     }
 }
 
@@ -117,6 +127,7 @@ pub fn configure<C: ConfigAccess + ?Sized>(
         .filter_map(|function| function.pcie.map(|pcie| (function.address, pcie.max_payload_supported_bytes)))
         .min_by_key(|(_, bytes)| *bytes)?;
     let mut programmed = 0;
+    let (mut kept, mut first_kept) = (0, None);
     for function in functions.iter_mut() {
         let Some(pcie) = function.pcie.as_mut() else {
             continue;
@@ -135,11 +146,20 @@ pub fn configure<C: ConfigAccess + ?Sized>(
         pcie.max_payload_bytes = size_bytes((read_back >> MAX_PAYLOAD_SHIFT) & SIZE_CODE_MASK);
         pcie.max_read_request_bytes = size_bytes((read_back >> MAX_READ_REQUEST_SHIFT) & SIZE_CODE_MASK);
         programmed += 1;
+        let asked_read_request = !function.is_bridge;
+        if pcie.max_payload_bytes != max_payload_bytes
+            || (asked_read_request && pcie.max_read_request_bytes != MAX_READ_REQUEST_BYTES)
+        {
+            kept += 1;
+            first_kept.get_or_insert(function.address);
+        }
     }
     Some(PayloadSettings {
         max_payload_bytes,
         max_read_request_bytes: MAX_READ_REQUEST_BYTES,
         limited_by,
         functions: programmed,
+        kept,
+        first_kept,
     })
 }

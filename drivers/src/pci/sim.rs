@@ -18,6 +18,9 @@ pub(crate) struct SimulatedFunction {
     /// The function answers configuration requests with "retry" until this time (ns of the bus's
     /// clock): the Vendor ID reads 0x0001, everything else fails (all ones).
     pub retry_until_ns: u64,
+    /// Device Control ignores writes to its payload fields, as QEMU's devices do (hw/pci/pcie.c
+    /// makes only the error reporting enables writable).
+    pub payload_read_only: bool,
 }
 
 /// Where [`SimulatedFunction::with_pcie_capability`] puts the capability.
@@ -30,6 +33,7 @@ impl SimulatedFunction {
             bar_sizes: [(0, 0); 6],
             header_type: 0,
             retry_until_ns: 0,
+            payload_read_only: false,
         };
         function.registers[0] = u32::from(vendor) | (u32::from(device) << 16);
         function.registers[2] = class << 8 | 0x02;
@@ -79,6 +83,11 @@ impl SimulatedFunction {
         }
         let capability = usize::from(PCIE_CAPABILITY_OFFSET) / 4;
         if self.registers[1] & (1 << 20) != 0 && (capability..capability + 2).contains(&index) {
+            return;
+        }
+        if self.payload_read_only && self.registers[1] & (1 << 20) != 0 && index == capability + 2 {
+            let fields = (7 << 5) | (7 << 12);
+            self.registers[index] = (self.registers[index] & fields) | (value & !fields);
             return;
         }
         let limit = if self.header_type == 1 { 2 } else { 6 };

@@ -433,3 +433,27 @@ fn the_payload_is_the_smallest_supported_and_set_on_both_ends_of_every_link() {
         "max payload 256 bytes (the smallest supported in the hierarchy, 01:00.0), read request 512 bytes"
     );
 }
+
+#[test]
+fn a_function_whose_device_control_keeps_its_sizes_is_named_not_reported_as_set() {
+    // QEMU's devices support 128-byte payloads and leave Device Control's size fields read-only:
+    // the NVMe keeps 128-byte read requests, and its line and the summary say so.
+    let bus = qemu_virt_bus();
+    let mut nvme = SimulatedFunction::endpoint(0x1b36, 0x0010, 0x01_08_02, &[(0, 0x4000, 0b000)])
+        .with_pcie_capability(0);
+    nvme.payload_read_only = true;
+    nvme.registers[usize::from(sim::PCIE_CAPABILITY_OFFSET) / 4 + 2] = 0;
+    bus.functions.borrow_mut().insert((0, 3, 0), SimulatedFunction::bridge().with_pcie_capability(0));
+    bus.behind_bridge.borrow_mut().insert((0, 3, 0), vec![(0, 0, nvme)]);
+    let topology = Enumerator::new(&bus, virt_like_windows()).run();
+    let payload = topology.payload.expect("PCI Express functions were found");
+    let behind = FunctionAddress { bus: 1, device: 0, function: 0 };
+    assert_eq!((payload.kept, payload.first_kept), (1, Some(behind)));
+    let listed = topology.functions.iter().find(|f| f.address == behind).unwrap().pcie.unwrap();
+    assert_eq!((listed.max_payload_bytes, listed.max_read_request_bytes), (128, 128));
+    assert_eq!(
+        format!("{payload}"),
+        "max payload 128 bytes (the smallest supported in the hierarchy, 01:00.0), read request 512 bytes; \
+         1 function kept other sizes (first 01:00.0)"
+    );
+}
