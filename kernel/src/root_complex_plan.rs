@@ -304,6 +304,50 @@ mod tests {
     }
 
     #[test]
+    fn pcie1_takes_the_firmwares_windows_from_its_tree() {
+        // The firmware's tree as raspberrypi/linux#6511's log shows it: "MEM 0x1b80000000 ->
+        // 0x80000000" (2 GiB) plus a 14 GiB prefetchable window at PCI 0x4_0000_0000.
+        let mut b = Builder::new();
+        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
+        b.begin("pcie@1000110000")
+            .strings("compatible", &["brcm,bcm2712-pcie"])
+            .cells("reg", &[0x10, 0x11_0000, 0, 0x9310])
+            .cells("#address-cells", &[3])
+            .cells("#size-cells", &[2])
+            .cells(
+                "ranges",
+                &[
+                    0x0200_0000,
+                    0,
+                    0x8000_0000,
+                    0x1b,
+                    0x8000_0000,
+                    0,
+                    0x8000_0000, // MEM
+                    0x4300_0000,
+                    4,
+                    0,
+                    0x18,
+                    0,
+                    3,
+                    0x8000_0000, // prefetchable 64-bit
+                ],
+            )
+            .end();
+        b.end();
+        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let plan = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
+        let (low, high) = (plan.host.windows.memory32.unwrap(), plan.host.windows.memory64.unwrap());
+        assert_eq!((low.cpu_base, low.pci_base, low.size_bytes), (0x1b_8000_0000, 0x8000_0000, 2 << 30));
+        assert_eq!(
+            (high.cpu_base, high.pci_base, high.size_bytes),
+            (0x18_0000_0000, 0x4_0000_0000, 14 << 30)
+        );
+        assert!(high.prefetchable && !low.prefetchable);
+        assert!(plan.notes.is_empty(), "{:?}", plan.notes);
+    }
+
+    #[test]
     fn the_command_line_wins_and_is_clamped_to_the_soc() {
         let pi5 = RASPBERRY_PI_5.pcie.unwrap();
         let options = PcieOptions { gen: Some(1), perst_extra_ms: Some(100), ready_ms: None };
