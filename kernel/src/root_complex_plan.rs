@@ -242,6 +242,21 @@ mod tests {
         DeviceTree::parse(leak(b.finish())).unwrap()
     }
 
+    /// A Pi 5 tree with pcie1's node (bcm2712.dtsi's address and cells); `properties` adds to
+    /// the node.
+    fn pcie1_tree(properties: impl FnOnce(&mut Builder)) -> DeviceTree<'static> {
+        let mut b = Builder::new();
+        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
+        b.begin("pcie@1000110000")
+            .strings("compatible", &["brcm,bcm2712-pcie"])
+            .cells("reg", &[0x10, 0x11_0000, 0, 0x9310])
+            .cells("#address-cells", &[3])
+            .cells("#size-cells", &[2]);
+        properties(&mut b);
+        b.end().end();
+        DeviceTree::parse(leak(b.finish())).unwrap()
+    }
+
     #[test]
     fn the_device_tree_node_overrides_windows_and_dma_view() {
         // rpi-eeprom#505: "IB MEM 0x0..0x1ffffffff -> 0x400000000" on an 8 GB CM4.
@@ -307,35 +322,11 @@ mod tests {
     fn pcie1_takes_the_firmwares_windows_from_its_tree() {
         // The firmware's tree as raspberrypi/linux#6511's log shows it: "MEM 0x1b80000000 ->
         // 0x80000000" (2 GiB) plus a 14 GiB prefetchable window at PCI 0x4_0000_0000.
-        let mut b = Builder::new();
-        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
-        b.begin("pcie@1000110000")
-            .strings("compatible", &["brcm,bcm2712-pcie"])
-            .cells("reg", &[0x10, 0x11_0000, 0, 0x9310])
-            .cells("#address-cells", &[3])
-            .cells("#size-cells", &[2])
-            .cells(
-                "ranges",
-                &[
-                    0x0200_0000,
-                    0,
-                    0x8000_0000,
-                    0x1b,
-                    0x8000_0000,
-                    0,
-                    0x8000_0000, // MEM
-                    0x4300_0000,
-                    4,
-                    0,
-                    0x18,
-                    0,
-                    3,
-                    0x8000_0000, // prefetchable 64-bit
-                ],
-            )
-            .end();
-        b.end();
-        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let memory = [0x0200_0000, 0, 0x8000_0000, 0x1b, 0x8000_0000, 0, 0x8000_0000];
+        let prefetchable = [0x4300_0000, 4, 0, 0x18, 0, 3, 0x8000_0000];
+        let tree = pcie1_tree(|b| {
+            b.cells("ranges", &[memory, prefetchable].concat());
+        });
         let plan = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
         let (low, high) = (plan.host.windows.memory32.unwrap(), plan.host.windows.memory64.unwrap());
         assert_eq!((low.cpu_base, low.pci_base, low.size_bytes), (0x1b_8000_0000, 0x8000_0000, 2 << 30));
@@ -366,18 +357,9 @@ mod tests {
 
     #[test]
     fn num_lanes_the_vdm_qos_map_and_ssc_come_from_the_tree() {
-        let mut b = Builder::new();
-        b.begin("").cells("#address-cells", &[2]).cells("#size-cells", &[2]);
-        b.begin("pcie@1000110000")
-            .strings("compatible", &["brcm,bcm2712-pcie"])
-            .cells("reg", &[0x10, 0x11_0000, 0, 0x9310])
-            .cells("#address-cells", &[3])
-            .cells("#size-cells", &[2])
-            .cells("num-lanes", &[1])
-            .cells("brcm,vdm-qos-map", &[0x3333_3333])
-            .end();
-        b.end();
-        let tree = DeviceTree::parse(leak(b.finish())).unwrap();
+        let tree = pcie1_tree(|b| {
+            b.cells("num-lanes", &[1]).cells("brcm,vdm-qos-map", &[0x3333_3333]);
+        });
         let pi5 = plan(&RASPBERRY_PI_5.pcie.unwrap(), Some(&tree), None, &PcieOptions::default());
         assert_eq!(
             (pi5.num_lanes, pi5.vdm_qos_map, pi5.spread_spectrum),
