@@ -3,16 +3,22 @@
 //! in host tests; DMA memory, bus addresses and cache maintenance go through
 //! [`hal::platform::Platform`]. Every unsafe operation the drivers need is the `hal` crate's, so
 //! this crate forbids unsafe code.
+//!
+//! Tests follow one layout: a file's unit tests sit in its own `#[cfg(test)] mod tests`; a
+//! driver's tests against its simulator (`sim`) sit in the driver folder's `tests` module
+//! (`tests.rs`, or `tests/` with one file per topic).
 #![no_std]
 #![forbid(unsafe_code)]
 
 extern crate alloc;
 
-pub mod blocking;
+pub mod activity_led;
+#[cfg(any(test, feature = "testing"))]
+pub mod firmware_model;
 pub mod gpio;
 pub mod mailbox;
 pub mod nvme;
-pub mod options;
+pub mod option_parsing;
 pub mod pci;
 pub mod pl011;
 pub mod sd;

@@ -15,7 +15,7 @@
 use crate::platform::{BusTranslation, DmaAllocationError, Platform, UnreachableAddress};
 use blockdev::DmaBuffer;
 use core::marker::PhantomData;
-use core::{fmt, ptr};
+use core::ptr;
 
 /// A DMA buffer the CPU reads and writes with volatile copies, valid while the platform borrow
 /// `'p` lasts. It is `Copy`: copies name the same bytes and hand out no references, so they cannot
@@ -35,32 +35,20 @@ pub struct DmaAllocation<'p> {
 }
 
 /// DMA memory for a driver's own structures could not be set up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DmaRegionError {
+    #[error("{0}")]
     Allocation(DmaAllocationError),
+    #[error("{0}")]
     Unreachable(UnreachableAddress),
 }
 
-impl fmt::Display for DmaRegionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DmaRegionError::Allocation(error) => write!(f, "{error}"),
-            DmaRegionError::Unreachable(error) => write!(f, "{error}"),
-        }
-    }
-}
-
 /// A buffer that is not the platform's DMA memory, so the CPU may not reach it through a region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{physical_address:#x}+{length_bytes:#x} is not DMA memory of this platform")]
 pub struct ForeignBuffer {
     pub physical_address: u64,
     pub length_bytes: usize,
-}
-
-impl fmt::Display for ForeignBuffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}+{:#x} is not DMA memory of this platform", self.physical_address, self.length_bytes)
-    }
 }
 
 impl<'p> DmaAllocation<'p> {

@@ -16,24 +16,14 @@
 //! wrote.
 
 use blockdev::{Clock, DmaBuffer};
-use core::fmt;
 
 /// DMA memory could not be provided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("DMA pool exhausted: asked for {requested_bytes} bytes aligned to {alignment_bytes}, {remaining_bytes} bytes left")]
 pub struct DmaAllocationError {
     pub requested_bytes: usize,
     pub alignment_bytes: usize,
     pub remaining_bytes: usize,
-}
-
-impl fmt::Display for DmaAllocationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "DMA pool exhausted: asked for {} bytes aligned to {}, {} bytes left",
-            self.requested_bytes, self.alignment_bytes, self.remaining_bytes
-        )
-    }
 }
 
 /// The machine services a driver uses. Methods take `&self`; implementations use interior
@@ -99,21 +89,12 @@ pub struct BusTranslation {
 }
 
 /// A physical range the device cannot reach through its translation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{physical_address:#x}+{length_bytes:#x} is outside the device's DMA window {:#x}+{:#x}", .translation.cpu_base, .translation.size_bytes)]
 pub struct UnreachableAddress {
     pub physical_address: u64,
     pub length_bytes: u64,
     pub translation: BusTranslation,
-}
-
-impl fmt::Display for UnreachableAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:#x}+{:#x} is outside the device's DMA window {:#x}+{:#x}",
-            self.physical_address, self.length_bytes, self.translation.cpu_base, self.translation.size_bytes
-        )
-    }
 }
 
 impl BusTranslation {

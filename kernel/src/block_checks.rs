@@ -8,13 +8,12 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::fmt;
 
 use bench::region::Region;
 use bench::results::RegionSample;
+use blockdev::blocking::{complete_one, WaitError};
 use blockdev::crc32::Crc32;
 use blockdev::{BlockDevice, DmaBuffer, Operation, Request};
-use drivers::blocking::{complete_one, WaitError};
 use hal::dma::DmaRegion;
 use hal::platform::Platform;
 
@@ -28,54 +27,28 @@ pub const REGION_SAMPLE_READS: u32 = 64;
 pub const REGION_SAMPLE_BYTES: u64 = 4096;
 
 /// Why a check could not be completed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckFailure {
+    #[error("no such device")]
     NoSuchDevice,
-    OutOfRange {
-        block_count: u64,
-    },
+    #[error("range is beyond the end of the device ({block_count} blocks); nothing was read")]
+    OutOfRange { block_count: u64 },
+    #[error("{0}")]
     NoBuffer(hal::platform::DmaAllocationError),
     /// The buffer handed to the check is not the platform's DMA memory.
+    #[error("{0}")]
     NotDmaMemory(hal::dma::ForeignBuffer),
+    #[error("request refused: {}", .0.name())]
     Refused(blockdev::SubmitError),
-    Failed {
-        lba: u64,
-        error: blockdev::IoError,
-    },
-    Timeout {
-        lba: u64,
-    },
+    #[error("read at LBA {lba} failed: {error}")]
+    Failed { lba: u64, error: blockdev::IoError },
+    #[error("read at LBA {lba} did not complete in time")]
+    Timeout { lba: u64 },
     /// The read reported success but this block still holds the poison pattern.
-    NotTransferred {
-        lba: u64,
-    },
-    Mismatch {
-        byte_offset: u64,
-    },
-}
-
-impl fmt::Display for CheckFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CheckFailure::NoSuchDevice => write!(f, "no such device"),
-            CheckFailure::OutOfRange { block_count } => {
-                write!(f, "range is beyond the end of the device ({block_count} blocks); nothing was read")
-            }
-            CheckFailure::NoBuffer(error) => write!(f, "{error}"),
-            CheckFailure::NotDmaMemory(error) => write!(f, "{error}"),
-            CheckFailure::Refused(error) => write!(f, "request refused: {}", error.name()),
-            CheckFailure::Failed { lba, error } => write!(f, "read at LBA {lba} failed: {error}"),
-            CheckFailure::Timeout { lba } => write!(f, "read at LBA {lba} did not complete in time"),
-            CheckFailure::NotTransferred { lba } => write!(
-                f,
-                "read at LBA {lba} reported success but transferred no data (the block still holds \
-                 the poison pattern)"
-            ),
-            CheckFailure::Mismatch { byte_offset } => {
-                write!(f, "MISMATCH: first differing byte at device offset {byte_offset}")
-            }
-        }
-    }
+    #[error("read at LBA {lba} reported success but transferred no data (the block still holds the poison pattern)")]
+    NotTransferred { lba: u64 },
+    #[error("MISMATCH: first differing byte at device offset {byte_offset}")]
+    Mismatch { byte_offset: u64 },
 }
 
 /// CRC-32 of `block_count` logical blocks from `lba`, read one chunk at a time.

@@ -18,7 +18,7 @@ use super::identify::{
 };
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
-use super::regs::{self, offsets, Capabilities, Version};
+use super::regs::{self, offsets, Capabilities, Version, CC, CSTS};
 use super::ring::QueueMemory;
 use super::status::{code_type, generic};
 use alloc::rc::Rc;
@@ -495,14 +495,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                 deletion_error.get_or_insert(error);
             }
         }
-        let cc = self.registers.read32(offsets::CC);
-        self.registers.write32(offsets::CC, regs::with_normal_shutdown(cc));
+        self.registers.modify(regs::CC, CC::SHN::Normal);
         let timeout_ms =
             u64::from(self.identity.rtd3_entry_latency_us).div_ceil(1000).max(MINIMUM_SHUTDOWN_TIMEOUT_MS);
         let deadline = Deadline::after_us(self.platform, timeout_ms * 1000);
         loop {
-            let csts = self.registers.read32(offsets::CSTS);
-            if regs::csts_shutdown_complete(csts) {
+            let status = self.registers.read(regs::CSTS);
+            let csts = status.get();
+            if status.read(CSTS::SHST) == regs::SHUTDOWN_COMPLETE {
                 return Ok(ShutdownReport {
                     waited_us: deadline.elapsed_us(self.platform),
                     queues_deleted,
@@ -512,7 +512,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             if deadline.has_passed(self.platform) {
                 return Err(NvmeError::ShutdownTimeout {
                     waited_ms: deadline.elapsed_us(self.platform) / 1000,
-                    cc: self.registers.read32(offsets::CC),
+                    cc: self.registers.read(regs::CC).get(),
                     csts,
                 });
             }

@@ -5,7 +5,7 @@
 
 use super::error::{NvmeError, ReadyWait};
 use super::events::{Event, EventSink};
-use super::regs::{self, offsets, Capabilities};
+use super::regs::{self, offsets, Capabilities, CC, CSTS};
 use super::ring::QueueMemory;
 use hal::barrier;
 use hal::mmio::RegisterIo;
@@ -42,15 +42,16 @@ fn wait_ready<R: RegisterIo, P: Platform>(
     let deadline = Deadline::after_us(platform, timeout_ms * 1000);
     let mut reported_ms = 0;
     loop {
-        let csts = registers.read32(offsets::CSTS);
-        if want_ready && regs::csts_fatal(csts) {
+        let status = registers.read(regs::CSTS);
+        let csts = status.get();
+        if want_ready && status.is_set(CSTS::CFS) {
             return Err(NvmeError::FatalStatus {
                 cap: capabilities.raw,
-                cc: registers.read32(offsets::CC),
+                cc: registers.read(regs::CC).get(),
                 csts,
             });
         }
-        if regs::csts_ready(csts) == want_ready {
+        if status.is_set(CSTS::RDY) == want_ready {
             return Ok(());
         }
         if deadline.has_passed(platform) {
@@ -58,7 +59,7 @@ fn wait_ready<R: RegisterIo, P: Platform>(
                 waiting_for,
                 waited_ms: deadline.elapsed_us(platform) / 1000,
                 cap: capabilities.raw,
-                cc: registers.read32(offsets::CC),
+                cc: registers.read(regs::CC).get(),
                 csts,
             });
         }
@@ -107,15 +108,16 @@ pub(crate) fn disable<R: RegisterIo, P: Platform>(
     capabilities: &Capabilities,
     waits: WaitReporter<'_>,
 ) -> Result<(), NvmeError> {
-    let cc = registers.read32(offsets::CC);
-    let csts = registers.read32(offsets::CSTS);
-    if regs::cc_enabled(cc) {
-        if !regs::csts_ready(csts) && !regs::csts_fatal(csts) {
+    let mut cc = registers.read(regs::CC);
+    let csts = registers.read(regs::CSTS);
+    if cc.is_set(CC::EN) {
+        if !csts.is_set(CSTS::RDY) && !csts.is_set(CSTS::CFS) {
             // If it never gets there, clearing EN below is still the way out; the RDY = 0 wait
             // then reports what the controller did.
             let _ = wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits);
         }
-        registers.write32(offsets::CC, regs::with_enable_cleared(cc));
+        cc.modify(CC::EN::CLEAR);
+        registers.write_value(regs::CC, cc);
     }
     wait_ready(registers, platform, capabilities, ReadyWait::Disabled, waits)
 }

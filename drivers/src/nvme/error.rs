@@ -6,7 +6,6 @@
 use super::command::admin_opcode_name;
 use super::regs::Capabilities;
 use super::status::Status;
-use core::fmt;
 use hal::dma::DmaRegionError;
 use hal::platform::{DmaAllocationError, UnreachableAddress};
 
@@ -21,212 +20,99 @@ pub enum ReadyWait {
 
 /// Why the controller (or one of its queues) could not be used. Every variant carries the values
 /// that explain it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NvmeError {
     /// CAP reads as all ones: nothing answers at BAR0.
-    NoController {
-        cap: u64,
-    },
+    #[error("no controller answers (CAP = {cap:#018x})")]
+    NoController { cap: u64 },
     /// CAP.CSS bit 0 clear.
-    NoNvmCommandSet {
-        cap: u64,
-    },
+    #[error("the controller does not support the NVM command set (CAP = {cap:#018x}, CSS = {:#x})", command_sets(.cap))]
+    NoNvmCommandSet { cap: u64 },
     /// BAR0 is too small for the doorbells needed.
-    RegistersTooSmall {
-        register_bytes: usize,
-        needed_bytes: usize,
-    },
+    #[error("BAR0 is {register_bytes} bytes, the doorbells need {needed_bytes}")]
+    RegistersTooSmall { register_bytes: usize, needed_bytes: usize },
     /// CSTS.RDY did not follow CC.EN within CAP.TO.
-    NotReady {
-        waiting_for: ReadyWait,
-        waited_ms: u64,
-        cap: u64,
-        cc: u32,
-        csts: u32,
-    },
+    #[error("controller not {} after {waited_ms} ms (CAP.TO = {} ms): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}", .waiting_for.goal(), ready_timeout_ms(.cap))]
+    NotReady { waiting_for: ReadyWait, waited_ms: u64, cap: u64, cc: u32, csts: u32 },
     /// CSTS.CFS set.
-    FatalStatus {
-        cap: u64,
-        cc: u32,
-        csts: u32,
-    },
+    #[error(
+        "controller fatal status (CSTS.CFS = 1): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}"
+    )]
+    FatalStatus { cap: u64, cc: u32, csts: u32 },
+    #[error("{0}")]
     Allocation(DmaAllocationError),
+    #[error("{0}")]
     Unreachable(UnreachableAddress),
     /// An admin command did not complete.
-    AdminTimeout {
-        opcode: u8,
-        command_id: u16,
-        waited_ms: u64,
-        csts: u32,
-    },
+    #[error("{} (opcode {opcode:#04x}, cid {command_id}) did not complete in {waited_ms} ms (CSTS = {csts:#010x})", opcode_name(.opcode))]
+    AdminTimeout { opcode: u8, command_id: u16, waited_ms: u64, csts: u32 },
     /// An admin command completed with an error status.
-    AdminFailed {
-        opcode: u8,
-        status: Status,
-        command_specific: u32,
-    },
+    #[error("{} (opcode {opcode:#04x}) failed: {status} (cdw0 {command_specific:#x})", opcode_name(.opcode))]
+    AdminFailed { opcode: u8, status: Status, command_specific: u32 },
     /// An admin completion could not be trusted (impossible SQ head).
-    AdminProtocol {
-        opcode: u8,
-        command_id: u16,
-        reported_head: u16,
-    },
+    #[error("{} (cid {command_id}) completed with an impossible SQ head {reported_head}; not trusted", opcode_name(.opcode))]
+    AdminProtocol { opcode: u8, command_id: u16, reported_head: u16 },
     /// An earlier admin timeout left the admin queue in an unknown state.
+    #[error("the admin queue is unusable after an earlier timeout")]
     AdminQueueUnusable,
     /// The controller needs SQ/CQ entry sizes other than 64/16 bytes.
-    UnsupportedEntrySizes {
-        sqes: u8,
-        cqes: u8,
-    },
+    #[error(
+        "the controller cannot use 64-byte SQ / 16-byte CQ entries (SQES {sqes:#04x}, CQES {cqes:#04x})"
+    )]
+    UnsupportedEntrySizes { sqes: u8, cqes: u8 },
     /// All granted I/O queues are in use, or Set Features was not issued.
-    NoQueueLeft {
-        granted: u16,
-    },
+    #[error("no I/O queue left: the controller granted {granted} queue pairs and all are in use")]
+    NoQueueLeft { granted: u16 },
     /// The namespace's format cannot be read by this driver.
-    UnusableNamespace {
-        namespace_id: u32,
-        reason: NamespaceProblem,
-    },
+    #[error("namespace {namespace_id} unusable: {reason}")]
+    UnusableNamespace { namespace_id: u32, reason: NamespaceProblem },
     /// The controller's registers read as all ones: it is gone (removed, or its link is down).
+    #[error("the controller is gone (its registers read as all ones)")]
     DeviceGone,
     /// CSTS.SHST did not reach "complete" in time.
-    ShutdownTimeout {
-        waited_ms: u64,
-        cc: u32,
-        csts: u32,
-    },
+    #[error("shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}")]
+    ShutdownTimeout { waited_ms: u64, cc: u32, csts: u32 },
+}
+
+impl ReadyWait {
+    /// What the controller did not become, for messages.
+    fn goal(self) -> &'static str {
+        match self {
+            ReadyWait::Enabled => "ready",
+            ReadyWait::Disabled => "disabled",
+        }
+    }
+}
+
+/// CAP.CSS, the command sets supported (bits 44:37).
+fn command_sets(cap: &u64) -> u64 {
+    (cap >> 37) & 0xff
+}
+
+/// CAP.TO in milliseconds.
+fn ready_timeout_ms(cap: &u64) -> u64 {
+    Capabilities::decode(*cap).ready_timeout_ms()
+}
+
+fn opcode_name(opcode: &u8) -> &'static str {
+    admin_opcode_name(*opcode)
 }
 
 /// Why a namespace is not usable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NamespaceProblem {
     /// The format in use has an invalid LBA data size.
+    #[error("LBA format {format_index} has an invalid data size (LBADS {data_shift})")]
     InvalidFormat { format_index: usize, data_shift: u8 },
     /// Metadata per block: not supported (a separate metadata buffer would be written at MPTR).
+    #[error("the LBA format carries {metadata_bytes} bytes of metadata per block, which this driver does not read")]
     Metadata { metadata_bytes: u16 },
     /// One LBA is bigger than the largest command.
+    #[error("a {block_bytes}-byte block exceeds the largest transfer ({max_transfer_bytes} bytes)")]
     BlockLargerThanTransfer { block_bytes: u32, max_transfer_bytes: u64 },
     /// NSZE = 0.
+    #[error("the namespace has no blocks")]
     Empty,
-}
-
-impl fmt::Display for NamespaceProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NamespaceProblem::InvalidFormat {
-                format_index,
-                data_shift,
-            } => write!(
-                f,
-                "LBA format {format_index} has an invalid data size (LBADS {data_shift})"
-            ),
-            NamespaceProblem::Metadata { metadata_bytes } => write!(
-                f,
-                "the LBA format carries {metadata_bytes} bytes of metadata per block, which this driver does not read"
-            ),
-            NamespaceProblem::BlockLargerThanTransfer {
-                block_bytes,
-                max_transfer_bytes,
-            } => write!(
-                f,
-                "a {block_bytes}-byte block exceeds the largest transfer ({max_transfer_bytes} bytes)"
-            ),
-            NamespaceProblem::Empty => write!(f, "the namespace has no blocks"),
-        }
-    }
-}
-
-impl fmt::Display for NvmeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            NvmeError::NoController { cap } => {
-                write!(f, "no controller answers (CAP = {cap:#018x})")
-            }
-            NvmeError::NoNvmCommandSet { cap } => write!(
-                f,
-                "the controller does not support the NVM command set (CAP = {cap:#018x}, CSS = {:#x})",
-                (cap >> 37) & 0xff
-            ),
-            NvmeError::RegistersTooSmall {
-                register_bytes,
-                needed_bytes,
-            } => write!(
-                f,
-                "BAR0 is {register_bytes} bytes, the doorbells need {needed_bytes}"
-            ),
-            NvmeError::NotReady {
-                waiting_for,
-                waited_ms,
-                cap,
-                cc,
-                csts,
-            } => write!(
-                f,
-                "controller not {} after {waited_ms} ms (CAP.TO = {} ms): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}",
-                match waiting_for {
-                    ReadyWait::Enabled => "ready",
-                    ReadyWait::Disabled => "disabled",
-                },
-                Capabilities::decode(cap).ready_timeout_ms()
-            ),
-            NvmeError::FatalStatus { cap, cc, csts } => write!(
-                f,
-                "controller fatal status (CSTS.CFS = 1): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}"
-            ),
-            NvmeError::Allocation(error) => write!(f, "{error}"),
-            NvmeError::Unreachable(error) => write!(f, "{error}"),
-            NvmeError::AdminTimeout {
-                opcode,
-                command_id,
-                waited_ms,
-                csts,
-            } => write!(
-                f,
-                "{} (opcode {opcode:#04x}, cid {command_id}) did not complete in {waited_ms} ms (CSTS = {csts:#010x})",
-                admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminFailed {
-                opcode,
-                status,
-                command_specific,
-            } => write!(
-                f,
-                "{} (opcode {opcode:#04x}) failed: {status} (cdw0 {command_specific:#x})",
-                admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminProtocol {
-                opcode,
-                command_id,
-                reported_head,
-            } => write!(
-                f,
-                "{} (cid {command_id}) completed with an impossible SQ head {reported_head}; not trusted",
-                admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminQueueUnusable => {
-                write!(f, "the admin queue is unusable after an earlier timeout")
-            }
-            NvmeError::UnsupportedEntrySizes { sqes, cqes } => write!(
-                f,
-                "the controller cannot use 64-byte SQ / 16-byte CQ entries (SQES {sqes:#04x}, CQES {cqes:#04x})"
-            ),
-            NvmeError::NoQueueLeft { granted } => write!(
-                f,
-                "no I/O queue left: the controller granted {granted} queue pairs and all are in use"
-            ),
-            NvmeError::UnusableNamespace {
-                namespace_id,
-                reason,
-            } => write!(f, "namespace {namespace_id} unusable: {reason}"),
-            NvmeError::DeviceGone => {
-                write!(f, "the controller is gone (its registers read as all ones)")
-            }
-            NvmeError::ShutdownTimeout { waited_ms, cc, csts } => write!(
-                f,
-                "shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}"
-            ),
-        }
-    }
 }
 
 impl From<DmaAllocationError> for NvmeError {

@@ -22,7 +22,6 @@ pub mod options;
 pub mod prp;
 pub mod regs;
 pub mod ring;
-pub mod selftest;
 pub mod snapshot;
 pub mod status;
 

@@ -444,7 +444,6 @@ struct State {
     corrupt_next: Option<Corruption>,
     corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
-    data_corruptions: Vec<(u32, u64)>,
     /// Blocks written, by (namespace, LBA): reads return these instead of the pattern.
     written: BTreeMap<(u32, u64), Vec<u8>>,
     violations: Vec<String>,
@@ -510,7 +509,6 @@ impl<'a> SimController<'a> {
             corrupt_next: None,
             corrupt_next_admin: None,
             media_errors: Vec::new(),
-            data_corruptions: Vec::new(),
             written: BTreeMap::new(),
             violations: Vec::new(),
             statistics: SimStatistics::default(),
@@ -608,11 +606,6 @@ impl<'a> SimController<'a> {
     /// What Writes put at (namespace, LBA), if any.
     pub fn written_block(&self, namespace_id: u32, lba: u64) -> Option<Vec<u8>> {
         self.state().written.get(&(namespace_id, lba)).cloned()
-    }
-
-    /// Reads of `lba` return its first byte inverted (data the driver must not call good).
-    pub fn add_data_corruption(&self, namespace_id: u32, lba: u64) {
-        self.state().data_corruptions.push((namespace_id, lba));
     }
 
     pub fn io_queue_ids(&self) -> Vec<u16> {
@@ -1608,11 +1601,6 @@ impl State {
         for (index, block) in data.chunks_mut(block_bytes).enumerate() {
             if let Some(written) = self.written.get(&(namespace.id, lba + index as u64)) {
                 block.copy_from_slice(written);
-            }
-        }
-        for (id, bad) in &self.data_corruptions {
-            if *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad) {
-                data[((bad - lba) << namespace.lba_shift) as usize] ^= 0xff;
             }
         }
         data

@@ -12,7 +12,7 @@ use super::command::Command;
 use super::error::{CommandFailure, SdError};
 use super::identify::CardInfo;
 use super::options::Cmd23Request;
-use crate::blocking::{complete_one, WaitError};
+use blockdev::blocking::{complete_one, WaitError};
 use blockdev::{BlockDevice, Completion, DmaBuffer, Geometry, Operation, Request, SubmitError};
 
 /// The logical block size (SD §4.3.2: 512 bytes for SDHC/SDXC; SDSC is set to 512 with CMD16).
@@ -138,21 +138,14 @@ pub fn stop_if_transferring<B: CardBus>(host: &mut B, rca: u16) {
 }
 
 /// Why [`SdBlockDevice::read_blocking`] failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
+    #[error("refused: {}", .0.name())]
     Refused(SubmitError),
+    #[error("{0}")]
     Failed(SdError),
+    #[error("no completion in time")]
     Timeout,
-}
-
-impl core::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ReadError::Refused(error) => write!(f, "refused: {}", error.name()),
-            ReadError::Failed(error) => write!(f, "{error}"),
-            ReadError::Timeout => write!(f, "no completion in time"),
-        }
-    }
 }
 
 /// A failed read whose device kept no description of why.

@@ -79,21 +79,12 @@ pub struct CommandFailure {
 }
 
 /// Why no clock divider fits (a host's SDCLK divider cannot go slow enough).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no SD clock divider gives ≤ {target_hz} Hz from a {base_clock_hz} Hz base clock (slowest {slowest_hz} Hz)")]
 pub struct ClockError {
     pub base_clock_hz: u32,
     pub target_hz: u32,
     pub slowest_hz: u32,
-}
-
-impl fmt::Display for ClockError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "no SD clock divider gives ≤ {} Hz from a {} Hz base clock (slowest {} Hz)",
-            self.target_hz, self.base_clock_hz, self.slowest_hz
-        )
-    }
 }
 
 impl CommandFailure {
@@ -141,42 +132,31 @@ impl fmt::Display for CommandFailure {
 }
 
 /// Everything that can stop the host or the card from being used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SdError {
+    #[error("{0}")]
     Command(CommandFailure),
     /// A controller bit did not reach its state in time (reset, clock stable, inhibit).
-    Controller {
-        waiting_for: &'static str,
-        register_offset: usize,
-        value: u32,
-        waited_us: u64,
-    },
+    #[error("controller: {waiting_for} not seen after {waited_us} µs (register {register_offset:#04x} = {value:#010x})")]
+    Controller { waiting_for: &'static str, register_offset: usize, value: u32, waited_us: u64 },
     /// No card answered (or card detect says none is inserted).
-    NoCard {
-        present_state: u32,
-    },
+    #[error("no card (present state {present_state:#010x})")]
+    NoCard { present_state: u32 },
     /// The card was pulled out: Card Removal raised, or Card Inserted clear while Card State
     /// Stable is set (SDHCI 3.00 §2.2.9, §2.2.17). Its requests fail as device-gone.
-    CardRemoved {
-        present_state: u32,
-        interrupt_status: u32,
-    },
+    #[error("card removed (present state {present_state:#010x}, interrupt status {interrupt_status:#010x}): the device is gone, its reads fail as device-gone")]
+    CardRemoved { present_state: u32, interrupt_status: u32 },
     /// The card answered but cannot be used.
-    UnusableCard {
-        reason: &'static str,
-        value: u32,
-    },
+    #[error("card unusable: {reason} ({value:#x})")]
+    UnusableCard { reason: &'static str, value: u32 },
     /// The controller cannot do what is needed.
-    UnusableHost {
-        reason: &'static str,
-        value: u32,
-    },
+    #[error("host unusable: {reason} ({value:#x})")]
+    UnusableHost { reason: &'static str, value: u32 },
+    #[error("{0}")]
     Clock(ClockError),
     /// The board's 1.8 V or card-power hook failed.
-    BoardHook {
-        what: &'static str,
-        code: u32,
-    },
+    #[error("board hook failed: {what} (code {code:#x})")]
+    BoardHook { what: &'static str, code: u32 },
 }
 
 impl SdError {
@@ -206,40 +186,5 @@ impl From<CommandFailure> for SdError {
 impl From<ClockError> for SdError {
     fn from(error: ClockError) -> Self {
         SdError::Clock(error)
-    }
-}
-
-impl fmt::Display for SdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SdError::Command(failure) => write!(f, "{failure}"),
-            SdError::Controller {
-                waiting_for,
-                register_offset,
-                value,
-                waited_us,
-            } => write!(
-                f,
-                "controller: {waiting_for} not seen after {waited_us} µs (register {register_offset:#04x} = {value:#010x})"
-            ),
-            SdError::NoCard { present_state } => {
-                write!(f, "no card (present state {present_state:#010x})")
-            }
-            SdError::CardRemoved { present_state, interrupt_status } => write!(
-                f,
-                "card removed (present state {present_state:#010x}, interrupt status {interrupt_status:#010x}): \
-                 the device is gone, its reads fail as device-gone"
-            ),
-            SdError::UnusableCard { reason, value } => {
-                write!(f, "card unusable: {reason} ({value:#x})")
-            }
-            SdError::UnusableHost { reason, value } => {
-                write!(f, "host unusable: {reason} ({value:#x})")
-            }
-            SdError::Clock(error) => write!(f, "{error}"),
-            SdError::BoardHook { what, code } => {
-                write!(f, "board hook failed: {what} (code {code:#x})")
-            }
-        }
     }
 }

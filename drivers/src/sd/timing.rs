@@ -4,7 +4,6 @@
 #![forbid(unsafe_code)]
 
 use super::card_registers::BusSpeedFunction;
-use core::fmt;
 
 /// CMD19 repetitions before tuning is declared failed (SD §4.2.4.5 and SDHCI §2.2.24: 40).
 pub const TUNING_ATTEMPTS: u32 = 40;
@@ -85,38 +84,20 @@ impl BringUpOptions {
 }
 
 /// Why the tuning procedure gave no tuned sampling clock (SD §4.2.4.5; SDHCI §2.2.24).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TuningFailure {
     /// CMD19 could not be issued (command or data inhibit stayed set).
+    #[error("CMD19 number {} could not be issued", .commands + 1)]
     NotIssued { commands: u32 },
     /// Buffer Read Ready did not come, or an error bit came instead.
+    #[error("no Buffer Read Ready for CMD19 number {} (interrupt status {interrupt_status:#010x})", .commands + 1)]
     NoBufferReadReady { commands: u32, interrupt_status: u32 },
     /// The controller ended tuning without selecting the tuned sampling clock.
+    #[error("the controller ended tuning after {commands} CMD19 without selecting the tuned clock")]
     NotTuned { commands: u32 },
     /// Execute Tuning was still set after the specification's 40 CMD19s.
+    #[error("Execute Tuning still set after {TUNING_ATTEMPTS} CMD19")]
     StillExecuting,
-}
-
-impl fmt::Display for TuningFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TuningFailure::NotIssued { commands } => {
-                write!(f, "CMD19 number {} could not be issued", commands + 1)
-            }
-            TuningFailure::NoBufferReadReady { commands, interrupt_status } => write!(
-                f,
-                "no Buffer Read Ready for CMD19 number {} (interrupt status {interrupt_status:#010x})",
-                commands + 1
-            ),
-            TuningFailure::NotTuned { commands } => write!(
-                f,
-                "the controller ended tuning after {commands} CMD19 without selecting the tuned clock"
-            ),
-            TuningFailure::StillExecuting => {
-                write!(f, "Execute Tuning still set after {TUNING_ATTEMPTS} CMD19")
-            }
-        }
-    }
 }
 
 /// A faster timing that was switched to and then given up, and why.

@@ -6,7 +6,6 @@
 //! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
 use blockdev::DmaBuffer;
-use core::fmt;
 use hal::dma::DmaRegion;
 use hal::platform::{BusTranslation, UnreachableAddress};
 
@@ -81,40 +80,19 @@ impl AdmaFormat {
 }
 
 /// Why a transfer cannot be described.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AdmaError {
     /// The buffer is outside the host's DMA window.
+    #[error("{0}")]
     Unreachable(UnreachableAddress),
     /// A 32-bit table cannot address it.
-    Above4GiB {
-        bus_address: u64,
-    },
-    Misaligned {
-        bus_address: u64,
-        alignment: u64,
-    },
+    #[error("bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")]
+    Above4GiB { bus_address: u64 },
+    #[error("bus address {bus_address:#x} is not {alignment}-byte aligned")]
+    Misaligned { bus_address: u64, alignment: u64 },
     /// More descriptors than the table holds.
-    TooLong {
-        length_bytes: usize,
-        capacity_bytes: usize,
-    },
-}
-
-impl fmt::Display for AdmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AdmaError::Unreachable(error) => write!(f, "{error}"),
-            AdmaError::Above4GiB { bus_address } => {
-                write!(f, "bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")
-            }
-            AdmaError::Misaligned { bus_address, alignment } => {
-                write!(f, "bus address {bus_address:#x} is not {alignment}-byte aligned")
-            }
-            AdmaError::TooLong { length_bytes, capacity_bytes } => {
-                write!(f, "{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")
-            }
-        }
-    }
+    #[error("{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")]
+    TooLong { length_bytes: usize, capacity_bytes: usize },
 }
 
 /// A descriptor table in DMA memory, rewritten for each transfer.

@@ -12,7 +12,6 @@ use crate::sd::error::SdError;
 use crate::sd::timing::{Timing, TuningFailure};
 use hal::mmio::RegisterIo;
 use hal::platform::Platform;
-use tock_registers::LocalRegisterCopy;
 
 /// The slowest base clock that reaches SDR50's and SDR104's 100 MHz and more.
 const UHS_FAST_BASE_CLOCK_HZ: u32 = 100_000_000;
@@ -77,10 +76,8 @@ impl<R: RegisterIo, P: Platform> UhsBus for SdhciHost<'_, R, P> {
     }
     /// Present State's DAT[3:0] Line Signal Level (§2.2.9).
     fn data_lines(&self) -> DataLines {
-        let register = self.present_state();
-        let levels =
-            LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(register).read(PRESENT_STATE::DAT_LEVEL);
-        DataLines { levels: levels as u8, register }
+        let state = self.present();
+        DataLines { levels: state.read(PRESENT_STATE::DAT_LEVEL) as u8, register: state.get() }
     }
     fn enable_1v8_signalling(&mut self) {
         self.modify_host_control2(0, HOST_CONTROL2::SIGNALING_1V8::SET.value);

@@ -46,19 +46,12 @@ impl TransferMode {
 }
 
 /// Why a device could not be built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceSetupError {
+    #[error("{0}")]
     Dma(hal::platform::DmaAllocationError),
+    #[error("ADMA2 descriptor table: {0}")]
     Adma(AdmaError),
-}
-
-impl core::fmt::Display for DeviceSetupError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            DeviceSetupError::Dma(error) => write!(f, "{error}"),
-            DeviceSetupError::Adma(error) => write!(f, "ADMA2 descriptor table: {error}"),
-        }
-    }
 }
 
 /// One command's share of a request: its blocks, and whether ADMA2 moves them.

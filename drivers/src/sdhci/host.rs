@@ -7,7 +7,7 @@ use super::clock::{divider_for, ClockSetting};
 use super::command::command_field;
 use super::quirks::{bcm2712_config, CapabilitySource, HostQuirks};
 use super::regs::TRANSFER_MODE_COMMAND;
-use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
+use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH, SLOT_STATUS_VERSION};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
 use crate::sd::bus::{
     BusMode, BusWidth, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ,
@@ -46,9 +46,9 @@ const UHS_MODE_BITS: u32 = 0b111;
 impl HostCapabilities {
     /// Reads the Version and Capabilities registers and applies `source`.
     pub fn read<R: RegisterIo>(registers: &R, source: CapabilitySource) -> Self {
-        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
-        let register =
-            (registers.read32(offsets::CAPABILITIES), registers.read32(offsets::CAPABILITIES_HIGH));
+        let version = registers.read(SLOT_STATUS_VERSION).read(SLOT_STATUS_VERSION::SPECIFICATION_VERSION);
+        let version = SpecVersion(version as u8);
+        let register = (registers.read(CAPABILITIES).get(), registers.read(CAPABILITIES_HIGH).get());
         let (low, high) = match source {
             CapabilitySource::Register => register,
             CapabilitySource::Supplied { low, high } => (low, high),
@@ -250,7 +250,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     pub fn present_state(&self) -> u32 {
-        self.read(offsets::PRESENT_STATE)
+        self.present().get()
     }
 
     /// Waits until `(register & mask) == expected`, or fails naming what it waited for.
@@ -473,7 +473,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     pub fn host_control2(&self) -> LocalRegisterCopy<u32, HOST_CONTROL2::Register> {
-        LocalRegisterCopy::new(self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2))
+        self.registers.read(HOST_CONTROL2)
+    }
+
+    /// Present State (§2.2.9).
+    pub fn present(&self) -> LocalRegisterCopy<u32, PRESENT_STATE::Register> {
+        self.registers.read(PRESENT_STATE)
     }
 
     /// Whether card detect says a card is there (always true with broken card detect).
@@ -481,8 +486,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if self.quirks.broken_card_detect {
             return true;
         }
-        LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(self.present_state())
-            .is_set(PRESENT_STATE::CARD_INSERTED)
+        self.present().is_set(PRESENT_STATE::CARD_INSERTED)
     }
 
     /// The card's removal, if card detect shows it: Card Removal in `interrupt_status`, or Card
@@ -492,8 +496,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if self.quirks.broken_card_detect {
             return None;
         }
-        let present_state = self.present_state();
-        let state = LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(present_state);
+        let state = self.present();
+        let present_state = state.get();
         let pulled =
             state.is_set(PRESENT_STATE::CARD_STATE_STABLE) && !state.is_set(PRESENT_STATE::CARD_INSERTED);
         (pulled || interrupt_status & interrupt::CARD_REMOVAL != 0)

@@ -22,8 +22,6 @@ pub mod tuning;
 pub(crate) mod sim;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod write_tests;
 
 pub use device::{SdCard, TransferMode};
 pub use host::SdhciHost;

@@ -8,8 +8,7 @@ extern crate std;
 
 use super::device::SdhostCard;
 use super::host::{divider_for, SdhostHost};
-use super::regs::{config, debug_mode, status};
-use super::sim::{DataInjection, SimSdhost};
+use super::sim::{config, debug_mode, status, DataInjection, SimSdhost};
 use crate::sd::block::{ReadError, SdBlockDevice};
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::bring_up_at_3v3;

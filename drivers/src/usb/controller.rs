@@ -22,7 +22,6 @@ use hal::barrier;
 use hal::dma::{DmaAllocation, DmaRegion};
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
-use tock_registers::LocalRegisterCopy;
 
 /// Device slots the driver enables at most (CONFIG.MaxSlotsEn): one per drive is plenty.
 pub const DRIVER_MAX_SLOTS: u8 = 32;
@@ -198,9 +197,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         let capabilities = Capabilities::decode(
             first_word,
-            registers.read32(capability::HCSPARAMS1),
-            registers.read32(capability::HCSPARAMS2),
-            registers.read32(capability::HCCPARAMS1),
+            registers.read(regs::HCSPARAMS1),
+            registers.read(regs::HCSPARAMS2),
+            registers.read(regs::HCCPARAMS1),
             registers.read32(capability::DBOFF),
             registers.read32(capability::RTSOFF),
         );
@@ -286,14 +285,12 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
     }
 
     fn run(&mut self) -> Result<(), UsbError> {
-        let usbcmd = self.registers.read32(self.operational + operational::USBCMD);
-        let mut command = LocalRegisterCopy::<u32, USBCMD::Register>::new(usbcmd);
-        command.modify(USBCMD::INTE::CLEAR + USBCMD::RS::SET);
-        self.registers.write32(self.operational + operational::USBCMD, command.get());
+        self.registers.modify(regs::USBCMD.at(self.operational), USBCMD::INTE::CLEAR + USBCMD::RS::SET);
         let registers = &self.registers;
-        let status = self.operational + operational::USBSTS;
-        let running = wait_until(self.platform, HALT_TIMEOUT_US, || registers.read32(status) & 1 == 0);
-        let usbsts = registers.read32(status);
+        let status = regs::USBSTS.at(self.operational);
+        let running =
+            wait_until(self.platform, HALT_TIMEOUT_US, || !registers.read(status).is_set(USBSTS::HCH));
+        let usbsts = registers.read(status).get();
         if !running {
             return Err(UsbError::NotRunning { usbcmd: registers.read32(self.operational), usbsts });
         }
@@ -302,10 +299,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
 
     /// USBSTS.HSE or HCE: the controller stopped working.
     pub fn check_status(&self) -> Result<(), UsbError> {
-        let usbsts = self.usbsts();
-        let status = LocalRegisterCopy::<u32, USBSTS::Register>::new(usbsts);
+        let status = self.registers.read(regs::USBSTS.at(self.operational));
         if status.is_set(USBSTS::HSE) || status.is_set(USBSTS::HCE) {
-            return Err(UsbError::ControllerError { usbsts });
+            return Err(UsbError::ControllerError { usbsts: status.get() });
         }
         Ok(())
     }

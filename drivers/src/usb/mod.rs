@@ -34,8 +34,6 @@ pub use options::{ProtocolChoice, UsbOptions};
 pub use regs::Speed;
 
 #[cfg(test)]
-mod pcie_tests;
-#[cfg(test)]
 mod sim;
 #[cfg(test)]
 mod tests;

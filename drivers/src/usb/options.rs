@@ -3,7 +3,7 @@
 //! RP1 controllers; how long root ports are watched for devices after power.
 #![forbid(unsafe_code)]
 
-use crate::options::OptionError;
+use crate::option_parsing::{on_off, parse_options, OptionError};
 
 /// `usb.protocol=`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,34 +53,26 @@ impl UsbOptions {
     pub fn parse<'a>(
         pairs: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> (UsbOptions, alloc::vec::Vec<OptionError<'a>>) {
-        let mut options = UsbOptions::default();
-        let mut errors = alloc::vec::Vec::new();
-        for (key, value) in pairs {
-            match key {
-                "protocol" => match value {
-                    "auto" => options.protocol = ProtocolChoice::Auto,
-                    "uas" => options.protocol = ProtocolChoice::Uas,
-                    "bot" => options.protocol = ProtocolChoice::BulkOnly,
-                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "auto, uas or bot" }),
-                },
-                "rp1" => match value {
-                    "on" => options.pi5_rp1 = true,
-                    "off" => options.pi5_rp1 = false,
-                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "on or off" }),
-                },
-                "connect-ms" => match value.parse::<u64>() {
-                    Ok(ms) if ms <= super::controller::MAX_CONNECT_WAIT_MS => options.connect_wait_ms = ms,
-                    _ => errors.push(OptionError {
-                        prefix: "usb",
-                        key,
-                        value,
-                        accepted: "milliseconds from 0 to 10000",
-                    }),
-                },
-                _ => errors.push(OptionError { prefix: "usb", key, value, accepted: ACCEPTED_KEYS }),
-            }
+        parse_options("usb", pairs, UsbOptions::apply)
+    }
+
+    /// One `usb.` option; `Err` names the accepted forms.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        match key {
+            "protocol" => match value {
+                "auto" => self.protocol = ProtocolChoice::Auto,
+                "uas" => self.protocol = ProtocolChoice::Uas,
+                "bot" => self.protocol = ProtocolChoice::BulkOnly,
+                _ => return Err("auto, uas or bot"),
+            },
+            "rp1" => self.pi5_rp1 = on_off(value)?,
+            "connect-ms" => match value.parse::<u64>() {
+                Ok(ms) if ms <= super::controller::MAX_CONNECT_WAIT_MS => self.connect_wait_ms = ms,
+                _ => return Err("milliseconds from 0 to 10000"),
+            },
+            _ => return Err(ACCEPTED_KEYS),
         }
-        (options, errors)
+        Ok(())
     }
 }
 

@@ -10,8 +10,9 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
+use crate::queue_depth::{self as selftest, Place, RunReport, Workload};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
@@ -19,7 +20,6 @@ use alloc::vec::Vec;
 use bench::units::ByteSize;
 use blockdev::BlockDevice;
 use drivers::nvme::identify::NamespaceIdentity;
-use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
 use drivers::snapshot::RegisterSnapshot;
 use hal::dma::DmaRegion;
@@ -214,6 +214,7 @@ fn attach_controller(
     storage: &mut Storage,
 ) {
     let label = format!("nvme {}", function.address);
+    super::stage(format_args!("nvme bring-up ({})", function.address));
     let Some(mut found) = open_controller(machine, function, topology, &label) else {
         return;
     };
@@ -534,12 +535,10 @@ fn measure(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: no buffers for the timing reads: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: no buffers for the timing reads: {error}"))
+    else {
+        return true;
     };
     let mut reports = Vec::new();
     for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
@@ -603,12 +602,10 @@ fn self_test(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: self-test qd{depth}: no buffers: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: self-test qd{depth}: no buffers: {error}"))
+    else {
+        return true;
     };
     for (what, workload) in self_test_workloads(depth) {
         match selftest::run(&mut *device, platform, buffer, &workload) {

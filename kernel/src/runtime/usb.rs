@@ -8,11 +8,12 @@
 
 use super::pci_topology::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
+use super::rp1::{rp1_access, Rp1Access};
 use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;
 use super::Machine;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
 use alloc::format;
@@ -21,7 +22,6 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::BlockDevice;
 use core::cell::RefCell;
-use drivers::pci::brcmstb::resets::LinkAccess;
 use drivers::usb::controller::{PortList, PortWait};
 use drivers::usb::rp1::bring_up_rp1_controller;
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
@@ -64,13 +64,15 @@ fn options(settings: &KernelSettings, report_errors: bool) -> UsbOptions {
     options
 }
 
-/// The Pi 5's RP1 controllers (`usb.rp1=on`), before pcie1 is brought up: RP1's link is checked
-/// without touching pcie2 while its bridge is in reset (`rp1::rp1_link`).
+/// The Pi 5's RP1 controllers (`usb.rp1=on`), before pcie1 is brought up. pcie2 is checked as the
+/// console's mirror checks it (`rp1::rp1_access`): its bridge's reset line first, its link status
+/// only once it is out of reset.
 pub fn attach_rp1(machine: &Machine, settings: &KernelSettings, storage: &mut Storage) {
     let profile = machine.info.profile;
-    let Some(link) = super::rp1::rp1_link(profile) else {
+    let access = rp1_access(profile);
+    if access == Rp1Access::NotHere {
         return;
-    };
+    }
     // Bad `usb.` values are named once, by `attach`.
     let options = options(settings, false);
     if !options.pi5_rp1 {
@@ -80,16 +82,17 @@ pub fn attach_rp1(machine: &Machine, settings: &KernelSettings, storage: &mut St
         );
         return;
     }
-    match link {
-        LinkAccess::BridgeInReset => println!(
+    match access {
+        Rp1Access::NotHere => {}
+        Rp1Access::BridgeInReset => println!(
             "usb        usb.rp1=on, but pcie2 (RP1's link) is held in reset, as the firmware leaves it unless \
              config.txt says pciex4_reset=0; RP1's USB ports are not used (nothing of pcie2 was read)"
         ),
-        LinkAccess::LinkDown { status } => println!(
+        Rp1Access::LinkDown { status } => println!(
             "usb        usb.rp1=on, but pcie2 (RP1's link) is out of reset and down (MISC_PCIE_STATUS {status:#010x}); \
              RP1's USB ports are not used"
         ),
-        LinkAccess::LinkUp => {
+        Rp1Access::Reachable => {
             for site in rp1_sites(profile) {
                 attach_controller(machine, &options, site, storage);
             }
@@ -178,6 +181,7 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 }
 
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
+    super::stage(format_args!("usb bring-up ({})", site.label));
     // The site's registers come from an assigned PCI BAR (memory decoding and bus mastering on)
     // or the board table.
     let registers = match windows::open(site.registers) {

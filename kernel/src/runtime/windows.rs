@@ -30,35 +30,19 @@ pub unsafe fn admit(span: Span) -> bool {
 }
 
 /// A block that lies outside every admitted device span.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the {:?} block at {:#x}+{:#x} lies outside the board's device memory", .block.kind, .block.base, .block.size_bytes)]
 pub struct OutsideDevices {
     pub block: MmioBlock,
 }
 
-impl core::fmt::Display for OutsideDevices {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "the {:?} block at {:#x}+{:#x} lies outside the board's device memory",
-            self.block.kind, self.block.base, self.block.size_bytes
-        )
-    }
-}
-
 /// Why the board's block of a kind could not be opened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WindowError {
+    #[error("{0}")]
     Missing(MissingBlock),
+    #[error("{0}")]
     Outside(OutsideDevices),
-}
-
-impl core::fmt::Display for WindowError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            WindowError::Missing(error) => write!(f, "{error}"),
-            WindowError::Outside(error) => write!(f, "{error}"),
-        }
-    }
 }
 
 fn admitted(block: &MmioBlock) -> bool {
@@ -96,6 +80,27 @@ pub fn probe_read32(block: MmioBlock, offset_bytes: u64) -> Result<Option<u32>, 
     // SAFETY: the address is 4-byte aligned, inside the block, which lies in admitted device
     // memory (mapped as device memory; see `admit`).
     Ok(unsafe { boot::probe_read32((block.base + offset_bytes) as usize) })
+}
+
+/// The BCM2835 system timer's window at the kernel's first instruction, before any span is
+/// admitted, when the core is an ARM1176: that core comes only in the BCM2835 (Pi 1, Zero),
+/// whose table gives the block inside its device span, and the MMU is still off, so every access
+/// is a device access. None on any other core.
+#[cfg(target_arch = "arm")]
+pub fn bcm2835_system_timer_at_entry(main_id: boot::cpu::MainId) -> Option<Mmio> {
+    if main_id.core_model() != Some(boot::cpu::CoreModel::Arm1176) {
+        return None;
+    }
+    let profile = &crate::board::RASPBERRY_PI_1;
+    let block = profile.block(BlockKind::SystemTimer).ok()?;
+    let end = block.base.checked_add(block.size_bytes)?;
+    if !profile.device_spans.iter().any(|span| block.base >= span.base && end <= span.end()) {
+        return None;
+    }
+    // SAFETY: an ARM1176 runs only on the BCM2835, whose system timer is this block of device
+    // registers (board table) inside its device span; with the MMU off the access is a device
+    // access, and `Mmio` keeps every access inside the block.
+    Some(unsafe { Mmio::new(block.base as usize, block.size_bytes as usize) })
 }
 
 /// The board's GPIO function select, when it has one: the same window for every user.

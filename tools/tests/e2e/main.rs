@@ -13,6 +13,8 @@ mod aarch32;
 mod benchmark;
 mod boot;
 mod check;
+mod conditions;
+mod farm;
 mod faults;
 mod fio_consumers;
 mod image_e2e;

@@ -83,11 +83,14 @@ fn forbids_unsafe(source: &str) -> bool {
     source.lines().any(|line| line.trim() == FORBID)
 }
 
-/// A crate root: `lib.rs`, `main.rs`, a binary in `src/bin`, a test file directly in `tests`.
+/// A crate root: `lib.rs`, `main.rs`, a binary in `src/bin`, a test file directly in a crate's
+/// `tests` (not a `tests` module inside `src`).
 fn is_crate_root(path: &Path) -> bool {
     let name = path.file_name().unwrap().to_str().unwrap();
-    let parent = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
-    matches!(name, "lib.rs" | "main.rs") || parent == "bin" || parent == "tests"
+    let directory = path.parent().unwrap();
+    let parent = directory.file_name().unwrap().to_str().unwrap();
+    let integration_test = parent == "tests" && directory.parent().unwrap().join("Cargo.toml").exists();
+    matches!(name, "lib.rs" | "main.rs") || parent == "bin" || integration_test
 }
 
 /// The directory holding a file's child modules: `src` for a crate root (for a test file, the

@@ -5,7 +5,7 @@
 //! bit is set. Also spread-spectrum clocking on BCM2711 (Linux `brcm_pcie_set_ssc`).
 #![forbid(unsafe_code)]
 
-use super::regs::{offsets, MDIO_ADDR, MDIO_DATA};
+use super::regs::{MDIO_ADDR, MDIO_DATA, RC_DL_MDIO_ADDR, RC_DL_MDIO_RD_DATA, RC_DL_MDIO_WR_DATA};
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, Platform};
 
@@ -52,22 +52,18 @@ pub fn write<R: RegisterIo, P: Platform>(
     register: u8,
     value: u16,
 ) -> Result<(), MdioTimeout> {
-    let packet =
-        (MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(0)).value;
-    registers.write32(offsets::RC_DL_MDIO_ADDR, packet);
+    let packet = MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(0);
+    registers.write(RC_DL_MDIO_ADDR, packet);
     // The read back orders the packet before the data (as Linux does).
-    registers.read32(offsets::RC_DL_MDIO_ADDR);
-    registers.write32(
-        offsets::RC_DL_MDIO_WR_DATA,
-        (MDIO_DATA::DONE::SET + MDIO_DATA::DATA.val(u32::from(value))).value,
-    );
+    registers.read(RC_DL_MDIO_ADDR);
+    registers.write(RC_DL_MDIO_WR_DATA, MDIO_DATA::DONE::SET + MDIO_DATA::DATA.val(u32::from(value)));
     let done = wait_until(platform, WRITE_TIMEOUT_US, || {
-        registers.read32(offsets::RC_DL_MDIO_WR_DATA) & MDIO_DATA::DONE::SET.value == 0
+        !registers.read(RC_DL_MDIO_WR_DATA).is_set(MDIO_DATA::DONE)
     });
     if done {
         Ok(())
     } else {
-        Err(MdioTimeout { register, data: registers.read32(offsets::RC_DL_MDIO_WR_DATA) })
+        Err(MdioTimeout { register, data: registers.read(RC_DL_MDIO_WR_DATA).get() })
     }
 }
 
@@ -77,14 +73,14 @@ pub fn read<R: RegisterIo, P: Platform>(
     platform: &P,
     register: u8,
 ) -> Result<u16, MdioTimeout> {
-    let packet =
-        (MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(1)).value;
-    registers.write32(offsets::RC_DL_MDIO_ADDR, packet);
-    registers.read32(offsets::RC_DL_MDIO_ADDR);
+    let packet = MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(1);
+    registers.write(RC_DL_MDIO_ADDR, packet);
+    registers.read(RC_DL_MDIO_ADDR);
     let mut data = 0;
     let done = wait_until(platform, WRITE_TIMEOUT_US, || {
-        data = registers.read32(offsets::RC_DL_MDIO_RD_DATA);
-        data & MDIO_DATA::DONE::SET.value != 0
+        let value = registers.read(RC_DL_MDIO_RD_DATA);
+        data = value.get();
+        value.is_set(MDIO_DATA::DONE)
     });
     if done {
         Ok((data & 0xffff) as u16)

@@ -217,17 +217,12 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     }
 
     pub fn status(&self) -> u32 {
-        self.registers.read32(offsets::MISC_PCIE_STATUS)
+        self.registers.read(MISC_PCIE_STATUS).get()
     }
 
-    /// PHYLINKUP and DL_ACTIVE (Linux `brcm_pcie_link_up`). All ones is what a failed read
-    /// returns (AXI_READ_ERROR_DATA on BCM2712), not a link.
+    /// PHYLINKUP and DL_ACTIVE ([`resets::status_says_link_up`]).
     pub fn link_is_up(&self) -> bool {
-        let raw = self.status();
-        let status = tock_registers::LocalRegisterCopy::<u32, PCIE_STATUS::Register>::new(raw);
-        raw != u32::MAX
-            && status.is_set(PCIE_STATUS::PCIE_PHYLINKUP)
-            && status.is_set(PCIE_STATUS::PCIE_DL_ACTIVE)
+        resets::status_says_link_up(self.registers.read(MISC_PCIE_STATUS))
     }
 
     /// Resets and configures the root complex, trains the link and waits for the device.
@@ -239,19 +234,11 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         self.power_up_serdes();
         self.configure_bus_interface(&inbound);
         self.set_inbound_window(&inbound);
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_PRIV1_ID_VAL3,
-            PRIV1_ID_VAL3::CLASS_CODE.val(ROOT_PORT_CLASS),
-        );
+        self.registers.modify(RC_CFG_PRIV1_ID_VAL3, PRIV1_ID_VAL3::CLASS_CODE.val(ROOT_PORT_CLASS));
         for (index, values) in outbound.iter().enumerate() {
             self.set_outbound_window(index, values);
         }
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_VENDOR_SPECIFIC_REG1,
-            VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0),
-        );
+        self.registers.modify(RC_CFG_VENDOR_SPECIFIC_REG1, VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0));
         self.mask_interrupts();
         self.limit_link_width(plan.num_lanes);
         if self.soc == Soc::Bcm2712 {
@@ -273,8 +260,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             ),
             _ => None,
         };
-        let link: tock_registers::LocalRegisterCopy<u32, LINK_CONTROL_STATUS::Register> =
-            regs::read(&self.registers, offsets::LINK_CONTROL_STATUS);
+        let link = self.registers.read(LINK_CONTROL_STATUS);
         Ok(LinkUp {
             speed_gen: link.read(LINK_CONTROL_STATUS::CURRENT_LINK_SPEED) as u8,
             width: link.read(LINK_CONTROL_STATUS::NEGOTIATED_LINK_WIDTH) as u8,
@@ -301,22 +287,22 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     fn reset_bridge(&self) {
         match &self.resets {
             None => {
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::SET);
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::SET);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::SET);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::SET);
                 self.platform.delay_us(200);
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::CLEAR);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::CLEAR);
             }
             Some(resets) => {
                 resets.assert_bridge();
                 self.platform.delay_us(200);
                 resets.deassert_bridge(self.platform);
-                regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::CLEAR);
+                self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::CLEAR);
             }
         }
     }
 
     fn power_up_serdes(&self) {
-        regs::modify(&self.registers, self.soc.hard_debug(), HARD_DEBUG::SERDES_IDDQ::CLEAR);
+        self.registers.modify(self.soc.hard_debug(), HARD_DEBUG::SERDES_IDDQ::CLEAR);
         self.platform.delay_us(200);
     }
 
@@ -331,7 +317,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         if self.soc == Soc::Bcm2711 {
             change += MISC_CTRL::SCB0_SIZE.val(inbound.scb_size_code());
         }
-        regs::modify(&self.registers, offsets::MISC_MISC_CTRL, change);
+        self.registers.modify(MISC_MISC_CTRL, change);
     }
 
     /// BCM2711: window 2 maps PCI `pci_base..` to CPU 0 (windows 1 and 3 off: 1 would expose
@@ -391,21 +377,15 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         let Some(lanes @ 1..=4) = num_lanes else {
             return;
         };
-        let capability: tock_registers::LocalRegisterCopy<u32, PRIV1_LINK_CAPABILITY::Register> =
-            regs::read(&self.registers, offsets::RC_CFG_PRIV1_LINK_CAPABILITY);
+        let capability = self.registers.read(RC_CFG_PRIV1_LINK_CAPABILITY);
         if capability.read(PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH) == u32::from(lanes) {
             return;
         }
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_PRIV1_LINK_CAPABILITY,
+        self.registers.modify(
+            RC_CFG_PRIV1_LINK_CAPABILITY,
             PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH.val(u32::from(lanes)),
         );
-        regs::modify(
-            &self.registers,
-            offsets::RC_PL_REG_PHY_CTL_1,
-            PHY_CTL_1::REG_P2_POWERDOWN_ENA_NOSYNC::SET,
-        );
+        self.registers.modify(RC_PL_REG_PHY_CTL_1, PHY_CTL_1::REG_P2_POWERDOWN_ENA_NOSYNC::SET);
     }
 
     /// BCM2712's QoS from the device tree's `brcm,vdm-qos-map` (downstream Linux
@@ -414,13 +394,12 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// priorities from normal"), vendor ID 0 matched, VDMs forwarded.
     fn set_vdm_qos_map(&self, map: u32) {
         let io = &self.registers;
-        regs::modify(io, offsets::MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::SET);
+        io.modify(MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::SET);
         io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO, map);
         io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI, map);
         io.write32(offsets::RC_TL_VDM_CTL1, 0);
-        regs::modify(
-            io,
-            offsets::RC_TL_VDM_CTL0,
+        io.modify(
+            RC_TL_VDM_CTL0,
             VDM_CTL0::VDM_ENABLED::SET + VDM_CTL0::VDM_IGNORETAG::SET + VDM_CTL0::VDM_IGNOREVNDRID::SET,
         );
     }
@@ -432,18 +411,16 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     fn set_up_bcm2712_serdes_and_bus(&self, vdm_qos_map: Option<u32>) -> Result<(), BringUpError> {
         let io = &self.registers;
         mdio::set_up_pll_for_54_mhz(io, self.platform).map_err(BringUpError::Mdio)?;
-        regs::modify(io, offsets::RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
-        regs::modify(
-            io,
-            offsets::MISC_UBUS_CTRL,
+        io.modify(RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
+        io.modify(
+            MISC_UBUS_CTRL,
             UBUS_CTRL::UBUS_PCIE_REPLY_ERR_DIS::SET + UBUS_CTRL::UBUS_PCIE_REPLY_DECERR_DIS::SET,
         );
         io.write32(offsets::MISC_AXI_READ_ERROR_DATA, u32::MAX);
         io.write32(offsets::MISC_UBUS_TIMEOUT, 0x0b2d_0000);
         io.write32(offsets::MISC_RC_CONFIG_RETRY_TIMEOUT, 0x0aba_0000);
-        regs::modify(
-            io,
-            offsets::MISC_AXI_INTF_CTRL,
+        io.modify(
+            MISC_AXI_INTF_CTRL,
             AXI_INTF_CTRL::REQFIFO_EN_QOS_PROPAGATION::CLEAR
                 + AXI_INTF_CTRL::EN_RCLK_QOS_ARRAY_FIX::SET
                 + AXI_INTF_CTRL::EN_QOS_UPDATE_TIMING_FIX::SET
@@ -451,16 +428,11 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         );
         // One-lane root complexes (pcie1) and C1 chips lack the timing fix: limit the AXI
         // requests in flight instead.
-        let axi: tock_registers::LocalRegisterCopy<u32, AXI_INTF_CTRL::Register> =
-            regs::read(io, offsets::MISC_AXI_INTF_CTRL);
+        let axi = io.read(MISC_AXI_INTF_CTRL);
         if !axi.is_set(AXI_INTF_CTRL::EN_QOS_UPDATE_TIMING_FIX) {
-            regs::modify(
-                io,
-                offsets::MISC_AXI_INTF_CTRL,
-                AXI_INTF_CTRL::MASTER_MAX_OUTSTANDING_REQUESTS.val(15),
-            );
+            io.modify(MISC_AXI_INTF_CTRL, AXI_INTF_CTRL::MASTER_MAX_OUTSTANDING_REQUESTS.val(15));
         }
-        regs::modify(io, offsets::MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
+        io.modify(MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
         if let Some(map) = vdm_qos_map {
             self.set_vdm_qos_map(map);
         }
@@ -471,14 +443,12 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// Control 2, CLKREQ# debug and L1SS off so the reference clock runs unconditionally.
     fn prepare_link(&self, gen: u8) {
         let gen = u32::from(gen);
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_PRIV1_LINK_CAPABILITY,
+        self.registers.modify(
+            RC_CFG_PRIV1_LINK_CAPABILITY,
             PRIV1_LINK_CAPABILITY::MAX_LINK_SPEED.val(gen) + PRIV1_LINK_CAPABILITY::ASPM_SUPPORT.val(0),
         );
-        regs::modify(&self.registers, offsets::LINK_CONTROL_2, LINK_CONTROL_2::TARGET_LINK_SPEED.val(gen));
-        regs::modify(
-            &self.registers,
+        self.registers.modify(LINK_CONTROL_2, LINK_CONTROL_2::TARGET_LINK_SPEED.val(gen));
+        self.registers.modify(
             self.soc.hard_debug(),
             HARD_DEBUG::CLKREQ_DEBUG_ENABLE::CLEAR + HARD_DEBUG::L1SS_ENABLE::CLEAR,
         );
@@ -491,20 +461,16 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// L23_REQUEST in `brcm_pcie_turn_off` and PERST_ASSERT after the tperst wait).
     fn release_perst(&self, extra_ms: u32) {
         let hard_debug = self.soc.hard_debug();
-        regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_L23_REQUEST::CLEAR);
+        self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_L23_REQUEST::CLEAR);
         let hold = if extra_ms > 0 { HARD_DEBUG::PERST_ASSERT::SET } else { HARD_DEBUG::PERST_ASSERT::CLEAR };
-        regs::modify(&self.registers, hard_debug, hold);
+        self.registers.modify(hard_debug, hold);
         match self.soc {
-            Soc::Bcm2711 => {
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR)
-            }
-            Soc::Bcm2712 => {
-                regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::SET)
-            }
+            Soc::Bcm2711 => self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR),
+            Soc::Bcm2712 => self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::SET),
         }
         if extra_ms > 0 {
             self.platform.delay_us(u64::from(extra_ms) * 1000);
-            regs::modify(&self.registers, hard_debug, HARD_DEBUG::PERST_ASSERT::CLEAR);
+            self.registers.modify(hard_debug, HARD_DEBUG::PERST_ASSERT::CLEAR);
         }
     }
 
@@ -524,12 +490,10 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// CRS software visibility (PERST# clears it): configuration reads of a device still
     /// starting return vendor 0x0001 instead of stalling the CPU until the UBUS timeout.
     fn enable_crs_visibility(&self) {
-        let root: tock_registers::LocalRegisterCopy<u32, ROOT_CONTROL_CAPABILITIES::Register> =
-            regs::read(&self.registers, offsets::ROOT_CONTROL_CAPABILITIES);
+        let root = self.registers.read(ROOT_CONTROL_CAPABILITIES);
         if root.is_set(ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY) {
-            regs::modify(
-                &self.registers,
-                offsets::ROOT_CONTROL_CAPABILITIES,
+            self.registers.modify(
+                ROOT_CONTROL_CAPABILITIES,
                 ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY_ENABLE::SET,
             );
         }
@@ -553,7 +517,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         let index = EXT_CFG_INDEX::BUS.val(u32::from(function.bus))
             + EXT_CFG_INDEX::DEVICE.val(u32::from(function.device))
             + EXT_CFG_INDEX::FUNCTION.val(u32::from(function.function));
-        self.registers.write32(offsets::EXT_CFG_INDEX, index.value);
+        self.registers.write(EXT_CFG_INDEX, index);
         Some(offsets::EXT_CFG_DATA + register)
     }
 }

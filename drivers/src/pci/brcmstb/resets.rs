@@ -5,7 +5,7 @@
 //! register page.
 #![forbid(unsafe_code)]
 
-use super::regs::{offsets, rescal, reset_controller, PCIE_STATUS};
+use super::regs::{rescal, reset_controller, MISC_PCIE_STATUS, PCIE_STATUS};
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, Platform};
 use tock_registers::LocalRegisterCopy;
@@ -47,14 +47,20 @@ pub fn link_access<C: RegisterIo, R: RegisterIo>(
     if line_in_reset(controller, line) {
         return LinkAccess::BridgeInReset;
     }
-    let status = root_complex().read32(offsets::MISC_PCIE_STATUS);
-    let up = LocalRegisterCopy::<u32, PCIE_STATUS::Register>::new(status);
-    if status != u32::MAX && up.is_set(PCIE_STATUS::PCIE_PHYLINKUP) && up.is_set(PCIE_STATUS::PCIE_DL_ACTIVE)
-    {
+    let status = root_complex().read(MISC_PCIE_STATUS);
+    if status_says_link_up(status) {
         LinkAccess::LinkUp
     } else {
-        LinkAccess::LinkDown { status }
+        LinkAccess::LinkDown { status: status.get() }
     }
+}
+
+/// PHYLINKUP and DL_ACTIVE set in MISC_PCIE_STATUS (Linux `brcm_pcie_link_up`). All ones is what
+/// a failed read returns (AXI_READ_ERROR_DATA on BCM2712), not a link.
+pub fn status_says_link_up(status: LocalRegisterCopy<u32, PCIE_STATUS::Register>) -> bool {
+    status.get() != u32::MAX
+        && status.is_set(PCIE_STATUS::PCIE_PHYLINKUP)
+        && status.is_set(PCIE_STATUS::PCIE_DL_ACTIVE)
 }
 
 /// After a reset line is released the block needs "typically 14 µs for the worst case"; Linux

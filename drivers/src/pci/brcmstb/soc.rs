@@ -3,8 +3,8 @@
 //! `drivers/pci/controller/pcie-brcmstb.c` `pcie_cfg_data` per SoC; docs/pcie-brcmstb.md §4, §6).
 #![forbid(unsafe_code)]
 
-use super::regs::offsets;
-use hal::mmio::WideAccess;
+use super::regs::{offsets, HARD_DEBUG, MISC_HARD_PCIE_HARD_DEBUG_2711, MISC_HARD_PCIE_HARD_DEBUG_2712};
+use hal::mmio::{Reg, WideAccess};
 
 /// Which root complex design.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,10 +21,10 @@ impl Soc {
         }
     }
 
-    pub(super) fn hard_debug(self) -> usize {
+    pub(super) fn hard_debug(self) -> Reg<HARD_DEBUG::Register> {
         match self {
-            Soc::Bcm2711 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2711,
-            Soc::Bcm2712 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2712,
+            Soc::Bcm2711 => MISC_HARD_PCIE_HARD_DEBUG_2711,
+            Soc::Bcm2712 => MISC_HARD_PCIE_HARD_DEBUG_2712,
         }
     }
 

@@ -697,10 +697,13 @@ fn pcie2_is_read_only_once_its_bridge_is_out_of_reset() {
             ..ModelConfig::new(Soc::Bcm2712)
         };
         let model = RootComplexModel::new(config, &platform);
+        let mut opened = 0;
         let access = link_access(&model.block(Block::ResetController), PCIE2_BRIDGE_LINE, || {
+            opened += 1;
             model.block(Block::Pcie2)
         });
-        assert_eq!(access, expected);
+        // In reset, pcie2's block is not even opened.
+        assert_eq!((access, opened), (expected, u32::from(!in_reset)));
         model.assert_no_violations();
     }
     // The model raises the SError a direct read under reset would.
@@ -1098,4 +1101,21 @@ fn the_pi4_vl805_is_listed_with_its_bar_in_the_window() {
     assert_eq!(usb.bar(0).unwrap().cpu_address, 0x6_0000_0000);
     assert_eq!(crate::pci::vl805::firmware_version(&root, usb.address), 0, "no firmware after the reset");
     model.assert_no_violations();
+}
+
+#[test]
+fn a_reset_line_is_read_without_touching_the_block_behind_it() {
+    use super::resets::{line_in_reset, PCIE2_BRIDGE_LINE};
+    let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
+    for held in [false, true] {
+        let model = RootComplexModel::new(
+            ModelConfig { pcie2_in_reset: held, ..ModelConfig::new(Soc::Bcm2712) },
+            &clock,
+        );
+        let controller = model.block(Block::ResetController);
+        assert_eq!(line_in_reset(&controller, PCIE2_BRIDGE_LINE), held, "pcie2");
+        assert!(line_in_reset(&controller, PCIE1_BRIDGE_LINE), "pcie1 waits for the kernel");
+        assert!(model.writes().is_empty(), "only reads");
+        model.assert_no_violations();
+    }
 }

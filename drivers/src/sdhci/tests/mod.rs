@@ -4,6 +4,8 @@
 
 extern crate std;
 
+mod writes;
+
 use super::adma::AdmaFormat;
 use super::device::{SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
 use super::host::SdhciHost;

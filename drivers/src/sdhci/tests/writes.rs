@@ -8,11 +8,11 @@
 
 extern crate std;
 
-use super::device::SdCard;
-use super::host::SdhciHost;
-use super::quirks::GENERIC_PCI;
-use super::regs::{interrupt, offsets};
-use super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
+use super::super::device::SdCard;
+use super::super::host::SdhciHost;
+use super::super::quirks::GENERIC_PCI;
+use super::super::regs::{interrupt, offsets};
+use super::super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
 use crate::sd::block::SdBlockDevice;
 use crate::sd::card_registers::{CACHE_NEVER_ENABLED, NO_CACHE_EXTENSION};
 use crate::sd::error::SdError;

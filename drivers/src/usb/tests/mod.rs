@@ -2,6 +2,8 @@
 //! enumeration, both transports, protocol choice, error recovery and the block interface.
 #![forbid(unsafe_code)]
 
+mod pcie;
+
 extern crate std;
 
 use super::controller::{HostController, PortList, PortWait, DEFAULT_CONNECT_WAIT_MS};
