@@ -20,7 +20,8 @@
 #![forbid(unsafe_code)]
 
 use core::fmt;
-use hal::mmio::RegisterIo;
+use hal::mmio::{Reg, RegisterIo};
+use tock_registers::register_bitfields;
 
 /// Byte offsets from the start of the controller's block.
 pub mod offsets {
@@ -35,15 +36,50 @@ pub mod offsets {
 /// Bytes of the block the settings need to reach.
 pub const REGISTER_BYTES_NEEDED: usize = offsets::GUSB3PIPECTL0 + 4;
 
-const GCTL_PRTCAPDIR_SHIFT: u32 = 12;
-const GCTL_PRTCAPDIR_MASK: u32 = 0b11 << GCTL_PRTCAPDIR_SHIFT;
+register_bitfields! [u32,
+    GCTL [
+        /// Port capability direction: 1 host, 2 device, 3 OTG.
+        PRTCAPDIR OFFSET(12) NUMBITS(2) []
+    ],
+    GUSB3PIPECTL [
+        /// No receiver detection in P3 (`snps,dis_rxdet_inp3_quirk`).
+        DISRXDETINP3 OFFSET(28) NUMBITS(1) []
+    ],
+    GUCTL1 [
+        PARKMODE_DISABLE_FSLS OFFSET(15) NUMBITS(1) [],
+        PARKMODE_DISABLE_HS OFFSET(16) NUMBITS(1) [],
+        PARKMODE_DISABLE_SS OFFSET(17) NUMBITS(1) []
+    ],
+    GSBUSCFG1 [
+        /// The AXI pipe limit minus one.
+        PIPETRANSLIMIT OFFSET(8) NUMBITS(4) []
+    ],
+    GSNPSID [
+        /// The core's IP: 0x5533 DWC_usb3, 0x3331 DWC_usb31, 0x3332 DWC_usb32.
+        IP_ID OFFSET(16) NUMBITS(16) []
+    ],
+    /// GTXTHRCFG in the DWC_usb3 layout.
+    GTXTHRCFG_USB3 [
+        MAX_TX_BURST OFFSET(16) NUMBITS(8) [],
+        TX_PACKET_COUNT OFFSET(24) NUMBITS(4) [],
+        TX_PACKET_COUNT_SELECT OFFSET(29) NUMBITS(1) []
+    ],
+    /// GTXTHRCFG in the DWC_usb31 layout.
+    GTXTHRCFG_USB31 [
+        MAX_TX_BURST OFFSET(16) NUMBITS(5) [],
+        TX_PACKET_COUNT OFFSET(21) NUMBITS(5) [],
+        TX_PACKET_COUNT_SELECT OFFSET(26) NUMBITS(1) []
+    ]
+];
+
+const GCTL: Reg<GCTL::Register> = Reg::new(offsets::GCTL);
+const GUSB3PIPECTL0: Reg<GUSB3PIPECTL::Register> = Reg::new(offsets::GUSB3PIPECTL0);
+const GUCTL1: Reg<GUCTL1::Register> = Reg::new(offsets::GUCTL1);
+const GSBUSCFG1: Reg<GSBUSCFG1::Register> = Reg::new(offsets::GSBUSCFG1);
+const GSNPSID: Reg<GSNPSID::Register> = Reg::new(offsets::GSNPSID);
+const GTXTHRCFG_USB3: Reg<GTXTHRCFG_USB3::Register> = Reg::new(offsets::GTXTHRCFG);
+const GTXTHRCFG_USB31: Reg<GTXTHRCFG_USB31::Register> = Reg::new(offsets::GTXTHRCFG);
 const PRTCAP_HOST: u32 = 1;
-const GUSB3PIPECTL_DISRXDETINP3: u32 = 1 << 28;
-const GUCTL1_PARKMODE_DISABLE_FSLS: u32 = 1 << 15;
-const GUCTL1_PARKMODE_DISABLE_HS: u32 = 1 << 16;
-const GUCTL1_PARKMODE_DISABLE_SS: u32 = 1 << 17;
-const GSBUSCFG1_PIPETRANSLIMIT_SHIFT: u32 = 8;
-const GSBUSCFG1_PIPETRANSLIMIT_MASK: u32 = 0xf << GSBUSCFG1_PIPETRANSLIMIT_SHIFT;
 
 /// The core's IP, from GSNPSID bits 31:16 (`DWC3_GSNPS_ID`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,15 +88,6 @@ pub enum Ip {
     Usb3,
     /// DWC_usb31 (0x3331) or DWC_usb32 (0x3332): the other threshold layout.
     Usb31,
-}
-
-/// The TX threshold fields of GTXTHRCFG for one IP: (count shift, count mask, burst shift,
-/// burst mask, count select bit).
-fn tx_threshold_fields(ip: Ip) -> (u32, u32, u32, u32, u32) {
-    match ip {
-        Ip::Usb3 => (24, 0xf, 16, 0xff, 1 << 29),
-        Ip::Usb31 => (21, 0x1f, 16, 0x1f, 1 << 26),
-    }
 }
 
 /// The values `rp1.dtsi` gives both controllers.
@@ -75,24 +102,17 @@ pub const RP1_SETTINGS: Dwc3Settings =
     Dwc3Settings { axi_pipe_limit: 8, tx_max_burst: 8, tx_threshold_packets: 2 };
 
 /// Why the settings were not applied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Dwc3Error {
     /// GSNPSID is not a DWC3's (all ones: nothing answers; 0xDEADDEAD: RP1's link is down).
+    #[error("GSNPSID {snpsid:#010x} is not a DWC3 core's")]
     NotDwc3 { snpsid: u32 },
     /// The block given is too small to reach the global registers.
+    #[error(
+        "{register_bytes:#x} bytes of registers do not reach the DWC3 globals (up to {needed:#x})",
+        needed = REGISTER_BYTES_NEEDED
+    )]
     RegistersTooSmall { register_bytes: usize },
-}
-
-impl fmt::Display for Dwc3Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Dwc3Error::NotDwc3 { snpsid } => write!(f, "GSNPSID {snpsid:#010x} is not a DWC3 core's"),
-            Dwc3Error::RegistersTooSmall { register_bytes } => write!(
-                f,
-                "{register_bytes:#x} bytes of registers do not reach the DWC3 globals (up to {REGISTER_BYTES_NEEDED:#x})"
-            ),
-        }
-    }
 }
 
 /// What was found and set.
@@ -130,11 +150,6 @@ impl fmt::Display for Dwc3Report {
     }
 }
 
-fn modify<R: RegisterIo>(registers: &R, offset: usize, clear: u32, set: u32) {
-    let value = registers.read32(offset);
-    registers.write32(offset, (value & !clear) | set);
-}
-
 /// Puts the core in host mode and applies `settings` the way Linux's dwc3 core does, before the
 /// xHCI driver resets the host controller.
 pub fn apply<R: RegisterIo>(
@@ -145,24 +160,38 @@ pub fn apply<R: RegisterIo>(
     if register_bytes < REGISTER_BYTES_NEEDED {
         return Err(Dwc3Error::RegistersTooSmall { register_bytes });
     }
-    let snpsid = registers.read32(offsets::GSNPSID);
-    let ip = match snpsid >> 16 {
+    let id = registers.read(GSNPSID);
+    let snpsid = id.get();
+    let ip = match id.read(GSNPSID::IP_ID) {
         0x5533 => Ip::Usb3,
         0x3331 | 0x3332 => Ip::Usb31,
         _ => return Err(Dwc3Error::NotDwc3 { snpsid }),
     };
-    let mode_before = (registers.read32(offsets::GCTL) & GCTL_PRTCAPDIR_MASK) >> GCTL_PRTCAPDIR_SHIFT;
-    modify(registers, offsets::GCTL, GCTL_PRTCAPDIR_MASK, PRTCAP_HOST << GCTL_PRTCAPDIR_SHIFT);
-    modify(registers, offsets::GUSB3PIPECTL0, 0, GUSB3PIPECTL_DISRXDETINP3);
-    let park_mode_off =
-        GUCTL1_PARKMODE_DISABLE_SS | GUCTL1_PARKMODE_DISABLE_HS | GUCTL1_PARKMODE_DISABLE_FSLS;
-    modify(registers, offsets::GUCTL1, 0, park_mode_off);
-    let pipe_limit = u32::from(settings.axi_pipe_limit.clamp(1, 16) - 1) << GSBUSCFG1_PIPETRANSLIMIT_SHIFT;
-    modify(registers, offsets::GSBUSCFG1, GSBUSCFG1_PIPETRANSLIMIT_MASK, pipe_limit);
-    let (count_shift, count_mask, burst_shift, burst_mask, select) = tx_threshold_fields(ip);
-    let threshold = select
-        | (u32::from(settings.tx_threshold_packets) & count_mask) << count_shift
-        | (u32::from(settings.tx_max_burst) & burst_mask) << burst_shift;
-    modify(registers, offsets::GTXTHRCFG, count_mask << count_shift | burst_mask << burst_shift, threshold);
+    let mode_before = registers.read(GCTL).read(GCTL::PRTCAPDIR);
+    registers.modify(GCTL, GCTL::PRTCAPDIR.val(PRTCAP_HOST));
+    registers.modify(GUSB3PIPECTL0, GUSB3PIPECTL::DISRXDETINP3::SET);
+    registers.modify(
+        GUCTL1,
+        GUCTL1::PARKMODE_DISABLE_SS::SET
+            + GUCTL1::PARKMODE_DISABLE_HS::SET
+            + GUCTL1::PARKMODE_DISABLE_FSLS::SET,
+    );
+    let pipe_limit = u32::from(settings.axi_pipe_limit.clamp(1, 16) - 1);
+    registers.modify(GSBUSCFG1, GSBUSCFG1::PIPETRANSLIMIT.val(pipe_limit));
+    let (packets, burst) = (u32::from(settings.tx_threshold_packets), u32::from(settings.tx_max_burst));
+    match ip {
+        Ip::Usb3 => registers.modify(
+            GTXTHRCFG_USB3,
+            GTXTHRCFG_USB3::TX_PACKET_COUNT_SELECT::SET
+                + GTXTHRCFG_USB3::TX_PACKET_COUNT.val(packets & 0xf)
+                + GTXTHRCFG_USB3::MAX_TX_BURST.val(burst & 0xff),
+        ),
+        Ip::Usb31 => registers.modify(
+            GTXTHRCFG_USB31,
+            GTXTHRCFG_USB31::TX_PACKET_COUNT_SELECT::SET
+                + GTXTHRCFG_USB31::TX_PACKET_COUNT.val(packets & 0x1f)
+                + GTXTHRCFG_USB31::MAX_TX_BURST.val(burst & 0x1f),
+        ),
+    }
     Ok(Dwc3Report { snpsid, ip, mode_before, settings })
 }
