@@ -332,8 +332,9 @@ fn run_benchmark(
         .iter()
         .filter_map(|run| run.verify.as_ref())
         .all(|verify| verify.mismatches == 0 && verify.read_errors == 0);
+    let ran_cleanly = results.runs.iter().all(|run| run.ended_early.is_none());
     BenchmarkOutcome {
-        devices_ok: errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none()),
+        devices_ok: errors == 0 && verified && ran_cleanly && results.stream_jobs_clean(),
         throttled: results.throttled_during(),
     }
 }
