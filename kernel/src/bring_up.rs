@@ -16,6 +16,9 @@ use blockdev::Clock;
 pub enum AttachStep {
     /// The SD hosts of the board table (Arasan, EMMC2, BCM2712 sdio1, sdhost).
     BoardSdHosts,
+    /// The Pi 5's RP1 USB controllers behind pcie2 (`usb.rp1=on`), while RP1's link is as the
+    /// firmware left it: before pcie1 is brought up.
+    Rp1Usb,
     /// PCIe: the device tree's ECAM host or the board's root complex, walked.
     PciEnumeration,
     /// SDHCI functions found on PCIe (`sdhci-pci`).
@@ -26,8 +29,9 @@ pub enum AttachStep {
 
 /// The order of [`AttachStep`]s: SD before PCIe; the names SD cards get do not change (board
 /// hosts first, then PCI ones).
-pub const ATTACH_ORDER: [AttachStep; 5] = [
+pub const ATTACH_ORDER: [AttachStep; 6] = [
     AttachStep::BoardSdHosts,
+    AttachStep::Rp1Usb,
     AttachStep::PciEnumeration,
     AttachStep::PciSdHosts,
     AttachStep::Nvme,
@@ -93,6 +97,7 @@ mod tests {
         for step in [AttachStep::PciSdHosts, AttachStep::Nvme, AttachStep::Usb] {
             assert!(position(AttachStep::PciEnumeration) < position(step), "{step:?} needs PCIe first");
         }
+        assert!(position(AttachStep::Rp1Usb) < position(AttachStep::PciEnumeration));
         // SD names stay in their order: board hosts, then PCI hosts.
         assert!(position(AttachStep::BoardSdHosts) < position(AttachStep::PciSdHosts));
     }

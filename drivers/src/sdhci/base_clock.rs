@@ -17,8 +17,7 @@
 
 use super::host::HostCapabilities;
 use super::quirks::BaseClockSource;
-use crate::mailbox::{clock_rate_hz, tags, MailboxError, PropertyTags};
-use crate::sdhost::clock::round_to_mhz;
+use crate::mailbox::{clock_rate_hz, round_to_mhz, tags, MailboxError, PropertyTags};
 use core::fmt;
 
 /// Where the chosen figure came from.

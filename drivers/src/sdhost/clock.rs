@@ -17,7 +17,7 @@
 //!    necessarily running: raspberrypi/firmware #1521, #1619), else 250 MHz.
 #![forbid(unsafe_code)]
 
-use crate::mailbox::{clock_rate_hz, clocks, tags, MailboxError, PropertyTags};
+use crate::mailbox::{clock_rate_hz, clocks, round_to_mhz, tags, MailboxError, PropertyTags};
 use core::fmt;
 
 /// The VPU core clock of a Pi 1-3 when the firmware does not answer (250 MHz: docs/aarch32-pis.md §7).
@@ -121,11 +121,6 @@ impl fmt::Display for SdhostClock<'_> {
             }
         }
     }
-}
-
-/// A measured rate to the nearest whole MHz (circle rounds GET_CLOCK_RATE_MEASURED the same way).
-pub fn round_to_mhz(hz: u32) -> u32 {
-    (hz.saturating_add(500_000) / 1_000_000) * 1_000_000
 }
 
 #[cfg(test)]

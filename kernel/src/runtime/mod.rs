@@ -427,9 +427,10 @@ impl<'m> BoardFacts<'m> {
 }
 
 /// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
-/// order: SD hosts first (board table order, before PCIe is touched; then PCI), then NVMe
-/// controllers in PCI order, then USB drives controller by controller, port by port
-/// (`crate::bring_up`).
+/// order: SD hosts first (board table order, before PCIe is touched; then PCI), the Pi 5's RP1
+/// USB drives (before pcie1 is brought up, while RP1's link is as the firmware left it), then
+/// NVMe controllers in PCI order, then the other USB drives controller by controller, port by
+/// port (`crate::bring_up`).
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
     use crate::bring_up::{AttachStep, ATTACH_ORDER};
     let mut pci = None;
@@ -437,6 +438,7 @@ fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut st
     for step in ATTACH_ORDER {
         match step {
             AttachStep::BoardSdHosts => sd::attach_board_hosts(machine, settings, storage),
+            AttachStep::Rp1Usb => usb::attach_rp1(machine, settings, storage),
             AttachStep::PciEnumeration => {
                 pci = pci_enumeration::enumerate(machine, settings);
                 if pci.is_some() && machine.info.profile.pcie.is_some() {

@@ -95,3 +95,26 @@ fn members_are_read_from_the_workspace_manifest() {
                     default-members = [\"blockdev\"]\n";
     assert_eq!(workspace_members(manifest), ["blockdev", "drivers", "hal"]);
 }
+
+/// README is the short way in: what barebench is, the folder map early, the two commands, the
+/// card and console, and links; the details live in `docs/` pages (docs/README.md lists them).
+#[test]
+fn the_readme_stays_a_short_way_in_with_the_folder_map_early() {
+    const MOST_README_LINES: usize = 200;
+    const FOLDER_MAP_BY_LINE: usize = 40;
+    let readme = fs::read_to_string(repository_root().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    assert!(
+        lines.len() <= MOST_README_LINES,
+        "README.md has {} lines, more than {MOST_README_LINES}: move the detail to a docs/ page and link it",
+        lines.len()
+    );
+    let heading_line = |title: &str| lines.iter().position(|line| *line == format!("## {title}"));
+    let map_line = heading_line("What is where").expect("README.md has no \"## What is where\" folder map");
+    assert!(
+        map_line < FOLDER_MAP_BY_LINE,
+        "README's folder map starts at line {}, not near the top",
+        map_line + 1
+    );
+    assert!(heading_line("The two commands").is_some(), "README.md has no \"## The two commands\"");
+}

@@ -562,3 +562,38 @@ fn paths_resolve_to_the_deepest_module_file() {
     assert_eq!(resolved("crate::MARKER"), Some(vec![]));
     assert_eq!(resolved("self::inner"), Some(admin.to_vec()));
 }
+
+/// The SD card protocol lives in `drivers/src/sd/`, with SDHCI and sdhost as two hosts of it: a
+/// host that reaches into the other (as sdhost once imported `crate::sdhci` for the protocol)
+/// would pass the circle check above, so the direction is checked here.
+#[test]
+fn the_two_sd_hosts_share_the_card_protocol_and_never_import_each_other() {
+    let root = repository_root();
+    let imports = crate_imports(&root, "drivers");
+    let host_of = |path: &Path| {
+        ["sdhci", "sdhost"].into_iter().find(|host| path.starts_with(format!("drivers/src/{host}")))
+    };
+    let mut protocol_imports = 0;
+    let mut crossings = Vec::new();
+    for import in &imports {
+        let (from, to) = (host_of(&import.from), host_of(&import.to));
+        if from.is_some() && import.to.starts_with("drivers/src/sd/") {
+            protocol_imports += 1;
+        }
+        if let (Some(from), Some(to)) = (from, to) {
+            if from != to {
+                crossings.push(format!(
+                    "{}:{} imports {}",
+                    import.from.display(),
+                    import.line,
+                    import.to.display()
+                ));
+            }
+        }
+    }
+    assert!(crossings.is_empty(), "one SD host imports the other:\n{}", crossings.join("\n"));
+    assert!(
+        protocol_imports > 10,
+        "only {protocol_imports} imports of drivers/src/sd/ from the hosts: is the scan reading them?"
+    );
+}
