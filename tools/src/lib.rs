@@ -3,6 +3,7 @@
 pub mod disk;
 pub mod image;
 pub mod pattern;
+pub mod profile;
 pub mod qemu;
 pub mod qemu_faults;
 pub mod report;

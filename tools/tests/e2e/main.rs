@@ -19,6 +19,7 @@ mod image_e2e;
 mod measurement;
 mod nvme;
 mod pci;
+mod profile;
 mod qemu_cli;
 mod qemu_exit;
 mod registers;

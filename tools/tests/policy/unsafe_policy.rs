@@ -16,11 +16,20 @@ use std::path::{Path, PathBuf};
 use crate::repository_root;
 
 /// The workspace's crates; each one's `src` (and `tools`' `tests`) is checked.
-const SOURCE_DIRECTORIES: [&str; 7] =
-    ["blockdev/src", "bench/src", "boot/src", "drivers/src", "kernel/src", "tools/src", "tools/tests"];
+const SOURCE_DIRECTORIES: [&str; 9] = [
+    "blockdev/src",
+    "bench/src",
+    "boot/src",
+    "drivers/src",
+    "kernel/src",
+    "tools/src",
+    "tools/tests",
+    "profiler/src",
+    "profiler/plugin/src",
+];
 
 /// Crates that need no unsafe code at all: their root forbids it for every module.
-const UNSAFE_FREE_CRATE_ROOTS: [&str; 2] = ["blockdev/src/lib.rs", "bench/src/lib.rs"];
+const UNSAFE_FREE_CRATE_ROOTS: [&str; 3] = ["blockdev/src/lib.rs", "bench/src/lib.rs", "profiler/src/lib.rs"];
 
 const FORBID: &str = "#![forbid(unsafe_code)]";
 
