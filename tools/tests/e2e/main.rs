@@ -13,6 +13,7 @@ mod aarch32;
 mod benchmark;
 mod boot;
 mod check;
+mod cpu_budget;
 mod faults;
 mod fio_consumers;
 mod image_e2e;
