@@ -90,8 +90,8 @@ test-e2e:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy -p kernel -p boot -p drivers -p blockdev -p bench --target $(TARGET) -- -D warnings
-	$(CARGO) clippy -p kernel -p boot -p drivers -p blockdev -p bench --target $(ARM32_CHECK_TARGET) -- -D warnings
+	$(CARGO) clippy -p kernel -p boot -p hal -p drivers -p blockdev -p bench --target $(TARGET) -- -D warnings
+	$(CARGO) clippy -p kernel -p boot -p hal -p drivers -p blockdev -p bench --target $(ARM32_CHECK_TARGET) -- -D warnings
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

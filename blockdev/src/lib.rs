@@ -10,6 +10,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod blocking;
 pub mod crc32;
 pub mod marker;
 pub mod pattern;

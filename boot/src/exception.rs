@@ -103,10 +103,7 @@ pub fn fault_status_name(esr: u64) -> Option<&'static str> {
 }
 
 /// The report the kernel prints: class, ESR, ELR, FAR and SPSR on one line each.
-pub struct ExceptionReport<'a> {
-    pub frame: &'a ExceptionFrame,
-    pub vector: VectorEntry,
-}
+pub type ExceptionReport<'a> = crate::ExceptionReport<'a, ExceptionFrame, VectorEntry>;
 
 impl fmt::Display for ExceptionReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -87,10 +87,7 @@ pub fn fault_status_name(status: u32) -> &'static str {
 }
 
 /// The report the kernel prints: vector, mode, fault status and addresses, registers.
-pub struct ExceptionReport<'a> {
-    pub frame: &'a ExceptionFrame,
-    pub vector: VectorEntry,
-}
+pub type ExceptionReport<'a> = crate::ExceptionReport<'a, ExceptionFrame, VectorEntry>;
 
 impl fmt::Display for ExceptionReport<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -20,6 +20,14 @@ pub mod exception_aarch32;
 pub mod mmu;
 pub mod mmu_aarch32;
 
+/// The report the kernel prints for an exception: the registers the vectors saved and which
+/// vector was taken; each architecture's module ([`exception`], [`exception_aarch32`]) says how it
+/// reads.
+pub struct ExceptionReport<'a, Frame, Vector> {
+    pub frame: &'a Frame,
+    pub vector: Vector,
+}
+
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 mod entry;
 #[cfg(all(target_arch = "arm", target_os = "none"))]

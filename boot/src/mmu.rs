@@ -264,49 +264,10 @@ mod target {
         SCTLR_EL1.modify(SCTLR_EL1::M::Enable + SCTLR_EL1::C::Cacheable + SCTLR_EL1::I::Cacheable);
         barrier::isb(barrier::SY);
     }
-
-    /// The smallest data cache line, from CTR_EL0.DminLine (words, log2).
-    pub fn data_cache_line_bytes() -> usize {
-        let cache_type: u64;
-        // SAFETY: reading CTR_EL0 has no side effects (aarch64-cpu 11 has no accessor for it).
-        unsafe {
-            core::arch::asm!("mrs {0}, ctr_el0", out(reg) cache_type, options(nomem, nostack, preserves_flags))
-        };
-        4 << ((cache_type >> 16) & 0xf)
-    }
-
-    /// Cleans `[address, address + length)` to the point of coherency (`dc cvac`), then waits.
-    pub fn clean_data_cache_range(address: usize, length_bytes: usize) {
-        let line = data_cache_line_bytes();
-        let mut cursor = address & !(line - 1);
-        while cursor < address + length_bytes {
-            // SAFETY: cleaning a cache line by address writes back dirty data and nothing else;
-            // the address is inside the range the caller handed to a device.
-            unsafe { core::arch::asm!("dc cvac, {0}", in(reg) cursor, options(nostack, preserves_flags)) };
-            cursor += line;
-        }
-        // SAFETY: a barrier has no other effect.
-        unsafe { core::arch::asm!("dsb sy", options(nostack, preserves_flags)) };
-    }
-
-    /// Cleans and invalidates `[address, address + length)` (`dc civac`), so later reads fetch
-    /// what a device wrote. Clean-and-invalidate rather than invalidate alone, so that a partial
-    /// line shared with other data never loses a CPU write.
-    pub fn invalidate_data_cache_range(address: usize, length_bytes: usize) {
-        let line = data_cache_line_bytes();
-        let mut cursor = address & !(line - 1);
-        while cursor < address + length_bytes {
-            // SAFETY: as for `clean_data_cache_range`; clean-and-invalidate loses no data.
-            unsafe { core::arch::asm!("dc civac, {0}", in(reg) cursor, options(nostack, preserves_flags)) };
-            cursor += line;
-        }
-        // SAFETY: a barrier has no other effect.
-        unsafe { core::arch::asm!("dsb sy", options(nostack, preserves_flags)) };
-    }
 }
 
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
-pub use target::{clean_data_cache_range, data_cache_line_bytes, enable, invalidate_data_cache_range};
+pub use target::enable;
 
 #[cfg(test)]
 mod tests {

@@ -1,7 +1,7 @@
 //! The AArch32 identity map: one first-level table of 4096 short-descriptor 1 MiB sections
 //! (ARMv7 ARM B3.5.1 section descriptor, table B3-10 memory types with TEX remap off; the same
 //! format on the ARM1176 with SCTLR.XP = 1; docs/aarch32-pis.md §4 items 6-9), the MMU enable in
-//! the order circle's `memory.cpp` uses, and data-cache maintenance by address.
+//! the order circle's `memory.cpp` uses (data-cache maintenance by address is `hal::cache`'s).
 //!
 //! The kernel's [`Region`]s map as in the AArch64 tables: RAM Normal write-back, the DMA pool
 //! Normal non-cacheable and execute-never, devices Shareable Device and execute-never. Anything
@@ -115,14 +115,9 @@ pub fn translation_base_value(table_address: u32) -> u32 {
 /// on ARMv7 they read as one.
 pub const SCTLR_ENABLE_BITS: u32 = 1 | (1 << 2) | (1 << 11) | (1 << 12) | (1 << 22) | (1 << 23);
 
-/// The smallest data-cache line of the two cores (ARM1176: 32 bytes; Cortex-A7: 64), used as
-/// the step of maintenance by address: cleaning every 32 bytes of a 64-byte line repeats work
-/// but misses nothing.
-pub const CACHE_LINE_BYTES: usize = 32;
-
 #[cfg(all(target_arch = "arm", target_os = "none"))]
 mod target {
-    use super::{translation_base_value, CACHE_LINE_BYTES, SCTLR_ENABLE_BITS};
+    use super::{translation_base_value, SCTLR_ENABLE_BITS};
 
     /// Turns on the MMU with data and instruction caches, in circle's order: TTBCR = 0, TTBR0,
     /// DACR = client for domain 0, invalidate caches, branch predictor and TLB, DSB, ISB, SCTLR.
@@ -179,37 +174,10 @@ mod target {
             );
         }
     }
-
-    fn for_each_line(address: usize, length_bytes: usize, mut operation: impl FnMut(usize)) {
-        let mut cursor = address & !(CACHE_LINE_BYTES - 1);
-        while cursor < address + length_bytes {
-            operation(cursor);
-            cursor += CACHE_LINE_BYTES;
-        }
-        // SAFETY: the CP15 DSB has no other effect.
-        unsafe { core::arch::asm!("mcr p15, 0, {0}, c7, c10, 4", in(reg) 0u32, options(nostack)) };
-    }
-
-    /// Cleans `[address, address + length)` to the point of coherency (c7, c10, 1), then DSB.
-    pub fn clean_data_cache_range(address: usize, length_bytes: usize) {
-        for_each_line(address, length_bytes, |line| {
-            // SAFETY: cleaning a line by address writes back dirty data and nothing else.
-            unsafe { core::arch::asm!("mcr p15, 0, {0}, c7, c10, 1", in(reg) line, options(nostack)) };
-        });
-    }
-
-    /// Cleans and invalidates `[address, address + length)` (c7, c14, 1), then DSB, so later
-    /// reads fetch what a device wrote and no CPU write in a shared line is lost.
-    pub fn invalidate_data_cache_range(address: usize, length_bytes: usize) {
-        for_each_line(address, length_bytes, |line| {
-            // SAFETY: clean-and-invalidate by address loses no data.
-            unsafe { core::arch::asm!("mcr p15, 0, {0}, c7, c14, 1", in(reg) line, options(nostack)) };
-        });
-    }
 }
 
 #[cfg(all(target_arch = "arm", target_os = "none"))]
-pub use target::{clean_data_cache_range, enable, invalidate_data_cache_range};
+pub use target::enable;
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 //! pins (GPIO 48–53) to the chosen controller (docs/hardware.md §2.1, docs/qemu.md §2).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// A pin's function-select value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,11 +4,11 @@
 //! `bcmpropertytags.h`, `cputhrottle.cpp` and the Raspberry Pi firmware wiki's tag list).
 #![forbid(unsafe_code)]
 
-use crate::barrier;
-use crate::mmio::RegisterIo;
-use crate::platform::wait_until;
 use blockdev::Clock;
 use core::fmt;
+use hal::barrier;
+use hal::mmio::RegisterIo;
+use hal::platform::wait_until;
 
 /// Register offsets from the mailbox base (docs/hardware.md §4.6).
 pub mod offsets {

@@ -2,7 +2,7 @@
 //! register summary; baud divisor §3.3.6).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::{Reg, RegisterIo};
 use tock_registers::{register_bitfields, LocalRegisterCopy};
 
 /// Register offsets (PL011 TRM §3.3).
@@ -34,6 +34,11 @@ register_bitfields![u32,
         RECEIVE_ENABLE OFFSET(9) NUMBITS(1) []
     ]
 ];
+
+/// The registers with fields.
+pub const FLAG: Reg<FLAG::Register> = Reg::new(offsets::FLAG);
+pub const LINE_CONTROL: Reg<LINE_CONTROL::Register> = Reg::new(offsets::LINE_CONTROL);
+pub const CONTROL: Reg<CONTROL::Register> = Reg::new(offsets::CONTROL);
 
 /// IBRD and FBRD for a baud rate: divisor = clock / (16 × baud), FBRD = round(fraction × 64).
 pub fn baud_divisors(uart_clock_hz: u32, baud: u32) -> Option<(u32, u32)> {
@@ -78,11 +83,11 @@ impl<R: RegisterIo> Pl011<R> {
             self.registers.write32(offsets::FRACTIONAL_BAUD_RATE, fraction);
         }
         // LCRH must be written after the divisors for them to take effect (TRM §3.3.7).
-        let line = LINE_CONTROL::WORD_LENGTH::EightBits + LINE_CONTROL::FIFO_ENABLE::SET;
-        self.registers.write32(offsets::LINE_CONTROL, line.value);
+        self.registers
+            .write(LINE_CONTROL, LINE_CONTROL::WORD_LENGTH::EightBits + LINE_CONTROL::FIFO_ENABLE::SET);
         let control =
             CONTROL::UART_ENABLE::SET + CONTROL::TRANSMIT_ENABLE::SET + CONTROL::RECEIVE_ENABLE::SET;
-        self.registers.write32(offsets::CONTROL, control.value);
+        self.registers.write(CONTROL, control);
     }
 
     /// The divisors currently programmed (IBRD, FBRD).
@@ -94,7 +99,7 @@ impl<R: RegisterIo> Pl011<R> {
     }
 
     fn flags(&self) -> LocalRegisterCopy<u32, FLAG::Register> {
-        LocalRegisterCopy::new(self.registers.read32(offsets::FLAG))
+        self.registers.read(FLAG)
     }
 
     /// Queues one byte; returns false if the FIFO stayed full (the byte is dropped).

@@ -77,14 +77,14 @@ pub(crate) struct AccessLog<R> {
 }
 
 #[cfg(test)]
-impl<R: crate::mmio::RegisterIo> AccessLog<R> {
+impl<R: hal::mmio::RegisterIo> AccessLog<R> {
     pub fn new(registers: R) -> Self {
         AccessLog { registers, reads: Default::default(), writes: Default::default() }
     }
 }
 
 #[cfg(test)]
-impl<R: crate::mmio::RegisterIo> crate::mmio::RegisterIo for AccessLog<R> {
+impl<R: hal::mmio::RegisterIo> hal::mmio::RegisterIo for AccessLog<R> {
     fn read32(&self, offset_bytes: usize) -> u32 {
         self.reads.borrow_mut().push(offset_bytes);
         self.registers.read32(offset_bytes)

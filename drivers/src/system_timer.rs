@@ -4,7 +4,7 @@
 //! resolution.
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// The counter's rate.
 pub const TICKS_PER_SECOND: u64 = 1_000_000;

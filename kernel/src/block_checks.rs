@@ -4,18 +4,18 @@
 //! Every read goes into a buffer first filled with a poison pattern, and a block that still holds
 //! the poison afterwards is a read that reported success without transferring data: the check
 //! fails instead of computing a CRC of stale memory or taking a zeroed buffer for an empty disk.
+#![forbid(unsafe_code)]
 
 use alloc::vec;
 use alloc::vec::Vec;
-use core::fmt;
 
 use bench::region::Region;
 use bench::results::RegionSample;
+use blockdev::blocking::{complete_one, WaitError};
 use blockdev::crc32::Crc32;
 use blockdev::{BlockDevice, DmaBuffer, Operation, Request};
-use drivers::blocking::{complete_one, WaitError};
-use drivers::dma::DmaRegion;
-use drivers::platform::Platform;
+use hal::dma::DmaRegion;
+use hal::platform::Platform;
 
 /// What a buffer holds before each read: no device's data and no test pattern looks like it.
 pub const POISON: &[u8; 16] = b"barebench poison";
@@ -27,51 +27,28 @@ pub const REGION_SAMPLE_READS: u32 = 64;
 pub const REGION_SAMPLE_BYTES: u64 = 4096;
 
 /// Why a check could not be completed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CheckFailure {
+    #[error("no such device")]
     NoSuchDevice,
-    OutOfRange {
-        block_count: u64,
-    },
-    NoBuffer(drivers::platform::DmaAllocationError),
+    #[error("range is beyond the end of the device ({block_count} blocks); nothing was read")]
+    OutOfRange { block_count: u64 },
+    #[error("{0}")]
+    NoBuffer(hal::platform::DmaAllocationError),
+    /// The buffer handed to the check is not the platform's DMA memory.
+    #[error("{0}")]
+    NotDmaMemory(hal::dma::ForeignBuffer),
+    #[error("request refused: {}", .0.name())]
     Refused(blockdev::SubmitError),
-    Failed {
-        lba: u64,
-        error: blockdev::IoError,
-    },
-    Timeout {
-        lba: u64,
-    },
+    #[error("read at LBA {lba} failed: {error}")]
+    Failed { lba: u64, error: blockdev::IoError },
+    #[error("read at LBA {lba} did not complete in time")]
+    Timeout { lba: u64 },
     /// The read reported success but this block still holds the poison pattern.
-    NotTransferred {
-        lba: u64,
-    },
-    Mismatch {
-        byte_offset: u64,
-    },
-}
-
-impl fmt::Display for CheckFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CheckFailure::NoSuchDevice => write!(f, "no such device"),
-            CheckFailure::OutOfRange { block_count } => {
-                write!(f, "range is beyond the end of the device ({block_count} blocks); nothing was read")
-            }
-            CheckFailure::NoBuffer(error) => write!(f, "{error}"),
-            CheckFailure::Refused(error) => write!(f, "request refused: {}", error.name()),
-            CheckFailure::Failed { lba, error } => write!(f, "read at LBA {lba} failed: {error}"),
-            CheckFailure::Timeout { lba } => write!(f, "read at LBA {lba} did not complete in time"),
-            CheckFailure::NotTransferred { lba } => write!(
-                f,
-                "read at LBA {lba} reported success but transferred no data (the block still holds \
-                 the poison pattern)"
-            ),
-            CheckFailure::Mismatch { byte_offset } => {
-                write!(f, "MISMATCH: first differing byte at device offset {byte_offset}")
-            }
-        }
-    }
+    #[error("read at LBA {lba} reported success but transferred no data (the block still holds the poison pattern)")]
+    NotTransferred { lba: u64 },
+    #[error("MISMATCH: first differing byte at device offset {byte_offset}")]
+    Mismatch { byte_offset: u64 },
 }
 
 /// CRC-32 of `block_count` logical blocks from `lba`, read one chunk at a time.
@@ -150,9 +127,9 @@ pub fn read_checked<P: Platform + ?Sized, R>(
     block_count: u32,
     consume: impl FnOnce(&[u8]) -> R,
 ) -> Result<R, CheckFailure> {
-    // SAFETY: `buffer` is DMA memory from the platform that the caller lends to this check
-    // alone: no request is using it, and the device writes it only during the read below.
-    let region = unsafe { DmaRegion::new(buffer) };
+    // The caller lends `buffer` to this check alone: no request is using it, and the device
+    // writes it only during the read below.
+    let region = DmaRegion::of_buffer(platform, buffer).map_err(CheckFailure::NotDmaMemory)?;
     fill_with_poison(&region);
     // The poison must be in memory before the device writes, or a later eviction could
     // overwrite the data with it.
@@ -271,7 +248,7 @@ pub fn sample_region<P: Platform + ?Sized>(
 mod tests {
     use super::*;
     use blockdev::{Completion, Geometry, SubmitError};
-    use drivers::testing::ArenaPlatform;
+    use hal::testing::ArenaPlatform;
 
     /// What the fake device does with a read.
     #[derive(Clone, Copy, PartialEq)]
@@ -284,19 +261,21 @@ mod tests {
         NothingTransferred,
     }
 
-    struct FakeDisk {
+    /// Writes what it answers into the request's buffer by DMA, as a disk does.
+    struct FakeDisk<'p> {
+        platform: &'p ArenaPlatform,
         answer: Answer,
         pending: Option<Request>,
         reads: Vec<(u64, u32)>,
     }
 
-    impl FakeDisk {
-        fn new(answer: Answer) -> Self {
-            FakeDisk { answer, pending: None, reads: Vec::new() }
+    impl<'p> FakeDisk<'p> {
+        fn new(platform: &'p ArenaPlatform, answer: Answer) -> Self {
+            FakeDisk { platform, answer, pending: None, reads: Vec::new() }
         }
     }
 
-    impl BlockDevice for FakeDisk {
+    impl BlockDevice for FakeDisk<'_> {
         fn name(&self) -> &str {
             "nvme0"
         }
@@ -318,8 +297,6 @@ mod tests {
             let Some(request) = self.pending.take() else {
                 return 0;
             };
-            // SAFETY: the buffer is the test's arena memory and this request owns it.
-            let region = unsafe { DmaRegion::new(request.buffer) };
             let mut sector = [0u8; 512];
             for index in 0..request.block_count as usize {
                 match self.answer {
@@ -329,7 +306,8 @@ mod tests {
                     Answer::Zeros => sector.fill(0),
                     Answer::NothingTransferred => continue,
                 }
-                region.write_bytes(index * 512, &sector);
+                let physical_address = request.buffer.physical_address + (index * 512) as u64;
+                assert!(self.platform.device_write(physical_address, &sector), "the buffer is arena memory");
             }
             completions[0] = Completion { tag: request.tag, result: Ok(()) };
             1
@@ -350,7 +328,7 @@ mod tests {
     fn checks_of_a_disk_that_transfers_data_pass() {
         let platform = ArenaPlatform::new(1 << 20);
         let buffer = platform.allocate_dma(64 << 10, 4096).unwrap();
-        let mut disk = FakeDisk::new(Answer::Pattern);
+        let mut disk = FakeDisk::new(&platform, Answer::Pattern);
         assert_eq!(crc_of_blocks(&mut disk, &platform, buffer, 1000, 300).unwrap(), pattern_crc(1000, 300));
         assert!(verify_blocks(&mut disk, &platform, buffer, 5, 129).is_ok());
         // 64 KiB chunks of 128 blocks (the buffer), whatever the request limit.
@@ -363,9 +341,9 @@ mod tests {
         let buffer = platform.allocate_dma(64 << 10, 4096).unwrap();
         // The buffer first holds exactly what the device would have sent: only the poison
         // tells a transfer that never happened from one that did.
-        let mut pattern = FakeDisk::new(Answer::Pattern);
+        let mut pattern = FakeDisk::new(&platform, Answer::Pattern);
         verify_blocks(&mut pattern, &platform, buffer, 0, 128).unwrap();
-        let mut silent = FakeDisk::new(Answer::NothingTransferred);
+        let mut silent = FakeDisk::new(&platform, Answer::NothingTransferred);
         let failure = verify_blocks(&mut silent, &platform, buffer, 0, 128).unwrap_err();
         assert!(matches!(failure, CheckFailure::NotTransferred { lba: 0 }), "{failure}");
         let failure = crc_of_blocks(&mut silent, &platform, buffer, 77, 3).unwrap_err();
@@ -399,20 +377,20 @@ mod tests {
 
         let platform = ArenaPlatform::new(1 << 20);
         let buffer = platform.allocate_dma(64 << 10, 4096).unwrap();
-        let mut zeros = FakeDisk::new(Answer::Zeros);
+        let mut zeros = FakeDisk::new(&platform, Answer::Zeros);
         let (sample, failure) = sample_region(&mut zeros, &platform, buffer, region);
         assert!(failure.is_none());
         assert_eq!((sample.reads, sample.read_bytes, sample.failed, sample.all_zero), (64, 4096, 0, true));
         assert!(sample.looks_deallocated());
         assert_eq!(zeros.reads, reads);
 
-        let mut pattern = FakeDisk::new(Answer::Pattern);
+        let mut pattern = FakeDisk::new(&platform, Answer::Pattern);
         let (sample, _) = sample_region(&mut pattern, &platform, buffer, region);
         assert!(!sample.all_zero && !sample.looks_deallocated());
 
         // A zeroed buffer and a device that writes nothing is not an empty disk.
         platform.cpu_fill(&buffer, 0);
-        let mut silent = FakeDisk::new(Answer::NothingTransferred);
+        let mut silent = FakeDisk::new(&platform, Answer::NothingTransferred);
         let (sample, failure) = sample_region(&mut silent, &platform, buffer, region);
         assert!(matches!(failure, Some(CheckFailure::NotTransferred { lba: 2048 })));
         assert_eq!((sample.reads, sample.failed, sample.all_zero), (1, 1, false));

@@ -7,7 +7,7 @@
 use boot::cpu::CoreModel;
 use drivers::pci::brcmstb::Soc;
 use drivers::pci::{HostWindows, Window};
-use drivers::platform::BusTranslation;
+use hal::platform::BusTranslation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BoardFamily {
@@ -218,16 +218,11 @@ impl MmioBlock {
 }
 
 /// A board table lookup of a block the board does not have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the {board} has no {kind:?} register block")]
 pub struct MissingBlock {
     pub board: &'static str,
     pub kind: BlockKind,
-}
-
-impl core::fmt::Display for MissingBlock {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "the {} has no {:?} register block", self.board, self.kind)
-    }
 }
 
 /// Everything fixed about one board family.

@@ -15,7 +15,8 @@ pub use kernel_settings as cmdline;
 pub mod devicetree;
 pub mod discovery;
 pub mod memory_plan;
-pub mod pcie_host;
+pub mod queue_depth;
+pub mod root_complex_plan;
 pub mod sd_dma;
 
 #[cfg(target_os = "none")]

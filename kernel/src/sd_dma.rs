@@ -11,7 +11,7 @@ use crate::devicetree::DeviceTree;
 use core::fmt;
 use drivers::mailbox::BoardRevision;
 use drivers::pci::ranges;
-use drivers::platform::BusTranslation;
+use hal::platform::BusTranslation;
 
 /// The compatible of BCM2711's EMMC2 node, a child of `emmc2bus`.
 const EMMC2_COMPATIBLE: &str = "brcm,bcm2711-emmc2";

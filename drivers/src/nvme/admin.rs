@@ -7,27 +7,27 @@
 #![forbid(unsafe_code)]
 
 use super::command::{CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES};
-use super::controller::{disable, enable_with_admin_queue, NvmeError, WaitReporter};
+use super::enable::{disable, enable_with_admin_queue, WaitReporter};
+use super::error::NvmeError;
 use super::events::{Event, EventSink};
 use super::regs::{offsets, Capabilities};
-use super::ring::{CompletionRing, SubmissionRing};
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
+use super::ring::{CompletionRing, QueueMemory, SubmissionRing};
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
-/// An I/O queue pair as the controller was told about it, to create it again after a reset.
+/// How long one admin command may take.
+pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
+
+/// An I/O queue pair as the controller was told about it, to create it again after a reset (its
+/// CQ zeroed first: phase tags start at 1).
 #[derive(Clone, Copy, Debug)]
-pub struct QueueRecord {
+pub struct QueueRecord<'p> {
     pub queue_id: u16,
-    pub entries: u32,
-    pub submission_bus: u64,
-    pub completion_bus: u64,
-    /// The CQ's memory, zeroed before the queue is created again (phase tags start at 1).
-    pub completion: DmaRegion,
+    pub memory: QueueMemory<'p>,
 }
 
 /// What Abort said about the command it named (NVMe 2.0 §5.1.1, completion DW0 bit 0).
@@ -46,15 +46,14 @@ pub struct AdminChannel<'p, R: RegisterIo, P: Platform> {
     pub(crate) events: &'p dyn EventSink,
     pub(crate) label: String,
     pub(crate) capabilities: Capabilities,
-    submission: SubmissionRing,
-    completion: CompletionRing,
-    admin_memory: (DmaRegion, DmaRegion),
-    admin_bus: (u64, u64),
+    submission: SubmissionRing<'p>,
+    completion: CompletionRing<'p>,
+    admin_memory: QueueMemory<'p>,
     next_command_id: u16,
     usable: bool,
     /// Queue pairs asked for with Set Features Number of Queues (asked again after a reset).
     pub(crate) pairs_requested: u16,
-    queues: Vec<QueueRecord>,
+    queues: Vec<QueueRecord<'p>>,
     generation: u32,
     resets: u32,
     last_reset_us: u64,
@@ -64,26 +63,25 @@ pub struct AdminChannel<'p, R: RegisterIo, P: Platform> {
 pub type SharedAdmin<'p, R, P> = Rc<RefCell<AdminChannel<'p, R, P>>>;
 
 impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
-    /// The channel over an admin queue in `submission`/`completion` (`entries` each) that the
-    /// controller was just enabled with.
+    /// The channel over the admin queue in `memory` that the controller was just enabled with.
     pub(crate) fn new(
-        (registers, platform, events): (R, &'p P, &'p dyn EventSink),
+        registers: R,
+        platform: &'p P,
+        events: &'p dyn EventSink,
         label: String,
         capabilities: Capabilities,
-        (submission, completion, submission_bus, completion_bus): (DmaRegion, DmaRegion, u64, u64),
-        entries: u32,
+        memory: QueueMemory<'p>,
     ) -> Self {
-        let stride = capabilities.doorbell_stride_bytes;
+        let (submission, completion) = admin_rings(&memory, &capabilities);
         AdminChannel {
             registers,
             platform,
             events,
             label,
             capabilities,
-            submission: SubmissionRing::new(submission, entries, super::regs::submission_doorbell(0, stride)),
-            completion: CompletionRing::new(completion, entries, super::regs::completion_doorbell(0, stride)),
-            admin_memory: (submission, completion),
-            admin_bus: (submission_bus, completion_bus),
+            submission,
+            completion,
+            admin_memory: memory,
             next_command_id: 0,
             usable: true,
             pairs_requested: 0,
@@ -110,7 +108,7 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
         self.registers.read32(offsets::CSTS) == u32::MAX
     }
 
-    pub(crate) fn record_queue(&mut self, record: QueueRecord) {
+    pub(crate) fn record_queue(&mut self, record: QueueRecord<'p>) {
         self.queues.push(record);
     }
 
@@ -227,50 +225,54 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
         self.resets += 1;
         let waits = WaitReporter { events: self.events, label: &self.label };
         disable(&self.registers, self.platform, &self.capabilities, waits)?;
-        let (submission, completion) = self.admin_memory;
-        let entries = self.submission.entries();
+        let memory = self.admin_memory;
+        let completion = memory.completion.region;
         completion.zero(0, completion.length_bytes());
-        let stride = self.capabilities.doorbell_stride_bytes;
-        self.submission =
-            SubmissionRing::new(submission, entries, super::regs::submission_doorbell(0, stride));
-        self.completion =
-            CompletionRing::new(completion, entries, super::regs::completion_doorbell(0, stride));
+        (self.submission, self.completion) = admin_rings(&memory, &self.capabilities);
         self.usable = true;
         let waits = WaitReporter { events: self.events, label: &self.label };
-        enable_with_admin_queue(
-            &self.registers,
-            self.platform,
-            (&self.capabilities, entries),
-            (&completion, self.admin_bus.0, self.admin_bus.1),
-            waits,
-        )?;
-        let timeout_us = super::controller::ADMIN_COMMAND_TIMEOUT_MS * 1000;
+        enable_with_admin_queue(&self.registers, self.platform, &self.capabilities, &memory, waits)?;
+        let timeout_us = ADMIN_COMMAND_TIMEOUT_MS * 1000;
         if self.pairs_requested > 0 {
             let pairs = self.pairs_requested;
             self.command(SubmissionEntry::set_number_of_queues(pairs, pairs), timeout_us)?;
         }
-        for record in self.queues.clone() {
-            let cq = record.completion;
-            cq.zero(0, record.entries as usize * COMPLETION_ENTRY_BYTES);
+        for QueueRecord { queue_id, memory } in self.queues.clone() {
+            let cq = memory.completion.region;
+            cq.zero(0, memory.entries as usize * COMPLETION_ENTRY_BYTES);
             self.platform.clean_for_device(&cq.buffer());
             self.command(
                 SubmissionEntry::create_io_completion_queue(
-                    record.queue_id,
-                    record.entries,
-                    record.completion_bus,
+                    queue_id,
+                    memory.entries,
+                    memory.completion.bus_address,
                 ),
                 timeout_us,
             )?;
             self.command(
                 SubmissionEntry::create_io_submission_queue(
-                    record.queue_id,
-                    record.entries,
-                    record.submission_bus,
-                    record.queue_id,
+                    queue_id,
+                    memory.entries,
+                    memory.submission.bus_address,
+                    queue_id,
                 ),
                 timeout_us,
             )?;
         }
         Ok(())
     }
+}
+
+/// The admin queue's rings over `memory`, empty, with queue 0's doorbells.
+fn admin_rings<'p>(
+    memory: &QueueMemory<'p>,
+    capabilities: &Capabilities,
+) -> (SubmissionRing<'p>, CompletionRing<'p>) {
+    let stride = capabilities.doorbell_stride_bytes;
+    let submission_doorbell = super::regs::submission_doorbell(0, stride);
+    let completion_doorbell = super::regs::completion_doorbell(0, stride);
+    (
+        SubmissionRing::new(memory.submission.region, memory.entries, submission_doorbell),
+        CompletionRing::new(memory.completion.region, memory.entries, completion_doorbell),
+    )
 }

@@ -3,36 +3,34 @@
 //! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
 //! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
 
-use super::admin::{AdminChannel, QueueRecord, SharedAdmin};
+use super::admin::{AdminChannel, QueueRecord, SharedAdmin, ADMIN_COMMAND_TIMEOUT_MS};
 use super::command::{
     allocated_queue_counts, cns, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES,
     SUBMISSION_ENTRY_BYTES,
 };
-use super::events::{Event, EventSink};
+use super::enable::{disable, enable_with_admin_queue, WaitReporter};
+use super::error::{NamespaceProblem, NvmeError};
+use super::events::EventSink;
 use super::identify::{
     active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES, IDENTIFY_BYTES,
 };
 use super::io_queue::{IoQueuePair, QueuePairSetup};
 use super::prp;
-use super::regs::{self, offsets, Capabilities, Version};
-use super::status::{code_type, generic, Status};
-use crate::barrier;
-use crate::dma::{allocate_region, DmaRegion, DmaRegionError};
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Deadline, DmaAllocationError, Platform, UnreachableAddress};
+use super::regs::{self, offsets, Capabilities, Version, CC, CSTS};
+use super::ring::QueueMemory;
+use super::status::{code_type, generic};
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 use core::fmt;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Deadline, Platform};
 
 /// Admin queue entries (both queues). Commands are issued one at a time, so a small queue is
 /// plenty; SPDK uses 256 only because it pipelines admin commands (docs/nvme-and-fio.md §2.1).
 pub const ADMIN_QUEUE_ENTRIES: u32 = 32;
-/// Used instead of CAP.TO × 500 ms when a controller reports TO = 0.
-pub const MINIMUM_READY_TIMEOUT_MS: u64 = 500;
-/// How long one admin command may take.
-pub const ADMIN_COMMAND_TIMEOUT_MS: u64 = 10_000;
 /// How long an I/O command may take before it is aborted, unless `nvme.timeout-ms=` says
 /// otherwise: far beyond any healthy read (a slow SSD's worst reads take tens of ms) and well
 /// inside Linux's 30 s `nvme_core.io_timeout`, so a stuck drive costs a run seconds, not minutes.
@@ -49,246 +47,6 @@ pub const MAX_PROBED_NAMESPACES: u32 = 1024;
 pub const MIN_QUEUE_ENTRIES: u32 = 2;
 /// NLB is 16 bits, 0-based (NVMe 1.4 §6.9).
 pub const MAX_BLOCKS_PER_COMMAND: u64 = 65536;
-
-/// What a controller state wait was waiting for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadyWait {
-    /// CSTS.RDY = 1 after CC.EN = 1.
-    Enabled,
-    /// CSTS.RDY = 0 after CC.EN = 0.
-    Disabled,
-}
-
-/// Why the controller (or one of its queues) could not be used. Every variant carries the values
-/// that explain it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NvmeError {
-    /// CAP reads as all ones: nothing answers at BAR0.
-    NoController {
-        cap: u64,
-    },
-    /// CAP.CSS bit 0 clear.
-    NoNvmCommandSet {
-        cap: u64,
-    },
-    /// BAR0 is too small for the doorbells needed.
-    RegistersTooSmall {
-        register_bytes: usize,
-        needed_bytes: usize,
-    },
-    /// CSTS.RDY did not follow CC.EN within CAP.TO.
-    NotReady {
-        waiting_for: ReadyWait,
-        waited_ms: u64,
-        cap: u64,
-        cc: u32,
-        csts: u32,
-    },
-    /// CSTS.CFS set.
-    FatalStatus {
-        cap: u64,
-        cc: u32,
-        csts: u32,
-    },
-    Allocation(DmaAllocationError),
-    Unreachable(UnreachableAddress),
-    /// An admin command did not complete.
-    AdminTimeout {
-        opcode: u8,
-        command_id: u16,
-        waited_ms: u64,
-        csts: u32,
-    },
-    /// An admin command completed with an error status.
-    AdminFailed {
-        opcode: u8,
-        status: Status,
-        command_specific: u32,
-    },
-    /// An admin completion could not be trusted (impossible SQ head).
-    AdminProtocol {
-        opcode: u8,
-        command_id: u16,
-        reported_head: u16,
-    },
-    /// An earlier admin timeout left the admin queue in an unknown state.
-    AdminQueueUnusable,
-    /// The controller needs SQ/CQ entry sizes other than 64/16 bytes.
-    UnsupportedEntrySizes {
-        sqes: u8,
-        cqes: u8,
-    },
-    /// All granted I/O queues are in use, or Set Features was not issued.
-    NoQueueLeft {
-        granted: u16,
-    },
-    /// The namespace's format cannot be read by this driver.
-    UnusableNamespace {
-        namespace_id: u32,
-        reason: NamespaceProblem,
-    },
-    /// The controller's registers read as all ones: it is gone (removed, or its link is down).
-    DeviceGone,
-    /// CSTS.SHST did not reach "complete" in time.
-    ShutdownTimeout {
-        waited_ms: u64,
-        cc: u32,
-        csts: u32,
-    },
-}
-
-/// Why a namespace is not usable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NamespaceProblem {
-    /// The format in use has an invalid LBA data size.
-    InvalidFormat { format_index: usize, data_shift: u8 },
-    /// Metadata per block: not supported (a separate metadata buffer would be written at MPTR).
-    Metadata { metadata_bytes: u16 },
-    /// One LBA is bigger than the largest command.
-    BlockLargerThanTransfer { block_bytes: u32, max_transfer_bytes: u64 },
-    /// NSZE = 0.
-    Empty,
-}
-
-impl fmt::Display for NamespaceProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NamespaceProblem::InvalidFormat {
-                format_index,
-                data_shift,
-            } => write!(
-                f,
-                "LBA format {format_index} has an invalid data size (LBADS {data_shift})"
-            ),
-            NamespaceProblem::Metadata { metadata_bytes } => write!(
-                f,
-                "the LBA format carries {metadata_bytes} bytes of metadata per block, which this driver does not read"
-            ),
-            NamespaceProblem::BlockLargerThanTransfer {
-                block_bytes,
-                max_transfer_bytes,
-            } => write!(
-                f,
-                "a {block_bytes}-byte block exceeds the largest transfer ({max_transfer_bytes} bytes)"
-            ),
-            NamespaceProblem::Empty => write!(f, "the namespace has no blocks"),
-        }
-    }
-}
-
-impl fmt::Display for NvmeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            NvmeError::NoController { cap } => {
-                write!(f, "no controller answers (CAP = {cap:#018x})")
-            }
-            NvmeError::NoNvmCommandSet { cap } => write!(
-                f,
-                "the controller does not support the NVM command set (CAP = {cap:#018x}, CSS = {:#x})",
-                (cap >> 37) & 0xff
-            ),
-            NvmeError::RegistersTooSmall {
-                register_bytes,
-                needed_bytes,
-            } => write!(
-                f,
-                "BAR0 is {register_bytes} bytes, the doorbells need {needed_bytes}"
-            ),
-            NvmeError::NotReady {
-                waiting_for,
-                waited_ms,
-                cap,
-                cc,
-                csts,
-            } => write!(
-                f,
-                "controller not {} after {waited_ms} ms (CAP.TO = {} ms): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}",
-                match waiting_for {
-                    ReadyWait::Enabled => "ready",
-                    ReadyWait::Disabled => "disabled",
-                },
-                Capabilities::decode(cap).ready_timeout_ms()
-            ),
-            NvmeError::FatalStatus { cap, cc, csts } => write!(
-                f,
-                "controller fatal status (CSTS.CFS = 1): CAP = {cap:#018x}, CC = {cc:#010x}, CSTS = {csts:#010x}"
-            ),
-            NvmeError::Allocation(error) => write!(f, "{error}"),
-            NvmeError::Unreachable(error) => write!(f, "{error}"),
-            NvmeError::AdminTimeout {
-                opcode,
-                command_id,
-                waited_ms,
-                csts,
-            } => write!(
-                f,
-                "{} (opcode {opcode:#04x}, cid {command_id}) did not complete in {waited_ms} ms (CSTS = {csts:#010x})",
-                super::command::admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminFailed {
-                opcode,
-                status,
-                command_specific,
-            } => write!(
-                f,
-                "{} (opcode {opcode:#04x}) failed: {status} (cdw0 {command_specific:#x})",
-                super::command::admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminProtocol {
-                opcode,
-                command_id,
-                reported_head,
-            } => write!(
-                f,
-                "{} (cid {command_id}) completed with an impossible SQ head {reported_head}; not trusted",
-                super::command::admin_opcode_name(opcode)
-            ),
-            NvmeError::AdminQueueUnusable => {
-                write!(f, "the admin queue is unusable after an earlier timeout")
-            }
-            NvmeError::UnsupportedEntrySizes { sqes, cqes } => write!(
-                f,
-                "the controller cannot use 64-byte SQ / 16-byte CQ entries (SQES {sqes:#04x}, CQES {cqes:#04x})"
-            ),
-            NvmeError::NoQueueLeft { granted } => write!(
-                f,
-                "no I/O queue left: the controller granted {granted} queue pairs and all are in use"
-            ),
-            NvmeError::UnusableNamespace {
-                namespace_id,
-                reason,
-            } => write!(f, "namespace {namespace_id} unusable: {reason}"),
-            NvmeError::DeviceGone => {
-                write!(f, "the controller is gone (its registers read as all ones)")
-            }
-            NvmeError::ShutdownTimeout { waited_ms, cc, csts } => write!(
-                f,
-                "shutdown not complete after {waited_ms} ms: CC = {cc:#010x}, CSTS = {csts:#010x}"
-            ),
-        }
-    }
-}
-
-impl From<DmaAllocationError> for NvmeError {
-    fn from(error: DmaAllocationError) -> Self {
-        NvmeError::Allocation(error)
-    }
-}
-
-impl From<DmaRegionError> for NvmeError {
-    fn from(error: DmaRegionError) -> Self {
-        match error {
-            DmaRegionError::Allocation(error) => NvmeError::Allocation(error),
-            DmaRegionError::Unreachable(error) => NvmeError::Unreachable(error),
-        }
-    }
-}
-
-impl From<UnreachableAddress> for NvmeError {
-    fn from(error: UnreachableAddress) -> Self {
-        NvmeError::Unreachable(error)
-    }
-}
 
 /// What Set Features Number of Queues gave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -366,7 +124,7 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     version: Version,
     page_bytes: usize,
     admin: SharedAdmin<'p, R, P>,
-    identify_buffer: DmaRegion,
+    identify_buffer: DmaRegion<'p>,
     identity: ControllerIdentity,
     granted_pairs: u16,
     created_queue_ids: Vec<u16>,
@@ -404,27 +162,15 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let waits = WaitReporter { events, label: &label };
         disable(&registers, platform, &capabilities, waits)?;
 
-        // SAFETY: the regions stay in the controller (its admin channel), which borrows the
-        // platform for 'p.
-        let allocate = |bytes: usize| unsafe { allocate_region(platform, &dma, bytes, page_bytes) };
-        let (submission, submission_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
-        let (completion, completion_bus) = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
-        let (identify_buffer, _) = allocate(IDENTIFY_BYTES.max(page_bytes))?;
+        let allocate = |bytes: usize| DmaAllocation::new(platform, &dma, bytes, page_bytes);
+        let submission = allocate(ADMIN_QUEUE_ENTRIES as usize * SUBMISSION_ENTRY_BYTES)?;
+        let completion = allocate(ADMIN_QUEUE_ENTRIES as usize * COMPLETION_ENTRY_BYTES)?;
+        let admin_queue = QueueMemory { submission, completion, entries: ADMIN_QUEUE_ENTRIES };
+        let identify_buffer = allocate(IDENTIFY_BYTES.max(page_bytes))?.region;
 
-        enable_with_admin_queue(
-            &registers,
-            platform,
-            (&capabilities, ADMIN_QUEUE_ENTRIES),
-            (&completion, submission_bus, completion_bus),
-            waits,
-        )?;
-        let admin = AdminChannel::new(
-            (registers.clone(), platform, events),
-            label.clone(),
-            capabilities,
-            (submission, completion, submission_bus, completion_bus),
-            ADMIN_QUEUE_ENTRIES,
-        );
+        enable_with_admin_queue(&registers, platform, &capabilities, &admin_queue, waits)?;
+        let admin =
+            AdminChannel::new(registers.clone(), platform, events, label.clone(), capabilities, admin_queue);
         let mut controller = Controller {
             registers,
             register_bytes,
@@ -614,23 +360,27 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let command_bytes = u64::from(max_command_blocks) * u64::from(block_bytes);
         let list_pages_per_command = prp::worst_case_list_pages(command_bytes as usize, self.page_bytes);
         let page_bytes = self.page_bytes;
-        // SAFETY: the regions stay in the queue pair, which borrows the platform for 'p.
-        let allocate = |bytes: usize| unsafe { allocate_region(self.platform, &self.dma, bytes, page_bytes) };
-        let (completion, completion_bus) = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
-        let (submission, submission_bus) = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
+        let allocate = |bytes: usize| DmaAllocation::new(self.platform, &self.dma, bytes, page_bytes);
+        let completion = allocate(entries as usize * COMPLETION_ENTRY_BYTES)?;
+        let submission = allocate(entries as usize * SUBMISSION_ENTRY_BYTES)?;
         let lists = if list_pages_per_command > 0 {
-            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?.0)
+            Some(allocate((entries as usize - 1) * list_pages_per_command * page_bytes)?)
         } else {
             None
         };
+        let queue = QueueMemory { submission, completion, entries };
         // As for the admin CQ: in memory before the Create command (whose doorbell comes after
         // the admin ring's store barrier) hands it over.
-        self.platform.clean_for_device(&completion.buffer());
-        self.admin_command(SubmissionEntry::create_io_completion_queue(queue_id, entries, completion_bus))?;
+        self.platform.clean_for_device(&completion.region.buffer());
+        self.admin_command(SubmissionEntry::create_io_completion_queue(
+            queue_id,
+            entries,
+            completion.bus_address,
+        ))?;
         if let Err(error) = self.admin_command(SubmissionEntry::create_io_submission_queue(
             queue_id,
             entries,
-            submission_bus,
+            submission.bus_address,
             queue_id,
         )) {
             // Best effort: the CQ alone is of no use. Its own failure adds nothing to report.
@@ -638,25 +388,17 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Err(error);
         }
         self.created_queue_ids.push(queue_id);
-        self.admin.borrow_mut().record_queue(QueueRecord {
-            queue_id,
-            entries,
-            submission_bus,
-            completion_bus,
-            completion,
-        });
+        self.admin.borrow_mut().record_queue(QueueRecord { queue_id, memory: queue });
         Ok(IoQueuePair::new(
             QueuePairSetup {
                 name,
                 queue_id,
                 namespace_id: namespace.namespace_id,
-                entries,
                 block_bytes,
                 block_count: namespace.size_blocks,
                 max_command_blocks,
                 page_bytes,
-                submission,
-                completion,
+                queue,
                 lists,
                 list_pages_per_command,
                 submission_doorbell: regs::submission_doorbell(queue_id, stride),
@@ -713,14 +455,14 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
                 deletion_error.get_or_insert(error);
             }
         }
-        let cc = self.registers.read32(offsets::CC);
-        self.registers.write32(offsets::CC, regs::with_normal_shutdown(cc));
+        self.registers.modify(regs::CC, CC::SHN::Normal);
         let timeout_ms =
             u64::from(self.identity.rtd3_entry_latency_us).div_ceil(1000).max(MINIMUM_SHUTDOWN_TIMEOUT_MS);
         let deadline = Deadline::after_us(self.platform, timeout_ms * 1000);
         loop {
-            let csts = self.registers.read32(offsets::CSTS);
-            if regs::csts_shutdown_complete(csts) {
+            let status = self.registers.read(regs::CSTS);
+            let csts = status.get();
+            if status.read(CSTS::SHST) == regs::SHUTDOWN_COMPLETE {
                 return Ok(ShutdownReport {
                     waited_us: deadline.elapsed_us(self.platform),
                     queues_deleted,
@@ -730,7 +472,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             if deadline.has_passed(self.platform) {
                 return Err(NvmeError::ShutdownTimeout {
                     waited_ms: deadline.elapsed_us(self.platform) / 1000,
-                    cc: self.registers.read32(offsets::CC),
+                    cc: self.registers.read(regs::CC).get(),
                     csts,
                 });
             }
@@ -743,117 +485,12 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     }
 }
 
-fn ready_timeout_ms(capabilities: &Capabilities) -> u64 {
-    capabilities.ready_timeout_ms().max(MINIMUM_READY_TIMEOUT_MS)
-}
-
-/// A controller state wait says so every this often (CAP.TO allows up to 127.5 s; drives behind
-/// a Pi's PCIe have taken 20 s: docs/pcie-brcmstb.md §8).
-pub const READY_WAIT_REPORT_MS: u64 = 2000;
-
-/// Where a long controller state wait is reported.
-#[derive(Clone, Copy)]
-pub(crate) struct WaitReporter<'a> {
-    pub(crate) events: &'a dyn EventSink,
-    pub(crate) label: &'a str,
-}
-
-/// Waits until CSTS.RDY matches `waiting_for`; CFS ends an enable wait at once. Every
-/// [`READY_WAIT_REPORT_MS`] the wait is reported.
-fn wait_ready<R: RegisterIo, P: Platform>(
-    registers: &R,
-    platform: &P,
-    capabilities: &Capabilities,
-    waiting_for: ReadyWait,
-    waits: WaitReporter<'_>,
-) -> Result<(), NvmeError> {
-    let want_ready = waiting_for == ReadyWait::Enabled;
-    let timeout_ms = ready_timeout_ms(capabilities);
-    let deadline = Deadline::after_us(platform, timeout_ms * 1000);
-    let mut reported_ms = 0;
-    loop {
-        let csts = registers.read32(offsets::CSTS);
-        if want_ready && regs::csts_fatal(csts) {
-            return Err(NvmeError::FatalStatus {
-                cap: capabilities.raw,
-                cc: registers.read32(offsets::CC),
-                csts,
-            });
-        }
-        if regs::csts_ready(csts) == want_ready {
-            return Ok(());
-        }
-        if deadline.has_passed(platform) {
-            return Err(NvmeError::NotReady {
-                waiting_for,
-                waited_ms: deadline.elapsed_us(platform) / 1000,
-                cap: capabilities.raw,
-                cc: registers.read32(offsets::CC),
-                csts,
-            });
-        }
-        let waited_ms = deadline.elapsed_us(platform) / 1000;
-        if waited_ms >= reported_ms + READY_WAIT_REPORT_MS {
-            reported_ms = waited_ms;
-            waits
-                .events
-                .report(waits.label, &Event::StillWaiting { ready: want_ready, waited_ms, timeout_ms });
-        }
-        core::hint::spin_loop();
-    }
-}
-
-/// Hands the controller its admin queue (AQA, ASQ, ACQ) and enables it (CC.EN = 1, waiting for
-/// CSTS.RDY; NVMe 1.4 §7.6.1 steps 3-5), polled only (INTMS masks every vector).
-pub(crate) fn enable_with_admin_queue<R: RegisterIo, P: Platform>(
-    registers: &R,
-    platform: &P,
-    (capabilities, entries): (&Capabilities, u32),
-    (completion, submission_bus, completion_bus): (&DmaRegion, u64, u64),
-    waits: WaitReporter<'_>,
-) -> Result<(), NvmeError> {
-    // The zeroed admin CQ must be in memory (no dirty line left to overwrite the controller's
-    // entries) before CC.EN hands it over; the store barrier orders the zeroing before that
-    // register write, as before a doorbell.
-    platform.clean_for_device(&completion.buffer());
-    registers.write32(offsets::AQA, regs::admin_queue_attributes(entries, entries));
-    registers.write64(offsets::ASQ, submission_bus);
-    registers.write64(offsets::ACQ, completion_bus);
-    barrier::store_before_doorbell();
-    registers.write32(offsets::CC, regs::enable_configuration(capabilities.mpsmin));
-    wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits)?;
-    // Polled only: mask every pin-based/MSI vector at the controller too (INTMS, NVMe 1.4
-    // §3.1.3; legal because MSI-X is never enabled), besides IEN = 0 on every CQ.
-    registers.write32(offsets::INTMS, u32::MAX);
-    Ok(())
-}
-
-/// Brings the controller to CC.EN = 0, CSTS.RDY = 0 (docs/nvme-and-fio.md §1.2 step 2): a controller
-/// left enabled but not yet ready is first given its time to become ready, because EN must not
-/// change while RDY differs from it.
-pub(crate) fn disable<R: RegisterIo, P: Platform>(
-    registers: &R,
-    platform: &P,
-    capabilities: &Capabilities,
-    waits: WaitReporter<'_>,
-) -> Result<(), NvmeError> {
-    let cc = registers.read32(offsets::CC);
-    let csts = registers.read32(offsets::CSTS);
-    if regs::cc_enabled(cc) {
-        if !regs::csts_ready(csts) && !regs::csts_fatal(csts) {
-            // If it never gets there, clearing EN below is still the way out; the RDY = 0 wait
-            // then reports what the controller did.
-            let _ = wait_ready(registers, platform, capabilities, ReadyWait::Enabled, waits);
-        }
-        registers.write32(offsets::CC, regs::with_enable_cleared(cc));
-    }
-    wait_ready(registers, platform, capabilities, ReadyWait::Disabled, waits)
-}
-
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::super::error::ReadyWait;
     use super::super::events::DiscardEvents;
+    use super::super::sim::NvmeArena;
     use super::super::sim::{
         Corruption, Fault, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform, BUS_OFFSET,
     };

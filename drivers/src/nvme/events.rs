@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::command::{admin_opcode_name, io_opcode_name};
-use super::controller::NvmeError;
+use super::error::NvmeError;
 use super::status::Status;
 use core::fmt;
 

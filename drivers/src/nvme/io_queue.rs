@@ -15,11 +15,8 @@ use super::admin::SharedAdmin;
 use super::command::{CompletionEntry, SubmissionEntry};
 use super::events::{Event, EventSink};
 use super::prp;
-use super::ring::{CompletionRing, SubmissionRing};
+use super::ring::{CompletionRing, QueueMemory, SubmissionRing};
 use super::status::Status;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Platform};
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,6 +24,9 @@ use blockdev::{
     check_request, BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, IoError, IoErrorKind,
     Operation, Request, SubmitError,
 };
+use hal::dma::DmaAllocation;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Platform};
 
 /// The largest request the block interface accepts; the pair splits it into commands.
 pub const MAX_REQUEST_BYTES: u64 = 16 << 20;
@@ -37,22 +37,20 @@ pub const MAX_REPORTS_PER_RUN: u32 = 4;
 pub const STATUS_KINDS_COUNTED: usize = 16;
 
 /// Everything a queue pair needs, prepared by `Controller::create_io_queue_pair`.
-pub struct QueuePairSetup {
+pub struct QueuePairSetup<'p> {
     pub name: String,
     pub queue_id: u16,
     pub namespace_id: u32,
-    /// Entries of the SQ and of the CQ.
-    pub entries: u32,
     pub block_bytes: u32,
     pub block_count: u64,
     /// The most blocks one Read command carries (MDTS, capped by the driver).
     pub max_command_blocks: u32,
     /// CC.MPS page size: PRP entries and list pages use it.
     pub page_bytes: usize,
-    pub submission: DmaRegion,
-    pub completion: DmaRegion,
+    /// The SQ and the CQ, `queue.entries` each.
+    pub queue: QueueMemory<'p>,
     /// `entries - 1` groups of `list_pages_per_command` pages, one group per command identifier.
-    pub lists: Option<DmaRegion>,
+    pub lists: Option<DmaAllocation<'p>>,
     pub list_pages_per_command: usize,
     pub submission_doorbell: usize,
     pub completion_doorbell: usize,
@@ -174,13 +172,13 @@ mod recovery;
 
 /// A polled I/O SQ/CQ pair bound to one namespace.
 pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
-    setup: QueuePairSetup,
+    setup: QueuePairSetup<'p>,
     registers: R,
     platform: &'p P,
     events: &'p dyn EventSink,
     geometry: Geometry,
-    submission_ring: SubmissionRing,
-    completion_ring: CompletionRing,
+    submission_ring: SubmissionRing<'p>,
+    completion_ring: CompletionRing<'p>,
     commands: Vec<CommandSlot>,
     free_commands: Vec<u16>,
     requests: Vec<RequestSlot>,
@@ -210,13 +208,13 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
 
 impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     pub fn new(
-        setup: QueuePairSetup,
+        setup: QueuePairSetup<'p>,
         registers: R,
         platform: &'p P,
         events: &'p dyn EventSink,
         admin: Option<SharedAdmin<'p, R, P>>,
     ) -> Self {
-        let slots = setup.entries - 1;
+        let slots = setup.queue.entries - 1;
         let geometry = Geometry {
             logical_block_bytes: setup.block_bytes,
             block_count: setup.block_count,
@@ -224,22 +222,22 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 as u32,
             max_in_flight: slots,
         };
-        let lists_bus = setup
-            .lists
-            .map(|lists| {
-                setup
-                    .dma
-                    .to_bus(lists.physical_address(), lists.length_bytes() as u64)
-                    .expect("the controller checked the list memory is reachable")
-            })
-            .unwrap_or(0);
+        let lists_bus = setup.lists.map_or(0, |lists| lists.bus_address);
         IoQueuePair {
             registers,
             platform,
             events,
             geometry,
-            submission_ring: SubmissionRing::new(setup.submission, setup.entries, setup.submission_doorbell),
-            completion_ring: CompletionRing::new(setup.completion, setup.entries, setup.completion_doorbell),
+            submission_ring: SubmissionRing::new(
+                setup.queue.submission.region,
+                setup.queue.entries,
+                setup.submission_doorbell,
+            ),
+            completion_ring: CompletionRing::new(
+                setup.queue.completion.region,
+                setup.queue.entries,
+                setup.completion_doorbell,
+            ),
             commands: alloc::vec![CommandSlot::default(); slots as usize],
             free_commands: (0..slots as u16).rev().collect(),
             requests: alloc::vec![IDLE_REQUEST; slots as usize],
@@ -271,7 +269,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
 
     /// SQ and CQ entries.
     pub fn entries(&self) -> u32 {
-        self.setup.entries
+        self.setup.queue.entries
     }
 
     pub fn max_command_blocks(&self) -> u32 {
@@ -356,7 +354,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         let length_bytes = block_count as usize * setup.block_bytes as usize;
         let command_id = self.free_commands.pop().expect("checked by the caller");
         let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
-        let lists = setup.lists;
+        let lists = setup.lists.map(|lists| lists.region);
         let built = prp::build(
             data_bus,
             length_bytes,
@@ -507,7 +505,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 reported_head: entry.sq_head(),
                 known_head: known.known_head,
                 tail: known.tail,
-                entries: self.setup.entries,
+                entries: self.setup.queue.entries,
             });
             return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(entry.sq_head()) });
         }
@@ -678,7 +676,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         let mut consumed = 0u32;
         // At most one pass over the CQ per call, so that a controller posting nonsense cannot
         // keep `poll` from returning.
-        while produced < completions.len() && consumed < self.setup.entries {
+        while produced < completions.len() && consumed < self.setup.queue.entries {
             let Some(entry) = self.completion_ring.pop(self.platform) else {
                 break;
             };
@@ -710,13 +708,14 @@ mod tests {
     extern crate std;
     use super::super::controller::{Controller, DepthChoice};
     use super::super::events::DiscardEvents;
+    use super::super::sim::NvmeArena;
     use super::super::sim::{
         pattern_bytes, Corruption, RecordingEvents, SimConfig, SimController, SimNamespace, SimPlatform,
     };
     use super::*;
-    use crate::barrier::BarrierKind;
-    use crate::testing::{ByteRange, PlatformEvent};
     use blockdev::Clock;
+    use hal::barrier::BarrierKind;
+    use hal::testing::{ByteRange, PlatformEvent};
     use std::format;
     use std::string::ToString;
     use std::vec;
@@ -908,11 +907,12 @@ mod tests {
 
     /// What an event of the log is, in words, for one queue pair and one data buffer.
     fn label(pair: &Pair, data: &DmaBuffer, event: &PlatformEvent) -> Option<&'static str> {
-        let region =
-            |memory: &DmaRegion| ByteRange::new(memory.physical_address(), memory.length_bytes() as u64);
-        let sq = region(&pair.setup.submission);
-        let cq = region(&pair.setup.completion);
-        let lists = pair.setup.lists.map(|lists| region(&lists)).unwrap_or(ByteRange::new(0, 0));
+        let region = |memory: &hal::dma::DmaRegion| {
+            ByteRange::new(memory.physical_address(), memory.length_bytes() as u64)
+        };
+        let sq = region(&pair.setup.queue.submission.region);
+        let cq = region(&pair.setup.queue.completion.region);
+        let lists = pair.setup.lists.map(|lists| region(&lists.region)).unwrap_or(ByteRange::new(0, 0));
         let data = ByteRange::of(data);
         let within = |range: &ByteRange, area: &ByteRange| range.overlap(area) == Some(*range);
         let label = match *event {

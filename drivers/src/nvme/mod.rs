@@ -4,13 +4,15 @@
 //! several pairs in [`namespace`]. No interrupts: completion queues are created with IEN = 0 and
 //! polled by their phase tag.
 //!
-//! The driver is generic over [`crate::mmio::RegisterIo`] (BAR0) and
-//! [`crate::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
+//! The driver is generic over [`hal::mmio::RegisterIo`] (BAR0) and
+//! [`hal::platform::Platform`] (DMA memory, cache maintenance, time), so the host tests run
 //! the same code against the simulated controller in `sim`.
 
 pub mod admin;
 pub mod command;
 pub mod controller;
+pub mod enable;
+pub mod error;
 pub mod events;
 pub mod identify;
 pub mod io_queue;
@@ -19,14 +21,14 @@ pub mod options;
 pub mod prp;
 pub mod regs;
 pub mod ring;
-pub mod selftest;
 pub mod snapshot;
 pub mod status;
 
 #[cfg(test)]
 pub(crate) mod sim;
 
-pub use controller::{Controller, DepthChoice, NvmeError, QueueGrant, ShutdownReport};
+pub use controller::{Controller, DepthChoice, QueueGrant, ShutdownReport};
+pub use error::NvmeError;
 pub use events::{Event, EventSink};
 pub use io_queue::{IoQueuePair, QueueStatistics};
 pub use namespace::NamespaceDevice;

@@ -11,11 +11,11 @@
 
 use super::identify::NamespaceIdentity;
 use super::io_queue::{IoQueuePair, QueueStatistics};
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{check_request, BlockDevice, CommandDetail, Completion, Geometry, Request, SubmitError};
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 
 pub struct NamespaceDevice<'p, R: RegisterIo, P: Platform> {
     name: String,
@@ -120,7 +120,7 @@ mod tests {
     extern crate std;
     use super::super::controller::{Controller, DepthChoice};
     use super::super::events::DiscardEvents;
-    use super::super::sim::{pattern_bytes, SimConfig, SimController, SimPlatform};
+    use super::super::sim::{pattern_bytes, NvmeArena, SimConfig, SimController, SimPlatform};
     use super::*;
     use blockdev::{Clock, DmaBuffer, Operation};
     use std::string::ToString;

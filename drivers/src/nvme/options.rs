@@ -3,7 +3,7 @@
 //! is reported with the accepted forms and the default is kept).
 #![forbid(unsafe_code)]
 
-use crate::options::OptionError;
+use crate::option_parsing::{on_off, parse_options, OptionError};
 use alloc::vec::Vec;
 
 /// Queue pairs per namespace unless `nvme.queues=` says otherwise.
@@ -61,39 +61,35 @@ impl DriverOptions {
     pub fn parse<'a>(
         options: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (DriverOptions, Vec<OptionError<'a>>) {
-        let mut parsed = DriverOptions::default();
-        let mut errors = Vec::new();
-        for (key, value) in options {
-            let error = |accepted| OptionError { prefix: "nvme", key, value, accepted };
-            match key {
-                "queues" => match number(value) {
-                    Some(count @ 1..=64) => parsed.queue_pairs = count as u16,
-                    _ => errors.push(error("a queue pair count from 1 to 64")),
+        parse_options("nvme", options, DriverOptions::apply)
+    }
+
+    /// One `nvme.` option; `Err` names the accepted forms.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        match key {
+            "queues" => match number(value) {
+                Some(count @ 1..=64) => self.queue_pairs = count as u16,
+                _ => return Err("a queue pair count from 1 to 64"),
+            },
+            "depth" => match number(value) {
+                Some(entries @ 2..=65536) => self.queue_entries = entries as u32,
+                _ => return Err("a queue size from 2 to 65536 entries"),
+            },
+            "selftest" => match value {
+                "off" => self.self_test_depth = None,
+                _ => match value.strip_prefix("qd").and_then(number) {
+                    Some(depth @ 1..=256) => self.self_test_depth = Some(depth as u32),
+                    _ => return Err("qdN with N from 1 to 256 (e.g. qd32), or off"),
                 },
-                "depth" => match number(value) {
-                    Some(entries @ 2..=65536) => parsed.queue_entries = entries as u32,
-                    _ => errors.push(error("a queue size from 2 to 65536 entries")),
-                },
-                "selftest" => match value {
-                    "off" => parsed.self_test_depth = None,
-                    _ => match value.strip_prefix("qd").and_then(number) {
-                        Some(depth @ 1..=256) => parsed.self_test_depth = Some(depth as u32),
-                        _ => errors.push(error("qdN with N from 1 to 256 (e.g. qd32), or off")),
-                    },
-                },
-                "timeout-ms" => match number(value) {
-                    Some(timeout_ms @ 1..=MAX_IO_TIMEOUT_MS) => parsed.io_timeout_ms = timeout_ms,
-                    _ => errors.push(error("a command timeout from 1 to 600000 ms")),
-                },
-                "measure" => match value {
-                    "on" => parsed.measure = true,
-                    "off" => parsed.measure = false,
-                    _ => errors.push(error("on or off")),
-                },
-                _ => errors.push(error(ACCEPTED_KEYS)),
-            }
+            },
+            "timeout-ms" => match number(value) {
+                Some(timeout_ms @ 1..=MAX_IO_TIMEOUT_MS) => self.io_timeout_ms = timeout_ms,
+                _ => return Err("a command timeout from 1 to 600000 ms"),
+            },
+            "measure" => self.measure = on_off(value)?,
+            _ => return Err(ACCEPTED_KEYS),
         }
-        (parsed, errors)
+        Ok(())
     }
 }
 

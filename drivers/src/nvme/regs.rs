@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use core::fmt;
+use hal::mmio::Reg;
 use tock_registers::register_bitfields;
 use tock_registers::LocalRegisterCopy;
 
@@ -217,35 +218,12 @@ pub fn enable_configuration(mps: u8) -> u32 {
     .value
 }
 
-/// `cc` with SHN = normal shutdown, everything else kept (NVMe 1.4 §7.6.2).
-pub fn with_normal_shutdown(cc: u32) -> u32 {
-    let mut register = LocalRegisterCopy::<u32, CC::Register>::new(cc);
-    register.modify(CC::SHN::Normal);
-    register.get()
-}
+/// CC and CSTS with the fields they decode as (NVMe 1.4 §3.1.5, §3.1.6).
+pub const CC: Reg<CC::Register> = Reg::new(offsets::CC);
+pub const CSTS: Reg<CSTS::Register> = Reg::new(offsets::CSTS);
 
-/// `cc` with EN cleared, everything else kept.
-pub fn with_enable_cleared(cc: u32) -> u32 {
-    let mut register = LocalRegisterCopy::<u32, CC::Register>::new(cc);
-    register.modify(CC::EN::CLEAR);
-    register.get()
-}
-
-pub fn cc_enabled(cc: u32) -> bool {
-    LocalRegisterCopy::<u32, CC::Register>::new(cc).is_set(CC::EN)
-}
-
-pub fn csts_ready(csts: u32) -> bool {
-    LocalRegisterCopy::<u32, CSTS::Register>::new(csts).is_set(CSTS::RDY)
-}
-
-pub fn csts_fatal(csts: u32) -> bool {
-    LocalRegisterCopy::<u32, CSTS::Register>::new(csts).is_set(CSTS::CFS)
-}
-
-pub fn csts_shutdown_complete(csts: u32) -> bool {
-    LocalRegisterCopy::<u32, CSTS::Register>::new(csts).read(CSTS::SHST) == 2
-}
+/// CSTS.SHST "shutdown processing complete" (NVMe 1.4 §3.1.6).
+pub const SHUTDOWN_COMPLETE: u32 = 2;
 
 /// AQA for an admin SQ of `sq_entries` and CQ of `cq_entries` (sizes are written 0-based).
 pub fn admin_queue_attributes(sq_entries: u32, cq_entries: u32) -> u32 {
@@ -310,17 +288,22 @@ mod tests {
         // CC = 0x00460001 enabled QEMU's controller (docs/qemu.md §3).
         assert_eq!(enable_configuration(0), 0x0046_0001);
         assert_eq!(enable_configuration(2) >> 7 & 0xf, 2);
-        assert_eq!(with_normal_shutdown(0x0046_0001), 0x0046_4001);
-        assert_eq!(with_enable_cleared(0x0046_4001), 0x0046_4000);
-        assert!(cc_enabled(0x0046_0001) && !cc_enabled(0x0046_0000));
+        let mut cc = LocalRegisterCopy::<u32, CC::Register>::new(0x0046_0001);
+        assert!(cc.is_set(CC::EN));
+        cc.modify(CC::SHN::Normal);
+        assert_eq!(cc.get(), 0x0046_4001);
+        cc.modify(CC::EN::CLEAR);
+        assert_eq!(cc.get(), 0x0046_4000);
         assert_eq!(admin_queue_attributes(32, 16), 0x000F_001F);
     }
 
     #[test]
     fn status_bits_decode() {
-        assert!(csts_ready(1) && !csts_ready(2));
-        assert!(csts_fatal(2) && !csts_fatal(1));
-        assert!(csts_shutdown_complete(0b1001) && !csts_shutdown_complete(0b0101));
+        let csts = LocalRegisterCopy::<u32, CSTS::Register>::new;
+        assert!(csts(1).is_set(CSTS::RDY) && !csts(2).is_set(CSTS::RDY));
+        assert!(csts(2).is_set(CSTS::CFS) && !csts(1).is_set(CSTS::CFS));
+        assert_eq!(csts(0b1001).read(CSTS::SHST), SHUTDOWN_COMPLETE);
+        assert_ne!(csts(0b0101).read(CSTS::SHST), SHUTDOWN_COMPLETE);
         let version = Version(0x0001_0400);
         assert_eq!(std::format!("{version}"), "1.4.0");
         assert!(version.at_least(1, 1) && version.at_least(1, 4) && !version.at_least(2, 0));

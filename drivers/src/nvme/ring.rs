@@ -10,15 +10,15 @@
 //!   ([`CompletionRing::pop`]); then load barrier and head doorbell once per batch
 //!   ([`CompletionRing::release`]).
 //!
-//! The barriers are `crate::barrier`'s, which say why each is the cheapest that is correct.
+//! The barriers are `hal::barrier`'s, which say why each is the cheapest that is correct.
 
 use super::command::{
     phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
 };
-use crate::barrier;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
+use hal::barrier;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 
 /// A completion reported an SQ head that cannot be: the ring's state before it was corrected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +27,23 @@ pub struct ImpossibleHead {
     pub tail: u32,
 }
 
+/// A queue pair's memory and size: the submission and the completion queue, each with the bus
+/// address the controller is given for it (AQA/ASQ/ACQ for the admin queue, NVMe 1.4 §3.1.8-3.1.10;
+/// Create I/O Completion/Submission Queue for the others, §5.3-5.4).
+#[derive(Clone, Copy, Debug)]
+pub struct QueueMemory<'p> {
+    pub submission: DmaAllocation<'p>,
+    pub completion: DmaAllocation<'p>,
+    pub entries: u32,
+}
+
 /// A submission queue as the host fills it: its memory, and counts of the entries pushed, handed
 /// to the controller (doorbell) and fetched by it (the SQ head it reported). The counts never
 /// wrap, so a command is named by its push sequence number even after its slot was reused:
 /// controllers complete out of order, and a late completion must not be taken for the slot's
 /// newer occupant.
-pub struct SubmissionRing {
-    memory: DmaRegion,
+pub struct SubmissionRing<'p> {
+    memory: DmaRegion<'p>,
     doorbell_offset_bytes: usize,
     entries: u32,
     pushed: u64,
@@ -41,10 +51,10 @@ pub struct SubmissionRing {
     fetched: u64,
 }
 
-impl SubmissionRing {
+impl<'p> SubmissionRing<'p> {
     /// An empty ring of `entries` slots (at least 2) in `memory`, whose tail doorbell is at
     /// `doorbell_offset_bytes` in BAR0.
-    pub fn new(memory: DmaRegion, entries: u32, doorbell_offset_bytes: usize) -> Self {
+    pub fn new(memory: DmaRegion<'p>, entries: u32, doorbell_offset_bytes: usize) -> Self {
         assert!(entries >= 2, "a queue has at least two entries");
         assert!(memory.length_bytes() >= entries as usize * SUBMISSION_ENTRY_BYTES, "SQ memory too small");
         SubmissionRing { memory, doorbell_offset_bytes, entries, pushed: 0, notified: 0, fetched: 0 }
@@ -149,8 +159,8 @@ impl SubmissionRing {
 
 /// A completion queue as the host consumes it: its memory, the head, the phase a new entry
 /// carries, and how many entries were taken since the head doorbell was last written.
-pub struct CompletionRing {
-    memory: DmaRegion,
+pub struct CompletionRing<'p> {
+    memory: DmaRegion<'p>,
     doorbell_offset_bytes: usize,
     entries: u32,
     head: u32,
@@ -158,10 +168,10 @@ pub struct CompletionRing {
     unreleased: u32,
 }
 
-impl CompletionRing {
+impl<'p> CompletionRing<'p> {
     /// A ring of `entries` slots in `memory` (zeroed, so the controller's first pass writes
     /// phase 1), whose head doorbell is at `doorbell_offset_bytes` in BAR0.
-    pub fn new(memory: DmaRegion, entries: u32, doorbell_offset_bytes: usize) -> Self {
+    pub fn new(memory: DmaRegion<'p>, entries: u32, doorbell_offset_bytes: usize) -> Self {
         assert!(entries >= 2, "a queue has at least two entries");
         assert!(memory.length_bytes() >= entries as usize * COMPLETION_ENTRY_BYTES, "CQ memory too small");
         CompletionRing {
@@ -223,9 +233,9 @@ mod tests {
     extern crate std;
     use super::super::status::Status;
     use super::*;
-    use crate::barrier::BarrierKind;
-    use crate::testing::{ArenaPlatform, ByteRange, PlatformEvent};
     use core::cell::RefCell;
+    use hal::barrier::BarrierKind;
+    use hal::testing::{ArenaPlatform, ByteRange, PlatformEvent};
     use std::vec::Vec;
 
     /// Register writes, kept for the assertions (and logged like a simulator's).
@@ -237,7 +247,7 @@ mod tests {
             0
         }
         fn write32(&self, offset_bytes: usize, value: u32) {
-            crate::testing::record(PlatformEvent::MmioWrite { block: "test", offset_bytes, value });
+            hal::testing::record(PlatformEvent::MmioWrite { block: "test", offset_bytes, value });
             self.0.borrow_mut().push((offset_bytes, value));
         }
     }
@@ -245,17 +255,15 @@ mod tests {
     const SQ_DOORBELL: usize = 0x1000;
     const CQ_DOORBELL: usize = 0x1004;
 
-    fn region(platform: &ArenaPlatform, bytes: usize) -> DmaRegion {
-        let buffer = platform.allocate_dma(bytes, 4096).unwrap();
-        // SAFETY: fresh arena memory, used only by this test.
-        unsafe { DmaRegion::new(buffer) }
+    fn region(platform: &ArenaPlatform, bytes: usize) -> DmaRegion<'_> {
+        DmaRegion::allocate(platform, bytes, 4096).unwrap()
     }
 
-    fn submission_ring(platform: &ArenaPlatform, entries: u32) -> SubmissionRing {
+    fn submission_ring(platform: &ArenaPlatform, entries: u32) -> SubmissionRing<'_> {
         SubmissionRing::new(region(platform, entries as usize * 64), entries, SQ_DOORBELL)
     }
 
-    fn completion_ring(platform: &ArenaPlatform, entries: u32) -> (CompletionRing, DmaRegion) {
+    fn completion_ring(platform: &ArenaPlatform, entries: u32) -> (CompletionRing<'_>, DmaRegion<'_>) {
         let memory = region(platform, entries as usize * 16);
         (CompletionRing::new(memory, entries, CQ_DOORBELL), memory)
     }

@@ -12,11 +12,11 @@ use super::command::{admin_opcode, cns, feature, io_opcode, CompletionEntry, Sub
 use super::events::{Event, EventSink};
 use super::regs::{offsets, CC, CSTS};
 use super::status::{code_type, command_specific, generic, media, Status};
-use crate::mmio::RegisterIo;
-use crate::platform::BusTranslation;
-use crate::testing::{Background, ByteRange, EventLog, PlatformEvent};
 use blockdev::DmaBuffer;
 use core::cell::{RefCell, RefMut};
+use hal::mmio::RegisterIo;
+use hal::platform::BusTranslation;
+use hal::testing::{Background, ByteRange, EventLog, PlatformEvent};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::format;
 use std::rc::{Rc, Weak};
@@ -26,7 +26,7 @@ use std::vec::Vec;
 use tock_registers::LocalRegisterCopy;
 
 /// Where the simulated DMA pool pretends to sit in CPU physical space.
-pub use crate::testing::PHYSICAL_BASE;
+pub use hal::testing::PHYSICAL_BASE;
 /// The simulated bus sees RAM at CPU + this (as BCM2712's PCIe does: docs/hardware.md §1.4), so a
 /// driver that forgets the translation hands the controller addresses it cannot reach.
 pub const BUS_OFFSET: u64 = 0x10_0000_0000;
@@ -104,22 +104,40 @@ pub fn walk_prps(
 /// The shared test arena, with the NVMe simulator's view of it: the controller sees the arena at
 /// a bus address `BUS_OFFSET` above the physical one, so a driver that forgets its
 /// `BusTranslation` fails.
-pub type SimPlatform = crate::testing::ArenaPlatform;
+pub type SimPlatform = hal::testing::ArenaPlatform;
 
-impl crate::testing::ArenaPlatform {
+/// The NVMe simulator's view of the test arena (see [`SimPlatform`]).
+pub trait NvmeArena {
     /// An arena whose clock moves 100 µs per read (controller waits then take few iterations).
-    pub fn for_nvme(arena_bytes: usize) -> Self {
+    fn for_nvme(arena_bytes: usize) -> Self;
+    /// How the simulated controller sees the arena: `BUS_OFFSET` above its physical addresses.
+    fn translation(&self) -> BusTranslation;
+    /// The physical address behind `length` bytes at bus address `bus`: through the bus model
+    /// when one is set (a root complex's inbound windows, which records what it refuses), else
+    /// `BUS_OFFSET` below. `None` when the bus does not forward it.
+    fn physical_of_bus(&self, bus: u64, length: usize) -> Option<u64>;
+    /// A DMA read by the controller (logged); false when the address is unreachable.
+    fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool;
+    /// A DMA write by the controller (logged); false when the address is unreachable.
+    fn write_bus(&self, bus: u64, data: &[u8]) -> bool;
+    /// A 64-bit little-endian word read by the controller (logged), as `read_bus`.
+    fn read_bus_u64(&self, bus: u64) -> Option<u64>;
+    /// A PRP list entry as the controller's walker sees it, with the physical address it came
+    /// from (not logged: the simulator logs the list pages it read as whole runs).
+    fn peek_bus_u64(&self, bus: u64) -> Option<(u64, u64)>;
+    /// Bytes of a DMA buffer as the CPU reads them (logged, and so checked for a missing
+    /// invalidate after the controller wrote them).
+    fn bytes_of(&self, buffer: &DmaBuffer) -> Vec<u8>;
+}
+
+impl NvmeArena for SimPlatform {
+    fn for_nvme(arena_bytes: usize) -> Self {
         let platform = Self::new(arena_bytes);
         platform.set_step_us(100);
         platform
     }
 
-    /// Microseconds the clock advances per read.
-    pub fn set_step_us(&self, microseconds: u64) {
-        self.set_step_ticks(microseconds * 1000);
-    }
-
-    pub fn translation(&self) -> BusTranslation {
+    fn translation(&self) -> BusTranslation {
         BusTranslation {
             cpu_base: PHYSICAL_BASE,
             bus_base: PHYSICAL_BASE + BUS_OFFSET,
@@ -127,46 +145,33 @@ impl crate::testing::ArenaPlatform {
         }
     }
 
-    /// The physical address behind `length` bytes at bus address `bus`: through the bus model
-    /// when one is set (a root complex's inbound windows, which records what it refuses), else
-    /// `BUS_OFFSET` below. `None` when the bus does not forward it.
-    pub fn physical_of_bus(&self, bus: u64, length: usize) -> Option<u64> {
+    fn physical_of_bus(&self, bus: u64, length: usize) -> Option<u64> {
         match self.bus_view() {
             Some(view) => view.to_physical(bus, length),
             None => bus.checked_sub(BUS_OFFSET),
         }
     }
 
-    /// A DMA read by the controller (logged); false when the address is unreachable.
-    pub fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
+    fn read_bus(&self, bus: u64, out: &mut [u8]) -> bool {
         self.physical_of_bus(bus, out.len()).is_some_and(|physical| self.device_read(physical, out))
     }
 
-    /// A DMA write by the controller (logged); false when the address is unreachable.
-    pub fn write_bus(&self, bus: u64, data: &[u8]) -> bool {
+    fn write_bus(&self, bus: u64, data: &[u8]) -> bool {
         self.physical_of_bus(bus, data.len()).is_some_and(|physical| self.device_write(physical, data))
     }
 
-    /// A 64-bit little-endian word read by the controller (logged), as `read_bus`.
-    pub fn read_bus_u64(&self, bus: u64) -> Option<u64> {
+    fn read_bus_u64(&self, bus: u64) -> Option<u64> {
         let mut bytes = [0u8; 8];
         self.read_bus(bus, &mut bytes).then(|| u64::from_le_bytes(bytes))
     }
 
-    /// A PRP list entry as the controller's walker sees it, with the physical address it came
-    /// from (not logged: the simulator logs the list pages it read as whole runs).
     fn peek_bus_u64(&self, bus: u64) -> Option<(u64, u64)> {
         let physical = self.physical_of_bus(bus, 8)?;
-        let source = self.cpu_pointer(physical, 8)?;
         let mut bytes = [0u8; 8];
-        // SAFETY: `cpu_pointer` checked the 8 bytes lie inside the arena.
-        unsafe { core::ptr::copy_nonoverlapping(source, bytes.as_mut_ptr(), 8) };
-        Some((physical, u64::from_le_bytes(bytes)))
+        self.peek(physical, &mut bytes).then(|| (physical, u64::from_le_bytes(bytes)))
     }
 
-    /// Bytes of a DMA buffer as the CPU reads them (logged, and so checked for a missing
-    /// invalidate after the controller wrote them).
-    pub fn bytes_of(&self, buffer: &DmaBuffer) -> Vec<u8> {
+    fn bytes_of(&self, buffer: &DmaBuffer) -> Vec<u8> {
         self.cpu_read(buffer)
     }
 }
@@ -426,7 +431,6 @@ struct State {
     corrupt_next: Option<Corruption>,
     corrupt_next_admin: Option<Corruption>,
     media_errors: Vec<(u32, u64)>,
-    data_corruptions: Vec<(u32, u64)>,
     /// Blocks written, by (namespace, LBA): reads return these instead of the pattern.
     written: BTreeMap<(u32, u64), Vec<u8>>,
     violations: Vec<String>,
@@ -492,7 +496,6 @@ impl<'a> SimController<'a> {
             corrupt_next: None,
             corrupt_next_admin: None,
             media_errors: Vec::new(),
-            data_corruptions: Vec::new(),
             written: BTreeMap::new(),
             violations: Vec::new(),
             statistics: SimStatistics::default(),
@@ -590,11 +593,6 @@ impl<'a> SimController<'a> {
     /// What Writes put at (namespace, LBA), if any.
     pub fn written_block(&self, namespace_id: u32, lba: u64) -> Option<Vec<u8>> {
         self.state().written.get(&(namespace_id, lba)).cloned()
-    }
-
-    /// Reads of `lba` return its first byte inverted (data the driver must not call good).
-    pub fn add_data_corruption(&self, namespace_id: u32, lba: u64) {
-        self.state().data_corruptions.push((namespace_id, lba));
     }
 
     pub fn io_queue_ids(&self) -> Vec<u16> {
@@ -1500,11 +1498,6 @@ impl State {
                 block.copy_from_slice(written);
             }
         }
-        for (id, bad) in &self.data_corruptions {
-            if *id == namespace.id && (lba..lba + u64::from(blocks)).contains(bad) {
-                data[((bad - lba) << namespace.lba_shift) as usize] ^= 0xff;
-            }
-        }
         data
     }
 
@@ -1594,25 +1587,24 @@ pub fn pattern_bytes(first_byte: u64, length: usize) -> Vec<u8> {
 mod tests {
     use super::super::regs;
     use super::*;
-    use crate::barrier;
-    use crate::dma::DmaRegion;
-    use crate::platform::Platform;
     use blockdev::Clock;
+    use hal::barrier;
+    use hal::dma::DmaRegion;
+    use hal::platform::Platform;
 
     /// A controller enabled by hand, with an admin queue pair and an identify buffer.
     struct Bench<'a> {
         platform: &'a SimPlatform,
         sim: SimController<'a>,
-        submission: DmaRegion,
-        completion: DmaRegion,
-        identify: DmaRegion,
+        submission: DmaRegion<'a>,
+        completion: DmaRegion<'a>,
+        identify: DmaRegion<'a>,
     }
 
-    fn region(platform: &SimPlatform, bytes: usize) -> DmaRegion {
-        let buffer = platform.allocate_dma(bytes, 4096).unwrap();
-        platform.clean_for_device(&buffer);
-        // SAFETY: fresh arena memory, used only by this test and the simulator.
-        unsafe { DmaRegion::new(buffer) }
+    fn region(platform: &SimPlatform, bytes: usize) -> DmaRegion<'_> {
+        let region = DmaRegion::allocate(platform, bytes, 4096).unwrap();
+        platform.clean_for_device(&region.buffer());
+        region
     }
 
     fn bus(region: &DmaRegion) -> u64 {

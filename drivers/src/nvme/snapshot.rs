@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::{offsets, Capabilities};
-use crate::mmio::RegisterIo;
 use crate::snapshot::RegisterSnapshot;
+use hal::mmio::RegisterIo;
 
 /// Reads the controller's registers into a snapshot.
 pub fn snapshot<R: RegisterIo>(registers: &R) -> RegisterSnapshot {
@@ -39,11 +39,11 @@ pub fn snapshot<R: RegisterIo>(registers: &R) -> RegisterSnapshot {
 mod tests {
     extern crate std;
     use super::super::events::DiscardEvents;
-    use super::super::sim::{SimConfig, SimController, SimPlatform};
+    use super::super::sim::{NvmeArena, SimConfig, SimController, SimPlatform};
     use super::super::Controller;
     use super::*;
-    use crate::mmio::{BusRegisters, WideAccess};
     use crate::snapshot::AccessLog;
+    use hal::mmio::{BusRegisters, WideAccess};
     use std::string::ToString;
 
     #[test]

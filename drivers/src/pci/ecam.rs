@@ -4,7 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::{ConfigAccess, FunctionAddress};
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// An ECAM region over any register access (an `Mmio` spanning the whole region in the kernel).
 pub struct Ecam<R: RegisterIo> {

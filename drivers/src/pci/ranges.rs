@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 use super::{HostWindows, Window};
-use crate::platform::BusTranslation;
+use hal::platform::BusTranslation;
 
 const SPACE_IO: u32 = 0b01;
 const SPACE_MEMORY32: u32 = 0b10;

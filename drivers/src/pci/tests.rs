@@ -7,8 +7,8 @@ use super::ecam::Ecam;
 use super::ranges;
 use super::sim::SimulatedFunction;
 use super::*;
-use crate::mmio::RegisterIo;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
 use std::collections::BTreeMap;
 use std::vec;
 use std::vec::Vec;
@@ -249,7 +249,7 @@ fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
     assert_eq!(windows.memory32.unwrap().size_bytes, 0x2eff_0000);
     assert_eq!(windows.memory64.unwrap().pci_base, 0x80_0000_0000);
     assert_eq!(windows.memory64.unwrap().size_bytes, 0x80_0000_0000);
-    assert_eq!(ranges::dma_translation(None, 2, 2), crate::platform::BusTranslation::IDENTITY);
+    assert_eq!(ranges::dma_translation(None, 2, 2), hal::platform::BusTranslation::IDENTITY);
     // A Pi 5 style inbound window: PCI 0x10_0000_0000 -> CPU 0, 64 GiB (docs/hardware.md §1.4).
     let inbound: Vec<u8> =
         [0x0200_0000u32, 0x10, 0, 0, 0, 0x10, 0].iter().flat_map(|w| w.to_be_bytes()).collect();

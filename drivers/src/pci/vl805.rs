@@ -7,8 +7,8 @@
 #![forbid(unsafe_code)]
 
 use super::{ConfigAccess, FunctionAddress, PciFunction};
-use crate::platform::Platform;
 use core::fmt;
+use hal::platform::Platform;
 
 pub const VENDOR_ID: u16 = 0x1106;
 pub const DEVICE_ID: u16 = 0x3483;
@@ -91,8 +91,8 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::pci::sim::SimulatedFunction;
-    use crate::testing::ArenaPlatform;
     use core::cell::RefCell;
+    use hal::testing::ArenaPlatform;
     use std::format;
 
     /// One VL805 at 01:00.0 whose firmware version the "VideoCore" sets when notified.

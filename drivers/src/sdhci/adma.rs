@@ -5,10 +5,9 @@
 //! `SDHCI_QUIRK_BROKEN_ADMA_ZEROLEN_DESC`) get 32 KiB descriptors, whose length is never 0
 //! ([`DescriptorLimit`], chosen per host by the quirks table; docs/hardware.md §8).
 
-use crate::dma::DmaRegion;
-use crate::platform::{BusTranslation, UnreachableAddress};
 use blockdev::DmaBuffer;
-use core::fmt;
+use hal::dma::DmaRegion;
+use hal::platform::{BusTranslation, UnreachableAddress};
 
 /// How much one descriptor may move on a host, from the quirks table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,75 +80,49 @@ impl AdmaFormat {
 }
 
 /// Why a transfer cannot be described.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AdmaError {
     /// The buffer is outside the host's DMA window.
+    #[error("{0}")]
     Unreachable(UnreachableAddress),
     /// A 32-bit table cannot address it.
-    Above4GiB {
-        bus_address: u64,
-    },
-    Misaligned {
-        bus_address: u64,
-        alignment: u64,
-    },
+    #[error("bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")]
+    Above4GiB { bus_address: u64 },
+    #[error("bus address {bus_address:#x} is not {alignment}-byte aligned")]
+    Misaligned { bus_address: u64, alignment: u64 },
     /// More descriptors than the table holds.
-    TooLong {
-        length_bytes: usize,
-        capacity_bytes: usize,
-    },
-}
-
-impl fmt::Display for AdmaError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AdmaError::Unreachable(error) => write!(f, "{error}"),
-            AdmaError::Above4GiB { bus_address } => {
-                write!(f, "bus address {bus_address:#x} is above 4 GiB for 32-bit ADMA2")
-            }
-            AdmaError::Misaligned { bus_address, alignment } => {
-                write!(f, "bus address {bus_address:#x} is not {alignment}-byte aligned")
-            }
-            AdmaError::TooLong { length_bytes, capacity_bytes } => {
-                write!(f, "{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")
-            }
-        }
-    }
+    #[error("{length_bytes} bytes exceed the descriptor table's {capacity_bytes}")]
+    TooLong { length_bytes: usize, capacity_bytes: usize },
 }
 
 /// A descriptor table in DMA memory, rewritten for each transfer.
-pub struct DescriptorTable {
-    table: DmaRegion,
+pub struct DescriptorTable<'p> {
+    table: DmaRegion<'p>,
     table_bus_address: u64,
     format: AdmaFormat,
     limit: DescriptorLimit,
     data_translation: BusTranslation,
 }
 
-impl DescriptorTable {
-    /// A table in `table`, which must be reachable by the host through `translation`, aligned
-    /// to 8 bytes (refused otherwise).
-    ///
-    /// # Safety
-    /// `table` must be DMA memory (from [`crate::platform::Platform::allocate_dma`]) that only
-    /// this table and its host use, valid for as long as the table lives.
-    pub unsafe fn new(
-        table: DmaBuffer,
+impl<'p> DescriptorTable<'p> {
+    /// A table in `table` (DMA memory only this table and its host use), which must be reachable
+    /// by the host through `translation`, aligned to 8 bytes (refused otherwise).
+    pub fn new(
+        table: DmaRegion<'p>,
         format: AdmaFormat,
         limit: DescriptorLimit,
         translation: BusTranslation,
-    ) -> Result<DescriptorTable, AdmaError> {
+    ) -> Result<DescriptorTable<'p>, AdmaError> {
+        let memory = table.buffer();
         let table_bus_address = translation
-            .to_bus(table.physical_address, table.length_bytes as u64)
+            .to_bus(memory.physical_address, memory.length_bytes as u64)
             .map_err(AdmaError::Unreachable)?;
-        if format == AdmaFormat::Adma2Bits32 && table_bus_address + table.length_bytes as u64 > 1 << 32 {
+        if format == AdmaFormat::Adma2Bits32 && table_bus_address + memory.length_bytes as u64 > 1 << 32 {
             return Err(AdmaError::Above4GiB { bus_address: table_bus_address });
         }
-        if !table_bus_address.is_multiple_of(8) || !table.cpu_address.is_multiple_of(8) {
+        if !table_bus_address.is_multiple_of(8) || !memory.cpu_address.is_multiple_of(8) {
             return Err(AdmaError::Misaligned { bus_address: table_bus_address, alignment: 8 });
         }
-        // SAFETY: the caller hands over DMA memory for this table alone (see above).
-        let table = unsafe { DmaRegion::new(table) };
         Ok(DescriptorTable { table, table_bus_address, format, limit, data_translation: translation })
     }
 
@@ -229,65 +202,68 @@ impl DescriptorTable {
 mod tests {
     extern crate std;
     use super::*;
-    use std::vec;
+    use hal::testing::{ArenaPlatform, PHYSICAL_BASE};
+    use std::vec::Vec;
 
     const LIMIT_32K: DescriptorLimit = DescriptorLimit::NoZeroLength32KiB;
 
-    fn buffer(memory: &mut [u64], physical_address: u64) -> DmaBuffer {
-        DmaBuffer {
-            cpu_address: memory.as_mut_ptr() as usize,
-            physical_address,
-            length_bytes: memory.len() * 8,
-        }
+    /// A table of `entries` 64-bit words in the test arena.
+    fn table(platform: &ArenaPlatform, entries: usize) -> DmaRegion<'_> {
+        DmaRegion::allocate(platform, entries * 8, 8).unwrap()
+    }
+
+    /// The table's 64-bit words as the host reads them.
+    fn words(table: &DmaRegion) -> Vec<u64> {
+        let mut halves = std::vec![0u32; table.length_bytes() / 4];
+        table.read_words(0, &mut halves);
+        halves.chunks(2).map(|pair| u64::from(pair[0]) | (u64::from(pair[1]) << 32)).collect()
     }
 
     #[test]
     fn hosts_without_zero_length_get_32_kib_descriptors_that_end() {
-        let mut memory = vec![0u64; 8];
-        let table = buffer(&mut memory, 0x4100_0000);
+        let platform = ArenaPlatform::new(1 << 16);
+        let memory = table(&platform, 8);
         let limit = DescriptorLimit::NoZeroLength32KiB;
         let mut adma =
-            // SAFETY: the test's memory outlives the table and nothing else uses it.
-            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY) }.unwrap();
+            DescriptorTable::new(memory, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         assert_eq!(adma.describe(&data, 70_000), Ok(3));
-        assert_eq!(memory[0], 0x4200_0000_8000_0021);
-        assert_eq!(memory[1], 0x4200_8000_8000_0021);
+        let entries = words(&memory);
+        assert_eq!(entries[0], 0x4200_0000_8000_0021);
+        assert_eq!(entries[1], 0x4200_8000_8000_0021);
         // 70 000 - 65 536 = 4 464 = 0x1170 bytes, with End.
-        assert_eq!(memory[2], 0x4201_0000_1170_0023);
+        assert_eq!(entries[2], 0x4201_0000_1170_0023);
         // 8 descriptors of 32 KiB is all this table holds.
         assert_eq!(adma.describe(&data, 256 * 1024), Ok(8));
         assert_eq!(
             adma.describe(&data, 256 * 1024 + 512),
             Err(AdmaError::TooLong { length_bytes: 256 * 1024 + 512, capacity_bytes: 256 * 1024 })
         );
-        assert!(memory.iter().all(|entry| (entry >> 16) & 0xffff != 0), "no length field is 0");
+        assert!(words(&memory).iter().all(|entry| (entry >> 16) & 0xffff != 0), "no length field is 0");
         assert_eq!(limit.name(), "32 KiB per descriptor");
         assert_eq!(DescriptorLimit::ZeroLengthMeans64KiB.name(), "64 KiB per descriptor");
     }
 
     #[test]
     fn sixty_four_kib_descriptors_write_65536_as_length_zero() {
-        let mut memory = vec![0u64; 16];
-        let table = buffer(&mut memory, 0x4100_0000);
+        let platform = ArenaPlatform::new(1 << 16);
+        let memory = table(&platform, 16);
         let limit = DescriptorLimit::ZeroLengthMeans64KiB;
         let mut adma =
-            // SAFETY: the test's memory outlives the table and nothing else uses it.
-            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY) }.unwrap();
+            DescriptorTable::new(memory, AdmaFormat::Adma2Bits32, limit, BusTranslation::IDENTITY).unwrap();
         let data = DmaBuffer { cpu_address: 0, physical_address: 0x4200_0000, length_bytes: 1 << 20 };
         // 1 MiB is 16 descriptors of 64 KiB, each with length field 0, the last with End.
         assert_eq!(adma.describe(&data, 1 << 20), Ok(16));
-        for (index, entry) in memory.iter().enumerate() {
+        for (index, entry) in words(&memory).iter().enumerate() {
             let end = if index == 15 { 0b10 } else { 0 };
             assert_eq!(*entry, ((0x4200_0000 + (index as u64) * 0x1_0000) << 32) | 0x21 | end, "{index}");
         }
         // 65536 + 512: one full descriptor, then 512 bytes with End.
         assert_eq!(adma.describe(&data, 65_536 + 512), Ok(2));
-        assert_eq!(memory[0], 0x4200_0000_0000_0021);
-        assert_eq!(memory[1], 0x4201_0000_0200_0023);
+        assert_eq!(words(&memory)[..2], [0x4200_0000_0000_0021, 0x4201_0000_0200_0023]);
         // Exactly 65535 bytes is one descriptor with the length written out.
         assert_eq!(adma.describe(&data, 65_535), Ok(1));
-        assert_eq!(memory[0], 0x4200_0000_ffff_0023);
+        assert_eq!(words(&memory)[0], 0x4200_0000_ffff_0023);
         assert_eq!(DescriptorTable::bytes_for(1 << 20, AdmaFormat::Adma2Bits32, limit), 16 * 8);
         assert_eq!(
             DescriptorTable::bytes_for(1 << 20, AdmaFormat::Adma2Bits64, DescriptorLimit::NoZeroLength32KiB),
@@ -297,46 +273,46 @@ mod tests {
 
     #[test]
     fn translation_alignment_and_reach_are_checked() {
-        let mut memory = vec![0u64; 6];
-        // EMMC2 on B0: CPU 0 appears at bus 0xC000_0000, 1 GiB (docs/hardware.md §2.4).
-        let b0 = BusTranslation { cpu_base: 0, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
-        let table = buffer(&mut memory, 0x0010_0000);
+        let platform = ArenaPlatform::new(1 << 20);
+        // A window like EMMC2's on B0 (CPU memory at bus 0xC000_0000, 1 GiB: docs/hardware.md
+        // §2.4), here over the test arena.
+        let b0 = BusTranslation { cpu_base: PHYSICAL_BASE, bus_base: 0xc000_0000, size_bytes: 1 << 30 };
+        let memory = table(&platform, 6);
         let mut adma =
-            // SAFETY: the test's memory outlives the table and nothing else uses it.
-            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, DescriptorLimit::ZeroLengthMeans64KiB, b0) }
+            DescriptorTable::new(memory, AdmaFormat::Adma2Bits32, DescriptorLimit::ZeroLengthMeans64KiB, b0)
                 .unwrap();
-        assert_eq!(adma.bus_address(), 0xc010_0000);
-        let low = DmaBuffer { cpu_address: 0, physical_address: 0x0020_0000, length_bytes: 4096 };
+        assert_eq!(adma.bus_address(), 0xc000_0000 + (memory.physical_address() - PHYSICAL_BASE));
+        let low =
+            DmaBuffer { cpu_address: 0, physical_address: PHYSICAL_BASE + 0x0010_0000, length_bytes: 4096 };
         assert_eq!(adma.describe(&low, 4096), Ok(1));
-        assert_eq!(memory[0], 0xc020_0000_1000_0023);
-        let high = DmaBuffer { physical_address: 0x4000_0000, ..low };
+        assert_eq!(words(&memory)[0], 0xc010_0000_1000_0023);
+        let high = DmaBuffer { physical_address: PHYSICAL_BASE + 0x4000_0000, ..low };
         assert!(matches!(adma.describe(&high, 4096), Err(AdmaError::Unreachable(_))));
-        let odd = DmaBuffer { physical_address: 0x0020_0002, ..low };
+        let odd = DmaBuffer { physical_address: PHYSICAL_BASE + 0x0010_0002, ..low };
         assert!(matches!(adma.describe(&odd, 512), Err(AdmaError::Misaligned { .. })));
     }
 
     #[test]
     fn sixty_four_bit_descriptors_carry_wide_addresses() {
-        let mut memory = vec![0u64; 3];
-        let table = buffer(&mut memory, 0x1_0000_0000);
-        let mut adma =
-            // SAFETY: the test's memory outlives the table and nothing else uses it.
-            unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits64, LIMIT_32K, BusTranslation::IDENTITY) }
-                .unwrap();
-        let data = DmaBuffer { cpu_address: 0, physical_address: 0x2_0000_0000, length_bytes: 40_960 };
+        let platform = ArenaPlatform::new(1 << 16);
+        // The arena seen at bus 4 GiB and above.
+        let wide = BusTranslation { cpu_base: PHYSICAL_BASE, bus_base: 0x1_0000_0000, size_bytes: 1 << 40 };
+        let memory = table(&platform, 3);
+        let mut adma = DescriptorTable::new(memory, AdmaFormat::Adma2Bits64, LIMIT_32K, wide).unwrap();
+        let data = DmaBuffer {
+            cpu_address: 0,
+            physical_address: PHYSICAL_BASE + 0x1_0000_0000,
+            length_bytes: 40_960,
+        };
         assert_eq!(adma.describe(&data, 40_960), Ok(2));
-        let bytes: std::vec::Vec<u8> = memory.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let bytes: Vec<u8> = words(&memory).iter().flat_map(|w| w.to_le_bytes()).collect();
         assert_eq!(&bytes[0..4], &0x8000_0021u32.to_le_bytes());
         assert_eq!(&bytes[4..12], &0x2_0000_0000u64.to_le_bytes());
         assert_eq!(&bytes[12..16], &0x2000_0023u32.to_le_bytes());
         assert_eq!(&bytes[16..24], &0x2_0000_8000u64.to_le_bytes());
         // The same table cannot be used for 32-bit ADMA2.
-        let table = buffer(&mut memory, 0x1_0000_0000);
         assert!(matches!(
-            // SAFETY: the test's memory outlives the table and nothing else uses it.
-            unsafe {
-                DescriptorTable::new(table, AdmaFormat::Adma2Bits32, LIMIT_32K, BusTranslation::IDENTITY)
-            },
+            DescriptorTable::new(memory, AdmaFormat::Adma2Bits32, LIMIT_32K, wide),
             Err(AdmaError::Above4GiB { .. })
         ));
     }

@@ -3,30 +3,14 @@
 //! N a power of two from 1 to 256). The result never exceeds the requested frequency.
 #![forbid(unsafe_code)]
 
+use crate::sd::error::ClockError;
+
 /// A divider setting and the frequency it gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClockSetting {
     /// The 10-bit value for Clock Control bits 15:8 (low 8) and 7:6 (high 2).
     pub divider_field: u16,
     pub sd_clock_hz: u32,
-}
-
-/// Why no divider fits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClockError {
-    pub base_clock_hz: u32,
-    pub target_hz: u32,
-    pub slowest_hz: u32,
-}
-
-impl core::fmt::Display for ClockError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(
-            f,
-            "no SD clock divider gives ≤ {} Hz from a {} Hz base clock (slowest {} Hz)",
-            self.target_hz, self.base_clock_hz, self.slowest_hz
-        )
-    }
 }
 
 const MAX_V3_DIVIDER_FIELD: u32 = 0x3ff;

@@ -8,30 +8,24 @@
 //! `poll()` runs each request's state machine one look at the interrupt status at a time.
 
 use super::adma::{AdmaError, AdmaFormat, DescriptorLimit, DescriptorTable};
-use super::bringup::CardInfo;
-use super::card::{CardState, CardStatus};
-use super::command::Command;
-use super::error::{CommandFailure, FailureKind, SdError};
-use super::host::{SdhciHost, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, COMMAND_TIMEOUT_US};
+use super::host::{failure_kind, SdhciHost, COMMAND_TIMEOUT_US};
 use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND};
-use crate::barrier;
-use crate::blocking::WaitError;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
+use crate::sd::block::{self, BlockCard, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
+use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US};
+use crate::sd::command::Command;
+use crate::sd::error::{FailureKind, SdError};
+use crate::sd::identify::CardInfo;
+use crate::sd::options::{Cmd23Request, ModeRequest};
 use blockdev::{
-    check_request, BlockDevice, Completion, DataPath, DmaBuffer, FlushSupport, Geometry, Operation, Request,
-    SubmitError,
+    check_request, BlockDevice, Completion, DataPath, FlushSupport, Geometry, Operation, Request, SubmitError,
 };
+use hal::barrier;
+use hal::dma::DmaRegion;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
-/// The logical block size (SD §4.3.2: 512 bytes for SDHC/SDXC; SDSC is set to 512 with CMD16).
-pub const BLOCK_BYTES: u32 = 512;
 /// Blocks one command moves at most (16-bit Block Count).
 pub const MAX_BLOCKS_PER_COMMAND: u32 = 65_535;
-/// Largest request the driver accepts; it splits it into commands itself.
-pub const MAX_REQUEST_BLOCKS: u32 = 1 << 20;
-/// Attempts per command before the request fails (the first one included).
-pub const MAX_ATTEMPTS: u32 = 3;
 /// Time allowed per block for a DMA transfer, on top of one block timeout.
 const DMA_PER_BLOCK_US: u64 = 1_000;
 
@@ -51,72 +45,24 @@ impl TransferMode {
     }
 }
 
-/// What the user asked for (`sd.mode`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ModeRequest {
-    /// ADMA2 when the capabilities advertise it, PIO otherwise.
-    #[default]
-    Auto,
-    Pio,
-    Adma2,
-}
-
-/// How multi-block reads end (`sd.cmd23`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Cmd23Request {
-    /// CMD23 when the SCR lists it, auto-CMD12 otherwise.
-    #[default]
-    Auto,
-    /// CMD23 whatever the SCR says (QEMU's v3 card accepts it without listing it: docs/qemu.md §2).
-    On,
-    Off,
-}
-
 /// Why a device could not be built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeviceSetupError {
-    Dma(crate::platform::DmaAllocationError),
+    #[error("{0}")]
+    Dma(hal::platform::DmaAllocationError),
+    #[error("ADMA2 descriptor table: {0}")]
     Adma(AdmaError),
-}
-
-impl core::fmt::Display for DeviceSetupError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            DeviceSetupError::Dma(error) => write!(f, "{error}"),
-            DeviceSetupError::Adma(error) => write!(f, "ADMA2 descriptor table: {error}"),
-        }
-    }
-}
-
-/// A name for the console without an allocator.
-#[derive(Clone, Copy)]
-pub(crate) struct Name {
-    bytes: [u8; 16],
-    length: usize,
-}
-
-impl Name {
-    pub(crate) fn new(text: &str) -> Name {
-        let mut bytes = [0u8; 16];
-        let mut length = text.len().min(16);
-        while !text.is_char_boundary(length) {
-            length -= 1;
-        }
-        bytes[..length].copy_from_slice(&text.as_bytes()[..length]);
-        Name { bytes, length }
-    }
-    pub(crate) fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.bytes[..self.length]).unwrap_or("sd?")
-    }
 }
 
 /// One command's share of a request: its blocks, and whether ADMA2 moves them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment {
+struct Segment<'p> {
     /// First block of this command, relative to the request.
     first_block: u32,
     blocks: u32,
     dma: bool,
+    /// The whole request's data, as the CPU reaches it for PIO.
+    data: DmaRegion<'p>,
 }
 
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
@@ -134,8 +80,8 @@ enum Phase {
 
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
-struct ActiveCommand {
-    segment: Segment,
+struct ActiveCommand<'p> {
+    segment: Segment<'p>,
     /// The data command (CMD17, CMD18, CMD24 or CMD25).
     command: Command,
     phase: Phase,
@@ -145,15 +91,9 @@ struct ActiveCommand {
     deadline: Deadline,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum State {
-    Idle,
-    /// Submitted, its first command prepared (descriptors written and cleaned); waiting for
-    /// `kick()`.
-    Queued(Request, Segment),
-    Running(Request, ActiveCommand),
-    Done(Completion),
-}
+/// The request: `Queued` once submitted with its first command prepared (descriptors written
+/// and cleaned), waiting for `kick()`.
+type State<'p> = RequestState<Segment<'p>, ActiveCommand<'p>>;
 
 /// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
 /// division, too dear for every command).
@@ -189,13 +129,10 @@ impl TimeoutTicks {
 /// (docs/measurement.md §13).
 pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     host: SdhciHost<'p, R, P>,
-    card: CardInfo,
-    name: Name,
+    card: BlockCard,
     mode: TransferMode,
-    use_cmd23: bool,
-    adma: Option<DescriptorTable>,
-    state: State,
-    last_error: Option<SdError>,
+    adma: Option<DescriptorTable<'p>>,
+    state: State<'p>,
     /// The card was removed: requests fail as device-gone and no more are taken.
     gone: bool,
     commands: u64,
@@ -227,14 +164,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 AdmaFormat::Adma2Bits64,
                 limit,
             );
-            let table = host.platform().allocate_dma(bytes, 4096).map_err(DeviceSetupError::Dma)?;
-            // SAFETY: fresh DMA memory from the platform for this card's table alone; the card
-            // borrows the platform, so the table never outlives it.
-            let narrow = unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation) };
+            let table = DmaRegion::allocate(host.platform(), bytes, 4096).map_err(DeviceSetupError::Dma)?;
+            let narrow = DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, translation);
             let chosen = match narrow {
                 Err(AdmaError::Above4GiB { .. }) if capabilities.system_bus_64_bit() => {
-                    // SAFETY: as above (the 32-bit table was refused, so only this one uses it).
-                    unsafe { DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation) }
+                    DescriptorTable::new(table, AdmaFormat::Adma2Bits64, limit, translation)
                 }
                 other => other,
             };
@@ -244,19 +178,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Some(table) => TransferMode::Adma2(table.format()),
             None => TransferMode::Pio,
         };
-        let use_cmd23 = match cmd23 {
-            Cmd23Request::Auto => card.scr.supports_cmd23(),
-            Cmd23Request::On => true,
-            Cmd23Request::Off => false,
-        };
         Ok(SdCard {
-            card,
-            name: Name::new(name),
+            card: BlockCard::new(card, name, cmd23),
             mode,
-            use_cmd23,
             adma,
-            state: State::Idle,
-            last_error: None,
+            state: RequestState::Idle,
             gone: false,
             commands: 0,
             pio_fallbacks: 0,
@@ -276,9 +202,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         blockdev::ticks_to_ns(self.timeouts.block, self.host.platform().ticks_per_second()) / 1_000_000
     }
 
-    pub fn card(&self) -> &CardInfo {
-        &self.card
-    }
     pub fn host(&self) -> &SdhciHost<'p, R, P> {
         &self.host
     }
@@ -289,22 +212,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     pub fn descriptor_limit(&self) -> Option<DescriptorLimit> {
         self.adma.as_ref().map(DescriptorTable::limit)
     }
-    pub fn uses_cmd23(&self) -> bool {
-        self.use_cmd23
-    }
-    /// The full description of the last failed request (the block interface only carries a
-    /// kind and a code).
-    pub fn last_error(&self) -> Option<SdError> {
-        self.last_error
-    }
 
     /// Prepares the command for the blocks of `request` from `first_block` on (at most
     /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
     /// the data buffer, all before the command that starts the DMA is handed over. A buffer
     /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
-    fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
+    fn prepare(&mut self, request: &Request, data: DmaRegion<'p>, first_block: u32) -> Segment<'p> {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let mut segment = Segment { first_block, blocks, dma: false };
+        let mut segment = Segment { first_block, blocks, dma: false, data };
         self.commands += 1;
         let Some(table) = self.adma.as_mut() else {
             return segment;
@@ -327,14 +242,14 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
     /// when multi-block transfers are announced, else the data command.
-    fn start(&mut self, request: &Request, segment: Segment, attempt: u32) -> Result<ActiveCommand, SdError> {
-        let address = self.card.data_address(request.lba + u64::from(segment.first_block));
-        let command = match (request.operation == Operation::Write, segment.blocks > 1) {
-            (false, false) => Command::read_single_block(address),
-            (false, true) => Command::read_multiple_block(address),
-            (true, false) => Command::write_single_block(address),
-            (true, true) => Command::write_multiple_block(address),
-        };
+    fn start(
+        &mut self,
+        request: &Request,
+        segment: Segment<'p>,
+        attempt: u32,
+    ) -> Result<ActiveCommand<'p>, SdError> {
+        let lba = request.lba + u64::from(segment.first_block);
+        let command = self.card.data_command(request.operation, lba, segment.blocks);
         let mut active = ActiveCommand {
             segment,
             command,
@@ -343,7 +258,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             attempt,
             deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
         };
-        if segment.blocks > 1 && self.use_cmd23 {
+        if segment.blocks > 1 && self.card.uses_cmd23 {
             self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
             active.phase = Phase::SetBlockCount;
         } else {
@@ -354,7 +269,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
     /// in the Transfer Mode (SDHCI §2.2.5 Data Transfer Direction Select).
-    fn issue_data_command(&mut self, active: &ActiveCommand) -> Result<(), SdError> {
+    fn issue_data_command(&mut self, active: &ActiveCommand<'p>) -> Result<(), SdError> {
         use TRANSFER_MODE_COMMAND::*;
         let segment = active.segment;
         let mut mode = BLOCK_COUNT_ENABLE::SET;
@@ -363,7 +278,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         if segment.blocks > 1 {
             mode += MULTI_BLOCK::SET;
-            if !self.use_cmd23 {
+            if !self.card.uses_cmd23 {
                 mode += AUTO_COMMAND::Cmd12;
             }
         }
@@ -391,11 +306,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, segment: Segment, mut attempt: u32) {
+    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, mut attempt: u32) {
         loop {
             match self.start(&request, segment, attempt) {
                 Ok(active) => {
-                    self.state = State::Running(request, active);
+                    self.state = RequestState::Running(request, active);
                     return;
                 }
                 Err(error) => match self.retry_after(error, attempt) {
@@ -418,16 +333,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             return Err(removed);
         }
         self.host.recover(true);
-        // A card still sending data is stopped with CMD12. It is only sent in that state: an
-        // illegal CMD12 would leave ILLEGAL_COMMAND in the next response (SD §4.10.1, clear
-        // condition B). Errors here do not matter; the retry or the failure report follows.
-        let rca = self.card.rca;
-        if let Ok(response) = self.host.send_command(&Command::send_status(rca), rca) {
-            if matches!(CardStatus(response.short()).state(), CardState::SendingData | CardState::ReceiveData)
-            {
-                let _ = self.host.send_command(&Command::stop_transmission(), rca);
-            }
-        }
+        block::stop_if_transferring(&mut self.host, self.card.info.rca);
         self.host.recover(true);
         if attempt < MAX_ATTEMPTS && !matches!(error, SdError::NoCard { .. }) {
             Ok(())
@@ -446,17 +352,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     fn fail(&mut self, request: Request, error: SdError, attempts: u32) {
-        let error = match error {
-            SdError::Command(failure) => SdError::Command(CommandFailure { attempts, ..failure }),
-            other => other,
-        };
-        self.last_error = Some(error);
-        self.state = State::Done(Completion { tag: request.tag, result: Err(error.io_error()) });
+        self.state = RequestState::Done(self.card.fail(&request, error, attempts));
     }
 
     /// A failure of the running command (already recovered from by the host where it says so):
     /// another attempt of the same segment, or the request fails.
-    fn command_failure(&mut self, request: Request, active: ActiveCommand, error: SdError) {
+    fn command_failure(&mut self, request: Request, active: ActiveCommand<'p>, error: SdError) {
         match self.retry_after(error, active.attempt) {
             Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
             Err(error) => self.fail(request, error, active.attempt),
@@ -464,7 +365,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// A data-phase failure of the running command.
-    fn data_failure(&mut self, request: Request, active: ActiveCommand, kind: FailureKind, status: u32) {
+    fn data_failure(&mut self, request: Request, active: ActiveCommand<'p>, kind: FailureKind, status: u32) {
         let mut failure = self.host.failure(active.command, kind, status);
         failure.blocks_done = active.blocks_done;
         failure.blocks = active.segment.blocks;
@@ -472,7 +373,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// Looks once at the running command and moves it on as far as it can; never waits.
-    fn advance(&mut self, request: Request, active: ActiveCommand) {
+    fn advance(&mut self, request: Request, active: ActiveCommand<'p>) {
         match active.phase {
             Phase::SetBlockCount => self.advance_set_block_count(request, active),
             Phase::Command => self.advance_command(request, active),
@@ -481,11 +382,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// CMD23's Command Complete: its status checked, the data command handed over.
-    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         let set_block_count = Command::set_block_count(active.segment.blocks);
         let outcome = match self.host.command_outcome(&set_block_count) {
             Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
-                self.state = State::Running(request, active);
+                self.state = RequestState::Running(request, active);
                 return;
             }
             Ok(None) => Err(self.host.command_timed_out(&set_block_count)),
@@ -499,17 +400,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Ok(()) => {
                 active.phase = Phase::Command;
                 active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
-                self.state = State::Running(request, active);
+                self.state = RequestState::Running(request, active);
             }
             Err(error) => self.command_failure(request, active, error),
         }
     }
 
     /// The data command's Command Complete; the data phase follows in the same poll.
-    fn advance_command(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_command(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         match self.host.command_outcome(&active.command) {
             Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
-                self.state = State::Running(request, active);
+                self.state = RequestState::Running(request, active);
             }
             Ok(None) => {
                 let error = self.host.command_timed_out(&active.command);
@@ -534,17 +435,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     /// Moves whatever PIO data is ready, then looks for Transfer Complete.
-    fn advance_data(&mut self, request: Request, mut active: ActiveCommand) {
+    fn advance_data(&mut self, request: Request, mut active: ActiveCommand<'p>) {
         let segment = active.segment;
         let write = active.command.data.is_write();
         if !segment.dma {
             let moved = if write {
-                self.write_ready_blocks(&request, &mut active)
+                self.write_ready_blocks(&mut active)
             } else {
-                self.read_ready_blocks(&request, &mut active)
+                self.read_ready_blocks(&mut active)
             };
             if let Err(status) = moved {
-                let kind = FailureKind::from_interrupt_status(status);
+                let kind = failure_kind(status);
                 return self.data_failure(request, active, kind, status);
             }
         }
@@ -557,7 +458,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
         }
         if status & interrupt::ALL_ERRORS != 0 {
-            let kind = FailureKind::from_interrupt_status(status);
+            let kind = failure_kind(status);
             return self.data_failure(request, active, kind, status);
         }
         let finished = status & interrupt::TRANSFER_COMPLETE != 0
@@ -566,7 +467,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             if active.deadline.has_passed(self.host.platform()) {
                 return self.data_failure(request, active, FailureKind::NoCompletion, status);
             }
-            self.state = State::Running(request, active);
+            self.state = RequestState::Running(request, active);
             return;
         }
         self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
@@ -588,25 +489,21 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         let next_block = segment.first_block + segment.blocks;
         if next_block < request.block_count {
-            let next = self.prepare(&request, next_block);
+            let next = self.prepare(&request, segment.data, next_block);
             self.start_with_retries(request, next, 1);
         } else {
-            self.state = State::Done(Completion { tag: request.tag, result: Ok(()) });
+            self.state = RequestState::Done(Completion { tag: request.tag, result: Ok(()) });
         }
     }
 
     /// Reads every PIO block the controller has ready; `Err` with the interrupt status on an
     /// error.
-    fn read_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+    fn read_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
         while active.blocks_done < active.segment.blocks {
             let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+            let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
                 break;
             };
-            // SAFETY: the buffer belongs to the submitted request, which the submitter may not
-            // touch or free until it completes (`blockdev::BlockDevice::submit`), and no DMA is
-            // programmed for it (PIO).
-            let mut block = unsafe { DmaRegion::new(block) };
             if !self.host.read_block_if_ready(&mut block)? {
                 break;
             }
@@ -618,15 +515,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Writes every PIO block the controller has room for; `Err` with the interrupt status on an
     /// error.
-    fn write_ready_blocks(&mut self, request: &Request, active: &mut ActiveCommand) -> Result<(), u32> {
+    fn write_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
         while active.blocks_done < active.segment.blocks {
             let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(block) = request.buffer.slice(offset, BLOCK_BYTES as usize) else {
+            let Some(block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
                 break;
             };
-            // SAFETY: the buffer belongs to the submitted request, which the caller may not
-            // touch until it completes; the CPU only reads it (PIO) and no DMA is programmed.
-            let block = unsafe { DmaRegion::new(block) };
             let mut bytes = [0u8; BLOCK_BYTES as usize];
             block.read_bytes(0, &mut bytes);
             if !self.host.write_block_if_ready(&bytes)? {
@@ -637,120 +531,59 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         Ok(())
     }
+}
 
-    /// Reads `block_count` blocks at `lba` into `buffer` and waits (bounded) for the result:
-    /// for bring-up measurements and tests.
-    pub fn read_blocking(
-        &mut self,
-        lba: u64,
-        block_count: u32,
-        buffer: DmaBuffer,
-        timeout_us: u64,
-    ) -> Result<(), ReadError> {
-        let platform = self.host.platform();
-        let result = read_blocking(self, platform, lba, block_count, buffer, timeout_us);
-        result.map_err(|error| error.or_last(self.last_error))
+impl<'p, R: RegisterIo, P: Platform> SdBlockDevice<'p> for SdCard<'p, R, P> {
+    type Clock = P;
+
+    fn clock(&self) -> &'p P {
+        self.host.platform()
     }
-}
-
-/// One read through an SD driver's block interface, waited for (bounded): both SD hosts'
-/// `read_blocking`. A failed read is [`ReadError::Failed`] with a placeholder the caller
-/// replaces with its last error ([`ReadError::or_last`]).
-pub(crate) fn read_blocking<D: BlockDevice + ?Sized, C: blockdev::Clock + ?Sized>(
-    device: &mut D,
-    clock: &C,
-    lba: u64,
-    block_count: u32,
-    buffer: DmaBuffer,
-    timeout_us: u64,
-) -> Result<(), ReadError> {
-    let request = Request { tag: 0, operation: Operation::Read, lba, block_count, buffer };
-    match crate::blocking::complete_one(device, clock, request, timeout_us) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(ReadError::Failed(UNKNOWN_FAILURE)),
-        Err(WaitError::Refused(error)) => Err(ReadError::Refused(error)),
-        Err(WaitError::Timeout) => Err(ReadError::Timeout),
-    }
-}
-
-const UNKNOWN_FAILURE: SdError = SdError::UnusableCard { reason: "unknown failure", value: 0 };
-
-impl ReadError {
-    /// A failed read reports the driver's `last_error` when it has one.
-    pub(crate) fn or_last(self, last_error: Option<SdError>) -> ReadError {
-        match (self, last_error) {
-            (ReadError::Failed(_), Some(error)) => ReadError::Failed(error),
-            (other, _) => other,
-        }
-    }
-}
-
-/// Why [`SdCard::read_blocking`] failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadError {
-    Refused(SubmitError),
-    Failed(SdError),
-    Timeout,
-}
-
-impl core::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ReadError::Refused(error) => write!(f, "refused: {}", error.name()),
-            ReadError::Failed(error) => write!(f, "{error}"),
-            ReadError::Timeout => write!(f, "no completion in time"),
-        }
+    fn block_card(&self) -> &BlockCard {
+        &self.card
     }
 }
 
 impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
     fn name(&self) -> &str {
-        self.name.as_str()
+        self.card.name()
     }
 
     fn geometry(&self) -> Geometry {
-        Geometry {
-            logical_block_bytes: BLOCK_BYTES,
-            block_count: self.card.capacity_bytes() / u64::from(BLOCK_BYTES),
-            max_request_blocks: MAX_REQUEST_BLOCKS,
-            max_in_flight: 1,
-        }
+        self.card.geometry()
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
         if self.gone {
             return Err((request, SubmitError::DeviceUnusable));
         }
-        if !matches!(self.state, State::Idle) {
+        if !matches!(self.state, RequestState::Idle) {
             return Err((request, SubmitError::QueueFull));
         }
         if !matches!(request.operation, Operation::Read | Operation::Write) {
             return Err((request, SubmitError::Unsupported));
         }
         check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        let segment = self.prepare(&request, 0);
-        self.state = State::Queued(request, segment);
+        // The CPU moves the data by PIO, so it must be the platform's DMA memory.
+        let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
+            return Err((request, SubmitError::BadBuffer));
+        };
+        let segment = self.prepare(&request, data, 0);
+        self.state = RequestState::Queued(request, segment);
         Ok(())
     }
 
     fn kick(&mut self) {
-        if let State::Queued(request, segment) = self.state {
+        if let RequestState::Queued(request, segment) = self.state {
             self.start_with_retries(request, segment, 1);
         }
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        if let State::Running(request, active) = self.state {
+        if let RequestState::Running(request, active) = self.state {
             self.advance(request, active);
         }
-        match self.state {
-            State::Done(completion) if !completions.is_empty() => {
-                completions[0] = completion;
-                self.state = State::Idle;
-                1
-            }
-            _ => 0,
-        }
+        self.state.take_completion(completions)
     }
 
     fn data_path(&self) -> Option<DataPath> {
@@ -758,6 +591,6 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
     }
 
     fn flush_support(&self) -> FlushSupport {
-        FlushSupport::NoCache(self.card.scr.no_flush_reason())
+        FlushSupport::NoCache(self.card.info.scr.no_flush_reason())
     }
 }

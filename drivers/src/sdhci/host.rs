@@ -4,16 +4,20 @@
 #![forbid(unsafe_code)]
 
 use super::clock::{divider_for, ClockSetting};
-use super::command::{Command, DataPhase, ResponseKind};
-use super::error::{CommandFailure, FailureKind, SdError};
+use super::command::command_field;
 use super::quirks::{bcm2712_config, CapabilitySource, HostQuirks};
 use super::regs::TRANSFER_MODE_COMMAND;
-use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH};
+use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH, SLOT_STATUS_VERSION};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
-use crate::dma::PioTarget;
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Deadline, Platform};
+use crate::sd::bus::{
+    BusMode, BusWidth, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ,
+};
+use crate::sd::command::{Command, DataPhase, ResponseKind};
+use crate::sd::error::{CommandFailure, FailureKind, SdError};
 use core::fmt;
+use hal::dma::PioTarget;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Deadline, Platform};
 use tock_registers::LocalRegisterCopy;
 
 /// How long the controller may take to leave reset or stabilise its clock (SDHCI gives no
@@ -22,15 +26,8 @@ pub const CONTROLLER_TIMEOUT_US: u64 = 150_000;
 /// How long a command may take to complete (the card answers within 64 clocks; at 100 kHz
 /// that is 640 µs: this leaves room for slow emulation).
 pub const COMMAND_TIMEOUT_US: u64 = 100_000;
-/// How long a card may stay busy after R1b (SD §4.12.3: 250 ms write, 1 s erase are the
-/// worst cases named; no erase is ever sent).
-pub const BUSY_TIMEOUT_US: u64 = 1_000_000;
-/// How long one data block may take to arrive (SD §4.6.2.1: 100 ms read timeout for SDHC).
-pub const BLOCK_TIMEOUT_US: u64 = 500_000;
 /// Power ramp-up after switching bus power on (SD §6.4.1: 1 ms + 74 clocks at 400 kHz).
 pub const POWER_RAMP_US: u64 = 2_000;
-/// Identification clock (SD §4.2: ≤ 400 kHz).
-pub const IDENTIFICATION_CLOCK_HZ: u32 = 400_000;
 
 /// What the controller can do (Capabilities §2.2.26, Version §2.2.34), after the quirks'
 /// corrections.
@@ -49,9 +46,9 @@ const UHS_MODE_BITS: u32 = 0b111;
 impl HostCapabilities {
     /// Reads the Version and Capabilities registers and applies `source`.
     pub fn read<R: RegisterIo>(registers: &R, source: CapabilitySource) -> Self {
-        let version = SpecVersion(((registers.read32(offsets::SLOT_STATUS_VERSION) >> 16) & 0xff) as u8);
-        let register =
-            (registers.read32(offsets::CAPABILITIES), registers.read32(offsets::CAPABILITIES_HIGH));
+        let version = registers.read(SLOT_STATUS_VERSION).read(SLOT_STATUS_VERSION::SPECIFICATION_VERSION);
+        let version = SpecVersion(version as u8);
+        let register = (registers.read(CAPABILITIES).get(), registers.read(CAPABILITIES_HIGH).get());
         let (low, high) = match source {
             CapabilitySource::Register => register,
             CapabilitySource::Supplied { low, high } => (low, high),
@@ -90,6 +87,9 @@ impl HostCapabilities {
     }
     pub fn adma2(&self) -> bool {
         self.low().is_set(CAPABILITIES::ADMA2)
+    }
+    pub fn eight_bit_bus(&self) -> bool {
+        self.low().is_set(CAPABILITIES::EIGHT_BIT_BUS)
     }
     pub fn sdma(&self) -> bool {
         self.low().is_set(CAPABILITIES::SDMA)
@@ -166,43 +166,6 @@ impl fmt::Display for HostCapabilities {
             }
         }
     }
-}
-
-/// The response registers after a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Response {
-    pub words: [u32; 4],
-}
-
-impl Response {
-    pub fn short(&self) -> u32 {
-        self.words[0]
-    }
-    /// A 136-bit response as the 128-bit register it carries (CRC byte zero: the controller
-    /// keeps bits 127:8 in RESPONSE[119:0], SDHCI §2.2.7).
-    /// A response whose 136-bit register arrived whole, CRC byte included (the BCM2835 sdhost's
-    /// SDRSP0-3): stored as SDHCI stores it, without the CRC byte.
-    pub fn from_long_register(register: u128) -> Response {
-        let shifted = register >> 8;
-        Response {
-            words: [shifted as u32, (shifted >> 32) as u32, (shifted >> 64) as u32, (shifted >> 96) as u32],
-        }
-    }
-
-    pub fn long_register(&self) -> u128 {
-        let value = u128::from(self.words[0])
-            | u128::from(self.words[1]) << 32
-            | u128::from(self.words[2]) << 64
-            | u128::from(self.words[3]) << 96;
-        value << 8
-    }
-}
-
-/// The host-side bus mode the driver programmed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BusMode {
-    pub width_bits: u8,
-    pub sd_clock_hz: u32,
 }
 
 /// One SDHCI controller.
@@ -287,7 +250,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     pub fn present_state(&self) -> u32 {
-        self.read(offsets::PRESENT_STATE)
+        self.present().get()
     }
 
     /// Waits until `(register & mask) == expected`, or fails naming what it waited for.
@@ -474,10 +437,25 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.recover(true);
     }
 
-    /// Host Control 1 Data Transfer Width (§2.2.10).
-    pub fn set_bus_width_4_bit(&mut self) {
-        self.modify(offsets::HOST_CONTROL_POWER, 0, HOST_CONTROL_POWER::DATA_WIDTH_4_BIT::SET.value);
-        self.bus_width_bits = 4;
+    /// Host Control 1 Data Transfer Width and Extended Data Transfer Width (§2.2.10); 8 bits
+    /// only where the capabilities list an 8-bit bus (§2.2.26).
+    pub fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {
+        let four = HOST_CONTROL_POWER::DATA_WIDTH_4_BIT::SET.value;
+        let eight = HOST_CONTROL_POWER::DATA_WIDTH_8_BIT::SET.value;
+        let set = match width {
+            BusWidth::One => 0,
+            BusWidth::Four => four,
+            BusWidth::Eight if self.capabilities.eight_bit_bus() => eight,
+            BusWidth::Eight => {
+                return Err(SdError::UnusableHost {
+                    reason: "no 8-bit bus in the capabilities",
+                    value: self.capabilities.low,
+                })
+            }
+        };
+        self.modify(offsets::HOST_CONTROL_POWER, four | eight, set);
+        self.bus_width_bits = width.bits();
+        Ok(())
     }
 
     /// Host Control 1 High Speed Enable, unless the quirks forbid the bit (BCM2835 Arasan).
@@ -495,7 +473,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     pub fn host_control2(&self) -> LocalRegisterCopy<u32, HOST_CONTROL2::Register> {
-        LocalRegisterCopy::new(self.read(offsets::AUTO_CMD_ERROR_HOST_CONTROL2))
+        self.registers.read(HOST_CONTROL2)
+    }
+
+    /// Present State (§2.2.9).
+    pub fn present(&self) -> LocalRegisterCopy<u32, PRESENT_STATE::Register> {
+        self.registers.read(PRESENT_STATE)
     }
 
     /// Whether card detect says a card is there (always true with broken card detect).
@@ -503,8 +486,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if self.quirks.broken_card_detect {
             return true;
         }
-        LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(self.present_state())
-            .is_set(PRESENT_STATE::CARD_INSERTED)
+        self.present().is_set(PRESENT_STATE::CARD_INSERTED)
     }
 
     /// The card's removal, if card detect shows it: Card Removal in `interrupt_status`, or Card
@@ -514,8 +496,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if self.quirks.broken_card_detect {
             return None;
         }
-        let present_state = self.present_state();
-        let state = LocalRegisterCopy::<u32, PRESENT_STATE::Register>::new(present_state);
+        let state = self.present();
+        let present_state = state.get();
         let pulled =
             state.is_set(PRESENT_STATE::CARD_STATE_STABLE) && !state.is_set(PRESENT_STATE::CARD_INSERTED);
         (pulled || interrupt_status & interrupt::CARD_REMOVAL != 0)
@@ -579,7 +561,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.write(offsets::ARGUMENT, command.argument);
         self.write(
             offsets::TRANSFER_MODE_COMMAND,
-            (command.command_field().value & 0xffff_0000) | (transfer_mode & 0xffff),
+            (command_field(command).value & 0xffff_0000) | (transfer_mode & 0xffff),
         );
         Ok(())
     }
@@ -590,7 +572,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     pub fn command_outcome(&mut self, command: &Command) -> Result<Option<Response>, SdError> {
         let status = self.read(offsets::INTERRUPT_STATUS);
         if status & interrupt::ALL_ERRORS != 0 {
-            let failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
+            let failure = self.failure(*command, failure_kind(status), status);
             self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
             return Err(failure.into());
         }
@@ -636,8 +618,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
 
     /// Checks the card status of an R1/R1b answer (R6 and R7 carry no full status).
     pub fn check_card_status(&mut self, command: &Command, response: &Response) -> Result<(), SdError> {
-        let errors = super::card::CardStatus(response.short()).errors();
-        if command.returns_card_status() && errors != 0 {
+        if response.reports_card_status_errors(command) {
             let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
             failure.response = response.short();
             return Err(failure.into());
@@ -671,7 +652,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         loop {
             let status = self.read(offsets::INTERRUPT_STATUS);
             if status & interrupt::ALL_ERRORS != 0 {
-                let mut failure = self.failure(*command, FailureKind::from_interrupt_status(status), status);
+                let mut failure = self.failure(*command, failure_kind(status), status);
                 failure.blocks_done = blocks_done;
                 failure.blocks = blocks;
                 self.recover(true);
@@ -747,8 +728,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
                 Ok(true) => break,
                 Ok(false) => {}
                 Err(status) => {
-                    let mut failure =
-                        self.failure(*command, FailureKind::from_interrupt_status(status), status);
+                    let mut failure = self.failure(*command, failure_kind(status), status);
                     failure.blocks = 1;
                     self.recover(true);
                     return Err(failure.into());
@@ -769,37 +749,19 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 }
 
-impl<'p, R: RegisterIo, P: Platform> super::card_bus::CardBus for SdhciHost<'p, R, P> {
-    type Platform = P;
-
-    fn platform(&self) -> &P {
-        self.platform
-    }
-    fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
-        SdhciHost::send_command(self, command, rca)
-    }
-    fn read_register_data(
-        &mut self,
-        command: &Command,
-        rca: u16,
-        out: &mut [u8],
-    ) -> Result<Response, SdError> {
-        SdhciHost::read_register_data(self, command, rca, out)
-    }
-    fn set_bus_width_4_bit(&mut self) {
-        SdhciHost::set_bus_width_4_bit(self)
-    }
-    fn bus_mode(&self) -> BusMode {
-        SdhciHost::bus_mode(self)
-    }
-    fn supports_high_speed(&self) -> bool {
-        self.capabilities.high_speed()
-    }
-    fn set_timing_3v3(&mut self, timing: super::bringup::Timing, target_hz: u32) -> Result<u32, SdError> {
-        if timing != super::bringup::Timing::DefaultSpeed {
-            self.set_high_speed();
-        }
-        self.set_clock(target_hz)
+/// The failure kind of Error Interrupt Status bits (bits 31:16 of word 0x30), most specific
+/// first: a data CRC error that led to an auto-CMD12 error is a CRC error.
+pub fn failure_kind(status: u32) -> FailureKind {
+    if status & interrupt::COMMAND_TIMEOUT != 0 {
+        FailureKind::CommandTimeout
+    } else if status & (interrupt::COMMAND_CRC | interrupt::COMMAND_END_BIT | interrupt::COMMAND_INDEX) != 0 {
+        FailureKind::CommandLine
+    } else if status & interrupt::DATA_TIMEOUT != 0 {
+        FailureKind::DataTimeout
+    } else if status & (interrupt::DATA_CRC | interrupt::DATA_END_BIT) != 0 {
+        FailureKind::DataLine
+    } else {
+        FailureKind::HostTransfer
     }
 }
 
@@ -897,15 +859,5 @@ mod tests {
         // A register without a base clock has nothing to disagree with.
         let none = HostCapabilities { low: 0, high: 0, version: SpecVersion(2), register: None };
         assert_eq!(none.base_clock_disagreement(200_000_000), None);
-    }
-
-    #[test]
-    fn long_responses_become_the_register_without_crc() {
-        let response = Response { words: [0x4433_2211, 0x8877_6655, 0xccbb_aa99, 0x00ff_eedd] };
-        assert_eq!(response.long_register(), 0xffee_ddcc_bbaa_9988_7766_5544_3322_1100);
-        assert_eq!(response.short(), 0x4433_2211);
-        // The whole register with its CRC byte (sdhost) keeps all but the CRC byte.
-        let whole = Response::from_long_register(0xffee_ddcc_bbaa_9988_7766_5544_3322_11a5);
-        assert_eq!(whole, response);
     }
 }

@@ -4,7 +4,7 @@
 
 use super::adma::DescriptorLimit;
 use crate::gpio::{Bcm2835Gpio, PinFunction};
-use crate::mmio::RegisterIo;
+use hal::mmio::RegisterIo;
 
 /// Where the host's base clock (the SDCLK divider's input) comes from (docs/hardware.md §2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! word that holds them and the shift inside it.
 #![forbid(unsafe_code)]
 
+use hal::mmio::Reg;
 use tock_registers::register_bitfields;
 
 /// Word offsets (SDHCI §2.1.2).
@@ -77,6 +78,8 @@ register_bitfields![u32,
         DATA_WIDTH_4_BIT OFFSET(1) NUMBITS(1) [],
         HIGH_SPEED_ENABLE OFFSET(2) NUMBITS(1) [],
         DMA_SELECT OFFSET(3) NUMBITS(2) [Sdma = 0, Adma2_32 = 2, Adma2_64 = 3],
+        /// Extended Data Transfer Width: an 8-bit bus (eMMC).
+        DATA_WIDTH_8_BIT OFFSET(5) NUMBITS(1) [],
         BUS_POWER OFFSET(8) NUMBITS(1) [],
         BUS_VOLTAGE OFFSET(9) NUMBITS(3) [V1_8 = 0b101, V3_0 = 0b110, V3_3 = 0b111]
     ],
@@ -140,6 +143,10 @@ register_bitfields![u32,
         VOLTAGE_1V8 OFFSET(26) NUMBITS(1) [],
         SYSTEM_BUS_64_BIT OFFSET(28) NUMBITS(1) []
     ],
+    /// Slot Interrupt Status (§2.2.33) in bits 15:0, Host Controller Version (§2.2.34) in 31:16.
+    pub SLOT_STATUS_VERSION [
+        SPECIFICATION_VERSION OFFSET(16) NUMBITS(8) []
+    ],
     /// Capabilities, high word (§2.2.26, bits 63:32).
     pub CAPABILITIES_HIGH [
         SDR50 OFFSET(0) NUMBITS(1) [],
@@ -148,6 +155,13 @@ register_bitfields![u32,
         SDR50_NEEDS_TUNING OFFSET(13) NUMBITS(1) []
     ]
 ];
+
+/// The registers the driver decodes, each with the word that holds it and its bitfields.
+pub const PRESENT_STATE: Reg<PRESENT_STATE::Register> = Reg::new(offsets::PRESENT_STATE);
+pub const HOST_CONTROL2: Reg<HOST_CONTROL2::Register> = Reg::new(offsets::AUTO_CMD_ERROR_HOST_CONTROL2);
+pub const CAPABILITIES: Reg<CAPABILITIES::Register> = Reg::new(offsets::CAPABILITIES);
+pub const CAPABILITIES_HIGH: Reg<CAPABILITIES_HIGH::Register> = Reg::new(offsets::CAPABILITIES_HIGH);
+pub const SLOT_STATUS_VERSION: Reg<SLOT_STATUS_VERSION::Register> = Reg::new(offsets::SLOT_STATUS_VERSION);
 
 /// Normal Interrupt Status bits the driver waits on, and all error bits (§2.2.17-18).
 pub mod interrupt {

@@ -11,8 +11,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::offsets;
-use crate::mmio::RegisterIo;
 use crate::snapshot::RegisterSnapshot;
+use hal::mmio::RegisterIo;
 
 /// Reads the host's registers into a snapshot.
 pub fn snapshot<R: RegisterIo>(registers: &R) -> RegisterSnapshot {
@@ -76,11 +76,13 @@ fn read_adma<R: RegisterIo>(registers: &R, snapshot: &mut RegisterSnapshot) {
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use super::super::bringup::{bring_up, BringUpOptions};
     use super::super::quirks::{HostQuirks, ARASAN_EMMC, GENERIC_PCI};
-    use super::super::sim::{SimBoard, SimCard, SimHost, TestPlatform};
+    use super::super::sim::{SimBoard, SimHost, TestPlatform};
     use super::super::SdhciHost;
     use super::*;
+    use crate::sd::identify::bring_up;
+    use crate::sd::sim_card::SimCard;
+    use crate::sd::timing::BringUpOptions;
     use crate::snapshot::AccessLog;
     use std::boxed::Box;
 

@@ -1,19 +1,21 @@
 //! The BCM2835 sdhost controller: reset, clock, command issue and completion, PIO reads from
 //! its FIFO, and recovery, in the order Linux's `drivers/mmc/host/bcm2835.c` uses them
-//! (docs/aarch32-pis.md §7). The card protocol on top is the SDHCI driver's, through
-//! [`CardBus`].
+//! (docs/aarch32-pis.md §7). The card protocol on top is `crate::sd`'s, through [`CardBus`].
 #![forbid(unsafe_code)]
 
-use super::regs::{command as cmd, config, debug_mode, offsets, status, MAX_DIVIDER};
-use crate::dma::PioTarget;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
-use crate::sdhci::bringup::Timing;
-use crate::sdhci::card::CardStatus;
-use crate::sdhci::card_bus::CardBus;
-use crate::sdhci::command::{Command, DataPhase, ResponseKind};
-use crate::sdhci::error::{CommandFailure, FailureKind, SdError};
-use crate::sdhci::host::{BusMode, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
+use super::regs::{offsets, CLEAR_ALL, ERRORS, FIFO_WORDS, MAX_DIVIDER, THRESHOLD_WORDS};
+use super::regs::{COMMAND, DEBUG_MODE, HOST_CONFIG, HOST_STATUS};
+use crate::sd::bus::{BusMode, BusWidth, CardBus, Response};
+use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
+use crate::sd::command::{Command, DataPhase, ResponseKind};
+use crate::sd::error::{CommandFailure, FailureKind, SdError};
+use crate::sd::timing::Timing;
+use hal::dma::PioTarget;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
+use tock_registers::fields::FieldValue;
+use tock_registers::LocalRegisterCopy;
+use DEBUG_MODE::STATE;
 
 /// How long NEW may stay set: Linux waits up to 100 ms for a command to finish.
 pub const COMMAND_TIMEOUT_US: u64 = 100_000;
@@ -40,7 +42,7 @@ pub struct SdhostHost<'p, R: RegisterIo, P: Platform> {
     registers: R,
     platform: &'p P,
     core_clock_hz: u32,
-    host_config: u32,
+    host_config: LocalRegisterCopy<u32, HOST_CONFIG::Register>,
     sd_clock_hz: u32,
     bus_width_bits: u8,
 }
@@ -48,7 +50,14 @@ pub struct SdhostHost<'p, R: RegisterIo, P: Platform> {
 impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     /// `core_clock_hz` is the VPU core clock the divider divides (mailbox clock 4).
     pub fn new(registers: R, platform: &'p P, core_clock_hz: u32) -> Self {
-        SdhostHost { registers, platform, core_clock_hz, host_config: 0, sd_clock_hz: 0, bus_width_bits: 1 }
+        SdhostHost {
+            registers,
+            platform,
+            core_clock_hz,
+            host_config: LocalRegisterCopy::new(0),
+            sd_clock_hz: 0,
+            bus_width_bits: 1,
+        }
     }
 
     pub fn platform(&self) -> &'p P {
@@ -72,7 +81,6 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     /// host configuration (internal wide bus, the whole divider in data mode, busy signalled in
     /// the status) and the identification clock.
     pub fn initialize(&mut self) -> Result<(), SdError> {
-        use debug_mode::*;
         self.write(offsets::POWER, 0);
         for offset in [offsets::COMMAND, offsets::ARGUMENT, offsets::CLOCK_DIVIDER, offsets::HOST_CONFIG] {
             self.write(offset, 0);
@@ -80,18 +88,22 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         self.write(offsets::TIMEOUT, 0xf0_0000);
         self.write(offsets::BLOCK_BYTES, 0);
         self.write(offsets::BLOCK_COUNT, 0);
-        self.write(offsets::HOST_STATUS, status::CLEAR_ALL);
-        let thresholds = (THRESHOLD_MASK << WRITE_THRESHOLD_SHIFT) | (THRESHOLD_MASK << READ_THRESHOLD_SHIFT);
-        let edm = self.read(offsets::DEBUG_MODE) & !thresholds & !FORCE_DATA_MODE;
-        self.write(
-            offsets::DEBUG_MODE,
-            edm | (THRESHOLD_WORDS << WRITE_THRESHOLD_SHIFT) | (THRESHOLD_WORDS << READ_THRESHOLD_SHIFT),
+        self.registers.write(HOST_STATUS, CLEAR_ALL);
+        self.registers.modify(
+            DEBUG_MODE,
+            DEBUG_MODE::WRITE_THRESHOLD.val(THRESHOLD_WORDS)
+                + DEBUG_MODE::READ_THRESHOLD.val(THRESHOLD_WORDS)
+                + DEBUG_MODE::FORCE_DATA_MODE::CLEAR,
         );
         self.platform.delay_us(POWER_SETTLE_US);
         self.write(offsets::POWER, 1);
         self.platform.delay_us(POWER_SETTLE_US);
-        self.host_config = config::WIDE_INTERNAL_BUS | config::SLOW_CARD | config::BUSY_INTERRUPT_ENABLE;
-        self.write(offsets::HOST_CONFIG, self.host_config);
+        self.host_config.write(
+            HOST_CONFIG::WIDE_INTERNAL_BUS::SET
+                + HOST_CONFIG::SLOW_CARD::SET
+                + HOST_CONFIG::BUSY_INTERRUPT_ENABLE::SET,
+        );
+        self.registers.write_value(HOST_CONFIG, self.host_config);
         self.bus_width_bits = 1;
         self.set_clock(IDENTIFICATION_CLOCK_HZ)?;
         Ok(())
@@ -108,11 +120,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
 
     /// SDEDM bits 8:4: words waiting in the FIFO.
     pub fn fifo_words(&self) -> u32 {
-        (self.read(offsets::DEBUG_MODE) >> debug_mode::FIFO_WORDS_SHIFT) & debug_mode::FIFO_WORDS_MASK
+        self.registers.read(DEBUG_MODE).read(DEBUG_MODE::FIFO_WORDS)
     }
 
-    fn state_machine(&self) -> u32 {
-        self.read(offsets::DEBUG_MODE) & debug_mode::STATE_MASK
+    /// The state machine's state (`None` for a state this driver does not name).
+    fn state_machine(&self) -> Option<DEBUG_MODE::STATE::Value> {
+        self.registers.read(DEBUG_MODE).read_as_enum(DEBUG_MODE::STATE)
     }
 
     /// A failure record: the host status in the interrupt-status field, SDEDM in the
@@ -132,35 +145,19 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         }
     }
 
-    /// The failure kind of the host status's error bits, most specific first.
-    pub fn kind_of(host_status: u32) -> FailureKind {
-        if host_status & status::COMMAND_TIMEOUT != 0 {
-            FailureKind::CommandTimeout
-        } else if host_status & status::CRC7_ERROR != 0 {
-            FailureKind::CommandLine
-        } else if host_status & status::DATA_TIMEOUT != 0 {
-            FailureKind::DataTimeout
-        } else if host_status & status::CRC16_ERROR != 0 {
-            FailureKind::DataLine
-        } else {
-            FailureKind::HostTransfer
-        }
-    }
-
     /// After an error: the status cleared, the FIFO drained, and the state machine forced back
     /// to data mode when it is stuck mid-transfer (Linux `bcm2835_finish_data` and its error path).
     pub fn recover(&mut self) {
-        self.write(offsets::HOST_STATUS, status::CLEAR_ALL);
-        for _ in 0..super::regs::FIFO_WORDS {
+        self.registers.write(HOST_STATUS, CLEAR_ALL);
+        for _ in 0..FIFO_WORDS {
             if self.fifo_words() == 0 {
                 break;
             }
             let _ = self.read(offsets::DATA);
         }
         let state = self.state_machine();
-        if state != debug_mode::STATE_IDENTIFICATION && state != debug_mode::STATE_DATA {
-            let edm = self.read(offsets::DEBUG_MODE);
-            self.write(offsets::DEBUG_MODE, edm | debug_mode::FORCE_DATA_MODE);
+        if !matches!(state, Some(STATE::Value::Identification | STATE::Value::Data)) {
+            self.registers.modify(DEBUG_MODE, DEBUG_MODE::FORCE_DATA_MODE::SET);
         }
     }
 
@@ -168,31 +165,32 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     /// block size and then the count (both before SDCMD), the argument, then SDCMD with NEW.
     pub fn issue(&mut self, command: &Command, block_bytes: u32, blocks: u32) -> Result<(), SdError> {
         self.wait_not_busy(command)?;
-        let old = self.read(offsets::HOST_STATUS);
-        if old & (status::ERRORS | status::BUSY_INTERRUPT) != 0 {
-            self.write(offsets::HOST_STATUS, old);
+        let old = self.registers.read(HOST_STATUS);
+        if old.any_matching_bits_set(ERRORS) || old.is_set(HOST_STATUS::BUSY_INTERRUPT) {
+            self.registers.write_value(HOST_STATUS, old);
         }
         let mut flags = match command.response {
-            ResponseKind::None => cmd::NO_RESPONSE,
-            ResponseKind::R2 => cmd::LONG_RESPONSE,
-            ResponseKind::R1b => cmd::BUSY_WAIT,
-            ResponseKind::R1 | ResponseKind::R3 => 0,
+            ResponseKind::None => COMMAND::NO_RESPONSE::SET,
+            ResponseKind::R2 => COMMAND::LONG_RESPONSE::SET,
+            ResponseKind::R1b => COMMAND::BUSY_WAIT::SET,
+            ResponseKind::R1 | ResponseKind::R3 | ResponseKind::R6 | ResponseKind::R7 => FieldValue::none(),
         };
         if command.data != DataPhase::None {
             self.write(offsets::BLOCK_BYTES, block_bytes);
             self.write(offsets::BLOCK_COUNT, blocks);
-            flags |= cmd::READ;
+            flags += COMMAND::READ::SET;
         }
         self.write(offsets::ARGUMENT, command.argument);
-        self.write(offsets::COMMAND, (u32::from(command.index) & cmd::INDEX_MASK) | flags | cmd::NEW);
+        self.registers
+            .write(COMMAND, COMMAND::INDEX.val(u32::from(command.index)) + flags + COMMAND::NEW::SET);
         Ok(())
     }
 
     fn wait_not_busy(&self, command: &Command) -> Result<(), SdError> {
         let deadline = Deadline::after_us(self.platform, COMMAND_TIMEOUT_US);
-        while self.read(offsets::COMMAND) & cmd::NEW != 0 {
+        while self.registers.read(COMMAND).is_set(COMMAND::NEW) {
             if deadline.has_passed(self.platform) {
-                let host_status = self.read(offsets::HOST_STATUS);
+                let host_status = self.registers.read(HOST_STATUS).get();
                 return Err(self.failure(*command, FailureKind::NoCompletion, host_status).into());
             }
             core::hint::spin_loop();
@@ -204,12 +202,12 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     /// (a CRC7 error on R3 is not: the OCR carries no CRC). R1b waits for the end of busy.
     pub fn wait_command_complete(&mut self, command: &Command) -> Result<Response, SdError> {
         self.wait_not_busy(command)?;
-        let host_status = self.read(offsets::HOST_STATUS);
-        let failed = self.read(offsets::COMMAND) & cmd::FAIL != 0;
-        let errors = host_status & status::ERRORS;
-        let ignorable = command.response == ResponseKind::R3 && errors == status::CRC7_ERROR;
+        let host_status = self.registers.read(HOST_STATUS).get();
+        let failed = self.registers.read(COMMAND).is_set(COMMAND::FAIL);
+        let errors = host_status & ERRORS.value;
+        let ignorable = command.response == ResponseKind::R3 && errors == HOST_STATUS::CRC7_ERROR::SET.value;
         if (failed || errors != 0) && !ignorable {
-            let kind = if errors == 0 { FailureKind::CommandTimeout } else { Self::kind_of(errors) };
+            let kind = if errors == 0 { FailureKind::CommandTimeout } else { failure_kind(errors) };
             let failure = self.failure(*command, kind, host_status);
             self.recover();
             return Err(failure.into());
@@ -231,18 +229,15 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     fn wait_busy_end(&mut self, command: &Command) -> Result<(), SdError> {
         let deadline = Deadline::after_us(self.platform, BUSY_TIMEOUT_US);
         loop {
-            let host_status = self.read(offsets::HOST_STATUS);
-            if host_status & status::BUSY_INTERRUPT != 0 {
-                self.write(offsets::HOST_STATUS, status::BUSY_INTERRUPT);
+            let host_status = self.registers.read(HOST_STATUS);
+            if host_status.is_set(HOST_STATUS::BUSY_INTERRUPT) {
+                self.registers.write(HOST_STATUS, HOST_STATUS::BUSY_INTERRUPT::SET);
                 return Ok(());
             }
-            if host_status & status::ERRORS != 0 || deadline.has_passed(self.platform) {
-                let kind = if host_status & status::ERRORS != 0 {
-                    Self::kind_of(host_status)
-                } else {
-                    FailureKind::NoCompletion
-                };
-                let failure = self.failure(*command, kind, host_status);
+            let failed = host_status.any_matching_bits_set(ERRORS);
+            if failed || deadline.has_passed(self.platform) {
+                let kind = if failed { failure_kind(host_status.get()) } else { FailureKind::NoCompletion };
+                let failure = self.failure(*command, kind, host_status.get());
                 self.recover();
                 return Err(failure.into());
             }
@@ -251,7 +246,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     }
 
     fn check_card_status(&self, command: &Command, response: &Response) -> Result<(), SdError> {
-        if command.returns_card_status() && CardStatus(response.short()).errors() != 0 {
+        if response.reports_card_status_errors(command) {
             let mut failure = self.failure(*command, FailureKind::CardStatus, 0);
             failure.response = response.short();
             return Err(failure.into());
@@ -267,9 +262,9 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         out: &mut (impl PioTarget + ?Sized),
         words_done: &mut usize,
     ) -> Result<(), u32> {
-        let host_status = self.read(offsets::HOST_STATUS);
-        if host_status & status::ERRORS != 0 {
-            return Err(host_status);
+        let host_status = self.registers.read(HOST_STATUS);
+        if host_status.any_matching_bits_set(ERRORS) {
+            return Err(host_status.get());
         }
         let total_words = out.length_bytes() / 4;
         while *words_done < total_words {
@@ -292,14 +287,13 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
     pub fn finish_data(&mut self, command: &Command) -> Result<(), SdError> {
         let deadline = Deadline::after_us(self.platform, BLOCK_TIMEOUT_US);
         loop {
-            let state = self.state_machine();
-            if state == debug_mode::STATE_IDENTIFICATION || state == debug_mode::STATE_DATA {
-                return Ok(());
-            }
-            if state == debug_mode::STATE_READ_WAIT || state == debug_mode::STATE_WRITE_START1 {
-                let edm = self.read(offsets::DEBUG_MODE);
-                self.write(offsets::DEBUG_MODE, edm | debug_mode::FORCE_DATA_MODE);
-                return Ok(());
+            match self.state_machine() {
+                Some(STATE::Value::Identification | STATE::Value::Data) => return Ok(()),
+                Some(STATE::Value::ReadWait | STATE::Value::WriteStart1) => {
+                    self.registers.modify(DEBUG_MODE, DEBUG_MODE::FORCE_DATA_MODE::SET);
+                    return Ok(());
+                }
+                _ => {}
             }
             if deadline.has_passed(self.platform) {
                 let host_status = self.read(offsets::HOST_STATUS);
@@ -318,7 +312,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
         while words_done < out.len() / 4 {
             let before = words_done;
             if let Err(host_status) = self.read_fifo(out, &mut words_done) {
-                let mut failure = self.failure(*command, Self::kind_of(host_status), host_status);
+                let mut failure = self.failure(*command, failure_kind(host_status), host_status);
                 failure.blocks = 1;
                 self.recover();
                 return Err(failure.into());
@@ -334,6 +328,21 @@ impl<'p, R: RegisterIo, P: Platform> SdhostHost<'p, R, P> {
             }
         }
         self.finish_data(command)
+    }
+}
+
+/// The failure kind of the host status's error bits, most specific first.
+pub fn failure_kind(host_status: u32) -> FailureKind {
+    if HOST_STATUS::COMMAND_TIMEOUT.is_set(host_status) {
+        FailureKind::CommandTimeout
+    } else if HOST_STATUS::CRC7_ERROR.is_set(host_status) {
+        FailureKind::CommandLine
+    } else if HOST_STATUS::DATA_TIMEOUT.is_set(host_status) {
+        FailureKind::DataTimeout
+    } else if HOST_STATUS::CRC16_ERROR.is_set(host_status) {
+        FailureKind::DataLine
+    } else {
+        FailureKind::HostTransfer
     }
 }
 
@@ -370,10 +379,18 @@ impl<'p, R: RegisterIo, P: Platform> CardBus for SdhostHost<'p, R, P> {
         Ok(response)
     }
 
-    fn set_bus_width_4_bit(&mut self) {
-        self.host_config |= config::WIDE_EXTERNAL_BUS;
-        self.write(offsets::HOST_CONFIG, self.host_config);
-        self.bus_width_bits = 4;
+    /// SDHCFG's 4-bit card bus; the sdhost has no 8-bit bus.
+    fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {
+        match width {
+            BusWidth::One => self.host_config.modify(HOST_CONFIG::WIDE_EXTERNAL_BUS::CLEAR),
+            BusWidth::Four => self.host_config.modify(HOST_CONFIG::WIDE_EXTERNAL_BUS::SET),
+            BusWidth::Eight => {
+                return Err(SdError::UnusableHost { reason: "the sdhost has no 8-bit bus", value: 8 })
+            }
+        }
+        self.registers.write_value(HOST_CONFIG, self.host_config);
+        self.bus_width_bits = width.bits();
+        Ok(())
     }
 
     fn bus_mode(&self) -> BusMode {

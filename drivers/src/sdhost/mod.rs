@@ -1,7 +1,7 @@
 //! The BCM2835 sdhost: the SD slot's controller on Pi 1, Zero, Pi 2 and Pi 3 as Linux drives it
 //! (`drivers/mmc/host/bcm2835.c`; docs/aarch32-pis.md §7). [`host::SdhostHost`] drives its
-//! registers and implements the SD card protocol's [`crate::sdhci::CardBus`], so that
-//! [`crate::sdhci::bring_up_at_3v3`] identifies the card; [`device::SdhostCard`] is the card as
+//! registers and is a host of the SD card protocol ([`crate::sd::CardBus`]), so that
+//! [`crate::sd::bring_up_at_3v3`] identifies the card; [`device::SdhostCard`] is the card as
 //! a `blockdev::BlockDevice` (PIO from the 16-word FIFO).
 
 pub mod device;

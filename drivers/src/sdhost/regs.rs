@@ -3,6 +3,10 @@
 //! BCM2835 ARM Peripherals datasheet). At PERI + 0x20_2000 on BCM2835/2836/2837.
 #![forbid(unsafe_code)]
 
+use hal::mmio::Reg;
+use tock_registers::fields::FieldValue;
+use tock_registers::register_bitfields;
+
 /// Bytes of the register window the driver uses (up to SDHBLC).
 pub const BLOCK_BYTES: usize = 0x100;
 
@@ -32,60 +36,74 @@ pub mod offsets {
     pub const BLOCK_COUNT: usize = 0x50;
 }
 
-pub mod command {
-    pub const INDEX_MASK: u32 = 0x3f;
-    pub const READ: u32 = 1 << 6;
-    pub const WRITE: u32 = 1 << 7;
-    pub const LONG_RESPONSE: u32 = 1 << 9;
-    pub const NO_RESPONSE: u32 = 1 << 10;
-    pub const BUSY_WAIT: u32 = 1 << 11;
-    pub const FAIL: u32 = 1 << 14;
-    pub const NEW: u32 = 1 << 15;
-}
+register_bitfields![u32,
+    /// SDCMD: index, response and data flags, NEW to issue (the hardware clears NEW when done,
+    /// and sets FAIL when the command failed).
+    pub COMMAND [
+        INDEX OFFSET(0) NUMBITS(6) [],
+        READ OFFSET(6) NUMBITS(1) [],
+        WRITE OFFSET(7) NUMBITS(1) [],
+        LONG_RESPONSE OFFSET(9) NUMBITS(1) [],
+        NO_RESPONSE OFFSET(10) NUMBITS(1) [],
+        BUSY_WAIT OFFSET(11) NUMBITS(1) [],
+        FAIL OFFSET(14) NUMBITS(1) [],
+        NEW OFFSET(15) NUMBITS(1) []
+    ],
+    /// SDHSTS, write 1 to clear.
+    pub HOST_STATUS [
+        DATA_FLAG OFFSET(0) NUMBITS(1) [],
+        FIFO_ERROR OFFSET(3) NUMBITS(1) [],
+        CRC7_ERROR OFFSET(4) NUMBITS(1) [],
+        CRC16_ERROR OFFSET(5) NUMBITS(1) [],
+        COMMAND_TIMEOUT OFFSET(6) NUMBITS(1) [],
+        DATA_TIMEOUT OFFSET(7) NUMBITS(1) [],
+        SDIO_INTERRUPT OFFSET(8) NUMBITS(1) [],
+        BLOCK_INTERRUPT OFFSET(9) NUMBITS(1) [],
+        /// Raised when a BUSY_WAIT command's busy ends (with BUSY_INTERRUPT_ENABLE).
+        BUSY_INTERRUPT OFFSET(10) NUMBITS(1) []
+    ],
+    /// SDHCFG.
+    pub HOST_CONFIG [
+        WIDE_INTERNAL_BUS OFFSET(1) NUMBITS(1) [],
+        /// The 4-bit card bus.
+        WIDE_EXTERNAL_BUS OFFSET(2) NUMBITS(1) [],
+        /// Use the whole divider in data mode too (without it only its low 3 bits count).
+        SLOW_CARD OFFSET(3) NUMBITS(1) [],
+        DATA_INTERRUPT_ENABLE OFFSET(4) NUMBITS(1) [],
+        BLOCK_INTERRUPT_ENABLE OFFSET(8) NUMBITS(1) [],
+        /// Raise BUSY_INTERRUPT when a BUSY_WAIT command's busy ends.
+        BUSY_INTERRUPT_ENABLE OFFSET(10) NUMBITS(1) []
+    ],
+    /// SDEDM, the emergency debug mode register: the state machine, the FIFO's fill level and
+    /// thresholds.
+    pub DEBUG_MODE [
+        STATE OFFSET(0) NUMBITS(4) [
+            Identification = 0x0,
+            Data = 0x1,
+            ReadData = 0x2,
+            ReadWait = 0x4,
+            WriteStart1 = 0xa
+        ],
+        /// Words waiting in the FIFO.
+        FIFO_WORDS OFFSET(4) NUMBITS(5) [],
+        WRITE_THRESHOLD OFFSET(9) NUMBITS(5) [],
+        READ_THRESHOLD OFFSET(14) NUMBITS(5) [],
+        FORCE_DATA_MODE OFFSET(19) NUMBITS(1) []
+    ]
+];
 
-pub mod status {
-    pub const DATA_FLAG: u32 = 1 << 0;
-    pub const FIFO_ERROR: u32 = 1 << 3;
-    pub const CRC7_ERROR: u32 = 1 << 4;
-    pub const CRC16_ERROR: u32 = 1 << 5;
-    pub const COMMAND_TIMEOUT: u32 = 1 << 6;
-    pub const DATA_TIMEOUT: u32 = 1 << 7;
-    pub const SDIO_INTERRUPT: u32 = 1 << 8;
-    pub const BLOCK_INTERRUPT: u32 = 1 << 9;
-    pub const BUSY_INTERRUPT: u32 = 1 << 10;
-    pub const ERRORS: u32 = FIFO_ERROR | CRC7_ERROR | CRC16_ERROR | COMMAND_TIMEOUT | DATA_TIMEOUT;
-    /// What Linux writes to clear everything at reset (bits 10:3).
-    pub const CLEAR_ALL: u32 = 0x7f8;
-}
+/// The registers with fields.
+pub const COMMAND: Reg<COMMAND::Register> = Reg::new(offsets::COMMAND);
+pub const HOST_STATUS: Reg<HOST_STATUS::Register> = Reg::new(offsets::HOST_STATUS);
+pub const HOST_CONFIG: Reg<HOST_CONFIG::Register> = Reg::new(offsets::HOST_CONFIG);
+pub const DEBUG_MODE: Reg<DEBUG_MODE::Register> = Reg::new(offsets::DEBUG_MODE);
 
-pub mod config {
-    pub const WIDE_INTERNAL_BUS: u32 = 1 << 1;
-    /// The 4-bit card bus.
-    pub const WIDE_EXTERNAL_BUS: u32 = 1 << 2;
-    /// Use the whole divider in data mode too (without it only its low 3 bits count).
-    pub const SLOW_CARD: u32 = 1 << 3;
-    pub const DATA_INTERRUPT_ENABLE: u32 = 1 << 4;
-    pub const BLOCK_INTERRUPT_ENABLE: u32 = 1 << 8;
-    /// Raise BUSY_INTERRUPT when a BUSY_WAIT command's busy ends.
-    pub const BUSY_INTERRUPT_ENABLE: u32 = 1 << 10;
-}
-
-pub mod debug_mode {
-    pub const STATE_MASK: u32 = 0xf;
-    pub const STATE_IDENTIFICATION: u32 = 0x0;
-    pub const STATE_DATA: u32 = 0x1;
-    pub const STATE_READ_DATA: u32 = 0x2;
-    pub const STATE_READ_WAIT: u32 = 0x4;
-    pub const STATE_WRITE_START1: u32 = 0xa;
-    pub const FIFO_WORDS_SHIFT: u32 = 4;
-    pub const FIFO_WORDS_MASK: u32 = 0x1f;
-    pub const WRITE_THRESHOLD_SHIFT: u32 = 9;
-    pub const READ_THRESHOLD_SHIFT: u32 = 14;
-    pub const THRESHOLD_MASK: u32 = 0x1f;
-    /// Linux's thresholds "due to silicon bug".
-    pub const THRESHOLD_WORDS: u32 = 4;
-    pub const FORCE_DATA_MODE: u32 = 1 << 19;
-}
+/// Every error bit of SDHSTS: FIFO, CRC7, CRC16, command and data timeout (bits 7:3).
+pub const ERRORS: FieldValue<u32, HOST_STATUS::Register> = FieldValue::<u32, _>::new(0b1_1111, 3, 0b1_1111);
+/// What Linux writes to SDHSTS to clear everything at reset (bits 10:3).
+pub const CLEAR_ALL: FieldValue<u32, HOST_STATUS::Register> = FieldValue::<u32, _>::new(0xff, 3, 0xff);
+/// Linux's FIFO thresholds, "due to silicon bug".
+pub const THRESHOLD_WORDS: u32 = 4;
 
 /// Words the data FIFO holds.
 pub const FIFO_WORDS: u32 = 16;

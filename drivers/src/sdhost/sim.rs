@@ -1,6 +1,6 @@
 //! A simulated BCM2835 sdhost with a simulated SD card, for host tests: the registers of
 //! docs/aarch32-pis.md §7 (QEMU's `hw/sd/bcm2835_sdhost.c` for the behaviour it models), a
-//! 16-word FIFO refilled as it is read, and the card of the SDHCI simulator ([`SimCard`]).
+//! 16-word FIFO refilled as it is read, and the simulated card both hosts share ([`SimCard`]).
 //!
 //! At least as strict as the hardware where the driver's correctness depends on it: NEW stays
 //! set for a few polls and a command written meanwhile is lost; the block size and count must be
@@ -13,13 +13,56 @@
 
 extern crate std;
 
-use super::regs::{command as cmd, config, debug_mode, offsets, status, FIFO_WORDS, MAX_BLOCKS_PER_COMMAND};
-use crate::mmio::RegisterIo;
-use crate::sdhci::card::ocr;
-use crate::sdhci::sim::SimCard;
+use super::regs::{offsets, FIFO_WORDS, MAX_BLOCKS_PER_COMMAND};
+use crate::sd::card_registers::ocr;
+use crate::sd::sim_card::SimCard;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
 use std::collections::VecDeque;
 use std::vec::Vec;
+
+// The register bits as the model keeps them, written out here from QEMU's
+// `hw/sd/bcm2835_sdhost.c` and Linux's `drivers/mmc/host/bcm2835.c` rather than taken from the
+// driver's `regs.rs`, so that a wrong bit there is not mirrored here.
+pub mod cmd {
+    pub const INDEX_MASK: u32 = 0x3f;
+    pub const READ: u32 = 1 << 6;
+    pub const LONG_RESPONSE: u32 = 1 << 9;
+    pub const BUSY_WAIT: u32 = 1 << 11;
+    pub const FAIL: u32 = 1 << 14;
+    pub const NEW: u32 = 1 << 15;
+}
+
+pub mod status {
+    pub const DATA_FLAG: u32 = 1 << 0;
+    pub const FIFO_ERROR: u32 = 1 << 3;
+    pub const CRC16_ERROR: u32 = 1 << 5;
+    pub const COMMAND_TIMEOUT: u32 = 1 << 6;
+    pub const DATA_TIMEOUT: u32 = 1 << 7;
+    pub const BUSY_INTERRUPT: u32 = 1 << 10;
+}
+
+pub mod config {
+    /// The 4-bit card bus.
+    pub const WIDE_EXTERNAL_BUS: u32 = 1 << 2;
+    /// Use the whole divider in data mode too (without it only its low 3 bits count).
+    pub const SLOW_CARD: u32 = 1 << 3;
+    /// Raise BUSY_INTERRUPT when a BUSY_WAIT command's busy ends.
+    pub const BUSY_INTERRUPT_ENABLE: u32 = 1 << 10;
+}
+
+pub mod debug_mode {
+    pub const STATE_MASK: u32 = 0xf;
+    pub const STATE_DATA: u32 = 0x1;
+    pub const STATE_READ_DATA: u32 = 0x2;
+    pub const STATE_READ_WAIT: u32 = 0x4;
+    pub const FIFO_WORDS_SHIFT: u32 = 4;
+    pub const FIFO_WORDS_MASK: u32 = 0x1f;
+    pub const WRITE_THRESHOLD_SHIFT: u32 = 9;
+    pub const READ_THRESHOLD_SHIFT: u32 = 14;
+    pub const THRESHOLD_MASK: u32 = 0x1f;
+    pub const FORCE_DATA_MODE: u32 = 1 << 19;
+}
 
 /// Polls of SDCMD during which NEW stays set after a command is written.
 const COMMAND_POLLS: u32 = 2;

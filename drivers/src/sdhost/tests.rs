@@ -8,14 +8,16 @@ extern crate std;
 
 use super::device::SdhostCard;
 use super::host::{divider_for, SdhostHost};
-use super::regs::{config, debug_mode, status};
-use super::sim::{DataInjection, SimSdhost};
-use crate::platform::Platform;
-use crate::sdhci::bringup::{bring_up_at_3v3, BringUpOptions, Timing};
-use crate::sdhci::device::{Cmd23Request, ReadError};
-use crate::sdhci::error::{FailureKind, SdError};
-use crate::sdhci::sim::{SimCard, TestPlatform};
+use super::sim::{config, debug_mode, status, DataInjection, SimSdhost};
+use crate::sd::block::{ReadError, SdBlockDevice};
+use crate::sd::error::{FailureKind, SdError};
+use crate::sd::identify::bring_up_at_3v3;
+use crate::sd::options::Cmd23Request;
+use crate::sd::sim_card::SimCard;
+use crate::sd::timing::{BringUpOptions, Timing};
 use blockdev::{BlockDevice, DmaBuffer};
+use hal::platform::Platform;
+use hal::testing::ArenaPlatform as TestPlatform;
 use std::boxed::Box;
 use std::vec::Vec;
 
@@ -55,7 +57,7 @@ fn read(
     lba: u64,
     blocks: u32,
 ) -> Result<Vec<u8>, ReadError> {
-    let platform: &TestPlatform = device.host_platform();
+    let platform: &TestPlatform = device.clock();
     let buffer: DmaBuffer = platform.allocate_dma(blocks as usize * 512, 64).unwrap();
     device.read_blocking(lba, blocks, buffer, 10_000_000)?;
     Ok(platform.cpu_read(&buffer))
@@ -277,7 +279,7 @@ fn data_that_stops_coming_times_out_per_block() {
 fn a_completion_waits_for_a_poll_with_room_for_it() {
     let sim = sim(SimCard::qemu_like(64 * MIB));
     let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
-    let platform: &TestPlatform = card.host_platform();
+    let platform: &TestPlatform = card.clock();
     let buffer: DmaBuffer = platform.allocate_dma(512, 64).unwrap();
     let request =
         blockdev::Request { tag: 7, operation: blockdev::Operation::Read, lba: 2, block_count: 1, buffer };
@@ -298,7 +300,7 @@ fn one_poll_drains_the_fifo_for_as_long_as_data_keeps_coming() {
     // instead of one poll per 16-word FIFO fill (64 of them).
     let sim = sim(SimCard::qemu_like(64 * MIB));
     let mut card = device(sim, BringUpOptions::default(), Cmd23Request::Off);
-    let platform: &TestPlatform = card.host_platform();
+    let platform: &TestPlatform = card.clock();
     let buffer: DmaBuffer = platform.allocate_dma(4096, 64).unwrap();
     let request =
         blockdev::Request { tag: 3, operation: blockdev::Operation::Read, lba: 40, block_count: 8, buffer };
@@ -309,4 +311,19 @@ fn one_poll_drains_the_fifo_for_as_long_as_data_keeps_coming() {
     assert_eq!((completions[0].tag, completions[0].result), (3, Ok(())));
     assert_pattern(&platform.cpu_read(&buffer), 40);
     assert!(sim.state.borrow().violations.is_empty(), "{:?}", sim.state.borrow().violations);
+}
+
+#[test]
+fn the_card_bus_is_one_or_four_bits_wide() {
+    use crate::sd::bus::{BusWidth, CardBus};
+    let sim = sim(SimCard::qemu_like(64 * MIB));
+    let mut host = host(sim, platform());
+    host.set_bus_width(BusWidth::Four).unwrap();
+    assert_ne!(sim.state.borrow().host_config & config::WIDE_EXTERNAL_BUS, 0);
+    let refused = host.set_bus_width(BusWidth::Eight).unwrap_err();
+    assert!(matches!(refused, SdError::UnusableHost { .. }), "{refused:?}");
+    assert_eq!(host.bus_mode().width_bits, 4);
+    host.set_bus_width(BusWidth::One).unwrap();
+    assert_eq!(sim.state.borrow().host_config & config::WIDE_EXTERNAL_BUS, 0);
+    assert_eq!(host.bus_mode().width_bits, 1);
 }

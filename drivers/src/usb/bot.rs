@@ -16,9 +16,9 @@ use super::transport::{
     TransportError, COMMAND_TIMEOUT_US,
 };
 use super::trb::CompletionCode;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
+use hal::dma::DmaAllocation;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 pub const CBW_BYTES: usize = 31;
 pub const CSW_BYTES: usize = 13;
@@ -122,13 +122,13 @@ pub struct BotStatistics {
 }
 
 /// The Bulk-Only transport of one drive.
-pub struct BotTransport {
+pub struct BotTransport<'p> {
     interface: BulkOnlyInterface,
     lun: u8,
-    bulk_in: BulkPipe,
-    bulk_out: BulkPipe,
-    wrappers: DmaRegion,
-    wrappers_bus: u64,
+    bulk_in: BulkPipe<'p>,
+    bulk_out: BulkPipe<'p>,
+    /// The CBW and CSW buffers.
+    wrappers: DmaAllocation<'p>,
     next_tag: u32,
     next_id: CommandId,
     active: Option<Active>,
@@ -137,19 +137,17 @@ pub struct BotTransport {
     statistics: BotStatistics,
 }
 
-impl BotTransport {
+impl<'p> BotTransport<'p> {
     /// Configures the two bulk endpoints (Configure Endpoint, SET_CONFIGURATION, SET_INTERFACE
     /// for a non-zero alternate) and reads the LUN count (Get Max LUN; a STALL means one LUN).
     pub fn new<R: RegisterIo, P: Platform>(
-        hc: &mut HostController<'_, R, P>,
-        device: &mut UsbDevice,
+        hc: &mut HostController<'p, R, P>,
+        device: &mut UsbDevice<'p>,
         interface: BulkOnlyInterface,
-    ) -> Result<(BotTransport, u8), UsbError> {
+    ) -> Result<(BotTransport<'p>, u8), UsbError> {
         let bulk_in = BulkPipe::new(hc, interface.bulk_in, device.speed)?;
         let bulk_out = BulkPipe::new(hc, interface.bulk_out, device.speed)?;
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (wrappers, wrappers_bus) =
-            unsafe { crate::dma::allocate_region(hc.platform(), &hc.dma(), WRAPPER_BUFFER_BYTES, 64) }?;
+        let wrappers = DmaAllocation::new(hc.platform(), &hc.dma(), WRAPPER_BUFFER_BYTES, 64)?;
         device.configure_endpoints(
             hc,
             &[],
@@ -171,7 +169,6 @@ impl BotTransport {
             bulk_in,
             bulk_out,
             wrappers,
-            wrappers_bus,
             next_tag: 1,
             next_id: 1,
             active: None,
@@ -217,9 +214,9 @@ impl BotTransport {
         self.next_tag = self.next_tag.wrapping_add(1);
         let direction_in = command.direction == DataDirection::In;
         let cbw = command_block_wrapper(cbw_tag, command.data_bytes, direction_in, self.lun, &command.cdb);
-        write_bytes(&self.wrappers, CBW_OFFSET, &cbw);
-        self.wrappers.zero(CSW_OFFSET, 16);
-        platform.clean_for_device(&self.wrappers.buffer());
+        write_bytes(&self.wrappers.region, CBW_OFFSET, &cbw);
+        self.wrappers.region.zero(CSW_OFFSET, 16);
+        platform.clean_for_device(&self.wrappers.region.buffer());
         let out = &mut self.bulk_out;
         let cbw_td = enqueue_bulk(
             platform,
@@ -227,7 +224,7 @@ impl BotTransport {
             out.dci,
             out.max_packet_bytes,
             false,
-            self.wrappers_bus,
+            self.wrappers.bus_address,
             CBW_BYTES as u32,
         )?;
         let data = if command.has_data() {
@@ -268,7 +265,7 @@ impl BotTransport {
     /// The 13-byte CSW read on bulk IN.
     fn queue_csw<P: Platform>(&mut self, platform: &P) -> Result<Placement, UsbError> {
         let pipe = &mut self.bulk_in;
-        let bus = self.wrappers_bus + CSW_OFFSET as u64;
+        let bus = self.wrappers.bus_address + CSW_OFFSET as u64;
         self.pending_doorbells.1 = true;
         enqueue_bulk(platform, &mut pipe.ring, pipe.dci, pipe.max_packet_bytes, true, bus, CSW_BYTES as u32)
     }
@@ -440,9 +437,9 @@ impl BotTransport {
         device: &mut UsbDevice,
     ) -> Option<Result<Outcome, TransportError>> {
         let active = self.active?;
-        hc.platform().invalidate_for_cpu(&self.wrappers.buffer());
+        hc.platform().invalidate_for_cpu(&self.wrappers.region.buffer());
         let mut bytes = [0u8; CSW_BYTES];
-        self.wrappers.read_bytes(CSW_OFFSET, &mut bytes);
+        self.wrappers.region.read_bytes(CSW_OFFSET, &mut bytes);
         let csw = CommandStatusWrapper::parse(&bytes);
         if !csw.is_valid_for(active.cbw_tag, active.csw_bytes) {
             let error = TransportError::BadStatusWrapper {
@@ -461,7 +458,7 @@ impl BotTransport {
             })),
             (CSW_PASSED, Phase::Sense { transferred_bytes }) => {
                 let mut sense = [0u8; SENSE_BYTES as usize];
-                self.wrappers.read_bytes(SENSE_OFFSET, &mut sense);
+                self.wrappers.region.read_bytes(SENSE_OFFSET, &mut sense);
                 Some(Ok(Outcome {
                     status: ScsiStatus::CHECK_CONDITION,
                     sense: Sense::parse(&sense[..active.transferred_bytes as usize]),
@@ -483,10 +480,10 @@ impl BotTransport {
         failed: Active,
     ) -> Option<Result<Outcome, TransportError>> {
         self.statistics.sense_requests += 1;
-        self.wrappers.zero(SENSE_OFFSET, 32);
+        self.wrappers.region.zero(SENSE_OFFSET, 32);
         let command = ScsiCommand::reading(
             Cdb::request_sense(SENSE_BYTES),
-            self.wrappers_bus + SENSE_OFFSET as u64,
+            self.wrappers.bus_address + SENSE_OFFSET as u64,
             u32::from(SENSE_BYTES),
         );
         let phase = Phase::Sense { transferred_bytes: failed.transferred_bytes };

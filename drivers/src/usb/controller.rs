@@ -14,15 +14,14 @@ use super::regs::{
 };
 use super::ring::{segment_table_entry, EventRing, ProducerRing};
 use super::trb::{CompletionCode, Event, Trb, TRB_BYTES};
-use crate::barrier;
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, BusTranslation, Deadline, Platform};
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
-use tock_registers::LocalRegisterCopy;
+use hal::barrier;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 
 /// Device slots the driver enables at most (CONFIG.MaxSlotsEn): one per drive is plenty.
 pub const DRIVER_MAX_SLOTS: u8 = 32;
@@ -89,9 +88,9 @@ pub struct HostController<'p, R: RegisterIo, P: Platform> {
     doorbells: usize,
     layout: ContextLayout,
     slots_enabled: u8,
-    dcbaa: DmaRegion,
-    command_ring: ProducerRing,
-    event_ring: EventRing,
+    dcbaa: DmaRegion<'p>,
+    command_ring: ProducerRing<'p>,
+    event_ring: EventRing<'p>,
     transfer_events: Vec<VecDeque<TransferEvent>>,
     completed_command: Option<(u64, CompletionCode, u8, u32)>,
     port_changes: Vec<u8>,
@@ -104,11 +103,12 @@ pub struct HostController<'p, R: RegisterIo, P: Platform> {
 pub type SharedController<'p, R, P> = alloc::rc::Rc<RefCell<HostController<'p, R, P>>>;
 
 /// A ring segment with its guard page.
-pub fn allocate_ring<P: Platform>(platform: &P, dma: &BusTranslation) -> Result<ProducerRing, UsbError> {
-    // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-    let (memory, bus) =
-        unsafe { crate::dma::allocate_region(platform, dma, RING_ALLOCATION_BYTES, PAGE_BYTES) }?;
-    Ok(ProducerRing::new(memory, bus, RING_TRBS))
+pub fn allocate_ring<'p, P: Platform>(
+    platform: &'p P,
+    dma: &BusTranslation,
+) -> Result<ProducerRing<'p>, UsbError> {
+    let memory = DmaAllocation::new(platform, dma, RING_ALLOCATION_BYTES, PAGE_BYTES)?;
+    Ok(ProducerRing::new(memory, RING_TRBS))
 }
 
 impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
@@ -127,9 +127,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         let capabilities = Capabilities::decode(
             first_word,
-            registers.read32(capability::HCSPARAMS1),
-            registers.read32(capability::HCSPARAMS2),
-            registers.read32(capability::HCCPARAMS1),
+            registers.read(regs::HCSPARAMS1),
+            registers.read(regs::HCSPARAMS2),
+            registers.read(regs::HCCPARAMS1),
             registers.read32(capability::DBOFF),
             registers.read32(capability::RTSOFF),
         );
@@ -157,9 +157,8 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         }
         registers.write32(operational + operational::CONFIG, u32::from(slots_enabled));
 
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (dcbaa, dcbaa_bus) =
-            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
+        let DmaAllocation { region: dcbaa, bus_address: dcbaa_bus } =
+            DmaAllocation::new(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
         set_up_scratchpads(platform, &dma, &dcbaa, capabilities.scratchpad_buffers)?;
         platform.clean_for_device(&dcbaa.buffer());
         regs::write_split64(&registers, operational + operational::DCBAAP, dcbaa_bus);
@@ -167,14 +166,12 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         let command_ring = allocate_ring(platform, &dma)?;
         regs::write_split64(&registers, operational + operational::CRCR, command_ring.initial_dequeue());
 
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (event_memory, event_bus) = unsafe {
-            crate::dma::allocate_region(platform, &dma, EVENT_RING_TRBS as usize * TRB_BYTES, PAGE_BYTES)
-        }?;
-        let event_ring = EventRing::new(event_memory, event_bus, EVENT_RING_TRBS);
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (segment_table, segment_table_bus) =
-            unsafe { crate::dma::allocate_region(platform, &dma, 64, 64) }?;
+        let event_memory =
+            DmaAllocation::new(platform, &dma, EVENT_RING_TRBS as usize * TRB_BYTES, PAGE_BYTES)?;
+        let event_bus = event_memory.bus_address;
+        let event_ring = EventRing::new(event_memory, EVENT_RING_TRBS);
+        let DmaAllocation { region: segment_table, bus_address: segment_table_bus } =
+            DmaAllocation::new(platform, &dma, 64, 64)?;
         for (index, word) in segment_table_entry(event_bus, EVENT_RING_TRBS).iter().enumerate() {
             segment_table.write_words(4 * index, &[*word]);
         }
@@ -218,14 +215,12 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
     }
 
     fn run(&mut self) -> Result<(), UsbError> {
-        let usbcmd = self.registers.read32(self.operational + operational::USBCMD);
-        let mut command = LocalRegisterCopy::<u32, USBCMD::Register>::new(usbcmd);
-        command.modify(USBCMD::INTE::CLEAR + USBCMD::RS::SET);
-        self.registers.write32(self.operational + operational::USBCMD, command.get());
+        self.registers.modify(regs::USBCMD.at(self.operational), USBCMD::INTE::CLEAR + USBCMD::RS::SET);
         let registers = &self.registers;
-        let status = self.operational + operational::USBSTS;
-        let running = wait_until(self.platform, HALT_TIMEOUT_US, || registers.read32(status) & 1 == 0);
-        let usbsts = registers.read32(status);
+        let status = regs::USBSTS.at(self.operational);
+        let running =
+            wait_until(self.platform, HALT_TIMEOUT_US, || !registers.read(status).is_set(USBSTS::HCH));
+        let usbsts = registers.read(status).get();
         if !running {
             return Err(UsbError::NotRunning { usbcmd: registers.read32(self.operational), usbsts });
         }
@@ -234,10 +229,9 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
 
     /// USBSTS.HSE or HCE: the controller stopped working.
     pub fn check_status(&self) -> Result<(), UsbError> {
-        let usbsts = self.usbsts();
-        let status = LocalRegisterCopy::<u32, USBSTS::Register>::new(usbsts);
+        let status = self.registers.read(regs::USBSTS.at(self.operational));
         if status.is_set(USBSTS::HSE) || status.is_set(USBSTS::HCE) {
-            return Err(UsbError::ControllerError { usbsts });
+            return Err(UsbError::ControllerError { usbsts: status.get() });
         }
         Ok(())
     }
@@ -628,13 +622,11 @@ fn set_up_scratchpads<P: Platform>(
     if count == 0 {
         return Ok(());
     }
-    // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-    let (array, array_bus) =
-        unsafe { crate::dma::allocate_region(platform, dma, usize::from(count) * 8, 64) }?;
+    let DmaAllocation { region: array, bus_address: array_bus } =
+        DmaAllocation::new(platform, dma, usize::from(count) * 8, 64)?;
     for index in 0..usize::from(count) {
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (_, page_bus) = unsafe { crate::dma::allocate_region(platform, dma, PAGE_BYTES, PAGE_BYTES) }?;
-        array.write_u64(index * 8, page_bus);
+        let page = DmaAllocation::new(platform, dma, PAGE_BYTES, PAGE_BYTES)?;
+        array.write_u64(index * 8, page.bus_address);
     }
     platform.clean_for_device(&array.buffer());
     dcbaa.write_u64(0, array_bus);

@@ -15,11 +15,11 @@ use super::error::UsbError;
 use super::regs::Speed;
 use super::ring::ProducerRing;
 use super::trb::{CompletionCode, Trb};
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
 use alloc::string::String;
 use alloc::vec::Vec;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
 /// How long one control transfer may take (USB 2.0 §9.2.6.4 allows 5 s for a request with data).
 pub const CONTROL_TIMEOUT_US: u64 = 5_000_000;
@@ -31,18 +31,16 @@ const CONTROL_AVERAGE_TRB_BYTES: u16 = 8;
 pub const CONTROL_DCI: u8 = 1;
 
 /// An addressed, described device.
-pub struct UsbDevice {
+pub struct UsbDevice<'p> {
     pub port: u8,
     pub speed: Speed,
     pub slot_id: u8,
     layout: ContextLayout,
-    input: DmaRegion,
-    input_bus: u64,
-    output: DmaRegion,
-    control_ring: ProducerRing,
+    input: DmaAllocation<'p>,
+    output: DmaRegion<'p>,
+    control_ring: ProducerRing<'p>,
     control_packet_bytes: u16,
-    buffer: DmaRegion,
-    buffer_bus: u64,
+    buffer: DmaAllocation<'p>,
     pub descriptor: DeviceDescriptor,
     pub configuration: ConfigurationInfo,
     pub manufacturer: String,
@@ -50,42 +48,34 @@ pub struct UsbDevice {
     pub serial: String,
 }
 
-impl UsbDevice {
+impl<'p> UsbDevice<'p> {
     /// Enables a slot for the device on `port` (already enabled at `speed`), addresses it and
     /// reads its descriptors and strings.
     pub fn enumerate<R: RegisterIo, P: Platform>(
-        hc: &mut HostController<'_, R, P>,
+        hc: &mut HostController<'p, R, P>,
         port: u8,
         speed: Speed,
-    ) -> Result<UsbDevice, UsbError> {
+    ) -> Result<UsbDevice<'p>, UsbError> {
         let slot_type = hc.protocol_of(port).map_or(0, |protocol| protocol.slot_type);
         let (slot_id, _) = hc.execute_command(Trb::enable_slot(slot_type))?;
         let platform = hc.platform();
         let dma = hc.dma();
         let layout = hc.layout();
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (input, input_bus) =
-            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (output, output_bus) =
-            unsafe { crate::dma::allocate_region(platform, &dma, PAGE_BYTES, PAGE_BYTES) }?;
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (buffer, buffer_bus) =
-            unsafe { crate::dma::allocate_region(platform, &dma, CONTROL_BUFFER_BYTES, PAGE_BYTES) }?;
+        let input = DmaAllocation::new(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
+        let output = DmaAllocation::new(platform, &dma, PAGE_BYTES, PAGE_BYTES)?;
+        let buffer = DmaAllocation::new(platform, &dma, CONTROL_BUFFER_BYTES, PAGE_BYTES)?;
         let control_ring = allocate_ring(platform, &dma)?;
-        hc.set_device_context(slot_id, output_bus);
+        hc.set_device_context(slot_id, output.bus_address);
         let mut device = UsbDevice {
             port,
             speed,
             slot_id,
             layout,
             input,
-            input_bus,
-            output,
+            output: output.region,
             control_ring,
             control_packet_bytes: speed.default_control_packet_bytes(),
             buffer,
-            buffer_bus,
             descriptor: DeviceDescriptor::EMPTY,
             configuration: ConfigurationInfo { value: 0, total_length: 0, interfaces: Vec::new() },
             manufacturer: String::new(),
@@ -114,7 +104,7 @@ impl UsbDevice {
 
     fn write_words(&self, offset: usize, words: &[u32]) {
         for (index, word) in words.iter().enumerate() {
-            self.input.write_words(offset + 4 * index, &[*word]);
+            self.input.region.write_words(offset + 4 * index, &[*word]);
         }
     }
 
@@ -126,7 +116,7 @@ impl UsbDevice {
         slot: SlotContext,
         endpoints: &[(u8, EndpointContext)],
     ) {
-        self.input.zero(0, self.layout.input_context_bytes());
+        self.input.region.zero(0, self.layout.input_context_bytes());
         self.write_words(0, &context::input_control(drop_flags, add_flags));
         self.write_words(self.layout.input_slot_offset(), &slot.encode());
         for (dci, endpoint) in endpoints {
@@ -140,8 +130,8 @@ impl UsbDevice {
         hc: &mut HostController<'_, R, P>,
     ) -> Result<(), UsbError> {
         self.prepare_input(0, 0b11, self.slot_context(1), &[(CONTROL_DCI, self.control_context())]);
-        hc.platform().clean_for_device(&self.input.buffer());
-        hc.execute_command(Trb::address_device(self.input_bus, self.slot_id))?;
+        hc.platform().clean_for_device(&self.input.region.buffer());
+        hc.execute_command(Trb::address_device(self.input.bus_address, self.slot_id))?;
         Ok(())
     }
 
@@ -158,8 +148,8 @@ impl UsbDevice {
             if packet != self.control_packet_bytes && packet >= 8 {
                 self.control_packet_bytes = packet;
                 self.prepare_input(0, 0b10, self.slot_context(1), &[(CONTROL_DCI, self.control_context())]);
-                hc.platform().clean_for_device(&self.input.buffer());
-                hc.execute_command(Trb::evaluate_context(self.input_bus, self.slot_id))?;
+                hc.platform().clean_for_device(&self.input.region.buffer());
+                hc.execute_command(Trb::evaluate_context(self.input.bus_address, self.slot_id))?;
             }
         }
         let bytes = self.control_in(
@@ -213,9 +203,9 @@ impl UsbDevice {
     ) -> Result<Vec<u8>, UsbError> {
         let length = usize::from(setup.length).min(CONTROL_BUFFER_BYTES);
         let received = self.control_transfer(hc, setup, length)?;
-        hc.platform().invalidate_for_cpu(&self.buffer.slice(0, length.max(1)));
+        hc.platform().invalidate_for_cpu(&self.buffer.region.slice(0, length.max(1)));
         let mut bytes = alloc::vec![0u8; received];
-        self.buffer.read_bytes(0, &mut bytes);
+        self.buffer.region.read_bytes(0, &mut bytes);
         Ok(bytes)
     }
 
@@ -244,7 +234,10 @@ impl UsbDevice {
         };
         enqueue(&mut self.control_ring, Trb::setup_stage(setup.to_u64(), has_data.then_some(true)))?;
         let data = if has_data {
-            Some(enqueue(&mut self.control_ring, Trb::data_stage(self.buffer_bus, length as u32, true))?)
+            Some(enqueue(
+                &mut self.control_ring,
+                Trb::data_stage(self.buffer.bus_address, length as u32, true),
+            )?)
         } else {
             None
         };
@@ -339,8 +332,8 @@ impl UsbDevice {
         let add_flags = endpoints.iter().fold(1u32, |flags, (dci, _)| flags | (1 << dci));
         let entries = endpoints.iter().map(|(dci, _)| *dci).chain(dropped.iter().copied()).max().unwrap_or(1);
         self.prepare_input(drop_flags, add_flags, self.slot_context(entries), endpoints);
-        hc.platform().clean_for_device(&self.input.buffer());
-        hc.execute_command(Trb::configure_endpoint(self.input_bus, self.slot_id))?;
+        hc.platform().clean_for_device(&self.input.region.buffer());
+        hc.execute_command(Trb::configure_endpoint(self.input.bus_address, self.slot_id))?;
         Ok(())
     }
 

@@ -3,8 +3,8 @@
 
 use super::descriptors::DescriptorError;
 use super::trb::CompletionCode;
-use crate::platform::{DmaAllocationError, UnreachableAddress};
 use core::fmt;
+use hal::platform::{DmaAllocationError, UnreachableAddress};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UsbError {
@@ -196,11 +196,11 @@ impl From<DmaAllocationError> for UsbError {
     }
 }
 
-impl From<crate::dma::DmaRegionError> for UsbError {
-    fn from(error: crate::dma::DmaRegionError) -> Self {
+impl From<hal::dma::DmaRegionError> for UsbError {
+    fn from(error: hal::dma::DmaRegionError) -> Self {
         match error {
-            crate::dma::DmaRegionError::Allocation(error) => UsbError::Allocation(error),
-            crate::dma::DmaRegionError::Unreachable(error) => UsbError::Unreachable(error),
+            hal::dma::DmaRegionError::Allocation(error) => UsbError::Allocation(error),
+            hal::dma::DmaRegionError::Unreachable(error) => UsbError::Unreachable(error),
         }
     }
 }

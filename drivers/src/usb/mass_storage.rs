@@ -17,8 +17,6 @@ use super::scsi::{
 };
 use super::transport::{CommandId, Finished, Outcome, ScsiCommand, TransportError};
 use super::uas::UasTransport;
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Platform};
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -26,6 +24,9 @@ use blockdev::{
     check_request, BlockDevice, Completion, Geometry, IoError, IoErrorKind, Operation, Request, SubmitError,
 };
 use core::fmt;
+use hal::dma::DmaAllocation;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Platform};
 
 /// The largest request: one SCSI READ of 1 MiB (17 TRBs at most).
 pub const MAX_REQUEST_BYTES: u32 = 1 << 20;
@@ -183,12 +184,12 @@ pub struct DriveStatistics {
     pub by_kind: [u64; IoErrorKind::ALL.len()],
 }
 
-enum Transport {
-    Bot(BotTransport),
-    Uas(UasTransport),
+enum Transport<'p> {
+    Bot(BotTransport<'p>),
+    Uas(UasTransport<'p>),
 }
 
-impl Transport {
+impl Transport<'_> {
     fn start<R: RegisterIo, P: Platform>(
         &mut self,
         hc: &mut super::controller::HostController<'_, R, P>,
@@ -242,13 +243,13 @@ struct Running {
 pub struct MassStorageDevice<'p, R: RegisterIo, P: Platform> {
     name: String,
     controller: SharedController<'p, R, P>,
-    device: UsbDevice,
-    transport: Transport,
+    device: UsbDevice<'p>,
+    transport: Transport<'p>,
     identity: DriveIdentity,
     geometry: Geometry,
     dma: BusTranslation,
     long_cdbs: bool,
-    scratch: (crate::dma::DmaRegion, u64),
+    scratch: DmaAllocation<'p>,
     waiting: VecDeque<(Request, u64)>,
     running: Vec<Running>,
     ready: VecDeque<Completion>,
@@ -293,11 +294,9 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         };
         let (dma, scratch) = {
             let hc = controller.borrow();
-            // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
             (
                 hc.dma(),
-                unsafe { crate::dma::allocate_region(hc.platform(), &hc.dma(), SCRATCH_BYTES, 64) }
-                    .map_err(UsbError::from)?,
+                DmaAllocation::new(hc.platform(), &hc.dma(), SCRATCH_BYTES, 64).map_err(UsbError::from)?,
             )
         };
         let offer = MassStorageOffer::find(&device.configuration);
@@ -411,7 +410,7 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
     /// A command with `bytes` of data in into a scratch buffer; the data comes back.
     fn execute_reading(&mut self, cdb: Cdb, bytes: u32) -> Result<Vec<u8>, ScsiFailure> {
         let bytes = bytes.min(SCRATCH_BYTES as u32);
-        let (scratch, bus) = self.scratch;
+        let DmaAllocation { region: scratch, bus_address: bus } = self.scratch;
         scratch.zero(0, SCRATCH_BYTES);
         let outcome = self.execute(ScsiCommand::reading(cdb, bus, bytes)).map_err(ScsiFailure::Transport)?;
         check_outcome(&outcome)?;

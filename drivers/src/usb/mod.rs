@@ -2,11 +2,11 @@
 //! 1.2; USB Mass Storage Bulk-Only Transport 1.0; USB Attached SCSI; SCSI SPC-4 / SBC-3; the
 //! facts and pitfalls gathered in docs/usb-storage.md): [`controller`] brings the xHC up and
 //! runs its command and event rings, [`device`] enumerates a device behind a root port,
-//! [`bot`] and [`uas`] carry SCSI commands, and [`mass_storage`] makes a drive a block device.
+//! [`bot`] and [`uas`] (with its information units in [`uas_iu`]) carry SCSI commands, and [`mass_storage`] makes a drive a block device.
 //! Polled like the other drivers: interrupts stay off and the event ring is read by cycle bit.
 //!
-//! Everything is generic over [`crate::mmio::RegisterIo`] (the xHCI registers) and
-//! [`crate::platform::Platform`] (DMA memory, bus addresses, cache maintenance, time), so the
+//! Everything is generic over [`hal::mmio::RegisterIo`] (the xHCI registers) and
+//! [`hal::platform::Platform`] (DMA memory, bus addresses, cache maintenance, time), so the
 //! host tests run the same code against the simulated controller and drives in `sim`.
 
 pub mod bot;
@@ -23,6 +23,7 @@ pub mod scsi;
 pub mod transport;
 pub mod trb;
 pub mod uas;
+pub mod uas_iu;
 
 pub use controller::{HostController, SharedController};
 pub use error::UsbError;
@@ -30,8 +31,6 @@ pub use mass_storage::{AttachError, DiscardEvents, DriveIdentity, EventSink, Mas
 pub use options::{ProtocolChoice, UsbOptions};
 pub use regs::Speed;
 
-#[cfg(test)]
-mod pcie_tests;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! storage transport to use, to compare UAS and Bulk-Only on the same drive.
 #![forbid(unsafe_code)]
 
-use crate::options::OptionError;
+use crate::option_parsing::{on_off, parse_options, OptionError};
 
 /// `usb.protocol=`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,30 +38,22 @@ impl UsbOptions {
     pub fn parse<'a>(
         pairs: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> (UsbOptions, alloc::vec::Vec<OptionError<'a>>) {
-        let mut options = UsbOptions::default();
-        let mut errors = alloc::vec::Vec::new();
-        for (key, value) in pairs {
-            match key {
-                "protocol" => match value {
-                    "auto" => options.protocol = ProtocolChoice::Auto,
-                    "uas" => options.protocol = ProtocolChoice::Uas,
-                    "bot" => options.protocol = ProtocolChoice::BulkOnly,
-                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "auto, uas or bot" }),
-                },
-                "rp1" => match value {
-                    "on" => options.pi5_rp1 = true,
-                    "off" => options.pi5_rp1 = false,
-                    _ => errors.push(OptionError { prefix: "usb", key, value, accepted: "on or off" }),
-                },
-                _ => errors.push(OptionError {
-                    prefix: "usb",
-                    key,
-                    value,
-                    accepted: "usb.protocol=auto|uas|bot or usb.rp1=on|off",
-                }),
-            }
+        parse_options("usb", pairs, UsbOptions::apply)
+    }
+
+    /// One `usb.` option; `Err` names the accepted forms.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        match key {
+            "protocol" => match value {
+                "auto" => self.protocol = ProtocolChoice::Auto,
+                "uas" => self.protocol = ProtocolChoice::Uas,
+                "bot" => self.protocol = ProtocolChoice::BulkOnly,
+                _ => return Err("auto, uas or bot"),
+            },
+            "rp1" => self.pi5_rp1 = on_off(value)?,
+            _ => return Err("usb.protocol=auto|uas|bot or usb.rp1=on|off"),
         }
-        (options, errors)
+        Ok(())
     }
 }
 

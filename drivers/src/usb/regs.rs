@@ -8,8 +8,8 @@
 //! bridge drops the upper half of a 64-bit MMIO write (docs/usb-storage.md §1 step 7).
 #![forbid(unsafe_code)]
 
-use crate::mmio::RegisterIo;
 use core::fmt;
+use hal::mmio::{Reg, RegisterIo};
 use tock_registers::register_bitfields;
 use tock_registers::LocalRegisterCopy;
 
@@ -39,6 +39,14 @@ pub mod operational {
     pub const PORT_REGISTERS: usize = 0x400;
     pub const PORT_STRIDE: usize = 0x10;
 }
+
+/// The capability registers with fields (offsets from the register block's base).
+pub const HCSPARAMS1: Reg<HCSPARAMS1::Register> = Reg::new(capability::HCSPARAMS1);
+pub const HCSPARAMS2: Reg<HCSPARAMS2::Register> = Reg::new(capability::HCSPARAMS2);
+pub const HCCPARAMS1: Reg<HCCPARAMS1::Register> = Reg::new(capability::HCCPARAMS1);
+/// The operational registers with fields, from the operational base (place them with `at`).
+pub const USBCMD: Reg<USBCMD::Register> = Reg::new(operational::USBCMD);
+pub const USBSTS: Reg<USBSTS::Register> = Reg::new(operational::USBSTS);
 
 /// Writes a 64-bit register as two 32-bit writes, low half first (§5.1), whatever the register
 /// block does with a 64-bit access (`Mmio` makes one 64-bit store, which BCM2711's PCIe bridge
@@ -318,15 +326,12 @@ impl Capabilities {
     /// Decodes the words at capability offsets 0x00, 0x04, 0x08, 0x10, 0x14 and 0x18.
     pub fn decode(
         length_version: u32,
-        hcsparams1: u32,
-        hcsparams2: u32,
-        hccparams1: u32,
+        structural1: LocalRegisterCopy<u32, HCSPARAMS1::Register>,
+        structural2: LocalRegisterCopy<u32, HCSPARAMS2::Register>,
+        parameters1: LocalRegisterCopy<u32, HCCPARAMS1::Register>,
         dboff: u32,
         rtsoff: u32,
     ) -> Self {
-        let structural1 = LocalRegisterCopy::<u32, HCSPARAMS1::Register>::new(hcsparams1);
-        let structural2 = LocalRegisterCopy::<u32, HCSPARAMS2::Register>::new(hcsparams2);
-        let parameters1 = LocalRegisterCopy::<u32, HCCPARAMS1::Register>::new(hccparams1);
         let scratchpads_high = structural2.read(HCSPARAMS2::MaxScratchpadBufsHi) as u16;
         let scratchpads_low = structural2.read(HCSPARAMS2::MaxScratchpadBufsLo) as u16;
         Capabilities {
@@ -462,7 +467,14 @@ mod tests {
     /// What QEMU 10's `qemu-xhci` reports (hw/usb/hcd-xhci.c `xhci_cap_read`, streams on, p2 = p3
     /// = 4, 64 slots, 16 interrupters).
     fn qemu() -> Capabilities {
-        Capabilities::decode(0x0100_0040, 0x0800_1040, 0x0000_000f, 0x0008_7001, 0x2000, 0x1000)
+        Capabilities::decode(
+            0x0100_0040,
+            LocalRegisterCopy::new(0x0800_1040),
+            LocalRegisterCopy::new(0x0000_000f),
+            LocalRegisterCopy::new(0x0008_7001),
+            0x2000,
+            0x1000,
+        )
     }
 
     #[test]
@@ -487,7 +499,14 @@ mod tests {
     #[test]
     fn scratchpad_count_joins_both_halves_and_csz_selects_64_byte_contexts() {
         // Hi = 1 (bits 25:21), Lo = 3 (bits 31:27): 1 << 5 | 3 = 35.
-        let caps = Capabilities::decode(0x0110_0020, 0, (1 << 21) | (3 << 27), 1 << 2, 0x100, 0x200);
+        let caps = Capabilities::decode(
+            0x0110_0020,
+            LocalRegisterCopy::new(0),
+            LocalRegisterCopy::new((1 << 21) | (3 << 27)),
+            LocalRegisterCopy::new(1 << 2),
+            0x100,
+            0x200,
+        );
         assert_eq!(caps.scratchpad_buffers, 35);
         assert_eq!(caps.context_bytes, 64);
         assert_eq!(caps.max_stream_array_entries(), 0);

@@ -11,10 +11,10 @@
 //! driver consumes by cycle bit.
 
 use super::trb::{Trb, TRB_BYTES};
-use crate::barrier;
-use crate::dma::DmaRegion;
-use crate::platform::Platform;
 use alloc::collections::VecDeque;
+use hal::barrier;
+use hal::dma::{DmaAllocation, DmaRegion};
+use hal::platform::Platform;
 
 /// Where a TD sits on its ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +40,8 @@ pub struct RingFull {
 }
 
 /// A one-segment ring the driver produces into.
-pub struct ProducerRing {
-    memory: DmaRegion,
+pub struct ProducerRing<'p> {
+    memory: DmaRegion<'p>,
     bus_base: u64,
     /// TRB slots in the segment, the Link TRB in the last one.
     slots: u32,
@@ -51,11 +51,12 @@ pub struct ProducerRing {
     used: u32,
 }
 
-impl ProducerRing {
-    /// A ring over `memory` (zeroed, 64-byte aligned, not crossing 64 KiB: §6 Table 6-1) whose
-    /// controller view starts at `bus_base`, with `slots` TRBs (at least 4, the last the Link
+impl<'p> ProducerRing<'p> {
+    /// A ring over `memory` (zeroed, 64-byte aligned, not crossing 64 KiB: §6 Table 6-1, with the
+    /// bus address the controller uses for it), with `slots` TRBs (at least 4, the last the Link
     /// TRB). The producer cycle state starts at 1 (§4.9.2).
-    pub fn new(memory: DmaRegion, bus_base: u64, slots: u32) -> Self {
+    pub fn new(memory: DmaAllocation<'p>, slots: u32) -> Self {
+        let DmaAllocation { region: memory, bus_address: bus_base } = memory;
         assert!(slots >= 4, "a ring needs room for a TD and its Link TRB");
         assert!(memory.length_bytes() >= slots as usize * TRB_BYTES, "ring memory too small");
         assert!(bus_base.is_multiple_of(64), "rings are 64-byte aligned");
@@ -221,18 +222,19 @@ pub fn segment_table_entry(segment_bus: u64, trbs: u32) -> [u32; 4] {
 
 /// A one-segment event ring the driver consumes (§4.9.4): an entry is new while its cycle bit
 /// equals the consumer cycle state, which starts at 1 and flips on every wrap.
-pub struct EventRing {
-    memory: DmaRegion,
+pub struct EventRing<'p> {
+    memory: DmaRegion<'p>,
     bus_base: u64,
     entries: u32,
     dequeue: u32,
     cycle: bool,
 }
 
-impl EventRing {
-    /// An event ring over zeroed `memory` seen by the controller at `bus_base` (QEMU accepts 16
-    /// to 4096 entries: docs/usb-storage.md §1 step 8).
-    pub fn new(memory: DmaRegion, bus_base: u64, entries: u32) -> Self {
+impl<'p> EventRing<'p> {
+    /// An event ring over zeroed `memory` (QEMU accepts 16 to 4096 entries: docs/usb-storage.md
+    /// §1 step 8).
+    pub fn new(memory: DmaAllocation<'p>, entries: u32) -> Self {
+        let DmaAllocation { region: memory, bus_address: bus_base } = memory;
         assert!((16..=4096).contains(&entries), "event ring segments hold 16 to 4096 TRBs");
         assert!(memory.length_bytes() >= entries as usize * TRB_BYTES, "event ring memory too small");
         EventRing { memory, bus_base, entries, dequeue: 0, cycle: true }
@@ -278,13 +280,18 @@ mod tests {
     extern crate std;
     use super::super::trb::{flags, trb_type};
     use super::*;
-    use crate::testing::ArenaPlatform;
+    use core::cell::RefCell;
+    use hal::testing::ArenaPlatform;
+    use std::rc::Rc;
     use std::vec::Vec;
 
-    fn region(platform: &ArenaPlatform, bytes: usize) -> DmaRegion {
-        let buffer = platform.allocate_dma(bytes, 4096).unwrap();
-        // SAFETY: fresh arena memory used only by this test.
-        unsafe { DmaRegion::new(buffer) }
+    fn region(platform: &ArenaPlatform, bytes: usize) -> DmaRegion<'_> {
+        DmaRegion::allocate(platform, bytes, 4096).unwrap()
+    }
+
+    /// A ring's memory as the controller sees it, at a made-up bus address.
+    fn at_bus(region: DmaRegion<'_>, bus_address: u64) -> DmaAllocation<'_> {
+        DmaAllocation { region, bus_address }
     }
 
     fn read_trb(memory: &DmaRegion, index: u32) -> Trb {
@@ -347,7 +354,7 @@ mod tests {
     fn tds_wrap_with_the_cycle_bit_and_chained_links() {
         let platform = ArenaPlatform::new(1 << 20);
         let memory = region(&platform, 4096);
-        let mut ring = ProducerRing::new(memory, 0x8000_0000, 8);
+        let mut ring = ProducerRing::new(at_bus(memory, 0x8000_0000), 8);
         let mut consumer = Consumer { dequeue: 0, cycle: true };
         assert_eq!(ring.free(), 6);
         let mut seen = 0;
@@ -376,61 +383,35 @@ mod tests {
         assert!(platform.clean_calls.get() >= 80, "every TD is cleaned for the device");
     }
 
-    /// A platform that, whenever the ring cleans its whole segment (all TRBs but the first's
-    /// ownership written), records how many TDs a controller could see at that moment.
-    struct SpyPlatform {
-        inner: ArenaPlatform,
-        watched: core::cell::Cell<Option<DmaRegion>>,
-        visible_at_clean: core::cell::RefCell<Vec<usize>>,
-        /// Every clean: (CPU address, bytes).
-        cleaned: core::cell::RefCell<Vec<(usize, usize)>>,
-    }
+    /// Every clean the arena sees, as (CPU address, bytes).
+    type Cleans = Rc<RefCell<Vec<(usize, usize)>>>;
 
-    impl blockdev::Clock for SpyPlatform {
-        fn now_ticks(&self) -> u64 {
-            self.inner.now_ticks()
-        }
-        fn ticks_per_second(&self) -> u64 {
-            self.inner.ticks_per_second()
-        }
-    }
-
-    // SAFETY: allocation is the arena platform's (which keeps the contract); the cache calls
-    // only record, as the arena's do (the host has no cache to maintain).
-    unsafe impl Platform for SpyPlatform {
-        fn allocate_dma(
-            &self,
-            length_bytes: usize,
-            alignment_bytes: usize,
-        ) -> Result<blockdev::DmaBuffer, crate::platform::DmaAllocationError> {
-            self.inner.allocate_dma(length_bytes, alignment_bytes)
-        }
-        fn clean_for_device(&self, buffer: &blockdev::DmaBuffer) {
-            self.cleaned.borrow_mut().push((buffer.cpu_address, buffer.length_bytes));
-            if let Some(memory) = self.watched.get() {
-                if buffer.length_bytes > TRB_BYTES {
-                    let visible = Consumer { dequeue: 0, cycle: true }.run(&memory, 16).len();
-                    self.visible_at_clean.borrow_mut().push(visible);
-                }
-            }
-        }
-        fn invalidate_for_cpu(&self, _buffer: &blockdev::DmaBuffer) {}
+    fn record_cleans(platform: &ArenaPlatform) -> Cleans {
+        let cleans: Cleans = Rc::default();
+        let record = cleans.clone();
+        platform
+            .on_clean(move |_, buffer| record.borrow_mut().push((buffer.cpu_address, buffer.length_bytes)));
+        cleans
     }
 
     #[test]
     fn the_first_trb_is_handed_over_last() {
-        let platform = SpyPlatform {
-            inner: ArenaPlatform::new(1 << 20),
-            watched: core::cell::Cell::new(None),
-            visible_at_clean: core::cell::RefCell::new(Vec::new()),
-            cleaned: core::cell::RefCell::new(Vec::new()),
-        };
-        let memory = region(&platform.inner, 4096);
-        platform.watched.set(Some(memory));
-        let mut ring = ProducerRing::new(memory, 0x8000_0000, 16);
+        let platform = ArenaPlatform::new(1 << 20);
+        let memory = region(&platform, 4096);
+        // Whenever the ring cleans its whole segment (all TRBs but the first's ownership
+        // written), count the TDs a controller could see at that moment.
+        let visible_at_clean: Rc<RefCell<Vec<usize>>> = Rc::default();
+        let (record, watched) = (visible_at_clean.clone(), memory.buffer());
+        platform.on_clean(move |platform, buffer| {
+            if buffer.length_bytes > TRB_BYTES {
+                let memory = DmaRegion::of_buffer(platform, watched).unwrap();
+                record.borrow_mut().push(Consumer { dequeue: 0, cycle: true }.run(&memory, 16).len());
+            }
+        });
+        let mut ring = ProducerRing::new(at_bus(memory, 0x8000_0000), 16);
         let placement = ring.enqueue_td(&platform, &td(100, 3)).unwrap();
         // While the rest of the TD was written, a controller could see none of it.
-        assert_eq!(*platform.visible_at_clean.borrow(), [0]);
+        assert_eq!(*visible_at_clean.borrow(), [0]);
         // Afterwards all of it.
         let tds = Consumer { dequeue: 0, cycle: true }.run(&memory, 16);
         assert_eq!(tds.len(), 1);
@@ -440,18 +421,14 @@ mod tests {
 
     #[test]
     fn every_trb_written_is_cleaned_for_the_controller_after_it_is_written() {
-        let platform = SpyPlatform {
-            inner: ArenaPlatform::new(1 << 20),
-            watched: core::cell::Cell::new(None),
-            visible_at_clean: core::cell::RefCell::new(Vec::new()),
-            cleaned: core::cell::RefCell::new(Vec::new()),
-        };
-        let memory = region(&platform.inner, 4096);
-        let mut ring = ProducerRing::new(memory, 0x8000_0000, 16);
+        let platform = ArenaPlatform::new(1 << 20);
+        let cleans = record_cleans(&platform);
+        let memory = region(&platform, 4096);
+        let mut ring = ProducerRing::new(at_bus(memory, 0x8000_0000), 16);
         for round in 0..20 {
-            platform.cleaned.borrow_mut().clear();
+            cleans.borrow_mut().clear();
             let placement = ring.enqueue_td(&platform, &td(64, 1 + round % 3)).unwrap();
-            let cleaned = platform.cleaned.borrow();
+            let cleaned = cleans.borrow();
             let covers = |(address, bytes): &(usize, usize), index: u32| {
                 let trb = memory.buffer().cpu_address + index as usize * TRB_BYTES;
                 *address <= trb && trb + TRB_BYTES <= address + bytes
@@ -469,7 +446,7 @@ mod tests {
     #[test]
     fn full_rings_refuse_and_space_returns_in_order() {
         let platform = ArenaPlatform::new(1 << 20);
-        let mut ring = ProducerRing::new(region(&platform, 4096), 0x8000_0000, 8);
+        let mut ring = ProducerRing::new(at_bus(region(&platform, 4096), 0x8000_0000), 8);
         let a = ring.enqueue_td(&platform, &td(1, 2)).unwrap();
         let b = ring.enqueue_td(&platform, &td(1, 3)).unwrap();
         assert_eq!(ring.enqueue_td(&platform, &td(1, 2)), Err(RingFull { needed: 2, free: 1 }));
@@ -497,7 +474,7 @@ mod tests {
     #[test]
     fn a_td_that_ends_before_the_link_passes_it_at_once() {
         let platform = ArenaPlatform::new(1 << 20);
-        let mut ring = ProducerRing::new(region(&platform, 4096), 0x8000_0000, 5);
+        let mut ring = ProducerRing::new(at_bus(region(&platform, 4096), 0x8000_0000), 5);
         let warm_up = ring.enqueue_td(&platform, &td(1, 1)).unwrap();
         ring.retire(warm_up.first_bus).unwrap();
         let first = ring.enqueue_td(&platform, &td(1, 3)).unwrap();
@@ -515,7 +492,7 @@ mod tests {
     fn events_are_taken_by_cycle_bit_across_wraps() {
         let platform = ArenaPlatform::new(1 << 20);
         let memory = region(&platform, 4096);
-        let mut ring = EventRing::new(memory, 0x9000_0000, 16);
+        let mut ring = EventRing::new(at_bus(memory, 0x9000_0000), 16);
         assert_eq!(ring.entries(), 16);
         assert_eq!(ring.pop(&platform), None);
         let mut producer_cycle = true;

@@ -11,11 +11,12 @@ use super::regs::Speed;
 use super::ring::{Placement, ProducerRing};
 use super::scsi::{Cdb, DataDirection, ScsiStatus, Sense};
 use super::trb::{self, CompletionCode, Trb};
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
+use super::uas_iu::response_name;
 use alloc::vec::Vec;
 use core::fmt;
+use hal::dma::DmaRegion;
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 
 /// How long a SCSI command may take before the transport recovers (Linux's SCSI default is
 /// 30 s; a benchmark read that takes 10 s is already a failure).
@@ -100,7 +101,7 @@ impl fmt::Display for TransportError {
                 write!(f, "unexpected information unit {id:#04x} for tag {tag}")
             }
             TransportError::Response { code } => {
-                write!(f, "RESPONSE IU {} ({code:#04x})", super::uas::response_name(*code))
+                write!(f, "RESPONSE IU {} ({code:#04x})", response_name(*code))
             }
             TransportError::ShortTransfer { expected_bytes, transferred_bytes } => {
                 write!(f, "short transfer: {transferred_bytes} of {expected_bytes} bytes")
@@ -126,19 +127,19 @@ pub type CommandId = u16;
 pub type Finished = Vec<(CommandId, Result<Outcome, TransportError>)>;
 
 /// A bulk endpoint with its transfer ring (or, with streams, the rings are elsewhere).
-pub struct BulkPipe {
+pub struct BulkPipe<'p> {
     pub endpoint: EndpointInfo,
     pub dci: u8,
     pub max_packet_bytes: u16,
-    pub ring: ProducerRing,
+    pub ring: ProducerRing<'p>,
 }
 
-impl BulkPipe {
+impl<'p> BulkPipe<'p> {
     pub fn new<R: RegisterIo, P: Platform>(
-        hc: &HostController<'_, R, P>,
+        hc: &HostController<'p, R, P>,
         endpoint: EndpointInfo,
         speed: Speed,
-    ) -> Result<BulkPipe, UsbError> {
+    ) -> Result<BulkPipe<'p>, UsbError> {
         Ok(BulkPipe {
             endpoint,
             dci: dci_of(endpoint.address),
@@ -168,7 +169,7 @@ impl BulkPipe {
 /// Writes one bulk TD for `bytes` at `buffer` to `ring`.
 pub fn enqueue_bulk<P: Platform>(
     platform: &P,
-    ring: &mut ProducerRing,
+    ring: &mut ProducerRing<'_>,
     dci: u8,
     max_packet_bytes: u16,
     direction_in: bool,
@@ -199,7 +200,7 @@ pub fn write_bytes(region: &DmaRegion, offset: usize, bytes: &[u8]) {
 /// Bytes a finished TD moved: whole TRBs before the one the event names, plus that TRB's
 /// length less the residue (§4.10.1.1: on a short packet the event names the TRB it ended in).
 pub fn transferred_bytes(
-    ring: &ProducerRing,
+    ring: &ProducerRing<'_>,
     placement: &Placement,
     buffer: u64,
     bytes: u32,
@@ -224,7 +225,8 @@ pub fn transferred_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::ArenaPlatform;
+    use hal::dma::{DmaAllocation, DmaRegion};
+    use hal::testing::ArenaPlatform;
 
     #[test]
     fn only_commands_with_bytes_to_move_have_a_data_stage() {
@@ -241,9 +243,8 @@ mod tests {
     #[test]
     fn transferred_bytes_count_whole_trbs_before_the_short_one() {
         let platform = ArenaPlatform::new(1 << 20);
-        let memory = platform.allocate_dma(8192, 4096).unwrap();
-        // SAFETY: fresh arena memory used only here.
-        let mut ring = ProducerRing::new(unsafe { DmaRegion::new(memory) }, 0x8000_0000, 256);
+        let region = DmaRegion::allocate(&platform, 8192, 4096).unwrap();
+        let mut ring = ProducerRing::new(DmaAllocation { region, bus_address: 0x8000_0000 }, 256);
         // 150 KiB from 0x1_8000: pieces of 32, 64 and 54 KiB.
         let buffer = 0x1_8000u64;
         let bytes = 150 << 10;

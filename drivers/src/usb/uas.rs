@@ -13,62 +13,18 @@ use super::device::UsbDevice;
 use super::error::UsbError;
 use super::regs::Speed;
 use super::ring::{Placement, ProducerRing};
-use super::scsi::{Cdb, DataDirection, ScsiStatus, Sense};
+use super::scsi::{Cdb, DataDirection};
 use super::transport::{
     enqueue_bulk, transferred_bytes, write_bytes, BulkPipe, CommandId, Finished, Outcome, ScsiCommand,
     TransportError, COMMAND_TIMEOUT_US,
 };
-use crate::dma::DmaRegion;
-use crate::mmio::RegisterIo;
-use crate::platform::{Deadline, Platform};
+use super::uas_iu::{command_iu, iu, response_code, task_function, task_management_iu, StatusIu};
+use super::uas_iu::{COMMAND_IU_BYTES, TASK_MANAGEMENT_IU_BYTES};
 use alloc::vec::Vec;
+use hal::dma::DmaAllocation;
+use hal::mmio::RegisterIo;
+use hal::platform::{Deadline, Platform};
 
-/// Information unit IDs (UAS §6.2 Table 9).
-pub mod iu {
-    pub const COMMAND: u8 = 0x01;
-    pub const SENSE: u8 = 0x03;
-    pub const RESPONSE: u8 = 0x04;
-    pub const TASK_MANAGEMENT: u8 = 0x05;
-    pub const READ_READY: u8 = 0x06;
-    pub const WRITE_READY: u8 = 0x07;
-}
-
-/// Task management functions (UAS §6.2.3 Table 12).
-pub mod task_function {
-    pub const ABORT_TASK: u8 = 0x01;
-    pub const ABORT_TASK_SET: u8 = 0x02;
-    pub const CLEAR_TASK_SET: u8 = 0x04;
-    pub const LOGICAL_UNIT_RESET: u8 = 0x08;
-    pub const I_T_NEXUS_RESET: u8 = 0x10;
-    pub const QUERY_TASK: u8 = 0x80;
-}
-
-/// Response codes of a RESPONSE IU (UAS §6.4.3 Table 17).
-pub mod response_code {
-    pub const COMPLETE: u8 = 0x00;
-    pub const INVALID_IU: u8 = 0x02;
-    pub const NOT_SUPPORTED: u8 = 0x04;
-    pub const FAILED: u8 = 0x05;
-    pub const SUCCEEDED: u8 = 0x08;
-    pub const INCORRECT_LUN: u8 = 0x09;
-    pub const OVERLAPPED_TAG: u8 = 0x0a;
-}
-
-pub fn response_name(code: u8) -> &'static str {
-    match code {
-        response_code::COMPLETE => "TASK MANAGEMENT FUNCTION COMPLETE",
-        response_code::INVALID_IU => "INVALID INFORMATION UNIT",
-        response_code::NOT_SUPPORTED => "TASK MANAGEMENT FUNCTION NOT SUPPORTED",
-        response_code::FAILED => "TASK MANAGEMENT FUNCTION FAILED",
-        response_code::SUCCEEDED => "TASK MANAGEMENT FUNCTION SUCCEEDED",
-        response_code::INCORRECT_LUN => "INCORRECT LOGICAL UNIT NUMBER",
-        response_code::OVERLAPPED_TAG => "OVERLAPPED TAG ATTEMPTED",
-        _ => "reserved response code",
-    }
-}
-
-pub const COMMAND_IU_BYTES: usize = 32;
-pub const TASK_MANAGEMENT_IU_BYTES: usize = 16;
 /// A status read: a Sense IU's 16 bytes and up to 96 bytes of sense (Linux `uas.c` sizes it so).
 pub const STATUS_IU_BYTES: u32 = 112;
 /// The most tags (streams) the driver uses.
@@ -82,81 +38,24 @@ pub const TASK_MANAGEMENT_TIMEOUT_US: u64 = 2_000_000;
 const IU_SLOT_BYTES: usize = 256;
 const STATUS_OFFSET: usize = 128;
 
-/// An 8-byte SAM LUN for a single-level LUN below 256 (SAM-5 §4.7.2; QEMU reads it from byte 1).
-pub fn lun_bytes(lun: u8) -> [u8; 8] {
-    [0, lun, 0, 0, 0, 0, 0, 0]
-}
-
-/// A Command IU (UAS §6.2.2 Table 10): SIMPLE task attribute, priority 0, no additional CDB.
-pub fn command_iu(tag: u16, lun: u8, cdb: &Cdb) -> [u8; COMMAND_IU_BYTES] {
-    let mut bytes = [0u8; COMMAND_IU_BYTES];
-    bytes[0] = iu::COMMAND;
-    bytes[2..4].copy_from_slice(&tag.to_be_bytes());
-    bytes[8..16].copy_from_slice(&lun_bytes(lun));
-    bytes[16..16 + usize::from(cdb.length)].copy_from_slice(cdb.as_slice());
-    bytes
-}
-
-/// A Task Management IU (UAS §6.2.3 Table 11).
-pub fn task_management_iu(tag: u16, function: u8, task_tag: u16, lun: u8) -> [u8; TASK_MANAGEMENT_IU_BYTES] {
-    let mut bytes = [0u8; TASK_MANAGEMENT_IU_BYTES];
-    bytes[0] = iu::TASK_MANAGEMENT;
-    bytes[2..4].copy_from_slice(&tag.to_be_bytes());
-    bytes[4] = function;
-    bytes[6..8].copy_from_slice(&task_tag.to_be_bytes());
-    bytes[8..16].copy_from_slice(&lun_bytes(lun));
-    bytes
-}
-
-/// An IU from the status pipe, decoded (UAS §6.3-6.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusIu {
-    Sense { tag: u16, status: ScsiStatus, sense: Option<Sense> },
-    Response { tag: u16, code: u8 },
-    ReadReady { tag: u16 },
-    WriteReady { tag: u16 },
-    Unknown { id: u8, tag: u16 },
-}
-
-impl StatusIu {
-    /// `bytes` as received (the IU's length is what the transfer delivered).
-    pub fn parse(bytes: &[u8]) -> StatusIu {
-        if bytes.len() < 4 {
-            return StatusIu::Unknown { id: bytes.first().copied().unwrap_or(0), tag: 0 };
-        }
-        let tag = u16::from_be_bytes([bytes[2], bytes[3]]);
-        match bytes[0] {
-            iu::SENSE if bytes.len() >= 16 => {
-                let length = usize::from(u16::from_be_bytes([bytes[14], bytes[15]]));
-                let sense = bytes.get(16..16 + length).and_then(Sense::parse);
-                StatusIu::Sense { tag, status: ScsiStatus(bytes[6]), sense }
-            }
-            iu::RESPONSE if bytes.len() >= 8 => StatusIu::Response { tag, code: bytes[7] },
-            iu::READ_READY => StatusIu::ReadReady { tag },
-            iu::WRITE_READY => StatusIu::WriteReady { tag },
-            id => StatusIu::Unknown { id, tag },
-        }
-    }
-}
-
 /// A pipe that is streamed at SuperSpeed (one ring per tag, behind a stream context array) or
 /// not (one ring).
-struct StreamedPipe {
+struct StreamedPipe<'p> {
     endpoint: EndpointInfo,
     dci: u8,
     max_packet_bytes: u16,
-    rings: Vec<ProducerRing>,
-    /// Bus address of the stream context array and the MaxPStreams it needs.
-    stream_array: Option<(DmaRegion, u64, u8)>,
+    rings: Vec<ProducerRing<'p>>,
+    /// The stream context array and the MaxPStreams it needs.
+    stream_array: Option<(DmaAllocation<'p>, u8)>,
 }
 
-impl StreamedPipe {
+impl<'p> StreamedPipe<'p> {
     fn new<R: RegisterIo, P: Platform>(
-        hc: &HostController<'_, R, P>,
+        hc: &HostController<'p, R, P>,
         endpoint: EndpointInfo,
         speed: Speed,
         streams: Option<u16>,
-    ) -> Result<StreamedPipe, UsbError> {
+    ) -> Result<StreamedPipe<'p>, UsbError> {
         let pipe = BulkPipe::new(hc, endpoint, speed)?;
         let mut rings = alloc::vec![pipe.ring];
         let mut stream_array = None;
@@ -165,16 +64,9 @@ impl StreamedPipe {
                 rings.push(allocate_ring(hc.platform(), &hc.dma())?);
             }
             let (entries, max_primary_streams) = stream_array_for(u32::from(tags));
-            // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-            let (array, array_bus) = unsafe {
-                crate::dma::allocate_region(
-                    hc.platform(),
-                    &hc.dma(),
-                    (entries as usize * 16).max(PAGE_BYTES),
-                    PAGE_BYTES,
-                )
-            }?;
-            stream_array = Some((array, array_bus, max_primary_streams));
+            let array_bytes = (entries as usize * 16).max(PAGE_BYTES);
+            let array = DmaAllocation::new(hc.platform(), &hc.dma(), array_bytes, PAGE_BYTES)?;
+            stream_array = Some((array, max_primary_streams));
         }
         let mut pipe = StreamedPipe {
             endpoint,
@@ -190,7 +82,7 @@ impl StreamedPipe {
     /// Stream context n (tag n) points at ring n − 1 at its enqueue position (§4.12.2);
     /// entry 0 and unused entries stay 0 so that a bad stream ID errors instead of hanging.
     fn write_stream_contexts<R: RegisterIo, P: Platform>(&mut self, hc: &HostController<'_, R, P>) {
-        if let Some((array, _, _)) = &self.stream_array {
+        if let Some((DmaAllocation { region: array, .. }, _)) = &self.stream_array {
             for (index, ring) in self.rings.iter().enumerate() {
                 let (dequeue, cycle) = ring.enqueue_position();
                 let words = super::context::stream_context(dequeue | u64::from(cycle));
@@ -204,7 +96,7 @@ impl StreamedPipe {
 
     fn context(&self) -> super::context::EndpointContext {
         let pipe_view = BulkPipeView { endpoint: self.endpoint, max_packet_bytes: self.max_packet_bytes };
-        let stream_array = self.stream_array.as_ref().map(|(_, bus, max)| (*bus, *max));
+        let stream_array = self.stream_array.as_ref().map(|(array, max)| (array.bus_address, *max));
         let (dequeue, cycle) = self.rings[0].enqueue_position();
         pipe_view.context(stream_array, dequeue | u64::from(cycle))
     }
@@ -302,15 +194,15 @@ pub struct UasStatistics {
 }
 
 /// The UAS transport of one drive.
-pub struct UasTransport {
+pub struct UasTransport<'p> {
     interface: UasInterface,
     lun: u8,
-    command: BulkPipe,
-    status: StreamedPipe,
-    data_in: StreamedPipe,
-    data_out: StreamedPipe,
-    ius: DmaRegion,
-    ius_bus: u64,
+    command: BulkPipe<'p>,
+    status: StreamedPipe<'p>,
+    data_in: StreamedPipe<'p>,
+    data_out: StreamedPipe<'p>,
+    /// Per tag: the Command (or Task Management) IU and the status IU.
+    ius: DmaAllocation<'p>,
     /// Tags 1..=`tags`; the last is kept for task management.
     tags: u16,
     streams: bool,
@@ -324,14 +216,14 @@ pub struct UasTransport {
     statistics: UasStatistics,
 }
 
-impl UasTransport {
+impl<'p> UasTransport<'p> {
     /// Configures the four pipes (streams at SuperSpeed), SET_CONFIGURATION and SET_INTERFACE.
     /// `max_tags` caps the tags (the device's streams, the controller's stream array).
     pub fn new<R: RegisterIo, P: Platform>(
-        hc: &mut HostController<'_, R, P>,
-        device: &mut UsbDevice,
+        hc: &mut HostController<'p, R, P>,
+        device: &mut UsbDevice<'p>,
         interface: UasInterface,
-    ) -> Result<UasTransport, UsbError> {
+    ) -> Result<UasTransport<'p>, UsbError> {
         let streams = device.speed.is_super_speed();
         let tags = if streams {
             let controller_streams = hc.capabilities().max_stream_array_entries().saturating_sub(1);
@@ -350,15 +242,12 @@ impl UasTransport {
         let status = StreamedPipe::new(hc, interface.status, device.speed, stream_tags)?;
         let data_in = StreamedPipe::new(hc, interface.data_in, device.speed, stream_tags)?;
         let data_out = StreamedPipe::new(hc, interface.data_out, device.speed, stream_tags)?;
-        // SAFETY: the region stays in the controller's structures, which borrow the platform and do not outlive it.
-        let (ius, ius_bus) = unsafe {
-            crate::dma::allocate_region(
-                hc.platform(),
-                &hc.dma(),
-                IU_SLOT_BYTES * (usize::from(tags) + 1),
-                PAGE_BYTES,
-            )
-        }?;
+        let ius = DmaAllocation::new(
+            hc.platform(),
+            &hc.dma(),
+            IU_SLOT_BYTES * (usize::from(tags) + 1),
+            PAGE_BYTES,
+        )?;
         let mut transport = UasTransport {
             interface,
             lun: 0,
@@ -367,7 +256,6 @@ impl UasTransport {
             data_in,
             data_out,
             ius,
-            ius_bus,
             tags,
             streams,
             states: alloc::vec![None; usize::from(tags) + 1],
@@ -431,7 +319,7 @@ impl UasTransport {
         if self.streams || self.status_read.is_some() {
             return Ok(());
         }
-        let bus = self.ius_bus + STATUS_OFFSET as u64;
+        let bus = self.ius.bus_address + STATUS_OFFSET as u64;
         let placement = self.status.enqueue(hc.platform(), 0, bus, STATUS_IU_BYTES)?;
         self.status_read = Some(placement);
         self.doorbells.push((self.status.dci, 0));
@@ -479,7 +367,7 @@ impl UasTransport {
         let state = self.states[usize::from(tag)].expect("started");
         let base = Self::iu_offset(tag);
         if self.streams {
-            let bus = self.ius_bus + (base + STATUS_OFFSET) as u64;
+            let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
             let status = self.status.enqueue(platform, tag, bus, STATUS_IU_BYTES)?;
             self.set(tag, |s| s.status_td = Some(status));
             self.doorbells.push((self.status.dci, tag));
@@ -487,8 +375,8 @@ impl UasTransport {
                 self.queue_data(hc, tag)?;
             }
         }
-        write_bytes(&self.ius, base, &command_iu(tag, self.lun, &state.command.cdb));
-        platform.clean_for_device(&self.ius.slice(base, COMMAND_IU_BYTES));
+        write_bytes(&self.ius.region, base, &command_iu(tag, self.lun, &state.command.cdb));
+        platform.clean_for_device(&self.ius.region.slice(base, COMMAND_IU_BYTES));
         self.queue_command_pipe(hc, tag, COMMAND_IU_BYTES as u32)
     }
 
@@ -498,7 +386,7 @@ impl UasTransport {
         tag: u16,
         bytes: u32,
     ) -> Result<(), UsbError> {
-        let bus = self.ius_bus + Self::iu_offset(tag) as u64;
+        let bus = self.ius.bus_address + Self::iu_offset(tag) as u64;
         let pipe = &mut self.command;
         let placement =
             enqueue_bulk(hc.platform(), &mut pipe.ring, pipe.dci, pipe.max_packet_bytes, false, bus, bytes)?;
@@ -694,9 +582,9 @@ impl UasTransport {
             .saturating_sub(event.residual_bytes as usize)
             .min(IU_SLOT_BYTES - STATUS_OFFSET);
         let offset = if self.streams { Self::iu_offset(ring_index as u16 + 1) } else { 0 } + STATUS_OFFSET;
-        hc.platform().invalidate_for_cpu(&self.ius.slice(offset, received.max(1)));
+        hc.platform().invalidate_for_cpu(&self.ius.region.slice(offset, received.max(1)));
         let mut bytes = [0u8; IU_SLOT_BYTES - STATUS_OFFSET];
-        self.ius.read_bytes(offset, &mut bytes[..received]);
+        self.ius.region.read_bytes(offset, &mut bytes[..received]);
         if self.streams {
             let tag = ring_index as u16 + 1;
             self.set(tag, |s| s.status_td = None);
@@ -805,11 +693,11 @@ impl UasTransport {
             result: None,
             deadline: Deadline::after_us(hc.platform(), TASK_MANAGEMENT_TIMEOUT_US),
         });
-        write_bytes(&self.ius, base, &task_management_iu(tag, function, task_tag, self.lun));
-        hc.platform().clean_for_device(&self.ius.slice(base, TASK_MANAGEMENT_IU_BYTES));
+        write_bytes(&self.ius.region, base, &task_management_iu(tag, function, task_tag, self.lun));
+        hc.platform().clean_for_device(&self.ius.region.slice(base, TASK_MANAGEMENT_IU_BYTES));
         let queued = (|| -> Result<(), UsbError> {
             if self.streams {
-                let bus = self.ius_bus + (base + STATUS_OFFSET) as u64;
+                let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
                 let status = self.status.enqueue(hc.platform(), tag, bus, STATUS_IU_BYTES)?;
                 self.set(tag, |s| s.status_td = Some(status));
                 self.doorbells.push((self.status.dci, tag));
@@ -891,71 +779,5 @@ impl UasTransport {
     /// The interface this transport drives.
     pub fn interface(&self) -> UasInterface {
         self.interface
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_ius_carry_tag_lun_and_cdb() {
-        let bytes = command_iu(0x0102, 0, &Cdb::read_10(0x10, 8));
-        assert_eq!(bytes[0], iu::COMMAND);
-        assert_eq!(&bytes[2..4], &[1, 2]);
-        assert_eq!(bytes[4], 0, "SIMPLE, priority 0");
-        assert_eq!(bytes[6], 0, "no additional CDB");
-        assert_eq!(&bytes[8..16], &[0; 8]);
-        assert_eq!(&bytes[16..26], &[0x28, 0, 0, 0, 0, 0x10, 0, 0, 8, 0]);
-        assert_eq!(&command_iu(1, 3, &Cdb::test_unit_ready())[8..10], &[0, 3]);
-        let long = command_iu(16, 0, &Cdb::read_16(1, 2));
-        assert_eq!(long[16], 0x88);
-        assert_eq!(long[31], 0);
-    }
-
-    #[test]
-    fn task_management_ius_name_the_task() {
-        let bytes = task_management_iu(16, task_function::ABORT_TASK, 5, 0);
-        assert_eq!(bytes, [5, 0, 0, 16, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(task_management_iu(2, task_function::LOGICAL_UNIT_RESET, 0, 1)[4], 8);
-        assert_eq!(task_management_iu(2, 0, 0, 1)[9], 1);
-    }
-
-    #[test]
-    fn status_ius_decode() {
-        // A GOOD Sense IU as QEMU sends it: 16 bytes, sense length 0.
-        let mut good = [0u8; 16];
-        good[0] = iu::SENSE;
-        good[3] = 7;
-        assert_eq!(StatusIu::parse(&good), StatusIu::Sense { tag: 7, status: ScsiStatus::GOOD, sense: None });
-        // CHECK CONDITION with 18 bytes of fixed sense: MEDIUM ERROR.
-        let mut check = [0u8; 34];
-        check[0] = iu::SENSE;
-        check[3] = 2;
-        check[6] = 0x02;
-        check[15] = 18;
-        check[16] = 0x70;
-        check[18] = 0x03;
-        check[28] = 0x11;
-        let StatusIu::Sense { tag: 2, status, sense: Some(sense) } = StatusIu::parse(&check) else {
-            panic!("{:?}", StatusIu::parse(&check));
-        };
-        assert_eq!(status, ScsiStatus::CHECK_CONDITION);
-        assert_eq!((sense.key, sense.code), (3, 0x11));
-        // Sense length beyond what arrived: no sense, status kept.
-        check[15] = 100;
-        assert!(matches!(StatusIu::parse(&check), StatusIu::Sense { sense: None, .. }));
-        assert_eq!(
-            StatusIu::parse(&[4, 0, 0, 16, 0, 0, 0, 0x0a]),
-            StatusIu::Response { tag: 16, code: 0x0a }
-        );
-        assert_eq!(StatusIu::parse(&[6, 0, 0, 3]), StatusIu::ReadReady { tag: 3 });
-        assert_eq!(StatusIu::parse(&[7, 0, 1, 0]), StatusIu::WriteReady { tag: 256 });
-        assert_eq!(StatusIu::parse(&[9, 0, 0, 1]), StatusIu::Unknown { id: 9, tag: 1 });
-        assert_eq!(StatusIu::parse(&[3, 0]), StatusIu::Unknown { id: 3, tag: 0 });
-        assert_eq!(StatusIu::parse(&[3, 0, 0, 1, 0]), StatusIu::Unknown { id: 3, tag: 1 }, "short Sense IU");
-        assert_eq!(response_name(0x0a), "OVERLAPPED TAG ATTEMPTED");
-        assert_eq!(response_name(0x42), "reserved response code");
-        assert_eq!(lun_bytes(5), [0, 5, 0, 0, 0, 0, 0, 0]);
     }
 }

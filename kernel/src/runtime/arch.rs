@@ -127,8 +127,3 @@ pub fn entry_name(entry_state: u64) -> &'static str {
         _ => "EL1",
     }
 }
-
-#[cfg(target_arch = "aarch64")]
-pub use boot::mmu::{clean_data_cache_range, invalidate_data_cache_range};
-#[cfg(target_arch = "arm")]
-pub use boot::mmu_aarch32::{clean_data_cache_range, invalidate_data_cache_range};

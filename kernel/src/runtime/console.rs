@@ -1,13 +1,14 @@
 //! The serial console on the board's PL011, 115200 8N1, and the `print!`/`println!`
 //! macros. The exception and panic paths write through [`emergency_writer`], which needs no lock.
+#![forbid(unsafe_code)]
 
 use super::sync::SingleCoreCell;
 use super::windows;
 use crate::board::{BlockKind, MmioBlock};
 use core::fmt;
 use core::sync::atomic::{AtomicUsize, Ordering};
-use drivers::mmio::Mmio;
 use drivers::pl011::Pl011;
+use hal::mmio::Mmio;
 
 pub const BAUD: u32 = 115_200;
 
@@ -15,13 +16,13 @@ static CONSOLE: SingleCoreCell<Option<Pl011<Mmio>>> = SingleCoreCell::new(None);
 static CONSOLE_BASE: AtomicUsize = AtomicUsize::new(0);
 static CONSOLE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-/// Takes over the PL011 `block`. `uart_clock_hz` = None keeps the firmware's divisors.
-///
-/// # Safety
-/// `block` must be the board's PL011, reachable as device memory now and for the rest of the run.
-pub unsafe fn init(block: MmioBlock, uart_clock_hz: Option<u32>) {
-    // SAFETY: the caller guarantees `block` is the PL011's register block.
-    let uart = Pl011::new(unsafe { windows::open(block) });
+/// Takes over the PL011 `block` (the board's, or one the device tree names). `uart_clock_hz` =
+/// None keeps the firmware's divisors. Without a window on it there is no console.
+pub fn init(block: MmioBlock, uart_clock_hz: Option<u32>) {
+    let Ok(window) = windows::open(block) else {
+        return;
+    };
+    let uart = Pl011::new(window);
     uart.configure(uart_clock_hz, BAUD);
     CONSOLE_BYTES.store(block.size_bytes as usize, Ordering::Release);
     CONSOLE_BASE.store(block.base as usize, Ordering::Release);
@@ -106,8 +107,8 @@ pub fn emergency_writer() -> Option<impl fmt::Write> {
     }
     let block =
         MmioBlock::new(BlockKind::ConsoleUart, base as u64, CONSOLE_BYTES.load(Ordering::Acquire) as u64);
-    // SAFETY: the block was stored by `init`, whose caller guaranteed it is the PL011.
-    let uart = Pl011::new(unsafe { windows::open(block) });
+    // The block was stored by `init`, which opened it.
+    let uart = Pl011::new(windows::open(block).ok()?);
     struct Emergency(Pl011<Mmio>);
     impl fmt::Write for Emergency {
         fn write_str(&mut self, text: &str) -> fmt::Result {

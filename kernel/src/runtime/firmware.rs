@@ -1,12 +1,13 @@
 //! Property calls to the VideoCore firmware through the mailbox (docs/hardware.md §4.6), with the
 //! buffer's cache maintenance and bus address handled here.
+#![forbid(unsafe_code)]
 
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
 use crate::board::MmioBlock;
 use drivers::mailbox::{tags, Mailbox, MailboxError, PropertyBuffer, PropertyTags};
-use drivers::mmio::Mmio;
-use drivers::platform::BusTranslation;
+use hal::mmio::Mmio;
+use hal::platform::BusTranslation;
 
 static BUFFER: SingleCoreCell<PropertyBuffer> =
     SingleCoreCell::new(PropertyBuffer { words: [0; drivers::mailbox::BUFFER_WORDS] });
@@ -23,14 +24,15 @@ pub struct Firmware {
 }
 
 impl Firmware {
-    /// `videocore_bus` is how the VideoCore sees the buffer (the board's alias).
-    ///
-    /// # Safety
-    /// `mailbox` must be the board's VideoCore mailbox register block.
-    pub unsafe fn new(mailbox: MmioBlock, videocore_bus: BusTranslation, timer: KernelTimer) -> Self {
-        // SAFETY: the caller guarantees the block.
-        let mailbox = unsafe { super::windows::open(mailbox) };
-        Firmware { mailbox, videocore_bus, timer }
+    /// The firmware behind the board's VideoCore `mailbox` block; `videocore_bus` is how the
+    /// VideoCore sees the buffer (the board's alias).
+    pub fn new(
+        mailbox: MmioBlock,
+        videocore_bus: BusTranslation,
+        timer: KernelTimer,
+    ) -> Result<Self, super::windows::OutsideDevices> {
+        let mailbox = super::windows::open(mailbox)?;
+        Ok(Firmware { mailbox, videocore_bus, timer })
     }
 
     /// Sends one tag and returns its answer words.
@@ -46,13 +48,13 @@ impl Firmware {
                 buffer.prepare_single_tag(tag, request, response_words)?;
                 let address = buffer as *mut PropertyBuffer as usize;
                 let bytes = core::mem::size_of::<PropertyBuffer>();
-                super::arch::clean_data_cache_range(address, bytes);
+                hal::cache::clean_data_cache_range(address, bytes);
                 let bus_address = self
                     .videocore_bus
                     .to_bus(address as u64, bytes as u64)
                     .map_err(|_| MailboxError::BufferTooSmall)?;
                 mailbox.call(&self.timer, bus_address as u32)?;
-                super::arch::invalidate_data_cache_range(address, bytes);
+                hal::cache::invalidate_data_cache_range(address, bytes);
                 // The firmware wrote the buffer behind the compiler's back.
                 let answer = buffer.single_tag_response()?;
                 Ok(answer.iter().copied().take(MAX_RESPONSE_WORDS).collect())

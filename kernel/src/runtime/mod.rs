@@ -7,11 +7,12 @@ mod exceptions;
 pub mod exit;
 pub mod firmware;
 pub mod nvme;
-pub mod pci;
-#[cfg(target_arch = "aarch64")]
-pub mod pcie;
+pub mod pci_enumeration;
+pub mod pci_topology;
 pub mod platform;
 pub mod pmu;
+#[cfg(target_arch = "aarch64")]
+pub mod root_complex;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -89,13 +90,18 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         Ok(info) => info,
         Err(unknown) => stop_on_unknown_board(boot_argument, unknown),
     };
-    // SAFETY: `discover` found this board's profile, whose table gives its system timer and
-    // ARM-local block.
-    let timer = unsafe { KernelTimer::for_board(info.profile) };
-    let firmware = info.profile.block(BlockKind::Mailbox).ok().map(|mailbox| {
-        // SAFETY: the board table gives this board's mailbox block (docs/hardware.md §1).
-        unsafe { Firmware::new(mailbox, info.profile.videocore_bus, timer) }
-    });
+    for span in info.profile.device_spans {
+        // SAFETY: `discover` found this board, whose device spans hold its registers only and are
+        // what the memory map maps as Device memory (until then the MMU is off and every access
+        // is a device access).
+        unsafe { windows::admit(*span) };
+    }
+    let timer = KernelTimer::for_board(info.profile);
+    let firmware = info
+        .profile
+        .block(BlockKind::Mailbox)
+        .ok()
+        .and_then(|mailbox| Firmware::new(mailbox, info.profile.videocore_bus, timer).ok());
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
@@ -193,7 +199,7 @@ fn run_benchmark(
         extra: &extra,
         device_facts: &device_facts,
     };
-    let memory = storage::DmaBufferMemory { platform: machine.platform };
+    let memory = platform::DmaBufferMemory { platform: machine.platform };
     let device_regions: alloc::vec::Vec<bench::run::DeviceRegion<'_>> = regions
         .iter()
         .map(|found| bench::run::DeviceRegion { device_name: &found.device_name, region: found.region })
@@ -240,7 +246,7 @@ fn allocate_benchmark_buffers(
     let minimum = bench::plan::minimum_buffer_bytes(config, &geometries) as u64;
     let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
     let area_bytes = wanted.min(available).max(minimum).max(4096);
-    match drivers::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
+    match hal::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
         Ok(area) => Some(area),
         Err(error) => {
             println!("benchmark  cannot allocate its buffers: {error}; not run");
@@ -317,7 +323,7 @@ impl<'m> BoardFacts<'m> {
 /// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
 /// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
-    let pci = pci::enumerate(machine, settings);
+    let pci = pci_enumeration::enumerate(machine, settings);
     sd::attach(machine, settings, pci.as_ref(), storage);
     nvme::attach(machine, settings, pci.as_ref(), storage);
     usb::attach(machine, settings, pci.as_ref(), storage);
@@ -339,10 +345,10 @@ fn discover(boot_argument: u64, entry_level: u64, main_id: MainId) -> Result<Boa
             Ok(tree) => return discovery::from_device_tree(tree, boot_argument, main_id),
             Err(crate::devicetree::DeviceTreeError::BadMagic { .. }) => {
                 // SAFETY: as above; the ATAGS parser stops at the first malformed tag.
-                let words = unsafe {
-                    core::slice::from_raw_parts(boot_argument as usize as *const u32, ATAGS_WINDOW_WORDS)
+                let memory = unsafe {
+                    core::slice::from_raw_parts(boot_argument as usize as *const u8, 4 * ATAGS_WINDOW_WORDS)
                 };
-                if let Some(tags) = crate::atags::parse(words) {
+                if let Some(tags) = crate::atags::parse(memory) {
                     return discovery::from_atags(&tags, boot_argument, main_id);
                 }
             }
@@ -431,7 +437,7 @@ fn park_secondary_cores(spin_table: &[u64]) {
         unsafe { core::ptr::write_volatile(slot as usize as *mut usize, park as usize) };
     }
     if !spin_table.is_empty() {
-        drivers::barrier::full();
+        hal::barrier::full();
         arch::send_event();
     }
 }
@@ -466,16 +472,13 @@ fn init_console(info: &BoardInfo, firmware: Option<&Firmware>) {
                 .unwrap_or(fallback_hz),
         ),
         UartClock::KeepFirmware { fallback_hz } => {
-            // SAFETY: the board table gives this board's console PL011.
-            let uart = drivers::pl011::Pl011::new(unsafe { windows::open(console_uart) });
-            match uart.divisors() {
-                (0, _) => Some(fallback_hz),
+            match windows::open(console_uart).map(drivers::pl011::Pl011::new) {
+                Ok(uart) if uart.divisors().0 == 0 => Some(fallback_hz),
                 _ => None,
             }
         }
     };
-    // SAFETY: the board table gives this board's console PL011.
-    unsafe { console::init(console_uart, uart_clock_hz) };
+    console::init(console_uart, uart_clock_hz);
 }
 
 fn print_banner(
@@ -708,8 +711,10 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
     if let Some(tree) = tree {
         if let Some((uart, bytes)) = tree.find_compatible(&["arm,pl011"]).and_then(|node| node.first_reg) {
             let block = MmioBlock::new(BlockKind::ConsoleUart, uart, bytes);
-            // SAFETY: the device tree names this PL011; its divisors are left as they are.
-            unsafe { console::init(block, None) };
+            // SAFETY: the device tree names a PL011 here: registers, reached with the MMU off (a
+            // device access); its divisors are left as they are.
+            unsafe { windows::admit(Span::new(uart, bytes)) };
+            console::init(block, None);
             println!(
                 "{PROGRAM_NAME}: unknown board (MIDR {:#010x}: {}, compatible {:?}); stopping without touching any device",
                 unknown.main_id.0, unknown.main_id, unknown.root_compatible

@@ -3,26 +3,27 @@
 //! console, its active namespaces registered as `nvme0`, `nvme1`, … in discovery order, a few
 //! reads timed at bring-up (`nvme.measure`), an optional queue-depth self-test run
 //! (`nvme.selftest=qdN`), and the controller shut down normally (CC.SHN) at the end of the run.
+#![forbid(unsafe_code)]
 
-use super::pci::{PciFunction, PciTopology};
+use super::pci_topology::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
 use crate::cmdline::KernelSettings;
 use crate::println;
+use crate::queue_depth::{self as selftest, Place, RunReport, Workload};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
-use blockdev::{BlockDevice, DmaBuffer};
-use drivers::mmio::{BusRegisters, Mmio};
+use blockdev::BlockDevice;
 use drivers::nvme::identify::NamespaceIdentity;
-use drivers::nvme::selftest::{self, Place, RunReport, Workload};
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
-use drivers::platform::Platform;
 use drivers::snapshot::RegisterSnapshot;
+use hal::dma::DmaRegion;
+use hal::mmio::{BusRegisters, Mmio};
 
 /// PCI class of an NVMe controller: mass storage (01), non-volatile memory (08), NVM Express
 /// (02) (docs/nvme-and-fio.md §1.0).
@@ -171,7 +172,7 @@ pub fn attach(
 /// DMA buffers for the measurement and the self-test, allocated once (the pool never frees).
 struct Scratch {
     bytes_wanted: usize,
-    buffer: Option<Result<DmaBuffer, String>>,
+    buffer: Option<Result<DmaRegion<'static>, String>>,
     platform: &'static KernelPlatform,
 }
 
@@ -191,11 +192,13 @@ impl Scratch {
         Scratch { bytes_wanted, buffer: None, platform }
     }
 
-    fn get(&mut self) -> Result<DmaBuffer, String> {
+    fn get(&mut self) -> Result<DmaRegion<'static>, String> {
         let bytes = self.bytes_wanted;
         let platform = self.platform;
         self.buffer
-            .get_or_insert_with(|| platform.allocate_dma(bytes, 4096).map_err(|error| format!("{error}")))
+            .get_or_insert_with(|| {
+                DmaRegion::allocate(platform, bytes, 4096).map_err(|error| format!("{error}"))
+            })
             .clone()
     }
 }
@@ -269,9 +272,15 @@ fn open_controller(
         bar.size_bytes / KIB,
         if bar.is_64_bit { 64 } else { 32 }
     );
-    // SAFETY: PCI enumeration assigned this BAR inside the host bridge's memory window, which
-    // the memory map covers as device memory; memory decoding and bus mastering are enabled.
-    let bar0 = unsafe { windows::open(MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes)) };
+    // PCI enumeration assigned this BAR inside the host bridge's memory window, with memory
+    // decoding and bus mastering enabled.
+    let bar0 = match windows::open(MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes)) {
+        Ok(window) => window,
+        Err(error) => {
+            println!("{label}: {error}; skipped");
+            return None;
+        }
+    };
     let registers = BusRegisters::new(bar0, topology.wide_access);
     let as_found = drivers::nvme::snapshot::snapshot(&registers);
     let brought_up = Controller::bring_up(
@@ -520,12 +529,10 @@ fn measure(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: no buffers for the timing reads: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: no buffers for the timing reads: {error}"))
+    else {
+        return true;
     };
     let mut reports = Vec::new();
     for workload in [MEASURE_QD1, MEASURE_1MIB, MEASURE_QD32] {
@@ -589,12 +596,10 @@ fn self_test(
     platform: &'static KernelPlatform,
     scratch: &mut Scratch,
 ) -> bool {
-    let buffer = match scratch.get() {
-        Ok(buffer) => buffer,
-        Err(error) => {
-            println!("{name}: self-test qd{depth}: no buffers: {error}");
-            return true;
-        }
+    let Ok(buffer) =
+        scratch.get().inspect_err(|error| println!("{name}: self-test qd{depth}: no buffers: {error}"))
+    else {
+        return true;
     };
     for (what, workload) in self_test_workloads(depth) {
         match selftest::run(&mut *device, platform, buffer, &workload) {

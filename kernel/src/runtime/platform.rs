@@ -1,12 +1,13 @@
-//! The kernel's side of `drivers::platform::Platform`: the generic timer, the DMA pool (mapped
+//! The kernel's side of `hal::platform::Platform`: the generic timer, the DMA pool (mapped
 //! normal non-cacheable, handed out by a bump allocator that never frees: drivers allocate at
-//! bring-up) and data-cache maintenance for memory outside the pool.
+//! bring-up), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
+//! its buffers in the pool.
 
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
 use crate::board::Span;
 use blockdev::{Clock, DmaBuffer};
-use drivers::platform::{DmaAllocationError, Platform};
+use hal::platform::{DmaAllocationError, Platform};
 
 pub struct KernelPlatform {
     timer: KernelTimer,
@@ -35,7 +36,8 @@ impl KernelPlatform {
 
     fn in_pool(&self, buffer: &DmaBuffer) -> bool {
         let start = buffer.physical_address;
-        start >= self.pool.base && start + buffer.length_bytes as u64 <= self.pool.end()
+        let end = start.checked_add(buffer.length_bytes as u64);
+        start >= self.pool.base && end.is_some_and(|end| end <= self.pool.end())
     }
 }
 
@@ -90,7 +92,7 @@ unsafe impl Platform for KernelPlatform {
     /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
-            super::arch::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+            hal::cache::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
     }
 
@@ -98,7 +100,33 @@ unsafe impl Platform for KernelPlatform {
     /// the reads after the completion). Elsewhere `dc civac` by line, then DSB.
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
-            super::arch::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
+            hal::cache::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
         }
+    }
+
+    /// Everything `allocate_dma` hands out lies in the pool, identity-mapped.
+    fn is_dma_memory(&self, buffer: &DmaBuffer) -> bool {
+        self.in_pool(buffer) && buffer.cpu_address as u64 == buffer.physical_address
+    }
+}
+
+/// The benchmark's CPU access to its DMA buffers: the data of write jobs and the checks of
+/// what reads return, with the cache maintenance DMA needs around it.
+pub struct DmaBufferMemory<'p> {
+    pub platform: &'p KernelPlatform,
+}
+
+impl bench::run::BufferMemory for DmaBufferMemory<'_> {
+    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
+        assert!(self.platform.is_dma_memory(buffer), "the benchmark's buffers come from the DMA pool");
+        self.platform.invalidate_for_cpu(buffer);
+        // SAFETY: the buffer lies in this platform's pool (checked above), identity-mapped; the
+        // runner only hands over parts of its own DMA buffer area that no request is using (before a write is submitted, after a read
+        // completed), so no device accesses the bytes while the slice lives; the slice exists
+        // only for the call, and nothing else makes a reference to them meanwhile.
+        let bytes =
+            unsafe { core::slice::from_raw_parts_mut(buffer.cpu_address as *mut u8, buffer.length_bytes) };
+        access(bytes);
+        self.platform.clean_for_device(buffer);
     }
 }

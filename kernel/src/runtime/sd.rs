@@ -1,13 +1,14 @@
 //! SD cards on the running machine: every SD host of the board table (docs/hardware.md §2:
 //! pins, firmware power, base clock from the VideoCore mailbox, DMA window, 1.8 V hooks) that
 //! may be probed here, and every PCI function of class 08:05:01 (`sdhci-pci` on QEMU virt),
-//! brought up with `drivers::sdhci`, described on the console, timed once, and registered as
+//! brought up with `drivers::sd` on `drivers::sdhci`, described on the console, timed once, and registered as
 //! `sd0`, `sd1`, … in discovery order. On the Pi 1-3 the slot goes to the BCM2835 sdhost
 //! (`drivers::sdhost`, GPIO 48-53 on ALT0) or to the Arasan (ALT3) as `sd.host=` says
 //! (docs/aarch32-pis.md §7).
+#![forbid(unsafe_code)]
 
 use super::firmware::Firmware;
-use super::pci::PciTopology;
+use super::pci_topology::PciTopology;
 use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
 use super::{windows, Machine};
@@ -16,18 +17,17 @@ use crate::cmdline::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
-use blockdev::{BlockDevice, Clock, Completion, DataPath, DmaBuffer, Geometry, Request, SubmitError};
+use blockdev::{BlockDevice, Clock, Completion, DataPath, Geometry, Request, SubmitError};
 use drivers::mailbox::tags;
-use drivers::mmio::{Mmio, RegisterIo};
-use drivers::platform::Platform;
-use drivers::sdhci::device::ReadError;
-use drivers::sdhci::options::SdOptions;
-use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
-use drivers::sdhci::{
-    bring_up, bring_up_at_3v3, BoardSignalling, CardInfo, ModeRequest, SdCard, SdError, SdhciHost,
+use drivers::sd::{
+    bring_up, bring_up_at_3v3, BoardSignalling, CardInfo, ModeRequest, SdBlockDevice, SdError, SdOptions,
 };
+use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
+use drivers::sdhci::{SdCard, SdhciHost};
 use drivers::sdhost::host::CORE_CLOCK_FALLBACK_HZ;
 use drivers::sdhost::{SdhostCard, SdhostHost};
+use hal::mmio::{Mmio, RegisterIo};
+use hal::platform::Platform;
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
 const REGISTER_BLOCK_BYTES: usize = 0x100;
@@ -44,7 +44,6 @@ fn register_window_bytes(quirks: &HostQuirks) -> usize {
 }
 
 type KernelSdCard = SdCard<'static, Mmio, KernelPlatform>;
-type KernelSdhostCard = SdhostCard<'static, Mmio, KernelPlatform>;
 
 fn parse_options(settings: &KernelSettings) -> SdOptions {
     let mut options = SdOptions::default();
@@ -52,7 +51,7 @@ fn parse_options(settings: &KernelSettings) -> SdOptions {
         if options.apply(key, value).is_err() {
             println!(
                 "warning: bad setting sd.{key}={value}: expected {}; ignored",
-                drivers::sdhci::options::ACCEPTED
+                drivers::sd::options::ACCEPTED
             );
         }
     }
@@ -202,9 +201,15 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
         }
     }
     let (base_clock_hz, clock_source) = base_clock(machine.firmware.as_ref(), quirks.base_clock);
-    // SAFETY: the board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg
-    // block behind it, docs/hardware.md §2.7), and the memory map covers it as device memory.
-    let registers = unsafe { windows::open(site.block) };
+    // The board table or a PCI BAR gives this SDHCI register block (with the BCM2712 cfg block
+    // behind it, docs/hardware.md §2.7).
+    let registers = match windows::open(site.block) {
+        Ok(registers) => registers,
+        Err(error) => {
+            println!("sdhci at {base:#x}: {error}; skipped");
+            return;
+        }
+    };
     let as_found = drivers::sdhci::snapshot::snapshot(&registers);
     let mut host =
         match SdhciHost::new(registers, machine.platform, quirks, base_clock_hz, site.dma.translation) {
@@ -330,8 +335,7 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
             machine.firmware.map(|firmware| BoardHook::Pi4Expander { firmware, platform: machine.platform })
         }
         crate::board::BoardFamily::RaspberryPi5 => {
-            // SAFETY: the Pi 5's table gives its AON GPIO block, in its mapped peripheral span.
-            let bank = unsafe { windows::open_kind(machine.info.profile, BlockKind::AlwaysOnGpio) }.ok()?;
+            let bank = windows::open_kind(machine.info.profile, BlockKind::AlwaysOnGpio).ok()?;
             Some(BoardHook::Pi5Aon { bank, platform: machine.platform })
         }
         _ => None,
@@ -386,48 +390,8 @@ impl BoardSignalling for BoardHook {
     }
 }
 
-/// The SD card driver behind a device, for the description and the error reports: the SDHCI
-/// card or the sdhost card.
-trait SdDevice: BlockDevice {
-    fn last_error(&self) -> Option<SdError>;
-    fn read_blocking(
-        &mut self,
-        lba: u64,
-        blocks: u32,
-        buffer: DmaBuffer,
-        timeout_us: u64,
-    ) -> Result<(), ReadError>;
-}
-
-impl SdDevice for KernelSdCard {
-    fn last_error(&self) -> Option<SdError> {
-        SdCard::last_error(self)
-    }
-    fn read_blocking(
-        &mut self,
-        lba: u64,
-        blocks: u32,
-        buffer: DmaBuffer,
-        timeout_us: u64,
-    ) -> Result<(), ReadError> {
-        SdCard::read_blocking(self, lba, blocks, buffer, timeout_us)
-    }
-}
-
-impl SdDevice for KernelSdhostCard {
-    fn last_error(&self) -> Option<SdError> {
-        SdhostCard::last_error(self)
-    }
-    fn read_blocking(
-        &mut self,
-        lba: u64,
-        blocks: u32,
-        buffer: DmaBuffer,
-        timeout_us: u64,
-    ) -> Result<(), ReadError> {
-        SdhostCard::read_blocking(self, lba, blocks, buffer, timeout_us)
-    }
-}
+/// An SD card on either host, for the timing reads and the error reports.
+type KernelSdDevice = dyn SdBlockDevice<'static, Clock = KernelPlatform>;
 
 /// The card's identity, capacity, classes and negotiated mode: `transfer` names how data moves,
 /// `ending` how multi-block reads end.
@@ -487,7 +451,7 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
 }
 
 /// Times a 1 MiB and a single 4 KiB read through the block interface.
-fn measure(name: &str, device: &mut dyn SdDevice, platform: &'static KernelPlatform) {
+fn measure(name: &str, device: &mut KernelSdDevice, platform: &'static KernelPlatform) {
     let geometry = device.geometry();
     if geometry.capacity_bytes() < MIB as u64 {
         println!("{name}: smaller than 1 MiB; no timing read");
@@ -521,7 +485,7 @@ fn measure(name: &str, device: &mut dyn SdDevice, platform: &'static KernelPlatf
 
 /// The SD card as registered: the block interface, plus a console line naming the command and
 /// status bits whenever a request fails (the interface itself only carries a kind and a code).
-struct ReportingSdCard<D: SdDevice> {
+struct ReportingSdCard<D: SdBlockDevice<'static>> {
     card: D,
     errors_reported: u32,
 }
@@ -529,7 +493,7 @@ struct ReportingSdCard<D: SdDevice> {
 /// Failed requests described on the console before the rest are only counted by the caller.
 const ERRORS_DESCRIBED: u32 = 8;
 
-impl<D: SdDevice> BlockDevice for ReportingSdCard<D> {
+impl<D: SdBlockDevice<'static>> BlockDevice for ReportingSdCard<D> {
     fn name(&self) -> &str {
         self.card.name()
     }
@@ -581,8 +545,13 @@ fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, stora
     let source = BaseClockSource::Mailbox { clock_id: CORE_CLOCK_ID, fallback_hz: CORE_CLOCK_FALLBACK_HZ };
     let (core_hz, clock_source) = base_clock(machine.firmware.as_ref(), source);
     let core_hz = core_hz.unwrap_or(CORE_CLOCK_FALLBACK_HZ);
-    // SAFETY: the board table gives this sdhost register block, mapped as device memory.
-    let registers = unsafe { windows::open(block) };
+    let registers = match windows::open(block) {
+        Ok(registers) => registers,
+        Err(error) => {
+            println!("sdhost at {base:#x}: {error}; skipped");
+            return;
+        }
+    };
     let mut host = SdhostHost::new(registers, machine.platform, core_hz);
     println!("sdhost at {base:#x}: BCM2835 sdhost (board table), PIO");
     println!(

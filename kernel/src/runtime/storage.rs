@@ -4,6 +4,7 @@
 //! checks, and the sample of the benchmark's region before the first run, which read through the
 //! block interface ([`crate::block_checks`]), and the controllers whose registers `regs=DEV`
 //! prints again after the last run.
+#![forbid(unsafe_code)]
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, read_checked, sample_region, verify_blocks, CheckFailure};
@@ -14,8 +15,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use bench::results::RegionSample;
 use blockdev::{BlockDevice, DmaBuffer};
-use drivers::platform::Platform;
 use drivers::snapshot::RegisterSnapshot;
+use hal::platform::Platform;
 
 /// The kind of device, which decides its name prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -442,25 +443,5 @@ fn scan_device(
         );
     } else if found.iter().filter(|f| matches!(f, Finding::Region(_))).count() > 1 {
         println!("{name:<10} more than one scratch region: write jobs use the first");
-    }
-}
-
-/// The benchmark's CPU access to its DMA buffers: the data of write jobs and the checks of
-/// what reads return, with the cache maintenance DMA needs around it.
-pub struct DmaBufferMemory<'p> {
-    pub platform: &'p KernelPlatform,
-}
-
-impl bench::run::BufferMemory for DmaBufferMemory<'_> {
-    fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
-        self.platform.invalidate_for_cpu(buffer);
-        // SAFETY: the runner only hands over parts of its own DMA buffer area (from this
-        // platform's pool) that no request is using (before a write is submitted, after a read
-        // completed), so no device accesses the bytes while the slice lives; the slice exists
-        // only for the call, and nothing else makes a reference to them meanwhile.
-        let bytes =
-            unsafe { core::slice::from_raw_parts_mut(buffer.cpu_address as *mut u8, buffer.length_bytes) };
-        access(bytes);
-        self.platform.clean_for_device(buffer);
     }
 }

@@ -2,13 +2,14 @@
 //! on Pi 2/3, 54 MHz on Pi 4/5, 62.5 MHz under QEMU: docs/hardware.md §1.5, docs/qemu.md §1), or
 //! on the ARM1176 Pis, which have no generic timer, the BCM2835 system timer's 1 MHz counter
 //! (docs/aarch32-pis.md §5), with an `embedded-hal` delay.
+#![forbid(unsafe_code)]
 
 use super::windows;
 use crate::board::{BlockKind, BoardProfile, BoardTimer};
 use blockdev::Clock;
 use boot::cpu::registers;
-use drivers::mmio::Mmio;
 use drivers::system_timer::SystemTimer;
+use hal::mmio::Mmio;
 
 /// Where the ticks come from.
 #[derive(Clone, Copy, Debug)]
@@ -36,28 +37,21 @@ impl KernelTimer {
 
     /// The board's timer. For the BCM2836 the ARM-local prescaler is first set to divide by
     /// one from the crystal, so that CNTPCT counts at the CNTFRQ the firmware wrote.
-    ///
-    /// # Safety
-    /// `profile` must be this board's: its system timer (for the system timer) and ARM-local
-    /// block (for the prescaler) reachable as device memory for the rest of the run.
-    pub unsafe fn for_board(profile: &BoardProfile) -> Self {
+    pub fn for_board(profile: &BoardProfile) -> Self {
         match profile.timer {
-            BoardTimer::SystemTimer => {
-                // SAFETY: the caller guarantees the board, whose table gives the block.
-                match unsafe { windows::open_kind(profile, BlockKind::SystemTimer) } {
-                    Ok(window) => KernelTimer {
-                        source: Source::SystemTimer { window },
-                        ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
-                    },
-                    Err(_) => Self::generic(),
-                }
-            }
+            BoardTimer::SystemTimer => match windows::open_kind(profile, BlockKind::SystemTimer) {
+                Ok(window) => KernelTimer {
+                    source: Source::SystemTimer { window },
+                    ticks_per_second: drivers::system_timer::TICKS_PER_SECOND,
+                },
+                Err(_) => Self::generic(),
+            },
             BoardTimer::GenericWithLocalPrescaler => {
-                // SAFETY: the caller guarantees the board; control = 0 selects the crystal with
-                // increment 1, prescaler 0x8000_0000 divides by one (armstub8).
-                if let Ok(local) = unsafe { windows::open_kind(profile, BlockKind::ArmLocal) } {
-                    drivers::mmio::RegisterIo::write32(&local, 0x00, 0);
-                    drivers::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
+                // Control = 0 selects the crystal with increment 1, prescaler 0x8000_0000 divides
+                // by one (armstub8).
+                if let Ok(local) = windows::open_kind(profile, BlockKind::ArmLocal) {
+                    hal::mmio::RegisterIo::write32(&local, 0x00, 0);
+                    hal::mmio::RegisterIo::write32(&local, 0x08, 0x8000_0000);
                 }
                 Self::generic()
             }

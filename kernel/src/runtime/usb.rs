@@ -4,8 +4,9 @@
 //! firmware left pcie2 up) is brought up with `drivers::usb`, its root ports scanned, and each
 //! mass storage drive registered as `usb0`, `usb1`, … in discovery order (docs/usb-storage.md
 //! §7 for the Pi facts, §8 for QEMU).
+#![forbid(unsafe_code)]
 
-use super::pci::{ClassCode, PciTopology};
+use super::pci_topology::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
 use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;
@@ -20,9 +21,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::BlockDevice;
 use core::cell::RefCell;
-use drivers::mmio::{Mmio, RegisterIo};
-use drivers::platform::{BusTranslation, Platform};
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
+use hal::mmio::{Mmio, RegisterIo};
+use hal::platform::{BusTranslation, Platform};
 
 /// Time for root ports to see their devices after the controller reset (USB 3 link training,
 /// USB 2 connect debounce: USB 2.0 §7.1.7.3 TATTDB = 100 ms).
@@ -118,9 +119,7 @@ fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
 /// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
 /// `pciex4_reset=0`).
 fn rp1_sites(profile: &BoardProfile) -> Vec<Site> {
-    // SAFETY: `profile` is the Pi 5's, whose table gives pcie2's register block, mapped as
-    // device memory; reading the status register has no side effect.
-    let Ok(pcie2) = (unsafe { windows::open_kind(profile, BlockKind::Rp1PcieBridge) }) else {
+    let Ok(pcie2) = windows::open_kind(profile, BlockKind::Rp1PcieBridge) else {
         return Vec::new();
     };
     let status = pcie2.read32(board::BRCMSTB_PCIE_STATUS_OFFSET);
@@ -152,9 +151,15 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 }
 
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
-    // SAFETY: the site's registers come from an assigned PCI BAR or the board table, mapped as
-    // device memory, with memory decoding and bus mastering on for a PCI function.
-    let registers = unsafe { windows::open(site.registers) };
+    // The site's registers come from an assigned PCI BAR (memory decoding and bus mastering on)
+    // or the board table.
+    let registers = match windows::open(site.registers) {
+        Ok(registers) => registers,
+        Err(error) => {
+            println!("usb        {error}; skipped");
+            return;
+        }
+    };
     let controller = match HostController::bring_up(
         registers,
         site.registers.size_bytes as usize,

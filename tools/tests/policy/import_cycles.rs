@@ -13,23 +13,6 @@ use std::path::{Path, PathBuf};
 
 use crate::{repository_root, workspace_members};
 
-/// Circles that still exist in the drivers and the kernel's runtime while the SD protocol, the
-/// NVMe error type and the PCI/PCIe wiring are being moved to files of their own. Each entry is
-/// one circle's files. This allowance goes away (delete the constant and its use) as soon as
-/// those moves land; `bench`, `blockdev`, `boot` and `tools` never get one. The test also fails
-/// when a listed circle is gone, so the list cannot outlive its reason.
-const DRIVER_AND_KERNEL_CIRCLES_BEING_REMOVED: [&[&str]; 4] = [
-    &[
-        "drivers/src/nvme/admin.rs",
-        "drivers/src/nvme/controller.rs",
-        "drivers/src/nvme/events.rs",
-        "drivers/src/nvme/io_queue.rs",
-    ],
-    &["drivers/src/sdhci/bringup.rs", "drivers/src/sdhci/card_bus.rs", "drivers/src/sdhci/host.rs"],
-    &["drivers/src/usb/transport.rs", "drivers/src/usb/uas.rs"],
-    &["kernel/src/runtime/pci.rs", "kernel/src/runtime/pcie.rs"],
-];
-
 /// `text` with comments, string literals and character literals blanked out (same length, same
 /// line breaks), so that only code is searched for paths.
 fn code_only(text: &str) -> String {
@@ -489,22 +472,12 @@ fn no_two_source_files_import_each_other() {
     let root = repository_root();
     let members = workspace_members(&fs::read_to_string(root.join("Cargo.toml")).unwrap());
     assert!(members.len() >= 6, "the workspace members were not read: {members:?}");
-    let allowed: Vec<BTreeSet<PathBuf>> = DRIVER_AND_KERNEL_CIRCLES_BEING_REMOVED
-        .iter()
-        .map(|files| files.iter().map(PathBuf::from).collect())
-        .collect();
     let mut problems = Vec::new();
-    let mut seen_allowed = Vec::new();
     let mut imports_read = 0;
     for member in &members {
         let imports = crate_imports(&root, member);
         imports_read += imports.len();
         for circle in circles(&imports) {
-            let files: BTreeSet<PathBuf> = circle.iter().cloned().collect();
-            if allowed.contains(&files) {
-                seen_allowed.push(files);
-                continue;
-            }
             let names: Vec<String> = circle.iter().map(|path| path.display().to_string()).collect();
             problems.push(format!(
                 "{member}: files import each other: {{{}}}, e.g. {}",
@@ -512,11 +485,6 @@ fn no_two_source_files_import_each_other() {
                 describe(&circle, &imports)
             ));
         }
-    }
-    for files in allowed.iter().filter(|files| !seen_allowed.contains(files)) {
-        problems.push(format!(
-            "the circle {files:?} is gone: remove it from DRIVER_AND_KERNEL_CIRCLES_BEING_REMOVED"
-        ));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The crates import across files hundreds of times; far fewer means the scan broke.

@@ -1,9 +1,11 @@
 //! Unsafe code stays where it is needed: every Rust file of the workspace that neither contains
 //! unsafe code nor has a module below it that does carries `#![forbid(unsafe_code)]`, itself or
-//! through a module above it (a crate root's forbid covers the whole crate: `blockdev` and `bench`
-//! need no unsafe at all). So a crate or module that loses its forbid fails here, and a new file
-//! without unsafe code must say so (docs/architecture.md, "How a driver sees hardware": unsafe only
-//! in the register and platform layers).
+//! through a module above it (a crate root's forbid covers the whole crate: `blockdev`, `bench`
+//! and `drivers` need no unsafe at all, the compiler enforcing it). So a crate or module that loses
+//! its forbid fails here, and a new file without unsafe code must say so. In the bare-metal crates
+//! unsafe code lives only in `hal` (registers, DMA memory, the platform contract, barriers, cache
+//! maintenance), `boot`, and the few kernel files of its platform layer listed below
+//! (docs/architecture.md, "How a driver sees hardware").
 //!
 //! "Unsafe code" is what the `unsafe_code` lint rejects: `unsafe` blocks, functions, traits and
 //! impls, `global_asm!`, and the `no_mangle`, `export_name` and `link_section` attributes
@@ -16,11 +18,12 @@ use std::path::{Path, PathBuf};
 use crate::repository_root;
 
 /// The workspace's crates; each one's `src` (and `tools`' `tests`) is checked.
-const SOURCE_DIRECTORIES: [&str; 9] = [
+const SOURCE_DIRECTORIES: [&str; 10] = [
     "blockdev/src",
     "bench/src",
     "boot/src",
     "drivers/src",
+    "hal/src",
     "kernel/src",
     "tools/src",
     "tools/tests",
@@ -29,7 +32,27 @@ const SOURCE_DIRECTORIES: [&str; 9] = [
 ];
 
 /// Crates that need no unsafe code at all: their root forbids it for every module.
-const UNSAFE_FREE_CRATE_ROOTS: [&str; 3] = ["blockdev/src/lib.rs", "bench/src/lib.rs", "profiler/src/lib.rs"];
+const UNSAFE_FREE_CRATE_ROOTS: [&str; 4] =
+    ["blockdev/src/lib.rs", "bench/src/lib.rs", "drivers/src/lib.rs", "profiler/src/lib.rs"];
+
+/// The bare-metal crates' sources (the host tool's own unsafe libc calls are not covered here).
+const BARE_METAL_DIRECTORIES: [&str; 6] =
+    ["blockdev/src", "bench/src", "boot/src", "drivers/src", "hal/src", "kernel/src"];
+
+/// Where unsafe code may live in them: the crates that exist for it...
+const UNSAFE_CRATES: [&str; 2] = ["hal/src", "boot/src"];
+
+/// ...and the kernel's platform layer, each file with the reason it needs unsafe code.
+const KERNEL_UNSAFE_FILES: [(&str, &str); 8] = [
+    ("kernel/src/devicetree.rs", "the firmware's device tree blob at the boot address"),
+    ("kernel/src/runtime/arch.rs", "WFI, SEV, the semihosting and PSCI traps, UDF"),
+    ("kernel/src/runtime/exceptions.rs", "the exception vectors' entry into Rust"),
+    ("kernel/src/runtime/mod.rs", "boot's entry, MMU, heap, ATAGS window, device spans, core release"),
+    ("kernel/src/runtime/platform.rs", "the DMA pool behind hal's Platform, the benchmark's buffer access"),
+    ("kernel/src/runtime/sync.rs", "the single-core cell"),
+    ("kernel/src/runtime/trace.rs", "defmt's global logger"),
+    ("kernel/src/runtime/windows.rs", "MMIO windows on admitted device memory"),
+];
 
 const FORBID: &str = "#![forbid(unsafe_code)]";
 
@@ -63,11 +86,14 @@ fn forbids_unsafe(source: &str) -> bool {
     source.lines().any(|line| line.trim() == FORBID)
 }
 
-/// A crate root: `lib.rs`, `main.rs`, a binary in `src/bin`, a test file directly in `tests`.
+/// A crate root: `lib.rs`, `main.rs`, a binary in `src/bin`, a test file directly in a crate's
+/// `tests` (not a `tests` module inside `src`).
 fn is_crate_root(path: &Path) -> bool {
     let name = path.file_name().unwrap().to_str().unwrap();
-    let parent = path.parent().unwrap().file_name().unwrap().to_str().unwrap();
-    matches!(name, "lib.rs" | "main.rs") || parent == "bin" || parent == "tests"
+    let directory = path.parent().unwrap();
+    let parent = directory.file_name().unwrap().to_str().unwrap();
+    let integration_test = parent == "tests" && directory.parent().unwrap().join("Cargo.toml").exists();
+    matches!(name, "lib.rs" | "main.rs") || parent == "bin" || integration_test
 }
 
 /// The directory holding a file's child modules: `src` for a crate root (for a test file, the
@@ -138,6 +164,40 @@ fn the_unsafe_free_crates_forbid_it_at_their_root() {
     for crate_root in UNSAFE_FREE_CRATE_ROOTS {
         let source = fs::read_to_string(root.join(crate_root)).unwrap();
         assert!(forbids_unsafe(&source), "{crate_root} must open with {FORBID}");
+    }
+}
+
+/// Bare-metal files with unsafe code outside the places allowed for it.
+fn unsafe_outside_its_places(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    for directory in BARE_METAL_DIRECTORIES {
+        rust_files(&root.join(directory), &mut files);
+    }
+    files
+        .iter()
+        .map(|path| path.strip_prefix(root).unwrap().display().to_string())
+        .filter(|relative| !UNSAFE_CRATES.iter().any(|allowed| relative.starts_with(allowed)))
+        .filter(|relative| !KERNEL_UNSAFE_FILES.iter().any(|(allowed, _)| relative == allowed))
+        .filter(|relative| has_unsafe_code(&fs::read_to_string(root.join(relative)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn unsafe_code_lives_only_in_hal_boot_and_the_kernels_platform_layer() {
+    let outside = unsafe_outside_its_places(&repository_root());
+    assert!(
+        outside.is_empty(),
+        "unsafe code outside hal, boot and the kernel's platform layer (KERNEL_UNSAFE_FILES):\n{outside:#?}"
+    );
+}
+
+#[test]
+fn every_kernel_file_allowed_unsafe_code_still_needs_it() {
+    let root = repository_root();
+    for (file, reason) in KERNEL_UNSAFE_FILES {
+        let source =
+            fs::read_to_string(root.join(file)).unwrap_or_else(|_| panic!("{file} is listed but missing"));
+        assert!(has_unsafe_code(&source), "{file} ({reason}) has no unsafe code left: take it off the list");
     }
 }
 

@@ -16,14 +16,14 @@
 //!
 //! [`AdminChannel`]: super::super::admin::AdminChannel
 
-use super::super::admin::AbortOutcome;
-use super::super::controller::{NvmeError, ADMIN_COMMAND_TIMEOUT_MS};
+use super::super::admin::{AbortOutcome, ADMIN_COMMAND_TIMEOUT_MS};
+use super::super::error::NvmeError;
 use super::super::events::Event;
 use super::super::ring::{CompletionRing, SubmissionRing};
 use super::IoQueuePair;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use blockdev::{IoError, IoErrorKind};
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 
 /// Timeout checks per timeout period while commands are in flight.
 const CHECKS_PER_TIMEOUT: u64 = 4;
@@ -135,10 +135,16 @@ impl<R: RegisterIo, P: Platform> IoQueuePair<'_, R, P> {
         self.statistics.resets_seen += 1;
         self.fail_everything(IoErrorKind::Timeout);
         let setup = &self.setup;
-        self.submission_ring =
-            SubmissionRing::new(setup.submission, setup.entries, setup.submission_doorbell);
-        self.completion_ring =
-            CompletionRing::new(setup.completion, setup.entries, setup.completion_doorbell);
+        self.submission_ring = SubmissionRing::new(
+            setup.queue.submission.region,
+            setup.queue.entries,
+            setup.submission_doorbell,
+        );
+        self.completion_ring = CompletionRing::new(
+            setup.queue.completion.region,
+            setup.queue.entries,
+            setup.completion_doorbell,
+        );
     }
 
     /// The device is gone, or could not be reset: what is in flight fails with `kind`, said

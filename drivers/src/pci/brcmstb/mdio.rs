@@ -4,9 +4,9 @@
 //! WR_DATA, which the hardware clears when the write is done.
 #![forbid(unsafe_code)]
 
-use super::regs::{offsets, MDIO_ADDR, MDIO_DATA};
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, Platform};
+use super::regs::{MDIO_ADDR, MDIO_DATA, RC_DL_MDIO_ADDR, RC_DL_MDIO_WR_DATA};
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, Platform};
 
 /// Linux polls the write for up to 100 µs.
 pub const WRITE_TIMEOUT_US: u64 = 100;
@@ -40,22 +40,18 @@ pub fn write<R: RegisterIo, P: Platform>(
     register: u8,
     value: u16,
 ) -> Result<(), MdioTimeout> {
-    let packet =
-        (MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(0)).value;
-    registers.write32(offsets::RC_DL_MDIO_ADDR, packet);
+    let packet = MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(0);
+    registers.write(RC_DL_MDIO_ADDR, packet);
     // The read back orders the packet before the data (as Linux does).
-    registers.read32(offsets::RC_DL_MDIO_ADDR);
-    registers.write32(
-        offsets::RC_DL_MDIO_WR_DATA,
-        (MDIO_DATA::DONE::SET + MDIO_DATA::DATA.val(u32::from(value))).value,
-    );
+    registers.read(RC_DL_MDIO_ADDR);
+    registers.write(RC_DL_MDIO_WR_DATA, MDIO_DATA::DONE::SET + MDIO_DATA::DATA.val(u32::from(value)));
     let done = wait_until(platform, WRITE_TIMEOUT_US, || {
-        registers.read32(offsets::RC_DL_MDIO_WR_DATA) & MDIO_DATA::DONE::SET.value == 0
+        !registers.read(RC_DL_MDIO_WR_DATA).is_set(MDIO_DATA::DONE)
     });
     if done {
         Ok(())
     } else {
-        Err(MdioTimeout { register, data: registers.read32(offsets::RC_DL_MDIO_WR_DATA) })
+        Err(MdioTimeout { register, data: registers.read(RC_DL_MDIO_WR_DATA).get() })
     }
 }
 

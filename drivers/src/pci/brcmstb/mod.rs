@@ -24,6 +24,7 @@ pub mod mdio;
 pub mod options;
 pub mod regs;
 pub mod resets;
+pub mod soc;
 pub mod windows;
 
 #[cfg(test)]
@@ -32,67 +33,13 @@ pub(crate) mod sim;
 mod tests;
 
 use super::{ConfigAccess, FunctionAddress, HostWindows};
-use crate::mmio::{RegisterIo, WideAccess};
-use crate::platform::{wait_until, BusTranslation, Deadline, Platform};
 use core::fmt;
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 use regs::{offsets, *};
 pub use resets::{Bcm2712Resets, Calibration, CalibrationError};
+pub use soc::Soc;
 use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWindowValues, WindowProblem};
-
-/// Which root complex design.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Soc {
-    Bcm2711,
-    Bcm2712,
-}
-
-impl Soc {
-    pub fn name(self) -> &'static str {
-        match self {
-            Soc::Bcm2711 => "BCM2711",
-            Soc::Bcm2712 => "BCM2712",
-        }
-    }
-
-    fn hard_debug(self) -> usize {
-        match self {
-            Soc::Bcm2711 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2711,
-            Soc::Bcm2712 => offsets::MISC_HARD_PCIE_HARD_DEBUG_2712,
-        }
-    }
-
-    fn intr2_cpu_base(self) -> usize {
-        match self {
-            Soc::Bcm2711 => offsets::INTR2_CPU_BASE_2711,
-            Soc::Bcm2712 => offsets::INTR2_CPU_BASE_2712,
-        }
-    }
-
-    /// SCB_MAX_BURST_SIZE: 128 bytes on BCM2711, 512 on BCM2712 (Linux; the sources disagree for
-    /// BCM2712, docs/pcie-brcmstb.md §4).
-    fn max_burst_size(self) -> u32 {
-        match self {
-            Soc::Bcm2711 => 0,
-            Soc::Bcm2712 => 2,
-        }
-    }
-
-    /// The fastest link generation the root complex trains to.
-    pub fn fastest_gen(self) -> u8 {
-        match self {
-            Soc::Bcm2711 => 2,
-            Soc::Bcm2712 => 3,
-        }
-    }
-
-    /// How 64-bit registers of devices behind it must be read (docs/pcie-brcmstb.md §6).
-    pub fn wide_access(self) -> WideAccess {
-        match self {
-            Soc::Bcm2711 => WideAccess::Split32,
-            Soc::Bcm2712 => WideAccess::Native,
-        }
-    }
-}
 
 /// The PCIe CEM specification's wait between PERST# release and the first configuration request
 /// (Linux `PCIE_RESET_CONFIG_WAIT_MS`).
@@ -257,15 +204,14 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     }
 
     pub fn status(&self) -> u32 {
-        self.registers.read32(offsets::MISC_PCIE_STATUS)
+        self.registers.read(MISC_PCIE_STATUS).get()
     }
 
     /// PHYLINKUP and DL_ACTIVE (Linux `brcm_pcie_link_up`). All ones is what a failed read
     /// returns (AXI_READ_ERROR_DATA on BCM2712), not a link.
     pub fn link_is_up(&self) -> bool {
-        let raw = self.status();
-        let status = tock_registers::LocalRegisterCopy::<u32, PCIE_STATUS::Register>::new(raw);
-        raw != u32::MAX
+        let status = self.registers.read(MISC_PCIE_STATUS);
+        status.get() != u32::MAX
             && status.is_set(PCIE_STATUS::PCIE_PHYLINKUP)
             && status.is_set(PCIE_STATUS::PCIE_DL_ACTIVE)
     }
@@ -279,19 +225,11 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         self.power_up_serdes();
         self.configure_bus_interface(&inbound);
         self.set_inbound_window(&inbound);
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_PRIV1_ID_VAL3,
-            PRIV1_ID_VAL3::CLASS_CODE.val(ROOT_PORT_CLASS),
-        );
+        self.registers.modify(RC_CFG_PRIV1_ID_VAL3, PRIV1_ID_VAL3::CLASS_CODE.val(ROOT_PORT_CLASS));
         for (index, values) in outbound.iter().enumerate() {
             self.set_outbound_window(index, values);
         }
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_VENDOR_SPECIFIC_REG1,
-            VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0),
-        );
+        self.registers.modify(RC_CFG_VENDOR_SPECIFIC_REG1, VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0));
         self.mask_interrupts();
         if self.soc == Soc::Bcm2712 {
             self.set_up_bcm2712_serdes_and_bus()?;
@@ -305,8 +243,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             return Err(BringUpError::NotRootComplex { status });
         }
         self.enable_crs_visibility();
-        let link: tock_registers::LocalRegisterCopy<u32, LINK_CONTROL_STATUS::Register> =
-            regs::read(&self.registers, offsets::LINK_CONTROL_STATUS);
+        let link = self.registers.read(LINK_CONTROL_STATUS);
         Ok(LinkUp {
             speed_gen: link.read(LINK_CONTROL_STATUS::CURRENT_LINK_SPEED) as u8,
             width: link.read(LINK_CONTROL_STATUS::NEGOTIATED_LINK_WIDTH) as u8,
@@ -333,22 +270,22 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     fn reset_bridge(&self) {
         match &self.resets {
             None => {
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::SET);
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::SET);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::SET);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::SET);
                 self.platform.delay_us(200);
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::CLEAR);
+                self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::INIT::CLEAR);
             }
             Some(resets) => {
                 resets.assert_bridge();
                 self.platform.delay_us(200);
                 resets.deassert_bridge(self.platform);
-                regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::CLEAR);
+                self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::CLEAR);
             }
         }
     }
 
     fn power_up_serdes(&self) {
-        regs::modify(&self.registers, self.soc.hard_debug(), HARD_DEBUG::SERDES_IDDQ::CLEAR);
+        self.registers.modify(self.soc.hard_debug(), HARD_DEBUG::SERDES_IDDQ::CLEAR);
         self.platform.delay_us(200);
     }
 
@@ -363,7 +300,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         if self.soc == Soc::Bcm2711 {
             change += MISC_CTRL::SCB0_SIZE.val(inbound.scb_size_code());
         }
-        regs::modify(&self.registers, offsets::MISC_MISC_CTRL, change);
+        self.registers.modify(MISC_MISC_CTRL, change);
     }
 
     /// BCM2711: window 2 maps PCI `pci_base..` to CPU 0 (windows 1 and 3 off: 1 would expose
@@ -422,18 +359,16 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     fn set_up_bcm2712_serdes_and_bus(&self) -> Result<(), BringUpError> {
         let io = &self.registers;
         mdio::set_up_pll_for_54_mhz(io, self.platform).map_err(BringUpError::Mdio)?;
-        regs::modify(io, offsets::RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
-        regs::modify(
-            io,
-            offsets::MISC_UBUS_CTRL,
+        io.modify(RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
+        io.modify(
+            MISC_UBUS_CTRL,
             UBUS_CTRL::UBUS_PCIE_REPLY_ERR_DIS::SET + UBUS_CTRL::UBUS_PCIE_REPLY_DECERR_DIS::SET,
         );
         io.write32(offsets::MISC_AXI_READ_ERROR_DATA, u32::MAX);
         io.write32(offsets::MISC_UBUS_TIMEOUT, 0x0b2d_0000);
         io.write32(offsets::MISC_RC_CONFIG_RETRY_TIMEOUT, 0x0aba_0000);
-        regs::modify(
-            io,
-            offsets::MISC_AXI_INTF_CTRL,
+        io.modify(
+            MISC_AXI_INTF_CTRL,
             AXI_INTF_CTRL::REQFIFO_EN_QOS_PROPAGATION::CLEAR
                 + AXI_INTF_CTRL::EN_RCLK_QOS_ARRAY_FIX::SET
                 + AXI_INTF_CTRL::EN_QOS_UPDATE_TIMING_FIX::SET
@@ -441,16 +376,11 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         );
         // One-lane root complexes (pcie1) and C1 chips lack the timing fix: limit the AXI
         // requests in flight instead.
-        let axi: tock_registers::LocalRegisterCopy<u32, AXI_INTF_CTRL::Register> =
-            regs::read(io, offsets::MISC_AXI_INTF_CTRL);
+        let axi = io.read(MISC_AXI_INTF_CTRL);
         if !axi.is_set(AXI_INTF_CTRL::EN_QOS_UPDATE_TIMING_FIX) {
-            regs::modify(
-                io,
-                offsets::MISC_AXI_INTF_CTRL,
-                AXI_INTF_CTRL::MASTER_MAX_OUTSTANDING_REQUESTS.val(15),
-            );
+            io.modify(MISC_AXI_INTF_CTRL, AXI_INTF_CTRL::MASTER_MAX_OUTSTANDING_REQUESTS.val(15));
         }
-        regs::modify(io, offsets::MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
+        io.modify(MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
         Ok(())
     }
 
@@ -458,14 +388,12 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// Control 2, CLKREQ# debug and L1SS off so the reference clock runs unconditionally.
     fn prepare_link(&self, gen: u8) {
         let gen = u32::from(gen);
-        regs::modify(
-            &self.registers,
-            offsets::RC_CFG_PRIV1_LINK_CAPABILITY,
+        self.registers.modify(
+            RC_CFG_PRIV1_LINK_CAPABILITY,
             PRIV1_LINK_CAPABILITY::MAX_LINK_SPEED.val(gen) + PRIV1_LINK_CAPABILITY::ASPM_SUPPORT.val(0),
         );
-        regs::modify(&self.registers, offsets::LINK_CONTROL_2, LINK_CONTROL_2::TARGET_LINK_SPEED.val(gen));
-        regs::modify(
-            &self.registers,
+        self.registers.modify(LINK_CONTROL_2, LINK_CONTROL_2::TARGET_LINK_SPEED.val(gen));
+        self.registers.modify(
             self.soc.hard_debug(),
             HARD_DEBUG::CLKREQ_DEBUG_ENABLE::CLEAR + HARD_DEBUG::L1SS_ENABLE::CLEAR,
         );
@@ -476,19 +404,15 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     fn release_perst(&self, extra_ms: u32) {
         let hard_debug = self.soc.hard_debug();
         if extra_ms > 0 {
-            regs::modify(&self.registers, hard_debug, HARD_DEBUG::PERST_ASSERT::SET);
+            self.registers.modify(hard_debug, HARD_DEBUG::PERST_ASSERT::SET);
         }
         match self.soc {
-            Soc::Bcm2711 => {
-                regs::modify(&self.registers, offsets::RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR)
-            }
-            Soc::Bcm2712 => {
-                regs::modify(&self.registers, offsets::MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::SET)
-            }
+            Soc::Bcm2711 => self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR),
+            Soc::Bcm2712 => self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::SET),
         }
         if extra_ms > 0 {
             self.platform.delay_us(u64::from(extra_ms) * 1000);
-            regs::modify(&self.registers, hard_debug, HARD_DEBUG::PERST_ASSERT::CLEAR);
+            self.registers.modify(hard_debug, HARD_DEBUG::PERST_ASSERT::CLEAR);
         }
     }
 
@@ -508,12 +432,10 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     /// CRS software visibility (PERST# clears it): configuration reads of a device still
     /// starting return vendor 0x0001 instead of stalling the CPU until the UBUS timeout.
     fn enable_crs_visibility(&self) {
-        let root: tock_registers::LocalRegisterCopy<u32, ROOT_CONTROL_CAPABILITIES::Register> =
-            regs::read(&self.registers, offsets::ROOT_CONTROL_CAPABILITIES);
+        let root = self.registers.read(ROOT_CONTROL_CAPABILITIES);
         if root.is_set(ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY) {
-            regs::modify(
-                &self.registers,
-                offsets::ROOT_CONTROL_CAPABILITIES,
+            self.registers.modify(
+                ROOT_CONTROL_CAPABILITIES,
                 ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY_ENABLE::SET,
             );
         }
@@ -551,7 +473,7 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         let index = EXT_CFG_INDEX::BUS.val(u32::from(function.bus))
             + EXT_CFG_INDEX::DEVICE.val(u32::from(function.device))
             + EXT_CFG_INDEX::FUNCTION.val(u32::from(function.function));
-        self.registers.write32(offsets::EXT_CFG_INDEX, index.value);
+        self.registers.write(EXT_CFG_INDEX, index);
         Some(offsets::EXT_CFG_DATA + register)
     }
 }

@@ -5,7 +5,7 @@
 //! accepted forms and the default is kept (docs/architecture.md "Configuration").
 #![forbid(unsafe_code)]
 
-use crate::options::OptionError;
+use crate::option_parsing::{parse_options, OptionError};
 use alloc::vec::Vec;
 
 /// The longest extra PERST# time accepted (reports of slow devices go up to 10 s).
@@ -25,23 +25,23 @@ impl PcieOptions {
     pub fn parse<'a>(
         options: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (PcieOptions, Vec<OptionError<'a>>) {
-        let mut parsed = PcieOptions::default();
-        let mut errors = Vec::new();
-        for (key, value) in options {
-            let error = |accepted| OptionError { prefix: "pcie", key, value, accepted };
-            match key {
-                "gen" => match value {
-                    "1" | "2" | "3" => parsed.gen = value.parse().ok(),
-                    _ => errors.push(error("1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s)")),
-                },
-                "perst-ms" => match value.parse::<u32>() {
-                    Ok(ms) if ms <= MAX_PERST_EXTRA_MS => parsed.perst_extra_ms = Some(ms),
-                    _ => errors.push(error("milliseconds from 0 to 10000")),
-                },
-                _ => errors.push(error(ACCEPTED_KEYS)),
-            }
+        parse_options("pcie", options, PcieOptions::apply)
+    }
+
+    /// One `pcie.` option; `Err` names the accepted forms.
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        match key {
+            "gen" => match value {
+                "1" | "2" | "3" => self.gen = value.parse().ok(),
+                _ => return Err("1, 2 or 3 (PCIe generation: 2.5, 5.0 or 8.0 GT/s)"),
+            },
+            "perst-ms" => match value.parse::<u32>() {
+                Ok(ms) if ms <= MAX_PERST_EXTRA_MS => self.perst_extra_ms = Some(ms),
+                _ => return Err("milliseconds from 0 to 10000"),
+            },
+            _ => return Err(ACCEPTED_KEYS),
         }
-        (parsed, errors)
+        Ok(())
     }
 }
 

@@ -5,10 +5,8 @@
 //! docs/pcie-brcmstb.md §0-§4). Offsets are from the block's base; nothing else lives here.
 #![forbid(unsafe_code)]
 
-use tock_registers::fields::FieldValue;
-use tock_registers::{register_bitfields, LocalRegisterCopy, RegisterLongName};
-
-use crate::mmio::RegisterIo;
+use hal::mmio::Reg;
+use tock_registers::register_bitfields;
 
 /// Byte offsets from the root complex base, common to both SoCs unless the name says.
 pub mod offsets {
@@ -251,14 +249,28 @@ pub mod rescal {
     pub const BLOCK_BYTES: usize = 0x10;
 }
 
-/// Reads a register into a typed copy.
-pub fn read<R: RegisterIo, T: RegisterLongName>(io: &R, offset: usize) -> LocalRegisterCopy<u32, T> {
-    LocalRegisterCopy::new(io.read32(offset))
-}
-
-/// Read-modify-write of the fields in `change`.
-pub fn modify<R: RegisterIo, T: RegisterLongName>(io: &R, offset: usize, change: FieldValue<u32, T>) {
-    let mut register: LocalRegisterCopy<u32, T> = read(io, offset);
-    register.modify(change);
-    io.write32(offset, register.get());
-}
+/// The registers with fields, each with the bitfields its value decodes as.
+pub const RGR1_SW_INIT_1: Reg<RGR1_SW_INIT_1::Register> = Reg::new(offsets::RGR1_SW_INIT_1);
+pub const MISC_MISC_CTRL: Reg<MISC_CTRL::Register> = Reg::new(offsets::MISC_MISC_CTRL);
+pub const MISC_PCIE_CTRL: Reg<PCIE_CTRL::Register> = Reg::new(offsets::MISC_PCIE_CTRL);
+pub const MISC_PCIE_STATUS: Reg<PCIE_STATUS::Register> = Reg::new(offsets::MISC_PCIE_STATUS);
+pub const MISC_HARD_PCIE_HARD_DEBUG_2711: Reg<HARD_DEBUG::Register> =
+    Reg::new(offsets::MISC_HARD_PCIE_HARD_DEBUG_2711);
+pub const MISC_HARD_PCIE_HARD_DEBUG_2712: Reg<HARD_DEBUG::Register> =
+    Reg::new(offsets::MISC_HARD_PCIE_HARD_DEBUG_2712);
+pub const LINK_CONTROL_STATUS: Reg<LINK_CONTROL_STATUS::Register> = Reg::new(offsets::LINK_CONTROL_STATUS);
+pub const LINK_CONTROL_2: Reg<LINK_CONTROL_2::Register> = Reg::new(offsets::LINK_CONTROL_2);
+pub const ROOT_CONTROL_CAPABILITIES: Reg<ROOT_CONTROL_CAPABILITIES::Register> =
+    Reg::new(offsets::ROOT_CONTROL_CAPABILITIES);
+pub const RC_CFG_PRIV1_LINK_CAPABILITY: Reg<PRIV1_LINK_CAPABILITY::Register> =
+    Reg::new(offsets::RC_CFG_PRIV1_LINK_CAPABILITY);
+pub const RC_CFG_VENDOR_SPECIFIC_REG1: Reg<VENDOR_SPECIFIC_REG1::Register> =
+    Reg::new(offsets::RC_CFG_VENDOR_SPECIFIC_REG1);
+pub const RC_CFG_PRIV1_ID_VAL3: Reg<PRIV1_ID_VAL3::Register> = Reg::new(offsets::RC_CFG_PRIV1_ID_VAL3);
+pub const RC_PL_PHY_CTL_15: Reg<PL_PHY_CTL_15::Register> = Reg::new(offsets::RC_PL_PHY_CTL_15);
+pub const MISC_CTRL_1: Reg<MISC_CTRL_1::Register> = Reg::new(offsets::MISC_CTRL_1);
+pub const MISC_UBUS_CTRL: Reg<UBUS_CTRL::Register> = Reg::new(offsets::MISC_UBUS_CTRL);
+pub const MISC_AXI_INTF_CTRL: Reg<AXI_INTF_CTRL::Register> = Reg::new(offsets::MISC_AXI_INTF_CTRL);
+pub const EXT_CFG_INDEX: Reg<EXT_CFG_INDEX::Register> = Reg::new(offsets::EXT_CFG_INDEX);
+pub const RC_DL_MDIO_ADDR: Reg<MDIO_ADDR::Register> = Reg::new(offsets::RC_DL_MDIO_ADDR);
+pub const RC_DL_MDIO_WR_DATA: Reg<MDIO_DATA::Register> = Reg::new(offsets::RC_DL_MDIO_WR_DATA);

@@ -5,8 +5,8 @@
 #![forbid(unsafe_code)]
 
 use super::regs::{rescal, reset_controller};
-use crate::mmio::RegisterIo;
-use crate::platform::{wait_until, Platform};
+use hal::mmio::RegisterIo;
+use hal::platform::{wait_until, Platform};
 
 /// After a reset line is released the block needs "typically 14 µs for the worst case"; Linux
 /// waits 100-200 µs.

@@ -24,11 +24,11 @@ extern crate std;
 
 use super::regs::{self, offsets, rescal, reset_controller};
 use super::Soc;
-use crate::mmio::RegisterIo;
 use crate::pci::sim::SimulatedFunction;
-use crate::testing::BusView;
 use blockdev::Clock;
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
+use hal::testing::BusView;
 use std::collections::BTreeMap;
 use std::format;
 use std::rc::Rc;

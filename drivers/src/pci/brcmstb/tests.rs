@@ -9,13 +9,13 @@ use super::regs::{offsets, rescal, reset_controller};
 use super::sim::{Block, LoggedWrite, ModelBlock, ModelConfig, RootComplexModel, PCIE1_BRIDGE_LINE};
 use super::windows::{inbound_size_code, outbound_window_values, InboundWindow, WindowProblem};
 use super::*;
-use crate::mmio::{BusRegisters, WideAccess};
 use crate::nvme::events::DiscardEvents;
-use crate::nvme::sim::{SimConfig, SimController, SimPlatform};
+use crate::nvme::sim::{NvmeArena, SimConfig, SimController, SimPlatform};
 use crate::nvme::{Controller, DepthChoice};
 use crate::pci::sim::SimulatedFunction;
 use crate::pci::{ClassCode, Enumerator, PciFunction, Topology, Window};
 use blockdev::{BlockDevice, Completion, Operation, Request};
+use hal::mmio::{BusRegisters, WideAccess};
 use std::format;
 use std::string::ToString;
 use std::vec::Vec;
@@ -132,8 +132,7 @@ fn read_through_model(
         .create_io_queue_pair(&namespaces[0], depth, "nvme0".to_string())
         .map_err(|e| format!("{e}"))?;
     let bytes = blocks as usize * 512;
-    let buffer =
-        crate::platform::Platform::allocate_dma(platform, bytes, 4096).map_err(|e| format!("{e}"))?;
+    let buffer = hal::platform::Platform::allocate_dma(platform, bytes, 4096).map_err(|e| format!("{e}"))?;
     let request = Request { tag: 7, operation: Operation::Read, lba, block_count: blocks, buffer };
     pair.submit(request).map_err(|(_, e)| format!("{e:?}"))?;
     pair.kick();

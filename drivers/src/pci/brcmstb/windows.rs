@@ -5,10 +5,10 @@
 //! two in size, aligned to its size.
 #![forbid(unsafe_code)]
 
-use super::Soc;
+use super::soc::Soc;
 use crate::pci::Window;
-use crate::platform::BusTranslation;
 use core::fmt;
+use hal::platform::BusTranslation;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

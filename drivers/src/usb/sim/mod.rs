@@ -18,10 +18,11 @@ pub mod device;
 pub mod disk;
 
 use super::trb::{trb_type, CompletionCode, Trb, TRB_BYTES};
-use crate::mmio::RegisterIo;
-pub use crate::testing::ArenaPlatform as SimPlatform;
+pub use crate::nvme::sim::NvmeArena;
 use core::cell::RefCell;
 use device::{SimUsbDevice, Transfer};
+use hal::mmio::RegisterIo;
+pub use hal::testing::ArenaPlatform as SimPlatform;
 use std::collections::{BTreeMap, BTreeSet};
 use std::format;
 use std::string::String;

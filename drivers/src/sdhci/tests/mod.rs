@@ -4,19 +4,26 @@
 
 extern crate std;
 
+mod writes;
+
 use super::adma::AdmaFormat;
-use super::bringup::{bring_up, BoardSignalling, BringUpOptions, Timing};
-use super::card::CapacityClass;
-use super::device::{Cmd23Request, ModeRequest, SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
-use super::error::{FailureKind, SdError};
+use super::device::{SdCard, TransferMode, MAX_BLOCKS_PER_COMMAND};
 use super::host::SdhciHost;
 use super::quirks::{bcm2712_config, HostQuirks, ARASAN_EMMC, BCM2711_EMMC2, BCM2712_SDHCI, GENERIC_PCI};
 use super::regs::interrupt;
-use super::sim::{InjectAt, Injection, SimBoard, SimCard, SimHost, TestPlatform};
-use crate::mmio::RegisterIo;
-use crate::platform::{BusTranslation, Platform};
+use super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
+use crate::sd::block::SdBlockDevice;
+use crate::sd::card_registers::CapacityClass;
+use crate::sd::error::{FailureKind, SdError};
+use crate::sd::identify::bring_up;
+use crate::sd::options::{Cmd23Request, ModeRequest};
+use crate::sd::signalling::BoardSignalling;
+use crate::sd::sim_card::SimCard;
+use crate::sd::timing::{BringUpOptions, Timing};
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 use core::cell::Cell;
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Platform};
 use std::boxed::Box;
 use std::string::ToString;
 use std::vec::Vec;
@@ -93,11 +100,8 @@ fn read_into(
     panic!("the read of {blocks} blocks at LBA {lba} did not complete within {MAX_POLLS} polls");
 }
 
-fn assert_pattern(buffer: &DmaBuffer, lba: u64) {
-    // SAFETY: the read completed; the buffer is the test's arena memory, which outlives this.
-    let region = unsafe { crate::dma::DmaRegion::new(*buffer) };
-    let mut bytes = std::vec![0u8; buffer.length_bytes];
-    region.read_bytes(0, &mut bytes);
+fn assert_pattern(platform: &TestPlatform, buffer: &DmaBuffer, lba: u64) {
+    let bytes = platform.cpu_read(buffer);
     assert_eq!(blockdev::pattern::first_mismatch(lba * 512, &bytes), None);
 }
 
@@ -162,7 +166,7 @@ fn pio_reads_single_and_multi_block_at_start_end_and_middle() {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.tag, 42);
         assert_eq!(completion.result, Ok(()));
-        assert_pattern(&buffer, lba);
+        assert_pattern(platform, &buffer, lba);
     }
     // PIO data is written by the CPU: it is cleaned to memory when the command completes.
     let cleans_before = platform.clean_calls.get();
@@ -188,17 +192,17 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     let invalidates_before = platform.invalidate_calls.get();
     let (completion, buffer) = read(&mut device, platform, 5_000_000, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 5_000_000);
+    assert_pattern(platform, &buffer, 5_000_000);
     assert!(platform.invalidate_calls.get() > invalidates_before);
     let (completion, buffer) = read(&mut device, platform, 8_388_607, 1);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 8_388_607);
+    assert_pattern(platform, &buffer, 8_388_607);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
     // A buffer ADMA2 cannot use (misaligned) goes by PIO instead of failing.
     let aligned = platform.allocate_dma(4 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 4 * 512).unwrap();
     assert_eq!(read_into(&mut device, 10, 4, odd).result, Ok(()));
-    assert_pattern(&odd, 10);
+    assert_pattern(platform, &odd, 10);
     assert_eq!(sim.state.borrow().dma_transfers, 2);
 
     // sd.mode=pio on the same kind of host.
@@ -209,7 +213,7 @@ fn adma2_reads_walk_descriptors_and_pio_can_be_forced() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 77, 64);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 77);
+    assert_pattern(platform, &buffer, 77);
     assert_eq!(sim.state.borrow().dma_transfers, 0);
 }
 
@@ -224,7 +228,7 @@ fn requests_above_65535_blocks_are_split() {
     let blocks = MAX_BLOCKS_PER_COMMAND + 4465;
     let (completion, buffer) = read(&mut device, platform, 1000, blocks);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 1000);
+    assert_pattern(platform, &buffer, 1000);
     let state = sim.state.borrow();
     let reads: Vec<u32> =
         state.log.iter().filter(|(i, _, _)| *i == 18).map(|(_, argument, _)| *argument).collect();
@@ -245,7 +249,7 @@ fn cmd23_announces_the_count_instead_of_auto_cmd12() {
     assert!(device.uses_cmd23());
     let (completion, buffer) = read(&mut device, platform, 64, 24);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 64);
+    assert_pattern(platform, &buffer, 64);
     let state = sim.state.borrow();
     let tail: Vec<(u8, u32, u16)> = state.log[state.log.len() - 2..].to_vec();
     // CMD23 with the count, then CMD18 multi-block, count enabled, read, no auto-CMD12.
@@ -269,7 +273,7 @@ fn a_transient_command_timeout_is_retried_after_a_line_reset() {
     });
     let (completion, buffer) = read(&mut device, platform, 100, 8);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 100);
+    assert_pattern(platform, &buffer, 100);
     let state = sim.state.borrow();
     assert!(state.line_resets > resets_before);
     assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 18).count(), 2);
@@ -290,14 +294,14 @@ fn failing_read(error_bits: u32, at: InjectAt) -> (Completion, SdError, u32) {
     sim.state.borrow_mut().injections.clear();
     let (after, buffer) = read(&mut device, platform, 301, 3);
     assert_eq!(after.result, Ok(()));
-    assert_pattern(&buffer, 301);
+    assert_pattern(platform, &buffer, 301);
     (completion, error, attempts)
 }
 
 #[test]
 fn a_persistent_data_crc_error_fails_the_request_after_bounded_retries() {
     let (completion, error, attempts) = failing_read(interrupt::DATA_CRC, InjectAt::Data { after_blocks: 3 });
-    assert_eq!(attempts, super::device::MAX_ATTEMPTS);
+    assert_eq!(attempts, crate::sd::block::MAX_ATTEMPTS);
     let io = completion.result.unwrap_err();
     assert_eq!(io.kind, IoErrorKind::Crc);
     assert_eq!(io.code >> 24, 18);
@@ -411,7 +415,7 @@ fn uhs_bring_up(
     board: SimBoard,
     quirks: &'static HostQuirks,
     card: SimCard,
-) -> (&'static SimHost<'static>, super::bringup::CardInfo) {
+) -> (&'static SimHost<'static>, crate::sd::identify::CardInfo) {
     let platform = platform(8 << 20);
     let sim = sim(platform, board, card);
     let mut host = host(sim, platform, quirks, Some(board.base_clock_hz));
@@ -506,7 +510,7 @@ fn failed_tuning_drops_the_clock_before_the_next_command_and_says_why() {
     assert!(info.signalling_1v8);
     let fallback = info.fallback.expect("the fallback is reported");
     assert_eq!(fallback.wanted, Timing::Sdr104);
-    assert_eq!(fallback.reason, super::bringup::TuningFailure::NotTuned { commands: 4 });
+    assert_eq!(fallback.reason, crate::sd::timing::TuningFailure::NotTuned { commands: 4 });
     assert_eq!(
         fallback.reason.to_string(),
         "the controller ended tuning after 4 CMD19 without selecting the tuned clock"
@@ -550,7 +554,7 @@ fn a_tuning_error_ends_tuning_and_is_reported() {
     let info = bring_up(&mut host, Some(&recording_board()), BringUpOptions::default()).unwrap();
     assert_eq!(info.timing, Timing::Ddr50);
     let reason = info.fallback.unwrap().reason;
-    let super::bringup::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
+    let crate::sd::timing::TuningFailure::NoBufferReadReady { commands: 0, interrupt_status } = reason else {
         panic!("{reason:?}");
     };
     assert_ne!(interrupt_status & interrupt::TUNING, 0);
@@ -637,7 +641,7 @@ fn pi3_arasan_works_with_a_capabilities_register_that_reads_zero() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 4000, 16);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 4000);
+    assert_pattern(platform, &buffer, 4000);
     // 3.3 V bus power (Power Control 0b111 << 9 | power on), no HISPD bit.
     let state = sim.state.borrow();
     assert_eq!(state.registers[0x28 / 4] & 0xf04, 0xf00);
@@ -655,7 +659,7 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     assert_eq!(device.transfer_mode(), TransferMode::Adma2(AdmaFormat::Adma2Bits32));
     let (completion, buffer) = read(&mut device, platform, 2_000_000, 256);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2_000_000);
+    assert_pattern(platform, &buffer, 2_000_000);
     assert_eq!(sim.state.borrow().dma_transfers, 1);
     // Bus = physical (the C0 rule) on a B0 window: the ADMA engine fetches outside it.
     let sim = self::sim(platform, b0, card.clone());
@@ -675,7 +679,7 @@ fn emmc2_dma_through_the_b0_window_and_a_wrong_offset_fails() {
     assert_eq!(device.transfer_mode(), TransferMode::Pio);
     let (completion, buffer) = read(&mut device, platform, 77, 8);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 77);
+    assert_pattern(platform, &buffer, 77);
     assert_eq!(sim.state.borrow().dma_transfers, 0);
 }
 
@@ -743,12 +747,11 @@ fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
 #[test]
 fn descriptor_table_lives_where_the_host_can_reach_it() {
     let platform = platform(1 << 20);
-    let table = platform.allocate_dma(4096, 4096).unwrap();
+    let table = hal::dma::DmaRegion::allocate(platform, 4096, 4096).unwrap();
     // A translation that excludes the test memory makes ADMA2 set-up fail cleanly.
     let narrow = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
     let limit = adma::DescriptorLimit::ZeroLengthMeans64KiB;
-    // SAFETY: fresh arena memory for this table alone, which the platform outlives.
-    let refused = unsafe { adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, narrow) };
+    let refused = adma::DescriptorTable::new(table, AdmaFormat::Adma2Bits32, limit, narrow);
     assert!(matches!(refused, Err(adma::AdmaError::Unreachable(_))));
 }
 
@@ -790,7 +793,7 @@ fn submit_prepares_and_kick_hands_the_command_over_without_waiting() {
     }
     assert_eq!(completions[0], Completion { tag: 9, result: Ok(()) });
     assert!(polls >= 2, "the command phase and the DMA took more than one look");
-    assert_pattern(&buffer, 4096);
+    assert_pattern(platform, &buffer, 4096);
 }
 
 #[test]
@@ -821,7 +824,7 @@ fn with_cmd23_kick_sends_the_count_and_a_poll_sends_the_read() {
         }
     }
     assert_eq!(completions[0], Completion { tag: 3, result: Ok(()) });
-    assert_pattern(&buffer, 640);
+    assert_pattern(platform, &buffer, 640);
 }
 
 #[test]
@@ -840,7 +843,7 @@ fn a_cmd23_the_card_rejects_is_retried_then_fails_the_request() {
     let (completion, _) = read(&mut device, platform, 100, 8);
     assert_eq!(completion.result.unwrap_err().kind, IoErrorKind::Timeout);
     let state = sim.state.borrow();
-    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 23).count() as u32, super::device::MAX_ATTEMPTS);
+    assert_eq!(state.log.iter().filter(|(i, _, _)| *i == 23).count() as u32, crate::sd::block::MAX_ATTEMPTS);
     assert!(!state.log.iter().any(|(i, _, _)| *i == 18), "no read without its count");
 }
 
@@ -853,12 +856,12 @@ fn a_one_mib_read_moves_in_sixteen_descriptors_of_64_kib() {
     assert_eq!(device.descriptor_limit(), Some(adma::DescriptorLimit::ZeroLengthMeans64KiB));
     let (completion, buffer) = read(&mut device, platform, 2048, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2048);
+    assert_pattern(platform, &buffer, 2048);
     assert_eq!(sim.state.borrow().descriptor_lengths, [65_536; 16]);
     // 1 MiB + 4 KiB: a 17th descriptor of 4 KiB.
     let (completion, buffer) = read(&mut device, platform, 99, 2056);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 99);
+    assert_pattern(platform, &buffer, 99);
     let lengths = sim.state.borrow().descriptor_lengths.clone();
     assert_eq!((lengths.len(), lengths[15], lengths[16]), (17, 65_536, 4096));
 }
@@ -874,7 +877,7 @@ fn a_host_that_misreads_length_zero_gets_32_kib_descriptors_from_its_quirks() {
     let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
     let (completion, buffer) = read(&mut device, platform, 2048, 2048);
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 2048);
+    assert_pattern(platform, &buffer, 2048);
     assert_eq!(sim.state.borrow().descriptor_lengths, [32_768; 32]);
     // The same host given 64 KiB descriptors fails with an ADMA error: the model is strict.
     let sim = self::sim(platform, board, SimCard::qemu_like(4 << 30));
@@ -897,7 +900,7 @@ fn a_buffer_adma2_cannot_use_goes_by_pio_and_is_counted() {
     let aligned = platform.allocate_dma(8 * 512 + 2, 4096).unwrap();
     let odd = aligned.slice(2, 8 * 512).unwrap();
     assert_eq!(read_into(&mut device, 10, 8, odd).result, Ok(()));
-    assert_pattern(&odd, 10);
+    assert_pattern(platform, &odd, 10);
     let path = device.data_path().unwrap();
     assert_eq!((path.commands, path.pio_fallbacks), (2, 1));
     assert_eq!(sim.state.borrow().dma_transfers, 1);
@@ -919,8 +922,8 @@ fn a_buffer_adma2_cannot_use_goes_by_pio_and_is_counted() {
 #[test]
 fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completion() {
     use super::regs::offsets;
-    use crate::barrier::BarrierKind;
-    use crate::testing::{LoggedRegisters, PlatformEvent};
+    use hal::barrier::BarrierKind;
+    use hal::testing::{LoggedRegisters, PlatformEvent};
     let platform = platform(16 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let window = sim.state.borrow().dma_window;
@@ -971,14 +974,14 @@ fn adma2_reads_of_every_shape(platform: &'static TestPlatform, cmd23: Cmd23Reque
     for (lba, blocks) in [(7, 1), (4096, 2048), (100, MAX_BLOCKS_PER_COMMAND + 8)] {
         let (completion, buffer) = read(&mut device, platform, lba, blocks);
         assert_eq!(completion.result, Ok(()));
-        assert_pattern(&buffer, lba);
+        assert_pattern(platform, &buffer, lba);
     }
     sim.state.borrow().dma_transfers
 }
 
 #[test]
 fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_command() {
-    use crate::testing::PlatformEvent;
+    use hal::testing::PlatformEvent;
     for cmd23 in [Cmd23Request::Off, Cmd23Request::On] {
         let platform = platform(48 << 20);
         let start = platform.log().len();
@@ -996,8 +999,8 @@ fn adma2_descriptors_and_buffers_are_written_cleaned_and_fenced_before_the_comma
 
 #[test]
 fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
-    use crate::barrier::BarrierKind;
-    use crate::testing::{ByteRange, PlatformEvent};
+    use hal::barrier::BarrierKind;
+    use hal::testing::{ByteRange, PlatformEvent};
     let platform = platform(16 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
@@ -1024,12 +1027,12 @@ fn adma2_data_is_read_by_the_cpu_after_a_load_barrier_and_an_invalidate() {
         .collect();
     let last_write = order.iter().rposition(|step| *step == "device writes data").expect("DMA happened");
     assert_eq!(order[last_write + 1..], ["load barrier", "invalidate data", "cpu reads data"]);
-    assert_pattern(&buffer, 300);
+    assert_pattern(platform, &buffer, 300);
 }
 
 #[test]
 fn pio_data_is_cleaned_after_the_cpu_copied_it() {
-    use crate::testing::{ByteRange, PlatformEvent};
+    use hal::testing::{ByteRange, PlatformEvent};
     let platform = platform(8 << 20);
     let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
     let host = host(sim, platform, &GENERIC_PCI, None);
@@ -1037,7 +1040,7 @@ fn pio_data_is_cleaned_after_the_cpu_copied_it() {
     let buffer = platform.allocate_dma(16 * 512, 4096).unwrap();
     let start = platform.log().len();
     assert_eq!(read_into(&mut device, 40, 16, buffer).result, Ok(()));
-    assert_pattern(&buffer, 40);
+    assert_pattern(platform, &buffer, 40);
     // The CPU wrote the blocks from the data port; a clean pushes them to memory before the
     // completion, so that the caller's invalidate-after-read cannot discard them.
     let cleaned = platform
@@ -1070,7 +1073,7 @@ fn a_data_timeout_is_recovered_by_a_cmd_then_a_dat_line_reset_and_the_next_read_
     let (completion, buffer) = read(&mut device, platform, 300, 16);
     let elapsed_ms = (blockdev::Clock::now_ticks(platform) - started) / 1_000_000;
     assert_eq!(completion.result, Ok(()));
-    assert_pattern(&buffer, 300);
+    assert_pattern(platform, &buffer, 300);
     let state = sim.state.borrow();
     assert_eq!(
         &state.line_reset_log[..2],
@@ -1231,4 +1234,28 @@ fn a_card_removed_between_reads_is_found_by_the_command_timeout_and_card_detect(
     let buffer = platform.allocate_dma(4096, 4096).unwrap();
     let request = Request { tag: 7, operation: Operation::Read, lba: 8, block_count: 8, buffer };
     assert_eq!(device.submit(request).unwrap_err().1, SubmitError::DeviceUnusable);
+}
+
+#[test]
+fn bus_widths_set_host_control_1_and_8_bits_need_the_capability() {
+    use crate::sd::bus::BusWidth;
+    let width_bits = |sim: &SimHost| (sim.read32(super::regs::offsets::HOST_CONTROL_POWER) >> 1) & 0b1_0001;
+    let platform = platform(1 << 20);
+    let four_bit_only = sim(platform, PCI, SimCard::qemu_like(1 << 30));
+    let mut narrow = host(four_bit_only, platform, &GENERIC_PCI, None);
+    narrow.set_bus_width(BusWidth::Four).unwrap();
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0b0_0001, 4));
+    // PCI's capabilities list no 8-bit bus (bit 18): refused, nothing written.
+    let refused = narrow.set_bus_width(BusWidth::Eight).unwrap_err();
+    assert!(matches!(refused, SdError::UnusableHost { .. }), "{refused:?}");
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0b0_0001, 4));
+    narrow.set_bus_width(BusWidth::One).unwrap();
+    assert_eq!((width_bits(four_bit_only), narrow.bus_mode().width_bits), (0, 1));
+    // A host with an 8-bit bus (an eMMC slot): Extended Data Transfer Width replaces the 4-bit bit.
+    let wide_board = SimBoard { capabilities: (PCI.capabilities.0 | 1 << 18, PCI.capabilities.1), ..PCI };
+    let eight_bit = sim(platform, wide_board, SimCard::qemu_like(1 << 30));
+    let mut wide = host(eight_bit, platform, &GENERIC_PCI, None);
+    wide.set_bus_width(BusWidth::Four).unwrap();
+    wide.set_bus_width(BusWidth::Eight).unwrap();
+    assert_eq!((width_bits(eight_bit), wide.bus_mode().width_bits), (0b1_0000, 8));
 }

@@ -8,19 +8,23 @@
 
 extern crate std;
 
-use super::card::{CACHE_NEVER_ENABLED, NO_CACHE_EXTENSION};
-use super::device::{Cmd23Request, ModeRequest, SdCard};
-use super::error::SdError;
-use super::host::SdhciHost;
-use super::quirks::GENERIC_PCI;
-use super::regs::{interrupt, offsets};
-use super::sim::{InjectAt, Injection, SimBoard, SimCard, SimHost, TestPlatform};
-use super::{bring_up, BringUpOptions};
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
+use super::super::device::SdCard;
+use super::super::host::SdhciHost;
+use super::super::quirks::GENERIC_PCI;
+use super::super::regs::{interrupt, offsets};
+use super::super::sim::{InjectAt, Injection, SimBoard, SimHost, TestPlatform};
+use crate::sd::block::SdBlockDevice;
+use crate::sd::card_registers::{CACHE_NEVER_ENABLED, NO_CACHE_EXTENSION};
+use crate::sd::error::SdError;
+use crate::sd::identify::bring_up;
+use crate::sd::options::{Cmd23Request, ModeRequest};
+use crate::sd::sim_card::SimCard;
+use crate::sd::timing::BringUpOptions;
 use blockdev::{
     BlockDevice, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request, SubmitError,
 };
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 use std::boxed::Box;
 use std::vec::Vec;
 

@@ -8,11 +8,11 @@
 //! sees them, and Armv8 is other-multi-copy atomic, so a DMA master in the outer-shareable
 //! domain that sees the doorbell write also sees the queue entry written before the DMB. DSB
 //! additionally stalls until the accesses complete, which only matters for masters private to
-//! a CPU and for cache maintenance (the kernel's cache-maintenance routines end in their own
-//! DSB). `core::sync::atomic::fence` emits inner-shareable DMBs only, too narrow for a device,
-//! so these use inline assembly on the target and a compiler fence on the host, where tests run
-//! against simulated devices; in host tests each barrier is also recorded in the test
-//! platform's event log, in order with MMIO writes and DMA, so tests can check its place.
+//! a CPU and for cache maintenance ([`crate::cache`]'s routines end in their own DSB).
+//! `core::sync::atomic::fence` emits inner-shareable DMBs only, too narrow for a device, so these
+//! use inline assembly on the target and a compiler fence on the host, where tests run against
+//! simulated devices; in host tests each barrier is also recorded in the test platform's event
+//! log ([`crate::testing`]), in order with MMIO writes and DMA, so tests can check its place.
 //!
 //! The 32-bit kernel is ARMv6 code that also runs on the Cortex-A7, so it uses the CP15 barrier
 //! operations both cores have (c7, c10, 4 = DSB; c7, c10, 5 = DMB: ARM1176JZF-S TRM §3.2.22;
@@ -97,9 +97,9 @@ pub fn full() {
 fn host_barrier(kind: BarrierKind) {
     #[cfg(not(all(target_arch = "aarch64", target_os = "none")))]
     core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     crate::testing::record(crate::testing::PlatformEvent::Barrier(kind));
-    #[cfg(not(test))]
+    #[cfg(not(any(test, feature = "testing")))]
     let _ = kind;
 }
 

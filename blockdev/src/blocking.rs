@@ -1,10 +1,9 @@
-//! One request through the block interface (`blockdev::BlockDevice`: submit, kick, poll), waited
+//! One request through the block interface ([`BlockDevice`]: submit, kick, poll), waited
 //! for with a deadline: the SD hosts' bring-up measurements, the kernel's read checks and tests,
 //! outside the benchmark's queues (docs/architecture.md, "The block interface").
 #![forbid(unsafe_code)]
 
-use crate::platform::Deadline;
-use blockdev::{BlockDevice, Clock, Completion, IoError, Request, SubmitError};
+use crate::{BlockDevice, Clock, Completion, IoError, Request, SubmitError};
 
 /// Why a request never came back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,14 +25,14 @@ pub fn complete_one<D: BlockDevice + ?Sized, C: Clock + ?Sized>(
 ) -> Result<Result<(), IoError>, WaitError> {
     device.submit(request).map_err(|(_, error)| WaitError::Refused(error))?;
     device.kick();
-    let deadline = Deadline::after_us(clock, timeout_us);
+    let deadline_ticks = clock.now_ticks().saturating_add(clock.ns_to_ticks(timeout_us.saturating_mul(1000)));
     let mut completions = [Completion::default(); 4];
     loop {
         let finished = device.poll(&mut completions);
         if let Some(completion) = completions[..finished].iter().find(|c| c.tag == request.tag) {
             return Ok(completion.result);
         }
-        if deadline.has_passed(clock) {
+        if clock.now_ticks() >= deadline_ticks {
             return Err(WaitError::Timeout);
         }
         core::hint::spin_loop();
@@ -43,8 +42,8 @@ pub fn complete_one<D: BlockDevice + ?Sized, C: Clock + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blockdev::testing::SteppingClock;
-    use blockdev::{DmaBuffer, Geometry, IoErrorKind, Operation};
+    use crate::testing::SteppingClock;
+    use crate::{DmaBuffer, Geometry, IoErrorKind, Operation};
 
     /// Completes its request after `polls_needed` polls, with `result`, after a stray tag.
     struct Slow {

@@ -3,13 +3,91 @@
 //! carries a bus's rule for 64-bit registers (BCM2711's PCIe takes no 64-bit MMIO:
 //! docs/pcie-brcmstb.md §6).
 //!
-//! Drivers decode register values with `tock_registers::LocalRegisterCopy` and the bitfields
-//! declared in each driver's `regs.rs`; only this module touches device memory.
+//! Each driver's `regs.rs` names its registers as [`Reg`] constants, the offset together with the
+//! `tock_registers` bitfields its value decodes as, so [`RegisterIo::read`] hands back a
+//! `LocalRegisterCopy` only that register's fields read; only this module touches device memory.
+
+use core::marker::PhantomData;
+use tock_registers::fields::FieldValue;
+use tock_registers::{LocalRegisterCopy, RegisterLongName};
+
+/// A 32-bit register's byte offset in its block together with the bitfield type
+/// (`tock_registers::register_bitfields!`) its value decodes as, so that a read of a register can
+/// only be decoded with that register's fields: `const PRESENT_STATE: Reg<PRESENT_STATE::Register>
+/// = Reg::new(0x24)`, then `registers.read(PRESENT_STATE).is_set(PRESENT_STATE::CARD_INSERTED)`.
+pub struct Reg<R: RegisterLongName> {
+    offset_bytes: usize,
+    register: PhantomData<R>,
+}
+
+impl<R: RegisterLongName> Reg<R> {
+    pub const fn new(offset_bytes: usize) -> Self {
+        Reg { offset_bytes, register: PhantomData }
+    }
+
+    pub const fn offset_bytes(&self) -> usize {
+        self.offset_bytes
+    }
+
+    /// The same register in a block that starts `base_bytes` into this one (xHCI's operational
+    /// registers sit at CAPLENGTH, its port registers at a stride).
+    pub const fn at(self, base_bytes: usize) -> Self {
+        Reg::new(base_bytes + self.offset_bytes)
+    }
+}
+
+impl<R: RegisterLongName> Clone for Reg<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R: RegisterLongName> Copy for Reg<R> {}
+
+impl<R: RegisterLongName> core::fmt::Debug for Reg<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Reg({:#x})", self.offset_bytes)
+    }
+}
 
 /// Access to one block of 32-bit registers, addressed by byte offset.
 pub trait RegisterIo {
     fn read32(&self, offset_bytes: usize) -> u32;
     fn write32(&self, offset_bytes: usize, value: u32);
+
+    /// `register`'s value, decodable only with its own fields.
+    fn read<R: RegisterLongName>(&self, register: Reg<R>) -> LocalRegisterCopy<u32, R>
+    where
+        Self: Sized,
+    {
+        LocalRegisterCopy::new(self.read32(register.offset_bytes()))
+    }
+
+    /// Writes `value` (fields of `register` only; the others written as zero).
+    fn write<R: RegisterLongName>(&self, register: Reg<R>, value: FieldValue<u32, R>)
+    where
+        Self: Sized,
+    {
+        self.write32(register.offset_bytes(), value.value)
+    }
+
+    /// Writes a whole value of `register`, read (and changed) earlier.
+    fn write_value<R: RegisterLongName>(&self, register: Reg<R>, value: LocalRegisterCopy<u32, R>)
+    where
+        Self: Sized,
+    {
+        self.write32(register.offset_bytes(), value.get())
+    }
+
+    /// Read-modify-write of the fields in `change`; the others keep what was read.
+    fn modify<R: RegisterLongName>(&self, register: Reg<R>, change: FieldValue<u32, R>)
+    where
+        Self: Sized,
+    {
+        let mut value = self.read(register);
+        value.modify(change);
+        self.write32(register.offset_bytes(), value.get());
+    }
 
     /// A 64-bit register read as two 32-bit halves, low first (NVMe allows this for CAP, ASQ, ACQ).
     fn read64(&self, offset_bytes: usize) -> u64 {
@@ -226,6 +304,42 @@ mod tests {
         native.write64(0x28, 5);
         assert_eq!(native.inner().accesses.borrow().as_slice(), [(0, 64), (0x28, 64)]);
         assert_eq!(native.inner().written.borrow().as_slice(), [5]);
+    }
+
+    tock_registers::register_bitfields![u32,
+        CONTROL [
+            ENABLE OFFSET(0) NUMBITS(1) [],
+            MODE OFFSET(4) NUMBITS(2) [Idle = 0, Busy = 2]
+        ],
+        STATUS [
+            READY OFFSET(0) NUMBITS(1) []
+        ]
+    ];
+    const CONTROL: Reg<CONTROL::Register> = Reg::new(4);
+    const STATUS: Reg<STATUS::Register> = Reg::new(8);
+
+    #[test]
+    fn typed_registers_read_write_and_modify_their_own_fields() {
+        let mut block = [0u32; 4];
+        // SAFETY: the array stands in for a register block for the length of the test.
+        let io = unsafe { Mmio::new(block.as_mut_ptr() as usize, 16) };
+        io.write32(4, 0xff00_0000);
+        io.modify(CONTROL, CONTROL::ENABLE::SET + CONTROL::MODE::Busy);
+        assert_eq!(io.read32(4), 0xff00_0021, "modify keeps the other bits");
+        assert!(io.read(CONTROL).is_set(CONTROL::ENABLE));
+        assert!(io.read(CONTROL).matches_all(CONTROL::MODE::Busy));
+        io.write(STATUS, STATUS::READY::SET);
+        let mut control = io.read(CONTROL);
+        control.modify(CONTROL::ENABLE::CLEAR);
+        io.write_value(CONTROL, control);
+        assert_eq!(io.read32(4), 0xff00_0020);
+        io.write_value(CONTROL, io.read(CONTROL));
+        assert_eq!((io.read32(8), io.read(STATUS).is_set(STATUS::READY)), (1, true));
+        assert_eq!(
+            (CONTROL.offset_bytes(), std::format!("{STATUS:?}")),
+            (4, std::string::String::from("Reg(0x8)"))
+        );
+        assert_eq!(block[1], 0xff00_0020);
     }
 
     #[test]

@@ -154,16 +154,11 @@ impl CapacityClass {
 }
 
 /// A CSD that cannot be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("CSD {raw:#034x} has reserved CSD_STRUCTURE {structure}")]
 pub struct CsdError {
     pub raw: u128,
     pub structure: u8,
-}
-
-impl fmt::Display for CsdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CSD {:#034x} has reserved CSD_STRUCTURE {}", self.raw, self.structure)
-    }
 }
 
 /// The Card-Specific Data register (§5.3).

@@ -1,23 +1,24 @@
 //! The Pi's Broadcom STB PCIe root complex on the running machine (docs/pcie-brcmstb.md,
 //! docs/hardware.md §3): the plan from the board table, device tree and command line
-//! (`crate::pcie_host`), a first register read that may fault (QEMU's raspi4b has no root complex
+//! (`crate::root_complex_plan`), a first register read that may fault (QEMU's raspi4b has no root complex
 //! at all: docs/qemu.md §9), the bring-up with `drivers::pci::brcmstb`, one line for the link, the
 //! bus walk and its listing, and on a Pi 4 the VL805's firmware reload before the USB driver
 //! (`usb` module) takes the controller.
+#![forbid(unsafe_code)]
 
-use super::pci::{self, PciTopology};
+use super::pci_topology::{self, PciTopology};
 use super::{windows, Machine};
-use crate::board::{BridgeReset, PcieHost};
+use crate::board::{BridgeReset, MmioBlock, PcieHost};
 use crate::cmdline::KernelSettings;
-use crate::pcie_host::{self, HostPlan, WindowSource};
 use crate::println;
+use crate::root_complex_plan::{self, HostPlan, WindowSource};
 use bench::units::ByteSize;
-use drivers::mmio::{Mmio, RegisterIo};
 use drivers::pci::brcmstb::options::PcieOptions;
 use drivers::pci::brcmstb::regs::{offsets, reset_controller};
 use drivers::pci::brcmstb::{Bcm2712Resets, LinkPlan, LinkUp, RootComplex};
 use drivers::pci::{vl805, Enumerator, PciFunction};
-use drivers::platform::Platform;
+use hal::mmio::{Mmio, RegisterIo};
+use hal::platform::Platform;
 
 type KernelRootComplex = RootComplex<'static, Mmio, super::platform::KernelPlatform>;
 
@@ -33,19 +34,31 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         println!("{name:<10} off (pcie=off): the root complex is left as the firmware left it");
         return None;
     }
-    let plan = pcie_host::plan(board, machine.info.device_tree.as_ref(), &options);
+    let plan = root_complex_plan::plan(board, machine.info.device_tree.as_ref(), &options);
     describe(&plan);
-    let probe = first_register(board);
-    // SAFETY: the board table gives this register; its block is mapped as device memory and
-    // reading it has no side effect.
-    if unsafe { boot::probe_read32(probe.0 as usize) }.is_none() {
-        println!(
-            "{name:<10} link down: nothing answers at {:#x} (reading {} at {:#x} raised a synchronous external abort); PCIe skipped",
-            board.registers.base, probe.1, probe.0
-        );
-        return None;
+    let (probe_block, probe_offset, probe_name) = first_register(board);
+    let probe_address = probe_block.base + probe_offset;
+    match windows::probe_read32(probe_block, probe_offset) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            println!(
+                "{name:<10} link down: nothing answers at {:#x} (reading {probe_name} at {probe_address:#x} raised a synchronous external abort); PCIe skipped",
+                board.registers.base
+            );
+            return None;
+        }
+        Err(error) => {
+            println!("{name:<10} {error}; PCIe skipped");
+            return None;
+        }
     }
-    let root = root_complex(machine, board);
+    let root = match root_complex(machine, board) {
+        Ok(root) => root,
+        Err(error) => {
+            println!("{name:<10} {error}; PCIe skipped");
+            return None;
+        }
+    };
     let link_plan = LinkPlan {
         outbound: plan.host.windows,
         inbound: plan.host.dma,
@@ -65,7 +78,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         topology.functions.len(),
         if topology.functions.len() == 1 { "" } else { "s" }
     );
-    pci::list(&topology, &plan.host.windows);
+    pci_topology::list(&topology, &plan.host.windows);
     // A VL805 whose firmware could not be reloaded is left out: nothing may drive it.
     let usable = |function: &&PciFunction| {
         !vl805::is_vl805(function) || reload_vl805_firmware(machine, &root, function)
@@ -102,33 +115,32 @@ fn describe(plan: &HostPlan) {
 /// The first register the bring-up reads, which must answer for the root complex to exist:
 /// BCM2711's RGR1_SW_INIT_1 (the only one readable while the bridge is in reset), BCM2712's
 /// reset controller status of the bridge's line.
-fn first_register(board: &PcieHost) -> (u64, &'static str) {
+fn first_register(board: &PcieHost) -> (MmioBlock, u64, &'static str) {
     match board.bridge_reset {
         Some(BridgeReset { controller, line, .. }) => {
             let (bank, _) = reset_controller::bank_and_bit(line);
             (
-                controller.base + (bank + reset_controller::SW_INIT_STATUS) as u64,
+                controller,
+                (bank + reset_controller::SW_INIT_STATUS) as u64,
                 "the reset controller's SW_INIT_STATUS",
             )
         }
-        None => (board.registers.base + offsets::RGR1_SW_INIT_1 as u64, "RGR1_SW_INIT_1"),
+        None => (board.registers, offsets::RGR1_SW_INIT_1 as u64, "RGR1_SW_INIT_1"),
     }
 }
 
-fn root_complex(machine: &Machine, board: &PcieHost) -> KernelRootComplex {
-    // SAFETY: the board table (checked against the device tree's reg) gives these blocks; the
-    // memory map covers them as device memory, and nothing else in the kernel uses them.
-    let registers = unsafe { windows::open(board.registers) };
-    match board.bridge_reset {
+/// The root complex on the board table's blocks (checked against the device tree's reg), which
+/// nothing else in the kernel uses.
+fn root_complex(machine: &Machine, board: &PcieHost) -> Result<KernelRootComplex, windows::OutsideDevices> {
+    let registers = windows::open(board.registers)?;
+    Ok(match board.bridge_reset {
         None => RootComplex::bcm2711(registers, machine.platform),
         Some(reset) => {
-            // SAFETY: as above, for the reset controller and RESCAL blocks of BCM2712.
-            let (controller, rescal_block) =
-                unsafe { (windows::open(reset.controller), windows::open(reset.rescal)) };
+            let (controller, rescal_block) = (windows::open(reset.controller)?, windows::open(reset.rescal)?);
             let resets = Bcm2712Resets { controller, rescal: rescal_block, bridge_line: reset.line };
             RootComplex::bcm2712(registers, resets, machine.platform)
         }
-    }
+    })
 }
 
 fn report_link(name: &str, link: &LinkUp) {

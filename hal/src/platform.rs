@@ -9,30 +9,21 @@
 //! memory the CPU will read, even though QEMU (which models no caches) never shows the difference.
 //!
 //! Cache maintenance is not ordering: these calls only deal with caches (and cost nothing for
-//! the non-cacheable DMA pool). The order in which a device sees memory and registers is the
-//! driver's to enforce with [`crate::barrier`]: a store barrier between writing what the device
-//! will read and the register write that starts it, a load barrier between the read that shows
-//! the device finished and the reads of what it wrote.
+//! the non-cacheable DMA pool; [`crate::cache`] has the maintenance by address). The order in
+//! which a device sees memory and registers is the driver's to enforce with [`crate::barrier`]:
+//! a store barrier between writing what the device will read and the register write that starts
+//! it, a load barrier between the read that shows the device finished and the reads of what it
+//! wrote.
 
 use blockdev::{Clock, DmaBuffer};
-use core::fmt;
 
 /// DMA memory could not be provided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("DMA pool exhausted: asked for {requested_bytes} bytes aligned to {alignment_bytes}, {remaining_bytes} bytes left")]
 pub struct DmaAllocationError {
     pub requested_bytes: usize,
     pub alignment_bytes: usize,
     pub remaining_bytes: usize,
-}
-
-impl fmt::Display for DmaAllocationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "DMA pool exhausted: asked for {} bytes aligned to {}, {} bytes left",
-            self.requested_bytes, self.alignment_bytes, self.remaining_bytes
-        )
-    }
 }
 
 /// The machine services a driver uses. Methods take `&self`; implementations use interior
@@ -48,6 +39,9 @@ impl fmt::Display for DmaAllocationError {
 /// - `physical_address` is the CPU physical address of those same bytes (`cpu_address` maps to
 ///   it), so a device given the bus address of `physical_address` through the board's
 ///   [`BusTranslation`] reads and writes exactly that buffer and nothing else;
+/// - [`Platform::is_dma_memory`] says yes only for a buffer whose bytes all lie in memory
+///   `allocate_dma` hands out, at the same `cpu_address`/`physical_address` correspondence (so a
+///   request's data can be reached as a [`crate::dma::DmaRegion`] without further promises);
 /// - [`Platform::clean_for_device`] returns only once the CPU's writes to the buffer are in
 ///   memory where a device reads them, and [`Platform::invalidate_for_cpu`] only once no cached
 ///   line can hide what a device wrote (both may do nothing where the memory is not cached).
@@ -72,6 +66,10 @@ pub unsafe trait Platform: Clock {
     /// observation that the device finished with `barrier::load_after_completion`.
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer);
 
+    /// Whether `buffer` lies in DMA memory this platform hands out (see the trait's safety
+    /// contract): a request's data buffer the CPU may then reach through a region.
+    fn is_dma_memory(&self, buffer: &DmaBuffer) -> bool;
+
     /// Waits at least `microseconds`.
     fn delay_us(&self, microseconds: u64) {
         let deadline = Deadline::after_us(self, microseconds);
@@ -91,21 +89,12 @@ pub struct BusTranslation {
 }
 
 /// A physical range the device cannot reach through its translation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{physical_address:#x}+{length_bytes:#x} is outside the device's DMA window {:#x}+{:#x}", .translation.cpu_base, .translation.size_bytes)]
 pub struct UnreachableAddress {
     pub physical_address: u64,
     pub length_bytes: u64,
     pub translation: BusTranslation,
-}
-
-impl fmt::Display for UnreachableAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:#x}+{:#x} is outside the device's DMA window {:#x}+{:#x}",
-            self.physical_address, self.length_bytes, self.translation.cpu_base, self.translation.size_bytes
-        )
-    }
 }
 
 impl BusTranslation {

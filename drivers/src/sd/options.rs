@@ -5,8 +5,40 @@
 //! §3.10.1).
 #![forbid(unsafe_code)]
 
-use super::bringup::BringUpOptions;
-use super::device::{Cmd23Request, ModeRequest};
+use super::card_registers::Scr;
+use super::timing::BringUpOptions;
+
+/// What the user asked for as the data path (`sd.mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ModeRequest {
+    /// ADMA2 when the host has it, PIO otherwise.
+    #[default]
+    Auto,
+    Pio,
+    Adma2,
+}
+
+/// How multi-block reads end (`sd.cmd23`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Cmd23Request {
+    /// CMD23 when the SCR lists it, CMD12 (or auto-CMD12) otherwise.
+    #[default]
+    Auto,
+    /// CMD23 whatever the SCR says (QEMU's v3 card accepts it without listing it: docs/qemu.md §2).
+    On,
+    Off,
+}
+
+impl Cmd23Request {
+    /// Whether multi-block transfers are announced with CMD23 on a card with `scr`.
+    pub fn uses_cmd23(self, scr: &Scr) -> bool {
+        match self {
+            Cmd23Request::Auto => scr.supports_cmd23(),
+            Cmd23Request::On => true,
+            Cmd23Request::Off => false,
+        }
+    }
+}
 
 /// The accepted forms, for messages.
 pub const ACCEPTED: &str = "sd.mode=auto|pio|adma2, sd.cmd23=auto|on|off, sd.speed=auto|default, \
@@ -42,7 +74,7 @@ pub struct SdOptions {
     pub slot_host: SlotHost,
     /// `sd.timeout-ms`: how long a data transfer may go without progress (a PIO block, or the
     /// base of a DMA transfer's budget), `None` for the driver's default
-    /// ([`super::host::BLOCK_TIMEOUT_US`]).
+    /// ([`super::bus::BLOCK_TIMEOUT_US`]).
     pub data_timeout_ms: Option<u32>,
 }
 

@@ -318,7 +318,12 @@ pub struct ArenaPlatform {
     log: Rc<EventLog>,
     background: RefCell<Vec<Weak<dyn Background>>>,
     bus_view: RefCell<Option<Rc<dyn BusView>>>,
+    clean_observer: RefCell<Option<Rc<CleanObserver>>>,
 }
+
+/// Called on every `clean_for_device`, after it was logged (a test's look at what a device could
+/// see at that moment).
+pub type CleanObserver = dyn Fn(&ArenaPlatform, &DmaBuffer);
 
 impl ArenaPlatform {
     /// An arena of `arena_bytes` zeroed bytes; the clock steps 1 µs per read. Its event log
@@ -340,12 +345,18 @@ impl ArenaPlatform {
             log,
             background: RefCell::new(Vec::new()),
             bus_view: RefCell::new(None),
+            clean_observer: RefCell::new(None),
         }
     }
 
     /// Sets how far the clock moves on each read.
     pub fn set_step_ticks(&self, ticks: u64) {
         self.clock.set_step_ticks(ticks);
+    }
+
+    /// Microseconds the clock advances per read.
+    pub fn set_step_us(&self, microseconds: u64) {
+        self.set_step_ticks(microseconds * 1000);
     }
 
     pub fn arena_bytes(&self) -> usize {
@@ -362,8 +373,13 @@ impl ArenaPlatform {
         self.bus_view.borrow().clone()
     }
 
+    /// Calls `observer` on every later `clean_for_device`.
+    pub fn on_clean(&self, observer: impl Fn(&ArenaPlatform, &DmaBuffer) + 'static) {
+        *self.clean_observer.borrow_mut() = Some(Rc::new(observer));
+    }
+
     /// The host pointer behind `length_bytes` at `physical_address`, if inside the arena.
-    pub fn cpu_pointer(&self, physical_address: u64, length_bytes: usize) -> Option<*mut u8> {
+    fn cpu_pointer(&self, physical_address: u64, length_bytes: usize) -> Option<*mut u8> {
         let offset = physical_address.checked_sub(PHYSICAL_BASE)? as usize;
         (offset.checked_add(length_bytes)? <= self.arena_bytes).then(|| self.arena.wrapping_add(offset))
     }
@@ -385,6 +401,18 @@ impl ArenaPlatform {
             return false;
         };
         self.log.push(PlatformEvent::DeviceRead(ByteRange::new(physical_address, out.len() as u64)));
+        // SAFETY: `cpu_pointer` checked the range lies inside the arena, which lives as long as
+        // `self`; the driver under test is not running concurrently.
+        unsafe { core::ptr::copy_nonoverlapping(source, out.as_mut_ptr(), out.len()) };
+        true
+    }
+
+    /// The bytes at `physical_address` as a device's address walker sees them, without logging a
+    /// DMA read (a simulator that logs what it read as whole runs); false when outside.
+    pub fn peek(&self, physical_address: u64, out: &mut [u8]) -> bool {
+        let Some(source) = self.cpu_pointer(physical_address, out.len()) else {
+            return false;
+        };
         // SAFETY: `cpu_pointer` checked the range lies inside the arena, which lives as long as
         // `self`; the driver under test is not running concurrently.
         unsafe { core::ptr::copy_nonoverlapping(source, out.as_mut_ptr(), out.len()) };
@@ -464,7 +492,8 @@ impl Clock for ArenaPlatform {
 
 // SAFETY: buffers are disjoint, aligned pieces of the zeroed arena, which lives (and stays in
 // place) until the platform is dropped; `physical_address` and `cpu_pointer` translate with the
-// same offset. There is no cache to maintain on the host: the calls are only logged.
+// same offset, and `is_dma_memory` accepts only buffers inside the arena at that translation.
+// There is no cache to maintain on the host: the calls are only logged.
 unsafe impl Platform for ArenaPlatform {
     /// Zeroed by the CPU, as the kernel's allocator does: logged as a CPU write.
     fn allocate_dma(
@@ -493,11 +522,21 @@ unsafe impl Platform for ArenaPlatform {
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         self.clean_calls.set(self.clean_calls.get() + 1);
         self.log.push(PlatformEvent::Clean(ByteRange::of(buffer)));
+        let observer = self.clean_observer.borrow().clone();
+        if let Some(observer) = observer {
+            observer(self, buffer);
+        }
     }
 
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
         self.invalidate_calls.set(self.invalidate_calls.get() + 1);
         self.log.push(PlatformEvent::Invalidate(ByteRange::of(buffer)));
+    }
+
+    /// Every part of the arena is memory `allocate_dma` hands out.
+    fn is_dma_memory(&self, buffer: &DmaBuffer) -> bool {
+        let inside = self.cpu_pointer(buffer.physical_address, buffer.length_bytes);
+        inside.is_some_and(|pointer| pointer as usize == buffer.cpu_address)
     }
 }
 

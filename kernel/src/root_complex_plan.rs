@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use crate::board::{RASPBERRY_PI_4, RASPBERRY_PI_5};
     use crate::devicetree::builder::Builder;
-    use drivers::platform::BusTranslation;
+    use hal::platform::BusTranslation;
 
     fn leak(blob: std::vec::Vec<u8>) -> &'static [u8] {
         std::boxed::Box::leak(blob.into_boxed_slice())

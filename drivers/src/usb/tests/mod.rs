@@ -2,6 +2,8 @@
 //! enumeration, both transports, protocol choice, error recovery and the block interface.
 #![forbid(unsafe_code)]
 
+mod pcie;
+
 extern crate std;
 
 use super::controller::HostController;
@@ -11,12 +13,12 @@ use super::options::{ProtocolChoice, UsbOptions};
 use super::regs::Speed;
 use super::sim::device::{DeviceKind, SimUsbDevice};
 use super::sim::disk::SimDisk;
-use super::sim::{SimConfig, SimPlatform, SimXhci, REGISTER_BYTES};
+use super::sim::{NvmeArena, SimConfig, SimPlatform, SimXhci, REGISTER_BYTES};
 use super::SharedController;
-use crate::mmio::RegisterIo;
-use crate::platform::Platform;
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
 use core::cell::RefCell;
+use hal::mmio::RegisterIo;
+use hal::platform::Platform;
 use std::format;
 use std::rc::Rc;
 use std::string::{String, ToString};
@@ -701,7 +703,7 @@ fn a_hung_uas_command_is_aborted_and_its_tag_used_again() {
     let waited = waited_ms(&events);
     assert!((10_000..10_100).contains(&waited), "the 10 s command timeout, {waited} ms");
     let task_management = sim.with_device(1, |d| d.statistics.task_management.clone());
-    assert_eq!(task_management.first().map(|t| t.0), Some(super::uas::task_function::ABORT_TASK));
+    assert_eq!(task_management.first().map(|t| t.0), Some(super::uas_iu::task_function::ABORT_TASK));
     for tag in 2..40 {
         assert_eq!(read_one(&mut device, tag, u64::from(tag), 8, buffer).result, Ok(()), "tag {tag}");
     }

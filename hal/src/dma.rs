@@ -4,63 +4,98 @@
 //! DMA memory ever exists, because the device reads and writes the same bytes behind the
 //! compiler's back (docs/architecture.md, "How a driver sees hardware"; the Rust reference,
 //! "Behavior considered undefined", on references to memory changed by others).
+//!
+//! A [`DmaRegion`] borrows the platform that handed its memory out, so the compiler keeps it from
+//! outliving that memory, and it is made safely: from fresh platform memory
+//! ([`DmaRegion::allocate`], or [`DmaAllocation::new`] with the bus address the device uses), or
+//! from a buffer the platform confirms is its DMA memory ([`DmaRegion::of_buffer`]: a request's
+//! data). The unsafe promises are the platform's ([`Platform`] is an unsafe trait), as in
+//! rcore-os/virtio-drivers, whose `Dma<H>` is created safely from its `Hal`.
 
 use crate::platform::{BusTranslation, DmaAllocationError, Platform, UnreachableAddress};
 use blockdev::DmaBuffer;
-use core::{fmt, ptr};
+use core::marker::PhantomData;
+use core::ptr;
 
-/// A DMA buffer the CPU reads and writes with volatile copies. It is `Copy`: copies name the same
-/// bytes and hand out no references, so they cannot alias in the sense Rust forbids.
+/// A DMA buffer the CPU reads and writes with volatile copies, valid while the platform borrow
+/// `'p` lasts. It is `Copy`: copies name the same bytes and hand out no references, so they cannot
+/// alias in the sense Rust forbids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DmaRegion {
+pub struct DmaRegion<'p> {
     buffer: DmaBuffer,
+    platform: PhantomData<&'p ()>,
+}
+
+/// DMA memory a driver allocated for its own structures (queues, rings, tables, wrappers): the
+/// region the CPU reaches and the address its device uses for the same bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaAllocation<'p> {
+    pub region: DmaRegion<'p>,
+    pub bus_address: u64,
 }
 
 /// DMA memory for a driver's own structures could not be set up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DmaRegionError {
+    #[error("{0}")]
     Allocation(DmaAllocationError),
+    #[error("{0}")]
     Unreachable(UnreachableAddress),
 }
 
-impl fmt::Display for DmaRegionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DmaRegionError::Allocation(error) => write!(f, "{error}"),
-            DmaRegionError::Unreachable(error) => write!(f, "{error}"),
-        }
+/// A buffer that is not the platform's DMA memory, so the CPU may not reach it through a region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{physical_address:#x}+{length_bytes:#x} is not DMA memory of this platform")]
+pub struct ForeignBuffer {
+    pub physical_address: u64,
+    pub length_bytes: usize,
+}
+
+impl<'p> DmaAllocation<'p> {
+    /// Fresh, zeroed DMA memory for a driver's own structures, aligned to `alignment_bytes` and
+    /// checked to be reachable through `translation`.
+    pub fn new<P: Platform + ?Sized>(
+        platform: &'p P,
+        translation: &BusTranslation,
+        length_bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<DmaAllocation<'p>, DmaRegionError> {
+        let region = DmaRegion::allocate(platform, length_bytes, alignment_bytes)
+            .map_err(DmaRegionError::Allocation)?;
+        let bus_address = translation
+            .to_bus(region.physical_address(), region.length_bytes() as u64)
+            .map_err(DmaRegionError::Unreachable)?;
+        Ok(DmaAllocation { region, bus_address })
     }
 }
 
-/// Fresh, zeroed DMA memory for a driver's own structures, aligned to `alignment_bytes` and
-/// checked to be reachable through `translation`; returns the region and its bus address.
-///
-/// # Safety
-/// The region (and every copy of it) must not be used after `platform` is dropped: drivers keep
-/// it inside an object that borrows `platform`.
-pub unsafe fn allocate_region<P: Platform + ?Sized>(
-    platform: &P,
-    translation: &BusTranslation,
-    length_bytes: usize,
-    alignment_bytes: usize,
-) -> Result<(DmaRegion, u64), DmaRegionError> {
-    let buffer = platform.allocate_dma(length_bytes, alignment_bytes).map_err(DmaRegionError::Allocation)?;
-    let bus_address = translation
-        .to_bus(buffer.physical_address, buffer.length_bytes as u64)
-        .map_err(DmaRegionError::Unreachable)?;
-    // SAFETY: `Platform` is an unsafe trait whose implementors promise that `allocate_dma`
-    // returns valid memory, given to no one else, that stays valid while the platform lives; the
-    // caller promises not to use the region beyond that.
-    Ok((unsafe { DmaRegion::new(buffer) }, bus_address))
-}
+impl<'p> DmaRegion<'p> {
+    /// Fresh, zeroed DMA memory of `length_bytes`, aligned to `alignment_bytes`.
+    pub fn allocate<P: Platform + ?Sized>(
+        platform: &'p P,
+        length_bytes: usize,
+        alignment_bytes: usize,
+    ) -> Result<DmaRegion<'p>, DmaAllocationError> {
+        let buffer = platform.allocate_dma(length_bytes, alignment_bytes)?;
+        // `Platform` is an unsafe trait whose implementors promise that `allocate_dma` returns
+        // valid memory, given to no one else, that stays valid while the platform lives; the
+        // region borrows the platform for `'p`.
+        Ok(DmaRegion { buffer, platform: PhantomData })
+    }
 
-impl DmaRegion {
-    /// # Safety
-    /// `buffer.cpu_address .. + length_bytes` must be memory the CPU may read and write (as
-    /// [`Platform::allocate_dma`] returns it) for as long as the region or a copy of it is used,
-    /// and nothing but this driver's CPU accesses and its device's DMA may touch it meanwhile.
-    pub unsafe fn new(buffer: DmaBuffer) -> Self {
-        DmaRegion { buffer }
+    /// The region of `buffer` (a request's data), when `platform` confirms it lies in DMA memory
+    /// it handed out: memory that stays valid while the platform lives.
+    pub fn of_buffer<P: Platform + ?Sized>(
+        platform: &'p P,
+        buffer: DmaBuffer,
+    ) -> Result<DmaRegion<'p>, ForeignBuffer> {
+        if !platform.is_dma_memory(&buffer) {
+            return Err(ForeignBuffer {
+                physical_address: buffer.physical_address,
+                length_bytes: buffer.length_bytes,
+            });
+        }
+        Ok(DmaRegion { buffer, platform: PhantomData })
     }
 
     pub fn buffer(&self) -> DmaBuffer {
@@ -73,6 +108,13 @@ impl DmaRegion {
 
     pub fn length_bytes(&self) -> usize {
         self.buffer.length_bytes
+    }
+
+    /// The sub-range `[offset, offset + length)` as a region of the same memory, or `None` when
+    /// it does not fit.
+    pub fn subregion(&self, offset_bytes: usize, length_bytes: usize) -> Option<DmaRegion<'p>> {
+        let buffer = self.buffer.slice(offset_bytes, length_bytes)?;
+        Some(DmaRegion { buffer, platform: PhantomData })
     }
 
     /// The sub-range `[offset, offset + length)` as a buffer (for cache maintenance).
@@ -101,7 +143,7 @@ impl DmaRegion {
 
     /// In host tests, logs the CPU access for the ordering checks (see `crate::testing`).
     fn log_access(&self, offset_bytes: usize, length_bytes: usize, write: bool) {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testing"))]
         {
             let range = crate::testing::ByteRange::new(
                 self.buffer.physical_address + offset_bytes as u64,
@@ -113,14 +155,15 @@ impl DmaRegion {
                 crate::testing::PlatformEvent::CpuRead(range)
             });
         }
-        #[cfg(not(test))]
+        #[cfg(not(any(test, feature = "testing")))]
         let _ = (offset_bytes, length_bytes, write);
     }
 
     pub fn read_u32(&self, offset_bytes: usize) -> u32 {
         let address = self.address_of(offset_bytes, 4, 4);
         self.log_access(offset_bytes, 4, false);
-        // SAFETY: `new`'s contract makes the region valid memory; the offset was checked to be
+        // SAFETY: the region was made from the platform's DMA memory, valid for `'p` (see
+        // `allocate` and `of_buffer`); the offset was checked to be
         // inside it and 4-byte aligned.
         unsafe { ptr::read_volatile(address as *const u32) }
     }
@@ -203,7 +246,7 @@ impl PioTarget for [u8] {
     }
 }
 
-impl PioTarget for DmaRegion {
+impl PioTarget for DmaRegion<'_> {
     fn length_bytes(&self) -> usize {
         self.buffer.length_bytes
     }
@@ -217,20 +260,14 @@ impl PioTarget for DmaRegion {
 mod tests {
     extern crate std;
     use super::*;
+    use crate::testing::{ArenaPlatform, ByteRange, PlatformEvent, PHYSICAL_BASE};
     use std::string::ToString;
-    use std::vec;
     use std::vec::Vec;
 
     #[test]
     fn accesses_stay_inside_and_aligned() {
-        let mut backing = vec![0u64; 8];
-        let buffer = DmaBuffer {
-            cpu_address: backing.as_mut_ptr() as usize,
-            physical_address: 0x8000,
-            length_bytes: 64,
-        };
-        // SAFETY: the vector outlives the region and nothing else touches it in this test.
-        let region = unsafe { DmaRegion::new(buffer) };
+        let platform = ArenaPlatform::new(1 << 16);
+        let region = DmaRegion::allocate(&platform, 64, 64).unwrap();
         region.write_words(4, &[0xAABB_CCDD]);
         region.write_u64(8, 0x1122_3344_5566_7788);
         assert_eq!(region.read_u32(4), 0xAABB_CCDD);
@@ -243,7 +280,9 @@ mod tests {
         assert_eq!(bytes, [0xDD, 0xCC, 0xBB, 0xAA]);
         region.write_words(56, &[1, 2]);
         assert_eq!(region.read_u32(60), 2);
-        assert_eq!(region.slice(16, 8).physical_address, 0x8010);
+        assert_eq!(region.slice(16, 8).physical_address, region.physical_address() + 0x10);
+        assert_eq!(region.subregion(56, 8).map(|tail| tail.read_u32(4)), Some(2));
+        assert_eq!(region.subregion(60, 8), None);
         let outside = std::panic::catch_unwind(|| region.read_u32(64));
         assert!(outside.is_err());
         let past_the_end = std::panic::catch_unwind(|| region.write_words(56, &[1, 2, 3]));
@@ -254,32 +293,25 @@ mod tests {
         assert!(bytes_past_the_end.is_err());
         let misaligned = std::panic::catch_unwind(|| region.write_u64(4, 0));
         assert!(misaligned.is_err());
-        drop(backing);
     }
 
     #[test]
     fn zero_clears_exactly_the_words_asked_for() {
-        let mut backing = vec![u64::MAX; 4];
-        let buffer =
-            DmaBuffer { cpu_address: backing.as_mut_ptr() as usize, physical_address: 0, length_bytes: 32 };
-        // SAFETY: the vector outlives the region and nothing else touches it in this test.
-        let region = unsafe { DmaRegion::new(buffer) };
+        let platform = ArenaPlatform::new(1 << 16);
+        let region = DmaRegion::allocate(&platform, 32, 64).unwrap();
+        region.write_words(0, &[u32::MAX; 8]);
         region.zero(4, 16);
         let mut words = [0u32; 8];
         region.read_words(0, &mut words);
         assert_eq!(words, [u32::MAX, 0, 0, 0, 0, u32::MAX, u32::MAX, u32::MAX]);
         assert!(std::panic::catch_unwind(|| region.zero(24, 12)).is_err(), "past the end");
         assert!(std::panic::catch_unwind(|| region.zero(0, 6)).is_err(), "not whole words");
-        drop(backing);
     }
 
     #[test]
     fn bytes_go_in_and_out_at_any_offset_and_words_need_aligned_memory() {
-        let mut backing = vec![0u64; 4];
-        let base = backing.as_mut_ptr() as usize;
-        let unaligned = DmaBuffer { cpu_address: base + 1, physical_address: 0x9001, length_bytes: 24 };
-        // SAFETY: the vector outlives the region and nothing else touches it in this test.
-        let region = unsafe { DmaRegion::new(unaligned) };
+        let platform = ArenaPlatform::new(1 << 16);
+        let region = DmaRegion::allocate(&platform, 32, 64).unwrap().subregion(1, 24).unwrap();
         region.write_bytes(2, b"poison");
         let mut out = [0u8; 8];
         region.read_bytes(1, &mut out);
@@ -289,7 +321,6 @@ mod tests {
         assert_eq!(region.read_u32(3), 0x0403_0201);
         assert!(std::panic::catch_unwind(|| region.read_u32(0)).is_err(), "misaligned in memory");
         assert!(std::panic::catch_unwind(|| region.write_bytes(20, &[0; 5])).is_err(), "past the end");
-        drop(backing);
     }
 
     #[test]
@@ -298,55 +329,65 @@ mod tests {
         PioTarget::store_word(&mut plain[..], 4, 0x4433_2211);
         assert_eq!(plain, [0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44]);
         assert_eq!(PioTarget::length_bytes(&plain[..]), 8);
-        let mut backing = vec![0u64; 2];
-        let buffer =
-            DmaBuffer { cpu_address: backing.as_mut_ptr() as usize, physical_address: 0, length_bytes: 16 };
-        // SAFETY: the vector outlives the region and nothing else touches it in this test.
-        let mut region = unsafe { DmaRegion::new(buffer) };
+        let platform = ArenaPlatform::new(1 << 16);
+        let mut region = DmaRegion::allocate(&platform, 16, 64).unwrap();
         region.store_word(8, 0x4433_2211);
         let mut out = [0u8; 4];
         region.read_bytes(8, &mut out);
         assert_eq!(out, [0x11, 0x22, 0x33, 0x44]);
         assert_eq!(PioTarget::length_bytes(&region), 16);
-        drop(backing);
     }
 
     #[test]
-    fn allocated_regions_are_zeroed_reachable_and_refused_outside_the_window() {
-        let platform = crate::testing::ArenaPlatform::new(1 << 16);
+    fn allocations_are_zeroed_reachable_and_refused_outside_the_window() {
+        let platform = ArenaPlatform::new(1 << 16);
         let identity = BusTranslation::IDENTITY;
-        // SAFETY: the regions are used only while `platform` lives.
-        let (region, bus) = unsafe { allocate_region(&platform, &identity, 4096, 4096) }.unwrap();
-        assert_eq!(bus, region.physical_address());
-        assert_eq!(region.read_u32(4092), 0);
+        let allocation = DmaAllocation::new(&platform, &identity, 4096, 4096).unwrap();
+        assert_eq!(allocation.bus_address, allocation.region.physical_address());
+        assert_eq!(allocation.region.read_u32(4092), 0);
         let offset = BusTranslation { cpu_base: 0, bus_base: 0xC000_0000, size_bytes: 1 << 40 };
-        // SAFETY: as above.
-        let (shifted, shifted_bus) = unsafe { allocate_region(&platform, &offset, 64, 64) }.unwrap();
-        assert_eq!(shifted_bus, shifted.physical_address() + 0xC000_0000);
+        let shifted = DmaAllocation::new(&platform, &offset, 64, 64).unwrap();
+        assert_eq!(shifted.bus_address, shifted.region.physical_address() + 0xC000_0000);
         let nowhere = BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 0x1000 };
-        // SAFETY: as above.
-        let refused = unsafe { allocate_region(&platform, &nowhere, 64, 64) };
+        let refused = DmaAllocation::new(&platform, &nowhere, 64, 64);
         assert!(matches!(refused, Err(DmaRegionError::Unreachable(_))), "{refused:?}");
-        // SAFETY: as above.
-        let too_big = unsafe { allocate_region(&platform, &identity, 1 << 20, 64) };
+        let too_big = DmaAllocation::new(&platform, &identity, 1 << 20, 64);
         assert!(matches!(too_big, Err(DmaRegionError::Allocation(_))), "{too_big:?}");
         assert!(too_big.unwrap_err().to_string().contains("DMA pool exhausted"));
     }
 
     #[test]
+    fn only_the_platforms_own_memory_becomes_a_region() {
+        let platform = ArenaPlatform::new(1 << 16);
+        let buffer = platform.allocate_dma(512, 64).unwrap();
+        let region = DmaRegion::of_buffer(&platform, buffer.slice(256, 256).unwrap()).unwrap();
+        region.write_bytes(0, &[7]);
+        assert_eq!(platform.cpu_read(&buffer.slice(256, 1).unwrap()), [7]);
+        // Memory the platform never handed out (here: a host vector) is refused.
+        let mut elsewhere = std::vec![0u8; 64];
+        let foreign = DmaBuffer {
+            cpu_address: elsewhere.as_mut_ptr() as usize,
+            physical_address: PHYSICAL_BASE - 0x1000,
+            length_bytes: 64,
+        };
+        let refused = DmaRegion::of_buffer(&platform, foreign).unwrap_err();
+        assert_eq!(refused.to_string(), "0x3ffff000+0x40 is not DMA memory of this platform");
+        // A buffer reaching past the arena's end is refused too.
+        let beyond = DmaBuffer { length_bytes: 1 << 17, ..buffer };
+        assert!(DmaRegion::of_buffer(&platform, beyond).is_err());
+    }
+
+    #[test]
     fn host_tests_see_every_cpu_access_at_its_physical_range() {
-        use crate::testing::{ByteRange, PlatformEvent};
-        let platform = crate::testing::ArenaPlatform::new(1 << 16);
-        let buffer = platform.allocate_dma(256, 64).unwrap();
-        // SAFETY: arena memory used only here, while the platform lives.
-        let region = unsafe { DmaRegion::new(buffer) };
+        let platform = ArenaPlatform::new(1 << 16);
+        let region = DmaRegion::allocate(&platform, 256, 64).unwrap();
         let start = platform.log().len();
         region.write_bytes(16, &[1, 2, 3]);
         region.read_u32(64);
         region.write_words(128, &[1, 2, 3]);
         region.read_words(128, &mut [0u32; 2]);
         let seen: Vec<PlatformEvent> = platform.log().since(start).to_vec();
-        let at = |offset: u64, length: u64| ByteRange::new(buffer.physical_address + offset, length);
+        let at = |offset: u64, length: u64| ByteRange::new(region.physical_address() + offset, length);
         let expected = [
             PlatformEvent::CpuWrite(at(16, 3)),
             PlatformEvent::CpuRead(at(64, 4)),

@@ -1,11 +1,10 @@
-//! The SD driver's typed errors, each carrying the command and the register values that explain
-//! it, and their mapping to the block interface's error kinds (SDHCI §2.2.18 Error Interrupt
-//! Status; SD §4.10.1 card status).
+//! The SD protocol's typed errors, each carrying the command and the register values that explain
+//! it, and their mapping to the block interface's error kinds (SD §4.10.1 card status; each
+//! host maps its own status bits to a [`FailureKind`]: SDHCI §2.2.18 Error Interrupt Status,
+//! the sdhost's SDHSTS).
 #![forbid(unsafe_code)]
 
-use super::clock::ClockError;
 use super::command::Command;
-use super::regs::interrupt;
 use blockdev::{IoError, IoErrorKind};
 use core::fmt;
 
@@ -44,24 +43,6 @@ impl FailureKind {
         }
     }
 
-    /// The kind from the Error Interrupt Status bits (bits 31:16 of word 0x30), most specific
-    /// first: a data CRC error that led to an auto-CMD12 error is a CRC error.
-    pub fn from_interrupt_status(status: u32) -> FailureKind {
-        if status & interrupt::COMMAND_TIMEOUT != 0 {
-            FailureKind::CommandTimeout
-        } else if status & (interrupt::COMMAND_CRC | interrupt::COMMAND_END_BIT | interrupt::COMMAND_INDEX)
-            != 0
-        {
-            FailureKind::CommandLine
-        } else if status & interrupt::DATA_TIMEOUT != 0 {
-            FailureKind::DataTimeout
-        } else if status & (interrupt::DATA_CRC | interrupt::DATA_END_BIT) != 0 {
-            FailureKind::DataLine
-        } else {
-            FailureKind::HostTransfer
-        }
-    }
-
     pub fn io_error_kind(self) -> IoErrorKind {
         match self {
             FailureKind::CommandTimeout | FailureKind::DataTimeout | FailureKind::NoCompletion => {
@@ -80,8 +61,10 @@ impl FailureKind {
 pub struct CommandFailure {
     pub command: Command,
     pub kind: FailureKind,
-    /// Word 0x30: Normal (15:0) and Error (31:16) Interrupt Status.
+    /// The host's interrupt status (SDHCI word 0x30: Normal (15:0) and Error (31:16) Interrupt
+    /// Status; the sdhost's SDHSTS).
     pub interrupt_status: u32,
+    /// The host's state register (SDHCI Present State; the sdhost's SDEDM).
     pub present_state: u32,
     /// The card status (R1) for `CardStatus`, the response word otherwise.
     pub response: u32,
@@ -93,6 +76,15 @@ pub struct CommandFailure {
     pub blocks: u32,
     /// Which attempt failed (1-based) when the driver retried.
     pub attempts: u32,
+}
+
+/// Why no clock divider fits (a host's SDCLK divider cannot go slow enough).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no SD clock divider gives ≤ {target_hz} Hz from a {base_clock_hz} Hz base clock (slowest {slowest_hz} Hz)")]
+pub struct ClockError {
+    pub base_clock_hz: u32,
+    pub target_hz: u32,
+    pub slowest_hz: u32,
 }
 
 impl CommandFailure {
@@ -140,42 +132,31 @@ impl fmt::Display for CommandFailure {
 }
 
 /// Everything that can stop the host or the card from being used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SdError {
+    #[error("{0}")]
     Command(CommandFailure),
     /// A controller bit did not reach its state in time (reset, clock stable, inhibit).
-    Controller {
-        waiting_for: &'static str,
-        register_offset: usize,
-        value: u32,
-        waited_us: u64,
-    },
+    #[error("controller: {waiting_for} not seen after {waited_us} µs (register {register_offset:#04x} = {value:#010x})")]
+    Controller { waiting_for: &'static str, register_offset: usize, value: u32, waited_us: u64 },
     /// No card answered (or card detect says none is inserted).
-    NoCard {
-        present_state: u32,
-    },
+    #[error("no card (present state {present_state:#010x})")]
+    NoCard { present_state: u32 },
     /// The card was pulled out: Card Removal raised, or Card Inserted clear while Card State
     /// Stable is set (SDHCI 3.00 §2.2.9, §2.2.17). Its requests fail as device-gone.
-    CardRemoved {
-        present_state: u32,
-        interrupt_status: u32,
-    },
+    #[error("card removed (present state {present_state:#010x}, interrupt status {interrupt_status:#010x}): the device is gone, its reads fail as device-gone")]
+    CardRemoved { present_state: u32, interrupt_status: u32 },
     /// The card answered but cannot be used.
-    UnusableCard {
-        reason: &'static str,
-        value: u32,
-    },
+    #[error("card unusable: {reason} ({value:#x})")]
+    UnusableCard { reason: &'static str, value: u32 },
     /// The controller cannot do what is needed.
-    UnusableHost {
-        reason: &'static str,
-        value: u32,
-    },
+    #[error("host unusable: {reason} ({value:#x})")]
+    UnusableHost { reason: &'static str, value: u32 },
+    #[error("{0}")]
     Clock(ClockError),
     /// The board's 1.8 V or card-power hook failed.
-    BoardHook {
-        what: &'static str,
-        code: u32,
-    },
+    #[error("board hook failed: {what} (code {code:#x})")]
+    BoardHook { what: &'static str, code: u32 },
 }
 
 impl SdError {
@@ -205,40 +186,5 @@ impl From<CommandFailure> for SdError {
 impl From<ClockError> for SdError {
     fn from(error: ClockError) -> Self {
         SdError::Clock(error)
-    }
-}
-
-impl fmt::Display for SdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SdError::Command(failure) => write!(f, "{failure}"),
-            SdError::Controller {
-                waiting_for,
-                register_offset,
-                value,
-                waited_us,
-            } => write!(
-                f,
-                "controller: {waiting_for} not seen after {waited_us} µs (register {register_offset:#04x} = {value:#010x})"
-            ),
-            SdError::NoCard { present_state } => {
-                write!(f, "no card (present state {present_state:#010x})")
-            }
-            SdError::CardRemoved { present_state, interrupt_status } => write!(
-                f,
-                "card removed (present state {present_state:#010x}, interrupt status {interrupt_status:#010x}): \
-                 the device is gone, its reads fail as device-gone"
-            ),
-            SdError::UnusableCard { reason, value } => {
-                write!(f, "card unusable: {reason} ({value:#x})")
-            }
-            SdError::UnusableHost { reason, value } => {
-                write!(f, "host unusable: {reason} ({value:#x})")
-            }
-            SdError::Clock(error) => write!(f, "{error}"),
-            SdError::BoardHook { what, code } => {
-                write!(f, "board hook failed: {what} (code {code:#x})")
-            }
-        }
     }
 }

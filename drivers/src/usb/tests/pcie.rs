@@ -9,22 +9,22 @@
 
 extern crate std;
 
-use super::controller::HostController;
-use super::mass_storage::{MassStorageDevice, Protocol};
-use super::options::UsbOptions;
-use super::regs::Speed;
-use super::sim::device::{DeviceKind, SimUsbDevice};
-use super::sim::disk::SimDisk;
-use super::sim::{SimConfig, SimPlatform, SimXhci};
-use super::DiscardEvents;
-use crate::mmio::RegisterIo;
+use super::super::controller::HostController;
+use super::super::mass_storage::{MassStorageDevice, Protocol};
+use super::super::options::UsbOptions;
+use super::super::regs::Speed;
+use super::super::sim::device::{DeviceKind, SimUsbDevice};
+use super::super::sim::disk::SimDisk;
+use super::super::sim::{SimConfig, SimPlatform, SimXhci};
+use super::super::DiscardEvents;
 use crate::pci::brcmstb::sim::{Block, CpuWindow, ModelConfig, RootComplexModel, PCIE1_BRIDGE_LINE};
 use crate::pci::brcmstb::{Bcm2712Resets, LinkPlan, RootComplex, Soc};
 use crate::pci::sim::SimulatedFunction;
 use crate::pci::{vl805, ConfigAccess, Enumerator, HostWindows, PciFunction, Window};
-use crate::platform::{BusTranslation, Platform};
 use blockdev::{BlockDevice, Completion, Operation, Request};
 use core::cell::{Cell, RefCell};
+use hal::mmio::RegisterIo;
+use hal::platform::{BusTranslation, Platform};
 use std::rc::Rc;
 use std::string::{String, ToString};
 use std::vec;
