@@ -2,8 +2,9 @@
 //! the ramp, the measured window and the drain (docs/architecture.md "What is measured"; slat,
 //! clat and lat as fio defines them: docs/nvme-and-fio.md §3.1).
 //!
-//! Each pass of the loop reads the timer once and takes three steps: `RunLoop::reap` polls and
-//! records what completed, `RunLoop::fill` submits until the queue depth is in flight again
+//! Each pass of the loop takes three steps: `RunLoop::reap` polls, reads the timer once (the
+//! pass's time, and the completions' when the poll found any) and records what completed,
+//! `RunLoop::fill` submits until the queue depth is in flight again
 //! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
 //! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
 //! watches the drain deadline. An I/O
@@ -93,10 +94,22 @@ pub struct RunEnvironment<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct TickConverter {
     ticks_per_second: u64,
+    /// Nanoseconds per tick when a second is a whole number of them (62.5 MHz: 16; 1 GHz: 1):
+    /// then a conversion is one multiplication, with the same result.
+    whole_ns_per_tick: Option<u64>,
 }
 
 impl TickConverter {
+    fn new(ticks_per_second: u64) -> TickConverter {
+        let whole = (ticks_per_second > 0 && NS_PER_S.is_multiple_of(ticks_per_second))
+            .then(|| NS_PER_S / ticks_per_second);
+        TickConverter { ticks_per_second, whole_ns_per_tick: whole }
+    }
+
     fn ns(self, ticks: u64) -> u64 {
+        if let Some(product) = self.whole_ns_per_tick.and_then(|per_tick| ticks.checked_mul(per_tick)) {
+            return product;
+        }
         match ticks.checked_mul(NS_PER_S) {
             Some(product) => product / self.ticks_per_second,
             None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
@@ -641,7 +654,7 @@ impl<'r> RunLoop<'r> {
             device_name,
             device,
             clock,
-            converter: TickConverter { ticks_per_second: clock.ticks_per_second() },
+            converter: TickConverter::new(clock.ticks_per_second()),
             queue_depth,
             requests,
             scratch,
@@ -703,7 +716,9 @@ impl<'r> RunLoop<'r> {
 
     fn run(&mut self, console: &mut dyn Console) {
         loop {
-            let now = self.clock.now_ticks();
+            // One clock reading per pass, right after the poll: the completions' time when it
+            // found any.
+            let (now, completed) = self.reap();
             if self.stall.has_stopped(now) {
                 let message = format!(
                     "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
@@ -712,21 +727,19 @@ impl<'r> RunLoop<'r> {
                 self.end_early(RunEnd::ClockStalled { ticks: now }, message, console);
                 break;
             }
-            let completed_at = self.reap();
-            let latest = completed_at.unwrap_or(now);
-            while latest >= self.sampler[0].next_due_ticks {
-                self.take_sample(latest);
+            while now >= self.sampler[0].next_due_ticks {
+                self.take_sample(now);
             }
-            if self.submitting && latest >= self.times.window_end {
+            if self.submitting && now >= self.times.window_end {
                 self.submitting = false;
             }
             let submitted = self.submitting && self.fill(console);
             if !self.submitting && self.in_flight == 0 {
-                self.meter.settle(submitted || completed_at.is_some());
+                self.meter.settle(submitted || completed);
                 break;
             }
             let stop = self.end_of_pass(now, console);
-            self.meter.settle(submitted || completed_at.is_some());
+            self.meter.settle(submitted || completed);
             if stop {
                 break;
             }
@@ -867,9 +880,10 @@ impl<'r> RunLoop<'r> {
         self.submitting = false;
     }
 
-    /// Polls once and records what completed. Returns when the completions were seen, if there
-    /// were any; a poll that finds nothing is waiting, and its CPU time is no I/O's cost.
-    fn reap(&mut self) -> Option<u64> {
+    /// Polls once, reads the clock, and records what completed. Returns the clock reading and
+    /// whether anything completed (at that reading); a poll that finds nothing is waiting, and
+    /// its CPU time is no I/O's cost.
+    fn reap(&mut self) -> (u64, bool) {
         self.meter.lap(Account::Pending);
         let completions = &mut self.scratch.completions[..self.queue_depth];
         let count = match self.trace {
@@ -878,7 +892,7 @@ impl<'r> RunLoop<'r> {
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);
-            return None;
+            return (self.clock.now_ticks(), false);
         }
         self.meter.lap(Account::Driver);
         let done = self.clock.now_ticks();
@@ -899,7 +913,7 @@ impl<'r> RunLoop<'r> {
             }
         }
         self.meter.lap(Account::Bookkeeping);
-        Some(done)
+        (done, true)
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.

@@ -29,15 +29,16 @@ const NVME_DRIVER_TARGET: u64 = 500;
 const NVME_BOOKKEEPING_TARGET: u64 = 300;
 const SD_DRIVER_TARGET: u64 = 800;
 
-/// Set with the hal crate and typed registers merged: SD reads then cost 1923 driver
-/// instructions (1582 before, most of the rise in `memcpy` of the request state, which the
-/// profile shows under `SdCard::start_with_retries` and `SdCard::poll`).
+/// Driver budgets set with the hal crate and typed registers merged: SD reads then cost 1923
+/// driver instructions (1582 before, most of the rise in `memcpy` of the request state, which the
+/// profile shows under `SdCard::start_with_retries` and `SdCard::poll`). Bookkeeping budgets set
+/// with one clock reading per pass of the run loop (QD1 517, QD32 360).
 const BUDGETS: [Budget; 5] = [
-    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:1", driver: 1094, bookkeeping: 611 },
-    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:32", driver: 756, bookkeeping: 388 },
-    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:1", driver: 1094, bookkeeping: 571 },
-    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:32", driver: 756, bookkeeping: 388 },
-    Budget { device: "sd0", drive: "pattern", job: "randread:4k:1", driver: 2019, bookkeeping: 571 },
+    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:1", driver: 1094, bookkeeping: 544 },
+    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:32", driver: 756, bookkeeping: 378 },
+    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:1", driver: 1094, bookkeeping: 543 },
+    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:32", driver: 756, bookkeeping: 378 },
+    Budget { device: "sd0", drive: "pattern", job: "randread:4k:1", driver: 2019, bookkeeping: 543 },
 ];
 
 const SETTINGS: &str = "exit=semihosting nvme.measure=off progress=off ramp=0 runtime=20ms runs=1 offset=0 \
