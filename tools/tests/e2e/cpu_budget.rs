@@ -29,15 +29,16 @@ const NVME_DRIVER_TARGET: u64 = 500;
 const NVME_BOOKKEEPING_TARGET: u64 = 300;
 const SD_DRIVER_TARGET: u64 = 800;
 
-/// Driver budgets set with the hal crate and typed registers merged: SD reads then cost 1923
-/// driver instructions (1582 before, most of the rise in `memcpy` of the request state, which the
-/// profile shows under `SdCard::start_with_retries` and `SdCard::poll`). Bookkeeping budgets set
+/// The SD driver budget set with the hal crate and typed registers merged: SD reads then cost
+/// 1923 driver instructions (1582 before, most of the rise in `memcpy` of the request state,
+/// which the profile shows under `SdCard::start_with_retries` and `SdCard::poll`). NVMe driver
+/// budgets set with submission entries built in place (QD1 991, QD32 670); bookkeeping budgets
 /// with one clock reading per pass of the run loop (QD1 517, QD32 360).
 const BUDGETS: [Budget; 5] = [
-    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:1", driver: 1094, bookkeeping: 544 },
-    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:32", driver: 756, bookkeeping: 378 },
-    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:1", driver: 1094, bookkeeping: 543 },
-    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:32", driver: 756, bookkeeping: 378 },
+    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:1", driver: 1040, bookkeeping: 544 },
+    Budget { device: "nvme0", drive: "pattern", job: "randread:4k:32", driver: 703, bookkeeping: 378 },
+    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:1", driver: 1040, bookkeeping: 543 },
+    Budget { device: "nvme0", drive: "null-co", job: "randread:4k:32", driver: 703, bookkeeping: 378 },
     Budget { device: "sd0", drive: "pattern", job: "randread:4k:1", driver: 2019, bookkeeping: 543 },
 ];
 
