@@ -1372,22 +1372,24 @@ mod tests {
         let run = &results.runs[0];
         assert_eq!(run.cpu.ios, 100, "1 ms of 10 µs reads");
         // Per I/O: submit + kick + the poll that found it; the three empty polls are waiting.
-        // Bookkeeping: the timer readings of the passes that did I/O, 3 instructions each. The
-        // pass that completes I/O k also submits I/O k + 1: four readings (the pass's own,
-        // completion, submit, doorbell); the first pass has no completion (3 readings) and the
-        // last, at the window's end, no submit (2): 9 + 99 × 12 + 6 = 1203 for 100 I/Os.
+        // Bookkeeping: the timer readings of the passes that did I/O, 3 instructions each (a
+        // pass that only waited, its reading included, is nobody's cost). The pass that
+        // completes I/O k also submits I/O k + 1: three readings (the pass's own after the poll,
+        // which is the completion's, then submit and doorbell); the first pass has no
+        // completion but its own reading (3) and the last, at the window's end, no submit (1):
+        // 9 + 99 × 9 + 3 = 903 for 100 I/Os.
         assert_eq!(run.cpu.driver.instructions, 100 * (100 + 20 + 50));
-        assert_eq!(run.cpu.bookkeeping.instructions, 1203);
+        assert_eq!(run.cpu.bookkeeping.instructions, 903);
         let per_io = run.cpu.per_io();
         assert_eq!(per_io.driver_instructions_milli, Some(170_000));
         // The model's cycles are twice its instructions.
         assert_eq!(per_io.driver_cycles_milli, Some(340_000));
-        assert_eq!(per_io.bookkeeping_instructions_milli, Some(12_030));
-        assert_eq!(per_io.bookkeeping_cycles_milli, Some(24_060));
+        assert_eq!(per_io.bookkeeping_instructions_milli, Some(9_030));
+        assert_eq!(per_io.bookkeeping_cycles_milli, Some(18_060));
         assert_eq!(results.medians[0].cpu_per_io, per_io);
         assert!(
             console.contains(
-                "nvme0    cpu per I/O: driver 170 instr / 340 cycles, bookkeeping 12 instr / 24 cycles\n"
+                "nvme0    cpu per I/O: driver 170 instr / 340 cycles, bookkeeping 9 instr / 18 cycles\n"
             ),
             "{console}"
         );
