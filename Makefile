@@ -19,7 +19,7 @@ ARM32_BUILD       := RUSTC_BOOTSTRAP=1 $(CARGO) build --release -p kernel --targ
 # target_arch, same 32-bit usize, no -Zbuild-std.
 ARM32_CHECK_TARGET := armv7a-none-eabi
 
-.PHONY: all deps kernel profiler qemu test test-host test-e2e clippy fmt-check clean
+.PHONY: all deps kernel profiler qemu farm-qemu test test-host test-e2e clippy fmt-check clean
 
 all: kernel profiler
 
@@ -49,7 +49,7 @@ $(BUILD)/kernel.img $(BUILD)/kernel7.img &: FORCE
 	cp $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel7.elf
 	@ls -l $(BUILD)/kernel.img $(BUILD)/kernel7.img
 
-# The QEMU TCG plugin behind `barebench qemu --profile` (profiler/plugin/, docs/measurement.md §16).
+# The QEMU TCG plugin behind `barebench qemu --profile` (profiler/plugin/, docs/measurement.md §17).
 profiler: $(BUILD)/libbarebench_profile.so
 
 $(BUILD)/libbarebench_profile.so: FORCE
@@ -74,6 +74,19 @@ qemu: deps kernel
 	$(CARGO) run --release -q -p tools --bin barebench -- qemu --machine virt \
 	  --nvme $(QEMU_DISK):pattern$(QEMU_SCRATCH) --sd $(QEMU_DISK):pattern$(QEMU_SCRATCH) \
 	  $(QEMU_DEVICES) --timeout 1800 -- preset=quick $(SETTINGS)
+
+# The board farm on QEMU (docs/farm.md): tools/farm/qemu-lab starts a labgrid coordinator and
+# exporter on this machine whose places are QEMU boards, and `barebench farm` runs FARM_SETTINGS on
+# FARM_PLACES through them as it would on a rack of Pis: one log per place, the merged report.md and
+# charts in build/farm/. Every process the lab starts is stopped at the end, even on failure.
+FARM_PLACES   ?= raspi2b,raspi3b,raspi4b,virt
+FARM_SETTINGS ?= preset=matrix write=sd0 ramp=0 runtime=2s runs=1
+HOST_RELEASE  := $(or $(CARGO_TARGET_DIR),target)/release
+farm-qemu: deps kernel
+	$(CARGO) build --release -q -p tools --bin barebench
+	BAREBENCH=$(HOST_RELEASE)/barebench LG_BAREBENCH_BUILD=$(CURDIR)/$(BUILD) tools/farm/qemu-lab $(BUILD)/farm/lab -- \
+	  $(HOST_RELEASE)/barebench farm --env tools/farm/qemu-env.yaml --places $(FARM_PLACES) --output $(BUILD)/farm \
+	  --no-firmware --size 64M --scratch 16M --timeout 600 -- $(FARM_SETTINGS)
 
 test: deps
 	$(MAKE) test-host

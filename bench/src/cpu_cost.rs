@@ -180,7 +180,7 @@ impl CpuPerIo {
 }
 
 /// Marks the end of a run's metering for the instruction profile (`barebench qemu --profile`,
-/// docs/measurement.md §16), which stops at this function's first instruction and reads the
+/// docs/measurement.md §17), which stops at this function's first instruction and reads the
 /// run's completions from `x0`: the C calling convention fixes where the argument is. It does
 /// nothing else.
 #[inline(never)]
@@ -237,7 +237,7 @@ impl<'c> CpuMeter<'c> {
     /// (its arguments and the branch) and its start, which is what every lap adds to the code it
     /// measures. (Keeping the loop's own instructions out of the pair makes each lap's figure the
     /// code between the laps, to the instruction; the instruction profile relies on that,
-    /// docs/measurement.md §16.)
+    /// docs/measurement.md §17.)
     fn calibrate(&mut self) {
         if !self.active {
             return;

@@ -234,6 +234,17 @@ pub struct BarebenchJob {
     pub errors_total: u64,
     /// Messages about this run (clamping, early end, no I/O).
     pub notes: Vec<String>,
+    /// The machine's conditions after the run (docs/fio-json.md §10).
+    pub conditions: Option<BarebenchJobConditions>,
+}
+
+/// A job's `barebench.conditions`: whether the firmware reported throttling or under-voltage
+/// after the run (the rest of the object is read as it is).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BarebenchJobConditions {
+    pub throttled_run: bool,
+    pub cooldown_wait_ns: Option<u64>,
 }
 
 /// One entry of `"barebench medians"`: the median over the runs of one device and workload,
@@ -264,6 +275,9 @@ pub struct BarebenchMedian {
     pub lat_max_ns: f64,
     /// Failed I/Os summed over the runs (not a median).
     pub errors_total: u64,
+    /// Runs after which the firmware reported throttling or under-voltage; absent from logs
+    /// without the conditions.
+    pub throttled_runs: Option<u32>,
 }
 
 /// The top-level `"barebench"` object: program version and what the kernel passed.

@@ -148,7 +148,9 @@ pub fn write_fio_json(
     }
     json.close(']')?;
     // Extra facts may not replace the fields above (a JSON object's keys must be unique).
-    const OWN_KEYS: [&str; 13] = [
+    const OWN_KEYS: [&str; 15] = [
+        "conditions",
+        "boot",
         "fio_fields",
         "version",
         "board",
@@ -163,6 +165,9 @@ pub fn write_fio_json(
         "cpu_counters",
         "region_samples",
     ];
+    if let Some(conditions) = &results.conditions {
+        conditions::write_benchmark(&mut json, conditions, results)?;
+    }
     for (key, value) in context.extra {
         if !OWN_KEYS.contains(key) {
             json.string_field(key, format_args!("{value}"))?;
@@ -469,6 +474,9 @@ fn write_job_facts(
         write_write_facts(json, write)?;
     }
     write_data_path(json, run.data_path.as_ref())?;
+    if let Some(run_conditions) = &run.conditions {
+        conditions::write_run(json, run_conditions)?;
+    }
     if let Some(sample) = facts.and_then(|facts| facts.region_sample) {
         json.bool_field("region_reads_as_zeros", sample.looks_deallocated())?;
     }
@@ -638,6 +646,9 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
     }
     write_cpu_per_io(json, None, &median.cpu_per_io)?;
     write_data_path(json, median.data_path.as_ref())?;
+    if let Some(throttled_runs) = median.throttled_runs {
+        json.number_field("throttled_runs", throttled_runs)?;
+    }
     json.close('}')
 }
 
@@ -749,6 +760,7 @@ fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Re
     out.write_char('"')
 }
 
+mod conditions;
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -828,6 +840,7 @@ mod tests {
             },
             memory: None,
             writes: None,
+            conditions: None,
         };
         let results = run_benchmark(&config, &mut devices, &environment, &context, &mut console);
         (console, results, config)
@@ -1113,6 +1126,7 @@ mod tests {
             },
             memory: None,
             writes: None,
+            conditions: None,
         };
         let mut console = String::new();
         let mut devices: [&mut dyn BlockDevice; 1] = [&mut device];

@@ -8,7 +8,8 @@
 //! let bytes = bench::plan::buffer_bytes_needed(&config, &geometries);   // size the DMA area
 //! let region = bench::plan::device_region(&config, &geometry, "sd0");   // what to sample first
 //! let environment = bench::runner::RunEnvironment { clock: &timer, cpu_counters: &pmu,
-//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None };
+//!     buffer_area: dma_area, memory: Some(&buffer_memory), writes: None,
+//!     conditions: Some(&firmware_conditions) };
 //! let context = bench::results::ReportContext { board, timer_frequency_hz, extra: &[],
 //!     device_facts: &facts };
 //! let results = bench::runner::run_benchmark(&config, &mut devices, &environment, &context,
@@ -34,6 +35,9 @@
 //! - [`histogram`], [`stats`], [`wide`]: integer-only statistics (fio's 1856-bucket histogram,
 //!   exact mean and standard deviation); [`distributions`]: fio's latency and queue-depth bands
 //!   and the interval samples of IOPS and bandwidth.
+//! - [`conditions`]: the throttle flags, temperature, clocks and boot time the kernel reads
+//!   through a [`conditions::ConditionsSource`] and `cooldown=` waits; [`conditions_summary`]: the
+//!   throttled runs and the `conditions:` sentence at the end.
 //! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs, medians and the
 //!   kernel's facts, as data.
 //! - [`report`], [`json`]: the console tables and the JSON writer, which read [`results`].
@@ -51,6 +55,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod buffers;
+pub mod conditions;
+pub mod conditions_summary;
 pub mod console;
 pub mod cpu_cost;
 pub mod distributions;
@@ -74,11 +80,6 @@ pub mod trace;
 pub mod units;
 pub mod wide;
 pub mod written;
-
-// The modules' former names, which the kernel's runtime (`kernel/src/runtime/`) still uses;
-// remove them once it names `settings` and `run_loop`.
-pub use run_loop as run;
-pub use settings as cmdline;
 
 /// The line printed just before the machine-readable results; nothing else prints it.
 pub const JSON_BEGIN_MARKER: &str = "==== barebench results: fio-compatible JSON begin ====";

@@ -177,6 +177,7 @@ mod tests {
             buffer_area: buffers.area(),
             memory: memory.then_some(&buffers as &dyn BufferMemory),
             writes: None,
+            conditions: None,
         };
         let mut console = String::new();
         let results = {

@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 
 use blockdev::{DmaBuffer, Geometry};
 
+use crate::region::Region;
 use crate::settings::{Config, JobSpec};
 use crate::units::SizeText;
 
@@ -44,9 +45,6 @@ pub enum JobPlanError {
     #[error("the buffer area of {buffer_bytes} bytes cannot hold one block of {}", SizeText(*.block_bytes))]
     BufferTooSmall { buffer_bytes: usize, block_bytes: u64 },
 }
-
-/// Also named `bench::plan::Region` by the kernel's runtime, which finds pattern regions.
-pub use crate::region::Region;
 
 /// Adapts `job` to a device: block size rounded up to the logical block and clamped to what one
 /// request may carry, queue depth clamped to `max_in_flight`, region moved or shrunk to fit the

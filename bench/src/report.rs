@@ -655,6 +655,7 @@ mod tests {
             errors_total: 0,
             cpu_per_io: CpuPerIo::default(),
             data_path: None,
+            throttled_runs: None,
         }
     }
 

@@ -91,6 +91,27 @@ pub struct BenchmarkResults {
     /// Whether the CPU's counters gave the cpu-per-I/O figures, and why not.
     pub cycles_status: CounterStatus,
     pub instructions_status: CounterStatus,
+    /// Throttling, temperature, clocks and boot time, when the kernel reports them.
+    pub conditions: Option<crate::conditions::BenchmarkConditions>,
+}
+
+impl BenchmarkResults {
+    /// Runs whose reading after them reports throttling or under-voltage.
+    pub fn throttled_runs(&self) -> impl Iterator<Item = &RunResult> {
+        self.runs.iter().filter(|run| run.conditions.as_ref().is_some_and(|c| c.after.is_throttled()))
+    }
+
+    /// Whether throttling or under-voltage happened during the benchmark: after a run, or in the
+    /// reading at the end (what `throttle=fail` fails on; flags only from before the first job,
+    /// since boot, do not count).
+    pub fn throttled_during(&self) -> bool {
+        self.throttled_runs().next().is_some()
+            || self
+                .conditions
+                .as_ref()
+                .and_then(|c| c.after.as_ref())
+                .is_some_and(crate::conditions::ConditionsReading::is_throttled)
+    }
 }
 
 /// Why a run stopped before its window was over, or could not be drained.
@@ -204,6 +225,10 @@ pub struct RunResult {
     pub verify: Option<crate::written::VerifyOutcome>,
     /// The scratch region's id (write results).
     pub scratch_region_id: Option<u64>,
+    /// The timer when the run's first I/O was submitted (the ramp's start), in its ticks.
+    pub started_at_ticks: u64,
+    /// The machine's conditions after the run and the `cooldown=` wait before it.
+    pub conditions: Option<crate::conditions::RunConditions>,
 }
 
 impl RunResult {
@@ -295,6 +320,9 @@ pub struct MedianResult {
     pub verify_mismatches: Option<u64>,
     /// Commands and PIO fallbacks summed over the runs (counts, not medians).
     pub data_path: Option<DataPath>,
+    /// Runs after which the firmware reported throttling or under-voltage (`None` when the
+    /// runs carry no conditions).
+    pub throttled_runs: Option<u32>,
 }
 
 /// The median of `values` ([`MEDIAN_RULE`]): the middle value, or for an even count the mean
@@ -388,6 +416,10 @@ fn median_of_group(group: &[&RunResult]) -> Option<MedianResult> {
             bookkeeping_cycles_milli: measured(&|c| c.bookkeeping_cycles_milli),
         },
         data_path: summed_data_path(group),
+        throttled_runs: group.iter().any(|run| run.conditions.is_some()).then(|| {
+            group.iter().filter(|run| run.conditions.as_ref().is_some_and(|c| c.after.is_throttled())).count()
+                as u32
+        }),
     })
 }
 
@@ -463,6 +495,8 @@ pub(crate) mod tests {
             data_path: None,
             check: None,
             notes: vec![],
+            started_at_ticks: 0,
+            conditions: None,
         }
     }
 

@@ -28,6 +28,7 @@ use blockdev::{
     SubmitError,
 };
 
+use crate::buffers::BufferMemory;
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
 use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
@@ -55,9 +56,6 @@ pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
 /// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
 /// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
 pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
-
-/// Also named `bench::run_loop::BufferMemory` by the kernel's runtime, which hands one over.
-pub use crate::buffers::BufferMemory;
 
 /// A device's marked scratch region, found by the kernel's scan of its partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +85,9 @@ pub struct RunEnvironment<'a> {
     pub memory: Option<&'a dyn BufferMemory>,
     /// `None`: write and mixed jobs are refused (nothing can be written).
     pub writes: Option<WriteAccess<'a>>,
+    /// The machine's conditions (throttling, temperature, clocks, boot time, the LED's heartbeat);
+    /// `None`: not reported.
+    pub conditions: Option<&'a dyn crate::conditions::ConditionsSource>,
 }
 
 /// `ticks × 10^9 / frequency`, truncating like `blockdev::ticks_to_ns`, with a 64-bit division
@@ -581,6 +582,8 @@ struct RunLoop<'r> {
     checker: Option<ReadChecker<'r>>,
     /// Why `check=` asked for checks this run cannot make.
     check_skipped: Option<(u32, &'static str)>,
+    /// Told at the progress line's pace, for the LED's heartbeat.
+    conditions: Option<&'r dyn crate::conditions::ConditionsSource>,
 }
 
 /// What a finished run leaves besides its statistics.
@@ -681,6 +684,7 @@ impl<'r> RunLoop<'r> {
             trace: None,
             checker,
             check_skipped,
+            conditions: environment.conditions,
         }
     }
 
@@ -1041,6 +1045,11 @@ impl<'r> RunLoop<'r> {
             if progress_due {
                 self.progress.update(self.converter.ns(now - self.times.start), self.completed);
                 self.next_progress = now + self.times.progress_interval_ticks;
+                // The heartbeat waits for nothing (a posted GPIO write at most) and is nobody's
+                // CPU cost, like the progress line.
+                if let Some(conditions) = self.conditions {
+                    conditions.in_window_heartbeat();
+                }
             }
             self.progress.pump(console);
             self.next_pump = now + self.times.pump_interval_ticks;
@@ -1348,6 +1357,8 @@ impl RunOutcome<'_> {
             scratch_region_id: None,
             data_path: None,
             check: None,
+            started_at_ticks: self.times.start,
+            conditions: None,
         }
     }
 }

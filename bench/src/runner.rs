@@ -83,6 +83,9 @@ pub fn run_benchmark_with_traces(
     let selected = select_devices(config, devices, &mut |message| say(console, &mut results.notes, message));
     results.device_names = selected.iter().map(|&index| devices[index].name().to_string()).collect();
     report::print_start(console, config, &results.device_names);
+    if let Some(source) = environment.conditions {
+        results.conditions = Some(crate::conditions::start(source, console, &mut results.notes));
+    }
     for warning in report::region_warnings(context, &results.device_names) {
         say(console, &mut results.notes, warning);
     }
@@ -102,8 +105,12 @@ pub fn run_benchmark_with_traces(
             benchmark.run_job(job_index, job, &mut results, console);
         }
     }
+    if let (Some(source), Some(conditions)) = (environment.conditions, results.conditions.as_mut()) {
+        crate::conditions::finish(source, conditions, console);
+    }
     results.medians = medians_of(&results.runs);
     report::print_summary(console, config, &results);
+    crate::conditions_summary::print_summary(console, &results);
     let _ = crate::json::write_results_block(console, config, context, &results);
     results
 }
@@ -214,6 +221,13 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                 }
                 let label = RunLabel { job_index, job, run, runs: self.config.runs, device_index, seed };
                 let environment = self.environment;
+                let source = environment.conditions;
+                let cooldown = match (source, results.conditions.as_mut()) {
+                    (Some(source), Some(conditions)) => {
+                        crate::conditions::before_run(source, environment.clock, conditions, console)
+                    }
+                    _ => None,
+                };
                 let run_results = run_once(
                     &mut *self.devices[device_index],
                     environment,
@@ -230,8 +244,26 @@ impl<'b, 'd> Benchmark<'b, 'd> {
                     let name = self.devices[device_index].name();
                     write_trace(console, self.trace_output, (name, &run_name), ring, self.environment);
                 }
+                let after = match (source, results.conditions.as_mut()) {
+                    (Some(source), Some(conditions)) => crate::conditions::after_run(
+                        source,
+                        conditions,
+                        format_args!(
+                            "{} run {run}/{} of {job}",
+                            self.devices[device_index].name(),
+                            self.config.runs
+                        ),
+                        console,
+                    ),
+                    _ => None,
+                };
                 for mut result in run_results {
                     result.notes.splice(0..0, planned.notes.iter().cloned());
+                    if let Some((reading, warning)) = &after {
+                        result.conditions =
+                            Some(crate::conditions::RunConditions { after: reading.clone(), cooldown });
+                        result.notes.extend(warning.iter().cloned());
+                    }
                     match result.ended_early {
                         Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
                         Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
@@ -502,6 +534,7 @@ mod tests {
             buffer_area: buffer_area(buffer_bytes),
             memory: None,
             writes: None,
+            conditions: None,
         };
         run_benchmark(config, devices, &environment, &context, console)
     }
@@ -924,6 +957,7 @@ mod tests {
             buffer_area: memory.area(),
             memory: None,
             writes: Some(writes),
+            conditions: None,
         };
         let mut console = String::new();
         let results = run_benchmark(config, devices, &environment, &context, &mut console);
@@ -1322,8 +1356,14 @@ mod tests {
         // The line was really written (five updates and the final one) ...
         let progress = console.split("\r  nvme0").count() - 1;
         assert!((5..=7).contains(&progress), "{progress} progress texts in {console:?}");
-        // ... and every figure of the run is what it is without it.
-        assert_eq!(with_progress.runs, without_progress.runs);
+        // ... and every figure of the run is what it is without it (the run starts later, after
+        // the slow UART took the lines before it).
+        let figures = |results: &BenchmarkResults| {
+            let mut runs = results.runs.clone();
+            runs.iter_mut().for_each(|run| run.started_at_ticks = 0);
+            runs
+        };
+        assert_eq!(figures(&with_progress), figures(&without_progress));
         assert!(with_progress.runs[0].ios > 40_000);
     }
 
@@ -1364,6 +1404,7 @@ mod tests {
             buffer_area: buffer_area(1 << 20),
             memory: None,
             writes: None,
+            conditions: None,
         };
         let context =
             ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
@@ -1446,6 +1487,7 @@ mod tests {
             buffer_area: buffer_area(1 << 20),
             memory: None,
             writes: None,
+            conditions: None,
         };
         let mut console = String::new();
         let results = run_benchmark(&config, &mut [&mut nvme, &mut sd], &environment, &context, &mut console);

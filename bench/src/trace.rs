@@ -612,8 +612,14 @@ mod tests {
             ReportContext { board: "simulated", timer_frequency_hz: GHZ, ..ReportContext::default() };
         let buffer_area =
             DmaBuffer { cpu_address: 0x4000_0000, physical_address: 0x4000_0000, length_bytes: 1 << 20 };
-        let environment =
-            RunEnvironment { clock, cpu_counters: counters, buffer_area, writes: None, memory: None };
+        let environment = RunEnvironment {
+            clock,
+            cpu_counters: counters,
+            buffer_area,
+            writes: None,
+            memory: None,
+            conditions: None,
+        };
         let mut console = String::new();
         let devices: &mut [&mut dyn BlockDevice] = &mut [device];
         let results =

@@ -12,6 +12,9 @@
 
 extern crate alloc;
 
+pub mod activity_led;
+#[cfg(any(test, feature = "testing"))]
+pub mod firmware_model;
 pub mod gpio;
 pub mod mailbox;
 pub mod nvme;

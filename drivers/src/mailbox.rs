@@ -33,12 +33,45 @@ pub mod tags {
     pub const SET_POWER_STATE: u32 = 0x0002_8001;
     pub const GET_CLOCK_RATE: u32 = 0x0003_0002;
     pub const GET_MAX_CLOCK_RATE: u32 = 0x0003_0004;
+    /// {sensor id 0}; answers {id, SoC temperature in thousandths of a °C}.
+    pub const GET_TEMPERATURE: u32 = 0x0003_0006;
+    /// {sensor id 0}; answers {id, the temperature at which the firmware throttles, m°C}: a
+    /// limit, not the highest temperature reached.
+    pub const GET_MAX_TEMPERATURE: u32 = 0x0003_000a;
+    /// {sticky bits to clear}; answers the throttle flags (bit meanings in
+    /// `bench::conditions::ThrottleFlags`).
+    pub const GET_THROTTLED: u32 = 0x0003_0046;
+    /// {clock id}; answers {clock id, the rate the firmware measures, Hz}: what runs, where
+    /// GET_CLOCK_RATE answers what was requested.
+    pub const GET_CLOCK_RATE_MEASURED: u32 = 0x0003_0047;
     /// {clock id, rate in Hz, skip setting turbo}; answers {clock id, rate set}.
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
     pub const SET_GPIO_STATE: u32 = 0x0003_8041;
     /// Reload the VL805's firmware after a PCIe reset (docs/pcie-brcmstb.md §8).
     pub const NOTIFY_XHCI_RESET: u32 = 0x0003_0058;
     pub const GET_COMMAND_LINE: u32 = 0x0005_0001;
+
+    /// The tag's name as the firmware wiki's tag list spells it, for "the firmware did not answer
+    /// …" messages.
+    pub fn name(tag: u32) -> Option<&'static str> {
+        Some(match tag {
+            GET_FIRMWARE_REVISION => "GET_FIRMWARE_REVISION",
+            GET_BOARD_REVISION => "GET_BOARD_REVISION",
+            GET_ARM_MEMORY => "GET_ARM_MEMORY",
+            SET_POWER_STATE => "SET_POWER_STATE",
+            GET_CLOCK_RATE => "GET_CLOCK_RATE",
+            GET_MAX_CLOCK_RATE => "GET_MAX_CLOCK_RATE",
+            GET_TEMPERATURE => "GET_TEMPERATURE",
+            GET_MAX_TEMPERATURE => "GET_MAX_TEMPERATURE",
+            GET_THROTTLED => "GET_THROTTLED",
+            GET_CLOCK_RATE_MEASURED => "GET_CLOCK_RATE_MEASURED",
+            SET_CLOCK_RATE => "SET_CLOCK_RATE",
+            SET_GPIO_STATE => "SET_GPIO_STATE",
+            NOTIFY_XHCI_RESET => "NOTIFY_XHCI_RESET",
+            GET_COMMAND_LINE => "GET_COMMAND_LINE",
+            _ => return None,
+        })
+    }
 }
 
 /// Clock identifiers for GET_CLOCK_RATE (docs/hardware.md §2.2).
@@ -48,6 +81,22 @@ pub mod clocks {
     pub const ARM: u32 = 3;
     pub const CORE: u32 = 4;
     pub const EMMC2: u32 = 12;
+
+    /// The clock's name in the firmware wiki's list, lower case as the console prints it.
+    pub fn name(clock_id: u32) -> &'static str {
+        match clock_id {
+            EMMC => "emmc",
+            UART => "uart",
+            ARM => "arm",
+            CORE => "core",
+            EMMC2 => "emmc2",
+            _ => "clock",
+        }
+    }
+
+    /// The clocks the conditions of a run report before and after: the ARM's, the core's (the
+    /// BCM2835 sdhost's base clock) and the SD hosts' (EMMC for the Arasan, EMMC2 for BCM2711).
+    pub const REPORTED: [u32; 4] = [ARM, CORE, EMMC, EMMC2];
 }
 
 /// Words in a property buffer: enough for a 2 KiB command line plus headers.
@@ -92,9 +141,10 @@ impl fmt::Display for MailboxError {
             MailboxError::RequestFailed { response_code } => {
                 write!(f, "firmware refused the request (code {response_code:#010x})")
             }
-            MailboxError::TagNotAnswered { tag } => {
-                write!(f, "firmware did not answer tag {tag:#010x}")
-            }
+            MailboxError::TagNotAnswered { tag } => match tags::name(*tag) {
+                Some(name) => write!(f, "firmware did not answer {name} ({tag:#010x})"),
+                None => write!(f, "firmware did not answer tag {tag:#010x}"),
+            },
             MailboxError::BufferTooSmall => write!(f, "property request too large"),
         }
     }
@@ -216,6 +266,61 @@ pub fn set_clock_rate(
     }
 }
 
+/// GET_CLOCK_RATE_MEASURED: the rate the firmware measures on `clock_id`, where GET_CLOCK_RATE
+/// answers the rate last requested (raspberrypi/firmware #1521 and #1619; circle's
+/// `machineinfo.cpp` asks for it). Not rounded: a measured rate is rarely a whole MHz.
+pub fn measured_clock_rate_hz(firmware: &impl PropertyTags, clock_id: u32) -> Result<u32, MailboxError> {
+    clock_rate_hz(firmware, tags::GET_CLOCK_RATE_MEASURED, clock_id)
+}
+
+/// A clock as the firmware reports it: the rate last requested and the rate it measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockReading {
+    pub clock_id: u32,
+    pub requested_hz: Result<u32, MailboxError>,
+    pub measured_hz: Result<u32, MailboxError>,
+}
+
+impl ClockReading {
+    pub fn read(firmware: &impl PropertyTags, clock_id: u32) -> ClockReading {
+        ClockReading {
+            clock_id,
+            requested_hz: clock_rate_hz(firmware, tags::GET_CLOCK_RATE, clock_id),
+            measured_hz: measured_clock_rate_hz(firmware, clock_id),
+        }
+    }
+}
+
+/// The request word of GET_THROTTLED that has the firmware clear its sticky ("has occurred")
+/// bits once it has answered, as Linux's `drivers/hwmon/raspberrypi-hwmon.c` asks on every poll:
+/// each answer then tells what happened since the previous one.
+pub const CLEAR_STICKY_THROTTLE_BITS: u32 = 0xffff;
+
+/// GET_THROTTLED, clearing the sticky bits after the answer.
+pub fn throttled_flags(firmware: &impl PropertyTags) -> Result<u32, MailboxError> {
+    let mut answer = [0u32; 1];
+    match firmware.call_tag(tags::GET_THROTTLED, &[CLEAR_STICKY_THROTTLE_BITS], &mut answer)? {
+        1.. => Ok(answer[0]),
+        0 => Err(MailboxError::TagNotAnswered { tag: tags::GET_THROTTLED }),
+    }
+}
+
+/// GET_TEMPERATURE or GET_MAX_TEMPERATURE for sensor 0 (the SoC's): thousandths of a °C.
+pub fn temperature_millicelsius(firmware: &impl PropertyTags, tag: u32) -> Result<u32, MailboxError> {
+    let mut answer = [0u32; 2];
+    match firmware.call_tag(tag, &[0], &mut answer)? {
+        2.. => Ok(answer[1]),
+        _ => Err(MailboxError::TagNotAnswered { tag }),
+    }
+}
+
+/// SET_GPIO_STATE {gpio, state}: drives a line of the firmware's GPIO expander (the firmware
+/// numbers them from 128: Linux `drivers/gpio/gpio-raspberrypi-exp.c` RPI_EXP_GPIO_BASE).
+pub fn set_gpio_state(firmware: &impl PropertyTags, gpio: u32, high: bool) -> Result<(), MailboxError> {
+    let mut answer = [0u32; 2];
+    firmware.call_tag(tags::SET_GPIO_STATE, &[gpio, u32::from(high)], &mut answer).map(|_| ())
+}
+
 /// How long a clock change takes to settle before it is read back (Linux
 /// `bcm2835-cpufreq.c` transition latency, as circle's `cputhrottle.cpp` uses it).
 pub const CLOCK_TRANSITION_US: u64 = 355;
@@ -223,8 +328,10 @@ pub const CLOCK_TRANSITION_US: u64 = 355;
 /// The ARM clock after asking the firmware to run it at its maximum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CpuClock {
-    /// The rate read back after the change.
+    /// The rate read back after the change (GET_CLOCK_RATE: what was requested).
     pub current_hz: Result<u32, MailboxError>,
+    /// The rate the firmware measures (GET_CLOCK_RATE_MEASURED: what runs).
+    pub measured_hz: Result<u32, MailboxError>,
     pub max_hz: Result<u32, MailboxError>,
     /// The SET_CLOCK_RATE outcome; `None` when the maximum was unknown and nothing was set.
     pub raised: Option<Result<u32, MailboxError>>,
@@ -232,34 +339,51 @@ pub struct CpuClock {
 
 impl CpuClock {
     /// The firmware leaves the ARM at its low clock until an OS raises it; this raises it to the
-    /// maximum (GET_MAX_CLOCK_RATE, SET_CLOCK_RATE, clock 3), waits `settle`, and reads it back.
+    /// maximum (GET_MAX_CLOCK_RATE, SET_CLOCK_RATE, clock 3), waits `settle`, and reads back
+    /// the requested and the measured rate.
     pub fn raise_to_maximum(firmware: &impl PropertyTags, settle: impl FnOnce()) -> CpuClock {
         let max_hz = clock_rate_hz(firmware, tags::GET_MAX_CLOCK_RATE, clocks::ARM);
         let raised = max_hz.as_ref().ok().map(|max| set_clock_rate(firmware, clocks::ARM, *max));
         if matches!(raised, Some(Ok(_))) {
             settle();
         }
-        let current_hz = clock_rate_hz(firmware, tags::GET_CLOCK_RATE, clocks::ARM);
-        CpuClock { current_hz, max_hz, raised }
+        let reading = ClockReading::read(firmware, clocks::ARM);
+        CpuClock { current_hz: reading.requested_hz, measured_hz: reading.measured_hz, max_hz, raised }
     }
 }
 
-/// `cpu clock 1500 MHz (max 1500 MHz)`, naming whatever is unknown and why.
+/// `cpu clock 1500 MHz (measured 1499.9 MHz; max 1500 MHz)`, naming whatever is unknown and
+/// which tag the firmware did not answer.
 impl fmt::Display for CpuClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.current_hz {
             Ok(hz) => write!(f, "cpu clock {} MHz", hz / 1_000_000)?,
             Err(error) => write!(f, "cpu clock unknown ({error})")?,
         }
+        match self.measured_hz {
+            Ok(hz) => write!(f, " (measured {}; ", MegahertzText(hz))?,
+            Err(error) => write!(f, " (measured: {error}; ")?,
+        }
         match self.max_hz {
-            Ok(hz) => write!(f, " (max {} MHz", hz / 1_000_000)?,
-            Err(error) => return write!(f, " (max unknown: {error}; not raised)"),
+            Ok(hz) => write!(f, "max {} MHz", hz / 1_000_000)?,
+            Err(error) => return write!(f, "max unknown: {error}; not raised)"),
         }
         match (self.raised, self.current_hz, self.max_hz) {
             (Some(Err(error)), _, _) => write!(f, "; raising it failed: {error})"),
             (_, Ok(current), Ok(max)) if current < max => write!(f, "; the firmware kept it lower)"),
             _ => write!(f, ")"),
         }
+    }
+}
+
+/// A rate in MHz with one decimal (`1499.9 MHz`), for measured rates, which are rarely whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MegahertzText(pub u32);
+
+impl fmt::Display for MegahertzText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tenths = (u64::from(self.0) + 50_000) / 100_000;
+        write!(f, "{}.{} MHz", tenths / 10, tenths % 10)
     }
 }
 
@@ -418,7 +542,9 @@ mod tests {
             self.calls.borrow_mut().push((tag, request.to_vec()));
             let answer = match tag {
                 tags::GET_MAX_CLOCK_RATE => self.max_hz.map(|hz| [request[0], hz]),
-                tags::GET_CLOCK_RATE => Some([request[0], self.current_hz.get()]),
+                tags::GET_CLOCK_RATE | tags::GET_CLOCK_RATE_MEASURED => {
+                    Some([request[0], self.current_hz.get()])
+                }
                 tags::SET_CLOCK_RATE if self.set_answers => {
                     self.current_hz.set(request[1]);
                     Some([request[0], request[1]])
@@ -444,40 +570,49 @@ mod tests {
         assert_eq!(clock.current_hz, Ok(1_500_000_000));
         assert_eq!(clock.max_hz, Ok(1_500_000_000));
         assert!(settled.get());
-        assert_eq!(clock.to_string(), "cpu clock 1500 MHz (max 1500 MHz)");
+        assert_eq!(clock.to_string(), "cpu clock 1500 MHz (measured 1500.0 MHz; max 1500 MHz)");
         let calls = firmware.calls.borrow();
         assert_eq!(calls[0], (tags::GET_MAX_CLOCK_RATE, std::vec![clocks::ARM]));
         assert_eq!(calls[1], (tags::SET_CLOCK_RATE, std::vec![clocks::ARM, 1_500_000_000, 0]));
         assert_eq!(calls[2], (tags::GET_CLOCK_RATE, std::vec![clocks::ARM]));
+        assert_eq!(calls[3], (tags::GET_CLOCK_RATE_MEASURED, std::vec![clocks::ARM]));
     }
 
     #[test]
     fn what_the_firmware_does_not_answer_is_named() {
         // QEMU answers 700 MHz for everything and does not implement SET (it echoes).
         let qemu = fake(Some(700_000_000), 700_000_000, true);
-        assert_eq!(CpuClock::raise_to_maximum(&qemu, || {}).to_string(), "cpu clock 700 MHz (max 700 MHz)");
+        assert_eq!(
+            CpuClock::raise_to_maximum(&qemu, || {}).to_string(),
+            "cpu clock 700 MHz (measured 700.0 MHz; max 700 MHz)"
+        );
         let no_max = fake(None, 600_000_000, true);
         let clock = CpuClock::raise_to_maximum(&no_max, || panic!("nothing was set"));
         assert_eq!(clock.raised, None);
         assert_eq!(
             clock.to_string(),
-            "cpu clock 600 MHz (max unknown: firmware did not answer tag 0x00030004; not raised)"
+            "cpu clock 600 MHz (measured 600.0 MHz; max unknown: firmware did not answer GET_MAX_CLOCK_RATE (0x00030004); not raised)"
         );
         let refused = fake(Some(1_800_000_000), 600_000_000, false);
         assert_eq!(
             CpuClock::raise_to_maximum(&refused, || {}).to_string(),
-            "cpu clock 600 MHz (max 1800 MHz; raising it failed: firmware did not answer tag 0x00038002)"
+            "cpu clock 600 MHz (measured 600.0 MHz; max 1800 MHz; raising it failed: firmware did not answer SET_CLOCK_RATE (0x00038002))"
         );
         let kept_lower =
             FakeFirmware { current_hz: Cell::new(1_000_000_000), ..fake(Some(1_800_000_000), 0, false) };
         let clock = CpuClock {
             current_hz: clock_rate_hz(&kept_lower, tags::GET_CLOCK_RATE, clocks::ARM),
+            measured_hz: measured_clock_rate_hz(&kept_lower, clocks::ARM),
             max_hz: Ok(1_800_000_000),
             raised: Some(Ok(1_800_000_000)),
         };
-        assert_eq!(clock.to_string(), "cpu clock 1000 MHz (max 1800 MHz; the firmware kept it lower)");
+        assert_eq!(
+            clock.to_string(),
+            "cpu clock 1000 MHz (measured 1000.0 MHz; max 1800 MHz; the firmware kept it lower)"
+        );
         let silent = CpuClock {
             current_hz: Err(MailboxError::ReadTimeout { status: 0x4000_0000 }),
+            measured_hz: Err(MailboxError::ReadTimeout { status: 0x4000_0000 }),
             max_hz: Err(MailboxError::ReadTimeout { status: 0x4000_0000 }),
             raised: None,
         };
@@ -490,6 +625,23 @@ mod tests {
             Err(MailboxError::TagNotAnswered { tag: tags::SET_CLOCK_RATE })
         );
         assert_eq!(set_clock_rate(&qemu, clocks::ARM, 1), Ok(1));
+    }
+
+    #[test]
+    fn tags_are_named_when_unanswered_and_measured_rates_keep_a_decimal() {
+        assert_eq!(
+            MailboxError::TagNotAnswered { tag: tags::GET_THROTTLED }.to_string(),
+            "firmware did not answer GET_THROTTLED (0x00030046)"
+        );
+        assert_eq!(
+            MailboxError::TagNotAnswered { tag: 0x0003_0099 }.to_string(),
+            "firmware did not answer tag 0x00030099"
+        );
+        assert_eq!(MegahertzText(1_499_949_999).to_string(), "1499.9 MHz");
+        assert_eq!(MegahertzText(1_499_950_000).to_string(), "1500.0 MHz");
+        assert_eq!(MegahertzText(0).to_string(), "0.0 MHz");
+        assert_eq!(clocks::name(clocks::EMMC2), "emmc2");
+        assert_eq!(clocks::REPORTED, [clocks::ARM, clocks::CORE, clocks::EMMC, clocks::EMMC2]);
     }
 
     #[test]

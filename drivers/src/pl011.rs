@@ -90,6 +90,20 @@ impl<R: RegisterIo> Pl011<R> {
         self.registers.write(CONTROL, control);
     }
 
+    /// Whether someone (the firmware) left the UART able to send: enabled with its transmitter
+    /// on, a 16-bit integer divisor other than 0 and a 6-bit fraction (PL011 TRM §3.3.6-3.3.8).
+    /// A block that does not answer (all ones, or the 0xDEADDEAD of an unreachable RP1) fails.
+    pub fn is_set_up(&self) -> bool {
+        let control =
+            LocalRegisterCopy::<u32, CONTROL::Register>::new(self.registers.read32(offsets::CONTROL));
+        let (integer, fraction) = self.divisors();
+        control.is_set(CONTROL::UART_ENABLE)
+            && control.is_set(CONTROL::TRANSMIT_ENABLE)
+            && (1..=0xffff).contains(&integer)
+            && fraction < 64
+            && control.get() >> 16 == 0
+    }
+
     /// The divisors currently programmed (IBRD, FBRD).
     pub fn divisors(&self) -> (u32, u32) {
         (
@@ -210,6 +224,33 @@ mod tests {
         assert_eq!(writes.last().unwrap(), &(offsets::CONTROL, 0x301));
         assert!(writes.contains(&(offsets::INTEGER_BAUD_RATE, 26)));
         assert!(writes.contains(&(offsets::LINE_CONTROL, 0x70)));
+    }
+
+    /// Registers that read as the given (CR, IBRD, FBRD) and refuse writes.
+    struct Programmed(u32, u32, u32);
+    impl RegisterIo for Programmed {
+        fn read32(&self, offset_bytes: usize) -> u32 {
+            match offset_bytes {
+                offsets::CONTROL => self.0,
+                offsets::INTEGER_BAUD_RATE => self.1,
+                offsets::FRACTIONAL_BAUD_RATE => self.2,
+                other => panic!("read of {other:#x}"),
+            }
+        }
+        fn write32(&self, offset_bytes: usize, _: u32) {
+            panic!("the check writes nothing ({offset_bytes:#x})");
+        }
+    }
+
+    #[test]
+    fn a_uart_the_firmware_set_up_is_told_from_one_nobody_answers_for() {
+        // RP1 UART0 at 115200 from its 50 MHz clock (IBRD 27, FBRD 8), enabled (docs/hardware.md §4.3).
+        assert!(Pl011::new(Programmed(0x301, 27, 8)).is_set_up());
+        assert!(!Pl011::new(Programmed(0, 27, 8)).is_set_up(), "disabled");
+        assert!(!Pl011::new(Programmed(0x201, 27, 8)).is_set_up(), "transmitter off");
+        assert!(!Pl011::new(Programmed(0x301, 0, 0)).is_set_up(), "no divisor");
+        assert!(!Pl011::new(Programmed(0xdead_dead, 0xdead_dead, 0xdead_dead)).is_set_up());
+        assert!(!Pl011::new(Programmed(u32::MAX, u32::MAX, u32::MAX)).is_set_up());
     }
 
     /// A transmit FIFO that holds `capacity` bytes and sends nothing until the test says so.

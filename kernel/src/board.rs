@@ -188,6 +188,8 @@ pub enum BlockKind {
     Rp1PcieBridge,
     /// One of RP1's two xHCI controllers.
     Rp1Xhci(u8),
+    /// RP1's UART0, the Pi 5's header pins GPIO 14/15 (a PL011).
+    Rp1Uart0,
     /// A generic PCIe host's ECAM (QEMU virt).
     PciEcam,
     /// A BAR that PCI enumeration assigned (never in a board table).
@@ -506,6 +508,9 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
         // `rp1.dtsi` usb@200000 and usb@300000, circle `ARM_XHCI0/1_BASE`).
         MmioBlock::new(BlockKind::Rp1Xhci(0), 0x1f_0020_0000, 1 << 20),
         MmioBlock::new(BlockKind::Rp1Xhci(1), 0x1f_0030_0000, 1 << 20),
+        // RP1's UART0 through the same window (Linux `rp1.dtsi` serial@30000, `reg` size 0x100;
+        // circle `bcm2712.h`; docs/hardware.md §4.3).
+        MmioBlock::new(BlockKind::Rp1Uart0, 0x1f_0003_0000, 0x100),
     ],
     uart_clock: UartClock::KeepFirmware { fallback_hz: 44_236_800 },
     // AXI dma-ranges are the identity for the first 64 GiB (docs/hardware.md §2.4).
@@ -558,11 +563,9 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
     spin_table: &[],
 };
 
-/// Pi 5: the pcie2 root complex in front of RP1 ([`BlockKind::Rp1PcieBridge`]); its
-/// MISC_PCIE_STATUS register (+0x4068) has PHYLINKUP in bit 4 and DL_ACTIVE in bit 5
-/// (docs/hardware.md §1.3, §3.1).
-pub const BRCMSTB_PCIE_STATUS_OFFSET: usize = 0x4068;
-pub const BRCMSTB_PCIE_LINK_UP_BITS: u32 = (1 << 4) | (1 << 5);
+/// pcie2's bridge reset: line 44 of the reset controller (bcm2712.dtsi pcie2 `resets =
+/// <&pcie_rescal>, <&bcm_reset 44>`, `reset-names = "rescal", "bridge"`).
+pub const PCIE2_BRIDGE_RESET_LINE: u32 = 44;
 /// How RP1 sees RAM through pcie2: PCI 0x10_0000_0000 is CPU 0, 64 GiB (pcie2 `dma-ranges`,
 /// docs/pcie-brcmstb.md §1, docs/usb-storage.md §2).
 pub const RP1_DMA: BusTranslation =
@@ -770,6 +773,9 @@ mod tests {
         assert_eq!(size(pi5, BlockKind::AlwaysOnGpio), 0x40);
         assert_eq!(size(pi5, BlockKind::Rp1Xhci(0)), 1 << 20);
         assert_eq!(size(pi5, BlockKind::Rp1Xhci(1)), 1 << 20);
+        // rp1.dtsi uart0: reg <0xc0 0x40030000 0x0 0x100>; the PL011 driver's registers fit.
+        assert_eq!(size(pi5, BlockKind::Rp1Uart0), 0x100);
+        assert!(drivers::pl011::offsets::INTERRUPT_CLEAR + 4 <= size(pi5, BlockKind::Rp1Uart0) as usize);
         // The drivers' register maps fit in the blocks the table opens for them.
         use drivers::pci::brcmstb::regs::{offsets, rescal, reset_controller};
         for profile in [&RASPBERRY_PI_4, &RASPBERRY_PI_5] {
@@ -856,7 +862,8 @@ mod tests {
         assert_eq!(family_from_core(CoreModel::CortexA57), None);
         // RP1's xHCIs and pcie2 sit in the Pi 5's device spans (mapped as device memory).
         let bridge = RASPBERRY_PI_5.block(BlockKind::Rp1PcieBridge).unwrap();
-        assert!(BRCMSTB_PCIE_STATUS_OFFSET < bridge.size_bytes as usize);
+        // pcie2's link status (MISC_PCIE_STATUS) lies in its block, where `link_access` reads it.
+        assert!(drivers::pci::brcmstb::regs::offsets::MISC_PCIE_STATUS + 4 <= bridge.size_bytes as usize);
         assert_eq!(RP1_DMA.to_bus(0x8_0000, 4096), Ok(0x10_0008_0000));
         // The Pi 4 SD slot (EMMC2) is named first.
         assert_eq!(RASPBERRY_PI_4.sd_hosts[0].kind, SdHostKind::Bcm2711Emmc2);

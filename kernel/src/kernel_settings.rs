@@ -1,5 +1,5 @@
 //! The kernel's own command-line settings (`exit=`, `test-fault=`, `crc=`, `verify=`, `pcie=`, `regs=`,
-//! and the `sd.`/`nvme.`/`pcie.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
+//! `led=`, `cooldown=`, `throttle=`, and the `sd.`/`nvme.`/`pcie.` driver options), and the line's tokens. The benchmark's settings (`jobs=`, `runtime=`, …) are
 //! parsed by the `bench` crate; the Pi firmware's own additions to `/chosen/bootargs`
 //! (`coherent_pool=`, `8250.nr_uarts=`, `bcm2708_fb.*`, …) are recognised and left alone.
 #![forbid(unsafe_code)]
@@ -82,6 +82,68 @@ pub enum TestFault {
     UndefinedInstruction,
     /// A Rust panic.
     Panic,
+    /// No fault: the firmware's throttle flags are reported as under-voltage and throttling
+    /// (0x50005) whatever it answers, to test `throttle=` on a machine that never throttles.
+    Throttled,
+}
+
+/// The throttle flags `test-fault=throttled` reports: under-voltage and throttled, now and since
+/// the previous reading (bits 0, 2, 16, 18).
+pub const FAKED_THROTTLE_FLAGS: u32 = 0x5_0005;
+
+/// `led=`: whether the activity LED shows the stages (docs/led.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LedSetting {
+    /// On a Pi, off under QEMU (nobody sees it, and the stage patterns take seconds).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl LedSetting {
+    pub fn enabled(self, qemu: bool) -> bool {
+        match self {
+            LedSetting::Auto => !qemu,
+            LedSetting::On => true,
+            LedSetting::Off => false,
+        }
+    }
+}
+
+/// `led=` as the line says it, read before the rest of the settings (the LED shows the first
+/// stages before the console is up); a bad value is reported with the other settings.
+pub fn led_setting(line: &str) -> LedSetting {
+    tokens(line)
+        .filter_map(|token| match token {
+            Token::Setting { key: "led", value } => parse_led(value),
+            _ => None,
+        })
+        .last()
+        .unwrap_or_default()
+}
+
+fn parse_led(value: &str) -> Option<LedSetting> {
+    match value {
+        "auto" => Some(LedSetting::Auto),
+        "on" => Some(LedSetting::On),
+        "off" => Some(LedSetting::Off),
+        _ => None,
+    }
+}
+
+/// `cooldown=TEMP`: °C as a whole number or with one decimal (`cooldown=52.5`), 20 to 100; in m°C.
+pub fn parse_celsius_millic(value: &str) -> Option<u32> {
+    let (whole, tenths) = match value.split_once('.') {
+        Some((whole, tenth)) if tenth.len() == 1 => (whole, tenth.parse::<u32>().ok()?),
+        Some(_) => return None,
+        None => (value, 0),
+    };
+    if whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let millic = whole.parse::<u32>().ok()?.checked_mul(1000)? + tenths * 100;
+    (20_000..=100_000).contains(&millic).then_some(millic)
 }
 
 /// `crc=DEV:LBA:COUNT` (the CRC-32 of COUNT logical blocks from LBA on DEV) or
@@ -116,6 +178,13 @@ pub struct KernelSettings {
     pub pcie_off: bool,
     /// `regs=DEV` (repeatable) or `regs=all`: the devices whose controller registers are printed.
     pub register_requests: heapless::Vec<heapless::String<16>, MAX_REGISTER_REQUESTS>,
+    /// `led=`.
+    pub led: LedSetting,
+    /// `cooldown=TEMP`: before each run, wait until the SoC is below this (m°C).
+    pub cooldown_below_millic: Option<u32>,
+    /// `throttle=fail`: throttling or under-voltage during the benchmark ends it with exit
+    /// status 2 (`throttle=warn`, the default, only says so).
+    pub throttle_fails: bool,
 }
 
 /// The most `regs=` settings one command line may carry.
@@ -177,13 +246,17 @@ impl fmt::Display for SettingError<'_> {
 
 /// Whether a key is one of the kernel's own.
 pub fn is_kernel_key(key: &str) -> bool {
-    matches!(key, "exit" | "test-fault" | "crc" | "verify" | "pcie" | "regs")
+    matches!(
+        key,
+        "exit" | "test-fault" | "crc" | "verify" | "pcie" | "regs" | "led" | "cooldown" | "throttle"
+    )
 }
 
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     pcie=on|off, regs=DEV or regs=all (repeatable), sd.*, nvme.*, pcie.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic";
+     pcie=on|off, regs=DEV or regs=all (repeatable), led=auto|on|off, cooldown=TEMP (°C), throttle=warn|fail, \
+     sd.*, nvme.*, pcie.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic|throttled";
 
 impl KernelSettings {
     /// Applies one of the kernel's own settings (`is_kernel_key(key)` must hold).
@@ -209,11 +282,12 @@ impl KernelSettings {
                     "data-abort" => TestFault::DataAbort,
                     "undefined-instruction" => TestFault::UndefinedInstruction,
                     "panic" => TestFault::Panic,
+                    "throttled" => TestFault::Throttled,
                     _ => {
                         return Err(SettingError {
                             key,
                             value,
-                            accepted: "data-abort, undefined-instruction or panic",
+                            accepted: "data-abort, undefined-instruction, panic or throttled",
                             consequence: "no fault is raised",
                         })
                     }
@@ -233,6 +307,36 @@ impl KernelSettings {
                         });
                     }
                 };
+            }
+            "led" => {
+                self.led = parse_led(value).ok_or(SettingError {
+                    key,
+                    value,
+                    accepted: "auto, on or off",
+                    consequence: "the LED shows the stages on a Pi and stays off under QEMU (led=auto)",
+                })?;
+            }
+            "cooldown" => {
+                self.cooldown_below_millic = Some(parse_celsius_millic(value).ok_or(SettingError {
+                    key,
+                    value,
+                    accepted: "a temperature in °C from 20 to 100, like 55 or 52.5",
+                    consequence: "runs start without waiting for the SoC to cool",
+                })?);
+            }
+            "throttle" => {
+                self.throttle_fails =
+                    match value {
+                        "warn" => false,
+                        "fail" => true,
+                        _ => return Err(SettingError {
+                            key,
+                            value,
+                            accepted: "warn or fail",
+                            consequence:
+                                "throttling is reported but does not change the exit status (throttle=warn)",
+                        }),
+                    };
             }
             "regs" => {
                 let name = heapless::String::try_from(value)
@@ -387,6 +491,34 @@ mod tests {
         }
         settings.apply("regs", "all").unwrap();
         assert!(settings.wants_registers("nvme3"));
+    }
+
+    #[test]
+    fn led_cooldown_and_throttle_are_the_kernels() {
+        let mut settings = KernelSettings::default();
+        assert_eq!(settings.led, LedSetting::Auto);
+        assert!(LedSetting::Auto.enabled(false) && !LedSetting::Auto.enabled(true));
+        settings.apply("led", "on").unwrap();
+        assert!(settings.led.enabled(true));
+        assert!(settings.apply("led", "blink").is_err());
+        assert_eq!(led_setting("exit=semihosting led=off led=on"), LedSetting::On);
+        assert_eq!(led_setting("led=sometimes"), LedSetting::Auto);
+        settings.apply("cooldown", "52.5").unwrap();
+        assert_eq!(settings.cooldown_below_millic, Some(52_500));
+        for bad in ["", "hot", "52.55", "19", "101", "-5", ".5", "55C"] {
+            assert!(settings.apply("cooldown", bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_celsius_millic("100"), Some(100_000));
+        assert!(!settings.throttle_fails);
+        settings.apply("throttle", "fail").unwrap();
+        assert!(settings.throttle_fails);
+        let error = settings.apply("throttle", "maybe").unwrap_err();
+        assert!(std::format!("{error}").contains("warn or fail"));
+        settings.apply("test-fault", "throttled").unwrap();
+        assert_eq!(settings.test_fault, Some(TestFault::Throttled));
+        for key in ["led", "cooldown", "throttle"] {
+            assert!(is_kernel_key(key) && KERNEL_KEYS_HELP.contains(&std::format!("{key}=")), "{key}");
+        }
     }
 
     #[test]

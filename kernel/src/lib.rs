@@ -8,12 +8,11 @@ extern crate alloc;
 pub mod atags;
 pub mod block_checks;
 pub mod board;
-pub mod kernel_settings;
-/// The module's former name, which `kernel/src/runtime/` still uses; remove it once the runtime
-/// names `kernel_settings`.
-pub use kernel_settings as cmdline;
+pub mod boot_time;
+pub mod conditions;
 pub mod devicetree;
 pub mod discovery;
+pub mod kernel_settings;
 pub mod memory_plan;
 pub mod queue_depth;
 pub mod root_complex_plan;

@@ -1,7 +1,7 @@
 //! barebench's instruction profile of the kernel's measured I/O path, apart from QEMU: the
 //! accounting the TCG plugin (`profiler/plugin/`, `libbarebench_profile.so`) does as the guest
 //! runs, the A64 encodings it follows, its arguments and the records it writes, which
-//! `barebench qemu --profile` reads back (docs/measurement.md §16).
+//! `barebench qemu --profile` reads back (docs/measurement.md §17).
 //!
 //! `barebench qemu --profile FILE` loads the plugin with the addresses of
 //! `bench::cpu_cost::CpuMeter`'s `lap` and `settle` and of `bench::cpu_cost::run_metered` from the

@@ -5,7 +5,9 @@
 # Debian bookworm-backports; bookworm's own 7.2 has no raspi4b).
 # Also the host tools the tests use (dosfstools, mtools, llvm, losetup, fio's fio_jsonplus_clat2csv)
 # when asked with --test-tools, and a cached Python virtual environment with fio-plot 1.1.21 from
-# PyPI (BAREBENCH_VENV, default ~/.cache/barebench/venv) for the fio-plot end-to-end test.
+# PyPI (BAREBENCH_VENV, default ~/.cache/barebench/venv) for the fio-plot end-to-end test, and
+# another with labgrid 26.0.1 (BAREBENCH_LABGRID_VENV, default ~/.cache/barebench/labgrid-venv)
+# for the board farm (`barebench farm`, `make farm-qemu` and its end-to-end test, docs/farm.md).
 #
 # System packages are installed only on Debian 12 (bookworm), the system this was written for:
 # there it adds a bookworm-backports APT source when none is configured and installs with apt-get.
@@ -178,6 +180,23 @@ if [ "$want_test_tools" -eq 1 ] && [ -n "$venv_dir" ] && [ ! -x "$venv_dir/bin/f
       || log "could not set up fio-plot in ${venv_dir}; the fio-plot test will fail and say so"
   else
     log "no python3: fio-plot is not set up; the fio-plot test will fail and say so"
+  fi
+fi
+# labgrid 26.0.1 in a virtual environment of its own (its pinned dependencies are not
+# fio-plot's), made once and remade when it holds another version. Best effort too: without it
+# `make farm-qemu` and the farm test say what is missing.
+labgrid_version=26.0.1
+labgrid_venv=${BAREBENCH_LABGRID_VENV:-${HOME:+$HOME/.cache/barebench/labgrid-venv}}
+labgrid_installed() {
+  "$labgrid_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("labgrid"))' 2>/dev/null
+}
+if [ "$want_test_tools" -eq 1 ] && [ -n "$labgrid_venv" ] && [ "$(labgrid_installed)" != "$labgrid_version" ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    log "creating ${labgrid_venv} with labgrid ${labgrid_version} from PyPI"
+    { python3 -m venv "$labgrid_venv" && "$labgrid_venv/bin/pip" install -q "labgrid==${labgrid_version}" >&2; } \
+      || log "could not set up labgrid in ${labgrid_venv}; the farm test will fail and say so"
+  else
+    log "no python3: labgrid is not set up; the farm test will fail and say so"
   fi
 fi
 log "ready: $(qemu_version_line); rustc $(rustc --version | cut -d' ' -f2)"

@@ -11,10 +11,11 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use bench::units::ByteSize;
+use tools::console_listen::ConsoleListener;
 use tools::disk::{parse_size_bytes, DiskSpec};
 use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
-use tools::image::{FirmwareSource, ImageRequest};
+use tools::image::{CardRequest, FirmwareSource, ImageRequest};
 use tools::profile::KernelSymbols;
 use tools::qemu::{Machine, QemuError, QemuRun, DEFAULT_MACHINE, DEFAULT_VIRT_CPU, DEFAULT_VIRT_MEMORY};
 use tools::qemu_faults::Fault;
@@ -23,6 +24,12 @@ use tools::serial::{self, CaptureEnd};
 
 /// Exit status for a run stopped by --timeout (the habit of timeout(1)).
 const TIMEOUT_EXIT_STATUS: u8 = 124;
+/// How long `qemu --console-listen` waits, after QEMU exits, for a client to take the console
+/// output nobody has read yet ...
+const CONSOLE_CLIENT_WAIT: Duration = Duration::from_secs(10);
+/// ... and then keeps the connection open until the client closes it, as a console server
+/// does for a board that was switched off.
+const CONSOLE_LINGER: Duration = Duration::from_secs(120);
 
 #[derive(Parser)]
 #[command(
@@ -47,6 +54,42 @@ enum Command {
     Report(ReportArgs),
     /// Mark a partition of a disk or image as a scratch region the benchmark may overwrite.
     Scratch(ScratchArgs),
+    /// Run the benchmark on every place of a labgrid board farm and merge the logs into one
+    /// report (docs/farm.md).
+    Farm(Box<FarmArgs>),
+}
+
+#[derive(Args)]
+struct FarmArgs {
+    /// The labgrid environment file: one target per place, its RemotePlace and drivers
+    /// (docs/farm.md has one for a Pi lab; tools/farm/qemu-env.yaml is the QEMU farm's).
+    #[arg(long, value_name = "ENV.yaml")]
+    env: PathBuf,
+    /// The places to run, comma-separated [default: every place of the environment].
+    #[arg(long, value_delimiter = ',', value_name = "PLACE,...")]
+    places: Option<Vec<String>>,
+    /// Where the logs (PLACE.log), the cards and the merged report go.
+    #[arg(short, long, default_value = "build/farm")]
+    output: PathBuf,
+    /// Seconds from power-on to the end of the results before a place counts as timed out.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    timeout: u64,
+    /// Seconds a place may take from its driver's start to an open console (power, SD mux,
+    /// writing the card).
+    #[arg(long, value_name = "SECONDS", default_value_t = 900)]
+    prepare_timeout: u64,
+    /// labgrid's Python virtual environment [default: $BAREBENCH_LABGRID_VENV, else
+    /// ~/.cache/barebench/labgrid-venv when present, else python3 and labgrid-client from PATH].
+    #[arg(long, value_name = "DIR")]
+    labgrid_venv: Option<PathBuf>,
+    /// The labgrid coordinator [default: LG_COORDINATOR, or the environment's coordinator_address].
+    #[arg(long, value_name = "HOST:PORT")]
+    coordinator: Option<String>,
+    #[command(flatten)]
+    card: CardArgs,
+    /// Benchmark settings for every place's cmdline.txt (after `--`), e.g. `-- preset=matrix write=sd0`.
+    #[arg(last = true, value_name = "SETTINGS")]
+    settings: Vec<String>,
 }
 
 #[derive(Args)]
@@ -64,11 +107,20 @@ struct ScratchArgs {
     force: bool,
 }
 
+/// `--pi5-console`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Pi5ConsoleArg {
+    /// The 3-pin debug connector (UART10) only.
+    Debug,
+    /// The header pins GPIO 14/15 (RP1 UART0) too.
+    Header,
+    /// Both connectors (the same config.txt lines as header).
+    Both,
+}
+
+/// What goes on a benchmark card besides its settings (`barebench image` and `barebench farm`).
 #[derive(Args)]
-struct ImageArgs {
-    /// The image file to write.
-    #[arg(short, long, default_value = "build/barebench-sd.img")]
-    output: PathBuf,
+struct CardArgs {
     /// Kernel image (copied as kernel8.img and kernel_2712.img).
     #[arg(long, default_value = "build/kernel8.img")]
     kernel: PathBuf,
@@ -82,6 +134,10 @@ struct ImageArgs {
     /// boot/) instead of Debian's packages.
     #[arg(long, value_name = "DIR")]
     firmware: Option<PathBuf>,
+    /// Put no firmware on the card: for QEMU's raspi machines (`barebench qemu --boot-card`,
+    /// a QEMU farm), which boot the kernel without it; no Pi starts from such a card.
+    #[arg(long, conflicts_with = "firmware")]
+    no_firmware: bool,
     /// Cache for the Debian downloads [default: $XDG_CACHE_HOME/barebench or ~/.cache/barebench].
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -97,12 +153,10 @@ struct ImageArgs {
     /// Have the firmware print its boot log on the UART too (uart_2ndstage=1).
     #[arg(long)]
     firmware_log: bool,
-    /// Benchmark settings for cmdline.txt, as one string.
-    #[arg(long, value_name = "SETTINGS")]
-    cmdline: Option<String>,
-    /// Also write the image to this card (e.g. /dev/sdX or /dev/mmcblk0), then verify it.
-    #[arg(long, value_name = "DEVICE")]
-    write: Option<PathBuf>,
+    /// Pi 5 console: the 3-pin debug connector only, or also the header pins GPIO 14/15 (writes
+    /// `enable_rp1_uart=1` and `pciex4_reset=0` in [pi5]; docs/console.md).
+    #[arg(long, value_enum, default_value_t = Pi5ConsoleArg::Debug)]
+    pi5_console: Pi5ConsoleArg,
     /// Add a partition of this size after the FAT partition filled with the test pattern and
     /// marked as a pattern region, so `check=` verifies the benchmark's reads on the board
     /// (e.g. 1G; the image grows to the next power of two).
@@ -112,6 +166,59 @@ struct ImageArgs {
     /// write jobs can run on the card (e.g. 1G; the image grows to the next power of two).
     #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
     scratch: Option<u64>,
+}
+
+impl CardArgs {
+    /// The request for a card at `output` holding `settings`.
+    fn request(&self, output: &Path, settings: Vec<String>) -> CardRequest {
+        let firmware = match &self.firmware {
+            Some(dir) => FirmwareSource::Directory(dir.clone()),
+            None if self.no_firmware => FirmwareSource::NoFirmware,
+            None => {
+                let mut fetch =
+                    DebianFetch::new(self.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir));
+                fetch.refresh = self.refresh_firmware;
+                if let (Some(uri), Some(codename)) = (&self.debian_mirror, &self.debian_suite) {
+                    fetch.archive = Some(DebianArchive {
+                        uri: uri.clone(),
+                        codename: codename.clone(),
+                        security_uri: None,
+                    });
+                }
+                FirmwareSource::Debian(fetch)
+            }
+        };
+        let image = ImageRequest {
+            output: output.to_path_buf(),
+            kernel: self.kernel.clone(),
+            kernel32: self.kernel32.clone(),
+            settings,
+            size_bytes: self.size,
+            firmware,
+            firmware_boot_log: self.firmware_log,
+            pi5_console: match self.pi5_console {
+                Pi5ConsoleArg::Debug => tools::image::config::Pi5Console::Debug,
+                Pi5ConsoleArg::Header => tools::image::config::Pi5Console::Header,
+                Pi5ConsoleArg::Both => tools::image::config::Pi5Console::Both,
+            },
+        };
+        CardRequest { image, pattern_bytes: self.pattern, scratch_bytes: self.scratch }
+    }
+}
+
+#[derive(Args)]
+struct ImageArgs {
+    /// The image file to write.
+    #[arg(short, long, default_value = "build/barebench-sd.img")]
+    output: PathBuf,
+    #[command(flatten)]
+    card: CardArgs,
+    /// Benchmark settings for cmdline.txt, as one string.
+    #[arg(long, value_name = "SETTINGS")]
+    cmdline: Option<String>,
+    /// Also write the image to this card (e.g. /dev/sdX or /dev/mmcblk0), then verify it.
+    #[arg(long, value_name = "DEVICE")]
+    write: Option<PathBuf>,
     /// Do not ask before writing the card.
     #[arg(long)]
     yes: bool,
@@ -179,7 +286,7 @@ struct QemuArgs {
     /// kernel's CPU meter charges to the driver or the bookkeeping, attributed to its function
     /// and callers with the kernel ELF's symbols (the ELF beside --kernel). Prints a table per
     /// device and job and writes folded stacks for flame-graph tools to FILE (all) and
-    /// FILE-DEVICE-JOB.folded (docs/measurement.md §16).
+    /// FILE-DEVICE-JOB.folded (docs/measurement.md §17).
     #[arg(long, value_name = "FILE")]
     profile: Option<PathBuf>,
     /// The QEMU plugin --profile loads (`make profiler` builds it).
@@ -189,7 +296,8 @@ struct QemuArgs {
     /// nvme-media (reads of the NVMe drive's second MiB fail: Unrecovered Read Error),
     /// nvme-slow (the NVMe drive answers after 2 s; nvme.timeout-ms=500 unless set),
     /// nvme-gone (the NVMe device is removed 0.5 s into its first run), sd-eject (the SD card
-    /// is ejected 0.5 s into its first run; virt).
+    /// is ejected 0.5 s into its first run; virt), hang (the whole board stops 0.5 s into its
+    /// first run and prints nothing more).
     #[arg(long = "fault", value_enum, value_delimiter = ',', value_name = "KIND")]
     faults: Vec<Fault>,
     /// One extra QEMU argument, passed through (repeatable; `--extra=-d --extra=guest_errors`).
@@ -198,6 +306,15 @@ struct QemuArgs {
     /// The QEMU binary [default: qemu-system-arm for raspi0/1ap/2b, qemu-system-aarch64 otherwise].
     #[arg(long)]
     qemu: Option<PathBuf>,
+    /// Boot from this card image (from `barebench image`) as the Pi firmware would: the kernel
+    /// config.txt names for the machine's board (virt: --kernel) and cmdline.txt's settings
+    /// (before any given here); the card is the SD card (EMMC2 on raspi4b), written in place.
+    #[arg(long, value_name = "IMAGE")]
+    boot_card: Option<PathBuf>,
+    /// Serve the serial console on this TCP address (e.g. 127.0.0.1:5001; raw, like ser2net)
+    /// instead of showing it here; what is printed before a client connects is kept for it.
+    #[arg(long, value_name = "HOST:PORT")]
+    console_listen: Option<String>,
     /// Benchmark settings as one string.
     #[arg(long, value_name = "SETTINGS")]
     cmdline: Option<String>,
@@ -259,76 +376,49 @@ fn byte_bar(total: u64, message: &str) -> ProgressBar {
 }
 
 fn run_image(args: &ImageArgs) -> Result<ExitCode> {
-    let firmware = match &args.firmware {
-        Some(dir) => FirmwareSource::Directory(dir.clone()),
-        None => {
-            let mut fetch =
-                DebianFetch::new(args.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir));
-            fetch.refresh = args.refresh_firmware;
-            if let (Some(uri), Some(codename)) = (&args.debian_mirror, &args.debian_suite) {
-                fetch.archive =
-                    Some(DebianArchive { uri: uri.clone(), codename: codename.clone(), security_uri: None });
-            }
-            FirmwareSource::Debian(fetch)
-        }
-    };
-    let request = ImageRequest {
-        output: args.output.clone(),
-        kernel: args.kernel.clone(),
-        kernel32: args.kernel32.clone(),
-        settings: settings_from(&args.cmdline, &args.settings),
-        size_bytes: args.size,
-        firmware,
-        firmware_boot_log: args.firmware_log,
-    };
+    let request = args.card.request(&args.output, settings_from(&args.cmdline, &args.settings));
     let spinner = ProgressBar::new_spinner();
     spinner.enable_steady_tick(Duration::from_millis(120));
-    let result = tools::image::create_image(&request, &mut |line| spinner.set_message(line.to_string()));
+    let result = tools::image::build_card(&request, &mut |line| spinner.set_message(line.to_string()));
     spinner.finish_and_clear();
-    let report = result?;
-    for warning in &report.warnings {
+    let card = result?;
+    for warning in &card.boot.warnings {
         eprintln!("barebench: note: {warning}");
     }
-    let layout = &report.layout;
+    let layout = &card.boot.layout;
     println!(
         "wrote {} ({}, FAT32 partition at byte offset {}, {}-byte clusters); boot files from {}:",
         args.output.display(),
         ByteSize(layout.image_bytes),
         layout.partition_offset_bytes(),
         layout.cluster_bytes,
-        report.firmware_origin
+        card.boot.firmware_origin
     );
     for (name, size) in &layout.files {
         println!("  {name:<28} {size:>10} bytes");
     }
     println!("check it with: mdir -i {}@@{} ::", args.output.display(), layout.partition_offset_bytes());
-    let mut image_bytes = layout.image_bytes;
-    if let Some(pattern_bytes) = args.pattern {
-        let (number, length_bytes, total_bytes) =
-            tools::pattern::append_pattern_partition(&args.output, pattern_bytes)
-                .with_context(|| format!("adding the pattern partition to {}", args.output.display()))?;
+    if let Some(pattern) = card.pattern {
         println!(
-            "pattern region: partition {number} (type 0x7f), {} from byte {image_bytes}; image now {}",
-            ByteSize(length_bytes),
-            ByteSize(total_bytes)
+            "pattern region: partition {} (type 0x7f), {} from byte {}; image now {}",
+            pattern.number,
+            ByteSize(pattern.length_bytes),
+            pattern.offset_bytes,
+            ByteSize(pattern.image_bytes_after)
         );
-        image_bytes = total_bytes;
     }
-    if let Some(scratch_bytes) = args.scratch {
-        let region_id = scratch::random_region_id().context("reading /dev/urandom")?;
-        let (number, length_bytes, total_bytes) =
-            scratch::append_scratch_partition(&args.output, scratch_bytes, region_id)?;
-        image_bytes = total_bytes;
+    if let Some((scratch, region_id)) = card.scratch {
         println!(
-            "scratch region: partition {number} (type 0xda), {} from byte {}, region id {region_id:#018x}; \
+            "scratch region: partition {} (type 0xda), {} from byte {}, region id {region_id:#018x}; \
              image now {}",
-            ByteSize(length_bytes),
-            layout.image_bytes,
-            ByteSize(total_bytes)
+            scratch.number,
+            ByteSize(scratch.length_bytes),
+            scratch.offset_bytes,
+            ByteSize(scratch.image_bytes_after)
         );
     }
     if let Some(device) = &args.write {
-        write_card(&args.output, device, image_bytes, args.yes, args.force)?;
+        write_card(&args.output, device, card.image_bytes, args.yes, args.force)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -395,6 +485,20 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.kernel = kernel.clone();
     }
     run.append = settings_from(&args.cmdline, &args.settings).join(" ");
+    if let Some(card) = &args.boot_card {
+        let boot = tools::qemu_boot_card::load(card, args.machine, &args.workdir)?;
+        if let Some(kernel) = &boot.kernel {
+            run.kernel = kernel.clone();
+        }
+        eprintln!(
+            "barebench: booting from the card {}: {} and cmdline.txt {:?}",
+            card.display(),
+            boot.kernel_name.as_deref().unwrap_or("the --kernel image (virt has no firmware)"),
+            boot.cmdline
+        );
+        run.append = [boot.cmdline.as_str(), run.append.as_str()].join(" ").trim().to_string();
+        run.boot_card = Some(card.clone());
+    }
     run.sd = args.sd.clone();
     run.emmc2 = args.emmc2.clone();
     run.nvme = args.nvme.clone();
@@ -422,7 +526,7 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     if let Some(binary) = &args.qemu {
         run.qemu_binary = binary.clone();
     }
-    run.show_progress = true;
+    run.show_progress = args.console_listen.is_none();
     eprintln!(
         "barebench: {} -M {} -append {:?}; serial log {}",
         run.qemu_binary.display(),
@@ -430,7 +534,25 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.effective_append(),
         run.log_path.display()
     );
-    match run.run(&mut io::stdout()) {
+    let mut console_port = match &args.console_listen {
+        Some(address) => {
+            let port = ConsoleListener::bind(address.as_str())
+                .with_context(|| format!("listening for the console on {address}"))?;
+            eprintln!("barebench: serving the console on {address} (raw TCP)");
+            Some(port)
+        }
+        None => None,
+    };
+    let mut stdout = io::stdout();
+    let live: &mut dyn Write = match &mut console_port {
+        Some(port) => port,
+        None => &mut stdout,
+    };
+    let result = run.run(live);
+    if let Some(port) = &mut console_port {
+        port.finish(CONSOLE_CLIENT_WAIT, CONSOLE_LINGER);
+    }
+    match result {
         Ok(outcome) => {
             let code = outcome.exit_code();
             if let Some((file, records, symbols)) = &profile {
@@ -529,6 +651,7 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::FAILURE)
         }
         CaptureEnd::TimedOut => {
@@ -538,8 +661,19 @@ fn run_serial(args: &SerialArgs) -> Result<ExitCode> {
                 outcome.bytes_captured,
                 args.log.display()
             );
+            explain_stage(&args.log);
             Ok(ExitCode::from(TIMEOUT_EXIT_STATUS))
         }
+    }
+}
+
+/// For a capture that ended without results: the last `stage:` the log reached and what to check.
+fn explain_stage(log: &std::path::Path) {
+    let text =
+        std::fs::read(log).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
+    match tools::stages::explain(&text) {
+        Some(explanation) => eprintln!("barebench: {explanation}"),
+        None => eprintln!("barebench: the log has no `stage:` marker: the kernel did not get as far as its console (see docs/led.md for what the activity LED shows)"),
     }
 }
 
@@ -604,12 +738,48 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let written = tools::report::write_report(&report, &args.output)?;
-    print!("{}", tools::report::table::markdown(&report));
+    print!("{}", tools::report::markdown(&report));
     println!();
     for path in written {
         println!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_farm(args: &FarmArgs) -> Result<ExitCode> {
+    use tools::farm::{self, PlaceStatus};
+    tools::signals::catch_interrupts().context("catching Ctrl-C")?;
+    let tools = farm::labgrid::LabgridTools::find(
+        args.labgrid_venv.as_deref(),
+        &args.output,
+        args.coordinator.clone(),
+    )?;
+    let options = farm::FarmOptions {
+        env: args.env.clone(),
+        places: args.places.clone(),
+        output: args.output.clone(),
+        card: args.card.request(Path::new(""), args.settings.clone()),
+        console_timeout: Duration::from_secs(args.timeout),
+        prepare_timeout: Duration::from_secs(args.prepare_timeout),
+    };
+    let outcome = farm::run(&options, &tools)?;
+    print!("{}", outcome.report_markdown);
+    println!();
+    print!("{}", farm::summary_markdown(&outcome.places));
+    for path in &outcome.written {
+        println!("wrote {}", path.display());
+    }
+    for place in outcome.places.iter().filter(|place| place.status != PlaceStatus::Complete) {
+        eprintln!(
+            "barebench: farm: place {} {}: {} ({})",
+            place.place,
+            place.status.name(),
+            place.stage,
+            place.detail
+        );
+    }
+    let all_complete = outcome.places.iter().all(|place| place.status == PlaceStatus::Complete);
+    Ok(if all_complete { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn main() -> ExitCode {
@@ -620,6 +790,7 @@ fn main() -> ExitCode {
         Command::Serial(args) => run_serial(args),
         Command::Report(args) => run_report(args),
         Command::Scratch(args) => run_scratch(args),
+        Command::Farm(args) => run_farm(args),
     };
     match result {
         Ok(code) => code,

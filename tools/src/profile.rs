@@ -3,7 +3,7 @@
 //! QEMU runs the kernel under `-icount shift=0` with barebench's TCG plugin
 //! (`profiler/plugin/`, `libbarebench_profile.so`), which charges every executed instruction to the
 //! account of the kernel's CPU meter it falls in and to the code it ran in (docs/measurement.md
-//! §16). This module gives the plugin the meter's addresses from the kernel ELF, then reads its
+//! §17). This module gives the plugin the meter's addresses from the kernel ELF, then reads its
 //! records back: it names each block's function and its callers from the ELF's symbols, groups
 //! the runs by device and job as the serial log announced them, and writes a flat table per
 //! device and job and folded stacks for flame-graph tools (`inferno-flamegraph`,

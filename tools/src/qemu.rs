@@ -100,6 +100,8 @@ pub enum QemuError {
     KernelMissing { path: PathBuf },
     #[error("{device} is not available on {machine}: {reason}")]
     DeviceNotOnMachine { device: &'static str, machine: &'static str, reason: &'static str },
+    #[error("--boot-card goes in the {slot} slot, which --{slot} also names: give one of them")]
+    SlotTaken { slot: &'static str },
     #[error(transparent)]
     Disk(#[from] DiskError),
     #[error("cannot start {binary}: {source} (tools/scripts/deps.sh installs qemu-system-aarch64 >= 9.0)")]
@@ -224,6 +226,8 @@ pub struct PlannedDisk {
     pub image_path: PathBuf,
     /// The size asked for, when it was rounded up to a power of two.
     pub requested_size_bytes: Option<u64>,
+    /// The image exists already and is the disk itself (a boot card): nothing is created.
+    pub use_as_is: bool,
 }
 
 /// One QEMU run: machine, kernel, command line, disks and capture settings.
@@ -271,6 +275,9 @@ pub struct QemuRun {
     pub show_progress: bool,
     /// Faults injected into the emulated devices (`--fault`).
     pub faults: Vec<Fault>,
+    /// A card image that is the machine's boot card, used in place as a real card is: in the SD
+    /// slot, or on a raspi4b in EMMC2, the Pi 4's card slot (crate::qemu_boot_card).
+    pub boot_card: Option<PathBuf>,
 }
 
 impl QemuRun {
@@ -300,6 +307,7 @@ impl QemuRun {
             qemu_binary: machine.qemu_binary(),
             show_progress: false,
             faults: Vec::new(),
+            boot_card: None,
         }
     }
 
@@ -402,9 +410,39 @@ impl QemuRun {
             let image_path = self
                 .workdir
                 .join(format!("disk-{}-{size_name}-{content_name}{writes_name}.img", role.name()));
-            planned.push(PlannedDisk { role, spec, image_path, requested_size_bytes });
+            planned.push(PlannedDisk { role, spec, image_path, requested_size_bytes, use_as_is: false });
+        }
+        if let Some(card) = &self.boot_card {
+            planned.push(self.plan_boot_card(card)?);
         }
         Ok(planned)
+    }
+
+    /// The boot card as a disk: in EMMC2 on a raspi4b (the Pi 4's card slot), else in the SD
+    /// slot; its own size, written in place.
+    fn plan_boot_card(&self, card: &Path) -> Result<PlannedDisk, QemuError> {
+        let (role, taken) = match self.machine {
+            Machine::Raspi4b => (DiskRole::Emmc2, self.emmc2.is_some()),
+            _ => (DiskRole::Sd, self.sd.is_some()),
+        };
+        if taken {
+            return Err(QemuError::SlotTaken { slot: role.name() });
+        }
+        let size_bytes = fs::metadata(card)
+            .map_err(|source| DiskError::ContentFile { path: card.to_path_buf(), source })?
+            .len();
+        let spec = DiskSpec {
+            size_bytes,
+            content: DiskContent::File(card.to_path_buf()),
+            writes: DiskWrites::InPlace,
+        };
+        Ok(PlannedDisk {
+            role,
+            spec,
+            image_path: card.to_path_buf(),
+            requested_size_bytes: None,
+            use_as_is: true,
+        })
     }
 
     /// What the user should know about these disks before the run: sizes rounded up, and an NVMe
@@ -553,7 +591,7 @@ impl QemuRun {
         for note in self.notes(&disks) {
             eprintln!("barebench: {note}");
         }
-        for disk in &disks {
+        for disk in disks.iter().filter(|disk| !disk.use_as_is) {
             create_disk_image(disk, self.show_progress)?;
         }
         if self.faults.contains(&Fault::NvmeMedia) {
@@ -726,7 +764,7 @@ fn kill_and_reap(child: &mut Child) {
 
 /// Reads a child's pipe on its own thread and hands the chunks over a channel, so that the
 /// caller can wait with a timeout.
-fn spawn_pipe_reader<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
+pub(crate) fn spawn_pipe_reader<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
     let (sender, receiver) = mpsc::channel();
     if let Some(mut pipe) = pipe {
         thread::spawn(move || {
@@ -939,6 +977,27 @@ mod tests {
                 .contains("emmc2 image build/disk-emmc2-64MiB-pattern-scratch32MiB.img is written in place")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn a_boot_card_is_the_card_slot_s_disk_used_as_it_is_and_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let card = dir.path().join("card.img");
+        fs::write(&card, vec![0u8; 1 << 20]).unwrap();
+        let mut run = QemuRun::new(Machine::Raspi4b);
+        run.boot_card = Some(card.clone());
+        let disks = run.plan_disks().unwrap();
+        assert_eq!(disks.len(), 1);
+        assert!(disks[0].use_as_is && disks[0].role == DiskRole::Emmc2 && disks[0].image_path == card);
+        let args = args_text(&run);
+        let drive = format!("if=none,id=e2,file={},format=raw,snapshot=off", card.display());
+        assert!(follows(&args, "-drive", &drive), "{args:?}");
+        let mut raspi3 = QemuRun::new(Machine::Raspi3b);
+        raspi3.boot_card = Some(card.clone());
+        let drive = format!("if=sd,file={},format=raw,snapshot=off", card.display());
+        assert!(follows(&args_text(&raspi3), "-drive", &drive));
+        raspi3.sd = Some("64M".parse().unwrap());
+        assert!(matches!(raspi3.plan_disks(), Err(QemuError::SlotTaken { slot: "sd" })));
     }
 
     #[test]

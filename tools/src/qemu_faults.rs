@@ -22,6 +22,10 @@ pub enum Fault {
     /// The SD card's medium is ejected 0.5 s into its first run (QEMU monitor: `eject -f sdc`):
     /// QEMU's sdhci clears Card Inserted and raises Card Removal, the card answers nothing.
     SdEject,
+    /// The whole board stops 0.5 s into the first run (QEMU monitor: `stop`, every CPU and
+    /// device frozen): its console goes silent mid-run, as a hung board's does, and QEMU keeps
+    /// running until it is killed. For the board farm's timeout handling (docs/farm.md).
+    Hang,
 }
 
 /// First sector of the band of media errors: the drive's second MiB.
@@ -38,6 +42,8 @@ pub const SLOW_DRIVE_TIMEOUT_SETTING: &str = "nvme.timeout-ms=500";
 pub const GONE_AFTER_CONSOLE_TEXT: &str = " on nvme0, region ";
 /// ... `sd-eject` the card once its first run began ...
 pub const EJECT_AFTER_CONSOLE_TEXT: &str = " on sd0, region ";
+/// ... `hang` stops the board once the first run on any device began ...
+pub const HANG_AFTER_CONSOLE_TEXT: &str = "run 1/";
 /// ... and this much later.
 pub const GONE_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
 /// The QEMU monitor command that removes the NVMe device at once. `device_del` would only ask
@@ -47,6 +53,9 @@ pub const GONE_MONITOR_COMMAND: &str = "qom-set /machine/peripheral/nv0 realized
 /// The QEMU monitor command that ejects the SD card's medium (`-f`: the guest cannot lock the
 /// tray of an SD card anyway); the drive id is the SD card's `-drive id=` on virt.
 pub const EJECT_MONITOR_COMMAND: &str = "eject -f sdc\n";
+/// The QEMU monitor command that stops the emulated machine (QEMU's `stop`: the VM pauses until
+/// `cont`, which never comes).
+pub const HANG_MONITOR_COMMAND: &str = "stop\n";
 /// The NVMe device's `-device` id, and the root port it sits in for `nvme-gone`.
 pub const NVME_DEVICE_ID: &str = "nv0";
 pub const NVME_ROOT_PORT: &str = "pcie-root-port,id=rp1,chassis=1,slot=1";
@@ -59,6 +68,7 @@ impl Fault {
             Fault::NvmeSlow => "nvme-slow",
             Fault::NvmeGone => "nvme-gone",
             Fault::SdEject => "sd-eject",
+            Fault::Hang => "hang",
         }
     }
 
@@ -85,6 +95,11 @@ impl Fault {
                 GONE_DELAY.as_millis(),
                 EJECT_MONITOR_COMMAND.trim_end()
             ),
+            Fault::Hang => format!(
+                "fault hang: the board stops {} ms into its first run (QEMU monitor: {}) and prints nothing more",
+                GONE_DELAY.as_millis(),
+                HANG_MONITOR_COMMAND.trim_end()
+            ),
         }
     }
 
@@ -95,18 +110,19 @@ impl Fault {
             Fault::NvmeMedia | Fault::NvmeSlow => None,
             Fault::NvmeGone => Some((GONE_MONITOR_COMMAND, GONE_AFTER_CONSOLE_TEXT)),
             Fault::SdEject => Some((EJECT_MONITOR_COMMAND, EJECT_AFTER_CONSOLE_TEXT)),
+            Fault::Hang => Some((HANG_MONITOR_COMMAND, HANG_AFTER_CONSOLE_TEXT)),
         }
     }
 
-    /// Whether the fault concerns the NVMe drive (else the SD card).
+    /// Whether the fault concerns the NVMe drive.
     pub fn needs_nvme(self) -> bool {
-        !matches!(self, Fault::SdEject)
+        matches!(self, Fault::NvmeMedia | Fault::NvmeSlow | Fault::NvmeGone)
     }
 
     /// A kernel setting the fault adds unless `settings` already has its key.
     pub fn setting(self, settings: &str) -> Option<&'static str> {
         match self {
-            Fault::NvmeMedia | Fault::NvmeGone | Fault::SdEject => None,
+            Fault::NvmeMedia | Fault::NvmeGone | Fault::SdEject | Fault::Hang => None,
             Fault::NvmeSlow => {
                 let given = settings.split_whitespace().any(|word| word.starts_with("nvme.timeout-ms="));
                 (!given).then_some(SLOW_DRIVE_TIMEOUT_SETTING)
@@ -242,6 +258,20 @@ mod tests {
         assert!(!Fault::SdEject.needs_nvme() && Fault::NvmeGone.needs_nvme());
         assert_eq!(Fault::NvmeMedia.mid_run_command(), None);
         assert!(Fault::SdEject.note().contains("eject -f sdc"));
+    }
+
+    #[test]
+    fn the_hang_stops_the_whole_board_once_the_first_run_of_any_device_began() {
+        let (command, after) = Fault::Hang.mid_run_command().unwrap();
+        assert_eq!(command, "stop\n");
+        let start = std::time::Instant::now();
+        let mut timer = RemovalTimer::new(after);
+        assert!(!timer.due(b"job 1/12: read:4k:64\r\nsd0 has no command queueing", start + GONE_DELAY));
+        let console = b"job 1/12: read:4k:64\r\nrun 1/1: read 4k qd1 on sd0, region 64m at offset 0";
+        assert!(!timer.due(console, start));
+        assert!(timer.due(console, start + GONE_DELAY));
+        assert!(!Fault::Hang.needs_nvme());
+        assert_eq!(Fault::Hang.setting("preset=matrix"), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 
 use super::console;
-use crate::cmdline::ExitMethod;
+use crate::kernel_settings::ExitMethod;
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// Exit statuses the kernel reports.
@@ -14,7 +14,8 @@ use core::sync::atomic::{AtomicU8, Ordering};
 pub enum ExitStatus {
     /// Everything asked for ran.
     Success = 0,
-    /// The run finished, but some device failed or some check did not match.
+    /// The run finished, but some device failed, some check did not match, or (with
+    /// `throttle=fail`) the SoC was throttled or under-voltage during the benchmark.
     DeviceErrors = 2,
     /// A CPU exception was taken.
     Exception = 3,
@@ -71,26 +72,58 @@ pub fn finish(status: ExitStatus) -> ! {
     match method() {
         ExitMethod::Semihosting => {
             console::flush();
+            super::led::show_ending_once(led_ending(status));
             semihosting_exit(status as u32)
         }
         ExitMethod::Psci => {
             crate::println!("barebench: finished with status {} ({:?}); powering off", status as u32, status);
             console::flush();
+            super::led::show_ending_once(led_ending(status));
             psci_system_off()
         }
         ExitMethod::Idle => {
-            crate::println!("barebench: finished with status {} ({:?}); idling", status as u32, status);
+            crate::print!("barebench: finished with status {} ({:?}); idling", status as u32, status);
+            if super::led::is_driven() {
+                crate::print!(" (the activity LED repeats {})", ending_pattern(status));
+            }
+            crate::println!();
             console::flush();
+            super::led::repeat_ending(led_ending(status));
             idle()
         }
+    }
+}
+
+/// How the activity LED shows `status` (docs/led.md).
+fn led_ending(status: ExitStatus) -> super::led::Ending {
+    match status {
+        ExitStatus::Success => super::led::Ending::BenchmarkDone,
+        failed => super::led::Ending::Failed { exit_status: failed as u32 },
+    }
+}
+
+/// What the LED repeats at the end (docs/led.md).
+fn ending_pattern(status: ExitStatus) -> &'static str {
+    match status {
+        ExitStatus::Success => "5 short blinks: benchmark done",
+        _ => "the exit status as long blinks",
     }
 }
 
 /// The exception and panic paths: same choice, without the console lock.
 pub fn finish_after_fault(status: ExitStatus) -> ! {
     match method() {
-        ExitMethod::Semihosting => semihosting_exit(status as u32),
-        ExitMethod::Psci => psci_system_off(),
-        ExitMethod::Idle => idle(),
+        ExitMethod::Semihosting => {
+            super::led::show_ending_once(led_ending(status));
+            semihosting_exit(status as u32)
+        }
+        ExitMethod::Psci => {
+            super::led::show_ending_once(led_ending(status));
+            psci_system_off()
+        }
+        ExitMethod::Idle => {
+            super::led::repeat_ending(led_ending(status));
+            idle()
+        }
     }
 }

@@ -6,6 +6,7 @@ pub mod console;
 mod exceptions;
 pub mod exit;
 pub mod firmware;
+pub mod led;
 pub mod nvme;
 pub mod pci_enumeration;
 pub mod pci_topology;
@@ -13,6 +14,7 @@ pub mod platform;
 pub mod pmu;
 #[cfg(target_arch = "aarch64")]
 pub mod root_complex;
+pub mod rp1;
 pub mod sd;
 pub mod storage;
 mod sync;
@@ -22,9 +24,9 @@ pub mod usb;
 pub mod windows;
 
 use crate::board::{BlockKind, BoardFamily, MmioBlock, Span, UartClock};
-use crate::cmdline::{self, KernelSettings, TestFault, Token};
 use crate::devicetree::DeviceTree;
 use crate::discovery::{self, BoardInfo, ConfigSource, UnknownBoard};
+use crate::kernel_settings::{self, KernelSettings, TestFault, Token};
 use crate::memory_plan::{self, MemoryPlan, PlanRequest};
 use crate::{print, println};
 use blockdev::Clock;
@@ -78,6 +80,40 @@ pub struct Machine {
     pub cpu_clock: Option<CpuClock>,
     /// The CPU's cycle and instruction counters (the CPU cost per I/O).
     pub pmu: PerformanceCounters,
+    /// The boot's timestamps (the firmware's part and the kernel's entry and banner).
+    pub boot: BootStamps,
+}
+
+/// When the kernel started and printed its banner, and how long the firmware took before it.
+#[derive(Clone, Copy, Debug)]
+pub struct BootStamps {
+    /// The kernel timer at the first instruction of `barebench_boot_main`.
+    pub entry_ticks: u64,
+    pub banner_ticks: u64,
+    /// The firmware's part (docs/hardware.md §4.7), and which counter says so.
+    pub firmware_ns: Option<u64>,
+    pub counter: &'static str,
+}
+
+impl Machine {
+    /// The boot times for the benchmark's report.
+    pub fn boot_times(&self) -> bench::conditions::BootTimes {
+        bench::conditions::BootTimes {
+            firmware_counter: self.boot.counter,
+            firmware_ns: self.boot.firmware_ns,
+            entry_ticks: self.boot.entry_ticks,
+            banner_ticks: self.boot.banner_ticks,
+            ticks_per_second: self.timer.ticks_per_second(),
+            led_ns: led::pattern_ns(),
+        }
+    }
+}
+
+/// Prints `stage: <step>` before a bring-up step that can hang, and waits until it has left the
+/// UART, so that a log that stops there names the step (docs/hardware.md §4.8).
+pub fn stage(step: core::fmt::Arguments<'_>) {
+    println!("stage: {step}");
+    console::flush();
 }
 
 /// Called by `boot` on core 0 at EL1 (AArch32: in SVC), MMU off, stack and BSS ready.
@@ -85,6 +121,7 @@ pub struct Machine {
 #[no_mangle]
 extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     let main_id = registers::main_id();
+    let entry_ticks = timer::ticks_at_entry(main_id);
     let entry_level = arch::entry_level(entry_state);
     let mut info = match discover(boot_argument, entry_level, main_id) {
         Ok(info) => info,
@@ -105,6 +142,9 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
     if let Some(firmware) = firmware {
         ask_firmware(&mut info, &firmware);
     }
+    let qemu = info.is_qemu() || info.profile.family == BoardFamily::QemuVirt;
+    led::init(&info, firmware, timer, kernel_settings::led_setting(&info.command_line).enabled(qemu));
+    led::stage(drivers::activity_led::Stage::Boot);
     // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
     let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));
     // On the Pi 2 the release registers are device registers nobody else writes: the cores are
@@ -113,12 +153,22 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         park_secondary_cores(info.profile.spin_table);
     }
     init_console(&info, firmware.as_ref());
-    print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref());
+    led::stage(drivers::activity_led::Stage::ConsoleUp);
+    let boot = BootStamps {
+        entry_ticks,
+        banner_ticks: timer.now_ticks(),
+        firmware_ns: timer::firmware_part_ns(&info, &timer, entry_ticks),
+        counter: crate::boot_time::firmware_counter(info.profile.family, qemu),
+    };
+    print_banner(&info, main_id, entry_state, &timer, cpu_clock.as_ref(), &boot);
+    led::describe();
+    rp1::mirror_console(&info);
     let pmu = PerformanceCounters::start();
     println!("pmu        {}", pmu.describe());
     for warning in &info.warnings {
         println!("warning: {warning}");
     }
+    stage(format_args!("memory map"));
     let plan = match set_up_memory(&info) {
         Ok(plan) => plan,
         Err(error) => {
@@ -131,22 +181,23 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         alloc::boxed::Box::leak(alloc::boxed::Box::new(unsafe { KernelPlatform::new(timer, plan.dma_pool) }));
     let (settings, benchmark) = apply_command_line(&info, entry_level);
     if let Some(fault) = settings.test_fault {
-        raise_test_fault(fault);
+        apply_test_fault(fault);
     }
     let machine =
-        Machine { info, timer, platform, firmware, entry_level, entry_state, main_id, cpu_clock, pmu };
+        Machine { info, timer, platform, firmware, entry_level, entry_state, main_id, cpu_clock, pmu, boot };
     let status = run(&machine, &settings, &benchmark);
     finish(status)
 }
 
 /// What the kernel does once the machine is up: find the storage devices, run the integrity
 /// checks asked for, then the benchmark.
-fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline::Config) -> ExitStatus {
+fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::settings::Config) -> ExitStatus {
     let mut storage = storage::Storage::default();
     attach_storage(machine, settings, &mut storage);
     if storage.is_empty() {
         println!("storage    no usable devices found");
     }
+    stage(format_args!("scratch scan"));
     let regions = storage::scan_scratch_regions(benchmark, &mut storage, machine.platform);
     let mut status = ExitStatus::Success;
     if !storage::run_block_checks(settings, &mut storage, machine.platform) {
@@ -156,12 +207,31 @@ fn run(machine: &Machine, settings: &KernelSettings, benchmark: &bench::cmdline:
         println!("benchmark  no jobs (jobs=none)");
     } else if storage.is_empty() {
         println!("benchmark  no devices to measure; not run");
-    } else if !run_benchmark(machine, benchmark, &mut storage, &regions) {
-        status = ExitStatus::DeviceErrors;
+    } else {
+        let outcome = run_benchmark(machine, settings, benchmark, &mut storage, &regions);
+        if !outcome.devices_ok {
+            status = ExitStatus::DeviceErrors;
+        }
+        if outcome.throttled && settings.throttle_fails {
+            println!(
+                "throttle=fail: the SoC was throttled or under-voltage during the benchmark; exit status {}",
+                ExitStatus::DeviceErrors as u32
+            );
+            status = ExitStatus::DeviceErrors;
+        }
     }
     storage.print_registers_after_runs();
+    stage(format_args!("shutdown"));
     storage.shut_down();
     status
+}
+
+/// How the benchmark went, for the exit status.
+struct BenchmarkOutcome {
+    /// No I/O failed, every check matched, no run ended early.
+    devices_ok: bool,
+    /// The firmware reported throttling or under-voltage during the benchmark.
+    throttled: bool,
 }
 
 /// Room left in the DMA pool after the benchmark's buffers, for anything allocated later.
@@ -171,17 +241,19 @@ const DMA_POOL_RESERVE_BYTES: u64 = 4 * MIB;
 /// device's region; false when some I/O failed or no buffer could be had.
 fn run_benchmark(
     machine: &Machine,
-    config: &bench::cmdline::Config,
+    settings: &KernelSettings,
+    config: &bench::settings::Config,
     storage: &mut storage::Storage,
     regions: &[storage::FoundRegion],
-) -> bool {
+) -> BenchmarkOutcome {
     use blockdev::BlockDevice;
     let Some(area) = allocate_benchmark_buffers(machine, config, storage) else {
-        return false;
+        return BenchmarkOutcome { devices_ok: false, throttled: false };
     };
     let mut config = config.clone();
     config.pattern_regions = storage::scan_pattern_regions(&config, storage, machine.platform, area);
     let config = &config;
+    stage(format_args!("region sampling"));
     let samples = storage::sample_regions(config, storage, machine.platform, area);
     let device_facts: alloc::vec::Vec<bench::results::DeviceFacts<'_>> = samples
         .iter()
@@ -200,19 +272,49 @@ fn run_benchmark(
         device_facts: &device_facts,
     };
     let memory = platform::DmaBufferMemory { platform: machine.platform };
-    let device_regions: alloc::vec::Vec<bench::run::DeviceRegion<'_>> = regions
+    let device_regions: alloc::vec::Vec<bench::run_loop::DeviceRegion<'_>> = regions
         .iter()
-        .map(|found| bench::run::DeviceRegion { device_name: &found.device_name, region: found.region })
+        .map(|found| bench::run_loop::DeviceRegion { device_name: &found.device_name, region: found.region })
         .collect();
     // Without write= nothing may be written: the runner then refuses every write job.
     let writes = (!config.write_devices.is_empty())
-        .then_some(bench::run::WriteAccess { memory: &memory, regions: &device_regions });
+        .then_some(bench::run_loop::WriteAccess { memory: &memory, regions: &device_regions });
+    let conditions_settings = bench::conditions::ConditionsSettings {
+        cooldown_below_millic: settings.cooldown_below_millic,
+        throttle_fails: settings.throttle_fails,
+    };
+    let between_runs = led::heartbeat_between_runs;
+    let in_window = led::heartbeat_in_window;
+    let firmware_conditions =
+        machine.firmware.as_ref().map(|firmware| crate::conditions::FirmwareConditions {
+            firmware,
+            settings: conditions_settings,
+            faked_throttle: match settings.test_fault {
+                Some(TestFault::Throttled) => kernel_settings::FAKED_THROTTLE_FLAGS,
+                _ => 0,
+            },
+            boot: Some(machine.boot_times()),
+            between_runs: &between_runs,
+            in_window: &in_window,
+        });
+    let no_firmware = crate::conditions::NoFirmware {
+        reason: "this machine has no VideoCore firmware to ask",
+        settings: conditions_settings,
+        boot: Some(machine.boot_times()),
+        in_window: &in_window,
+    };
+    let conditions: &dyn bench::conditions::ConditionsSource = match &firmware_conditions {
+        Some(source) => source,
+        None => &no_firmware,
+    };
+    stage(format_args!("benchmark"));
     let environment = bench::runner::RunEnvironment {
         clock: &machine.timer,
         cpu_counters: &machine.pmu,
         buffer_area: area,
         memory: Some(&memory),
         writes,
+        conditions: Some(conditions),
     };
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
         storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
@@ -230,14 +332,17 @@ fn run_benchmark(
         .iter()
         .filter_map(|run| run.verify.as_ref())
         .all(|verify| verify.mismatches == 0 && verify.read_errors == 0);
-    errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none())
+    BenchmarkOutcome {
+        devices_ok: errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none()),
+        throttled: results.throttled_during(),
+    }
 }
 
 /// One DMA area for the benchmark's read buffers: what every request needs a buffer of its own,
 /// or what the pool has left (requests then share), but at least the largest block.
 fn allocate_benchmark_buffers(
     machine: &Machine,
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &storage::Storage,
 ) -> Option<blockdev::DmaBuffer> {
     let geometries: alloc::vec::Vec<blockdev::Geometry> =
@@ -324,7 +429,13 @@ impl<'m> BoardFacts<'m> {
 /// USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
     let pci = pci_enumeration::enumerate(machine, settings);
+    if pci.is_some() && machine.info.profile.pcie.is_some() {
+        led::stage(drivers::activity_led::Stage::PcieLink);
+    }
     sd::attach(machine, settings, pci.as_ref(), storage);
+    if storage.devices().iter().any(|entry| entry.class == storage::DeviceClass::Sd) {
+        led::stage(drivers::activity_led::Stage::SdFound);
+    }
     nvme::attach(machine, settings, pci.as_ref(), storage);
     usb::attach(machine, settings, pci.as_ref(), storage);
 }
@@ -487,8 +598,8 @@ fn print_banner(
     entry_state: u64,
     timer: &KernelTimer,
     cpu_clock: Option<&CpuClock>,
+    boot: &BootStamps,
 ) {
-    let since_reset_us = timer.ticks_to_ns(timer.now_ticks()) / 1000;
     println!();
     println!("{PROGRAM_NAME} {PROGRAM_VERSION}: bare-metal storage benchmark");
     match info.profile.family {
@@ -522,7 +633,17 @@ fn print_banner(
         println!("compatible {}", info.compatible);
     }
     println!("cmdline    \"{}\"", info.command_line);
-    println!("boot       {}.{:03} ms from reset to banner", since_reset_us / 1000, since_reset_us % 1000);
+    use bench::conditions::Milliseconds;
+    let to_banner = Milliseconds(timer.ticks_to_ns(boot.banner_ticks.saturating_sub(boot.entry_ticks)));
+    match boot.firmware_ns {
+        Some(ns) => print!(
+            "boot       firmware {} before the kernel ({}); ",
+            Milliseconds(ns),
+            crate::boot_time::counter_name(info.profile.family, info.is_qemu())
+        ),
+        None => print!("boot       firmware part unknown; "),
+    }
+    println!("kernel {to_banner} from entry to banner (LED patterns {})", Milliseconds(led::pattern_ns()));
 }
 
 /// The SoC as the firmware names it (board revision), else as the board table does.
@@ -622,36 +743,38 @@ fn enable_translation(_info: &BoardInfo, plan: &MemoryPlan, _parange: u64) {
 /// Reads the command line: the kernel's own settings and the driver options here, the
 /// benchmark's in `bench`; the firmware's additions are left alone; anything else is named with
 /// the accepted forms and the run goes on with that key's default.
-fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::cmdline::Config) {
+fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, bench::settings::Config) {
     let mut settings = KernelSettings::default();
     let mut firmware_settings = 0usize;
-    for token in cmdline::tokens(&info.command_line) {
+    for token in kernel_settings::tokens(&info.command_line) {
         match token {
-            Token::Setting { key, value } if cmdline::is_kernel_key(key) => {
+            Token::Setting { key, value } if kernel_settings::is_kernel_key(key) => {
                 if let Err(error) = settings.apply(key, value) {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, value } if cmdline::is_driver_option(key) => {
+            Token::Setting { key, value } if kernel_settings::is_driver_option(key) => {
                 if let Err(error) = settings.add_driver_option(key, value) {
                     println!("warning: {error}");
                 }
             }
-            Token::Setting { key, .. } | Token::Bare(key) if cmdline::is_firmware_key(key) => {
+            Token::Setting { key, .. } | Token::Bare(key) if kernel_settings::is_firmware_key(key) => {
                 firmware_settings += 1
             }
             Token::Setting { .. } | Token::Bare(_) => {}
         }
     }
     let is_someone_elses = |key: &str| {
-        cmdline::is_kernel_key(key) || cmdline::is_driver_option(key) || cmdline::is_firmware_key(key)
+        kernel_settings::is_kernel_key(key)
+            || kernel_settings::is_driver_option(key)
+            || kernel_settings::is_firmware_key(key)
     };
     let config =
-        bench::cmdline::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
-            use bench::cmdline::ConfigProblem;
+        bench::settings::Config::from_command_line(&info.command_line, is_someone_elses, &mut |error| {
+            use bench::settings::ConfigProblem;
             match error.problem {
                 ConfigProblem::UnknownKey | ConfigProblem::NotKeyValue => {
-                    println!("warning: {error}; kernel settings: {}", cmdline::KERNEL_KEYS_HELP)
+                    println!("warning: {error}; kernel settings: {}", kernel_settings::KERNEL_KEYS_HELP)
                 }
                 _ => println!("warning: {error}"),
             }
@@ -665,27 +788,35 @@ fn apply_command_line(info: &BoardInfo, entry_level: u64) -> (KernelSettings, be
 
 /// The way the run ends; for `exit=psci` the conduit the device tree's psci node names, else
 /// the board's (docs/hardware.md §4.3: SMC to TF-A on a Pi 5), never an HVC nobody answers.
-fn set_exit_method(info: &BoardInfo, entry_level: u64, method: cmdline::ExitMethod) {
+fn set_exit_method(info: &BoardInfo, entry_level: u64, method: kernel_settings::ExitMethod) {
     let tree_method = info.device_tree.and_then(|tree| {
         let node = tree.find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])?;
         tree.string_property(node.offset, "method")
     });
     match crate::board::choose_psci_conduit(info.profile, tree_method, entry_level) {
         Ok((conduit, note)) => {
-            if let (cmdline::ExitMethod::Psci, Some(note)) = (method, note) {
+            if let (kernel_settings::ExitMethod::Psci, Some(note)) = (method, note) {
                 println!("exit       psci: {note}");
             }
             exit::set_method(method, conduit);
         }
-        Err(reason) if method == cmdline::ExitMethod::Psci => {
+        Err(reason) if method == kernel_settings::ExitMethod::Psci => {
             println!("warning: exit=psci: {reason}; the run will end idling instead");
-            exit::set_method(cmdline::ExitMethod::Idle, PsciConduit::Smc);
+            exit::set_method(kernel_settings::ExitMethod::Idle, PsciConduit::Smc);
         }
         Err(_) => exit::set_method(method, PsciConduit::Smc),
     }
 }
 
-fn raise_test_fault(fault: TestFault) -> ! {
+/// Raises the fault `test-fault=` asks for; `throttled` only changes what the conditions read.
+fn apply_test_fault(fault: TestFault) {
+    if fault == TestFault::Throttled {
+        println!(
+            "test-fault: the firmware's throttle flags read as {:#x} (under-voltage, throttled) on purpose",
+            kernel_settings::FAKED_THROTTLE_FLAGS
+        );
+        return;
+    }
     println!("test-fault: raising {fault:?} on purpose");
     match fault {
         TestFault::DataAbort => {
@@ -699,6 +830,7 @@ fn raise_test_fault(fault: TestFault) -> ! {
             panic!("UDF did not trap");
         }
         TestFault::Panic => panic!("test-fault=panic asked for a panic"),
+        TestFault::Throttled => {}
     }
 }
 
@@ -725,7 +857,7 @@ fn stop_on_unknown_board(boot_argument: u64, unknown: UnknownBoard) -> ! {
                 .map(|line| line.split_ascii_whitespace().any(|token| token == "exit=semihosting"))
                 .unwrap_or(false);
             if exit_requested {
-                exit::set_method(cmdline::ExitMethod::Semihosting, PsciConduit::Hvc);
+                exit::set_method(kernel_settings::ExitMethod::Semihosting, PsciConduit::Hvc);
                 finish(ExitStatus::UnknownBoard);
             }
         }

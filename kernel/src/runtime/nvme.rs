@@ -10,7 +10,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, SharedDevice, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::queue_depth::{self as selftest, Place, RunReport, Workload};
 use alloc::boxed::Box;
@@ -214,6 +214,7 @@ fn attach_controller(
     storage: &mut Storage,
 ) {
     let label = format!("nvme {}", function.address);
+    super::stage(format_args!("nvme bring-up ({})", function.address));
     let Some(mut found) = open_controller(machine, function, topology, &label) else {
         return;
     };

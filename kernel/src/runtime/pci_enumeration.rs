@@ -7,8 +7,8 @@
 use super::pci_topology::{list, PciTopology};
 use super::Machine;
 use crate::board::{BlockKind, MmioBlock};
-use crate::cmdline::KernelSettings;
 use crate::devicetree::{DeviceNode, DeviceTree};
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use drivers::pci::{ecam::Ecam, ranges, Enumerator};
 use hal::mmio::WideAccess;
@@ -21,6 +21,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings) -> Option<PciTopo
         .device_tree
         .and_then(|tree| tree.find_compatible(&["pci-host-ecam-generic"]).map(|node| (tree, node)));
     if let Some((tree, node)) = ecam {
+        super::stage(format_args!("pci enumeration ({})", node.name));
         return enumerate_ecam(&tree, &node);
     }
     let host = machine.info.profile.pcie?;

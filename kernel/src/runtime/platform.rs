@@ -116,7 +116,7 @@ pub struct DmaBufferMemory<'p> {
     pub platform: &'p KernelPlatform,
 }
 
-impl bench::run::BufferMemory for DmaBufferMemory<'_> {
+impl bench::buffers::BufferMemory for DmaBufferMemory<'_> {
     fn with_bytes(&self, buffer: &DmaBuffer, access: &mut dyn FnMut(&mut [u8])) {
         assert!(self.platform.is_dma_memory(buffer), "the benchmark's buffers come from the DMA pool");
         self.platform.invalidate_for_cpu(buffer);

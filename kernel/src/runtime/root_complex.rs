@@ -9,7 +9,7 @@
 use super::pci_topology::{self, PciTopology};
 use super::{windows, Machine};
 use crate::board::{BridgeReset, MmioBlock, PcieHost};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::root_complex_plan::{self, HostPlan, WindowSource};
 use bench::units::ByteSize;
@@ -36,6 +36,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
     }
     let plan = root_complex_plan::plan(board, machine.info.device_tree.as_ref(), &options);
     describe(&plan);
+    super::stage(format_args!("{name} bring-up"));
     let (probe_block, probe_offset, probe_name) = first_register(board);
     let probe_address = probe_block.base + probe_offset;
     match windows::probe_read32(probe_block, probe_offset) {

@@ -13,7 +13,7 @@ use super::platform::KernelPlatform;
 use super::storage::{print_registers, DeviceClass, Storage};
 use super::{windows, Machine};
 use crate::board::{BlockKind, MmioBlock, Presence, SdHost, SdHostKind};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use crate::sd_dma::{self, DmaDecision};
 use alloc::boxed::Box;
@@ -26,7 +26,7 @@ use drivers::sdhci::quirks::{self, bcm2712_config, BaseClockSource, HostQuirks};
 use drivers::sdhci::{SdCard, SdhciHost};
 use drivers::sdhost::host::CORE_CLOCK_FALLBACK_HZ;
 use drivers::sdhost::{SdhostCard, SdhostHost};
-use hal::mmio::{Mmio, RegisterIo};
+use hal::mmio::Mmio;
 use hal::platform::Platform;
 
 /// Bytes of one SDHCI register block (SDHCI §2.1.2: up to the version register at 0xFC).
@@ -180,6 +180,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
         );
         return;
     }
+    super::stage(format_args!("sd bring-up (sdhci at {base:#x})"));
     let mut notes: heapless::String<192> = heapless::String::new();
     if let (Some(pins), Some(gpio)) = (quirks.pins, windows::gpio(machine.info.profile)) {
         pins.apply(&gpio);
@@ -345,15 +346,10 @@ fn board_hook(machine: &Machine, quirks: &'static HostQuirks) -> Option<BoardHoo
 impl BoardHook {
     fn set_line(&self, line: u32, high: bool) -> Result<(), SdError> {
         match self {
-            BoardHook::Pi4Expander { firmware, .. } => firmware
-                .property(tags::SET_GPIO_STATE, &[line, u32::from(high)], 2)
-                .map(|_| ())
+            BoardHook::Pi4Expander { firmware, .. } => drivers::mailbox::set_gpio_state(firmware, line, high)
                 .map_err(|_| SdError::BoardHook { what: "firmware SET_GPIO_STATE", code: line }),
             BoardHook::Pi5Aon { bank, .. } => {
-                let data = bank.read32(0x04);
-                bank.write32(0x04, if high { data | line } else { data & !line });
-                let direction = bank.read32(0x08);
-                bank.write32(0x08, direction & !line);
+                drivers::gpio::BrcmstbGpioBank::new(*bank).set_output(line, high);
                 Ok(())
             }
         }
@@ -534,6 +530,7 @@ impl<D: SdBlockDevice<'static>> BlockDevice for ReportingSdCard<D> {
 /// divider fed by the VPU core clock (mailbox clock 4), the card brought up at 3.3 V.
 fn attach_sdhost(machine: &Machine, options: &SdOptions, block: MmioBlock, storage: &mut Storage) {
     let base = block.base;
+    super::stage(format_args!("sd bring-up (sdhost at {base:#x})"));
     if let Some(gpio) = windows::gpio(machine.info.profile) {
         gpio.set_functions(SD_SLOT_PINS, drivers::gpio::PinFunction::Alt0);
     }

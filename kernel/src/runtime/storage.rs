@@ -8,7 +8,7 @@
 
 use super::platform::KernelPlatform;
 use crate::block_checks::{crc_of_blocks, read_checked, sample_region, verify_blocks, CheckFailure};
-use crate::cmdline::{BlockRange, KernelSettings};
+use crate::kernel_settings::{BlockRange, KernelSettings};
 use crate::println;
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -219,7 +219,7 @@ pub struct SampledRegion {
 /// every device, fitted to it as the benchmark does) before the first run; a read that fails is
 /// named on the console.
 pub fn sample_regions(
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &mut Storage,
     platform: &KernelPlatform,
     buffer: DmaBuffer,
@@ -246,11 +246,11 @@ pub fn sample_regions(
 /// and prints what it finds; returns each device's region as its readable bytes, which the
 /// benchmark reads inside and `check=auto` verifies.
 pub fn scan_pattern_regions(
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &mut Storage,
     platform: &KernelPlatform,
     buffer: DmaBuffer,
-) -> Vec<(String, bench::plan::Region)> {
+) -> Vec<(String, bench::region::Region)> {
     use blockdev::pattern_region::{scan, Finding};
     let mut regions = Vec::new();
     let Some(buffer) = buffer.slice(0, buffer.length_bytes.min(65_536)) else {
@@ -272,7 +272,7 @@ pub fn scan_pattern_regions(
                 Finding::Region(region) if regions.iter().all(|(device, _)| *device != name) => {
                     let (offset_bytes, size_bytes) = region.readable();
                     println!("{name:<10} {region}: the benchmark reads inside it");
-                    regions.push((name.clone(), bench::plan::Region { offset_bytes, size_bytes }));
+                    regions.push((name.clone(), bench::region::Region { offset_bytes, size_bytes }));
                 }
                 Finding::Region(region) => println!("{name:<10} {region}: not used (the first one is)"),
                 Finding::Refused { partition_number, reason } => {
@@ -390,7 +390,7 @@ impl blockdev::scratch::BlockReader for ScanReader<'_> {
 /// it finds (regions and refused markers, each naming its partition) and returns the regions.
 /// Devices not named are not read.
 pub fn scan_scratch_regions(
-    config: &bench::cmdline::Config,
+    config: &bench::settings::Config,
     storage: &mut Storage,
     platform: &KernelPlatform,
 ) -> Vec<FoundRegion> {

@@ -110,3 +110,32 @@ impl embedded_hal::delay::DelayNs for KernelTimer {
         }
     }
 }
+
+/// The kernel's timer at its first instruction, before it knows the board: CNTPCT on every core
+/// with a generic timer; on the ARM1176, which has none, the system timer of the only SoC it
+/// comes in (BCM2835, whose table gives it at 0x2000_3000), read with the MMU off.
+pub fn ticks_at_entry(main_id: boot::cpu::MainId) -> u64 {
+    #[cfg(target_arch = "arm")]
+    if let Some(window) = windows::bcm2835_system_timer_at_entry(main_id) {
+        return SystemTimer::new(window).ticks();
+    }
+    let _ = main_id;
+    registers::counter_ticks()
+}
+
+/// The firmware's part of the boot (docs/hardware.md §4.7): where the board has a system timer,
+/// its reading at the kernel's entry (worked back from now); on QEMU virt, CNTPCT at entry.
+pub fn firmware_part_ns(
+    info: &crate::discovery::BoardInfo,
+    timer: &KernelTimer,
+    entry_ticks: u64,
+) -> Option<u64> {
+    let since_entry_ns = timer.ticks_to_ns(timer.now_ticks().saturating_sub(entry_ticks));
+    match windows::open_kind(info.profile, BlockKind::SystemTimer) {
+        Ok(window) => {
+            let now_us = SystemTimer::new(window).ticks();
+            Some(crate::boot_time::system_timer_at_entry_ns(now_us, since_entry_ns))
+        }
+        Err(_) => Some(timer.ticks_to_ns(entry_ticks)),
+    }
+}

@@ -8,11 +8,12 @@
 
 use super::pci_topology::{ClassCode, PciTopology};
 use super::platform::KernelPlatform;
+use super::rp1::{rp1_access, Rp1Access};
 use super::storage::{DeviceClass, SharedDevice, Storage};
 use super::windows;
 use super::Machine;
 use crate::board::{self, BlockKind, BoardFamily, BoardProfile, MmioBlock};
-use crate::cmdline::KernelSettings;
+use crate::kernel_settings::KernelSettings;
 use crate::println;
 use alloc::boxed::Box;
 use alloc::format;
@@ -22,7 +23,7 @@ use alloc::vec::Vec;
 use blockdev::BlockDevice;
 use core::cell::RefCell;
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
-use hal::mmio::{Mmio, RegisterIo};
+use hal::mmio::Mmio;
 use hal::platform::{BusTranslation, Platform};
 
 /// Time for root ports to see their devices after the controller reset (USB 3 link training,
@@ -117,18 +118,26 @@ fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
 }
 
 /// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
-/// `pciex4_reset=0`).
+/// `pciex4_reset=0`). pcie2 is checked as the console's mirror checks it (`rp1::rp1_access`): its
+/// bridge's reset line first, its link status only once it is out of reset.
 fn rp1_sites(profile: &BoardProfile) -> Vec<Site> {
-    let Ok(pcie2) = windows::open_kind(profile, BlockKind::Rp1PcieBridge) else {
-        return Vec::new();
-    };
-    let status = pcie2.read32(board::BRCMSTB_PCIE_STATUS_OFFSET);
-    if status & board::BRCMSTB_PCIE_LINK_UP_BITS != board::BRCMSTB_PCIE_LINK_UP_BITS {
-        println!(
-            "usb        Pi 5 USB ports are on RP1 behind pcie2, whose link is down (MISC_PCIE_STATUS = {status:#010x}); \
-             add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
-        );
-        return Vec::new();
+    match rp1_access(profile) {
+        Rp1Access::Reachable => {}
+        Rp1Access::NotHere => return Vec::new(),
+        Rp1Access::BridgeInReset => {
+            println!(
+                "usb        Pi 5 USB ports are on RP1 behind pcie2, which the firmware holds in reset (its default); \
+                 add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
+            );
+            return Vec::new();
+        }
+        Rp1Access::LinkDown { status } => {
+            println!(
+                "usb        Pi 5 USB ports are on RP1 behind pcie2, whose link is down (MISC_PCIE_STATUS = {status:#010x}); \
+                 add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
+            );
+            return Vec::new();
+        }
     }
     (0..2u8)
         .filter_map(|index| profile.block(BlockKind::Rp1Xhci(index)).ok().map(|block| (index, block)))
@@ -151,6 +160,7 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
 }
 
 fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storage: &mut Storage) {
+    super::stage(format_args!("usb bring-up ({})", site.label));
     // The site's registers come from an assigned PCI BAR (memory decoding and bus mastering on)
     // or the board table.
     let registers = match windows::open(site.registers) {

@@ -82,6 +82,27 @@ pub fn probe_read32(block: MmioBlock, offset_bytes: u64) -> Result<Option<u32>, 
     Ok(unsafe { boot::probe_read32((block.base + offset_bytes) as usize) })
 }
 
+/// The BCM2835 system timer's window at the kernel's first instruction, before any span is
+/// admitted, when the core is an ARM1176: that core comes only in the BCM2835 (Pi 1, Zero),
+/// whose table gives the block inside its device span, and the MMU is still off, so every access
+/// is a device access. None on any other core.
+#[cfg(target_arch = "arm")]
+pub fn bcm2835_system_timer_at_entry(main_id: boot::cpu::MainId) -> Option<Mmio> {
+    if main_id.core_model() != Some(boot::cpu::CoreModel::Arm1176) {
+        return None;
+    }
+    let profile = &crate::board::RASPBERRY_PI_1;
+    let block = profile.block(BlockKind::SystemTimer).ok()?;
+    let end = block.base.checked_add(block.size_bytes)?;
+    if !profile.device_spans.iter().any(|span| block.base >= span.base && end <= span.end()) {
+        return None;
+    }
+    // SAFETY: an ARM1176 runs only on the BCM2835, whose system timer is this block of device
+    // registers (board table) inside its device span; with the MMU off the access is a device
+    // access, and `Mmio` keeps every access inside the block.
+    Some(unsafe { Mmio::new(block.base as usize, block.size_bytes as usize) })
+}
+
 /// The board's GPIO function select, when it has one: the same window for every user.
 pub fn gpio(profile: &BoardProfile) -> Option<Bcm2835Gpio<Mmio>> {
     let block = profile.block(BlockKind::Gpio).ok()?;

@@ -1,5 +1,5 @@
 //! barebench's QEMU TCG plugin, `libbarebench_profile.so`: the QEMU side of the instruction
-//! profile (`barebench qemu --profile`, docs/measurement.md §16; the accounting is the
+//! profile (`barebench qemu --profile`, docs/measurement.md §17; the accounting is the
 //! `profiler` crate's). Here are the plugin API's C declarations (the subset used, written from
 //! QEMU's plugin documentation, docs/devel/tcg-plugins.rst and include/qemu/qemu-plugin.h, API
 //! version 4 as in QEMU 9.2 to 10.x), the two symbols QEMU looks up (`qemu_plugin_version`,

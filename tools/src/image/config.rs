@@ -17,6 +17,38 @@ pub struct ConfigOptions {
     /// `uart_2ndstage=1`: the firmware prints its own boot log on the UART (docs/ecosystem.md §4.1),
     /// useful when nothing appears; off by default so benchmark logs stay clean.
     pub firmware_boot_log: bool,
+    /// Where the Pi 5's console appears (docs/console.md).
+    pub pi5_console: Pi5Console,
+}
+
+/// The Pi 5's console: the 3-pin debug connector (UART10), or the header pins GPIO 14/15, which
+/// are RP1's UART0 and reachable only when the firmware leaves pcie2 up (docs/console.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pi5Console {
+    /// The debug connector only; the firmware resets pcie2 before the kernel (its default).
+    #[default]
+    Debug,
+    /// The header pins too: `enable_rp1_uart=1` and `pciex4_reset=0`; the kernel mirrors the
+    /// debug UART's output to RP1 UART0 (it writes the debug UART in every case).
+    Header,
+    /// The same lines as `Header`: both connectors carry the console.
+    Both,
+}
+
+impl Pi5Console {
+    /// The `[pi5]` lines that make the header pins work.
+    pub fn config_lines(self) -> &'static [&'static str] {
+        match self {
+            Pi5Console::Debug => &[],
+            Pi5Console::Header | Pi5Console::Both => &[
+                "# Console on the header pins GPIO 14/15 too (RP1 UART0, pins 8/10): the firmware sets",
+                "# the UART up and leaves pcie2 (RP1's link) up for the kernel, which mirrors its console",
+                "# there (docs/console.md).",
+                "enable_rp1_uart=1",
+                "pciex4_reset=0",
+            ],
+        }
+    }
 }
 
 /// The kernel file name Pi 3 and Pi 4 load (the default for 64-bit kernels).
@@ -113,6 +145,12 @@ pub fn config_txt(options: &ConfigOptions) -> String {
     line("# Bare-metal kernel: do not require an OS-compatible device tree.");
     line("os_check=0");
     line("# Console on the 3-pin debug UART (UART10) between the HDMI ports, 115200 8N1.");
+    for pi5_line in options.pi5_console.config_lines() {
+        line(pi5_line);
+    }
+    if options.pi5_console == Pi5Console::Debug {
+        line("# For the header pins GPIO 14/15 as well: barebench image --pi5-console header.");
+    }
     line("# NVMe on the external PCIe connector: the kernel brings the link up itself. The M.2");
     line("# HAT+ is powered by the bootloader; other adapters need PCIE_PROBE=1 in the bootloader's");
     line("# EEPROM configuration (rpi-eeprom-config). Link speed and reset timing: pcie.gen= and");
@@ -220,6 +258,19 @@ mod tests {
             section(&text, "pi5"),
             ["kernel=kernel_2712.img", "arm_64bit=1", "kernel_address=0x80000", "os_check=0"]
         );
+    }
+
+    #[test]
+    fn the_pi5_header_console_keeps_rp1_up_and_the_debug_one_does_not() {
+        let debug = config_txt(&ConfigOptions::default());
+        assert!(!debug.contains("pciex4_reset=0") && !debug.contains("enable_rp1_uart"));
+        for choice in [Pi5Console::Header, Pi5Console::Both] {
+            let text = config_txt(&ConfigOptions { pi5_console: choice, ..Default::default() });
+            let pi5 = section(&text, "pi5");
+            assert!(pi5.contains(&"enable_rp1_uart=1") && pi5.contains(&"pciex4_reset=0"), "{pi5:?}");
+            // Only the Pi 5 gets them.
+            assert!(!section(&text, "pi4").contains(&"pciex4_reset=0"));
+        }
     }
 
     #[test]

@@ -182,6 +182,21 @@ pub fn from_directory(dir: &Path) -> Result<FirmwareSet, FirmwareError> {
     Ok(set)
 }
 
+/// No firmware: a card only QEMU boots (it loads the kernel itself, docs/qemu.md §1). It carries
+/// no Broadcom file, so its licence file says so.
+pub fn none() -> FirmwareSet {
+    let origin = "no firmware (a card for QEMU, which boots the kernel without it)".to_string();
+    FirmwareSet {
+        files: Vec::new(),
+        licence_broadcom: "This card carries no Raspberry Pi firmware, so no Broadcom file.\n".to_string(),
+        copying_linux: "This card carries no device tree blobs.\n".to_string(),
+        warnings: vec![
+            "no firmware on this card: only QEMU boots it (barebench qemu --boot-card)".to_string()
+        ],
+        origin,
+    }
+}
+
 /// The `Files: boot/*` stanza of a Debian copyright file (DEP-5) as a plain licence text.
 pub fn broadcom_licence_from_copyright(copyright: &str) -> Option<String> {
     let stanza: Vec<&str> = copyright

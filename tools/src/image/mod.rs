@@ -41,6 +41,9 @@ pub enum FirmwareSource {
     Debian(firmware::DebianFetch),
     /// A directory like the firmware repository's `boot/`.
     Directory(PathBuf),
+    /// No firmware at all: a card for QEMU's raspi machines, which boot the kernel without the
+    /// GPU firmware (`barebench qemu --boot-card`); no Pi starts from it.
+    NoFirmware,
 }
 
 /// Everything `barebench image` needs.
@@ -58,6 +61,8 @@ pub struct ImageRequest {
     pub firmware: FirmwareSource,
     /// `uart_2ndstage=1` in config.txt.
     pub firmware_boot_log: bool,
+    /// The Pi 5's console connector(s) (`--pi5-console`).
+    pub pi5_console: config::Pi5Console,
 }
 
 /// What was built.
@@ -94,12 +99,13 @@ pub fn boot_files(
     firmware: &FirmwareSet,
     kernels: &Kernels<'_>,
     cmdline: &str,
-    firmware_boot_log: bool,
+    (firmware_boot_log, pi5_console): (bool, config::Pi5Console),
 ) -> Vec<ImageFile> {
     let options = ConfigOptions {
         has_disable_bt_overlay: firmware.has_file(DISABLE_BT_OVERLAY),
         upstream_dtb_names: firmware.has_upstream_dtb_names(),
         firmware_boot_log,
+        pi5_console,
     };
     let mut files = firmware.files.clone();
     let mut add = |path: &str, bytes: Vec<u8>| files.push(ImageFile { path: path.to_string(), bytes });
@@ -140,10 +146,11 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     let firmware = match &request.firmware {
         FirmwareSource::Debian(fetch) => fetch.fetch(status)?,
         FirmwareSource::Directory(dir) => firmware::from_directory(dir)?,
+        FirmwareSource::NoFirmware => firmware::none(),
     };
     warnings.extend(firmware.warnings.iter().cloned());
     let kernels = Kernels { aarch64: &kernel, aarch32: &kernel32 };
-    let files = boot_files(&firmware, &kernels, &cmdline, request.firmware_boot_log);
+    let files = boot_files(&firmware, &kernels, &cmdline, (request.firmware_boot_log, request.pi5_console));
     let image_bytes = fat::choose_image_bytes(&files, request.size_bytes)?;
     if let Some(requested) = request.size_bytes.filter(|requested| *requested != image_bytes) {
         warnings.push(format!(
@@ -155,6 +162,87 @@ pub fn create_image(request: &ImageRequest, status: &mut dyn FnMut(&str)) -> Res
     let signature = disk_signature(&[&kernel, &kernel32], &cmdline);
     let layout = fat::build_image(&request.output, &files, image_bytes, signature)?;
     Ok(ImageReport { layout, firmware_origin: firmware.origin, warnings })
+}
+
+/// A benchmark card: the boot image of [`create_image`], then optionally a pattern partition
+/// (`check=` verifies reads against it) and a marked scratch partition (write jobs may use it).
+/// What `barebench image` writes and `barebench farm` writes to every place's card.
+#[derive(Debug, Clone)]
+pub struct CardRequest {
+    pub image: ImageRequest,
+    pub pattern_bytes: Option<u64>,
+    pub scratch_bytes: Option<u64>,
+}
+
+/// A partition added after the boot partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddedPartition {
+    /// 1-based MBR entry.
+    pub number: u32,
+    pub offset_bytes: u64,
+    pub length_bytes: u64,
+    /// The card's size once the partition was added (the next power of two).
+    pub image_bytes_after: u64,
+}
+
+/// What [`build_card`] made.
+#[derive(Debug, Clone)]
+pub struct BuiltCard {
+    pub boot: ImageReport,
+    pub pattern: Option<AddedPartition>,
+    /// The scratch partition and its region id.
+    pub scratch: Option<(AddedPartition, u64)>,
+    /// The card's final size.
+    pub image_bytes: u64,
+}
+
+/// Errors building a card.
+#[derive(Debug, thiserror::Error)]
+pub enum CardBuildError {
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("adding the pattern partition to {path}: {source}")]
+    Pattern { path: PathBuf, source: io::Error },
+    #[error("reading /dev/urandom for the scratch region id: {source}")]
+    RegionId { source: io::Error },
+    #[error(transparent)]
+    Scratch(#[from] crate::scratch::ScratchError),
+}
+
+/// Builds the card image of `request`; `status` receives progress lines.
+pub fn build_card(request: &CardRequest, status: &mut dyn FnMut(&str)) -> Result<BuiltCard, CardBuildError> {
+    let boot = create_image(&request.image, status)?;
+    let output = &request.image.output;
+    let mut image_bytes = boot.layout.image_bytes;
+    let mut pattern = None;
+    if let Some(pattern_bytes) = request.pattern_bytes {
+        let (number, length_bytes, total_bytes) =
+            crate::pattern::append_pattern_partition(output, pattern_bytes)
+                .map_err(|source| CardBuildError::Pattern { path: output.clone(), source })?;
+        pattern = Some(AddedPartition {
+            number,
+            offset_bytes: image_bytes,
+            length_bytes,
+            image_bytes_after: total_bytes,
+        });
+        image_bytes = total_bytes;
+    }
+    let mut scratch = None;
+    if let Some(scratch_bytes) = request.scratch_bytes {
+        let region_id =
+            crate::scratch::random_region_id().map_err(|source| CardBuildError::RegionId { source })?;
+        let (number, length_bytes, total_bytes) =
+            crate::scratch::append_scratch_partition(output, scratch_bytes, region_id)?;
+        let added = AddedPartition {
+            number,
+            offset_bytes: image_bytes,
+            length_bytes,
+            image_bytes_after: total_bytes,
+        };
+        scratch = Some((added, region_id));
+        image_bytes = total_bytes;
+    }
+    Ok(BuiltCard { boot, pattern, scratch, image_bytes })
 }
 
 /// A deterministic MBR disk signature / FAT volume id: FNV-1a over the kernels and settings, so
@@ -212,6 +300,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
             firmware_boot_log: false,
+            pi5_console: config::Pi5Console::Header,
         };
         let report = create_image(&request, &mut |_| {}).unwrap();
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
@@ -229,7 +318,46 @@ mod tests {
         assert!(config.contains("os_check=0"));
         assert!(config.contains("[pi1]\n# Pi 1 A/B/A+/B+, CM1\nkernel=kernel.img\narm_64bit=0"), "{config}");
         assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
+        assert!(config.contains("pciex4_reset=0"), "--pi5-console header");
         assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
+    }
+
+    #[test]
+    fn a_card_without_firmware_holds_the_kernels_and_settings_only() {
+        let work = tempfile::tempdir().unwrap();
+        let kernel = work.path().join("kernel8.img");
+        fs::write(&kernel, b"kernel").unwrap();
+        let kernel32 = work.path().join("kernel.img");
+        fs::write(&kernel32, b"kernel32").unwrap();
+        let output = work.path().join("card.img");
+        let request = ImageRequest {
+            output: output.clone(),
+            kernel,
+            kernel32,
+            settings: vec!["preset=matrix".to_string()],
+            size_bytes: Some(64 << 20),
+            firmware: FirmwareSource::NoFirmware,
+            firmware_boot_log: false,
+            pi5_console: config::Pi5Console::Debug,
+        };
+        let card = build_card(
+            &CardRequest { image: request, pattern_bytes: None, scratch_bytes: Some(16 << 20) },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            card.boot.warnings,
+            ["no firmware on this card: only QEMU boots it (barebench qemu --boot-card)"]
+        );
+        let read = |name: &str| fat::read_file_from_image(&output, name);
+        assert_eq!(read("cmdline.txt").unwrap(), b"preset=matrix\n");
+        assert_eq!(read("kernel7.img").unwrap(), b"kernel32");
+        assert!(read("start.elf").is_err() && read("bootcode.bin").is_err());
+        assert!(String::from_utf8(read("LICENCE.broadcom").unwrap())
+            .unwrap()
+            .contains("no Raspberry Pi firmware"));
+        let (scratch, _) = card.scratch.unwrap();
+        assert_eq!((scratch.number, scratch.offset_bytes, card.image_bytes), (2, 64 << 20, 128 << 20));
     }
 
     #[test]
@@ -248,6 +376,7 @@ mod tests {
             size_bytes: Some(64 << 20),
             firmware: FirmwareSource::Directory(firmware_dir.path().to_path_buf()),
             firmware_boot_log: true,
+            pi5_console: config::Pi5Console::Debug,
         };
         create_image(&request, &mut |_| {}).unwrap();
         request.output = work.path().join("b.img");

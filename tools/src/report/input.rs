@@ -9,7 +9,7 @@ use std::path::Path;
 use bench::fio_json::{extract_json_from_log, parse_fio_json, FioDirection, FioReport, LogError};
 use bench::{JSON_BEGIN_MARKER, JSON_END_MARKER};
 
-use super::{format_block, ResultRow, Source, SourceKind, BYTES_PER_MIB};
+use super::{format_block, ConsoleFacts, ResultRow, Source, SourceKind, BYTES_PER_MIB};
 
 /// Nanoseconds per microsecond.
 const NS_PER_US: f64 = 1000.0;
@@ -25,6 +25,9 @@ pub fn load_source(path: &Path) -> Source {
         board: None,
         rows: Vec::new(),
         problems: Vec::new(),
+        conditions: None,
+        boot: None,
+        console: ConsoleFacts::default(),
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -44,6 +47,7 @@ pub fn load_source(path: &Path) -> Source {
             return source;
         }
     }
+    source.console = console_facts(&text);
     match extract_json_from_log(&text) {
         Ok(json) => match parse_fio_json(&json) {
             Ok(report) => fill_from_report(&mut source, &report),
@@ -54,6 +58,9 @@ pub fn load_source(path: &Path) -> Source {
                 "no results in this log ({error}); the run ended or was cut before printing them. Last line: {:?}",
                 last_line(&text)
             ));
+            if let Some(explanation) = crate::stages::explain(&text) {
+                source.problems.push(explanation);
+            }
         }
         Err(error @ LogError::NoEndMarker { .. }) => {
             let partial = partial_report(&text);
@@ -65,6 +72,78 @@ pub fn load_source(path: &Path) -> Source {
         }
     }
     source
+}
+
+/// `firmware 2345.678 ms before the kernel; kernel 12.345 ms to the banner, 4567.890 ms to the
+/// first measured I/O` from the JSON's `boot` object (docs/fio-json.md §10).
+fn boot_text(boot: &serde_json::Value) -> String {
+    let ms = |key: &str| match boot.get(key).and_then(serde_json::Value::as_f64) {
+        Some(value) => format!("{value:.3} ms"),
+        None => "? ms".to_string(),
+    };
+    format!(
+        "firmware {} before the kernel; kernel {} to the banner, {} to the first measured I/O",
+        ms("firmware_ms"),
+        ms("kernel_to_banner_ms"),
+        ms("kernel_to_first_io_ms")
+    )
+}
+
+/// The board, the device identities and the skipped jobs, from the console lines the kernel
+/// prints (kernel/src/runtime: the banner's `board      MODEL (revision 0xNNNNNN)`, `sdN
+/// card MID ...`, `nvme         model "..." serial "..."` before its namespaces `nvmeN`, `usbN
+/// port N: ...`; bench's `job JOB skipped on DEVICE: REASON`). The last boot of the log counts.
+pub fn console_facts(text: &str) -> ConsoleFacts {
+    let boot_start = text
+        .rfind("bare-metal storage benchmark")
+        .map_or(0, |index| text[..index].rfind('\n').map_or(0, |start| start + 1));
+    let mut facts = ConsoleFacts::default();
+    let mut nvme_controller: Option<String> = None;
+    fn add_identity(facts: &mut ConsoleFacts, device: &str, identity: String) {
+        if facts.identity(device).is_none() {
+            facts.device_identities.push((device.to_string(), identity));
+        }
+    }
+    for line in text[boot_start..].lines() {
+        let line = line.rsplit('\r').find(|part| !part.trim().is_empty()).unwrap_or("").trim_end();
+        let Some((word, rest)) = line.split_once(' ') else { continue };
+        let rest = rest.trim_start();
+        match word {
+            "board" if facts.board_model.is_none() => facts.board_model = Some(rest.to_string()),
+            "nvme" => {
+                if let Some(model) = rest.strip_prefix("model ") {
+                    nvme_controller = Some(model.to_string());
+                }
+            }
+            "job" => {
+                if let Some((job, after)) = rest.split_once(" skipped on ") {
+                    if let Some((device, reason)) = after.split_once(": ") {
+                        facts.skipped_jobs.push((job.to_string(), device.to_string(), reason.to_string()));
+                    }
+                }
+            }
+            device if numbered(device, "sd") => {
+                if let Some(cid) = rest.strip_prefix("card ") {
+                    add_identity(&mut facts, device, format!("card {cid}"));
+                }
+            }
+            device if numbered(device, "nvme") => {
+                if let Some(controller) = &nvme_controller {
+                    add_identity(&mut facts, device, format!("model {controller}"));
+                }
+            }
+            device if numbered(device, "usb") && rest.starts_with("port ") => {
+                add_identity(&mut facts, device, rest.to_string());
+            }
+            _ => {}
+        }
+    }
+    facts
+}
+
+/// Whether `word` is a device name `PREFIX<number>` (`sd0`, `nvme1`), not `sd0:` or `sdhci`.
+fn numbered(word: &str, prefix: &str) -> bool {
+    word.strip_prefix(prefix).is_some_and(|number| number.parse::<u32>().is_ok())
 }
 
 fn last_line(text: &str) -> String {
@@ -129,6 +208,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
         source.label = board.clone();
         source.board = Some(board);
     }
+    if let Some(info) = &report.barebench {
+        let sentence = info.other.get("conditions").and_then(|conditions| conditions.get("sentence"));
+        source.conditions = sentence.and_then(serde_json::Value::as_str).map(str::to_string);
+        source.boot = info.other.get("boot").map(boot_text);
+    }
     if !report.barebench_medians.is_empty() {
         for median in &report.barebench_medians {
             let job = if median.job.is_empty() {
@@ -168,6 +252,7 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us: p99,
                 latency_p99_9_us: p99_9,
                 errors: median.errors_total,
+                throttled_runs: median.throttled_runs,
             });
         }
         return;
@@ -204,6 +289,11 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
                 latency_p99_us,
                 latency_p99_9_us,
                 errors: job.barebench.as_ref().map_or(u64::from(job.error != 0), |extra| extra.errors_total),
+                throttled_runs: job
+                    .barebench
+                    .as_ref()
+                    .and_then(|extra| extra.conditions.as_ref())
+                    .map(|conditions| u32::from(conditions.throttled_run)),
             });
         }
         if !any {
@@ -307,6 +397,48 @@ mod tests {
     }
 
     #[test]
+    fn the_conditions_sentence_and_the_boot_time_come_with_the_source() {
+        let log = format!(
+            "{}\n{{\"fio version\" : \"barebench-0.1.0\", \"jobs\" : [], \"barebench\" : {{\"version\" : \"0.1.0\", \
+             \"board\" : \"pi4\", \"conditions\" : {{\"sentence\" : \"conditions: no throttling flags before or after the tests\"}}, \
+             \"boot\" : {{\"firmware_ms\" : 2345.678, \"kernel_to_banner_ms\" : 12.5, \"kernel_to_first_io_ms\" : 4567.0}}}}}}\n{}\n",
+            JSON_BEGIN_MARKER, JSON_END_MARKER
+        );
+        let (_dir, path) = write_temp("pi4.log", &log);
+        let source = load_source(&path);
+        assert_eq!(
+            source.conditions.as_deref(),
+            Some("conditions: no throttling flags before or after the tests")
+        );
+        assert_eq!(
+            source.boot.as_deref(),
+            Some("firmware 2345.678 ms before the kernel; kernel 12.500 ms to the banner, 4567.000 ms to the first measured I/O")
+        );
+        let markdown = super::super::table::markdown(&super::super::Report { sources: vec![source] });
+        assert!(
+            markdown.contains("  - conditions: no throttling flags before or after the tests"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("  - boot: firmware 2345.678 ms before the kernel"), "{markdown}");
+    }
+
+    #[test]
+    fn a_log_cut_after_a_stage_marker_names_the_stage_and_what_to_check() {
+        let (_dir, path) = write_temp(
+            "pi5.log",
+            "barebench 0.1.0\r\nstage: memory map\r\nstage: pcie1 bring-up\r\npcie1 link training\r\n",
+        );
+        let source = load_source(&path);
+        assert_eq!(source.problems.len(), 2, "{:?}", source.problems);
+        assert!(
+            source.problems[1].starts_with("the log ends in `stage: pcie1 bring-up`"),
+            "{:?}",
+            source.problems
+        );
+        assert!(source.problems[1].contains("pcie=off"));
+    }
+
+    #[test]
     fn a_truncated_log_keeps_the_complete_jobs() {
         let end = BAREBENCH_LOG.find("\"jobname\" : \"nvme0-read-1m-qd16\"").unwrap();
         let (_dir, path) = write_temp("cut.log", &BAREBENCH_LOG[..end + 10]);
@@ -315,6 +447,44 @@ mod tests {
         let devices: Vec<&str> = source.rows.iter().map(|row| row.device.as_str()).collect();
         assert!(!devices.is_empty() && devices.iter().all(|device| *device == "sd0"), "{devices:?}");
         assert!(source.problems.iter().any(|problem| problem.contains("truncated")), "{:?}", source.problems);
+    }
+
+    #[test]
+    fn the_console_names_the_board_each_device_and_the_skipped_jobs_of_the_last_boot() {
+        let console = "barebench 0.1.0: bare-metal storage benchmark\r\nboard      Raspberry Pi 2 Model B (revision 0xa21041)\r\n\
+             sd0        card MID 0x27 OEM \"PH\" product \"SD16G\"\r\n\
+             \r\nbarebench 0.1.0: bare-metal storage benchmark\r\nboard      QEMU virt (device tree model \"linux,dummy-virt\")\r\n\
+             sd0        card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02\r\n\
+             sd0        capacity 67108864 bytes\r\nsd0: 1 MiB read in 302827 µs\r\n\
+             nvme         model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"\r\n\
+             nvme0      namespace 1: 67108864 bytes\r\n\
+             usb0       port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"\r\n\
+             usb0       SCSI \"QEMU\" \"QEMU HARDDISK\"\r\n\
+             job write:4k:64 skipped on sd0: write= does not name it (write and mixed jobs need write=DEV)\r\n";
+        let facts = console_facts(console);
+        assert_eq!(facts.board_model.as_deref(), Some("QEMU virt (device tree model \"linux,dummy-virt\")"));
+        assert_eq!(
+            facts.identity("sd0"),
+            Some("card MID 0xaa OEM \"XY\" product \"QEMU!\" rev 0.1 serial 0xdeadbeef made 2006-02")
+        );
+        assert_eq!(
+            facts.identity("nvme0"),
+            Some("model \"QEMU NVMe Ctrl\", serial \"barebench0\", firmware \"10.0.2\"")
+        );
+        assert_eq!(
+            facts.identity("usb0"),
+            Some("port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\"")
+        );
+        assert_eq!(
+            facts.skipped_jobs,
+            [(
+                "write:4k:64".to_string(),
+                "sd0".to_string(),
+                "write= does not name it (write and mixed jobs need write=DEV)".to_string()
+            )]
+        );
+        let (_dir, path) = write_temp("virt.log", console);
+        assert_eq!(load_source(&path).console, facts);
     }
 
     #[test]

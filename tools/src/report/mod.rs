@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod chart;
+pub mod family;
 pub mod fio_layout;
 pub mod input;
 pub mod table;
@@ -41,8 +42,11 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         Ok::<PathBuf, ReportError>(path)
     };
     fs::create_dir_all(dir).map_err(|source| ReportError::Write { path: dir.to_path_buf(), source })?;
-    let charts = chart::charts(report);
+    let family = family::layout(report);
+    let mut charts = chart::charts(report);
+    charts.extend(family::charts(&family));
     let mut markdown = table::markdown(report);
+    markdown.push_str(&family::markdown(&family));
     if !charts.is_empty() {
         markdown.push_str("\n## Charts\n\n");
         for chart in &charts {
@@ -54,11 +58,22 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
         write("report.csv", table::csv(report))?,
         write("report.json", table::json(report))?,
     ];
+    if !family.series.is_empty() {
+        written.push(write("family.csv", family::csv(&family))?);
+    }
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
     written.extend(fio_layout::write_fio_layout(report, dir)?);
     Ok(written)
+}
+
+/// The report's Markdown without the chart links: the table of every row, then the
+/// across-the-family tables when a log ran `preset=matrix` (what `barebench report` prints).
+pub fn markdown(report: &Report) -> String {
+    let mut text = table::markdown(report);
+    text.push_str(&family::markdown(&family::layout(report)));
+    text
 }
 
 /// Writes each trace's CSV and charts into `dir` and a `traces.md` summary; returns the paths.
@@ -121,6 +136,9 @@ pub struct ResultRow {
     pub latency_p99_9_us: Option<f64>,
     /// Failed I/Os.
     pub errors: u64,
+    /// Runs after which the firmware reported throttling or under-voltage (`None`: not
+    /// reported, as for Linux fio or logs from before barebench read the throttle flags).
+    pub throttled_runs: Option<u32>,
 }
 
 impl ResultRow {
@@ -194,6 +212,31 @@ pub struct Source {
     pub rows: Vec<ResultRow>,
     /// What is missing or odd in this input (no results, truncated log, bad JSON...).
     pub problems: Vec<String>,
+    /// barebench logs: the `conditions:` sentence (throttling and temperature) and the boot time.
+    pub conditions: Option<String>,
+    pub boot: Option<String>,
+    /// What the console said besides the results (empty for fio JSON).
+    pub console: ConsoleFacts,
+}
+
+/// Facts a barebench log states on its console: the board as the banner names it, each
+/// device's identity, and the jobs skipped on a device with the reason.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ConsoleFacts {
+    /// The banner's `board` line: model and revision, e.g. `Raspberry Pi 4 Model B (revision 0xc03114)`.
+    pub board_model: Option<String>,
+    /// (device, identity): an SD card's CID, an NVMe controller's model and serial, a USB
+    /// drive's strings.
+    pub device_identities: Vec<(String, String)>,
+    /// (job as asked, device, reason) for each `job JOB skipped on DEVICE: REASON` line.
+    pub skipped_jobs: Vec<(String, String, String)>,
+}
+
+impl ConsoleFacts {
+    /// The identity of `device`, when the console gave one.
+    pub fn identity(&self, device: &str) -> Option<&str> {
+        self.device_identities.iter().find(|(name, _)| name == device).map(|(_, identity)| identity.as_str())
+    }
 }
 
 /// The whole report.
@@ -256,6 +299,7 @@ pub(crate) mod tests {
             latency_p99_us: Some(2e6 * f64::from(iodepth) / iops),
             latency_p99_9_us: Some(3e6 * f64::from(iodepth) / iops),
             errors: 0,
+            throttled_runs: None,
         }
     }
 
@@ -278,6 +322,9 @@ pub(crate) mod tests {
                     board: Some("pi5".to_string()),
                     rows: pi5,
                     problems: vec![],
+                    conditions: None,
+                    boot: None,
+                    console: ConsoleFacts::default(),
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -286,6 +333,9 @@ pub(crate) mod tests {
                     board: None,
                     rows: linux,
                     problems: vec!["one job had no p99".to_string()],
+                    conditions: None,
+                    boot: None,
+                    console: ConsoleFacts::default(),
                 },
             ],
         }

@@ -41,20 +41,29 @@ pub fn markdown(report: &Report) -> String {
                 SourceKind::BarebenchLog => "barebench serial log",
                 SourceKind::LinuxFio => "fio JSON from Linux",
             };
-            format!("- **{}**: {kind} `{}`", source.label, source.path.display())
+            let mut line = format!("- **{}**: {kind} `{}`", source.label, source.path.display());
+            for (what, text) in [("conditions", &source.conditions), ("boot", &source.boot)] {
+                if let Some(text) = text {
+                    line.push_str(&format!(
+                        "\n  - {what}: {}",
+                        text.strip_prefix("conditions: ").unwrap_or(text)
+                    ));
+                }
+            }
+            line
         })
         .collect();
     text.push_str(&sources.join("\n"));
     text.push_str("\n\nMiB/s = 2^20 bytes per second. Latency is total latency (fio's lat: submission to completion) in µs; for inputs without lat percentiles (fio's default) the p99 is fio's clat p99. ");
     text.push_str("Figures are the median of the runs when a job ran more than once.\n\n");
     text.push_str(
-        "| Source | Device | Job | Workload | Runs | MiB/s | IOPS | Lat mean (µs) | Lat p99 (µs) |\n",
+        "| Source | Device | Job | Workload | Runs | MiB/s | IOPS | Lat mean (µs) | Lat p99 (µs) | Throttled |\n",
     );
-    text.push_str("|---|---|---|---|---:|---:|---:|---:|---:|\n");
+    text.push_str("|---|---|---|---|---:|---:|---:|---:|---:|---|\n");
     for row in report.rows() {
         let _ = writeln!(
             text,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.source,
             row.device,
             row.job,
@@ -63,11 +72,18 @@ pub fn markdown(report: &Report) -> String {
             figure(row.mib_per_s),
             figure(row.iops),
             figure(row.latency_mean_us),
-            optional_figure(row.latency_p99_us)
+            optional_figure(row.latency_p99_us),
+            throttled_cell(row)
         );
     }
     if report.rows().next().is_none() {
-        text.push_str("| (no results found) | | | | | | | | |\n");
+        text.push_str("| (no results found) | | | | | | | | | |\n");
+    }
+    if report.rows().any(|row| row.throttled_runs.is_some_and(|runs| runs > 0)) {
+        text.push_str(
+            "\n**Throttled**: the firmware reported throttling or under-voltage after that many of the \
+             row's runs (GET_THROTTLED); their figures may be the throttled SoC's. `-`: not reported.\n",
+        );
     }
     let problems: Vec<String> = report
         .sources
@@ -84,6 +100,15 @@ pub fn markdown(report: &Report) -> String {
     text
 }
 
+/// `yes (2 of 3 runs)`, `no`, or `-` when the input does not say.
+fn throttled_cell(row: &ResultRow) -> String {
+    match row.throttled_runs {
+        None => "-".to_string(),
+        Some(0) => "no".to_string(),
+        Some(runs) => format!("**yes** ({runs} of {} runs)", row.runs),
+    }
+}
+
 /// Quotes a CSV field when needed (RFC 4180 §2.6–2.7).
 fn csv_field(value: &str) -> String {
     if value.contains([',', '"', '\n', '\r']) {
@@ -96,7 +121,7 @@ fn csv_field(value: &str) -> String {
 /// The rows as CSV with a header line; numbers unrounded.
 pub fn csv(report: &Report) -> String {
     let mut text = String::from(
-        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,latency_mean_us,latency_p99_us,latency_p99_9_us,errors\n",
+        "source,device,job,rw,block_bytes,block,iodepth,runs,mib_per_s,iops,latency_mean_us,latency_p99_us,latency_p99_9_us,errors,throttled_runs\n",
     );
     for row in report.rows() {
         let ResultRow {
@@ -113,17 +138,19 @@ pub fn csv(report: &Report) -> String {
             latency_p99_us,
             latency_p99_9_us,
             errors,
+            throttled_runs,
         } = row;
         let _ = writeln!(
             text,
-            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{latency_mean_us},{},{},{errors}",
+            "{},{},{},{},{block_bytes},{},{iodepth},{runs},{mib_per_s},{iops},{latency_mean_us},{},{},{errors},{}",
             csv_field(source),
             csv_field(device),
             csv_field(job),
             csv_field(rw),
             format_block(*block_bytes),
             latency_p99_us.map(|value| value.to_string()).unwrap_or_default(),
-            latency_p99_9_us.map(|value| value.to_string()).unwrap_or_default()
+            latency_p99_9_us.map(|value| value.to_string()).unwrap_or_default(),
+            throttled_runs.map(|value| value.to_string()).unwrap_or_default()
         );
     }
     text
@@ -147,10 +174,25 @@ mod tests {
         assert_eq!(table_rows.len(), 7);
         assert_eq!(
             table_rows[0],
-            "| pi5 | sd0 | read-1M-qd16 | read 1M QD16 | 3 | 88.4 | 88.4 | 180995 | 361991 |"
+            "| pi5 | sd0 | read-1M-qd16 | read 1M QD16 | 3 | 88.4 | 88.4 | 180995 | 361991 | - |"
         );
         assert!(text.contains("| linux fio | /dev/nvme0n1 |"));
         assert!(text.contains("## Missing or incomplete\n\n- linux fio: one job had no p99"));
+    }
+
+    #[test]
+    fn throttled_rows_are_marked_and_explained() {
+        let mut report = sample_report();
+        report.sources[0].rows[0].throttled_runs = Some(2);
+        report.sources[0].rows[1].throttled_runs = Some(0);
+        let text = markdown(&report);
+        assert!(text.contains("| 361991 | **yes** (2 of 3 runs) |"), "{text}");
+        assert!(text.contains("| no |"), "{text}");
+        assert!(text.contains("**Throttled**: the firmware reported throttling"), "{text}");
+        let csv_text = csv(&report);
+        assert!(csv_text.lines().nth(1).unwrap().ends_with(",0,2"), "{csv_text}");
+        assert!(csv_text.lines().nth(3).unwrap().ends_with(",0,"), "{csv_text}");
+        assert!(!markdown(&sample_report()).contains("**Throttled**"));
     }
 
     #[test]

@@ -86,12 +86,49 @@ fn raspi4b_emmc2_benchmark_prints_tables_and_fio_json() {
     // The ARM clock the run was timed at, as the firmware (here QEMU's model) reported it.
     let json = extract_json_from_log(&run.output).unwrap();
     for field in [
-        "\"cpu_clock\" : \"cpu clock 700 MHz (max 700 MHz)\"",
+        "\"cpu_clock\" : \"cpu clock 700 MHz (measured: firmware did not answer GET_CLOCK_RATE_MEASURED (0x00030047); max 700 MHz)\"",
         "\"cpu_clock_hz\" : \"700000000\"",
         "\"cpu_max_clock_hz\" : \"700000000\"",
     ] {
         assert!(json.contains(field), "{field} missing in:\n{json}");
     }
+    check_conditions(&run.output);
+}
+
+/// The conditions of a run on QEMU's firmware model (25.0 °C, limit 99.0 °C, never throttled,
+/// GET_CLOCK_RATE_MEASURED unanswered: docs/qemu.md §8): the banner's boot split, the readings,
+/// the `conditions:` sentence, their JSON keys and `barebench report`'s Throttled column.
+fn check_conditions(out: &str) {
+    let boot = out.lines().find(|line| line.starts_with("boot ")).unwrap();
+    assert!(
+        boot.contains("before the kernel (QEMU's system timer, from the emulator's start); kernel "),
+        "{boot}"
+    );
+    assert!(
+        out.contains("conditions before the first job: no throttling flags; SoC 25.0 °C (the firmware throttles at 99.0 °C)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nconditions: no throttling flags before or after the tests; SoC 25.0 °C at the end (max 25.0 °C during)\n"),
+        "{out}"
+    );
+    let value: serde_json::Value = serde_json::from_str(&extract_json_from_log(out).unwrap()).unwrap();
+    let conditions = &value["barebench"]["conditions"];
+    assert_eq!(conditions["before"]["throttled"], 0);
+    assert_eq!(conditions["after"]["temperature_millicelsius"], 25_000);
+    assert_eq!(conditions["after"]["temperature_limit_millicelsius"], 99_000);
+    assert_eq!(conditions["after"]["clocks"]["arm"]["requested_hz"], 700_000_000u64);
+    assert!(conditions["after"]["clocks"]["emmc2"]["measured_hz"].is_null());
+    assert_eq!(conditions["after"]["not_answered"][0], "GET_CLOCK_RATE_MEASURED (0x00030047)");
+    assert_eq!(conditions["throttled_runs"], 0);
+    let boot = &value["barebench"]["boot"];
+    assert!(boot["firmware_ms"].as_f64().unwrap() > 0.0, "{boot}");
+    let to_banner = boot["kernel_to_banner_ms"].as_f64().unwrap();
+    assert!(boot["kernel_to_first_io_ms"].as_f64().unwrap() > to_banner, "{boot}");
+    assert_eq!(value["jobs"][1]["barebench"]["conditions"]["throttled_run"], false);
+    let (markdown, _) = crate::qemu_harness::report_markdown("bench-raspi4b-report", out);
+    assert!(markdown.contains("| Throttled |"), "{markdown}");
+    assert!(markdown.lines().any(|line| line.contains("| sd0 |") && line.ends_with("| no |")), "{markdown}");
 }
 
 #[test]

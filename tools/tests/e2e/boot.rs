@@ -140,7 +140,9 @@ fn malformed_command_line_names_each_bad_setting_and_carries_on() {
     assert!(out.contains("unknown setting frobnicate=1; accepted keys: jobs, ramp"), "{out}");
     assert!(out.contains("bad setting runtime=ten: expected"), "{out}");
     assert!(
-        out.contains("bad setting test-fault=sideways: expected data-abort, undefined-instruction or panic"),
+        out.contains(
+            "bad setting test-fault=sideways: expected data-abort, undefined-instruction, panic or throttled"
+        ),
         "{out}"
     );
     assert!(out.contains("bad setting lonely: expected key=value"), "{out}");

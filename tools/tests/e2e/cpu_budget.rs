@@ -1,7 +1,7 @@
 //! End-to-end: the CPU cost per I/O stays within its budget. Under `-icount shift=0` QEMU counts
 //! instructions exactly and the kernel's `cpu per I/O` lines are the same run after run, so a
 //! change that makes a 4 KiB read cost more instructions fails here the day it is written
-//! (docs/measurement.md §10, §16: `barebench qemu --profile` shows where they go).
+//! (docs/measurement.md §10, §17: `barebench qemu --profile` shows where they go).
 //!
 //! Rows: NVMe 4 KiB random reads at QD1 and QD32 on a pattern image and on a pure-software drive
 //! (`-drive driver=null-co,read-zeroes=on` behind `-device nvme`, `check=off`), and SD 4 KiB

@@ -14,6 +14,8 @@ mod benchmark;
 mod boot;
 mod check;
 mod cpu_budget;
+mod conditions;
+mod farm;
 mod faults;
 mod fio_consumers;
 mod image_e2e;

@@ -2,7 +2,7 @@
 //! (`build/libbarebench_profile.so`, `make profiler`): a short NVMe job's instructions per I/O by
 //! function, which add up to the kernel's own `cpu per I/O` line, name the driver's and the
 //! benchmark's hot functions, and come with folded stacks a flame-graph tool reads
-//! (docs/measurement.md §16). About 5 s.
+//! (docs/measurement.md §17). About 5 s.
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 

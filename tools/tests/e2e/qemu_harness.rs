@@ -222,3 +222,83 @@ impl Drop for TestImage {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+/// A monitor socket path of its own for a test (`-S -monitor unix:PATH,server,nowait`).
+pub fn monitor_socket(stem: &str) -> PathBuf {
+    scratch_dir().join(unique_name(stem) + ".sock")
+}
+
+/// Samples one bit of a guest register through QEMU's monitor: waits for the socket, starts the
+/// machine (`cont`, for a QEMU started with `-S`), then reads `address` with `xp` as fast as the
+/// monitor answers until QEMU goes away or `limit` passes. Returns the changes of the bit as
+/// (ms since the start, set), the first reading included. QEMU has no GPIO trace events, but the
+/// monitor reads device registers like memory.
+pub fn sample_register_bit(
+    socket: PathBuf,
+    address: u64,
+    bit: u32,
+    limit: Duration,
+) -> std::thread::JoinHandle<Vec<(u64, bool)>> {
+    std::thread::spawn(move || sample_bit(&socket, address, bit, limit).unwrap_or_default())
+}
+
+/// Reads the monitor's output up to its next prompt; `None` once QEMU has gone.
+fn read_until_prompt(stream: &mut std::os::unix::net::UnixStream, pending: &mut Vec<u8>) -> Option<String> {
+    let mut buffer = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(pending).into_owned();
+        if let Some(end) = text.find("(qemu)") {
+            pending.drain(..end + "(qemu)".len());
+            return Some(text[..end].to_string());
+        }
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return None,
+            Ok(count) => pending.extend_from_slice(&buffer[..count]),
+        }
+    }
+}
+
+fn sample_bit(socket: &Path, address: u64, bit: u32, limit: Duration) -> Option<Vec<(u64, bool)>> {
+    let started = Instant::now();
+    let mut stream = loop {
+        match std::os::unix::net::UnixStream::connect(socket) {
+            Ok(stream) => break stream,
+            Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(_) => return None,
+        }
+    };
+    stream.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    let mut pending = Vec::new();
+    read_until_prompt(&mut stream, &mut pending)?;
+    stream.write_all(b"cont\n").ok()?;
+    read_until_prompt(&mut stream, &mut pending)?;
+    let running_since = Instant::now();
+    let mut changes: Vec<(u64, bool)> = Vec::new();
+    let marker = format!("{address:016x}: 0x");
+    while started.elapsed() < limit {
+        stream.write_all(format!("xp /1wx {address:#x}\n").as_bytes()).ok()?;
+        let Some(answer) = read_until_prompt(&mut stream, &mut pending) else { break };
+        let value = answer
+            .split(&marker)
+            .nth(1)
+            .and_then(|rest| u32::from_str_radix(rest.split_whitespace().next()?, 16).ok());
+        let Some(value) = value else { continue };
+        let set = value & (1 << bit) != 0;
+        if changes.last().is_none_or(|&(_, last)| last != set) {
+            changes.push((running_since.elapsed().as_millis() as u64, set));
+        }
+    }
+    Some(changes)
+}
+
+/// `barebench report`'s Markdown for a serial log, and the problems it found in it.
+pub fn report_markdown(stem: &str, log: &str) -> (String, Vec<String>) {
+    let path = scratch_dir().join(unique_name(stem) + ".log");
+    std::fs::write(&path, log).unwrap();
+    let report = tools::report::build_report(std::slice::from_ref(&path));
+    let _ = std::fs::remove_file(&path);
+    let problems = report.sources[0].problems.clone();
+    (tools::report::table::markdown(&report), problems)
+}

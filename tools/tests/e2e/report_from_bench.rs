@@ -120,6 +120,7 @@ fn report_reads_the_benchmarks_own_console_output() {
         buffer_area: area,
         memory: None,
         writes: None,
+        conditions: None,
     };
     bench::runner::run_benchmark(&config, &mut devices, &environment, &context, &mut console);
     drop(buffer);

@@ -4,15 +4,57 @@
 //! calibration shared by every root complex, sits in pcie1's register page.
 #![forbid(unsafe_code)]
 
-use super::regs::{rescal, reset_controller};
+use super::regs::{offsets, rescal, reset_controller, PCIE_STATUS};
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, Platform};
+use tock_registers::LocalRegisterCopy;
 
 /// After a reset line is released the block needs "typically 14 µs for the worst case"; Linux
 /// waits 100-200 µs.
 pub const LINE_SETTLE_US: u64 = 200;
 /// RESCAL is polled every 100 µs for up to 1 ms (Linux `readl_poll_timeout(.., 100, 1000)`).
 pub const RESCAL_TIMEOUT_US: u64 = 1000;
+
+/// Whether reset controller line `line` is asserted (its SW_INIT_STATUS bit, Linux
+/// `reset-brcmstb.c` `brcmstb_reset_status`). A read of the reset controller alone: the check
+/// to make before touching a root complex the firmware may have left in reset, such as pcie2,
+/// which it resets before starting the OS unless config.txt says `pciex4_reset=0`.
+pub fn line_in_reset<R: RegisterIo>(controller: &R, line: u32) -> bool {
+    let (bank, bit) = reset_controller::bank_and_bit(line);
+    controller.read32(bank + reset_controller::SW_INIT_STATUS) & bit != 0
+}
+
+/// Whether a root complex the firmware may have left running (BCM2712's pcie2, in front of RP1)
+/// can be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkAccess {
+    /// Its bridge is in reset: none of its registers may be read (the access hangs or faults).
+    BridgeInReset,
+    /// Out of reset, link down (MISC_PCIE_STATUS as read).
+    LinkDown { status: u32 },
+    /// Out of reset with PHYLINKUP and DL_ACTIVE set: the firmware's windows behind it answer.
+    LinkUp,
+}
+
+/// The check before any access to a root complex behind reset line `line`: first the reset
+/// controller's status ([`line_in_reset`]), and only when the bridge is out of reset the root
+/// complex's MISC_PCIE_STATUS, through `root_complex`, which is not called otherwise.
+pub fn link_access<C: RegisterIo, R: RegisterIo>(
+    controller: &C,
+    line: u32,
+    root_complex: impl FnOnce() -> R,
+) -> LinkAccess {
+    if line_in_reset(controller, line) {
+        return LinkAccess::BridgeInReset;
+    }
+    let status = root_complex().read32(offsets::MISC_PCIE_STATUS);
+    let up = LocalRegisterCopy::<u32, PCIE_STATUS::Register>::new(status);
+    if up.is_set(PCIE_STATUS::PCIE_PHYLINKUP) && up.is_set(PCIE_STATUS::PCIE_DL_ACTIVE) {
+        LinkAccess::LinkUp
+    } else {
+        LinkAccess::LinkDown { status }
+    }
+}
 
 /// What the calibration step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -58,6 +58,9 @@ pub struct ModelConfig {
     pub endpoint_mode: bool,
     /// RESCAL's START bit does not stick (a block that does not answer writes).
     pub rescal_start_ignored: bool,
+    /// pcie2's bridge (line 44) held in reset, as the firmware leaves it by default
+    /// (`pciex4_reset=1`); otherwise it runs RP1 (`pciex4_reset=0`).
+    pub pcie2_in_reset: bool,
 }
 
 impl ModelConfig {
@@ -71,6 +74,7 @@ impl ModelConfig {
             device_refclk_ms: 0,
             endpoint_mode: false,
             rescal_start_ignored: false,
+            pcie2_in_reset: false,
         }
     }
 }
@@ -144,7 +148,10 @@ impl State {
             registers: BTreeMap::new(),
             rgr1: 0b11,
             // pcie0 and pcie1 held in reset (the firmware's "PCI1 reset"), pcie2 running RP1.
-            reset_banks: [0, (1 << (42 - 32)) | (1 << (43 - 32))],
+            reset_banks: [
+                0,
+                (1 << (42 - 32)) | (1 << (43 - 32)) | (u32::from(config.pcie2_in_reset) << (44 - 32)),
+            ],
             rescal_start: 0,
             rescal_done: config.rescal_calibrated,
             rescal_countdown: None,

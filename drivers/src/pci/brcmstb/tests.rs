@@ -896,3 +896,43 @@ fn the_pi4_vl805_is_listed_with_its_bar_in_the_window() {
     assert_eq!(crate::pci::vl805::firmware_version(&root, usb.address), 0, "no firmware after the reset");
     model.assert_no_violations();
 }
+
+#[test]
+fn a_reset_line_is_read_without_touching_the_block_behind_it() {
+    use super::resets::line_in_reset;
+    let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
+    for held in [false, true] {
+        let model = RootComplexModel::new(
+            ModelConfig { pcie2_in_reset: held, ..ModelConfig::new(Soc::Bcm2712) },
+            &clock,
+        );
+        let controller = model.block(Block::ResetController);
+        assert_eq!(line_in_reset(&controller, 44), held, "pcie2");
+        assert!(line_in_reset(&controller, PCIE1_BRIDGE_LINE), "pcie1 waits for the kernel");
+        assert!(model.writes().is_empty(), "only reads");
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn a_root_complex_in_reset_is_never_read_and_one_out_of_it_is_read_for_its_link() {
+    use super::resets::{link_access, LinkAccess};
+    // pcie1's bridge (line 43), which the model guards: in reset at first.
+    let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
+    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &clock);
+    let controller = model.block(Block::ResetController);
+    let mut opened = 0;
+    let access = link_access(&controller, PCIE1_BRIDGE_LINE, || {
+        opened += 1;
+        model.block(Block::RootComplex)
+    });
+    assert_eq!((access, opened), (LinkAccess::BridgeInReset, 0), "not even opened");
+    model.assert_no_violations();
+    // Out of reset (as the firmware leaves pcie2 with pciex4_reset=0): its status is read; no
+    // PERST# release yet, so the link is down.
+    let (bank, bit) = reset_controller::bank_and_bit(PCIE1_BRIDGE_LINE);
+    controller.write32(bank + reset_controller::SW_INIT_CLEAR, bit);
+    let access = link_access(&controller, PCIE1_BRIDGE_LINE, || model.block(Block::RootComplex));
+    assert!(matches!(access, LinkAccess::LinkDown { .. }), "{access:?}");
+    model.assert_no_violations();
+}
