@@ -930,12 +930,13 @@ impl<'r> RunLoop<'r> {
             }
         };
         state.in_flight = false;
-        let state = *state;
-        let (submitted, kicked) = (state.submitted_at_ticks, state.kicked_at_ticks);
+        // Only the fields every completion needs: the whole state is copied for write jobs alone.
+        let (submitted, kicked, operation) =
+            (state.submitted_at_ticks, state.kicked_at_ticks, state.operation);
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
         self.completed += 1;
-        let direction = match state.operation {
+        let direction = match operation {
             Operation::Flush => {
                 self.complete_flush(completion, submitted, done, inside_window);
                 return true;
@@ -943,7 +944,10 @@ impl<'r> RunLoop<'r> {
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
-        self.account_slot(completion, &state);
+        if self.checks.is_some() {
+            let state = self.scratch.tags[completion.tag as usize];
+            self.account_slot(completion, &state);
+        }
         let measurements = &mut self.measurements[direction as usize];
         match completion.result {
             Ok(()) if inside_window => measurements.record(self.converter, submitted, kicked, done),
