@@ -705,7 +705,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         }
         if self.completion_ring.release(&self.registers) {
             self.statistics.cq_doorbell_writes += 1;
-            if self.issue_waiting() > 0 {
+            if self.waiting.len() > self.unreleased && self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
             }
         } else if consumed == 0 && self.commands_in_flight() > 0 {
