@@ -16,18 +16,17 @@
 
 use core::fmt;
 
-use crate::marker::{le_u32, Marker, MarkerError, MarkerKind, RESERVED_BYTES};
+use crate::marker::{Marker, MarkerError, MarkerKind, RESERVED_BYTES};
 /// The device the scan reads, one logical block at a time: the same reader as the scratch scan's.
 pub use crate::scratch::BlockReader;
-use crate::scratch::ScanError;
+/// Why a partition with a marker holds no usable region: the scratch scan's refusals (a pattern
+/// partition is never refused for its type alone, so `TypeWithoutMarker` does not come from here).
+pub use crate::scratch::Refusal;
+use crate::scratch::{block_buffer, length_refusal, mbr_entries, read, ScanError};
 
 /// MBR partition type the tool gives pattern partitions (0x7F: reserved for individual or
 /// experimental use). The type alone never makes a region.
 pub const MBR_TYPE_PATTERN: u8 = 0x7F;
-
-const MBR_ENTRIES_OFFSET: usize = 446;
-const MBR_ENTRY_BYTES: usize = 16;
-const MBR_SIGNATURE_OFFSET: usize = 510;
 
 /// A valid pattern region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,22 +56,6 @@ impl fmt::Display for PatternRegion {
     }
 }
 
-/// Why a partition with a marker holds no usable region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("{0}")]
-    Marker(MarkerError),
-    /// The marker's length runs past the partition's end.
-    #[error("marker length {length_bytes} bytes runs past the partition's end ({partition_bytes} bytes)")]
-    LengthPastPartition { length_bytes: u64, partition_bytes: u64 },
-    /// Not even the reserved MiB plus one sector.
-    #[error("marker length {length_bytes} bytes is less than the reserved 1 MiB plus one sector")]
-    TooSmall { length_bytes: u64 },
-    /// The partition table entry runs past the end of the device.
-    #[error("the table says it ends at block {end_lba}, past the device's {device_blocks} blocks")]
-    PartitionPastDevice { end_lba: u64, device_blocks: u64 },
-}
-
 /// What the scan found: the first valid region, or the reason each marked partition was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finding {
@@ -88,35 +71,20 @@ pub fn scan<R: BlockReader>(
     buffer: &mut [u8],
     found: &mut dyn FnMut(Finding),
 ) -> Result<(), ScanError<R::Error>> {
-    let block_bytes = reader.block_bytes();
-    let valid_size = block_bytes.is_power_of_two() && (512..=65_536).contains(&block_bytes);
-    if !valid_size || buffer.len() < block_bytes as usize {
-        return Err(ScanError::BadBlockSize { block_bytes });
-    }
-    let buffer = &mut buffer[..block_bytes as usize];
-    read(reader, 0, buffer)?;
-    if buffer[MBR_SIGNATURE_OFFSET..MBR_SIGNATURE_OFFSET + 2] != [0x55, 0xAA] {
+    let buffer = block_buffer(reader, buffer)?;
+    let Some(entries) = mbr_entries(reader, buffer)? else {
         return Ok(());
-    }
-    let mut entries = [(0u8, 0u64, 0u64); 4];
-    for (index, entry) in entries.iter_mut().enumerate() {
-        let at = MBR_ENTRIES_OFFSET + MBR_ENTRY_BYTES * index;
-        *entry = (buffer[at + 4], u64::from(le_u32(buffer, at + 8)), u64::from(le_u32(buffer, at + 12)));
-    }
-    for (index, &(partition_type, first_lba, block_count)) in entries.iter().enumerate() {
-        if partition_type == 0 || block_count == 0 {
+    };
+    for (index, entry) in entries.iter().enumerate() {
+        if entry.partition_type == 0 || entry.block_count == 0 {
             continue;
         }
         let number = index as u32 + 1;
-        if let Some(finding) = check_partition(reader, buffer, number, first_lba, block_count)? {
+        if let Some(finding) = check_partition(reader, buffer, number, entry.first_lba, entry.block_count)? {
             found(finding);
         }
     }
     Ok(())
-}
-
-fn read<R: BlockReader>(reader: &mut R, lba: u64, buffer: &mut [u8]) -> Result<(), ScanError<R::Error>> {
-    reader.read_block(lba, buffer).map_err(|error| ScanError::Read { lba, error })
 }
 
 /// The finding for one partition, `None` when its first block has no marker magic.
@@ -139,15 +107,10 @@ fn check_partition<R: BlockReader>(
         Err(MarkerError::NoMagic { .. }) => return Ok(None),
         Err(error) => return refused(Refusal::Marker(error)),
     };
-    let block_bytes = u64::from(reader.block_bytes());
-    let partition_bytes = block_count * block_bytes;
-    if marker.length_bytes > partition_bytes {
-        return refused(Refusal::LengthPastPartition { length_bytes: marker.length_bytes, partition_bytes });
+    if let Some(reason) = length_refusal(marker.length_bytes, block_count, reader.block_bytes()) {
+        return refused(reason);
     }
-    if marker.length_bytes < RESERVED_BYTES + 512 {
-        return refused(Refusal::TooSmall { length_bytes: marker.length_bytes });
-    }
-    let start_bytes = first_lba * block_bytes;
+    let start_bytes = first_lba * u64::from(reader.block_bytes());
     Ok(Some(Finding::Region(PatternRegion {
         partition_number,
         start_bytes,
@@ -250,7 +213,7 @@ mod tests {
         let short = Marker::pattern(1 << 20).encode();
         assert_eq!(
             refusal(&mut disk_with_partition(0x7F, 4096, 8192, Some(short))),
-            Refusal::TooSmall { length_bytes: 1 << 20 }
+            Refusal::TooSmall { length_bytes: 1 << 20, minimum_bytes: (1 << 20) + 512 }
         );
         assert_eq!(
             refusal(&mut disk_with_partition(0x7F, 12288, 8192, Some(long))),

@@ -191,39 +191,76 @@ fn for_each_partition<R: BlockReader>(
     buffer: &mut [u8],
     visit: &mut Visit<'_, R>,
 ) -> Result<(), ScanError<R::Error>> {
+    let buffer = block_buffer(reader, buffer)?;
+    let Some(entries) = mbr_entries(reader, buffer)? else {
+        return Ok(());
+    };
+    if entries.iter().any(|entry| entry.partition_type == MBR_TYPE_GPT_PROTECTIVE) {
+        return for_each_gpt_partition(reader, buffer, visit);
+    }
+    for (index, entry) in entries.iter().enumerate() {
+        if entry.partition_type == 0 || entry.block_count == 0 {
+            continue;
+        }
+        let table = PartitionTable::Mbr { partition_type: entry.partition_type };
+        let (first_lba, block_count) = (entry.first_lba, entry.block_count);
+        visit(reader, buffer, Partition { number: index as u32 + 1, table, first_lba, block_count })?;
+    }
+    Ok(())
+}
+
+/// One primary entry of the classic MBR (16 bytes at byte 446 + 16 × index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MbrEntry {
+    pub partition_type: u8,
+    pub first_lba: u64,
+    pub block_count: u64,
+}
+
+/// `buffer` cut to one block of the device, or `BadBlockSize` when the device's block size is
+/// not a power of two from 512 to 64 KiB or the buffer is shorter than a block. Shared with the
+/// pattern-region scan.
+pub(crate) fn block_buffer<'b, R: BlockReader>(
+    reader: &R,
+    buffer: &'b mut [u8],
+) -> Result<&'b mut [u8], ScanError<R::Error>> {
     let block_bytes = reader.block_bytes();
     let valid_size = block_bytes.is_power_of_two() && (512..=65_536).contains(&block_bytes);
     if !valid_size || buffer.len() < block_bytes as usize {
         return Err(ScanError::BadBlockSize { block_bytes });
     }
-    let buffer = &mut buffer[..block_bytes as usize];
+    Ok(&mut buffer[..block_bytes as usize])
+}
+
+/// Reads block 0 into `buffer` and returns its four primary MBR entries, or `None` when the
+/// block has no MBR signature (0x55 0xAA at byte 510). Shared with the pattern-region scan.
+pub(crate) fn mbr_entries<R: BlockReader>(
+    reader: &mut R,
+    buffer: &mut [u8],
+) -> Result<Option<[MbrEntry; 4]>, ScanError<R::Error>> {
     read(reader, 0, buffer)?;
     if le_u16(buffer, 510) != 0xAA55 {
-        return Ok(());
+        return Ok(None);
     }
-    let mut entries = [(0u8, 0u64, 0u64); 4];
-    for (index, entry) in entries.iter_mut().enumerate() {
+    Ok(Some(core::array::from_fn(|index| {
         let at = 446 + 16 * index;
-        *entry = (buffer[at + 4], u64::from(le_u32(buffer, at + 8)), u64::from(le_u32(buffer, at + 12)));
-    }
-    if entries.iter().any(|&(partition_type, _, _)| partition_type == MBR_TYPE_GPT_PROTECTIVE) {
-        return for_each_gpt_partition(reader, buffer, visit);
-    }
-    for (index, &(partition_type, first_lba, block_count)) in entries.iter().enumerate() {
-        if partition_type == 0 || block_count == 0 {
-            continue;
+        MbrEntry {
+            partition_type: buffer[at + 4],
+            first_lba: u64::from(le_u32(buffer, at + 8)),
+            block_count: u64::from(le_u32(buffer, at + 12)),
         }
-        let table = PartitionTable::Mbr { partition_type };
-        visit(reader, buffer, Partition { number: index as u32 + 1, table, first_lba, block_count })?;
-    }
-    Ok(())
+    })))
 }
 
 fn le_u16(bytes: &[u8], offset: usize) -> u16 {
     u16::from_le_bytes([bytes[offset], bytes[offset + 1]])
 }
 
-fn read<R: BlockReader>(reader: &mut R, lba: u64, buffer: &mut [u8]) -> Result<(), ScanError<R::Error>> {
+pub(crate) fn read<R: BlockReader>(
+    reader: &mut R,
+    lba: u64,
+    buffer: &mut [u8],
+) -> Result<(), ScanError<R::Error>> {
     reader.read_block(lba, buffer).map_err(|error| ScanError::Read { lba, error })
 }
 
@@ -333,6 +370,18 @@ fn check_partition<R: BlockReader>(
     Ok(())
 }
 
+/// Why a marker's length makes no region in a partition of `block_count` blocks: past the
+/// partition's end, or not even the reserved MiB plus one block. Shared with the pattern-region
+/// scan.
+pub(crate) fn length_refusal(length_bytes: u64, block_count: u64, block_bytes: u32) -> Option<Refusal> {
+    let partition_bytes = block_count * u64::from(block_bytes);
+    if length_bytes > partition_bytes {
+        return Some(Refusal::LengthPastPartition { length_bytes, partition_bytes });
+    }
+    let minimum_bytes = RESERVED_BYTES + u64::from(block_bytes);
+    (length_bytes < minimum_bytes).then_some(Refusal::TooSmall { length_bytes, minimum_bytes })
+}
+
 /// What a partition's first block makes of it; `None` for an ordinary partition.
 pub fn judge_marker(partition: &Partition, first_block: &[u8], block_bytes: u32) -> Option<Finding> {
     let refused = |reason| Some(Finding::Refused { partition: *partition, reason });
@@ -348,13 +397,8 @@ pub fn judge_marker(partition: &Partition, first_block: &[u8], block_bytes: u32)
         }
         Err(error) => return refused(Refusal::Marker(error)),
     };
-    let partition_bytes = partition.block_count * u64::from(block_bytes);
-    if marker.length_bytes > partition_bytes {
-        return refused(Refusal::LengthPastPartition { length_bytes: marker.length_bytes, partition_bytes });
-    }
-    let minimum_bytes = RESERVED_BYTES + u64::from(block_bytes);
-    if marker.length_bytes < minimum_bytes {
-        return refused(Refusal::TooSmall { length_bytes: marker.length_bytes, minimum_bytes });
+    if let Some(reason) = length_refusal(marker.length_bytes, partition.block_count, block_bytes) {
+        return refused(reason);
     }
     Some(Finding::Region(ScratchRegion {
         partition: *partition,

@@ -267,13 +267,12 @@ impl WriteTarget {
 
 /// Looks at `path` on this system and applies every check for an image of `image_bytes`.
 pub fn inspect_target(path: &Path, image_bytes: u64, force: bool) -> Result<WriteTarget, CardError> {
-    let io_error = |context, source| CardError::Io { context, path: path.to_path_buf(), source };
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return Err(CardError::NotFound { path: path.to_path_buf() })
         }
-        Err(error) => return Err(io_error("cannot inspect", error)),
+        Err(error) => return Err(io_error("cannot inspect", path)(error)),
     };
     if meta.file_type().is_file() {
         return Ok(WriteTarget::File { path: path.to_path_buf() });
@@ -282,10 +281,10 @@ pub fn inspect_target(path: &Path, image_bytes: u64, force: bool) -> Result<Writ
         return Err(CardError::NotADevice { path: path.to_path_buf() });
     }
     let sys_dir = sysfs_dir_of(meta.rdev()).ok_or_else(|| {
-        io_error(
-            "cannot find the sysfs entry of",
-            io::Error::new(io::ErrorKind::NotFound, "no /sys/dev/block entry"),
-        )
+        io_error("cannot find the sysfs entry of", path)(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no /sys/dev/block entry",
+        ))
     })?;
     if sys_dir.join("partition").is_file() {
         let partition = sys_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -297,8 +296,8 @@ pub fn inspect_target(path: &Path, image_bytes: u64, force: bool) -> Result<Writ
         return Err(CardError::Partition { path: path.to_path_buf(), partition, disk });
     }
     let info = BlockDeviceInfo::from_sysfs(&sys_dir);
-    let proc_mounts = fs::read_to_string("/proc/mounts")
-        .map_err(|source| io_error("cannot read /proc/mounts for", source))?;
+    let proc_mounts =
+        fs::read_to_string("/proc/mounts").map_err(io_error("cannot read /proc/mounts for", path))?;
     let mounted = mounted_devices(&proc_mounts, resolve_mount_on_this_system);
     let swaps: Vec<String> = fs::read_to_string("/proc/swaps")
         .unwrap_or_default()
@@ -327,10 +326,7 @@ pub fn write_image(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(), CardError> {
     let target_path = target.path();
-    let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
-    let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
-    let mut source = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = source.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
+    let (mut source, total) = open_image(image)?;
     let mut options = OpenOptions::new();
     options.write(true);
     match target {
@@ -344,19 +340,19 @@ pub fn write_image(
         }
     }
     let mut destination =
-        options.open(target_path).map_err(|error| target_error("cannot open for writing", error))?;
+        options.open(target_path).map_err(io_error("cannot open for writing", target_path))?;
     let mut buffer = vec![0u8; CHUNK_BYTES];
     let mut done = 0;
     loop {
-        let count = read_full(&mut source, &mut buffer).map_err(|error| image_error("cannot read", error))?;
+        let count = read_full(&mut source, &mut buffer).map_err(io_error("cannot read", image))?;
         if count == 0 {
             break;
         }
-        destination.write_all(&buffer[..count]).map_err(|error| target_error("cannot write", error))?;
+        destination.write_all(&buffer[..count]).map_err(io_error("cannot write", target_path))?;
         done += count as u64;
         progress(done, total);
     }
-    destination.sync_all().map_err(|error| target_error("cannot sync", error))?;
+    destination.sync_all().map_err(io_error("cannot sync", target_path))?;
     drop_cached_pages(&destination);
     Ok(())
 }
@@ -368,25 +364,20 @@ pub fn verify_image(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(), CardError> {
     let target_path = target.path();
-    let image_error = |context, source| CardError::Io { context, path: image.to_path_buf(), source };
-    let target_error = |context, source| CardError::Io { context, path: target_path.to_path_buf(), source };
-    let mut expected = File::open(image).map_err(|error| image_error("cannot open", error))?;
-    let total = expected.metadata().map_err(|error| image_error("cannot inspect", error))?.len();
-    let mut actual =
-        File::open(target_path).map_err(|error| target_error("cannot open for reading", error))?;
+    let (mut expected, total) = open_image(image)?;
+    let mut actual = File::open(target_path).map_err(io_error("cannot open for reading", target_path))?;
     drop_cached_pages(&actual);
-    actual.seek(SeekFrom::Start(0)).map_err(|error| target_error("cannot seek", error))?;
+    actual.seek(SeekFrom::Start(0)).map_err(io_error("cannot seek", target_path))?;
     let mut expected_buffer = vec![0u8; CHUNK_BYTES];
     let mut actual_buffer = vec![0u8; CHUNK_BYTES];
     let mut offset = 0u64;
     while offset < total {
-        let count = read_full(&mut expected, &mut expected_buffer)
-            .map_err(|error| image_error("cannot read", error))?;
+        let count = read_full(&mut expected, &mut expected_buffer).map_err(io_error("cannot read", image))?;
         if count == 0 {
             break;
         }
         let actual_count = read_full(&mut actual, &mut actual_buffer[..count])
-            .map_err(|error| target_error("cannot read back", error))?;
+            .map_err(io_error("cannot read back", target_path))?;
         if let Some(position) = (0..count)
             .find(|index| *index >= actual_count || expected_buffer[*index] != actual_buffer[*index])
         {
@@ -399,6 +390,18 @@ pub fn verify_image(
         progress(offset, total);
     }
     Ok(())
+}
+
+/// `map_err`'s function for an I/O step named `context` on `path`.
+fn io_error<'p>(context: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> CardError + 'p {
+    move |source| CardError::Io { context, path: path.to_path_buf(), source }
+}
+
+/// The image opened for reading, with its length in bytes.
+fn open_image(image: &Path) -> Result<(File, u64), CardError> {
+    let file = File::open(image).map_err(io_error("cannot open", image))?;
+    let total_bytes = file.metadata().map_err(io_error("cannot inspect", image))?.len();
+    Ok((file, total_bytes))
 }
 
 fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 /// The firmware files the card needs, with the boards that need them (docs/hardware.md §4.5; Pi 5
 /// has its firmware in the bootloader EEPROM).
@@ -132,28 +132,39 @@ fn is_board_dtb(name: &str) -> bool {
         .any(|prefix| name.starts_with(prefix))
 }
 
-/// Reads the firmware, DTBs and licences from a directory laid out like the Raspberry Pi
-/// firmware repository's `boot/` (or an existing Pi OS boot partition).
-pub fn from_directory(dir: &Path) -> Result<FirmwareSet, FirmwareError> {
-    let mut set = FirmwareSet { origin: format!("directory {}", dir.display()), ..Default::default() };
+/// Adds the firmware files present in `firmware_dir` (in [`FIRMWARE_FILES`] order) and every
+/// board DTB in `dtb_dir` (sorted by name) to `set`: the one reader for a firmware directory and
+/// for Debian's unpacked packages.
+fn add_firmware_and_dtbs(
+    set: &mut FirmwareSet,
+    firmware_dir: &Path,
+    dtb_dir: &Path,
+) -> Result<(), FirmwareError> {
     for (name, _) in FIRMWARE_FILES {
-        let path = dir.join(name);
+        let path = firmware_dir.join(name);
         if path.is_file() {
             set.files.push(ImageFile { path: name.to_string(), bytes: read_file(&path)? });
         }
     }
-    let entries =
-        fs::read_dir(dir).map_err(|source| FirmwareError::Read { path: dir.to_path_buf(), source })?;
-    let mut dtb_names: Vec<String> = entries
+    let mut dtb_names: Vec<String> = fs::read_dir(dtb_dir)
+        .map_err(|source| FirmwareError::Read { path: dtb_dir.to_path_buf(), source })?
         .filter_map(|entry| entry.ok())
         .filter_map(|entry| entry.file_name().into_string().ok())
         .filter(|name| is_board_dtb(name))
         .collect();
     dtb_names.sort();
     for name in dtb_names {
-        let bytes = read_file(&dir.join(&name))?;
+        let bytes = read_file(&dtb_dir.join(&name))?;
         set.files.push(ImageFile { path: name, bytes });
     }
+    Ok(())
+}
+
+/// Reads the firmware, DTBs and licences from a directory laid out like the Raspberry Pi
+/// firmware repository's `boot/` (or an existing Pi OS boot partition).
+pub fn from_directory(dir: &Path) -> Result<FirmwareSet, FirmwareError> {
+    let mut set = FirmwareSet { origin: format!("directory {}", dir.display()), ..Default::default() };
+    add_firmware_and_dtbs(&mut set, dir, dir)?;
     if set.files.is_empty() {
         return Err(FirmwareError::EmptyDirectory {
             path: dir.to_path_buf(),
@@ -461,23 +472,7 @@ impl DebianFetch {
             origin: format!("Debian {} and {}", firmware_origin.trim(), dtb_origin.trim()),
             ..Default::default()
         };
-        for (name, _) in FIRMWARE_FILES {
-            let path = firmware_dir.join(name);
-            if path.is_file() {
-                set.files.push(ImageFile { path: name.to_string(), bytes: read_file(&path)? });
-            }
-        }
-        let mut dtb_names: Vec<String> = fs::read_dir(dtb_dir)
-            .map_err(|source| FirmwareError::Read { path: dtb_dir.to_path_buf(), source })?
-            .filter_map(|entry| entry.ok())
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .filter(|name| is_board_dtb(name))
-            .collect();
-        dtb_names.sort();
-        for name in dtb_names {
-            let bytes = read_file(&dtb_dir.join(&name))?;
-            set.files.push(ImageFile { path: name, bytes });
-        }
+        add_firmware_and_dtbs(&mut set, firmware_dir, dtb_dir)?;
         let copyright = String::from_utf8_lossy(&read_file(&firmware_dir.join("copyright"))?).into_owned();
         set.licence_broadcom =
             broadcom_licence_from_copyright(&copyright).ok_or_else(|| FirmwareError::Package {
@@ -580,15 +575,8 @@ impl AptRoot {
             .env("APT_CONFIG", &self.config)
             .current_dir(&self.downloads)
             .stdin(Stdio::null())
-            .output()
-            .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
-        if !output.status.success() {
-            return Err(FirmwareError::Tool {
-                command,
-                status: output.status.to_string(),
-                output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
-        }
+            .output();
+        let output = succeeded(command, output)?;
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
@@ -644,6 +632,20 @@ impl AptRoot {
     }
 }
 
+/// The output of the external `command` when it ran and exited with success; otherwise the error
+/// that names it (not found or not started, or its exit status with its stderr).
+fn succeeded(command: String, output: io::Result<Output>) -> Result<Output, FirmwareError> {
+    let output = output.map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
+    if !output.status.success() {
+        return Err(FirmwareError::Tool {
+            command,
+            status: output.status.to_string(),
+            output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(output)
+}
+
 fn field(control: &str, name: &str) -> Option<String> {
     let prefix = format!("{name}:");
     control.lines().find_map(|line| line.strip_prefix(&prefix)).map(|value| value.trim().to_string())
@@ -685,16 +687,7 @@ fn unpack(
             unpacked += 1;
         }
     }
-    let output = child
-        .wait_with_output()
-        .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
-    if !output.status.success() {
-        return Err(FirmwareError::Tool {
-            command,
-            status: output.status.to_string(),
-            output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
+    succeeded(command, child.wait_with_output())?;
     // The copyright file is always selected: without it the licence cannot travel.
     if unpacked < 2 || !dest.join("copyright").is_file() {
         return Err(FirmwareError::Package {
