@@ -31,6 +31,16 @@ impl Console for alloc::string::String {
     }
 }
 
+/// Prints a message on its own line and keeps it in `notes` (the run's or the benchmark's).
+pub fn say(
+    console: &mut dyn fmt::Write,
+    notes: &mut alloc::vec::Vec<alloc::string::String>,
+    message: alloc::string::String,
+) {
+    let _ = writeln!(console, "{message}");
+    notes.push(message);
+}
+
 /// Nanoseconds per tenth of a second (progress shows seconds with one decimal).
 const NS_PER_DECISECOND: u64 = NS_PER_S / 10;
 /// Longest progress line kept (a longer one is cut; device names are short).
@@ -77,24 +87,33 @@ impl<'a> ProgressLine<'a> {
     /// included); nothing is written yet (see [`ProgressLine::pump`]). What was left of the
     /// previous text is dropped: the new one starts with `\r`.
     pub fn update(&mut self, elapsed_ns: u64, ios: u64) {
+        let (device_name, job, plan) = (self.device_name, self.job, self.plan);
+        let (run, runs, total_ns) = (self.run, self.runs, self.total_ns);
+        self.show(format_args!(
+            "{device_name} {} {} qd{} run {run}/{runs}: {} of {} s, {ios} I/Os",
+            job.operation.fio_name(),
+            SizeText(plan.block_bytes),
+            plan.queue_depth,
+            Fixed::new(u128::from(elapsed_ns / NS_PER_DECISECOND), 1),
+            Fixed::new(u128::from(total_ns / NS_PER_DECISECOND), 1),
+        ));
+    }
+
+    /// Replaces the line with `text` (the scan's bytes and ETA, the sustained write's MiB/s);
+    /// sent as [`ProgressLine::update`]'s is.
+    pub fn show(&mut self, text: fmt::Arguments<'_>) {
         if !self.enabled {
             return;
         }
         self.text = TextBuffer::new();
         self.sent_bytes = 0;
-        let _ = write!(
-            self.text,
-            "\r  {} {} {} qd{} run {}/{}: {} of {} s, {ios} I/Os ",
-            self.device_name,
-            self.job.operation.fio_name(),
-            SizeText(self.plan.block_bytes),
-            self.plan.queue_depth,
-            self.run,
-            self.runs,
-            Fixed::new(u128::from(elapsed_ns / NS_PER_DECISECOND), 1),
-            Fixed::new(u128::from(self.total_ns / NS_PER_DECISECOND), 1),
-        );
+        let _ = write!(self.text, "\r  {text} ");
         self.line_open = true;
+    }
+
+    /// Whether the line is printed at all (`progress=`).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
     }
 
     /// Whether part of the line still waits to be sent.

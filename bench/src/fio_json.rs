@@ -47,6 +47,14 @@ pub struct FioReport {
     pub barebench_medians: Vec<BarebenchMedian>,
     /// barebench only: program version and the facts the kernel passed (board, timer).
     pub barebench: Option<BarebenchInfo>,
+    /// barebench only: whole-surface scans, sustained writes and hdparm timings
+    /// (crate::stream_json).
+    #[serde(rename = "barebench scan")]
+    pub barebench_scan: Vec<crate::stream_json::read::ScanReport>,
+    #[serde(rename = "barebench sustained")]
+    pub barebench_sustained: Vec<crate::stream_json::read::SustainedReport>,
+    #[serde(rename = "barebench hdparm")]
+    pub barebench_hdparm: Vec<crate::stream_json::read::HdparmReport>,
 }
 
 impl FioReport {

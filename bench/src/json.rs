@@ -22,9 +22,10 @@ use crate::distributions::{
     LATENCY_PERCENT_FLOOR, LEVEL_BAND_KEYS, MS_BAND_KEYS, UNIT_BAND_KEYS,
 };
 use crate::histogram::{FIO_DEFAULT_PERCENTILES, HUNDRED_PERCENT};
+use crate::json_writer::{write_check, write_errors, write_verify, JsonWriter};
 use crate::results::{
     BenchmarkResults, DeviceFacts, Direction, FlushResult, HistogramBins, MedianResult, ReportContext,
-    RunEnd, RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
+    RunResult, MEDIAN_RULE, MICRO_PER_UNIT,
 };
 use crate::settings::{Config, OutputFormat};
 use crate::stats::LatencySummary;
@@ -79,7 +80,9 @@ pub fn write_fio_json(
     json.string_field("ramp_time", format_args!("{}", DurationText(config.ramp_ns)))?;
     json.string_field("runtime", format_args!("{}", DurationText(config.runtime_ns)))?;
     json.string_field("time_based", format_args!("1"))?;
-    let readonly = if results.runs.iter().any(|run| run.direction == Direction::Write) { "0" } else { "1" };
+    let wrote =
+        results.runs.iter().any(|run| run.direction == Direction::Write) || !results.sustained.is_empty();
+    let readonly = if wrote { "0" } else { "1" };
     json.string_field("readonly", format_args!("{readonly}"))?;
     json.string_field("randseed", format_args!("{}", config.seed))?;
     json.close('}')?;
@@ -111,6 +114,7 @@ pub fn write_fio_json(
         write_median(&mut json, median)?;
     }
     json.close(']')?;
+    crate::stream_json::write_stream_results(&mut json, results)?;
 
     json.open(Some("barebench"), '{')?;
     json.string_field("version", format_args!("{}", env!("CARGO_PKG_VERSION")))?;
@@ -405,31 +409,6 @@ fn write_percent_map(
     json.close('}')
 }
 
-/// `"check"`: what `check=` compared (docs/checks.md §2); its mismatches
-/// are in `errors_total` too.
-fn write_check(json: &mut JsonWriter<'_>, check: &crate::pattern_check::CheckSummary) -> fmt::Result {
-    json.open(Some("check"), '{')?;
-    json.number_field("every", check.every)?;
-    json.number_field("checked", check.checked)?;
-    json.number_field("checked_bytes", check.checked_bytes)?;
-    json.number_field("mismatches", check.mismatches)?;
-    json.number_field("ns_per_check", check.ns_per_check())?;
-    json.open(Some("first_mismatches"), '[')?;
-    for mismatch in &check.first {
-        json.open(None, '{')?;
-        json.number_field("lba", mismatch.lba)?;
-        json.number_field("blocks", mismatch.block_count)?;
-        json.number_field("byte_offset", mismatch.byte_offset)?;
-        json.number_field("device_byte", mismatch.device_byte)?;
-        json.close('}')?;
-    }
-    json.close(']')?;
-    if let Some(reason) = check.skipped {
-        json.string_field("skipped", format_args!("{reason}"))?;
-    }
-    json.close('}')
-}
-
 /// The job's `"barebench"` object: what ran, errors by kind, the CPU cost per I/O, and for a
 /// write or mixed job its scratch region, flushes and verification.
 fn write_job_facts(
@@ -451,22 +430,12 @@ fn write_job_facts(
     json.number_field("region_offset_bytes", run.region_offset_bytes)?;
     json.number_field("region_size_bytes", run.region_size_bytes)?;
     json.number_field("seed", run.seed)?;
-    json.open(Some("errors"), '{')?;
-    for kind in IoErrorKind::ALL {
-        json.number_field(kind.name(), run.errors[kind.index()])?;
-    }
-    json.close('}')?;
-    json.number_field("errors_total", run.errors_total())?;
+    write_errors(json, &run.errors, run.errors_total())?;
     if let Some(check) = &run.check {
         write_check(json, check)?;
     }
     if let Some(end) = run.ended_early {
-        let reason = match end {
-            RunEnd::SubmitRefused { .. } => "submit refused",
-            RunEnd::DrainTimeout { .. } => "drain timeout",
-            RunEnd::ClockStalled { .. } => "timer stopped",
-        };
-        json.string_field("ended_early", format_args!("{reason}"))?;
+        json.string_field("ended_early", format_args!("{}", end.reason()))?;
     }
     let cost: &CpuCost = &run.cpu;
     write_cpu_per_io(json, Some(cost.ios), &cost.per_io())?;
@@ -540,17 +509,7 @@ fn write_write_facts(json: &mut JsonWriter<'_>, write: &RunResult) -> fmt::Resul
         json.close('}')?;
     }
     if let Some(verify) = &write.verify {
-        json.open(Some("verify"), '{')?;
-        json.number_field("blocks_checked", verify.blocks_checked)?;
-        json.number_field("mismatches", verify.mismatches)?;
-        json.number_field("read_errors", verify.read_errors)?;
-        json.number_field("unknown_blocks", verify.unknown_blocks)?;
-        json.open(Some("mismatch_lbas"), '[')?;
-        for lba in &verify.mismatch_lbas {
-            json.string_element(format_args!("{lba}"))?;
-        }
-        json.close(']')?;
-        json.close('}')?;
+        write_verify(json, verify)?;
     }
     Ok(())
 }
@@ -650,114 +609,6 @@ fn write_median(json: &mut JsonWriter<'_>, median: &MedianResult) -> fmt::Result
         json.number_field("throttled_runs", throttled_runs)?;
     }
     json.close('}')
-}
-
-/// A streaming JSON writer with fio's layout (`"key" : value`, two-space indentation).
-struct JsonWriter<'w> {
-    out: &'w mut dyn fmt::Write,
-    depth: usize,
-    /// Whether the current object or array has no member yet.
-    empty: bool,
-}
-
-impl<'w> JsonWriter<'w> {
-    fn new(out: &'w mut dyn fmt::Write) -> JsonWriter<'w> {
-        JsonWriter { out, depth: 0, empty: true }
-    }
-
-    /// Starts a member: the comma after the previous one, a new line, indentation, the key.
-    fn member(&mut self, key: Option<&str>) -> fmt::Result {
-        if self.depth > 0 {
-            if !self.empty {
-                self.out.write_char(',')?;
-            }
-            self.out.write_char('\n')?;
-            for _ in 0..self.depth {
-                self.out.write_str("  ")?;
-            }
-        }
-        self.empty = false;
-        if let Some(key) = key {
-            write_escaped(self.out, format_args!("{key}"))?;
-            self.out.write_str(" : ")?;
-        }
-        Ok(())
-    }
-
-    fn open(&mut self, key: Option<&str>, bracket: char) -> fmt::Result {
-        self.member(key)?;
-        self.out.write_char(bracket)?;
-        self.depth += 1;
-        self.empty = true;
-        Ok(())
-    }
-
-    fn close(&mut self, bracket: char) -> fmt::Result {
-        self.depth -= 1;
-        if !self.empty {
-            self.out.write_char('\n')?;
-            for _ in 0..self.depth {
-                self.out.write_str("  ")?;
-            }
-        }
-        self.out.write_char(bracket)?;
-        self.empty = false;
-        Ok(())
-    }
-
-    fn string_field(&mut self, key: &str, value: fmt::Arguments<'_>) -> fmt::Result {
-        self.member(Some(key))?;
-        write_escaped(self.out, value)
-    }
-
-    fn string_element(&mut self, value: fmt::Arguments<'_>) -> fmt::Result {
-        self.member(None)?;
-        write_escaped(self.out, value)
-    }
-
-    fn number_field(&mut self, key: &str, value: impl Into<u128>) -> fmt::Result {
-        self.member(Some(key))?;
-        write!(self.out, "{}", value.into())
-    }
-
-    fn fixed_field(&mut self, key: &str, value: Fixed) -> fmt::Result {
-        self.member(Some(key))?;
-        write!(self.out, "{value}")
-    }
-
-    fn bool_field(&mut self, key: &str, value: bool) -> fmt::Result {
-        self.member(Some(key))?;
-        self.out.write_str(if value { "true" } else { "false" })
-    }
-
-    fn null_field(&mut self, key: &str) -> fmt::Result {
-        self.member(Some(key))?;
-        self.out.write_str("null")
-    }
-}
-
-/// Writes a JSON string (RFC 8259 §7): quotes, with `"`, `\` and control characters escaped.
-fn write_escaped(out: &mut dyn fmt::Write, value: fmt::Arguments<'_>) -> fmt::Result {
-    struct Escaper<'a>(&'a mut dyn fmt::Write);
-    impl fmt::Write for Escaper<'_> {
-        fn write_str(&mut self, text: &str) -> fmt::Result {
-            for c in text.chars() {
-                match c {
-                    '"' => self.0.write_str("\\\"")?,
-                    '\\' => self.0.write_str("\\\\")?,
-                    '\n' => self.0.write_str("\\n")?,
-                    '\r' => self.0.write_str("\\r")?,
-                    '\t' => self.0.write_str("\\t")?,
-                    c if (c as u32) < 0x20 || c == '\u{7f}' => write!(self.0, "\\u{:04x}", c as u32)?,
-                    c => self.0.write_char(c)?,
-                }
-            }
-            Ok(())
-        }
-    }
-    out.write_char('"')?;
-    Escaper(out).write_fmt(value)?;
-    out.write_char('"')
 }
 
 mod conditions;
@@ -979,7 +830,7 @@ mod tests {
     #[test]
     fn strings_are_escaped() {
         let mut out = String::new();
-        write_escaped(&mut out, format_args!("a\"b\\c\nd\u{1}é")).unwrap();
+        crate::json_writer::write_escaped(&mut out, format_args!("a\"b\\c\nd\u{1}é")).unwrap();
         assert_eq!(out, "\"a\\\"b\\\\c\\nd\\u0001é\"");
         let parsed: String = serde_json::from_str(&out).unwrap();
         assert_eq!(parsed, "a\"b\\c\nd\u{1}é");

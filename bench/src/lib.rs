@@ -40,6 +40,10 @@
 //!   throttled runs and the `conditions:` sentence at the end.
 //! - [`offsets`]: seeded sequential and random offsets. [`results`]: runs, medians and the
 //!   kernel's facts, as data.
+//! - [`scan`], [`sustained`], [`hdparm`]: the jobs that are not fio's (the whole surface read
+//!   once, the scratch region written for minutes, hdparm's `-T`/`-t`), each a sequential stream
+//!   (`stream`) with an observer of its own, run once per device (`stream_jobs`); [`series`]:
+//!   their throughput series, bounded whatever the device's size.
 //! - [`report`], [`json`]: the console tables and the JSON writer, which read [`results`].
 //! - `fio_json` (feature `std`): reading fio's and barebench's JSON back, and finding it in a
 //!   serial log, for the host tool.
@@ -62,8 +66,10 @@ pub mod cpu_cost;
 pub mod distributions;
 #[cfg(feature = "std")]
 pub mod fio_json;
+pub mod hdparm;
 pub mod histogram;
 pub mod json;
+mod json_writer;
 pub mod offsets;
 pub mod pattern_check;
 pub mod plan;
@@ -72,10 +78,18 @@ pub mod report;
 pub mod results;
 pub mod run_loop;
 pub mod runner;
+pub mod scan;
+pub mod series;
 pub mod settings;
 #[cfg(test)]
 mod sim;
 pub mod stats;
+pub(crate) mod stream;
+pub(crate) mod stream_jobs;
+pub mod stream_json;
+pub(crate) mod stream_plan;
+pub mod stream_results;
+pub mod sustained;
 pub mod trace;
 pub mod units;
 pub mod wide;

@@ -80,7 +80,8 @@ pub fn device_region(config: &Config, geometry: &Geometry, device_name: &str) ->
     Some(fit_region(config, geometry, device_name, &mut Vec::new()))
 }
 
-fn check_geometry(geometry: &Geometry) -> Result<(), JobPlanError> {
+/// `Err` when the geometry has no blocks or takes no requests (also crate::stream_plan's check).
+pub(crate) fn check_geometry(geometry: &Geometry) -> Result<(), JobPlanError> {
     if geometry.logical_block_bytes == 0 || geometry.block_count == 0 {
         return Err(JobPlanError::NoBlocks {
             block_count: geometry.block_count,
@@ -125,8 +126,13 @@ fn fit_block_size(asked_bytes: u64, geometry: &Geometry, device_name: &str, note
     block_bytes
 }
 
-/// The queue depth clamped to what the device keeps in flight.
-fn fit_queue_depth(asked: u32, geometry: &Geometry, device_name: &str, notes: &mut Vec<String>) -> u32 {
+/// The queue depth clamped to what the device keeps in flight (also crate::stream_plan's).
+pub(crate) fn fit_queue_depth(
+    asked: u32,
+    geometry: &Geometry,
+    device_name: &str,
+    notes: &mut Vec<String>,
+) -> u32 {
     let queue_depth = asked.min(geometry.max_in_flight);
     if queue_depth == asked {
         return queue_depth;

@@ -446,7 +446,13 @@ pub fn print_summary(console: &mut dyn fmt::Write, config: &Config, results: &Be
         "\nsummary: medians per device and job ({MEDIAN_RULE}; latency = submit to completion)"
     );
     if results.medians.is_empty() {
-        let _ = writeln!(console, "no results");
+        if crate::stream_results::print_summary(
+            console,
+            (&results.scans, &results.sustained, &results.hdparm),
+        ) == 0
+        {
+            let _ = writeln!(console, "no results");
+        }
         return;
     }
     let _ = writeln!(
@@ -475,6 +481,7 @@ pub fn print_summary(console: &mut dyn fmt::Write, config: &Config, results: &Be
     }
     print_check_totals(console, results);
     print_ratios(console, config, results);
+    crate::stream_results::print_summary(console, (&results.scans, &results.sustained, &results.hdparm));
 }
 
 /// One line per device whose reads were checked: reads checked and mismatches over all runs

@@ -91,11 +91,26 @@ pub struct BenchmarkResults {
     /// Whether the CPU's counters gave the cpu-per-I/O figures, and why not.
     pub cycles_status: CounterStatus,
     pub instructions_status: CounterStatus,
+    /// `jobs=scan`: one per device (crate::scan).
+    pub scans: Vec<crate::stream_results::ScanResult>,
+    /// `jobs=sustained`: one per device (crate::sustained).
+    pub sustained: Vec<crate::stream_results::SustainedResult>,
+    /// `preset=hdparm`: one per device and run (crate::hdparm).
+    pub hdparm: Vec<crate::stream_results::HdparmResult>,
     /// Throttling, temperature, clocks and boot time, when the kernel reports them.
     pub conditions: Option<crate::conditions::BenchmarkConditions>,
 }
 
 impl BenchmarkResults {
+    /// Whether the scans, sustained writes and hdparm timings ran without a failed I/O, a
+    /// mismatch or an early end (the fio jobs' runs are the kernel's to judge).
+    pub fn stream_jobs_clean(&self) -> bool {
+        let scans = self.scans.iter().all(|scan| scan.errors_total() == 0 && scan.ended_early.is_none());
+        let hdparm =
+            self.hdparm.iter().all(|timing| timing.errors_total() == 0 && timing.ended_early.is_none());
+        scans && hdparm && self.sustained.iter().all(|sustained| sustained.is_clean())
+    }
+
     /// Runs whose reading after them reports throttling or under-voltage.
     pub fn throttled_runs(&self) -> impl Iterator<Item = &RunResult> {
         self.runs.iter().filter(|run| run.conditions.as_ref().is_some_and(|c| c.after.is_throttled()))
@@ -125,6 +140,17 @@ pub enum RunEnd {
     /// The timer returned the same value for [`crate::runner::STALLED_CLOCK_READINGS`]
     /// readings in a row; nothing more can be measured.
     ClockStalled { ticks: u64 },
+}
+
+impl RunEnd {
+    /// A short, stable name for the JSON.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RunEnd::SubmitRefused { .. } => "submit refused",
+            RunEnd::DrainTimeout { .. } => "drain timeout",
+            RunEnd::ClockStalled { .. } => "timer stopped",
+        }
+    }
 }
 
 /// Which I/Os a result counts: a mixed job gives one result per direction and run.

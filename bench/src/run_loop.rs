@@ -528,15 +528,15 @@ impl<'r> RequestSource<'r> {
     }
 }
 
-/// Notices a timer that has stopped.
-struct StallWatch {
-    last_reading: u64,
-    identical_readings: u64,
+/// Notices a timer that has stopped (also crate::stream's).
+pub(crate) struct StallWatch {
+    pub(crate) last_reading: u64,
+    pub(crate) identical_readings: u64,
 }
 
 impl StallWatch {
     /// Whether `now` makes [`STALLED_CLOCK_READINGS`] identical readings in a row.
-    fn has_stopped(&mut self, now: u64) -> bool {
+    pub(crate) fn has_stopped(&mut self, now: u64) -> bool {
         if now != self.last_reading {
             self.last_reading = now;
             self.identical_readings = 0;
@@ -544,6 +544,15 @@ impl StallWatch {
         }
         self.identical_readings += 1;
         self.identical_readings >= STALLED_CLOCK_READINGS
+    }
+
+    /// How a run ends when the timer has stopped at `now`, and the message that says so.
+    pub(crate) fn stopped(&self, now: u64) -> (RunEnd, String) {
+        let message = format!(
+            "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
+            self.identical_readings
+        );
+        (RunEnd::ClockStalled { ticks: now }, message)
     }
 }
 
@@ -724,11 +733,8 @@ impl<'r> RunLoop<'r> {
             // found any.
             let (now, completed) = self.reap();
             if self.stall.has_stopped(now) {
-                let message = format!(
-                    "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
-                    self.stall.identical_readings
-                );
-                self.end_early(RunEnd::ClockStalled { ticks: now }, message, console);
+                let (end, message) = self.stall.stopped(now);
+                self.end_early(end, message, console);
                 break;
             }
             while now >= self.sampler[0].next_due_ticks {

@@ -10,11 +10,10 @@
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use core::fmt;
 
 use blockdev::BlockDevice;
 
-use crate::console::Console;
+use crate::console::{say, Console};
 use crate::offsets::derived_seed;
 use crate::plan::{fit_buffer, plan_job, DevicePlan};
 use crate::report;
@@ -102,6 +101,10 @@ pub fn run_benchmark_with_traces(
             if benchmark.clock_stalled {
                 break;
             }
+            if job.operation.is_stream() {
+                benchmark.run_stream_job(job_index, job, &mut results, console);
+                continue;
+            }
             benchmark.run_job(job_index, job, &mut results, console);
         }
     }
@@ -113,12 +116,6 @@ pub fn run_benchmark_with_traces(
     crate::conditions_summary::print_summary(console, &results);
     let _ = crate::json::write_results_block(console, config, context, &results);
     results
-}
-
-/// Prints a message on its own line and keeps it in `notes`.
-fn say(console: &mut dyn fmt::Write, notes: &mut Vec<String>, message: String) {
-    let _ = writeln!(console, "{message}");
-    notes.push(message);
 }
 
 /// The indices of the devices to run, in "A, B" order; names that do not exist are reported.
@@ -278,6 +275,45 @@ impl<'b, 'd> Benchmark<'b, 'd> {
         report::print_job_table(console, job, job_runs, &job_medians, &results.device_names);
         report::print_cpu_cost(console, &job_medians, results);
         report::print_data_paths(console, &job_medians);
+    }
+
+    /// A scan, sustained write or hdparm job: on each selected device in turn, once
+    /// (crate::stream_jobs); a device that stops answering is not used again.
+    fn run_stream_job(
+        &mut self,
+        job_index: usize,
+        job: &JobSpec,
+        results: &mut BenchmarkResults,
+        console: &mut dyn Console,
+    ) {
+        report::print_job_header(console, job, job_index + 1, self.config.jobs.len());
+        for &device_index in self.selected {
+            if self.stuck[device_index] || self.clock_stalled {
+                continue;
+            }
+            let name = self.devices[device_index].name().to_string();
+            let config = match self.job_config(job, &name) {
+                Ok(config) => config,
+                Err(refusal) => {
+                    say(console, &mut results.notes, format!("job {job} skipped on {name}: {refusal}"));
+                    continue;
+                }
+            };
+            let label = crate::stream_plan::StreamLabel { job_index, job, device_index };
+            let device = &mut *self.devices[device_index];
+            match crate::stream_jobs::run_on_device(
+                device,
+                self.environment,
+                &config,
+                &label,
+                results,
+                console,
+            ) {
+                Some(RunEnd::DrainTimeout { .. }) => self.stuck[device_index] = true,
+                Some(RunEnd::ClockStalled { .. }) => self.clock_stalled = true,
+                _ => {}
+            }
+        }
     }
 
     /// The job's plan on each selected device (indexed like `devices`); the messages are printed.

@@ -14,7 +14,7 @@ use crate::units::{
 };
 
 /// The keys this module owns, in the order the help text lists them.
-pub const KNOWN_KEYS: [&str; 16] = [
+pub const KNOWN_KEYS: [&str; 18] = [
     "jobs",
     "ramp",
     "runtime",
@@ -31,6 +31,8 @@ pub const KNOWN_KEYS: [&str; 16] = [
     "write",
     "write.verify",
     "check",
+    "scan.range",
+    "scan.slow",
 ];
 
 /// Commands kept per run when `trace=DEV` gives no count.
@@ -158,6 +160,14 @@ pub enum JobOperation {
     ReadWrite,
     /// Random, reads and writes mixed (fio `randrw`).
     RandReadWrite,
+    /// The whole surface read once from first to last LBA in steps of `block_bytes`, each
+    /// step's MiB/s kept with its offset (`jobs=scan[:STEP[:QD]]`, crate::scan).
+    Scan,
+    /// The scratch region written end to end, again and again, for `runtime=`: MiB/s per
+    /// second and the cache cliff (`jobs=sustained:BS[:QD]`, crate::sustained).
+    Sustained,
+    /// hdparm's `-T` and `-t` figures (`preset=hdparm`, crate::hdparm).
+    Hdparm,
 }
 
 impl JobOperation {
@@ -170,16 +180,28 @@ impl JobOperation {
             JobOperation::RandWrite => "randwrite",
             JobOperation::ReadWrite => "rw",
             JobOperation::RandReadWrite => "randrw",
+            JobOperation::Scan => "scan",
+            JobOperation::Sustained => "sustained",
+            JobOperation::Hdparm => "hdparm",
         }
+    }
+
+    /// Whether the job streams through the device once or for a time and keeps a series
+    /// (scan, sustained, hdparm) instead of fio's figures over a window (crate::stream_jobs).
+    pub fn is_stream(self) -> bool {
+        matches!(self, JobOperation::Scan | JobOperation::Sustained | JobOperation::Hdparm)
     }
 
     pub fn is_random(self) -> bool {
         matches!(self, JobOperation::RandRead | JobOperation::RandWrite | JobOperation::RandReadWrite)
     }
 
-    /// Whether the job writes at all (write, randwrite, rw, randrw).
+    /// Whether the job writes at all (write, randwrite, rw, randrw, sustained).
     pub fn is_write(self) -> bool {
-        !matches!(self, JobOperation::Read | JobOperation::RandRead)
+        !matches!(
+            self,
+            JobOperation::Read | JobOperation::RandRead | JobOperation::Scan | JobOperation::Hdparm
+        )
     }
 
     /// Whether the job mixes reads and writes (`mix=` applies).
@@ -219,8 +241,8 @@ pub struct JobSpec {
 impl JobSpec {
     pub const fn new(operation: JobOperation, block_bytes: u64, queue_depth: u32) -> JobSpec {
         let read_percent = match operation {
-            JobOperation::Read | JobOperation::RandRead => 100,
-            JobOperation::Write | JobOperation::RandWrite => 0,
+            JobOperation::Read | JobOperation::RandRead | JobOperation::Scan | JobOperation::Hdparm => 100,
+            JobOperation::Write | JobOperation::RandWrite | JobOperation::Sustained => 0,
             JobOperation::ReadWrite | JobOperation::RandReadWrite => DEFAULT_READ_PERCENT,
         };
         JobSpec { operation, block_bytes, queue_depth, read_percent, flush_every_writes: 0 }
@@ -235,8 +257,11 @@ impl JobSpec {
 }
 
 impl fmt::Display for JobSpec {
-    /// `op:bs:qd[:mix=N][:flush=N]`, as the command line writes it.
+    /// `op:bs:qd[:mix=N][:flush=N]`, as the command line writes it (`hdparm` alone).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.operation == JobOperation::Hdparm {
+            return f.write_str("hdparm");
+        }
         write!(f, "{}:{}:{}", self.operation.fio_name(), SizeText(self.block_bytes), self.queue_depth)?;
         if self.operation.is_mixed() && self.read_percent != DEFAULT_READ_PERCENT {
             write!(f, ":mix={}", self.read_percent)?;
@@ -274,6 +299,8 @@ pub enum Preset {
     /// randrw 16k QD1, 60 % reads, a flush every 100 writes, over 250 MiB (sysbench `fileio
     /// rndrw` on a Pi 400: `--file-rw-ratio=1.5 --file-fsync-freq=100`).
     FileIo,
+    /// hdparm's two figures, `-T` and `-t`, once per device (crate::hdparm).
+    Hdparm,
 }
 
 impl Preset {
@@ -285,6 +312,7 @@ impl Preset {
             Preset::Matrix => "matrix",
             Preset::RandRw => "randrw",
             Preset::FileIo => "fileio",
+            Preset::Hdparm => "hdparm",
         }
     }
 
@@ -296,6 +324,7 @@ impl Preset {
             "matrix" => Some(Preset::Matrix),
             "randrw" => Some(Preset::RandRw),
             "fileio" => Some(Preset::FileIo),
+            "hdparm" => Some(Preset::Hdparm),
             _ => None,
         }
     }
@@ -335,6 +364,80 @@ pub const MATRIX_JOBS: [JobSpec; 12] = [
     JobSpec::new(JobOperation::RandRead, MIB, BLOCK_SIZES_QUEUE_DEPTH),
     JobSpec::new(JobOperation::RandWrite, MIB, BLOCK_SIZES_QUEUE_DEPTH),
 ];
+/// The `hdparm` preset's job: 2 MiB reads and copies, hdparm's `TIMING_BUF_BYTES`.
+pub const HDPARM_JOB: JobSpec = JobSpec::new(JobOperation::Hdparm, 2 * MIB, 1);
+/// The step of `jobs=scan` when none is given: 4 MiB (about 250 000 steps on a 1 TB drive).
+pub const DEFAULT_SCAN_STEP_BYTES: u64 = 4 * MIB;
+/// The queue depth of `scan` and `sustained` when none is given: the reference sequential
+/// read's.
+pub const DEFAULT_STREAM_QUEUE_DEPTH: u32 = 16;
+
+/// `scan.range=START:END`: the bytes a scan reads, from `start_bytes` to `end_bytes` (exclusive;
+/// `None`, written `end`, is the device's end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanRange {
+    pub start_bytes: u64,
+    pub end_bytes: Option<u64>,
+}
+
+impl ScanRange {
+    pub const WHOLE_DEVICE: ScanRange = ScanRange { start_bytes: 0, end_bytes: None };
+
+    fn parse(value: &str) -> Option<ScanRange> {
+        let (start, end) = value.split_once(':')?;
+        let start_bytes = parse_size_bytes(start)?;
+        let end_bytes = match end {
+            "end" => None,
+            _ => Some(parse_size_bytes(end).filter(|&end| end > start_bytes)?),
+        };
+        Some(ScanRange { start_bytes, end_bytes })
+    }
+}
+
+impl fmt::Display for ScanRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", SizeText(self.start_bytes))?;
+        match self.end_bytes {
+            Some(end) => write!(f, "{}", SizeText(end)),
+            None => f.write_str("end"),
+        }
+    }
+}
+
+/// `scan.slow=`: what makes a scan step part of a slow zone (crate::scan).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlowThreshold {
+    /// Slower than this percentage of the mean of the steps read before it (`50%`).
+    PercentOfMean(u32),
+    /// Slower than this many MiB/s (`20`).
+    MibPerSecond(u32),
+}
+
+impl SlowThreshold {
+    pub const DEFAULT: SlowThreshold = SlowThreshold::PercentOfMean(50);
+
+    fn parse(value: &str) -> Option<SlowThreshold> {
+        match value.strip_suffix('%') {
+            Some(percent) => parse_plain_number(percent)
+                .filter(|percent| (1..=100).contains(percent))
+                .map(|percent| SlowThreshold::PercentOfMean(percent as u32)),
+            None => parse_plain_number(value)
+                .and_then(|mib| u32::try_from(mib).ok())
+                .filter(|&mib| mib > 0)
+                .map(SlowThreshold::MibPerSecond),
+        }
+    }
+}
+
+impl fmt::Display for SlowThreshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SlowThreshold::PercentOfMean(percent) => write!(f, "{percent}%"),
+            SlowThreshold::MibPerSecond(mib) => write!(f, "{mib}"),
+        }
+    }
+}
+
 /// The `randrw` preset's job.
 pub const RANDRW_JOB: JobSpec = JobSpec::new(JobOperation::RandReadWrite, 4 * KIB, 64).with_mix(75, 0);
 /// The `fileio` preset's job.
@@ -369,6 +472,10 @@ pub struct Config {
     /// Devices whose pattern region the kernel found (`blockdev::pattern_region`), as the
     /// readable (offset, length) in bytes: their region is placed inside it.
     pub pattern_regions: Vec<(String, crate::region::Region)>,
+    /// `scan.range=`: what `jobs=scan` reads.
+    pub scan_range: ScanRange,
+    /// `scan.slow=`: which scan steps count as a slow zone.
+    pub scan_slow: SlowThreshold,
 }
 
 impl Default for Config {
@@ -456,7 +563,8 @@ impl fmt::Display for KeyList {
 const EXPECTED_JOBS: &str = "a comma-separated list of op:bs:qd[:mix=N][:flush=N] with op read, \
      randread, write, randwrite, rw or randrw, bs a size of at least 512 like 4k or 1m, qd 1 to \
      1024, mix the percentage of reads of rw/randrw (0 to 100, default 50), flush a flush after \
-     every N writes (e.g. jobs=read:1m:16,randrw:16k:1:mix=60:flush=100), at most 64 jobs, or none";
+     every N writes (e.g. jobs=read:1m:16,randrw:16k:1:mix=60:flush=100), scan[:STEP[:QD]], \
+     sustained:BS[:QD] or hdparm, at most 64 jobs, or none";
 const EXPECTED_DURATION: &str = "a duration like 10s or 500ms (0 allowed), at most 86400s";
 const EXPECTED_RUNTIME: &str = "a duration like 10s or 500ms, at least 1ms, at most 86400s";
 const EXPECTED_RUNS: &str = "a whole number of runs from 1 to 100";
@@ -468,7 +576,11 @@ const EXPECTED_SEED: &str = "a number, decimal or 0x-prefixed hexadecimal, like 
 const EXPECTED_SAMPLE_INTERVAL: &str = "a duration from 1ms to 1 day, like 500ms or 1s";
 const EXPECTED_OUTPUT: &str = "json or json+";
 const EXPECTED_CHECK: &str = "off, auto, or N from 1 to 1000000 (check every N-th read)";
-const EXPECTED_PRESET: &str = "reference, quick, blocksizes, matrix, randrw or fileio";
+const EXPECTED_PRESET: &str = "reference, quick, blocksizes, matrix, randrw, fileio or hdparm";
+const EXPECTED_SCAN_RANGE: &str =
+    "START:END, two sizes like 0:64g (END after START), or START:end for the rest of the device";
+const EXPECTED_SCAN_SLOW: &str =
+    "N% (1 to 100, of the mean of the steps before) or N (MiB/s, at least 1), like 50% or 20";
 const EXPECTED_ON_OFF: &str = "on or off";
 const EXPECTED_WRITE: &str = "a comma-separated list of device names like nvme0,sd0 on which write \
      and mixed jobs may run (each needs a marked scratch region), or none";
@@ -494,6 +606,8 @@ impl Config {
             output: OutputFormat::Json,
             check: CheckSetting::Auto,
             pattern_regions: Vec::new(),
+            scan_range: ScanRange::WHOLE_DEVICE,
+            scan_slow: SlowThreshold::DEFAULT,
         };
         config.apply_preset(preset);
         config
@@ -524,6 +638,15 @@ impl Config {
                 self.offset_bytes = 0;
                 self.size_bytes = 256 * MIB;
             }
+            // hdparm times its own reads (≥ 3 s) and copies (≥ 2 s) from the device's start;
+            // ramp, runtime, offset and size do not apply.
+            Preset::Hdparm => {
+                self.ramp_ns = 0;
+                self.runtime_ns = 10 * NS_PER_S;
+                self.runs = 1;
+                self.offset_bytes = 0;
+                self.size_bytes = 2 * GIB;
+            }
         }
         self.jobs = match preset {
             Preset::Reference | Preset::Quick => REFERENCE_JOBS.to_vec(),
@@ -531,6 +654,7 @@ impl Config {
             Preset::Matrix => MATRIX_JOBS.to_vec(),
             Preset::RandRw => alloc::vec![RANDRW_JOB],
             Preset::FileIo => alloc::vec![FILEIO_JOB],
+            Preset::Hdparm => alloc::vec![HDPARM_JOB],
         };
     }
 
@@ -633,6 +757,14 @@ impl Config {
                         .ok_or_else(|| malformed(EXPECTED_CHECK, self.check.to_string()))?,
                 }
             }
+            "scan.range" => {
+                self.scan_range = ScanRange::parse(value)
+                    .ok_or_else(|| malformed(EXPECTED_SCAN_RANGE, self.scan_range.to_string()))?
+            }
+            "scan.slow" => {
+                self.scan_slow = SlowThreshold::parse(value)
+                    .ok_or_else(|| malformed(EXPECTED_SCAN_SLOW, self.scan_slow.to_string()))?
+            }
             _ => return Ok(Applied::NotMine),
         }
         Ok(Applied::Set)
@@ -714,7 +846,8 @@ impl fmt::Display for Config {
         write!(
             f,
             "preset={} jobs={} ramp={} runtime={} runs={} offset={} size={} devices={} seed={} \
-             progress={} sample_interval={} output={} write={} write.verify={} check={}",
+             progress={} sample_interval={} output={} write={} write.verify={} check={} scan.range={} \
+             scan.slow={}",
             self.preset.name(),
             JobListText(&self.jobs),
             DurationText(self.ramp_ns),
@@ -730,6 +863,8 @@ impl fmt::Display for Config {
             WriteDevicesText(&self.write_devices),
             on_off(self.write_verify),
             self.check,
+            self.scan_range,
+            self.scan_slow,
         )
     }
 }
@@ -814,18 +949,46 @@ fn parse_jobs(value: &str) -> Option<Vec<JobSpec>> {
         return Some(jobs);
     }
     for item in value.split(',') {
+        if jobs.len() == MAX_JOBS {
+            return None;
+        }
+        if let Some(job) = parse_stream_job(item) {
+            jobs.push(job?);
+            continue;
+        }
         let mut fields = item.split(':');
         let operation = JobOperation::from_name(fields.next()?)?;
         let block_bytes = parse_size_bytes(fields.next()?).filter(|&b| b >= MIN_BLOCK_BYTES)?;
         let queue_depth = parse_plain_number(fields.next()?)
             .and_then(|qd| u32::try_from(qd).ok())
             .filter(|qd| (1..=MAX_QUEUE_DEPTH).contains(qd))?;
-        if jobs.len() == MAX_JOBS {
-            return None;
-        }
         jobs.push(parse_job_options(JobSpec::new(operation, block_bytes, queue_depth), fields)?);
     }
     Some(jobs)
+}
+
+/// `scan[:STEP[:QD]]`, `sustained:BS[:QD]` and `hdparm`: `None` when `item` is none of them,
+/// `Some(None)` when it is one, malformed.
+fn parse_stream_job(item: &str) -> Option<Option<JobSpec>> {
+    let mut fields = item.split(':');
+    let (operation, default_bytes) = match fields.next()? {
+        "scan" => (JobOperation::Scan, Some(DEFAULT_SCAN_STEP_BYTES)),
+        "sustained" => (JobOperation::Sustained, None),
+        "hdparm" => return Some(fields.next().is_none().then_some(HDPARM_JOB)),
+        _ => return None,
+    };
+    let block_bytes = match fields.next() {
+        Some(size) => parse_size_bytes(size).filter(|&bytes| bytes >= MIN_BLOCK_BYTES),
+        None => default_bytes,
+    };
+    let queue_depth = match fields.next() {
+        Some(depth) => parse_plain_number(depth)
+            .and_then(|qd| u32::try_from(qd).ok())
+            .filter(|qd| (1..=MAX_QUEUE_DEPTH).contains(qd)),
+        None => Some(DEFAULT_STREAM_QUEUE_DEPTH),
+    };
+    let job = block_bytes.zip(queue_depth).filter(|_| fields.next().is_none());
+    Some(job.map(|(block_bytes, queue_depth)| JobSpec::new(operation, block_bytes, queue_depth)))
 }
 
 /// The optional `mix=N` (mixed jobs only, 0-100) and `flush=N` (jobs that write, N ≥ 1) fields.
@@ -1002,7 +1165,7 @@ mod tests {
             ("devices=sd/0", "like sd0,nvme0"),
             ("seed=", "decimal or 0x-prefixed hexadecimal"),
             ("seed=0xZZ", "using the default 7089073068225949283"),
-            ("preset=fast", "expected reference, quick, blocksizes, matrix, randrw or fileio; using the default reference"),
+            ("preset=fast", "expected reference, quick, blocksizes, matrix, randrw, fileio or hdparm; using the default reference"),
             ("progress=yes", "expected on or off; using the default on"),
             ("sample_interval=0", "from 1ms to 1 day, like 500ms or 1s; using the default 500ms"),
             ("sample_interval=fast", "like 500ms"),
@@ -1020,6 +1183,62 @@ mod tests {
                 messages[0]
             );
             assert!(messages[0].contains(expected_text), "{line}: {}", messages[0]);
+        }
+    }
+
+    #[test]
+    fn scan_sustained_and_hdparm_jobs_and_the_scan_keys_parse_and_print_back() {
+        let (config, messages) = parse(
+            "jobs=scan,scan:8m,scan:1m:4,sustained:1m,sustained:64k:8,hdparm scan.range=1g:end scan.slow=20",
+        );
+        assert!(messages.is_empty(), "{messages:?}");
+        let kinds: Vec<(JobOperation, u64, u32)> =
+            config.jobs.iter().map(|job| (job.operation, job.block_bytes, job.queue_depth)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (JobOperation::Scan, 4 * MIB, DEFAULT_STREAM_QUEUE_DEPTH),
+                (JobOperation::Scan, 8 * MIB, 16),
+                (JobOperation::Scan, MIB, 4),
+                (JobOperation::Sustained, MIB, 16),
+                (JobOperation::Sustained, 64 * KIB, 8),
+                (JobOperation::Hdparm, 2 * MIB, 1),
+            ]
+        );
+        assert_eq!(
+            JobListText(&config.jobs).to_string(),
+            "scan:4m:16,scan:8m:16,scan:1m:4,sustained:1m:16,sustained:64k:8,hdparm"
+        );
+        assert!(
+            JobOperation::Sustained.is_write()
+                && !JobOperation::Scan.is_write()
+                && !JobOperation::Hdparm.is_write()
+        );
+        assert!(JobOperation::Scan.is_stream() && !JobOperation::Read.is_stream());
+        assert_eq!(config.scan_range, ScanRange { start_bytes: GIB, end_bytes: None });
+        assert_eq!(config.scan_slow, SlowThreshold::MibPerSecond(20));
+        let again = parse(&config.to_string());
+        assert!(again.1.is_empty(), "{:?}", again.1);
+        assert_eq!(again.0, config);
+        assert_eq!(parse("scan.range=0:64g scan.slow=25%").0.to_string().split(" scan.").count(), 3);
+        assert_eq!(Config::default().scan_range, ScanRange::WHOLE_DEVICE);
+        assert_eq!(Config::default().scan_slow, SlowThreshold::PercentOfMean(50));
+        let hdparm = Config::for_preset(Preset::Hdparm);
+        assert_eq!((JobListText(&hdparm.jobs).to_string(), hdparm.runs), (String::from("hdparm"), 1));
+        for (bad, expected) in [
+            ("jobs=sustained", "sustained:BS[:QD]"),
+            ("jobs=scan:4m:16:2", "scan[:STEP[:QD]]"),
+            ("jobs=hdparm:2m", "or hdparm"),
+            ("jobs=scan:100", "bs a size of at least 512"),
+            ("jobs=sustained:1m:0", "qd 1 to 1024"),
+            ("scan.range=2g:1g", "END after START"),
+            ("scan.range=1g", "START:END"),
+            ("scan.slow=0", "N (MiB/s, at least 1)"),
+            ("scan.slow=101%", "N% (1 to 100"),
+        ] {
+            let (config, messages) = parse(bad);
+            assert_eq!(config, Config::default(), "{bad}");
+            assert!(messages.len() == 1 && messages[0].contains(expected), "{bad}: {messages:?}");
         }
     }
 
@@ -1101,15 +1320,15 @@ mod tests {
             vec![
                 String::from(
                     "unknown setting foo=bar; accepted keys: jobs, ramp, runtime, runs, offset, \
-                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
+                     size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check, scan.range, scan.slow"
                 ),
                 String::from(
                     "bad setting rootwait: expected key=value (keys: jobs, ramp, runtime, runs, \
-                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check); ignored"
+                     offset, size, devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check, scan.range, scan.slow); ignored"
                 ),
                 String::from(
                     "unknown setting =x; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
+                     devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check, scan.range, scan.slow"
                 ),
             ]
         );
@@ -1119,7 +1338,7 @@ mod tests {
         assert_eq!(
             unknown_setting_message("a", "b").to_string(),
             "unknown setting a=b; accepted keys: jobs, ramp, runtime, runs, offset, size, \
-             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check"
+             devices, seed, preset, progress, sample_interval, output, trace, write, write.verify, check, scan.range, scan.slow"
         );
     }
 
@@ -1148,7 +1367,7 @@ mod tests {
         assert_eq!(parse("check=3").0.check_every("nvme0"), Some(3), "an explicit N checks every device");
         quick.check = CheckSetting::Off;
         assert_eq!(quick.check_every("sd0"), None);
-        assert!(parse("check=5").0.to_string().ends_with(" check=5"));
+        assert!(parse("check=5").0.to_string().contains(" check=5 "));
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub struct SimBehaviour {
     /// Data moves over one channel at this many ticks per KiB, one request after another, so
     /// large or deep jobs are limited by bandwidth (0: no limit).
     pub transfer_ticks_per_kib: u64,
+    /// Multiplies `transfer_ticks_per_kib` per request, given the bytes written before it (a
+    /// slow zone at some offsets, a write cache that runs out).
+    pub transfer_factor: Option<fn(&Request, u64) -> u64>,
     /// Polls that find nothing before the device jumps the clock to the next completion (a
     /// device that keeps the CPU waiting).
     pub empty_polls_before_completion: u64,
@@ -109,6 +112,7 @@ impl SimBehaviour {
             stall_after: None,
             real_slots: None,
             transfer_ticks_per_kib: 0,
+            transfer_factor: None,
             empty_polls_before_completion: 0,
             echo_completions: false,
             flush_support: FlushSupport::NoCache("simulated"),
@@ -133,6 +137,8 @@ pub struct SimDevice<'c> {
     accepted_submits: u64,
     finished: u64,
     channel_busy_until: u64,
+    /// Bytes of the writes started so far.
+    written_bytes: u64,
     /// (clock time, requests in flight) at every poll.
     pub polls: Vec<(u64, usize)>,
     pub max_in_flight_seen: usize,
@@ -162,6 +168,7 @@ impl<'c> SimDevice<'c> {
             accepted_submits: 0,
             finished: 0,
             channel_busy_until: 0,
+            written_bytes: 0,
             polls: Vec::new(),
             max_in_flight_seen: 0,
             accepted: Vec::new(),
@@ -279,12 +286,18 @@ impl BlockDevice for SimDevice<'_> {
             };
             let bytes =
                 u64::from(request.block_count) * u64::from(self.behaviour.geometry.logical_block_bytes);
-            let transfer = bytes / 1024 * self.behaviour.transfer_ticks_per_kib;
+            let factor =
+                self.behaviour.transfer_factor.map_or(1, |factor| factor(&request, self.written_bytes));
+            let transfer = bytes / 1024 * self.behaviour.transfer_ticks_per_kib * factor;
+            if request.operation == Operation::Write {
+                self.written_bytes += bytes;
+            }
             let ready = now + self.behaviour.fixed_latency_ticks + jitter;
             let complete_at = if stalled {
                 u64::MAX
             } else if transfer > 0 {
-                let done = ready.max(self.channel_busy_until + transfer);
+                // The data moves once the channel is free, and not before the kick.
+                let done = ready.max(self.channel_busy_until.max(now) + transfer);
                 self.channel_busy_until = done;
                 done
             } else {

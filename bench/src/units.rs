@@ -32,13 +32,16 @@ pub fn parse_size_bytes(text: &str) -> Option<u64> {
     number.checked_mul(multiplier)
 }
 
-/// Parses a duration: a number followed by `s` or `ms`; a bare `0` is accepted too.
+/// Parses a duration: a number followed by `s`, `ms` or `min` (minutes, for long runs such as
+/// sustained writes); a bare `0` is accepted too.
 pub fn parse_duration_ns(text: &str) -> Option<u64> {
     if text == "0" {
         return Some(0);
     }
     let (digits, ns_per_unit) = if let Some(digits) = text.strip_suffix("ms") {
         (digits, NS_PER_MS)
+    } else if let Some(digits) = text.strip_suffix("min") {
+        (digits, 60 * NS_PER_S)
     } else if let Some(digits) = text.strip_suffix('s') {
         (digits, NS_PER_S)
     } else {
@@ -229,6 +232,25 @@ impl<const CAPACITY: usize> fmt::Write for TextBuffer<CAPACITY> {
     }
 }
 
+/// Nanoseconds as seconds with one decimal (`3.0 s`), rounded half up.
+pub struct Seconds(pub u64);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tenths = (u128::from(self.0) + u128::from(NS_PER_S / 20)) / u128::from(NS_PER_S / 10);
+        write!(f, "{} s", Fixed::new(tenths, 1))
+    }
+}
+
+/// Thousandths of a MiB/s with one decimal (`160.4`), as the tables print MiB/s.
+pub struct MibPerS(pub u64);
+
+impl fmt::Display for MibPerS {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&Fixed::new(u128::from(self.0), 3).rounded_to(1), f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,12 +285,13 @@ mod tests {
     }
 
     #[test]
-    fn durations_take_s_and_ms() {
+    fn durations_take_s_ms_and_min() {
         assert_eq!(parse_duration_ns("10s"), Some(10 * NS_PER_S));
         assert_eq!(parse_duration_ns("500ms"), Some(500 * NS_PER_MS));
+        assert_eq!(parse_duration_ns("30min"), Some(1800 * NS_PER_S));
         assert_eq!(parse_duration_ns("0"), Some(0));
         assert_eq!(parse_duration_ns("0s"), Some(0));
-        for bad in ["10", "ten", "s", "ms", "1.5s", "10m", "-1s", "99999999999999999999s"] {
+        for bad in ["10", "ten", "s", "ms", "min", "1.5s", "10m", "1.5min", "-1s", "99999999999999999999s"] {
             assert_eq!(parse_duration_ns(bad), None, "{bad}");
         }
     }
@@ -312,5 +335,13 @@ mod tests {
         assert!(buffer.write_str("abcd").is_ok());
         assert!(buffer.write_str("e").is_err());
         assert_eq!(buffer.as_str(), "abcd");
+    }
+
+    #[test]
+    fn seconds_and_rates_print_with_one_decimal() {
+        assert_eq!(format!("{}", Seconds(3_049_999_999)), "3.0 s");
+        assert_eq!(format!("{}", Seconds(3_050_000_000)), "3.1 s");
+        assert_eq!(format!("{}", MibPerS(160_449)), "160.4");
+        assert_eq!(format!("{}", MibPerS(160_450)), "160.5");
     }
 }

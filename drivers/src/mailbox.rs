@@ -176,14 +176,17 @@ impl PropertyBuffer {
     }
 
     /// The answer to the tag laid out by [`PropertyBuffer::prepare_single_tag`]: its value words
-    /// (as many as the firmware says it wrote, up to the room there was).
-    pub fn single_tag_response(&self) -> Result<&[u32], MailboxError> {
+    /// (as many as the firmware says it wrote, up to the room there was), judged by `rules`.
+    pub fn single_tag_response(&self, rules: CallRules) -> Result<&[u32], MailboxError> {
         if self.words[1] != RESPONSE_SUCCESS {
             return Err(MailboxError::RequestFailed { response_code: self.words[1] });
         }
         let length_word = self.words[4];
         if length_word & TAG_RESPONSE_BIT == 0 {
-            return Err(MailboxError::TagNotAnswered { tag: self.words[2] });
+            if rules.tag_response_required {
+                return Err(MailboxError::TagNotAnswered { tag: self.words[2] });
+            }
+            return Ok(&self.words[5..5]);
         }
         let room_words = (self.words[3] / 4) as usize;
         let answered_words = ((length_word & !TAG_RESPONSE_BIT) as usize).div_ceil(4).min(room_words);
@@ -196,8 +199,36 @@ pub struct Mailbox<R: RegisterIo> {
     registers: R,
 }
 
-/// How long one property call may take; the firmware answers in microseconds.
+/// How long one property call may take; the firmware answers most tags in microseconds.
 pub const CALL_TIMEOUT_US: u64 = 100_000;
+
+/// How a property call is waited for and judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallRules {
+    pub timeout_us: u64,
+    /// The tag's response bit (bit 31 of its length word) must be set; otherwise only the
+    /// buffer's status decides.
+    pub tag_response_required: bool,
+}
+
+/// Most tags: [`CALL_TIMEOUT_US`], and the tag must say it was answered.
+pub const DEFAULT_RULES: CallRules = CallRules { timeout_us: CALL_TIMEOUT_US, tag_response_required: true };
+
+/// NOTIFY_XHCI_RESET makes the VideoCore load the VL805's firmware before it answers, which
+/// takes longer than other tags; Linux waits up to a second for any call and judges it by the
+/// buffer's status word alone (`drivers/firmware/raspberrypi.c`, `rpi_firmware_transaction`:
+/// `wait_for_completion_timeout(.., HZ)`, then only `buf[1]`). Whether the load worked is then
+/// read from the VL805 itself (`pci::vl805`).
+pub const NOTIFY_XHCI_RESET_RULES: CallRules =
+    CallRules { timeout_us: 1_000_000, tag_response_required: false };
+
+/// The rules a tag is called with.
+pub fn rules_for(tag: u32) -> CallRules {
+    match tag {
+        tags::NOTIFY_XHCI_RESET => NOTIFY_XHCI_RESET_RULES,
+        _ => DEFAULT_RULES,
+    }
+}
 
 impl<R: RegisterIo> Mailbox<R> {
     pub fn new(registers: R) -> Self {
@@ -205,9 +236,15 @@ impl<R: RegisterIo> Mailbox<R> {
     }
 
     /// Sends the buffer at `buffer_bus_address` (as the VideoCore sees it; 16-byte aligned) on
-    /// the property channel and waits for the answer. The caller makes the buffer visible to the
-    /// VideoCore before (cache clean) and to the CPU after (cache invalidate).
-    pub fn call<C: Clock + ?Sized>(&self, clock: &C, buffer_bus_address: u32) -> Result<(), MailboxError> {
+    /// the property channel and waits up to `timeout_us` for the answer. The caller makes the
+    /// buffer visible to the VideoCore before (cache clean) and to the CPU after (cache
+    /// invalidate).
+    pub fn call<C: Clock + ?Sized>(
+        &self,
+        clock: &C,
+        buffer_bus_address: u32,
+        timeout_us: u64,
+    ) -> Result<(), MailboxError> {
         barrier::full();
         // Drop stale answers left by the firmware or an earlier stage.
         let mut stale = 0;
@@ -215,14 +252,13 @@ impl<R: RegisterIo> Mailbox<R> {
             self.registers.read32(offsets::READ);
             stale += 1;
         }
-        if !wait_until(clock, CALL_TIMEOUT_US, || {
-            self.registers.read32(offsets::WRITE_STATUS) & STATUS_FULL == 0
-        }) {
+        if !wait_until(clock, timeout_us, || self.registers.read32(offsets::WRITE_STATUS) & STATUS_FULL == 0)
+        {
             return Err(MailboxError::WriteTimeout { status: self.registers.read32(offsets::WRITE_STATUS) });
         }
         let message = (buffer_bus_address & !0xf) | PROPERTY_CHANNEL;
         self.registers.write32(offsets::WRITE, message);
-        let answered = wait_until(clock, CALL_TIMEOUT_US, || {
+        let answered = wait_until(clock, timeout_us, || {
             self.registers.read32(offsets::READ_STATUS) & STATUS_EMPTY == 0
                 && self.registers.read32(offsets::READ) == message
         });
@@ -469,6 +505,36 @@ impl BoardRevision {
     pub fn pcb_revision(self) -> u32 {
         self.0 & 0xf
     }
+
+    /// The BCM2711 stepping the revision implies: Pi 400, CM4 and CM4S are C0; a Pi 4B is C0 from
+    /// PCB revision 1.4 (circle `machineinfo.cpp`; raspberrypi/firmware#1704). `None` for
+    /// other SoCs and unknown BCM2711 boards.
+    pub fn bcm2711_stepping(self) -> Option<Bcm2711Stepping> {
+        if self.processor_name() != Some("BCM2711") {
+            return None;
+        }
+        match (self.0 >> 4) & 0xff {
+            0x11 if self.pcb_revision() < 4 => Some(Bcm2711Stepping::B0),
+            0x11 | 0x13 | 0x14 | 0x15 => Some(Bcm2711Stepping::C0),
+            _ => None,
+        }
+    }
+}
+
+/// BCM2711's steppings, which differ in how their DMA masters see RAM (docs/hardware.md §1.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bcm2711Stepping {
+    B0,
+    C0,
+}
+
+impl Bcm2711Stepping {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bcm2711Stepping::B0 => "B0",
+            Bcm2711Stepping::C0 => "C0",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -514,15 +580,18 @@ mod tests {
         let value_index = buffer.prepare_single_tag(tags::GET_CLOCK_RATE, &[clocks::EMMC2], 2).unwrap();
         assert_eq!(value_index, 5);
         assert_eq!(&buffer.words[..8], &[32, 0, tags::GET_CLOCK_RATE, 8, 4, 12, 0, 0]);
-        assert_eq!(buffer.single_tag_response(), Err(MailboxError::RequestFailed { response_code: 0 }));
+        assert_eq!(
+            buffer.single_tag_response(DEFAULT_RULES),
+            Err(MailboxError::RequestFailed { response_code: 0 })
+        );
         buffer.words[1] = RESPONSE_SUCCESS;
         assert_eq!(
-            buffer.single_tag_response(),
+            buffer.single_tag_response(DEFAULT_RULES),
             Err(MailboxError::TagNotAnswered { tag: tags::GET_CLOCK_RATE })
         );
         buffer.words[4] = TAG_RESPONSE_BIT | 8;
         buffer.words[6] = 100_000_000;
-        assert_eq!(buffer.single_tag_response().unwrap(), &[12, 100_000_000]);
+        assert_eq!(buffer.single_tag_response(DEFAULT_RULES).unwrap(), &[12, 100_000_000]);
         assert_eq!(
             buffer.prepare_single_tag(tags::GET_COMMAND_LINE, &[], BUFFER_WORDS),
             Err(MailboxError::BufferTooSmall)
@@ -691,12 +760,52 @@ mod tests {
             answer_after_reads: Cell::new(0),
             respond: true,
         });
-        assert_eq!(mailbox.call(&clock, 0xc000_1000), Ok(()));
+        assert_eq!(mailbox.call(&clock, 0xc000_1000, CALL_TIMEOUT_US), Ok(()));
         let silent = Mailbox::new(FakeMailbox {
             answers: RefCell::new(VecDeque::new()),
             answer_after_reads: Cell::new(3),
             respond: false,
         });
-        assert!(matches!(silent.call(&clock, 0xc000_1000), Err(MailboxError::ReadTimeout { .. })));
+        assert!(matches!(
+            silent.call(&clock, 0xc000_1000, CALL_TIMEOUT_US),
+            Err(MailboxError::ReadTimeout { .. })
+        ));
+    }
+
+    #[test]
+    fn the_vl805_reload_call_waits_a_second_and_reads_only_the_buffer_status() {
+        // The VideoCore answers 400 ms after the call (the status register reads "empty" that
+        // long: one read per microsecond of the clock).
+        let slow = || {
+            Mailbox::new(FakeMailbox {
+                answers: RefCell::new(VecDeque::new()),
+                answer_after_reads: Cell::new(400_000),
+                respond: true,
+            })
+        };
+        let rules = rules_for(tags::NOTIFY_XHCI_RESET);
+        let clock = SteppingClock::new(1_000_000_000, 1_000);
+        assert_eq!(slow().call(&clock, 0xc000_1000, rules.timeout_us), Ok(()));
+        // Any other tag still gives up after 100 ms.
+        let other = rules_for(tags::GET_BOARD_REVISION);
+        assert!(matches!(
+            slow().call(&clock, 0xc000_1000, other.timeout_us),
+            Err(MailboxError::ReadTimeout { .. })
+        ));
+        // An answer whose tag response bit is clear: fine for the reload (the VL805's version
+        // decides), a failure for tags whose values are read.
+        let mut buffer = PropertyBuffer::default();
+        buffer.prepare_single_tag(tags::NOTIFY_XHCI_RESET, &[0x10_0000], 1).unwrap();
+        buffer.words[1] = RESPONSE_SUCCESS;
+        assert_eq!(buffer.single_tag_response(rules), Ok(&[][..]));
+        assert_eq!(
+            buffer.single_tag_response(other),
+            Err(MailboxError::TagNotAnswered { tag: tags::NOTIFY_XHCI_RESET })
+        );
+        buffer.words[1] = 0x8000_0001;
+        assert_eq!(
+            buffer.single_tag_response(rules),
+            Err(MailboxError::RequestFailed { response_code: 0x8000_0001 })
+        );
     }
 }

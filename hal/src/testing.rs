@@ -358,6 +358,11 @@ impl ArenaPlatform {
         self.clock.set_step_ticks(ticks);
     }
 
+    /// The clock's time in nanoseconds without moving it (a simulator's own look at the time).
+    pub fn peek_ns(&self) -> u64 {
+        blockdev::ticks_to_ns(self.clock.peek(), self.clock.ticks_per_second())
+    }
+
     /// Microseconds the clock advances per read.
     pub fn set_step_us(&self, microseconds: u64) {
         self.set_step_ticks(microseconds * 1000);

@@ -143,6 +143,9 @@ pub struct PcieHost {
     /// The link generation when neither the command line nor the device tree (`max-link-speed`)
     /// says.
     pub default_gen: u8,
+    /// The link width when the device tree has no `num-lanes` (`None`: what the root port
+    /// advertises).
+    pub num_lanes: Option<u8>,
 }
 
 /// A physical address range.
@@ -482,6 +485,7 @@ pub static RASPBERRY_PI_4: BoardProfile = BoardProfile {
         },
         dma: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * ONE_GIB },
         default_gen: 2,
+        num_lanes: None,
     }),
     spin_table: &[0xe0, 0xe8, 0xf0],
 };
@@ -559,13 +563,12 @@ pub static RASPBERRY_PI_5: BoardProfile = BoardProfile {
         },
         dma: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * ONE_GIB },
         default_gen: 2,
+        // bcm2712.dtsi pcie1: num-lanes = <1> (the root port itself advertises x4).
+        num_lanes: Some(1),
     }),
     spin_table: &[],
 };
 
-/// pcie2's bridge reset: line 44 of the reset controller (bcm2712.dtsi pcie2 `resets =
-/// <&pcie_rescal>, <&bcm_reset 44>`, `reset-names = "rescal", "bridge"`).
-pub const PCIE2_BRIDGE_RESET_LINE: u32 = 44;
 /// How RP1 sees RAM through pcie2: PCI 0x10_0000_0000 is CPU 0, 64 GiB (pcie2 `dma-ranges`,
 /// docs/pcie-brcmstb.md §1, docs/usb-storage.md §2).
 pub const RP1_DMA: BusTranslation =

@@ -9,7 +9,7 @@
 use crate::board::{SdDma, EMMC2_B0_DMA, EMMC2_C0_DMA};
 use crate::devicetree::DeviceTree;
 use core::fmt;
-use drivers::mailbox::BoardRevision;
+use drivers::mailbox::{Bcm2711Stepping, BoardRevision};
 use drivers::pci::ranges;
 use hal::platform::BusTranslation;
 
@@ -95,18 +95,14 @@ fn emmc2_from_tree(tree: &DeviceTree<'_>) -> Option<BusTranslation> {
     ranges::bus_translation(value, bus.address_cells, bus.parent_address_cells, bus.size_cells)
 }
 
-/// The EMMC2 window a BCM2711 board revision implies: Pi 400, CM4 and CM4S are C0; a Pi 4B is
-/// C0 from PCB revision 1.4 (circle `machineinfo.cpp`; raspberrypi/firmware #1704).
+/// The EMMC2 window a BCM2711 board revision implies (`BoardRevision::bcm2711_stepping`).
 fn bcm2711_stepping(revision: u32) -> Option<(&'static str, BusTranslation)> {
-    let board = BoardRevision(revision);
-    if board.processor_name() != Some("BCM2711") {
-        return None;
-    }
-    match (revision >> 4) & 0xff {
-        0x11 if board.pcb_revision() < 4 => Some(("B0", EMMC2_B0_DMA)),
-        0x11 | 0x13 | 0x14 | 0x15 => Some(("C0", EMMC2_C0_DMA)),
-        _ => None,
-    }
+    let stepping = BoardRevision(revision).bcm2711_stepping()?;
+    let translation = match stepping {
+        Bcm2711Stepping::B0 => EMMC2_B0_DMA,
+        Bcm2711Stepping::C0 => EMMC2_C0_DMA,
+    };
+    Some((stepping.name(), translation))
 }
 
 #[cfg(test)]

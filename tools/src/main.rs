@@ -733,7 +733,7 @@ fn run_report(args: &ReportArgs) -> Result<ExitCode> {
         }
     }
     // Empty tables and charts would look like a report; nothing is written without a result.
-    if report.rows().next().is_none() {
+    if !report.has_results() {
         eprintln!("barebench: no results in any input; nothing written to {}", args.output.display());
         return Ok(ExitCode::FAILURE);
     }

@@ -41,6 +41,7 @@ pub mod cns {
 /// Feature identifiers (NVMe 1.4 Figure 271).
 pub mod feature {
     pub const NUMBER_OF_QUEUES: u8 = 0x07;
+    pub const HOST_MEMORY_BUFFER: u8 = 0x0d;
 }
 
 /// The name of an admin opcode, for messages.

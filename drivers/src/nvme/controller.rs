@@ -1,7 +1,8 @@
 //! NVMe controller bring-up and control over the admin queue (NVMe Base Specification 1.4 §7.6.1
 //! "Initialization", §7.6.2 "Shutdown"; docs/nvme-and-fio.md §1.2-1.6 and §1.10): disable with the
 //! CAP.TO timeout, admin queue pair, enable, Identify Controller and Namespaces, Set Features
-//! Number of Queues, creation of polled I/O queue pairs, and the normal shutdown (CC.SHN).
+//! Number of Queues, creation of polled I/O queue pairs, an optional host memory buffer (`hmb`),
+//! and the normal shutdown (CC.SHN), which takes the host memory buffer back first.
 
 use super::admin::{AdminChannel, QueueRecord, SharedAdmin, ADMIN_COMMAND_TIMEOUT_MS};
 use super::command::{
@@ -11,6 +12,7 @@ use super::command::{
 use super::enable::{disable, enable_with_admin_queue, WaitReporter};
 use super::error::{NamespaceProblem, NvmeError};
 use super::events::EventSink;
+use super::hmb::{self, HmbOutcome, HostMemoryBuffer};
 use super::identify::{
     active_namespace_ids, ControllerIdentity, NamespaceIdentity, ACTIVE_LIST_ENTRIES, IDENTIFY_BYTES,
 };
@@ -130,6 +132,7 @@ pub struct Controller<'p, R: RegisterIo + Clone, P: Platform> {
     created_queue_ids: Vec<u16>,
     io_timeout_us: u64,
     shut_down: bool,
+    host_memory_buffer: Option<HostMemoryBuffer<'p>>,
 }
 
 impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
@@ -188,6 +191,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             created_queue_ids: Vec::new(),
             io_timeout_us: DEFAULT_IO_TIMEOUT_MS * 1000,
             shut_down: false,
+            host_memory_buffer: None,
         };
         let data = controller.identify(cns::CONTROLLER, 0)?;
         controller.identity = ControllerIdentity::parse(&data);
@@ -418,6 +422,36 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         self.admin.borrow_mut().command(entry, ADMIN_COMMAND_TIMEOUT_MS * 1000)
     }
 
+    /// Gives the controller a host memory buffer of up to `limit_mib` (`nvme.hmb=`; `None` gives
+    /// none) if it asks for one, from the DMA pool; see [`hmb`].
+    pub fn set_up_host_memory_buffer(&mut self, limit_mib: Option<u64>) -> Result<HmbOutcome, NvmeError> {
+        let request = self.identity.host_memory;
+        if !request.offered() {
+            return Ok(HmbOutcome::NotOffered);
+        }
+        let Some(limit_mib) = limit_mib else {
+            return Ok(HmbOutcome::Off { request });
+        };
+        let limit_bytes = limit_mib << 20;
+        if limit_bytes < request.minimum_bytes {
+            return Ok(HmbOutcome::BelowMinimum { request, available_bytes: limit_bytes });
+        }
+        let buffer = match HostMemoryBuffer::allocate(
+            self.platform,
+            &self.dma,
+            self.page_bytes,
+            &request,
+            limit_bytes,
+        ) {
+            Ok(buffer) => buffer,
+            Err(available_bytes) => return Ok(HmbOutcome::BelowMinimum { request, available_bytes }),
+        };
+        self.admin_command(buffer.enable_command(self.page_bytes))?;
+        let outcome = HmbOutcome::Enabled { bytes: buffer.bytes, descriptors: buffer.chunks.len() };
+        self.host_memory_buffer = Some(buffer);
+        Ok(outcome)
+    }
+
     /// The I/O command timeout of the pairs created after this call (`nvme.timeout-ms=`).
     pub fn set_io_timeout_ms(&mut self, timeout_ms: u64) {
         self.io_timeout_us = timeout_ms.saturating_mul(1000);
@@ -428,9 +462,10 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         self.admin.borrow().resets()
     }
 
-    /// Normal shutdown (NVMe 1.4 §7.6.2): delete the I/O queues (SQs, then CQs), set CC.SHN =
-    /// 01b and wait for CSTS.SHST = 10b, at most max(RTD3E, 10 s). Outstanding commands are
-    /// abandoned: the run is over. A queue deletion failure is reported but does not stop the
+    /// Normal shutdown (NVMe 1.4 §7.6.2): take the host memory buffer back (Set Features 0Dh,
+    /// EHM = 0), delete the I/O queues (SQs, then CQs), set CC.SHN = 01b and wait for CSTS.SHST =
+    /// 10b, at most max(RTD3E, 10 s). Outstanding commands are abandoned: the run is over. A
+    /// failure to take the buffer back or delete a queue is reported but does not stop the
     /// shutdown.
     pub fn shutdown(&mut self) -> Result<ShutdownReport, NvmeError> {
         self.shut_down = true;
@@ -439,6 +474,11 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Err(NvmeError::DeviceGone);
         }
         let mut deletion_error = None;
+        if self.host_memory_buffer.take().is_some() {
+            if let Err(error) = self.admin_command(hmb::disable_command()) {
+                deletion_error = Some(error);
+            }
+        }
         let mut queues_deleted = 0u16;
         let created = core::mem::take(&mut self.created_queue_ids);
         self.admin.borrow_mut().forget_queues();
@@ -537,6 +577,75 @@ mod tests {
         assert_eq!(grant.usable_pairs(), 2);
         let (ready, fatal, _) = sim.csts_bits();
         assert!(ready && !fatal);
+        sim.assert_no_violations();
+    }
+
+    /// A DRAM-less drive: HMPRE 32 MiB, HMMIN 8 MiB, pieces of at least 64 KiB, at most 32.
+    fn dram_less() -> SimConfig {
+        SimConfig { host_memory: (8192, 2048, 16, 32), ..SimConfig::default() }
+    }
+
+    #[test]
+    fn a_host_memory_buffer_is_given_as_asked_and_taken_back_at_shutdown() {
+        let platform = SimPlatform::for_nvme(64 << 20);
+        let sim = SimController::new(&platform, dram_less());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        let request = controller.identity().host_memory;
+        assert_eq!((request.preferred_bytes, request.minimum_bytes), (32 << 20, 8 << 20));
+        assert_eq!(format!("{request}"), "host memory buffer HMPRE 32768 KiB, HMMIN 8192 KiB");
+        let outcome = controller.set_up_host_memory_buffer(Some(16)).unwrap();
+        assert_eq!(outcome, HmbOutcome::Enabled { bytes: 16 << 20, descriptors: 1 });
+        assert_eq!(
+            format!("{outcome}"),
+            "host memory buffer of 16384 KiB given in 1 piece (Set Features 0Dh)"
+        );
+        let given = sim.statistics().host_memory_buffer.expect("in use");
+        assert_eq!(given.len(), 1);
+        assert_eq!(given[0].1, 4096, "16 MiB in 4 KiB pages");
+        assert!(given[0].0 >= BUS_OFFSET, "descriptors hold bus addresses");
+        controller.shutdown().unwrap();
+        assert_eq!(sim.statistics().host_memory_buffers_returned, 1);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn the_host_memory_buffer_is_off_by_default_and_below_hmmin_never_given() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, dram_less());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        let outcome = controller.set_up_host_memory_buffer(None).unwrap();
+        assert!(matches!(outcome, HmbOutcome::Off { .. }));
+        assert!(format!("{outcome}").contains("nvme.hmb=off, as Raspberry Pi OS"), "{outcome}");
+        assert!(matches!(
+            controller.set_up_host_memory_buffer(Some(4)).unwrap(),
+            HmbOutcome::BelowMinimum { available_bytes: 0x40_0000, .. }
+        ));
+        assert_eq!(sim.statistics().host_memory_buffer, None);
+        controller.shutdown().unwrap();
+        // QEMU's controller asks for none.
+        let qemu = SimController::new(&platform, SimConfig::default());
+        let mut controller = bring_up(&qemu, &platform, &DiscardEvents).expect("bring-up");
+        assert_eq!(controller.set_up_host_memory_buffer(Some(64)).unwrap(), HmbOutcome::NotOffered);
+        sim.assert_no_violations();
+        qemu.assert_no_violations();
+    }
+
+    #[test]
+    fn a_host_memory_buffer_too_big_for_the_pool_comes_in_pieces_within_hmmaxd() {
+        // 24 MiB of arena: 16 MiB pieces fail once the queues took their share, smaller ones
+        // follow; HMMAXD 32 bounds the list.
+        let platform = SimPlatform::for_nvme(24 << 20);
+        let sim = SimController::new(&platform, dram_less());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        match controller.set_up_host_memory_buffer(Some(20)).unwrap() {
+            HmbOutcome::Enabled { bytes, descriptors } => {
+                assert!(bytes >= 8 << 20 && descriptors > 1 && descriptors <= 32, "{bytes} in {descriptors}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let given = sim.statistics().host_memory_buffer.unwrap();
+        assert!(given.iter().all(|(_, pages)| *pages >= 16), "{given:?}");
+        controller.shutdown().unwrap();
         sim.assert_no_violations();
     }
 

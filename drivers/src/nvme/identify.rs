@@ -79,6 +79,8 @@ pub struct ControllerIdentity {
     pub rtd3_entry_latency_us: u32,
     /// Optional Admin Command Support.
     pub oacs: u16,
+    /// HMPRE, HMMIN, HMMINDS, HMMAXD: what the controller asks of a host memory buffer.
+    pub host_memory: super::hmb::HmbRequest,
     /// SQES: required (bits 3:0) and maximum (7:4) entry size, log2 bytes.
     pub sqes: u8,
     /// CQES: as SQES.
@@ -108,6 +110,12 @@ impl ControllerIdentity {
             version: Version(u32_at(data, 80)),
             rtd3_entry_latency_us: u32_at(data, 88),
             oacs: u16_at(data, 256),
+            host_memory: super::hmb::HmbRequest {
+                preferred_bytes: u64::from(u32_at(data, 272)) * super::hmb::UNIT_BYTES,
+                minimum_bytes: u64::from(u32_at(data, 276)) * super::hmb::UNIT_BYTES,
+                minimum_descriptor_bytes: u64::from(u32_at(data, 332)) * super::hmb::UNIT_BYTES,
+                max_descriptors: u16_at(data, 336),
+            },
             sqes: data[512],
             cqes: data[513],
             max_commands: u16_at(data, 514),

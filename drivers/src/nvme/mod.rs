@@ -14,6 +14,7 @@ pub mod controller;
 pub mod enable;
 pub mod error;
 pub mod events;
+pub mod hmb;
 pub mod identify;
 pub mod io_queue;
 pub mod namespace;

@@ -1,6 +1,7 @@
 //! The NVMe driver options from the kernel command line (`nvme.queues=N`, `nvme.depth=N`,
-//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`, `nvme.timeout-ms=N`; docs/architecture.md "Configuration": a malformed value
-//! is reported with the accepted forms and the default is kept).
+//! `nvme.selftest=qdN|off`, `nvme.measure=on|off`, `nvme.timeout-ms=N`, `nvme.hmb=MiB|off`;
+//! docs/architecture.md "Configuration": a malformed value is reported with the accepted forms
+//! and the default is kept).
 #![forbid(unsafe_code)]
 
 use crate::option_parsing::{on_off, parse_options, OptionError};
@@ -29,6 +30,9 @@ pub struct DriverOptions {
     pub measure: bool,
     /// `nvme.timeout-ms=N`: how long an I/O command may take before it is aborted.
     pub io_timeout_ms: u64,
+    /// `nvme.hmb=MiB`: the most host memory buffer a controller asking for one gets; `None`
+    /// (`nvme.hmb=off`, the default, as Raspberry Pi OS) gives none (`hmb`).
+    pub host_memory_buffer_mib: Option<u64>,
 }
 
 impl Default for DriverOptions {
@@ -39,12 +43,15 @@ impl Default for DriverOptions {
             self_test_depth: None,
             measure: true,
             io_timeout_ms: super::controller::DEFAULT_IO_TIMEOUT_MS,
+            host_memory_buffer_mib: None,
         }
     }
 }
 
 const ACCEPTED_KEYS: &str = "nvme.queues=1..64, nvme.depth=2..65536, nvme.selftest=qd1..qd256|off, \
-     nvme.measure=on|off, nvme.timeout-ms=1..600000";
+     nvme.measure=on|off, nvme.timeout-ms=1..600000, nvme.hmb=1..1024|off";
+/// The largest host memory buffer `nvme.hmb=` gives (MiB); the DMA pool limits it further.
+pub const MAX_HOST_MEMORY_BUFFER_MIB: u64 = 1024;
 /// The longest command timeout `nvme.timeout-ms=` takes (10 minutes).
 pub const MAX_IO_TIMEOUT_MS: u64 = 600_000;
 
@@ -87,6 +94,11 @@ impl DriverOptions {
                 _ => return Err("a command timeout from 1 to 600000 ms"),
             },
             "measure" => self.measure = on_off(value)?,
+            "hmb" => match (value, number(value)) {
+                ("off", _) => self.host_memory_buffer_mib = None,
+                (_, Some(mib @ 1..=MAX_HOST_MEMORY_BUFFER_MIB)) => self.host_memory_buffer_mib = Some(mib),
+                _ => return Err("a host memory buffer limit from 1 to 1024 MiB, or off"),
+            },
             _ => return Err(ACCEPTED_KEYS),
         }
         Ok(())
@@ -111,6 +123,7 @@ mod tests {
             ("selftest", "qd32"),
             ("measure", "off"),
             ("timeout-ms", "750"),
+            ("hmb", "64"),
         ]);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(
@@ -120,10 +133,20 @@ mod tests {
                 queue_entries: 256,
                 self_test_depth: Some(32),
                 measure: false,
-                io_timeout_ms: 750
+                io_timeout_ms: 750,
+                host_memory_buffer_mib: Some(64),
             }
         );
         assert_eq!(DriverOptions::default().io_timeout_ms, 5000);
+        assert_eq!(DriverOptions::default().host_memory_buffer_mib, None, "off, as Raspberry Pi OS");
+        let (options, errors) =
+            DriverOptions::parse([("hmb", "64"), ("hmb", "off"), ("hmb", "2048"), ("hmb", "lots")]);
+        assert_eq!(options.host_memory_buffer_mib, None);
+        assert_eq!(errors.len(), 2);
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option nvme.hmb=2048: expected a host memory buffer limit from 1 to 1024 MiB, or off; the default is kept"
+        );
     }
 
     #[test]
@@ -151,6 +174,6 @@ mod tests {
             "bad driver option nvme.queues=0: expected a queue pair count from 1 to 64; the default is kept"
         );
         assert!(format!("{}", errors[9])
-            .contains("nvme.selftest=qd1..qd256|off, nvme.measure=on|off, nvme.timeout-ms=1..600000"));
+            .contains("nvme.selftest=qd1..qd256|off, nvme.measure=on|off, nvme.timeout-ms=1..600000, nvme.hmb=1..1024|off"));
     }
 }

@@ -5,6 +5,11 @@
 //! driver's builder, and reads a pattern-filled "disk". It records every driver mistake it can
 //! see (bad PRPs, command identifier conflicts, doorbells out of range, writes) as a violation,
 //! and can be told to misbehave (never ready, fatal status, corrupt completions, media errors).
+//! A controller asking for a host memory buffer (HMPRE > 0) checks the descriptor list it is
+//! given (NVMe 1.4 §5.21.1.13: 16-byte aligned list, page-aligned entries of at least HMMINDS,
+//! no more than HMMAXD, sizes adding up to HSIZE >= HMMIN, all reachable), reads it through the
+//! cache-ordering log, and objects to a shutdown while the buffer is still in use (barebench takes
+//! it back first, as drivers that free it must).
 
 extern crate std;
 
@@ -272,6 +277,9 @@ pub struct SimConfig {
     /// Whether a Write is expected: otherwise it is a violation (the driver must not write
     /// unless the test opted in), as before writes existed.
     pub accept_writes: bool,
+    /// Identify HMPRE, HMMIN, HMMINDS (4 KiB units) and HMMAXD: a DRAM-less drive asks for a
+    /// host memory buffer (QEMU's does not: all 0).
+    pub host_memory: (u32, u32, u32, u16),
 }
 
 impl Default for SimConfig {
@@ -300,6 +308,7 @@ impl Default for SimConfig {
             completion_latency_max_ticks: 4,
             completion_seed: 0x9E37_79B9_7F4A_7C15,
             accept_writes: false,
+            host_memory: (0, 0, 0, 0),
         }
     }
 }
@@ -403,6 +412,10 @@ pub struct SimStatistics {
     /// (LBA, blocks) of every Write executed, and the Flushes.
     pub write_ranges: Vec<(u64, u32)>,
     pub flushes: u64,
+    /// The host memory buffer in use: (bus address, pages) of every descriptor, as read.
+    pub host_memory_buffer: Option<Vec<(u64, u32)>>,
+    /// Host memory buffers taken back (Set Features 0Dh with EHM = 0 while one was in use).
+    pub host_memory_buffers_returned: u32,
 }
 
 struct State {
@@ -794,6 +807,15 @@ impl State {
             self.interrupt_mask = 0;
         }
         let shn = cc_field(value, CC::SHN);
+        if was_enabled && !enable {
+            // A controller reset disables the host memory buffer (NVMe 1.4 §8.9).
+            self.statistics.host_memory_buffer = None;
+        }
+        if enable && shn != 0 && old_shn == 0 && self.statistics.host_memory_buffer.take().is_some() {
+            self.violations.push(String::from(
+                "shutdown with the host memory buffer still in use (Set Features 0Dh EHM = 0 first)",
+            ));
+        }
         if enable && shn != 0 && old_shn == 0 {
             self.statistics.shutdowns += 1;
             self.statistics.io_queues_alive_at_shutdown = self
@@ -1208,6 +1230,9 @@ impl State {
             admin_opcode::SET_FEATURES if entry.cdw(10) & 0xff == u32::from(feature::NUMBER_OF_QUEUES) => {
                 self.set_number_of_queues(entry)
             }
+            admin_opcode::SET_FEATURES if entry.cdw(10) & 0xff == u32::from(feature::HOST_MEMORY_BUFFER) => {
+                self.set_host_memory_buffer(platform, entry, handover)
+            }
             admin_opcode::CREATE_IO_COMPLETION_QUEUE => self.create_completion_queue(entry, handover),
             admin_opcode::CREATE_IO_SUBMISSION_QUEUE => self.create_submission_queue(entry),
             admin_opcode::DELETE_IO_SUBMISSION_QUEUE => self.delete_submission_queue(platform, entry),
@@ -1273,6 +1298,86 @@ impl State {
             }
             _ => (Status::SUCCESS, 1),
         }
+    }
+
+    /// Set Features Host Memory Buffer (NVMe 1.4 §5.21.1.13).
+    fn set_host_memory_buffer(
+        &mut self,
+        platform: &SimPlatform,
+        entry: &SubmissionEntry,
+        handover: usize,
+    ) -> (Status, u32) {
+        let invalid_field = Status::new(code_type::GENERIC, generic::INVALID_FIELD, true);
+        let (preferred, minimum, min_descriptor, max_descriptors) = self.config.host_memory;
+        if preferred == 0 {
+            self.violations.push(String::from("Set Features 0Dh to a controller without HMPRE"));
+            return (invalid_field, 0);
+        }
+        if entry.cdw(11) & 1 == 0 {
+            if self.statistics.host_memory_buffer.take().is_some() {
+                self.statistics.host_memory_buffers_returned += 1;
+            }
+            return (Status::SUCCESS, 0);
+        }
+        if self.statistics.host_memory_buffer.is_some() {
+            return (Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true), 0);
+        }
+        let page = self.page_bytes();
+        let list = u64::from(entry.cdw(14)) << 32 | u64::from(entry.cdw(13));
+        let (size_pages, count) = (entry.cdw(12), entry.cdw(15));
+        let mut problems = Vec::new();
+        if list & 0xf != 0 {
+            problems.push(format!("descriptor list {list:#x} not 16-byte aligned"));
+        }
+        if count == 0 || (max_descriptors != 0 && count > u32::from(max_descriptors)) {
+            problems.push(format!("{count} descriptors (HMMAXD {max_descriptors})"));
+        }
+        if u64::from(size_pages) * page < u64::from(minimum) * 4096 {
+            problems.push(format!("HSIZE {size_pages} pages below HMMIN {minimum} × 4 KiB"));
+        }
+        let mut descriptors = Vec::new();
+        let list_bytes = count as usize * 16;
+        match self.checked_physical(
+            platform,
+            "host memory descriptor list",
+            list,
+            list_bytes as u64,
+            handover,
+            true,
+        ) {
+            Some(physical) if problems.is_empty() => {
+                let mut raw = vec![0u8; list_bytes];
+                platform.device_read(physical, &mut raw);
+                for piece in raw.chunks(16) {
+                    let address = u64::from_le_bytes(piece[0..8].try_into().expect("8 bytes"));
+                    let pages = u32::from_le_bytes(piece[8..12].try_into().expect("4 bytes"));
+                    descriptors.push((address, pages));
+                }
+            }
+            Some(_) => {}
+            None => problems.push(format!("descriptor list {list:#x} unreachable")),
+        }
+        let mut total = 0u64;
+        for &(address, pages) in &descriptors {
+            total += u64::from(pages);
+            let bytes = u64::from(pages) * page;
+            if address % page != 0 || pages == 0 || bytes < u64::from(min_descriptor) * 4096 {
+                problems.push(format!(
+                    "descriptor {address:#x} × {pages} pages: misaligned, empty or below HMMINDS"
+                ));
+            } else if platform.physical_of_bus(address, bytes as usize).is_none() {
+                problems.push(format!("descriptor {address:#x} × {pages} pages unreachable"));
+            }
+        }
+        if problems.is_empty() && total != u64::from(size_pages) {
+            problems.push(format!("descriptors add up to {total} pages, HSIZE says {size_pages}"));
+        }
+        if !problems.is_empty() {
+            self.violations.extend(problems.into_iter().map(|p| format!("host memory buffer: {p}")));
+            return (invalid_field, 0);
+        }
+        self.statistics.host_memory_buffer = Some(descriptors);
+        (Status::SUCCESS, 0)
     }
 
     fn set_number_of_queues(&mut self, entry: &SubmissionEntry) -> (Status, u32) {
@@ -1516,6 +1621,11 @@ impl State {
         data[77] = config.mdts;
         data[80..84].copy_from_slice(&config.version.to_le_bytes());
         data[88..92].copy_from_slice(&config.rtd3_entry_latency_us.to_le_bytes());
+        let (preferred, minimum, min_descriptor, max_descriptors) = config.host_memory;
+        data[272..276].copy_from_slice(&preferred.to_le_bytes());
+        data[276..280].copy_from_slice(&minimum.to_le_bytes());
+        data[332..336].copy_from_slice(&min_descriptor.to_le_bytes());
+        data[336..338].copy_from_slice(&max_descriptors.to_le_bytes());
         data[512] = 0x66;
         data[513] = 0x44;
         data[516..520].copy_from_slice(&config.namespace_count.to_le_bytes());

@@ -13,13 +13,17 @@
 
 pub mod brcmstb;
 pub mod ecam;
+pub mod payload;
 pub mod ranges;
+pub mod ready;
 pub mod vl805;
 
 #[cfg(test)]
 pub(crate) mod sim;
 
 use core::fmt;
+pub use payload::{PayloadSettings, PcieCapability};
+pub use ready::{ReadyEvent, ReadyWait};
 
 /// Bus, device and function numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -156,6 +160,8 @@ pub struct PciFunction {
     pub is_bridge: bool,
     pub bars: [Option<AssignedBar>; MAX_BARS],
     pub bar_problems: [Option<BarProblem>; MAX_BARS],
+    /// The PCI Express capability, if the function has one (conventional PCI functions do not).
+    pub pcie: Option<PcieCapability>,
 }
 
 impl PciFunction {
@@ -226,7 +232,7 @@ pub fn decode_bar_sizing(low_readback: u32, high_readback: Option<u32>) -> Optio
     Some(Ok(BarSizing { size_bytes, is_64_bit, prefetchable }))
 }
 
-/// Walks the buses, assigns BARs and enables the functions.
+/// Walks the buses, assigns BARs, enables the functions and sets their payload sizes.
 pub struct Enumerator<'a, C: ConfigAccess> {
     config: &'a C,
     memory32: Option<WindowAllocator>,
@@ -234,13 +240,23 @@ pub struct Enumerator<'a, C: ConfigAccess> {
     next_bus: u8,
     found: heapless::Vec<PciFunction, MAX_FUNCTIONS>,
     overflowed: bool,
+    ready: Option<ReadyWait<'a>>,
+    not_ready: heapless::Vec<FunctionAddress, MAX_NOT_READY>,
 }
+
+/// Functions still answering "retry" that one walk records.
+pub const MAX_NOT_READY: usize = 8;
 
 /// The result of a walk.
 pub struct Topology {
     pub functions: heapless::Vec<PciFunction, MAX_FUNCTIONS>,
     /// More functions existed than [`MAX_FUNCTIONS`]; the rest were not recorded.
     pub truncated: bool,
+    /// Functions that still answered "retry" (Vendor ID 0x0001) when the wait ended, or at once
+    /// when the walk had no [`ReadyWait`]: left out.
+    pub not_ready: heapless::Vec<FunctionAddress, MAX_NOT_READY>,
+    /// Max Payload Size and Max Read Request Size programmed into every PCI Express function.
+    pub payload: Option<PayloadSettings>,
 }
 
 impl Topology {
@@ -258,14 +274,25 @@ impl<'a, C: ConfigAccess> Enumerator<'a, C> {
             next_bus: config.first_bus().wrapping_add(1),
             found: heapless::Vec::new(),
             overflowed: false,
+            ready: None,
+            not_ready: heapless::Vec::new(),
         }
     }
 
-    /// Walks from the host's first bus and returns what it found.
+    /// Waits for functions that answer "retry" (see [`ready`]); without it they are left out at
+    /// once.
+    pub fn with_ready_wait(mut self, wait: ReadyWait<'a>) -> Self {
+        self.ready = Some(wait);
+        self
+    }
+
+    /// Walks from the host's first bus, then sets every PCI Express function's payload sizes
+    /// (see [`payload`]); returns what it found.
     pub fn run(mut self) -> Topology {
         let first = self.config.first_bus();
         self.scan_bus(first);
-        Topology { functions: self.found, truncated: self.overflowed }
+        let payload = payload::configure(self.config, &mut self.found);
+        Topology { functions: self.found, truncated: self.overflowed, not_ready: self.not_ready, payload }
     }
 
     fn scan_bus(&mut self, bus: u8) {
@@ -285,8 +312,26 @@ impl<'a, C: ConfigAccess> Enumerator<'a, C> {
         }
     }
 
-    fn vendor(&self, address: FunctionAddress) -> Option<u16> {
-        let id = self.config.read32(address, offsets::VENDOR_DEVICE);
+    /// The function's Vendor ID, after waiting for it if it answers "retry"; `None` when
+    /// nothing is there or it never got ready.
+    fn vendor(&mut self, address: FunctionAddress) -> Option<u16> {
+        let mut id = self.config.read32(address, offsets::VENDOR_DEVICE);
+        if ready::is_retry(id) {
+            let waited = match &self.ready {
+                Some(wait) => wait.wait(self.config, address),
+                None => Err(0),
+            };
+            match waited {
+                Ok(ready_id) => id = ready_id,
+                Err(_) => {
+                    if !self.not_ready.contains(&address) {
+                        // Beyond MAX_NOT_READY the rest are only reported as they happen.
+                        let _ = self.not_ready.push(address);
+                    }
+                    return None;
+                }
+            }
+        }
         let vendor = id as u16;
         (vendor != 0xffff && vendor != 0).then_some(vendor)
     }
@@ -310,6 +355,7 @@ impl<'a, C: ConfigAccess> Enumerator<'a, C> {
             is_bridge,
             bars: [None; MAX_BARS],
             bar_problems: [None; MAX_BARS],
+            pcie: payload::find_pcie_capability(self.config, address),
         };
         let bar_count = if is_bridge {
             2

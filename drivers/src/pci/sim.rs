@@ -1,6 +1,8 @@
 //! A simulated PCI function's configuration space for host tests (PCI Local Bus Specification
 //! 3.0 §6.1-6.2.5): read-only identity and class, BARs whose address bits below their size read
-//! back as zero with fixed type bits, and helpers that decode what the bus walk wrote.
+//! back as zero with fixed type bits, a read-only status register, optionally a PCI Express
+//! capability (PCIe Base 4.0 §7.5.3: read-only Device Capabilities, Device Control whose payload
+//! fields reset to 128 bytes / 512-byte reads), and helpers that decode what the bus walk wrote.
 #![forbid(unsafe_code)]
 
 extern crate std;
@@ -13,11 +15,26 @@ pub(crate) struct SimulatedFunction {
     /// (size, type bits) per BAR slot; 64-bit BARs occupy two slots (upper slot size 0).
     pub bar_sizes: [(u64, u32); 6],
     pub header_type: u8,
+    /// The function answers configuration requests with "retry" until this time (ns of the bus's
+    /// clock): the Vendor ID reads 0x0001, everything else fails (all ones).
+    pub retry_until_ns: u64,
+    /// Device Control ignores writes to its payload fields, as QEMU's devices do (hw/pci/pcie.c
+    /// makes only the error reporting enables writable).
+    pub payload_read_only: bool,
 }
+
+/// Where [`SimulatedFunction::with_pcie_capability`] puts the capability.
+pub const PCIE_CAPABILITY_OFFSET: u16 = 0x40;
 
 impl SimulatedFunction {
     pub fn endpoint(vendor: u16, device: u16, class: u32, bars: &[(usize, u64, u32)]) -> Self {
-        let mut function = SimulatedFunction { registers: [0; 64], bar_sizes: [(0, 0); 6], header_type: 0 };
+        let mut function = SimulatedFunction {
+            registers: [0; 64],
+            bar_sizes: [(0, 0); 6],
+            header_type: 0,
+            retry_until_ns: 0,
+            payload_read_only: false,
+        };
         function.registers[0] = u32::from(vendor) | (u32::from(device) << 16);
         function.registers[2] = class << 8 | 0x02;
         for &(slot, size, type_bits) in bars {
@@ -34,12 +51,45 @@ impl SimulatedFunction {
         function
     }
 
+    /// Adds a PCI Express capability (the only one in the list) whose Device Capabilities
+    /// supports payloads of `128 << payload_code` bytes.
+    pub fn with_pcie_capability(mut self, payload_code: u32) -> Self {
+        let at = usize::from(PCIE_CAPABILITY_OFFSET) / 4;
+        self.registers[1] |= 1 << 20;
+        self.registers[13] = u32::from(PCIE_CAPABILITY_OFFSET);
+        self.registers[at] = 0x0002_0010;
+        self.registers[at + 1] = payload_code & 0b111;
+        // Device Control at reset: Max Payload 128 (0), Max Read Request 512 (2 << 12).
+        self.registers[at + 2] = 2 << 12;
+        self
+    }
+
+    /// Device Control's Max Payload Size and Max Read Request Size in bytes.
+    pub fn payload_sizes(&self) -> (u32, u32) {
+        let control = self.registers[usize::from(PCIE_CAPABILITY_OFFSET) / 4 + 2];
+        (128 << ((control >> 5) & 7), 128 << ((control >> 12) & 7))
+    }
+
     pub fn read(&self, offset: u16) -> u32 {
         self.registers[usize::from(offset) / 4]
     }
 
     pub fn write(&mut self, offset: u16, value: u32) {
         let index = usize::from(offset) / 4;
+        if index == 1 {
+            // The status half is read-only here (its error bits are RW1C).
+            self.registers[1] = (self.registers[1] & 0xffff_0000) | (value & 0xffff);
+            return;
+        }
+        let capability = usize::from(PCIE_CAPABILITY_OFFSET) / 4;
+        if self.registers[1] & (1 << 20) != 0 && (capability..capability + 2).contains(&index) {
+            return;
+        }
+        if self.payload_read_only && self.registers[1] & (1 << 20) != 0 && index == capability + 2 {
+            let fields = (7 << 5) | (7 << 12);
+            self.registers[index] = (self.registers[index] & fields) | (value & !fields);
+            return;
+        }
         let limit = if self.header_type == 1 { 2 } else { 6 };
         if (4..4 + limit).contains(&index) {
             let slot = index - 4;

@@ -7,9 +7,13 @@ use super::ecam::Ecam;
 use super::ranges;
 use super::sim::SimulatedFunction;
 use super::*;
+use blockdev::testing::SteppingClock;
+use blockdev::Clock;
 use core::cell::RefCell;
 use hal::mmio::RegisterIo;
 use std::collections::BTreeMap;
+use std::format;
+use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
@@ -20,6 +24,10 @@ struct SimulatedBus {
     functions: RefCell<BTreeMap<(u8, u8, u8), SimulatedFunction>>,
     /// Bridges forward config cycles to their secondary bus: (bridge address) -> functions behind.
     behind_bridge: RefCell<BehindBridge>,
+    /// Time for functions that answer "retry" for a while (10 µs per read).
+    clock: SteppingClock,
+    /// Accesses a function still answering "retry" could not have completed.
+    violations: RefCell<Vec<String>>,
 }
 
 impl SimulatedBus {
@@ -43,13 +51,50 @@ impl SimulatedBus {
     }
 }
 
+impl SimulatedBus {
+    fn new(functions: BTreeMap<(u8, u8, u8), SimulatedFunction>) -> Self {
+        SimulatedBus {
+            functions: RefCell::new(functions),
+            behind_bridge: RefCell::new(BTreeMap::new()),
+            clock: SteppingClock::new(1_000_000_000, 10_000),
+            violations: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Whether the function answers "retry" now (CRS software visibility assumed on, as the
+    /// Broadcom root complex driver sets it and ECAM hosts report it).
+    fn retrying(&self, function: &SimulatedFunction) -> bool {
+        self.clock.now_ns() < function.retry_until_ns
+    }
+}
+
 impl ConfigAccess for SimulatedBus {
     fn read32(&self, function: FunctionAddress, offset: u16) -> u32 {
         self.route_bridges();
-        self.functions.borrow().get(&Self::key(function)).map(|f| f.read(offset)).unwrap_or(0xffff_ffff)
+        let functions = self.functions.borrow();
+        let Some(found) = functions.get(&Self::key(function)) else {
+            return 0xffff_ffff;
+        };
+        if self.retrying(found) {
+            if offset != offsets::VENDOR_DEVICE {
+                self.violations
+                    .borrow_mut()
+                    .push(format!("{function} register {offset:#x} read while it answers retry"));
+                return 0xffff_ffff;
+            }
+            return 0xffff_0000 | u32::from(ready::CRS_VENDOR_ID);
+        }
+        found.read(offset)
     }
 
     fn write32(&self, function: FunctionAddress, offset: u16, value: u32) {
+        let retrying = self.functions.borrow().get(&Self::key(function)).is_some_and(|f| self.retrying(f));
+        if retrying {
+            self.violations
+                .borrow_mut()
+                .push(format!("{function} register {offset:#x} written while it answers retry"));
+            return;
+        }
         if let Some(f) = self.functions.borrow_mut().get_mut(&Self::key(function)) {
             f.write(offset, value);
         }
@@ -91,7 +136,7 @@ fn qemu_virt_bus() -> SimulatedBus {
     );
     functions
         .insert((0, 2, 0), SimulatedFunction::endpoint(0x1b36, 0x0007, 0x08_05_01, &[(0, 0x100, 0b000)]));
-    SimulatedBus { functions: RefCell::new(functions), behind_bridge: RefCell::new(BTreeMap::new()) }
+    SimulatedBus::new(functions)
 }
 
 #[test]
@@ -277,4 +322,138 @@ fn qemu_virt_ranges_give_both_windows_and_identity_dma() {
     .flat_map(|w| w.to_be_bytes())
     .collect();
     assert_eq!(ranges::dma_translation(Some(&with_msi), 2, 2), dma);
+}
+
+/// An NVMe function that answers "retry" for its first `retry_ms`.
+fn slow_nvme(retry_ms: u64) -> SimulatedFunction {
+    let mut function =
+        SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)]);
+    function.retry_until_ns = retry_ms * 1_000_000;
+    function
+}
+
+/// QEMU virt's bus with an NVMe answering "retry" for `retry_ms`: at 00:04.0, or behind a bridge
+/// at 00:03.0 (as 01:00.0). Returns the bus and where the slow function is found.
+fn bus_with_slow_function(retry_ms: u64, behind_bridge: bool) -> (SimulatedBus, FunctionAddress) {
+    let bus = qemu_virt_bus();
+    bus.functions.borrow_mut().insert((0, 3, 0), SimulatedFunction::bridge());
+    if behind_bridge {
+        bus.behind_bridge.borrow_mut().insert((0, 3, 0), vec![(0, 0, slow_nvme(retry_ms))]);
+        (bus, FunctionAddress { bus: 1, device: 0, function: 0 })
+    } else {
+        bus.functions.borrow_mut().insert((0, 4, 0), slow_nvme(retry_ms));
+        (bus, FunctionAddress { bus: 0, device: 4, function: 0 })
+    }
+}
+
+#[test]
+fn functions_answering_retry_for_1_5_s_are_waited_for_on_every_bus() {
+    for behind_bridge in [false, true] {
+        let (bus, address) = bus_with_slow_function(1500, behind_bridge);
+        let events = RefCell::new(Vec::new());
+        let report = |event: &ReadyEvent| events.borrow_mut().push(*event);
+        let wait = ReadyWait { clock: &bus.clock, limit_ms: ready::DEFAULT_READY_MS, report: &report };
+        let topology = Enumerator::new(&bus, virt_like_windows()).with_ready_wait(wait).run();
+        let function =
+            topology.functions.iter().find(|f| f.address == address).expect("found after its wait");
+        assert_eq!((function.vendor_id, function.class), (0x144d, ClassCode::NVME), "{address}");
+        assert!(function.bar(0).is_some(), "{address}: its BAR was assigned once it answered");
+        assert!(topology.not_ready.is_empty());
+        let events = events.borrow();
+        let ready = events.iter().find_map(|event| match event {
+            ReadyEvent::Ready { address: at, waited_ms } if *at == address => Some(*waited_ms),
+            _ => None,
+        });
+        assert!(ready.is_some_and(|ms| (1400..=1600).contains(&ms)), "{address}: {events:?}");
+        assert!(
+            events
+                .iter()
+                .any(|event| matches!(event, ReadyEvent::Waiting { waited_ms, .. } if *waited_ms >= 1000)),
+            "a progress line after a second: {events:?}"
+        );
+        assert!(format!("{}", events[0]).contains("configuration retry"), "{}", events[0]);
+        assert!(bus.violations.borrow().is_empty(), "{:?}", bus.violations.borrow());
+    }
+}
+
+#[test]
+fn a_function_still_answering_retry_is_left_out_by_name_never_walked_as_vendor_0001() {
+    for (wait_ms, behind_bridge) in [(None, false), (None, true), (Some(1000), false), (Some(1000), true)] {
+        let (bus, address) = bus_with_slow_function(1500, behind_bridge);
+        let events = RefCell::new(Vec::new());
+        let report = |event: &ReadyEvent| events.borrow_mut().push(*event);
+        let enumerator = Enumerator::new(&bus, virt_like_windows());
+        let enumerator = match wait_ms {
+            Some(limit_ms) => {
+                enumerator.with_ready_wait(ReadyWait { clock: &bus.clock, limit_ms, report: &report })
+            }
+            None => enumerator,
+        };
+        let topology = enumerator.run();
+        assert!(
+            topology.functions.iter().all(|f| f.vendor_id != ready::CRS_VENDOR_ID && f.class.base != 0xff),
+            "{wait_ms:?}"
+        );
+        assert_eq!(topology.not_ready.as_slice(), [address], "{wait_ms:?}");
+        if wait_ms.is_some() {
+            let gave_up = events.borrow().iter().filter(|e| matches!(e, ReadyEvent::GaveUp { .. })).count();
+            assert_eq!(gave_up, 1);
+        }
+        assert!(bus.violations.borrow().is_empty(), "{:?}", bus.violations.borrow());
+    }
+}
+
+#[test]
+fn the_payload_is_the_smallest_supported_and_set_on_both_ends_of_every_link() {
+    let bus = qemu_virt_bus();
+    // 00:01.0 (NVMe, 1024 supported), a root port 00:03.0 (512) with an NVMe (256) behind it;
+    // 00:02.0 (sdhci-pci) is conventional PCI and has no PCI Express capability.
+    let nvme = |code| {
+        SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b000)])
+            .with_pcie_capability(code)
+    };
+    bus.functions.borrow_mut().insert((0, 1, 0), nvme(3));
+    bus.functions.borrow_mut().insert((0, 3, 0), SimulatedFunction::bridge().with_pcie_capability(2));
+    bus.behind_bridge.borrow_mut().insert((0, 3, 0), vec![(0, 0, nvme(1))]);
+    let topology = Enumerator::new(&bus, virt_like_windows()).run();
+    let payload = topology.payload.expect("PCI Express functions were found");
+    assert_eq!(
+        (payload.max_payload_bytes, payload.max_read_request_bytes, payload.limited_by, payload.functions),
+        (256, 512, FunctionAddress { bus: 1, device: 0, function: 0 }, 3)
+    );
+    let functions = bus.functions.borrow();
+    assert_eq!(functions[&(0, 3, 0)].payload_sizes().0, 256, "the root port's end of the link");
+    assert_eq!(functions[&(1, 0, 0)].payload_sizes(), (256, 512), "the endpoint's end");
+    assert_eq!(functions[&(0, 1, 0)].payload_sizes(), (256, 512));
+    let listed = topology.functions.iter().find(|f| f.address.bus == 1).unwrap().pcie.unwrap();
+    assert_eq!((listed.max_payload_supported_bytes, listed.max_payload_bytes), (256, 256));
+    assert!(topology.functions.iter().find(|f| f.address.device == 2).unwrap().pcie.is_none());
+    assert_eq!(
+        format!("{payload}"),
+        "max payload 256 bytes (the smallest supported in the hierarchy, 01:00.0), read request 512 bytes"
+    );
+}
+
+#[test]
+fn a_function_whose_device_control_keeps_its_sizes_is_named_not_reported_as_set() {
+    // QEMU's devices support 128-byte payloads and leave Device Control's size fields read-only:
+    // the NVMe keeps 128-byte read requests, and its line and the summary say so.
+    let bus = qemu_virt_bus();
+    let mut nvme = SimulatedFunction::endpoint(0x1b36, 0x0010, 0x01_08_02, &[(0, 0x4000, 0b000)])
+        .with_pcie_capability(0);
+    nvme.payload_read_only = true;
+    nvme.registers[usize::from(sim::PCIE_CAPABILITY_OFFSET) / 4 + 2] = 0;
+    bus.functions.borrow_mut().insert((0, 3, 0), SimulatedFunction::bridge().with_pcie_capability(0));
+    bus.behind_bridge.borrow_mut().insert((0, 3, 0), vec![(0, 0, nvme)]);
+    let topology = Enumerator::new(&bus, virt_like_windows()).run();
+    let payload = topology.payload.expect("PCI Express functions were found");
+    let behind = FunctionAddress { bus: 1, device: 0, function: 0 };
+    assert_eq!((payload.kept, payload.first_kept), (1, Some(behind)));
+    let listed = topology.functions.iter().find(|f| f.address == behind).unwrap().pcie.unwrap();
+    assert_eq!((listed.max_payload_bytes, listed.max_read_request_bytes), (128, 128));
+    assert_eq!(
+        format!("{payload}"),
+        "max payload 128 bytes (the smallest supported in the hierarchy, 01:00.0), read request 512 bytes; \
+         1 function kept other sizes (first 01:00.0)"
+    );
 }

@@ -109,6 +109,13 @@ pub trait CardBus {
         out: &mut [u8],
     ) -> Result<Response, SdError>;
 
+    /// A command with one small block written by PIO, then the card's busy waited out (CMD49's
+    /// 512-byte extension register block, crate::sd::command_queue). A host that cannot says so.
+    fn write_register_data(&mut self, command: &Command, rca: u16, data: &[u8]) -> Result<Response, SdError> {
+        let _ = (command, rca, data);
+        Err(SdError::UnusableHost { reason: "this host writes no register data", value: 0 })
+    }
+
     /// The host side of a bus width the card was switched to (ACMD6 for SD).
     fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError>;
 

@@ -21,6 +21,7 @@ pub mod block;
 pub mod bus;
 pub mod card_registers;
 pub mod command;
+pub mod command_queue;
 pub mod error;
 pub mod identify;
 pub mod options;

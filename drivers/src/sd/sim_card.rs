@@ -22,6 +22,27 @@ pub struct SimCard {
     pub rca: u16,
     /// Whether a sampling point exists at all (a card or board too marginal for SDR104 has none).
     pub tunable: bool,
+    /// An SD 6.00 command queue (`None`: QEMU's card, which has none).
+    pub command_queue: Option<SimQueue>,
+}
+
+/// Which of its queued tasks a card makes ready first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// The oldest (sequential mode, or a card that keeps the order).
+    Oldest,
+    /// The newest: the voluntary mode's freedom used to the full, so tasks run out of order.
+    Newest,
+}
+
+/// A card with the Performance Enhancement function and a command queue (crate::sd::command_queue).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimQueue {
+    pub depth: u8,
+    pub order: QueueOrder,
+    /// A task starting at this LBA is refused when run: its CMD46/CMD47 answers with the ERROR
+    /// bit and no data moves (a task error).
+    pub failing_lba: Option<u64>,
 }
 
 impl SimCard {
@@ -64,6 +85,16 @@ impl SimCard {
             accepts_cmd23: true,
             rca: 0x4567,
             tunable: true,
+            command_queue: None,
         }
+    }
+
+    /// An A2 card of `capacity_bytes`: SCR listing CMD23 and CMD48/49 (bits 33 and 34), the
+    /// Performance Enhancement function with a command queue of `queue.depth` tasks.
+    pub fn with_command_queue(capacity_bytes: u64, queue: SimQueue) -> SimCard {
+        let mut card = SimCard::qemu_like(capacity_bytes);
+        card.scr[3] |= 0x06;
+        card.command_queue = Some(queue);
+        card
     }
 }

@@ -3,15 +3,17 @@
 //! Host Control 2 and the tuning procedure (§2.2.24) for [`UhsBus`].
 #![forbid(unsafe_code)]
 
-use super::host::SdhciHost;
+use super::host::{failure_kind, SdhciHost};
 use super::regs::{offsets, HOST_CONTROL2, PRESENT_STATE};
 use super::tuning::execute_tuning;
-use crate::sd::bus::{BusMode, BusWidth, CardBus, DataLines, Response, UhsBus};
+use crate::sd::bus::{
+    BusMode, BusWidth, CardBus, DataLines, Response, UhsBus, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US,
+};
 use crate::sd::command::Command;
-use crate::sd::error::SdError;
+use crate::sd::error::{FailureKind, SdError};
 use crate::sd::timing::{Timing, TuningFailure};
 use hal::mmio::RegisterIo;
-use hal::platform::Platform;
+use hal::platform::{Deadline, Platform};
 
 /// The slowest base clock that reaches SDR50's and SDR104's 100 MHz and more.
 const UHS_FAST_BASE_CLOCK_HZ: u32 = 100_000_000;
@@ -32,6 +34,38 @@ impl<R: RegisterIo, P: Platform> CardBus for SdhciHost<'_, R, P> {
         out: &mut [u8],
     ) -> Result<Response, SdError> {
         SdhciHost::read_register_data(self, command, rca, out)
+    }
+    /// One block by PIO on Buffer Write Ready, then Transfer Complete, which the host raises
+    /// once the card has released its busy (§2.2.9), and the card status of the response.
+    fn write_register_data(
+        &mut self,
+        command: &Command,
+        _rca: u16,
+        data: &[u8],
+    ) -> Result<Response, SdError> {
+        self.issue(command, 0, data.len() as u32, 1)?;
+        let response = self.wait_command_complete(command)?;
+        let deadline = Deadline::after_us(self.platform(), BLOCK_TIMEOUT_US);
+        loop {
+            match self.write_block_if_ready(data) {
+                Ok(true) => break,
+                Ok(false) if !deadline.has_passed(self.platform()) => core::hint::spin_loop(),
+                Ok(false) => {
+                    let status = self.read(offsets::INTERRUPT_STATUS);
+                    let failure = self.failure(*command, FailureKind::NoCompletion, status);
+                    self.recover(true);
+                    return Err(failure.into());
+                }
+                Err(status) => {
+                    let failure = self.failure(*command, failure_kind(status), status);
+                    self.recover(true);
+                    return Err(failure.into());
+                }
+            }
+        }
+        self.wait_transfer_complete(command, BUSY_TIMEOUT_US, 1, 1)?;
+        self.check_card_status(command, &response)?;
+        Ok(response)
     }
     fn set_bus_width(&mut self, width: BusWidth) -> Result<(), SdError> {
         SdhciHost::set_bus_width(self, width)

@@ -13,6 +13,7 @@ use super::regs::{interrupt, offsets, HOST_CONTROL_POWER, TRANSFER_MODE_COMMAND}
 use crate::sd::block::{self, BlockCard, RequestState, SdBlockDevice, BLOCK_BYTES, MAX_ATTEMPTS};
 use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US};
 use crate::sd::command::Command;
+use crate::sd::command_queue;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
 use crate::sd::options::{Cmd23Request, ModeRequest};
@@ -23,6 +24,8 @@ use hal::barrier;
 use hal::dma::DmaRegion;
 use hal::mmio::RegisterIo;
 use hal::platform::{Deadline, Platform};
+
+mod queued;
 
 /// Blocks one command moves at most (16-bit Block Count).
 pub const MAX_BLOCKS_PER_COMMAND: u32 = 65_535;
@@ -138,6 +141,8 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     commands: u64,
     pio_fallbacks: u64,
     timeouts: TimeoutTicks,
+    /// The card's command queue, when it is on (`sd.cq=on`; [`queued`]).
+    queue: Option<queued::Tasks>,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -186,6 +191,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             gone: false,
             commands: 0,
             pio_fallbacks: 0,
+            queue: None,
             timeouts: TimeoutTicks::new(host.platform()),
             host,
         })
@@ -249,7 +255,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         attempt: u32,
     ) -> Result<ActiveCommand<'p>, SdError> {
         let lba = request.lba + u64::from(segment.first_block);
-        let command = self.card.data_command(request.operation, lba, segment.blocks);
+        let command = match self.running_task() {
+            Some(task) => command_queue::execute_task(request.operation, task, segment.blocks),
+            None => self.card.data_command(request.operation, lba, segment.blocks),
+        };
         let mut active = ActiveCommand {
             segment,
             command,
@@ -258,7 +267,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             attempt,
             deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
         };
-        if segment.blocks > 1 && self.card.uses_cmd23 {
+        // A task's count is the card's already (CMD44): no CMD23, no CMD12.
+        if segment.blocks > 1 && self.card.uses_cmd23 && self.queue.is_none() {
             self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
             active.phase = Phase::SetBlockCount;
         } else {
@@ -278,7 +288,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         if segment.blocks > 1 {
             mode += MULTI_BLOCK::SET;
-            if !self.card.uses_cmd23 {
+            if !self.card.uses_cmd23 && self.queue.is_none() {
                 mode += AUTO_COMMAND::Cmd12;
             }
         }
@@ -358,6 +368,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// A failure of the running command (already recovered from by the host where it says so):
     /// another attempt of the same segment, or the request fails.
     fn command_failure(&mut self, request: Request, active: ActiveCommand<'p>, error: SdError) {
+        if self.queue.is_some() {
+            return self.fail_task(request, active, error);
+        }
         match self.retry_after(error, active.attempt) {
             Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
             Err(error) => self.fail(request, error, active.attempt),
@@ -415,6 +428,17 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Ok(None) => {
                 let error = self.host.command_timed_out(&active.command);
                 self.command_failure(request, active, error);
+            }
+            // A task the card cannot run says so in its response (crate::sd::command_queue).
+            Ok(Some(response))
+                if self.queue.is_some() && response.reports_card_status_errors(&active.command) =>
+            {
+                let error = self.host.check_card_status(&active.command, &response).err();
+                self.command_failure(
+                    request,
+                    active,
+                    error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }),
+                );
             }
             Ok(Some(_)) => {
                 active.phase = Phase::Data;
@@ -550,10 +574,16 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
     }
 
     fn geometry(&self) -> Geometry {
-        self.card.geometry()
+        match &self.queue {
+            Some(queue) => queue.geometry(self.card.geometry()),
+            None => self.card.geometry(),
+        }
     }
 
     fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        if self.queue.is_some() {
+            return self.submit_task(request);
+        }
         if self.gone {
             return Err((request, SubmitError::DeviceUnusable));
         }
@@ -574,12 +604,18 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
     }
 
     fn kick(&mut self) {
+        if self.queue.is_some() {
+            return self.kick_tasks();
+        }
         if let RequestState::Queued(request, segment) = self.state {
             self.start_with_retries(request, segment, 1);
         }
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        if self.queue.is_some() {
+            return self.poll_tasks(completions);
+        }
         if let RequestState::Running(request, active) = self.state {
             self.advance(request, active);
         }

@@ -35,6 +35,8 @@ use std::collections::VecDeque;
 use std::vec;
 use std::vec::Vec;
 
+mod queue;
+
 /// Error Interrupt Status bits of the CMD line (§2.2.18: command timeout, CRC, end bit, index),
 /// in their word-0x30 positions.
 const COMMAND_LINE_ERRORS: u32 = 0x000f_0000;
@@ -190,7 +192,13 @@ impl State {
 #[derive(Clone, Debug)]
 enum Source {
     Bytes(Vec<u8>),
-    Sectors { first_sector: u64 },
+    Sectors {
+        first_sector: u64,
+    },
+    /// CMD49's block, for the extension register its argument names ([`queue`]).
+    Extension {
+        argument: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -270,6 +278,8 @@ pub struct SimState {
     pub written: std::collections::BTreeMap<u64, Vec<u8>>,
     /// Register reads left while the card programs after a write (`None`: not busy).
     programming_reads_left: Option<u32>,
+    /// The card's command queue and extension registers ([`queue`]).
+    pub queue: queue::CardQueue,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -340,6 +350,7 @@ impl<'a> SimHost<'a> {
                 command_event: 0,
                 written: std::collections::BTreeMap::new(),
                 programming_reads_left: None,
+                queue: queue::CardQueue::default(),
             }),
             platform,
         }
@@ -558,6 +569,9 @@ impl SimState {
 
     /// Stores one block written by the driver, sector by sector.
     fn store_block(&mut self, transfer: &Transfer, block: u32, bytes: &[u8]) {
+        if let Source::Extension { argument } = transfer.source {
+            return self.extension_written(argument, bytes);
+        }
         let Source::Sectors { first_sector } = transfer.source else {
             return;
         };
@@ -672,7 +686,7 @@ impl SimState {
             }
         }
         self.raise(interrupt::COMMAND_COMPLETE);
-        if matches!(index, 7 | 12) {
+        if matches!(index, 7 | 12 | 43) {
             self.raise(interrupt::TRANSFER_COMPLETE);
         }
         if data_present {
@@ -804,9 +818,13 @@ impl SimState {
                 }
                 Source::Sectors { first_sector: sector }
             }
+            (false, 46..=49) => match self.queue_data_source(index, argument, mode, &mut blocks) {
+                Some(source) => source,
+                None => return,
+            },
             _ => return,
         };
-        let write = matches!((application, index), (false, 24 | 25));
+        let write = matches!((application, index), (false, 24 | 25 | 47 | 49));
         let direction_read = mode & (1 << 4) != 0;
         if write == direction_read {
             self.violations.push("Transfer Mode direction does not match the command (read vs write)");
@@ -846,6 +864,7 @@ impl SimState {
     fn block_bytes_at(&self, transfer: &Transfer, block: u32) -> Vec<u8> {
         match &transfer.source {
             Source::Bytes(bytes) => bytes.clone(),
+            Source::Extension { .. } => vec![0u8; transfer.block_bytes],
             Source::Sectors { first_sector } => {
                 let mut out = vec![0u8; transfer.block_bytes];
                 for (i, chunk) in out.chunks_mut(512).enumerate() {
@@ -1006,6 +1025,9 @@ impl SimState {
     }
 
     fn respond(&mut self, index: u8, argument: u32, application: bool) -> Option<Response> {
+        if let Some(response) = self.queue_respond(index, argument, application) {
+            return response;
+        }
         let card = self.card.clone();
         match (application, index) {
             (_, 0) => {

@@ -46,8 +46,78 @@ pub const PORT_RESET_RECOVERY_US: u64 = 10_000;
 pub const LINK_TRAINING_TIMEOUT_US: u64 = 200_000;
 /// Port power-on to good power (xHCI §5.4.8 PP: 20 ms, as Linux's `xhci_hub_control`).
 pub const PORT_POWER_US: u64 = 20_000;
+/// A connection must be stable this long before the port is reset (USB 2.0 §7.1.7.3 TATTDB); it
+/// is also U-Boot's least query delay after power (`common/usb_hub.c`, `usb_hub_power_on`:
+/// max(100 ms, the hub's power-good time)).
+pub const CONNECT_DEBOUNCE_US: u64 = 100_000;
+/// How long root ports are watched for devices after power unless `usb.connect-ms=` says
+/// otherwise: U-Boot gives each port its query delay plus a 1 s connect timeout; USB 3 drives
+/// retraining after the controller reset and slow bridges connect within that.
+pub const DEFAULT_CONNECT_WAIT_MS: u64 = 1500;
+/// The longest `usb.connect-ms=` accepted.
+pub const MAX_CONNECT_WAIT_MS: u64 = 10_000;
+/// A progress line this often while ports are still empty.
+pub const PORT_PROGRESS_EVERY_MS: u64 = 500;
+/// Between two looks at the ports.
+const PORT_POLL_INTERVAL_US: u64 = 1000;
 /// Events queued per slot before the oldest is dropped (a slot nobody polls).
 pub const MAX_QUEUED_EVENTS_PER_SLOT: usize = 1024;
+
+/// Port numbers written as ranges: `2-4, 6`.
+pub struct PortList<'a>(pub &'a [u8]);
+
+impl core::fmt::Display for PortList<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut rest = self.0;
+        let mut separator = "";
+        while let Some((&first, _)) = rest.split_first() {
+            let run = rest.windows(2).take_while(|pair| pair[1] == pair[0] + 1).count() + 1;
+            let last = rest[run - 1];
+            if first == last {
+                write!(f, "{separator}{first}")?;
+            } else {
+                write!(f, "{separator}{first}-{last}")?;
+            }
+            separator = ", ";
+            rest = &rest[run..];
+        }
+        Ok(())
+    }
+}
+
+/// What the port watch says while it waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortWait {
+    /// Ports with nothing enabled yet.
+    pub empty: Vec<u8>,
+    pub waited_ms: u64,
+    pub limit_ms: u64,
+}
+
+impl core::fmt::Display for PortWait {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "waiting for devices on port{} {} ({} of {} ms, usb.connect-ms)",
+            if self.empty.len() == 1 { "" } else { "s" },
+            PortList(&self.empty),
+            self.waited_ms,
+            self.limit_ms
+        )
+    }
+}
+
+/// What the port watch found.
+#[derive(Debug, Default)]
+pub struct PortScan {
+    /// Ports enabled, in the order their devices appeared, with their speed.
+    pub enabled: Vec<(u8, Speed)>,
+    /// Ports with a device that could not be enabled.
+    pub failed: Vec<(u8, UsbError)>,
+    /// Ports that stayed empty.
+    pub empty: Vec<u8>,
+    pub waited_ms: u64,
+}
 
 /// A transfer event as a device's transport sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,6 +514,56 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         if powered_any {
             self.platform.delay_us(PORT_POWER_US);
         }
+    }
+
+    /// Powers the ports and watches them for `wait_ms`: each port whose device has been
+    /// connected for [`CONNECT_DEBOUNCE_US`] is enabled as it appears, until every port is
+    /// enabled or the time is up (U-Boot `usb_hub_power_on` / `usb_hub_port_connect_change`
+    /// per port; a single look after the reset misses drives that connect later). `report`
+    /// hears about the empty ports every [`PORT_PROGRESS_EVERY_MS`].
+    pub fn scan_ports(&self, wait_ms: u64, report: &dyn Fn(&PortWait)) -> PortScan {
+        self.power_ports();
+        let ports = self.capabilities.max_ports;
+        let watch = Deadline::after_us(self.platform, wait_ms.saturating_mul(1000));
+        let mut connected_since_us: Vec<Option<u64>> = alloc::vec![None; usize::from(ports)];
+        let mut pending: Vec<u8> = (1..=ports).collect();
+        let mut scan = PortScan::default();
+        let mut next_report_ms = PORT_PROGRESS_EVERY_MS;
+        loop {
+            let now_us = watch.elapsed_us(self.platform);
+            let time_is_up = watch.has_passed(self.platform);
+            pending.retain(|&port| {
+                let since = &mut connected_since_us[usize::from(port) - 1];
+                if !self.port_status(port).connected() {
+                    *since = None;
+                    return true;
+                }
+                let first_seen = *since.get_or_insert(now_us);
+                // Past the watch, a device already seen still gets its debounce.
+                if now_us < first_seen + CONNECT_DEBOUNCE_US {
+                    return true;
+                }
+                match self.enable_port(port) {
+                    Ok(Some(speed)) => scan.enabled.push((port, speed)),
+                    Ok(None) => return true,
+                    Err(error) => scan.failed.push((port, error)),
+                }
+                false
+            });
+            let debouncing = pending.iter().any(|&port| connected_since_us[usize::from(port) - 1].is_some());
+            if pending.is_empty() || (time_is_up && !debouncing) {
+                break;
+            }
+            if now_us / 1000 >= next_report_ms && !time_is_up {
+                report(&PortWait { empty: pending.clone(), waited_ms: now_us / 1000, limit_ms: wait_ms });
+                next_report_ms =
+                    now_us / 1000 - (now_us / 1000) % PORT_PROGRESS_EVERY_MS + PORT_PROGRESS_EVERY_MS;
+            }
+            self.platform.delay_us(PORT_POLL_INTERVAL_US);
+        }
+        scan.empty = pending;
+        scan.waited_ms = watch.elapsed_us(self.platform) / 1000;
+        scan
     }
 
     /// Gets a connected port to the Enabled state and returns its speed (§4.3.1, §4.19.1): a

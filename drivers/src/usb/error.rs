@@ -12,6 +12,8 @@ pub enum UsbError {
     NoController {
         first_word: u32,
     },
+    /// The DWC3 core around the xHCI (RP1) could not be set up.
+    Dwc3(super::dwc3::Dwc3Error),
     /// The register window is smaller than the registers the capabilities place in it.
     RegistersTooSmall {
         register_bytes: usize,
@@ -124,6 +126,7 @@ impl fmt::Display for UsbError {
             UsbError::NoController { first_word } => {
                 write!(f, "no xHCI answers (CAPLENGTH/HCIVERSION = {first_word:#010x})")
             }
+            UsbError::Dwc3(error) => write!(f, "DWC3 core: {error}"),
             UsbError::RegistersTooSmall { register_bytes, needed_bytes } => {
                 write!(f, "the register window is {register_bytes} bytes, the registers need {needed_bytes}")
             }

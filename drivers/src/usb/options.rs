@@ -1,5 +1,6 @@
-//! The `usb.` driver options of the kernel command line (README "Settings"): which mass
-//! storage transport to use, to compare UAS and Bulk-Only on the same drive.
+//! The `usb.` driver options of the kernel command line (docs/settings.md): which mass storage
+//! transport to use, to compare UAS and Bulk-Only on the same drive; whether to use the Pi 5's
+//! RP1 controllers; how long root ports are watched for devices after power.
 #![forbid(unsafe_code)]
 
 use crate::option_parsing::{on_off, parse_options, OptionError};
@@ -24,13 +25,27 @@ impl ProtocolChoice {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UsbOptions {
     pub protocol: ProtocolChoice,
     /// `usb.rp1=on`: on a Pi 5, use RP1's xHCIs when the firmware left pcie2 up
     /// (`pciex4_reset=0`). Off by default: the kernel does not touch pcie2 unless asked.
     pub pi5_rp1: bool,
+    /// `usb.connect-ms=N`: how long root ports are watched for devices after power.
+    pub connect_wait_ms: u64,
 }
+
+impl Default for UsbOptions {
+    fn default() -> Self {
+        UsbOptions {
+            protocol: ProtocolChoice::default(),
+            pi5_rp1: false,
+            connect_wait_ms: super::controller::DEFAULT_CONNECT_WAIT_MS,
+        }
+    }
+}
+
+const ACCEPTED_KEYS: &str = "usb.protocol=auto|uas|bot, usb.rp1=on|off or usb.connect-ms=0..10000";
 
 impl UsbOptions {
     /// Options from `(key, value)` pairs with the `usb.` prefix removed; unknown keys and bad
@@ -51,7 +66,11 @@ impl UsbOptions {
                 _ => return Err("auto, uas or bot"),
             },
             "rp1" => self.pi5_rp1 = on_off(value)?,
-            _ => return Err("usb.protocol=auto|uas|bot or usb.rp1=on|off"),
+            "connect-ms" => match value.parse::<u64>() {
+                Ok(ms) if ms <= super::controller::MAX_CONNECT_WAIT_MS => self.connect_wait_ms = ms,
+                _ => return Err("milliseconds from 0 to 10000"),
+            },
+            _ => return Err(ACCEPTED_KEYS),
         }
         Ok(())
     }
@@ -87,5 +106,13 @@ mod tests {
             "bad driver option usb.rp1=maybe: expected on or off; the default is kept"
         );
         assert!(!UsbOptions::default().pi5_rp1);
+        let (options, errors) =
+            UsbOptions::parse([("connect-ms", "3000"), ("connect-ms", "10001")].into_iter());
+        assert_eq!(options.connect_wait_ms, 3000);
+        assert_eq!(
+            format!("{}", errors[0]),
+            "bad driver option usb.connect-ms=10001: expected milliseconds from 0 to 10000; the default is kept"
+        );
+        assert_eq!(UsbOptions::default().connect_wait_ms, 1500);
     }
 }

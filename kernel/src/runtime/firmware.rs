@@ -35,7 +35,8 @@ impl Firmware {
         Ok(Firmware { mailbox, videocore_bus, timer })
     }
 
-    /// Sends one tag and returns its answer words.
+    /// Sends one tag and returns its answer words, waited for and judged by the tag's rules
+    /// (`drivers::mailbox::rules_for`).
     pub fn property(
         &self,
         tag: u32,
@@ -43,6 +44,7 @@ impl Firmware {
         response_words: usize,
     ) -> Result<heapless::Vec<u32, MAX_RESPONSE_WORDS>, MailboxError> {
         let mailbox = Mailbox::new(self.mailbox);
+        let rules = drivers::mailbox::rules_for(tag);
         BUFFER
             .with(|buffer| {
                 buffer.prepare_single_tag(tag, request, response_words)?;
@@ -53,10 +55,10 @@ impl Firmware {
                     .videocore_bus
                     .to_bus(address as u64, bytes as u64)
                     .map_err(|_| MailboxError::BufferTooSmall)?;
-                mailbox.call(&self.timer, bus_address as u32)?;
+                mailbox.call(&self.timer, bus_address as u32, rules.timeout_us)?;
                 hal::cache::invalidate_data_cache_range(address, bytes);
                 // The firmware wrote the buffer behind the compiler's back.
-                let answer = buffer.single_tag_response()?;
+                let answer = buffer.single_tag_response(rules)?;
                 Ok(answer.iter().copied().take(MAX_RESPONSE_WORDS).collect())
             })
             .unwrap_or(Err(MailboxError::BufferTooSmall))
@@ -90,7 +92,8 @@ impl Firmware {
     }
 
     /// Asks the VideoCore to load the VL805's firmware into the function at `device_address`
-    /// (bus << 20 | device << 15 | function << 12) after a PCIe reset.
+    /// (bus << 20 | device << 15 | function << 12) after a PCIe reset (up to a second; whether it
+    /// worked is read from the VL805: `drivers::pci::vl805`).
     pub fn notify_xhci_reset(&self, device_address: u32) -> Result<(), MailboxError> {
         self.property(drivers::mailbox::tags::NOTIFY_XHCI_RESET, &[device_address], 1).map(|_| ())
     }

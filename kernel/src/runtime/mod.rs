@@ -334,8 +334,9 @@ fn run_benchmark(
         .iter()
         .filter_map(|run| run.verify.as_ref())
         .all(|verify| verify.mismatches == 0 && verify.read_errors == 0);
+    let ran_cleanly = results.runs.iter().all(|run| run.ended_early.is_none());
     BenchmarkOutcome {
-        devices_ok: errors == 0 && verified && results.runs.iter().all(|run| run.ended_early.is_none()),
+        devices_ok: errors == 0 && verified && ran_cleanly && results.stream_jobs_clean(),
         throttled: results.throttled_during(),
     }
 }
@@ -427,9 +428,11 @@ impl<'m> BoardFacts<'m> {
 }
 
 /// Finds the SD cards, NVMe namespaces and USB drives and adds them to `storage` in naming
-/// order: SD hosts first (board table order, then PCI), then NVMe controllers in PCI order, then
-/// USB drives controller by controller, port by port.
+/// order: the Pi 5's RP1 USB drives (before pcie1 is brought up, while RP1's link is as the
+/// firmware left it), SD hosts (board table order, then PCI), NVMe controllers in PCI order, then
+/// the other USB drives controller by controller, port by port.
 fn attach_storage(machine: &Machine, settings: &KernelSettings, storage: &mut storage::Storage) {
+    usb::attach_rp1(machine, settings, storage);
     let pci = pci_enumeration::enumerate(machine, settings);
     if pci.is_some() && machine.info.profile.pcie.is_some() {
         led::stage(drivers::activity_led::Stage::PcieLink);

@@ -219,6 +219,10 @@ fn attach_controller(
         return;
     };
     describe_controller(&found.controller);
+    match found.controller.set_up_host_memory_buffer(options.host_memory_buffer_mib) {
+        Ok(outcome) => println!("nvme         {outcome}"),
+        Err(error) => println!("{label}: host memory buffer not given: {error}"),
+    }
     let Some(plan) = plan_queues(&mut found.controller, options, &label) else {
         shut_down_on_exit(storage, found.controller, Vec::new());
         return;
@@ -454,14 +458,15 @@ fn describe_controller(controller: &KernelController) {
         identity.model, identity.serial, identity.firmware, identity.vendor_id, identity.controller_id
     );
     println!(
-        "nvme         {mdts}, SQES {:#04x}, CQES {:#04x}, NN {}, VER {}, MAXCMD {}, RTD3E {} µs, volatile write cache {}",
+        "nvme         {mdts}, SQES {:#04x}, CQES {:#04x}, NN {}, VER {}, MAXCMD {}, RTD3E {} µs, volatile write cache {}, {}",
         identity.sqes,
         identity.cqes,
         identity.namespace_count,
         identity.version,
         identity.max_commands,
         identity.rtd3_entry_latency_us,
-        if identity.volatile_write_cache { "present" } else { "absent" }
+        if identity.volatile_write_cache { "present" } else { "absent" },
+        identity.host_memory
     );
 }
 

@@ -4,28 +4,33 @@
 //! `drivers::pci`, every function listed with the BARs it was given (`pci_topology`).
 #![forbid(unsafe_code)]
 
-use super::pci_topology::{list, PciTopology};
+use super::pci_topology::{list, walk, PciTopology};
 use super::Machine;
 use crate::board::{BlockKind, MmioBlock};
 use crate::devicetree::{DeviceNode, DeviceTree};
 use crate::kernel_settings::KernelSettings;
 use crate::println;
-use drivers::pci::{ecam::Ecam, ranges, Enumerator};
+use drivers::pci::brcmstb::options::PcieOptions;
+use drivers::pci::{ecam::Ecam, ranges};
 use hal::mmio::WideAccess;
 
 /// Walks the machine's PCIe host: the device tree's ECAM host if it names one, else the board's
-/// root complex.
+/// root complex. The `pcie.` options apply to both.
 pub fn enumerate(machine: &Machine, settings: &KernelSettings) -> Option<PciTopology> {
+    let (options, errors) = PcieOptions::parse(settings.driver_options_for("pcie."));
+    for error in errors {
+        println!("warning: {error}");
+    }
     let ecam = machine
         .info
         .device_tree
         .and_then(|tree| tree.find_compatible(&["pci-host-ecam-generic"]).map(|node| (tree, node)));
     if let Some((tree, node)) = ecam {
         super::stage(format_args!("pci enumeration ({})", node.name));
-        return enumerate_ecam(&tree, &node);
+        return enumerate_ecam(machine, &tree, &node, &options);
     }
     let host = machine.info.profile.pcie?;
-    enumerate_root_complex(machine, settings, &host)
+    enumerate_root_complex(machine, settings, &host, &options)
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -33,8 +38,9 @@ fn enumerate_root_complex(
     machine: &Machine,
     settings: &KernelSettings,
     host: &crate::board::PcieHost,
+    options: &PcieOptions,
 ) -> Option<PciTopology> {
-    super::root_complex::enumerate(machine, settings, host)
+    super::root_complex::enumerate(machine, settings, host, options)
 }
 
 /// No 32-bit Pi has a PCIe root complex, so the 32-bit kernel carries no driver for one.
@@ -43,12 +49,18 @@ fn enumerate_root_complex(
     _machine: &Machine,
     _settings: &KernelSettings,
     host: &crate::board::PcieHost,
+    _options: &PcieOptions,
 ) -> Option<PciTopology> {
     println!("{:<10} not driven by the 32-bit kernel; PCIe skipped", host.name);
     None
 }
 
-fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTopology> {
+fn enumerate_ecam(
+    machine: &Machine,
+    tree: &DeviceTree<'_>,
+    node: &DeviceNode<'_>,
+    options: &PcieOptions,
+) -> Option<PciTopology> {
     let Some((ecam_base, ecam_bytes)) = node.first_reg else {
         println!("pci        {}: no usable reg property; PCIe skipped", node.name);
         return None;
@@ -87,7 +99,7 @@ fn enumerate_ecam(tree: &DeviceTree<'_>, node: &DeviceNode<'_>) -> Option<PciTop
         }
     };
     let config = Ecam::new(region, first_bus, last_bus);
-    let topology = Enumerator::new(&config, windows).run();
+    let topology = walk(&config, windows, machine.platform, options);
     println!(
         "pci        ECAM host at {ecam_base:#x}, buses {first_bus}-{last_bus}, {} function{}",
         topology.functions.len(),

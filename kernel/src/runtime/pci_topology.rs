@@ -1,13 +1,16 @@
 //! The PCI functions found behind one host bridge, as the drivers that attach to them see them
-//! (class, BARs, how the bridge sees RAM for DMA, how wide registers are reached), and their
-//! listing on the console.
+//! (class, BARs, how the bridge sees RAM for DMA, how wide registers are reached); the bus walk
+//! every host shares (waiting for functions that answer configuration retry, `pcie.ready-ms=`,
+//! with a line per second) and its listing on the console.
 #![forbid(unsafe_code)]
 
+use super::platform::KernelPlatform;
 use crate::println;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
+use drivers::pci::brcmstb::options::PcieOptions;
+use drivers::pci::{ready, ConfigAccess, Enumerator, HostWindows, ReadyEvent, ReadyWait, Topology};
 pub use drivers::pci::{AssignedBar, BarProblem, ClassCode, FunctionAddress, PciFunction};
-use drivers::pci::{HostWindows, Topology};
 use hal::mmio::WideAccess;
 use hal::platform::BusTranslation;
 
@@ -27,7 +30,25 @@ impl PciTopology {
     }
 }
 
-/// Prints the windows, then every function with its class and BARs.
+/// Walks `config`'s buses (waiting for retrying functions as `pcie.ready-ms=` says) and sets the
+/// payload sizes.
+pub fn walk<C: ConfigAccess>(
+    config: &C,
+    windows: HostWindows,
+    platform: &'static KernelPlatform,
+    options: &PcieOptions,
+) -> Topology {
+    let report = |event: &ReadyEvent| println!("pci        {event}");
+    let wait = ReadyWait {
+        clock: platform,
+        limit_ms: options.ready_ms.unwrap_or(ready::DEFAULT_READY_MS),
+        report: &report,
+    };
+    Enumerator::new(config, windows).with_ready_wait(wait).run()
+}
+
+/// Prints the windows, then every function with its class and BARs, then what was left out and
+/// the payload sizes.
 pub fn list(topology: &Topology, windows: &HostWindows) {
     for window in [windows.memory32, windows.memory64].into_iter().flatten() {
         println!(
@@ -39,14 +60,27 @@ pub fn list(topology: &Topology, windows: &HostWindows) {
         );
     }
     for function in &topology.functions {
-        println!(
-            "pci        {} {:04x}:{:04x} class {} ({})",
-            function.address,
-            function.vendor_id,
-            function.device_id,
-            function.class,
-            function.class.name()
-        );
+        match function.pcie {
+            Some(pcie) => println!(
+                "pci        {} {:04x}:{:04x} class {} ({}), PCIe max payload {} bytes ({} supported), read request {} bytes",
+                function.address,
+                function.vendor_id,
+                function.device_id,
+                function.class,
+                function.class.name(),
+                pcie.max_payload_bytes,
+                pcie.max_payload_supported_bytes,
+                pcie.max_read_request_bytes
+            ),
+            None => println!(
+                "pci        {} {:04x}:{:04x} class {} ({})",
+                function.address,
+                function.vendor_id,
+                function.device_id,
+                function.class,
+                function.class.name()
+            ),
+        }
         for bar in function.bars.iter().flatten() {
             println!(
                 "pci          BAR{} {}-bit memory{} at {:#x}, {}",
@@ -63,6 +97,12 @@ pub fn list(topology: &Topology, windows: &HostWindows) {
     }
     if topology.truncated {
         println!("pci        more functions than the kernel records; the rest are ignored");
+    }
+    for address in &topology.not_ready {
+        println!("pci        {address} still answered configuration retry: left out (pcie.ready-ms=)");
+    }
+    if let Some(payload) = topology.payload {
+        println!("pci        {payload}");
     }
 }
 

@@ -16,7 +16,7 @@ use bench::units::ByteSize;
 use drivers::pci::brcmstb::options::PcieOptions;
 use drivers::pci::brcmstb::regs::{offsets, reset_controller};
 use drivers::pci::brcmstb::{Bcm2712Resets, LinkPlan, LinkUp, RootComplex};
-use drivers::pci::{vl805, Enumerator, PciFunction};
+use drivers::pci::{vl805, PciFunction};
 use hal::mmio::{Mmio, RegisterIo};
 use hal::platform::Platform;
 
@@ -24,17 +24,23 @@ type KernelRootComplex = RootComplex<'static, Mmio, super::platform::KernelPlatf
 
 /// Brings the board's root complex up and walks it; `None` when it is off, absent or its link
 /// is down (each said on the console).
-pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost) -> Option<PciTopology> {
+pub fn enumerate(
+    machine: &Machine,
+    settings: &KernelSettings,
+    board: &PcieHost,
+    options: &PcieOptions,
+) -> Option<PciTopology> {
     let name = board.name;
-    let (options, errors) = PcieOptions::parse(settings.driver_options_for("pcie."));
-    for error in errors {
-        println!("warning: {error}");
-    }
     if settings.pcie_off {
         println!("{name:<10} off (pcie=off): the root complex is left as the firmware left it");
         return None;
     }
-    let plan = root_complex_plan::plan(board, machine.info.device_tree.as_ref(), &options);
+    let plan = root_complex_plan::plan(
+        board,
+        machine.info.device_tree.as_ref(),
+        machine.info.board_revision,
+        options,
+    );
     describe(&plan);
     super::stage(format_args!("{name} bring-up"));
     let (probe_block, probe_offset, probe_name) = first_register(board);
@@ -65,6 +71,10 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
         inbound: plan.host.dma,
         gen: plan.gen,
         perst_extra_ms: plan.perst_extra_ms,
+        rp1_link_live: super::rp1::rp1_link_live(machine.info.profile),
+        num_lanes: plan.num_lanes,
+        vdm_qos_map: plan.vdm_qos_map,
+        spread_spectrum: plan.spread_spectrum,
     };
     match root.bring_up(&link_plan) {
         Ok(link) => report_link(name, &link),
@@ -73,7 +83,7 @@ pub fn enumerate(machine: &Machine, settings: &KernelSettings, board: &PcieHost)
             return None;
         }
     }
-    let topology = Enumerator::new(&root, plan.host.windows).run();
+    let topology = pci_topology::walk(&root, plan.host.windows, machine.platform, options);
     println!(
         "pci        {name}: {} function{}",
         topology.functions.len(),
@@ -146,11 +156,6 @@ fn root_complex(machine: &Machine, board: &PcieHost) -> Result<KernelRootComplex
 
 fn report_link(name: &str, link: &LinkUp) {
     println!("{name:<10} {link}");
-    match link.device_ready_ms {
-        Some(0) => {}
-        Some(ms) => println!("{name:<10} device 01:00.0 answered after {ms} ms of configuration retries"),
-        None => println!("{name:<10} device 01:00.0 did not answer configuration reads within 1 s"),
-    }
 }
 
 /// Pi 4 B / 400: the VL805 lost its firmware with the PCIe reset; the VideoCore reloads it when

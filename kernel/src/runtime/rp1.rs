@@ -1,13 +1,17 @@
-//! RP1 on the Pi 5, as far as the kernel uses what the firmware left up (docs/console.md): whether
-//! RP1 can be reached at all, checked without touching pcie2 while its bridge is in reset, and the
-//! console mirrored to RP1 UART0 on the header pins GPIO 14/15.
+//! RP1 on the Pi 5, behind BCM2712's pcie2, as far as the kernel uses what the firmware left up
+//! (docs/console.md, docs/usb-storage.md §7): whether RP1 can be reached at all, checked without
+//! touching pcie2 while its bridge is in reset (the firmware's default unless config.txt says
+//! `pciex4_reset=0`; a pcie2 access then raises an SError or hangs), and the console mirrored to
+//! RP1 UART0 on the header pins GPIO 14/15. The same check comes before RP1's USB controllers are
+//! touched and before pcie1's bring-up, which leaves the shared RESCAL alone while RP1's link is
+//! live.
 #![forbid(unsafe_code)]
 
 use super::windows;
-use crate::board::{self, BlockKind, BoardFamily, BoardProfile};
+use crate::board::{BlockKind, BoardFamily, BoardProfile};
 use crate::discovery::BoardInfo;
 use crate::println;
-use drivers::pci::brcmstb::resets::{link_access, LinkAccess};
+use drivers::pci::brcmstb::resets::{link_access, LinkAccess, PCIE2_BRIDGE_LINE};
 use drivers::pl011::Pl011;
 
 /// Whether RP1, behind pcie2, can be touched.
@@ -41,11 +45,16 @@ pub fn rp1_access(profile: &BoardProfile) -> Rp1Access {
     let (Ok(controller), Ok(pcie2)) = (windows::open(controller), windows::open(pcie2)) else {
         return Rp1Access::NotHere;
     };
-    match link_access(&controller, board::PCIE2_BRIDGE_RESET_LINE, || pcie2) {
+    match link_access(&controller, PCIE2_BRIDGE_LINE, || pcie2) {
         LinkAccess::BridgeInReset => Rp1Access::BridgeInReset,
         LinkAccess::LinkDown { status } => Rp1Access::LinkDown { status },
         LinkAccess::LinkUp => Rp1Access::Reachable,
     }
+}
+
+/// Whether RP1's link is up (the check pcie1's bring-up makes before RESCAL).
+pub fn rp1_link_live(profile: &BoardProfile) -> bool {
+    rp1_access(profile) == Rp1Access::Reachable
 }
 
 /// On a Pi 5 whose firmware left RP1 up with UART0 set up, sends the console to the header pins

@@ -259,6 +259,7 @@ fn attach_host(machine: &Machine, sd_settings: &SdSettings, site: &HostSite, sto
         device.set_data_timeout_ms(timeout_ms);
     }
     describe(&name, &device, options.mode);
+    set_up_command_queue(&name, &mut device, options.command_queue);
     if sd_settings.settings.wants_registers(&name) {
         print_registers(
             &name,
@@ -443,6 +444,25 @@ fn describe(name: &str, device: &KernelSdCard, mode_request: ModeRequest) {
             "this host advertises no ADMA2"
         };
         println!("{name}        sd.mode=adma2 asked for, but {why}: using PIO");
+    }
+}
+
+/// What the card advertises about command queueing, said either way, and with `sd.cq=on` the
+/// queue switched on: then the device takes as many requests as the card has tasks
+/// (drivers::sd::command_queue).
+fn set_up_command_queue(name: &str, device: &mut KernelSdCard, wanted: bool) {
+    let support = device.command_queue_support();
+    println!("{name}        {support}");
+    match (wanted, support.depth()) {
+        (false, 0) => {}
+        (false, depth) => println!(
+            "{name}        command queueing: off (sd.cq=off; sd.cq=on would run up to {depth} requests at once)"
+        ),
+        (true, 0) => println!("{name}        sd.cq=on asked for, but the card has no command queue: one request at a time"),
+        (true, _) => match device.enable_command_queue(support) {
+            Ok(depth) => println!("{name}        command queueing: depth {depth} (sd.cq=on)"),
+            Err(error) => println!("{name}        sd.cq=on asked for, but switching the queue on failed ({error}): one request at a time"),
+        },
     }
 }
 

@@ -1,9 +1,9 @@
 //! USB mass storage on the running machine: every xHCI the board has (PCI functions of class
 //! 0c:03:30 found by whatever PCI host the kernel brought up, e.g. `qemu-xhci` on QEMU virt or
-//! the Pi 4's VL805 behind the PCIe root complex; the Pi 5's two RP1 controllers when the
-//! firmware left pcie2 up) is brought up with `drivers::usb`, its root ports scanned, and each
-//! mass storage drive registered as `usb0`, `usb1`, … in discovery order (docs/usb-storage.md
-//! §7 for the Pi facts, §8 for QEMU).
+//! the Pi 4's VL805 behind the PCIe root complex; the Pi 5's two RP1 controllers, DWC3 cores,
+//! when the firmware left pcie2 up and `usb.rp1=on`) is brought up with `drivers::usb`, its root
+//! ports watched for `usb.connect-ms`, and each mass storage drive registered as `usb0`, `usb1`,
+//! … in discovery order (docs/usb-storage.md §7 for the Pi facts, §8 for QEMU).
 #![forbid(unsafe_code)]
 
 use super::pci_topology::{ClassCode, PciTopology};
@@ -22,13 +22,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::BlockDevice;
 use core::cell::RefCell;
+use drivers::usb::controller::{PortList, PortWait};
+use drivers::usb::rp1::bring_up_rp1_controller;
 use drivers::usb::{EventSink, HostController, MassStorageDevice, Protocol, SharedController, UsbOptions};
 use hal::mmio::Mmio;
-use hal::platform::{BusTranslation, Platform};
+use hal::platform::BusTranslation;
 
-/// Time for root ports to see their devices after the controller reset (USB 3 link training,
-/// USB 2 connect debounce: USB 2.0 §7.1.7.3 TATTDB = 100 ms).
-const PORT_SETTLE_US: u64 = 100_000;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -46,35 +45,70 @@ impl EventSink for ConsoleEvents {
 
 static CONSOLE_EVENTS: ConsoleEvents = ConsoleEvents;
 
-/// One xHCI to bring up: where its registers are and how it sees RAM.
+/// One xHCI to bring up: where its registers are, how it sees RAM, and whether a DWC3 core
+/// around it needs setting up first (RP1).
 struct Site {
     label: String,
     registers: MmioBlock,
     dma: BusTranslation,
+    dwc3: bool,
 }
 
-/// Finds the xHCIs, brings them up and registers their drives.
+fn options(settings: &KernelSettings, report_errors: bool) -> UsbOptions {
+    let (options, errors) = UsbOptions::parse(settings.driver_options_for("usb."));
+    if report_errors {
+        for error in errors {
+            println!("warning: {error}");
+        }
+    }
+    options
+}
+
+/// The Pi 5's RP1 controllers (`usb.rp1=on`), before pcie1 is brought up. pcie2 is checked as the
+/// console's mirror checks it (`rp1::rp1_access`): its bridge's reset line first, its link status
+/// only once it is out of reset.
+pub fn attach_rp1(machine: &Machine, settings: &KernelSettings, storage: &mut Storage) {
+    let profile = machine.info.profile;
+    let access = rp1_access(profile);
+    if access == Rp1Access::NotHere {
+        return;
+    }
+    // Bad `usb.` values are named once, by `attach`.
+    let options = options(settings, false);
+    if !options.pi5_rp1 {
+        println!(
+            "usb        Pi 5 USB ports are on RP1 behind pcie2, which this kernel does not bring up; with \
+             pciex4_reset=0 in config.txt the firmware leaves it up, and usb.rp1=on uses it"
+        );
+        return;
+    }
+    match access {
+        Rp1Access::NotHere => {}
+        Rp1Access::BridgeInReset => println!(
+            "usb        usb.rp1=on, but pcie2 (RP1's link) is held in reset, as the firmware leaves it unless \
+             config.txt says pciex4_reset=0; RP1's USB ports are not used (nothing of pcie2 was read)"
+        ),
+        Rp1Access::LinkDown { status } => println!(
+            "usb        usb.rp1=on, but pcie2 (RP1's link) is out of reset and down (MISC_PCIE_STATUS {status:#010x}); \
+             RP1's USB ports are not used"
+        ),
+        Rp1Access::Reachable => {
+            for site in rp1_sites(profile) {
+                attach_controller(machine, &options, site, storage);
+            }
+        }
+    }
+}
+
+/// Finds the xHCIs on PCI, brings them up and registers their drives.
 pub fn attach(
     machine: &Machine,
     settings: &KernelSettings,
     pci: Option<&PciTopology>,
     storage: &mut Storage,
 ) {
-    let (options, errors) = UsbOptions::parse(settings.driver_options_for("usb."));
-    for error in errors {
-        println!("warning: {error}");
-    }
-    let mut sites = pci_sites(pci);
-    if machine.info.profile.family == BoardFamily::RaspberryPi5 {
-        if options.pi5_rp1 {
-            sites.extend(rp1_sites(machine.info.profile));
-        } else {
-            println!(
-                "usb        Pi 5 USB ports are on RP1 behind pcie2, which this kernel does not bring up yet; with \
-                 pciex4_reset=0 in config.txt the firmware leaves it up, and usb.rp1=on uses it"
-            );
-        }
-    }
+    let options = options(settings, true);
+    let sites = pci_sites(pci);
     if sites.is_empty() {
         say_why_none(machine, pci);
         return;
@@ -112,36 +146,22 @@ fn pci_sites(pci: Option<&PciTopology>) -> Vec<Site> {
             label,
             registers: MmioBlock::new(BlockKind::PciBar, bar.cpu_address, bar.size_bytes),
             dma: topology.dma,
+            dwc3: false,
         });
     }
     sites
 }
 
-/// The Pi 5's RP1 xHCIs (`usb.rp1=on`), when pcie2's link is up (the firmware keeps it with
-/// `pciex4_reset=0`). pcie2 is checked as the console's mirror checks it (`rp1::rp1_access`): its
-/// bridge's reset line first, its link status only once it is out of reset.
+/// The Pi 5's RP1 xHCIs, once pcie2's link is known to be up.
 fn rp1_sites(profile: &BoardProfile) -> Vec<Site> {
-    match rp1_access(profile) {
-        Rp1Access::Reachable => {}
-        Rp1Access::NotHere => return Vec::new(),
-        Rp1Access::BridgeInReset => {
-            println!(
-                "usb        Pi 5 USB ports are on RP1 behind pcie2, which the firmware holds in reset (its default); \
-                 add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
-            );
-            return Vec::new();
-        }
-        Rp1Access::LinkDown { status } => {
-            println!(
-                "usb        Pi 5 USB ports are on RP1 behind pcie2, whose link is down (MISC_PCIE_STATUS = {status:#010x}); \
-                 add pciex4_reset=0 to config.txt so the firmware leaves RP1 up (bringing pcie2 up here is not implemented yet)"
-            );
-            return Vec::new();
-        }
-    }
     (0..2u8)
         .filter_map(|index| profile.block(BlockKind::Rp1Xhci(index)).ok().map(|block| (index, block)))
-        .map(|(index, registers)| Site { label: format!("rp1 xhci{index}"), registers, dma: board::RP1_DMA })
+        .map(|(index, registers)| Site {
+            label: format!("rp1 xhci{index}"),
+            registers,
+            dma: board::RP1_DMA,
+            dwc3: true,
+        })
         .collect()
 }
 
@@ -153,6 +173,7 @@ fn say_why_none(machine: &Machine, pci: Option<&PciTopology>) {
         (BoardFamily::RaspberryPi3, _) => {
             println!("usb        the Pi 3's USB is a DWC2 OTG controller (no xHCI); not supported")
         }
+        // RP1's controllers were dealt with before PCIe (`attach_rp1`).
         (BoardFamily::RaspberryPi5, _) => {}
         (_, None) => println!("usb        no PCIe host; no xHCI"),
         (_, Some(_)) => println!("usb        no xHCI on PCIe (class 0c:03:30)"),
@@ -170,13 +191,17 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
             return;
         }
     };
-    let controller = match HostController::bring_up(
-        registers,
-        site.registers.size_bytes as usize,
-        machine.platform,
-        site.dma,
-        site.label.clone(),
-    ) {
+    let register_bytes = site.registers.size_bytes as usize;
+    let brought_up = if site.dwc3 {
+        bring_up_rp1_controller(registers, register_bytes, machine.platform, site.dma, site.label.clone())
+            .map(|(controller, report)| {
+                println!("usb          {}: {report}", site.label);
+                controller
+            })
+    } else {
+        HostController::bring_up(registers, register_bytes, machine.platform, site.dma, site.label.clone())
+    };
+    let controller = match brought_up {
         Ok(controller) => controller,
         Err(error) => {
             println!("{}: {error}; skipped", site.label);
@@ -184,22 +209,24 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
         }
     };
     describe_controller(&controller);
-    controller.power_ports();
-    machine.platform.delay_us(PORT_SETTLE_US);
-    let ports = controller.capabilities().max_ports;
+    let label = site.label.as_str();
+    let report = |wait: &PortWait| println!("{label}: {wait}");
+    let scan = controller.scan_ports(options.connect_wait_ms, &report);
+    for (port, error) in &scan.failed {
+        println!("{label} port {port}: {error}; skipped");
+    }
+    if !scan.empty.is_empty() {
+        println!(
+            "{label}: nothing connected on port{} {} after {} ms (usb.connect-ms)",
+            if scan.empty.len() == 1 { "" } else { "s" },
+            PortList(&scan.empty),
+            scan.waited_ms
+        );
+    }
     let shared: SharedController<'static, Mmio, KernelPlatform> = Rc::new(RefCell::new(controller));
     let mut drives = Vec::new();
-    for port in 1..=ports {
-        let enabled = shared.borrow().enable_port(port);
-        let speed = match enabled {
-            Ok(Some(speed)) => speed,
-            Ok(None) => continue,
-            Err(error) => {
-                println!("{} port {port}: {error}; skipped", site.label);
-                continue;
-            }
-        };
-        let provisional = format!("{} port {port}", site.label);
+    for (port, speed) in scan.enabled {
+        let provisional = format!("{label} port {port}");
         match MassStorageDevice::attach(shared.clone(), port, speed, options, provisional, &CONSOLE_EVENTS) {
             Ok(mut drive) => {
                 let name = storage.next_name(DeviceClass::Usb);
@@ -209,7 +236,7 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
                 drives.push(drive.clone());
                 storage.add_shared(DeviceClass::Usb, drive);
             }
-            Err(error) => println!("{} port {port} ({speed}): {error}; skipped", site.label),
+            Err(error) => println!("{label} port {port} ({speed}): {error}; skipped"),
         }
     }
     if drives.is_empty() {

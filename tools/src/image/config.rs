@@ -151,10 +151,21 @@ pub fn config_txt(options: &ConfigOptions) -> String {
     if options.pi5_console == Pi5Console::Debug {
         line("# For the header pins GPIO 14/15 as well: barebench image --pi5-console header.");
     }
-    line("# NVMe on the external PCIe connector: the kernel brings the link up itself. The M.2");
-    line("# HAT+ is powered by the bootloader; other adapters need PCIE_PROBE=1 in the bootloader's");
-    line("# EEPROM configuration (rpi-eeprom-config). Link speed and reset timing: pcie.gen= and");
-    line("# pcie.perst-ms= in cmdline.txt.");
+    line("# NVMe on the external PCIe connector (pcie1): the kernel brings the link up itself. The");
+    line("# connector is off unless a HAT+ is detected; dtparam=pciex1 enables it for other adapters");
+    line("# (Raspberry Pi documentation, pcie.adoc). PCIE_PROBE=1 in the bootloader's EEPROM");
+    line("# configuration (rpi-eeprom-config) is a different thing: it makes the bootloader enumerate");
+    line("# the connector at boot (eeprom-bootloader.adoc), which some non-HAT+ adapters need to be");
+    line("# powered. Link speed and reset timing: pcie.gen= and pcie.perst-ms= in cmdline.txt.");
+    line("dtparam=pciex1");
+    if options.pi5_console == Pi5Console::Debug {
+        line("# USB drives on the Pi 5's own ports (RP1, behind pcie2) need usb.rp1=on in cmdline.txt");
+        line("# and the firmware to leave RP1's link up:");
+        line("#pciex4_reset=0");
+    }
+    line("# Bus-powered USB SSDs: with a supply that does not announce 5 A, the firmware limits the");
+    line("# USB ports to 600 mA; this lifts the limit (the supply must still deliver it):");
+    line("#usb_max_current_enable=1");
     line("");
     line("[all]");
     text
@@ -252,18 +263,28 @@ mod tests {
     }
 
     #[test]
-    fn pi5_section_skips_the_os_check() {
+    fn pi5_section_skips_the_os_check_and_enables_the_pcie_connector() {
         let text = config_txt(&ConfigOptions::default());
         assert_eq!(
             section(&text, "pi5"),
-            ["kernel=kernel_2712.img", "arm_64bit=1", "kernel_address=0x80000", "os_check=0"]
+            [
+                "kernel=kernel_2712.img",
+                "arm_64bit=1",
+                "kernel_address=0x80000",
+                "os_check=0",
+                "dtparam=pciex1"
+            ]
         );
     }
 
     #[test]
     fn the_pi5_header_console_keeps_rp1_up_and_the_debug_one_does_not() {
         let debug = config_txt(&ConfigOptions::default());
-        assert!(!debug.contains("pciex4_reset=0") && !debug.contains("enable_rp1_uart"));
+        let debug_pi5 = section(&debug, "pi5");
+        assert!(
+            !debug_pi5.contains(&"pciex4_reset=0") && !debug.contains("enable_rp1_uart"),
+            "{debug_pi5:?}"
+        );
         for choice in [Pi5Console::Header, Pi5Console::Both] {
             let text = config_txt(&ConfigOptions { pi5_console: choice, ..Default::default() });
             let pi5 = section(&text, "pi5");
@@ -280,6 +301,9 @@ mod tests {
             text.lines().skip_while(|l| *l != "[pi5]").take_while(|l| *l != "[all]").collect();
         assert!(pi5.iter().any(|l| l.contains("PCIE_PROBE=1")), "{pi5:?}");
         assert!(pi5.iter().any(|l| l.contains("pcie.gen=")), "{pi5:?}");
+        // What usb.rp1=on and bus-powered drives need, written but commented out.
+        assert!(pi5.contains(&"#pciex4_reset=0"), "{pi5:?}");
+        assert!(pi5.contains(&"#usb_max_current_enable=1"), "{pi5:?}");
     }
 
     #[test]

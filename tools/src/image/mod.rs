@@ -318,7 +318,7 @@ mod tests {
         assert!(config.contains("os_check=0"));
         assert!(config.contains("[pi1]\n# Pi 1 A/B/A+/B+, CM1\nkernel=kernel.img\narm_64bit=0"), "{config}");
         assert!(!config.contains("upstream_kernel=1"), "firmware-style DTB names");
-        assert!(config.contains("pciex4_reset=0"), "--pi5-console header");
+        assert!(config.contains("\npciex4_reset=0\n"), "--pi5-console header");
         assert!(String::from_utf8(read("COPYING.linux")).unwrap().contains("GPL-2.0"));
     }
 

@@ -26,6 +26,13 @@ pub(crate) const FONT_FAMILY: &str = "sans-serif";
 const GROUP_WIDTH: f64 = 0.8;
 /// Values spanning more than this factor get a logarithmic axis.
 const LOG_SCALE_SPAN: f64 = 100.0;
+
+/// Whether positive `values` span more than [`LOG_SCALE_SPAN`], so that a chart of them takes a
+/// logarithmic axis (bar charts here, line charts in surface.rs).
+pub(crate) fn spans_log_scale(values: impl Iterator<Item = f64>) -> bool {
+    let (min, max) = values.fold((f64::MAX, 0.0f64), |(min, max), v| (min.min(v), max.max(v)));
+    max > 0.0 && max / min > LOG_SCALE_SPAN
+}
 /// Series colours (Tableau 10), in series order.
 const SERIES_COLOURS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -68,8 +75,7 @@ impl BarChart {
 
     /// Whether the positive values span more than [`LOG_SCALE_SPAN`].
     pub fn log_scale(&self) -> bool {
-        let (min, max) = self.values().fold((f64::MAX, 0.0f64), |(min, max), v| (min.min(v), max.max(v)));
-        max > 0.0 && max / min > LOG_SCALE_SPAN
+        spans_log_scale(self.values())
     }
 
     /// The axis title, saying when the axis is logarithmic.
@@ -362,6 +368,25 @@ pub fn write_chart(chart: &BarChart, dir: &Path) -> Result<Vec<PathBuf>, ChartEr
         draw(chart, &root).map_err(draw_error(&png_path))?;
     }
     Ok(vec![svg_path, png_path])
+}
+
+/// The legend of a line chart (one entry per series) at `position`, on a white box with a
+/// black border: the same on the scan, sustained-write and trace charts.
+pub(crate) fn draw_line_legend<'a, DB, CT>(
+    context: &mut ChartContext<'a, DB, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate,
+{
+    context
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT_FAMILY, 14))
+        .draw()
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub fn load_source(path: &Path) -> Source {
         conditions: None,
         boot: None,
         console: ConsoleFacts::default(),
+        scans: Vec::new(),
+        sustained: Vec::new(),
+        hdparm: Vec::new(),
     };
     let text = match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -212,6 +215,15 @@ pub fn fill_from_report(source: &mut Source, report: &FioReport) {
         let sentence = info.other.get("conditions").and_then(|conditions| conditions.get("sentence"));
         source.conditions = sentence.and_then(serde_json::Value::as_str).map(str::to_string);
         source.boot = info.other.get("boot").map(boot_text);
+    }
+    source.scans.clone_from(&report.barebench_scan);
+    source.sustained.clone_from(&report.barebench_sustained);
+    source.hdparm.clone_from(&report.barebench_hdparm);
+    let streams_only = !(report.barebench_scan.is_empty()
+        && report.barebench_sustained.is_empty()
+        && report.barebench_hdparm.is_empty());
+    if streams_only && report.jobs.is_empty() {
+        return;
     }
     if !report.barebench_medians.is_empty() {
         for median in &report.barebench_medians {

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod family;
 pub mod fio_layout;
 pub mod input;
+pub mod surface;
 pub mod table;
 pub mod trace;
 pub mod trace_chart;
@@ -45,12 +46,15 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     let family = family::layout(report);
     let mut charts = chart::charts(report);
     charts.extend(family::charts(&family));
+    let line_charts = surface::charts(report);
     let mut markdown = table::markdown(report);
     markdown.push_str(&family::markdown(&family));
-    if !charts.is_empty() {
+    markdown.push_str(&surface::markdown(report));
+    if !charts.is_empty() || !line_charts.is_empty() {
         markdown.push_str("\n## Charts\n\n");
-        for chart in &charts {
-            markdown.push_str(&format!("![{}]({}.svg)\n", chart.title, chart.name));
+        let titles = charts.iter().map(|chart| (&chart.title, &chart.name));
+        for (title, name) in titles.chain(line_charts.iter().map(|chart| (&chart.title, &chart.name))) {
+            markdown.push_str(&format!("![{title}]({name}.svg)\n"));
         }
     }
     let mut written = vec![
@@ -64,6 +68,9 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
     for chart in &charts {
         written.extend(chart::write_chart(chart, dir)?);
     }
+    for chart in &line_charts {
+        written.extend(surface::write_chart(chart, dir)?);
+    }
     written.extend(fio_layout::write_fio_layout(report, dir)?);
     Ok(written)
 }
@@ -73,6 +80,7 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, ReportE
 pub fn markdown(report: &Report) -> String {
     let mut text = table::markdown(report);
     text.push_str(&family::markdown(&family::layout(report)));
+    text.push_str(&surface::markdown(report));
     text
 }
 
@@ -217,6 +225,10 @@ pub struct Source {
     pub boot: Option<String>,
     /// What the console said besides the results (empty for fio JSON).
     pub console: ConsoleFacts,
+    /// barebench's whole-surface scans, sustained writes and hdparm timings.
+    pub scans: Vec<bench::stream_json::read::ScanReport>,
+    pub sustained: Vec<bench::stream_json::read::SustainedReport>,
+    pub hdparm: Vec<bench::stream_json::read::HdparmReport>,
 }
 
 /// Facts a barebench log states on its console: the board as the banner names it, each
@@ -248,6 +260,16 @@ pub struct Report {
 impl Report {
     pub fn rows(&self) -> impl Iterator<Item = &ResultRow> {
         self.sources.iter().flat_map(|source| source.rows.iter())
+    }
+
+    /// Whether any input gave a row, a scan, a sustained write or an hdparm timing.
+    pub fn has_results(&self) -> bool {
+        self.sources.iter().any(|source| {
+            !(source.rows.is_empty()
+                && source.scans.is_empty()
+                && source.sustained.is_empty()
+                && source.hdparm.is_empty())
+        })
     }
 
     /// Labels of the sources, in input order, made unique (`pi4`, `pi4 (2)`).
@@ -325,6 +347,9 @@ pub(crate) mod tests {
                     conditions: None,
                     boot: None,
                     console: ConsoleFacts::default(),
+                    scans: vec![],
+                    sustained: vec![],
+                    hdparm: vec![],
                 },
                 Source {
                     label: "linux fio".to_string(),
@@ -336,6 +361,9 @@ pub(crate) mod tests {
                     conditions: None,
                     boot: None,
                     console: ConsoleFacts::default(),
+                    scans: vec![],
+                    sustained: vec![],
+                    hdparm: vec![],
                 },
             ],
         }

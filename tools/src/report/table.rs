@@ -77,7 +77,9 @@ pub fn markdown(report: &Report) -> String {
         );
     }
     if report.rows().next().is_none() {
-        text.push_str("| (no results found) | | | | | | | | | |\n");
+        // Scans, sustained writes and hdparm timings have tables of their own (surface.rs).
+        let placeholder = if report.has_results() { "(no fio-style jobs)" } else { "(no results found)" };
+        text.push_str(&format!("| {placeholder} | | | | | | | | | |\n"));
     }
     if report.rows().any(|row| row.throttled_runs.is_some_and(|runs| runs > 0)) {
         text.push_str(

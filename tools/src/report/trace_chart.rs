@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::chart::{register_font, CHART_SIZE, FONT_FAMILY};
+use super::chart::{draw_line_legend, register_font, CHART_SIZE, FONT_FAMILY};
 use super::trace::{percentiles_ns, CommandRow, DecodedTrace, TraceError};
 
 /// Bars of the histogram.
@@ -141,14 +141,7 @@ fn draw<DB: DrawingBackend>(chart: &TraceChart, root: &DrawingArea<DB, Shift>) -
                     .label(name.as_str())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], mark.stroke_width(2)));
             }
-            context
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font((FONT_FAMILY, 14))
-                .draw()
-                .map_err(to_text)?;
+            draw_line_legend(&mut context, SeriesLabelPosition::UpperRight).map_err(to_text)?;
         }
     }
     root.present().map_err(to_text)

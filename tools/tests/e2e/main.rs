@@ -31,6 +31,7 @@ mod report_from_bench;
 mod scratch_cli;
 mod sd;
 mod serial_cli;
+mod surface;
 mod trace;
 mod usb;
 mod writes;

@@ -183,6 +183,9 @@ fn default_mdts_512_byte_blocks_qd32() {
     assert!(cap.contains(" (NVM)"), "{cap}");
     assert!(out.contains("model \"QEMU NVMe Ctrl\", serial \"barebench0\""), "{out}");
     assert!(out.contains("MDTS 7 (512 KiB per command), SQES 0x66, CQES 0x44, NN 256"), "{out}");
+    // QEMU's NVMe has no host memory buffer (HMPRE 0): the identity line says so.
+    assert!(out.contains(", no host memory buffer (HMPRE 0)"), "{out}");
+    assert!(out.contains("nvme         the controller asks for no host memory buffer"), "{out}");
     assert!(out.contains("nvme0      namespace 1: 67108864 bytes (0.06 GiB) = NSZE 131072 × 512 B"), "{out}");
     assert!(out.contains("nvme0      LBA size 512 B: format 0 of 8 (512+0"), "{out}");
     assert!(
@@ -260,7 +263,7 @@ fn bad_input_is_named_and_the_run_goes_on() {
     let drive = format!("if=none,id=nv,file={},format=raw,snapshot=on,aio={}", image().display(), nvme_aio());
     let run = Run::new(Machine::Virt)
         .append(&format!(
-            "exit=semihosting jobs=none nvme.depth=4096 nvme.queues=zero nvme.selftest=fast crc=nvme0:{blocks}:1 crc=nvme0:{}:2 crc=nvme0:0:1",
+            "exit=semihosting jobs=none nvme.depth=4096 nvme.queues=zero nvme.selftest=fast nvme.hmb=lots crc=nvme0:{blocks}:1 crc=nvme0:{}:2 crc=nvme0:0:1",
             blocks - 1
         ))
         .args(&["-drive", &drive, "-device", "nvme,drive=nv,serial=barebench0,mqes=63"])
@@ -282,6 +285,10 @@ fn bad_input_is_named_and_the_run_goes_on() {
         "{out}"
     );
     assert!(out.contains("warning: bad driver option nvme.selftest=fast: expected qdN"), "{out}");
+    assert!(
+        out.contains("warning: bad driver option nvme.hmb=lots: expected a host memory buffer limit from 1 to 1024 MiB, or off"),
+        "{out}"
+    );
     assert!(
         out.contains(&format!(
             "crc nvme0 {blocks} 1: range is beyond the end of the device ({blocks} blocks); nothing was read"

@@ -1,6 +1,7 @@
 //! End-to-end: PCIe enumeration on QEMU virt: the ECAM host comes from the device tree
 //! (high or low ECAM), every function is listed with its class and assigned BARs, 64-bit BARs use
-//! the 64-bit window when there is one, and functions behind a bridge get their own bus. On
+//! the 64-bit window when there is one, functions behind a bridge get their own bus, and both
+//! ends of a link get the payload sizes negotiated after the walk. On
 //! raspi4b, which models no PCIe root complex (docs/qemu.md §9), the kernel says the link is down
 //! at once and runs the benchmark on the SD card; `pcie=off` and bad `pcie.` settings are named.
 #![cfg(feature = "e2e")]
@@ -55,8 +56,22 @@ fn a_function_behind_a_root_port_gets_bus_1() {
         .go();
     run.assert_status(0);
     let out = &run.output;
-    assert!(out.contains("class 06:04:00 (PCI bridge)"), "{out}");
-    assert!(out.contains("pci        01:00.0 1b36:0010 class 01:08:02 (NVMe controller)"), "{out}");
+    assert!(out.contains("class 06:04:00 (PCI bridge), PCIe max payload 128 bytes (128 supported)"), "{out}");
+    // The payload both ends of the root port's link got. QEMU's devices support 128 bytes
+    // (hw/pci/pcie.c leaves Max Payload Size Supported at 0) and keep Device Control's size
+    // fields read-only, so the NVMe keeps its 128-byte read requests and the summary names it.
+    assert!(
+        out.contains(
+            "pci        01:00.0 1b36:0010 class 01:08:02 (NVMe controller), PCIe max payload 128 bytes (128 supported), read request 128 bytes"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "pci        max payload 128 bytes (the smallest supported in the hierarchy, 01:00.0), read request 512 bytes; 1 function kept other sizes (first 01:00.0)"
+        ),
+        "{out}"
+    );
     assert!(out.contains("pci          BAR0 64-bit memory at 0x8000000000, 16 KiB"), "{out}");
 }
 
@@ -77,10 +92,13 @@ fn raspi4b_reports_pcie0_link_down_at_once_and_still_runs_the_benchmark() {
     let out = &run.output;
     assert!(
         out.contains(
-            "pcie0      BCM2711 root complex at 0xfd500000 (board table): inbound pci 0x0 -> cpu 0x0 (3 GiB), Gen2 limit, PERST# extra 0 ms"
+            "pcie0      BCM2711 root complex at 0xfd500000 (board table): inbound pci 0x400000000 -> cpu 0x0 (4 GiB), Gen2 limit, PERST# extra 0 ms"
         ),
         "{out}"
     );
+    // QEMU's raspi4b answers board revision 0xb03115, a C0 Pi 4B: without a device tree the
+    // inbound window is the one the firmware gives C0 boards.
+    assert!(out.contains("pcie0      no device tree: board revision 0xb03115 is a C0 BCM2711"), "{out}");
     let link = out
         .lines()
         .position(|l| l.starts_with("pcie0      link down: nothing answers at 0xfd500000"))
@@ -104,13 +122,19 @@ fn raspi4b_reports_pcie0_link_down_at_once_and_still_runs_the_benchmark() {
 #[test]
 fn raspi4b_pcie_settings_are_named_and_pcie_off_leaves_the_root_complex_alone() {
     let run = Run::new(Machine::Raspi4b)
-        .append("exit=semihosting jobs=none pcie=off pcie.gen=4 pcie.perst-ms=soon")
+        .append("exit=semihosting jobs=none pcie=off pcie.gen=4 pcie.perst-ms=soon pcie.ready-ms=forever")
         .go();
     run.assert_status(0);
     let out = &run.output;
     assert!(out.contains("warning: bad driver option pcie.gen=4: expected 1, 2 or 3"), "{out}");
     assert!(
         out.contains("warning: bad driver option pcie.perst-ms=soon: expected milliseconds from 0 to 10000"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "warning: bad driver option pcie.ready-ms=forever: expected milliseconds from 0 to 60000"
+        ),
         "{out}"
     );
     assert!(

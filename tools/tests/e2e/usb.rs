@@ -110,6 +110,14 @@ fn bot_and_uas_drives_identify_and_read_right_everywhere() {
         controller.contains("USB 3.0 ports 1-4") && controller.contains("USB 2.0 ports 5-8"),
         "{controller}"
     );
+    // The root ports are watched for usb.connect-ms (1.5 s) with a line every 500 ms, and the
+    // empty ones are named.
+    assert!(
+        out.contains("xhci 00:01.0: waiting for devices on ports 3-8 (5")
+            && out.contains(" of 1500 ms, usb.connect-ms)"),
+        "{out}"
+    );
+    assert!(out.contains("xhci 00:01.0: nothing connected on ports 3-8 after 15"), "{out}");
     assert!(
         out.contains("usb0       port 1: SuperSpeed 5 Gb/s, 46f4:0001 \"QEMU\" \"QEMU USB HARDDRIVE\" serial \"barebench-bot\", USB 3.00"),
         "{out}"

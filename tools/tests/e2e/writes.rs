@@ -4,7 +4,8 @@
 //! without a marker, 3 a marker with a bad CRC, 4 a marker whose length runs past its partition. After write, randwrite, rw and randrw with
 //! flushes, verified: every byte outside partition 1's writable part is what it was, the
 //! refusals were printed, and verification found no mismatch. Also the refusal without
-//! `write=` and on a card without a region.
+//! `write=` and on a card without a region, and a sustained write (`jobs=sustained`) held to the
+//! same region.
 #![cfg(feature = "e2e")]
 #![forbid(unsafe_code)]
 
@@ -182,6 +183,41 @@ fn virt_sd_writes_stay_in_the_region_and_verify() {
 fn raspi4b_emmc2_writes_stay_in_the_region_and_verify() {
     let console = every_write_operation_stays_in_the_region_and_verifies("raspi4b", RASPI4B_EMMC2);
     assert!(console.contains(SD_FLUSHES_COUNTED), "{console}");
+}
+
+/// `jobs=sustained` writes the region end to end for `runtime=`, again and again, and reads it
+/// back: nothing outside it changes, the whole of it does, and it verifies. `size=2m` keeps the
+/// region small enough to be written whole within a 300 ms run even on a slow host.
+#[test]
+fn virt_nvme_sustained_writes_stay_in_the_region_and_verify() {
+    let settings = "write=nvme0 jobs=sustained:256k:4 runtime=300ms size=2m progress=off nvme.measure=off";
+    let (before, status, console, after) = run("sustained", VIRT_NVME, settings);
+    assert_eq!(status, Some(0), "{console}");
+    let written = (REGION.0 + MIB, REGION.0 + 3 * MIB);
+    let outside = changed_outside(&before, &after, written);
+    assert!(outside.is_empty(), "{} bytes changed outside the 2 MiB written", outside.len());
+    // Every 256 KiB block of it was written at least once.
+    for block in (written.0..written.1).step_by(256 << 10) {
+        let range = block as usize..block as usize + 512;
+        assert_ne!(before[range.clone()], after[range], "block at {block} never written");
+    }
+    assert!(
+        console.contains("sustained writes on nvme0: region 2 MiB at 2 MiB (the scratch region)"),
+        "{console}"
+    );
+    let summary = console
+        .lines()
+        .find(|l| l.starts_with("nvme0    sustained: "))
+        .unwrap_or_else(|| panic!("{console}"));
+    println!("QEMU virt NVMe, emulator figures: {summary}");
+    assert!(console.contains("nvme0    cache cliff"), "{console}");
+    let verify =
+        console.lines().find(|l| l.starts_with("nvme0: verify: ")).unwrap_or_else(|| panic!("{console}"));
+    assert!(
+        verify.starts_with("nvme0: verify: 8 blocks of 256k read back") && verify.ends_with("all as written"),
+        "{verify}"
+    );
+    assert!(console.contains("\"barebench sustained\" : ["), "{console}");
 }
 
 #[test]

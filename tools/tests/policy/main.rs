@@ -2,7 +2,7 @@
 //! where it is needed (`unsafe_policy`), every `docs/` citation current (`doc_citations`), the
 //! architecture table true (`architecture_table`), no file-level import circles
 //! (`import_cycles`), MMIO windows made in one place (`mmio_windows`), the set-up script
-//! (`deps_script`), and, with the `e2e` feature, the barriers in the built kernels (`barriers`,
+//! (`deps_script`), PCIe facts the references corrected kept corrected (`corrected_facts`), and, with the `e2e` feature, the barriers in the built kernels (`barriers`,
 //! objdump over `build/`).
 #![forbid(unsafe_code)]
 
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 mod architecture_table;
 mod barriers;
+mod corrected_facts;
 mod deps_script;
 mod doc_citations;
 mod import_cycles;

@@ -1,10 +1,11 @@
 //! The SerDes registers behind the root complex's MDIO port (Linux `brcm_pcie_mdio_write`,
 //! `brcm_pcie_post_setup_bcm2712`; docs/pcie-brcmstb.md §1 step 5, docs/hardware.md §3.1): a
 //! packet (port, register, command) in MDIO_ADDR, read back, then the data with DONE set in
-//! WR_DATA, which the hardware clears when the write is done.
+//! WR_DATA, which the hardware clears when the write is done; a read polls RD_DATA until its DONE
+//! bit is set. Also spread-spectrum clocking on BCM2711 (Linux `brcm_pcie_set_ssc`).
 #![forbid(unsafe_code)]
 
-use super::regs::{MDIO_ADDR, MDIO_DATA, RC_DL_MDIO_ADDR, RC_DL_MDIO_WR_DATA};
+use super::regs::{MDIO_ADDR, MDIO_DATA, RC_DL_MDIO_ADDR, RC_DL_MDIO_RD_DATA, RC_DL_MDIO_WR_DATA};
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, Platform};
 
@@ -25,6 +26,17 @@ pub const PLL_54_MHZ_SETTINGS: [(u8, u16); 7] = [
     (0x1c, 0x5030),
     (0x1e, 0x0007),
 ];
+
+/// The SSC block of BCM2711's SerDes, its control register (override enable 15, value 14) and
+/// status register (SSC 10, PLL lock 11).
+pub const SSC_BLOCK: u16 = 0x1100;
+pub const SSC_CONTROL: u8 = 0x02;
+pub const SSC_CONTROL_OVERRIDE: u16 = (1 << 15) | (1 << 14);
+pub const SSC_STATUS: u8 = 0x01;
+pub const SSC_STATUS_SSC: u16 = 1 << 10;
+pub const SSC_STATUS_PLL_LOCK: u16 = 1 << 11;
+/// Linux waits 1-2 ms after turning SSC on before it reads the status.
+pub const SSC_SETTLE_US: u64 = 2000;
 
 /// An MDIO write that did not finish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +65,42 @@ pub fn write<R: RegisterIo, P: Platform>(
     } else {
         Err(MdioTimeout { register, data: registers.read(RC_DL_MDIO_WR_DATA).get() })
     }
+}
+
+/// Reads SerDes register `register` of port 0 (Linux `brcm_pcie_mdio_read`: up to 100 µs).
+pub fn read<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+    register: u8,
+) -> Result<u16, MdioTimeout> {
+    let packet = MDIO_ADDR::PORT.val(0) + MDIO_ADDR::REGAD.val(u32::from(register)) + MDIO_ADDR::CMD.val(1);
+    registers.write(RC_DL_MDIO_ADDR, packet);
+    registers.read(RC_DL_MDIO_ADDR);
+    let mut data = 0;
+    let done = wait_until(platform, WRITE_TIMEOUT_US, || {
+        let value = registers.read(RC_DL_MDIO_RD_DATA);
+        data = value.get();
+        value.is_set(MDIO_DATA::DONE)
+    });
+    if done {
+        Ok((data & 0xffff) as u16)
+    } else {
+        Err(MdioTimeout { register, data })
+    }
+}
+
+/// Turns on spread-spectrum clocking (BCM2711 with `brcm,enable-ssc`, after the link is up) and
+/// returns whether the SerDes reports SSC with its PLL locked.
+pub fn enable_spread_spectrum<R: RegisterIo, P: Platform>(
+    registers: &R,
+    platform: &P,
+) -> Result<bool, MdioTimeout> {
+    write(registers, platform, SET_ADDR_OFFSET, SSC_BLOCK)?;
+    let control = read(registers, platform, SSC_CONTROL)?;
+    write(registers, platform, SSC_CONTROL, control | SSC_CONTROL_OVERRIDE)?;
+    platform.delay_us(SSC_SETTLE_US);
+    let status = read(registers, platform, SSC_STATUS)?;
+    Ok(status & SSC_STATUS_SSC != 0 && status & SSC_STATUS_PLL_LOCK != 0)
 }
 
 /// Programs BCM2712's SerDes PLL for the 54 MHz reference and waits 200 µs for it.

@@ -5,15 +5,20 @@
 //! `brcm_pcie_start_link`, `brcm_pcie_map_bus`), with the facts and orders collected in
 //! docs/pcie-brcmstb.md §1-§5 and docs/hardware.md §3:
 //!
-//! 1. BCM2712: release the bridge's reset line and run RESCAL unless the firmware already did;
+//! 1. BCM2712: release the bridge's reset line and run RESCAL unless RP1's link on pcie2 is live;
 //! 2. pulse the bridge reset, with PERST# asserted; power the SerDes up;
 //! 3. bus interface (MISC_CTRL), inbound window for DMA, root port class, outbound windows,
 //!    little-endian inbound data, every interrupt masked (polled only: no MSI);
 //! 4. BCM2712: SerDes PLL for the 54 MHz reference over MDIO, UBUS/AXI error and timeout
 //!    settings, QoS work-arounds;
-//! 5. no ASPM, the speed limit (`pcie.gen`), CLKREQ# "safe" (reference clock always driven);
-//! 6. PERST# released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
-//! 7. CRS software visibility, and a wait for the device to answer configuration reads.
+//! 5. no ASPM, the link width the device tree's `num-lanes` allows, the speed limit
+//!    (`pcie.gen`), CLKREQ# "safe" (reference clock always driven); BCM2712: the device tree's
+//!    `brcm,vdm-qos-map`;
+//! 6. L23_REQUEST and HARD_DEBUG's PERST_ASSERT cleared whatever the firmware left, PERST#
+//!    released (after `pcie.perst-ms` of reference clock if asked), 100 ms, link poll;
+//! 7. CRS software visibility, so that a device still starting answers "retry" (Vendor ID 0x0001)
+//!    instead of stalling the CPU; the bus walk waits for it (`pci::ready`); BCM2711 with
+//!    `brcm,enable-ssc`: spread-spectrum clocking.
 //!
 //! Configuration reads of the root port go to the controller's own registers; everything below
 //! goes through EXT_CFG_INDEX and the 4 KiB data window, and only while the link is up (an access
@@ -37,7 +42,7 @@ use core::fmt;
 use hal::mmio::RegisterIo;
 use hal::platform::{wait_until, BusTranslation, Deadline, Platform};
 use regs::{offsets, *};
-pub use resets::{Bcm2712Resets, Calibration, CalibrationError};
+pub use resets::{line_in_reset, link_access, Bcm2712Resets, Calibration, CalibrationError, LinkAccess};
 pub use soc::Soc;
 use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWindowValues, WindowProblem};
 
@@ -46,13 +51,8 @@ use windows::{outbound_list, outbound_window_values, InboundWindow, OutboundWind
 pub const PERST_TO_CONFIG_MS: u64 = 100;
 /// After that, the link is polled for up to this long (Linux: 5 ms steps up to 100 ms).
 pub const LINK_POLL_MS: u64 = 100;
-/// A device may answer configuration requests with "retry" for 1 s after reset (PCIe Base 6.6.1).
-pub const DEVICE_READY_MS: u64 = 1000;
 /// PCI-to-PCI bridge class code written into the root port (it resets as an endpoint class).
 pub const ROOT_PORT_CLASS: u32 = 0x06_04_00;
-/// Vendor ID a configuration read returns while the device answers "retry" and CRS software
-/// visibility is on (PCIe Base 2.3.2).
-pub const CRS_VENDOR_ID: u16 = 0x0001;
 
 /// What the kernel asks of a root complex.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +65,15 @@ pub struct LinkPlan {
     pub gen: u8,
     /// Extra time with the reference clock running before PERST# is released.
     pub perst_extra_ms: u32,
+    /// BCM2712: RP1's link on pcie2 is up (the firmware kept it with `pciex4_reset=0`), so the
+    /// shared RESCAL is left alone.
+    pub rp1_link_live: bool,
+    /// The device tree's `num-lanes` (1 on pcie1): the link width the root port advertises.
+    pub num_lanes: Option<u8>,
+    /// BCM2712: the device tree's `brcm,vdm-qos-map` (pcie1 on the Pi 5: 0x33333333).
+    pub vdm_qos_map: Option<u32>,
+    /// BCM2711: the device tree's `brcm,enable-ssc`.
+    pub spread_spectrum: bool,
 }
 
 /// What the link trained to.
@@ -76,10 +85,9 @@ pub struct LinkUp {
     pub target_gen: u8,
     /// From PERST# release to the link being up.
     pub waited_ms: u64,
-    /// From the link to device 01:00.0 answering configuration reads; `None` if it did not
-    /// within [`DEVICE_READY_MS`].
-    pub device_ready_ms: Option<u64>,
     pub calibration: Option<Calibration>,
+    /// Spread-spectrum clocking when asked: whether the SerDes reports it with its PLL locked.
+    pub spread_spectrum: Option<bool>,
 }
 
 /// The console's words: "link up Gen2 x1 (5.0 GT/s), target Gen2, 104 ms after PERST# release".
@@ -94,9 +102,14 @@ impl fmt::Display for LinkUp {
             self.target_gen,
             self.waited_ms
         )?;
+        match self.spread_spectrum {
+            Some(true) => write!(f, " (SSC)")?,
+            Some(false) => write!(f, " (SSC asked for, not reported locked)")?,
+            None => {}
+        }
         match self.calibration {
             Some(Calibration::Done) => write!(f, "; RESCAL calibrated"),
-            Some(Calibration::AlreadyDone) => write!(f, "; RESCAL already calibrated by the firmware"),
+            Some(Calibration::KeptForRp1) => write!(f, "; RESCAL not re-run: RP1's link on pcie2 shares it"),
             None => Ok(()),
         }
     }
@@ -207,20 +220,16 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         self.registers.read(MISC_PCIE_STATUS).get()
     }
 
-    /// PHYLINKUP and DL_ACTIVE (Linux `brcm_pcie_link_up`). All ones is what a failed read
-    /// returns (AXI_READ_ERROR_DATA on BCM2712), not a link.
+    /// PHYLINKUP and DL_ACTIVE ([`resets::status_says_link_up`]).
     pub fn link_is_up(&self) -> bool {
-        let status = self.registers.read(MISC_PCIE_STATUS);
-        status.get() != u32::MAX
-            && status.is_set(PCIE_STATUS::PCIE_PHYLINKUP)
-            && status.is_set(PCIE_STATUS::PCIE_DL_ACTIVE)
+        resets::status_says_link_up(self.registers.read(MISC_PCIE_STATUS))
     }
 
     /// Resets and configures the root complex, trains the link and waits for the device.
     pub fn bring_up(&self, plan: &LinkPlan) -> Result<LinkUp, BringUpError> {
         let inbound = InboundWindow::covering(self.soc, &plan.inbound)?;
         let outbound = outbound_values(&plan.outbound)?;
-        let calibration = self.start_bridge()?;
+        let calibration = self.start_bridge(plan.rp1_link_live)?;
         self.reset_bridge();
         self.power_up_serdes();
         self.configure_bus_interface(&inbound);
@@ -231,8 +240,9 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         }
         self.registers.modify(RC_CFG_VENDOR_SPECIFIC_REG1, VENDOR_SPECIFIC_REG1::ENDIAN_MODE_BAR2.val(0));
         self.mask_interrupts();
+        self.limit_link_width(plan.num_lanes);
         if self.soc == Soc::Bcm2712 {
-            self.set_up_bcm2712_serdes_and_bus()?;
+            self.set_up_bcm2712_serdes_and_bus(plan.vdm_qos_map)?;
         }
         let target_gen = plan.gen.clamp(1, self.soc.fastest_gen());
         self.prepare_link(target_gen);
@@ -243,25 +253,32 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             return Err(BringUpError::NotRootComplex { status });
         }
         self.enable_crs_visibility();
+        // Linux `brcm_pcie_start_link`: after the link; BCM2712 has no SSC (CFG_QUIRK_NO_SSC).
+        let spread_spectrum = match (plan.spread_spectrum, self.soc) {
+            (true, Soc::Bcm2711) => Some(
+                mdio::enable_spread_spectrum(&self.registers, self.platform).map_err(BringUpError::Mdio)?,
+            ),
+            _ => None,
+        };
         let link = self.registers.read(LINK_CONTROL_STATUS);
         Ok(LinkUp {
             speed_gen: link.read(LINK_CONTROL_STATUS::CURRENT_LINK_SPEED) as u8,
             width: link.read(LINK_CONTROL_STATUS::NEGOTIATED_LINK_WIDTH) as u8,
             target_gen,
             waited_ms,
-            device_ready_ms: self.wait_for_device(),
             calibration,
+            spread_spectrum,
         })
     }
 
     /// BCM2712: the bridge must be out of reset before anything in pcie1's page answers,
     /// RESCAL included; then RESCAL once.
-    fn start_bridge(&self) -> Result<Option<Calibration>, BringUpError> {
+    fn start_bridge(&self, rp1_link_live: bool) -> Result<Option<Calibration>, BringUpError> {
         let Some(resets) = &self.resets else {
             return Ok(None);
         };
         resets.deassert_bridge(self.platform);
-        resets.calibrate(self.platform).map(Some).map_err(BringUpError::Calibration)
+        resets.calibrate(self.platform, rp1_link_live).map(Some).map_err(BringUpError::Calibration)
     }
 
     /// Bridge reset for 200 µs with PERST# asserted ("some bootloaders may deassert it"). On
@@ -353,10 +370,45 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
         self.registers.write32(offsets::MISC_MSI_BAR_CONFIG_HI, 0);
     }
 
+    /// The device tree's `num-lanes`, when it differs from what the root port advertises: the
+    /// Maximum Link Width it shows and the power-down of unused lanes (Linux `brcm_pcie_setup`:
+    /// "assume that the chip's built-in link width capability information is incorrect").
+    fn limit_link_width(&self, num_lanes: Option<u8>) {
+        let Some(lanes @ 1..=4) = num_lanes else {
+            return;
+        };
+        let capability = self.registers.read(RC_CFG_PRIV1_LINK_CAPABILITY);
+        if capability.read(PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH) == u32::from(lanes) {
+            return;
+        }
+        self.registers.modify(
+            RC_CFG_PRIV1_LINK_CAPABILITY,
+            PRIV1_LINK_CAPABILITY::MAX_LINK_WIDTH.val(u32::from(lanes)),
+        );
+        self.registers.modify(RC_PL_REG_PHY_CTL_1, PHY_CTL_1::REG_P2_POWERDOWN_ENA_NOSYNC::SET);
+    }
+
+    /// BCM2712's QoS from the device tree's `brcm,vdm-qos-map` (downstream Linux
+    /// `brcm_pcie_post_setup_bcm2712`): VDM reception on, the map as the AXI QoS of every VDM
+    /// priority (the same for both halves: "broken forwarding means no point separating panic
+    /// priorities from normal"), vendor ID 0 matched, VDMs forwarded.
+    fn set_vdm_qos_map(&self, map: u32) {
+        let io = &self.registers;
+        io.modify(MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::SET);
+        io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO, map);
+        io.write32(offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI, map);
+        io.write32(offsets::RC_TL_VDM_CTL1, 0);
+        io.modify(
+            RC_TL_VDM_CTL0,
+            VDM_CTL0::VDM_ENABLED::SET + VDM_CTL0::VDM_IGNORETAG::SET + VDM_CTL0::VDM_IGNOREVNDRID::SET,
+        );
+    }
+
     /// BCM2712 (Linux `brcm_pcie_post_setup_bcm2712` and the downstream QoS fixes): PLL for the
     /// 54 MHz crystal, L1SS clock period, AXI errors as all-ones reads instead of aborts, UBUS and
-    /// configuration retry timeouts (~250/240 ms), and the QoS work-arounds.
-    fn set_up_bcm2712_serdes_and_bus(&self) -> Result<(), BringUpError> {
+    /// configuration retry timeouts (~250/240 ms), the QoS work-arounds, and the VDM QoS map
+    /// when the device tree gives one.
+    fn set_up_bcm2712_serdes_and_bus(&self, vdm_qos_map: Option<u32>) -> Result<(), BringUpError> {
         let io = &self.registers;
         mdio::set_up_pll_for_54_mhz(io, self.platform).map_err(BringUpError::Mdio)?;
         io.modify(RC_PL_PHY_CTL_15, PL_PHY_CTL_15::PM_CLK_PERIOD.val(0x12));
@@ -381,6 +433,9 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
             io.modify(MISC_AXI_INTF_CTRL, AXI_INTF_CTRL::MASTER_MAX_OUTSTANDING_REQUESTS.val(15));
         }
         io.modify(MISC_CTRL_1, MISC_CTRL_1::EN_VDM_QOS_CONTROL::CLEAR);
+        if let Some(map) = vdm_qos_map {
+            self.set_vdm_qos_map(map);
+        }
         Ok(())
     }
 
@@ -400,12 +455,15 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
     }
 
     /// PERST# released; with `extra_ms`, HARD_DEBUG.PERST_ASSERT holds the pad low that long
-    /// with the reference clock running (`brcm,tperst-clk-ms`).
+    /// with the reference clock running (`brcm,tperst-clk-ms`). A request to enter L2/L3 and a
+    /// PERST_ASSERT the firmware left set are cleared first, whatever they read: either keeps the
+    /// link from training and would look like "PHYLINKUP 0", a power problem (Linux clears
+    /// L23_REQUEST in `brcm_pcie_turn_off` and PERST_ASSERT after the tperst wait).
     fn release_perst(&self, extra_ms: u32) {
         let hard_debug = self.soc.hard_debug();
-        if extra_ms > 0 {
-            self.registers.modify(hard_debug, HARD_DEBUG::PERST_ASSERT::SET);
-        }
+        self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_L23_REQUEST::CLEAR);
+        let hold = if extra_ms > 0 { HARD_DEBUG::PERST_ASSERT::SET } else { HARD_DEBUG::PERST_ASSERT::CLEAR };
+        self.registers.modify(hard_debug, hold);
         match self.soc {
             Soc::Bcm2711 => self.registers.modify(RGR1_SW_INIT_1, RGR1_SW_INIT_1::PERST::CLEAR),
             Soc::Bcm2712 => self.registers.modify(MISC_PCIE_CTRL, PCIE_CTRL::PCIE_PERSTB::SET),
@@ -439,20 +497,6 @@ impl<'p, R: RegisterIo, P: Platform> RootComplex<'p, R, P> {
                 ROOT_CONTROL_CAPABILITIES::CRS_SOFTWARE_VISIBILITY_ENABLE::SET,
             );
         }
-    }
-
-    /// Gives the root port bus numbers 0/1/1 (the bus walk rewrites them) and waits for device
-    /// 01:00.0 to answer with a real vendor ID.
-    fn wait_for_device(&self) -> Option<u64> {
-        let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
-        self.write32(root_port, super::offsets::BRIDGE_BUS_NUMBERS, 0x0001_0100);
-        let device = FunctionAddress { bus: 1, device: 0, function: 0 };
-        let started = Deadline::after_us(self.platform, 0);
-        let answered = wait_until(self.platform, DEVICE_READY_MS * 1000, || {
-            let vendor = self.read32(device, super::offsets::VENDOR_DEVICE) as u16;
-            vendor != 0xffff && vendor != CRS_VENDOR_ID
-        });
-        answered.then(|| started.elapsed_us(self.platform) / 1000)
     }
 
     /// Where a configuration register is in the root complex's block; selects the function in

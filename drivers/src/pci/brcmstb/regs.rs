@@ -27,6 +27,11 @@ pub mod offsets {
     pub const RC_DL_MDIO_ADDR: usize = 0x1100;
     pub const RC_DL_MDIO_WR_DATA: usize = 0x1104;
     pub const RC_DL_MDIO_RD_DATA: usize = 0x1108;
+    /// Transaction layer VDM control (BCM2712 QoS): CTL1 the vendor IDs matched, CTL0 enables.
+    pub const RC_TL_VDM_CTL1: usize = 0x0a0c;
+    pub const RC_TL_VDM_CTL0: usize = 0x0a20;
+    /// PHY control 1: REG_P2_POWERDOWN_ENA_NOSYNC (bit 3) powers unused lanes down.
+    pub const RC_PL_REG_PHY_CTL_1: usize = 0x1804;
     /// BCM2712: PHY control 15 (L1SS PM clock period).
     pub const RC_PL_PHY_CTL_15: usize = 0x184c;
     pub const MISC_MISC_CTRL: usize = 0x4008;
@@ -57,6 +62,9 @@ pub mod offsets {
     pub const MISC_UBUS_BAR1_CONFIG_REMAP: usize = 0x40ac;
     pub const MISC_RC_BAR4_CONFIG_LO: usize = 0x40d4;
     pub const MISC_UBUS_BAR4_CONFIG_REMAP: usize = 0x410c;
+    /// BCM2712: AXI QoS per VDM priority level, 4 bits each (`brcm,vdm-qos-map`).
+    pub const MISC_VDM_PRIORITY_TO_QOS_MAP_HI: usize = 0x4164;
+    pub const MISC_VDM_PRIORITY_TO_QOS_MAP_LO: usize = 0x4168;
     pub const MISC_AXI_INTF_CTRL: usize = 0x416c;
     pub const MISC_AXI_READ_ERROR_DATA: usize = 0x4170;
     /// HARD_DEBUG: 0x4204 on BCM2711, 0x4304 on BCM2712.
@@ -183,7 +191,8 @@ register_bitfields! [u32,
     pub PRIV1_LINK_CAPABILITY [
         /// Supported Link Speeds as Link Capabilities shows them.
         MAX_LINK_SPEED OFFSET(0) NUMBITS(4) [],
-        MAX_LINK_WIDTH OFFSET(4) NUMBITS(6) [],
+        /// Maximum Link Width as Link Capabilities shows it (Linux mask 0x1f0).
+        MAX_LINK_WIDTH OFFSET(4) NUMBITS(5) [],
         /// ASPM L0s (bit 10) and L1 (bit 11) advertised.
         ASPM_SUPPORT OFFSET(10) NUMBITS(2) []
     ],
@@ -205,6 +214,14 @@ register_bitfields! [u32,
     ],
     pub MISC_CTRL_1 [
         EN_VDM_QOS_CONTROL OFFSET(5) NUMBITS(1) []
+    ],
+    pub VDM_CTL0 [
+        VDM_ENABLED OFFSET(16) NUMBITS(1) [],
+        VDM_IGNORETAG OFFSET(17) NUMBITS(1) [],
+        VDM_IGNOREVNDRID OFFSET(18) NUMBITS(1) []
+    ],
+    pub PHY_CTL_1 [
+        REG_P2_POWERDOWN_ENA_NOSYNC OFFSET(3) NUMBITS(1) []
     ],
     pub UBUS_CTRL [
         UBUS_PCIE_REPLY_ERR_DIS OFFSET(13) NUMBITS(1) [],
@@ -274,3 +291,6 @@ pub const MISC_AXI_INTF_CTRL: Reg<AXI_INTF_CTRL::Register> = Reg::new(offsets::M
 pub const EXT_CFG_INDEX: Reg<EXT_CFG_INDEX::Register> = Reg::new(offsets::EXT_CFG_INDEX);
 pub const RC_DL_MDIO_ADDR: Reg<MDIO_ADDR::Register> = Reg::new(offsets::RC_DL_MDIO_ADDR);
 pub const RC_DL_MDIO_WR_DATA: Reg<MDIO_DATA::Register> = Reg::new(offsets::RC_DL_MDIO_WR_DATA);
+pub const RC_DL_MDIO_RD_DATA: Reg<MDIO_DATA::Register> = Reg::new(offsets::RC_DL_MDIO_RD_DATA);
+pub const RC_TL_VDM_CTL0: Reg<VDM_CTL0::Register> = Reg::new(offsets::RC_TL_VDM_CTL0);
+pub const RC_PL_REG_PHY_CTL_1: Reg<PHY_CTL_1::Register> = Reg::new(offsets::RC_PL_REG_PHY_CTL_1);

@@ -5,6 +5,16 @@
 //!   on the hardware); on BCM2711 only RGR1_SW_INIT_1 answers then, on BCM2712 nothing in pcie1's
 //!   page, RESCAL included, answers while reset line 43 is asserted;
 //! - the reset controller refuses any line but pcie1's (44 is pcie2, which carries RP1);
+//! - pcie2's registers (`Block::Pcie2`) raise an SError while its bridge (line 44) is in reset,
+//!   the firmware's default; RESCAL re-run while RP1's link on pcie2 is live is a violation
+//!   (whether it disturbs that link is unknown: the model takes the strict side);
+//! - MDIO reads return the SSC block of BCM2711's SerDes (SSC and PLL lock once the override is
+//!   set); SSC turned on before the link is up, or on BCM2712 (which has none), is a violation;
+//! - the root port advertises x4 on BCM2712 (what lspci shows on a Pi 5's pcie1 before Linux
+//!   limits it) and x1 on BCM2711;
+//! - L23_REQUEST (PCIE_CTRL bit 0) and HARD_DEBUG's PERST_ASSERT the firmware left set survive the
+//!   bridge reset (which bits that reset clears is not documented: again the strict side) and keep
+//!   the link from training;
 //! - a configuration access below the root port while the link is down is an error (CPU abort);
 //! - the link trains only if, when PERST# is released, the SerDes is powered, (BCM2712) the PLL
 //!   has the 54 MHz settings, the speed limit is written, CLKREQ# debug/L1SS are off and the
@@ -35,6 +45,9 @@ use std::rc::Rc;
 use std::string::String;
 use std::vec::Vec;
 
+/// The root port's Device Control / Device Status (PCI Express capability + 8).
+const ROOT_PORT_DEVICE_CONTROL: usize = offsets::PCIE_CAPABILITY + 8;
+
 /// The reset controller line of pcie1's bridge, and the lines the model guards.
 pub const PCIE1_BRIDGE_LINE: u32 = 43;
 const LINE_NAMES: [(u32, &str); 3] = [(42, "pcie0"), (43, "pcie1"), (44, "pcie2 (RP1)")];
@@ -61,6 +74,12 @@ pub struct ModelConfig {
     /// pcie2's bridge (line 44) held in reset, as the firmware leaves it by default
     /// (`pciex4_reset=1`); otherwise it runs RP1 (`pciex4_reset=0`).
     pub pcie2_in_reset: bool,
+    /// pcie2's link to RP1 is up (when out of reset).
+    pub pcie2_link_up: bool,
+    /// The firmware left PCIE_CTRL.L23_REQUEST set.
+    pub left_l23_request: bool,
+    /// The firmware left HARD_DEBUG.PERST_ASSERT set.
+    pub left_perst_assert: bool,
 }
 
 impl ModelConfig {
@@ -74,7 +93,11 @@ impl ModelConfig {
             device_refclk_ms: 0,
             endpoint_mode: false,
             rescal_start_ignored: false,
-            pcie2_in_reset: false,
+            // The firmware's default (`pciex4_reset=1`): pcie2 reset before the OS starts.
+            pcie2_in_reset: true,
+            pcie2_link_up: true,
+            left_l23_request: false,
+            left_perst_assert: false,
         }
     }
 }
@@ -85,6 +108,8 @@ pub enum Block {
     RootComplex,
     ResetController,
     Rescal,
+    /// BCM2712's pcie2, in front of RP1 (only its status register is modelled).
+    Pcie2,
 }
 
 /// One register write, in order.
@@ -111,12 +136,18 @@ struct Mdio {
     /// The block SET_ADDR_OFFSET selected and the registers written in it.
     block: u16,
     pll_writes: BTreeMap<u8, u16>,
+    /// BCM2711's SSC control register (override enable and value in bits 15 and 14).
+    ssc_control: u16,
 }
 
 struct State {
     config: ModelConfig,
     registers: BTreeMap<usize, u32>,
     rgr1: u32,
+    /// PCIE_CTRL and HARD_DEBUG bits that survive the bridge reset (the firmware's leftovers,
+    /// until the driver writes them).
+    sticky_pcie_ctrl: u32,
+    sticky_hard_debug: u32,
     /// Reset controller STATUS of banks 0 and 1.
     reset_banks: [u32; 2],
     rescal_start: u32,
@@ -147,7 +178,10 @@ impl State {
             config,
             registers: BTreeMap::new(),
             rgr1: 0b11,
-            // pcie0 and pcie1 held in reset (the firmware's "PCI1 reset"), pcie2 running RP1.
+            sticky_pcie_ctrl: u32::from(config.left_l23_request),
+            sticky_hard_debug: u32::from(config.left_perst_assert) << 3,
+            // pcie0 and pcie1 held in reset (the firmware's "PCI1 reset"); pcie2 too unless
+            // `pciex4_reset=0` kept RP1 running.
             reset_banks: [
                 0,
                 (1 << (42 - 32)) | (1 << (43 - 32)) | (u32::from(config.pcie2_in_reset) << (44 - 32)),
@@ -187,14 +221,21 @@ impl State {
     /// The values after the bridge reset; every known register has an entry.
     fn power_on_registers(&mut self) {
         let mut known: Vec<(usize, u32)> = Vec::new();
-        for offset in [0x04, 0x0c, 0x18, 0x1c, 0x20, 0x24, 0x28, 0x2c, 0x30, 0x3c, 0xb4, 0xbc] {
+        for offset in [0x04, 0x0c, 0x18, 0x1c, 0x20, 0x24, 0x28, 0x2c, 0x30, 0x3c, 0x4c, 0xbc] {
             known.push((offset, 0));
         }
+        // Device Control: Max Payload 128, Max Read Request 512 (the specification's reset).
+        known.push((ROOT_PORT_DEVICE_CONTROL, 2 << 12));
         known.push((offsets::ROOT_CONTROL_CAPABILITIES, 0));
         known.push((offsets::LINK_CONTROL_2, self.fastest_gen()));
         known.push((offsets::RC_CFG_VENDOR_SPECIFIC_REG1, 0b10 << 2));
         known.push((offsets::RC_CFG_PRIV1_ID_VAL3, 0x00_80_00));
-        known.push((offsets::RC_CFG_PRIV1_LINK_CAPABILITY, self.fastest_gen() | (1 << 4) | (0b11 << 10)));
+        let lanes = match self.soc() {
+            Soc::Bcm2711 => 1,
+            Soc::Bcm2712 => 4,
+        };
+        known.push((offsets::RC_CFG_PRIV1_LINK_CAPABILITY, self.fastest_gen() | (lanes << 4) | (0b11 << 10)));
+        known.push((offsets::RC_PL_REG_PHY_CTL_1, 0));
         known.push((offsets::MISC_MISC_CTRL, 0));
         for window in 0..regs::OUTBOUND_WINDOWS {
             known.push((offsets::MISC_CPU_2_PCIE_MEM_WIN0_LO + 8 * window, 0));
@@ -242,9 +283,16 @@ impl State {
                 (offsets::MISC_UBUS_TIMEOUT, 0),
                 (offsets::MISC_AXI_INTF_CTRL, 1 << 7),
                 (offsets::MISC_AXI_READ_ERROR_DATA, 0xdead_dead),
+                (offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI, 0),
+                (offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO, 0),
+                (offsets::RC_TL_VDM_CTL0, 0),
+                (offsets::RC_TL_VDM_CTL1, 0xffff_ffff),
             ]);
         }
         self.registers = known.into_iter().collect();
+        *self.registers.entry(offsets::MISC_PCIE_CTRL).or_default() |= self.sticky_pcie_ctrl;
+        let hard_debug = self.hard_debug();
+        *self.registers.entry(hard_debug).or_default() |= self.sticky_hard_debug;
         self.mdio = Mdio::default();
         self.speed_limit_written = (false, false);
         self.perst_asserted = true;
@@ -336,9 +384,17 @@ impl State {
         let clkreq_off = hard_debug & ((1 << 1) | (1 << 21)) == 0;
         let pll_ok = self.soc() == Soc::Bcm2711 || self.pll_programmed();
         let limit_written = self.speed_limit_written == (true, true);
+        let no_l23_request = self.register(offsets::MISC_PCIE_CTRL) & 1 == 0;
         let refclk_ms = self.refclk_since_ns.map(|since| (now_ns - since) / MS).unwrap_or(0);
         let refclk_ok = refclk_ms >= self.config.device_refclk_ms;
-        if !(serdes_on && clkreq_off && pll_ok && limit_written && refclk_ok && self.device.is_some()) {
+        if !(serdes_on
+            && clkreq_off
+            && pll_ok
+            && limit_written
+            && refclk_ok
+            && no_l23_request
+            && self.device.is_some())
+        {
             return None;
         }
         let target = self.register(offsets::LINK_CONTROL_2) & 0xf;
@@ -370,9 +426,15 @@ impl State {
             0x0c => 0x0001_0000 | (self.register(0x0c) & 0xff),
             0x10 | 0x14 | 0x38 => 0,
             0x24 => self.register(0x24) | 0x0001_0001,
+            // Status: capability list (read-only); command as written.
+            0x04 => (self.register(0x04) & 0xffff) | (1 << 20),
+            // Power Management (0x48) -> PCI Express (0xac), as lspci shows both root ports
+            // (raspberrypi/linux#5352, #6190; geerlingguy/sbc-reviews#21 for BCM2712).
             0x34 => 0x48,
+            0x48 => 0x0003_ac01,
             offsets::PCIE_CAPABILITY => 0x0042_0010,
-            0xb0 => 0x0000_8000,
+            // Device Capabilities: Role-Based Error Reporting, Max Payload Size Supported 512.
+            0xb0 => 0x0000_8002,
             0xb8 => self.register(offsets::RC_CFG_PRIV1_LINK_CAPABILITY) & 0xfff,
             offsets::LINK_CONTROL_STATUS => self.link_control_status(now_ns),
             offsets::ROOT_CONTROL_CAPABILITIES => (self.register(offset) & 0xffff) | (1 << 16),
@@ -380,10 +442,7 @@ impl State {
             offsets::MISC_REVISION => 0x0304,
             offsets::RC_DL_MDIO_ADDR => self.mdio.packet,
             offsets::RC_DL_MDIO_WR_DATA => self.register(offset) & !(1 << 31),
-            offsets::RC_DL_MDIO_RD_DATA => {
-                self.violation(String::from("MDIO read: the driver only writes the SerDes"));
-                0
-            }
+            offsets::RC_DL_MDIO_RD_DATA => self.mdio_read(now_ns),
             _ if self.registers.contains_key(&offset) => self.register(offset),
             _ => {
                 self.violation(format!("read of unknown root complex register {offset:#x}"));
@@ -416,7 +475,11 @@ impl State {
             return;
         }
         match offset {
-            0x00 | 0x08 | 0x10 | 0x14 | 0x34 | 0x38 | offsets::PCIE_CAPABILITY | 0xb0 | 0xb8 => {}
+            0x00 | 0x08 | 0x10 | 0x14 | 0x34 | 0x38 | 0x48 | offsets::PCIE_CAPABILITY | 0xb0 | 0xb8 => {}
+            0x04 | ROOT_PORT_DEVICE_CONTROL => {
+                // The status halves are RW1C: only the control half is kept.
+                self.registers.insert(offset, value & 0xffff);
+            }
             offsets::RC_DL_MDIO_ADDR => self.mdio.packet = value,
             offsets::RC_DL_MDIO_WR_DATA => self.mdio_write(value),
             offsets::MISC_PCIE_STATUS | offsets::MISC_REVISION | offsets::RC_DL_MDIO_RD_DATA => {
@@ -435,6 +498,12 @@ impl State {
     }
 
     fn after_write(&mut self, offset: usize, now_ns: u64) {
+        if offset == offsets::MISC_PCIE_CTRL {
+            self.sticky_pcie_ctrl = self.register(offset) & 1;
+        }
+        if offset == self.hard_debug() {
+            self.sticky_hard_debug = self.register(offset) & (1 << 3);
+        }
         if offset == offsets::LINK_CONTROL_2 {
             self.speed_limit_written.0 = true;
         }
@@ -455,6 +524,32 @@ impl State {
         self.update_perst(now_ns);
     }
 
+    /// An MDIO read: only BCM2711's SSC block is modelled.
+    fn mdio_read(&mut self, now_ns: u64) -> u32 {
+        let packet = self.mdio.packet;
+        let register = (packet & 0xffff) as u8;
+        if packet & (1 << 20) == 0 || self.soc() != Soc::Bcm2711 || self.mdio.block != super::mdio::SSC_BLOCK
+        {
+            self.violation(format!("MDIO read with packet {packet:#x} in block {:#x}", self.mdio.block));
+            return 0;
+        }
+        let data = match register {
+            super::mdio::SSC_CONTROL => self.mdio.ssc_control,
+            super::mdio::SSC_STATUS if self.mdio.ssc_control & super::mdio::SSC_CONTROL_OVERRIDE != 0 => {
+                if !self.link_up(now_ns) {
+                    self.violation(String::from("SSC turned on before the link is up"));
+                }
+                super::mdio::SSC_STATUS_SSC | super::mdio::SSC_STATUS_PLL_LOCK
+            }
+            super::mdio::SSC_STATUS => super::mdio::SSC_STATUS_PLL_LOCK,
+            _ => {
+                self.violation(format!("MDIO read of SSC register {register:#x}"));
+                0
+            }
+        };
+        (1 << 31) | u32::from(data)
+    }
+
     fn mdio_write(&mut self, value: u32) {
         if value & (1 << 31) == 0 {
             self.violation(format!("MDIO WR_DATA {value:#x} without DONE set"));
@@ -471,6 +566,11 @@ impl State {
             self.mdio.pll_writes.clear();
         } else if self.mdio.block == super::mdio::PLL_BLOCK {
             self.mdio.pll_writes.insert(register, data);
+        } else if self.mdio.block == super::mdio::SSC_BLOCK && register == super::mdio::SSC_CONTROL {
+            if self.soc() == Soc::Bcm2712 {
+                self.violation(String::from("SSC on BCM2712, which has none (CFG_QUIRK_NO_SSC)"));
+            }
+            self.mdio.ssc_control = data;
         }
         self.registers.insert(offsets::RC_DL_MDIO_WR_DATA, value);
     }
@@ -590,6 +690,31 @@ impl State {
         }
     }
 
+    fn pcie2_in_reset(&self) -> bool {
+        self.reset_banks[1] & (1 << (super::resets::PCIE2_BRIDGE_LINE - 32)) != 0
+    }
+
+    fn rp1_link_live(&self) -> bool {
+        self.soc() == Soc::Bcm2712 && !self.pcie2_in_reset() && self.config.pcie2_link_up
+    }
+
+    /// pcie2: MISC_PCIE_STATUS only; anything while its bridge is in reset is an SError.
+    fn read_pcie2(&mut self, offset: usize) -> u32 {
+        if self.pcie2_in_reset() {
+            self.violation(format!(
+                "pcie2 register {offset:#x} read while its bridge (reset line 44) is in reset: SError"
+            ));
+            return u32::MAX;
+        }
+        match offset {
+            offsets::MISC_PCIE_STATUS => (1 << 7) | if self.config.pcie2_link_up { 0b11 << 4 } else { 0 },
+            _ => {
+                self.violation(format!("read of pcie2 register {offset:#x}: only its status is read"));
+                u32::MAX
+            }
+        }
+    }
+
     fn read_rescal(&mut self, offset: usize) -> u32 {
         if self.bridge_in_reset() {
             self.violation(format!("RESCAL register {offset:#x} read while pcie1's bridge is in reset"));
@@ -624,6 +749,9 @@ impl State {
             return;
         }
         if value & rescal::BIT != 0 && self.rescal_start & rescal::BIT == 0 {
+            if self.rp1_link_live() {
+                self.violation(String::from("RESCAL re-run while RP1's link on pcie2 is live"));
+            }
             self.rescal_done = false;
             self.rescal_countdown = Some(self.config.rescal_polls);
         }
@@ -827,6 +955,7 @@ impl RegisterIo for ModelBlock<'_, '_> {
             Block::RootComplex => state.read_root_complex(offset_bytes, now_ns),
             Block::ResetController => state.read_reset_controller(offset_bytes),
             Block::Rescal => state.read_rescal(offset_bytes),
+            Block::Pcie2 => state.read_pcie2(offset_bytes),
         }
     }
 
@@ -838,6 +967,9 @@ impl RegisterIo for ModelBlock<'_, '_> {
             Block::RootComplex => state.write_root_complex(offset_bytes, value, now_ns),
             Block::ResetController => state.write_reset_controller(offset_bytes, value),
             Block::Rescal => state.write_rescal(offset_bytes, value),
+            Block::Pcie2 => {
+                state.violation(format!("write of {value:#x} to pcie2 register {offset_bytes:#x}"))
+            }
         }
     }
 

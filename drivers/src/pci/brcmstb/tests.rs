@@ -44,6 +44,10 @@ fn pi5_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -62,6 +66,10 @@ fn cm4_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -72,9 +80,10 @@ fn plan_for(soc: Soc) -> LinkPlan {
     }
 }
 
-/// An NVMe SSD's function: 64-bit non-prefetchable 16 KiB BAR 0.
+/// An NVMe SSD's function: 64-bit non-prefetchable 16 KiB BAR 0, payloads up to 512 bytes.
 fn nvme_function() -> SimulatedFunction {
     SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)])
+        .with_pcie_capability(2)
 }
 
 type Host<'m> = RootComplex<'m, ModelBlock<'m, 'm>, SimPlatform>;
@@ -305,24 +314,58 @@ fn the_link_line_names_speed_width_and_target() {
         width: 1,
         target_gen: 3,
         waited_ms: 150,
-        device_ready_ms: Some(0),
-        calibration: Some(Calibration::AlreadyDone),
+        spread_spectrum: None,
+        calibration: Some(Calibration::KeptForRp1),
     };
     assert_eq!(
         format!("{link}"),
-        "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL already calibrated by the firmware"
+        "link up Gen1 x1 (2.5 GT/s), target Gen3, 150 ms after PERST# release; RESCAL not re-run: RP1's link on pcie2 shares it"
     );
     let pi4 = LinkUp {
         speed_gen: 2,
         width: 1,
         target_gen: 2,
         waited_ms: 101,
-        device_ready_ms: None,
         calibration: None,
+        spread_spectrum: Some(true),
     };
-    assert_eq!(format!("{pi4}"), "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release");
+    assert_eq!(
+        format!("{pi4}"),
+        "link up Gen2 x1 (5.0 GT/s), target Gen2, 101 ms after PERST# release (SSC)"
+    );
     assert_eq!(gen_rate(3), "8.0 GT/s");
     assert_eq!(gen_rate(0), "unknown speed");
+}
+
+#[test]
+fn the_payload_size_is_programmed_on_both_ends_of_the_link() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        for (device_code, expected) in [(2, 512), (1, 256), (0, 128)] {
+            let platform = SimPlatform::for_nvme(ARENA);
+            let sim = SimController::new(&platform, SimConfig::default());
+            let device =
+                SimulatedFunction::endpoint(0x144d, 0xa80a, 0x01_08_02, &[(0, 0x4000, 0b100), (1, 0, 0)])
+                    .with_pcie_capability(device_code);
+            let model = RootComplexModel::new(ModelConfig::new(soc), &platform).with_device(device, &sim);
+            let root = root_complex(&model, &platform, soc);
+            let plan = plan_for(soc);
+            root.bring_up(&plan).unwrap();
+            let topology = walk(&root, &plan);
+            let payload = topology.payload.expect("the root port and the device are PCI Express");
+            assert_eq!((payload.max_payload_bytes, payload.max_read_request_bytes), (expected, 512));
+            let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
+            let root_control = root.read32(root_port, 0xb4);
+            assert_eq!(128 << ((root_control >> 5) & 7), expected, "{soc:?}: the root port's end");
+            let device = FunctionAddress { bus: 1, device: 0, function: 0 };
+            let device_control = root.read32(device, 0x48);
+            assert_eq!(
+                (128 << ((device_control >> 5) & 7), 128 << ((device_control >> 12) & 7)),
+                (expected, 512),
+                "{soc:?}: the device's end"
+            );
+            model.assert_no_violations();
+        }
+    }
 }
 
 #[test]
@@ -461,14 +504,24 @@ fn a_slow_device_needs_the_extra_perst_time() {
 }
 
 #[test]
-fn a_device_answering_retry_is_waited_for() {
+fn a_device_answering_retry_is_waited_for_by_the_bus_walk() {
     let platform = SimPlatform::for_nvme(ARENA);
     let sim = SimController::new(&platform, SimConfig::default());
-    let config = ModelConfig { device_retry_ms: 400, ..ModelConfig::new(Soc::Bcm2712) };
+    let config = ModelConfig { device_retry_ms: 1500, ..ModelConfig::new(Soc::Bcm2712) };
     let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
-    let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
-    let ready = link.device_ready_ms.expect("the device answered");
-    assert!((390..=420).contains(&ready), "{ready}");
+    let root = root_complex(&model, &platform, Soc::Bcm2712);
+    root.bring_up(&pi5_plan()).unwrap();
+    let events = core::cell::RefCell::new(Vec::new());
+    let report = |event: &crate::pci::ReadyEvent| events.borrow_mut().push(*event);
+    let wait = crate::pci::ReadyWait { clock: &platform, limit_ms: 10_000, report: &report };
+    let topology = Enumerator::new(&root, pi5_plan().outbound).with_ready_wait(wait).run();
+    let nvme = nvme_of(&topology);
+    assert_eq!(nvme.vendor_id, 0x144d);
+    let ready = events.borrow().iter().find_map(|event| match event {
+        crate::pci::ReadyEvent::Ready { waited_ms, .. } => Some(*waited_ms),
+        _ => None,
+    });
+    assert!(ready.is_some_and(|ms| (1390..=1520).contains(&ms)), "{:?}", events.borrow());
     // CRS visibility was on (the model answers vendor 0x0001 only then).
     let root_control = model
         .writes()
@@ -482,17 +535,40 @@ fn a_device_answering_retry_is_waited_for() {
 }
 
 #[test]
-fn rescal_runs_once_unless_the_firmware_already_calibrated() {
-    for (calibrated, runs, outcome) in [(false, 1, Calibration::Done), (true, 0, Calibration::AlreadyDone)] {
+fn rescal_runs_once_per_boot_unless_rp1s_link_is_live() {
+    // Whatever the firmware left in STATUS, RESCAL runs (Linux resets the shared RESCAL once per
+    // boot), unless pcie2 carries a live link to RP1.
+    for (calibrated, rp1_link_live, runs, outcome) in [
+        (false, false, 1, Calibration::Done),
+        (true, false, 1, Calibration::Done),
+        (true, true, 0, Calibration::KeptForRp1),
+    ] {
         let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, SimConfig::default());
-        let config = ModelConfig { rescal_calibrated: calibrated, ..ModelConfig::new(Soc::Bcm2712) };
+        let config = ModelConfig {
+            rescal_calibrated: calibrated,
+            pcie2_in_reset: !rp1_link_live,
+            ..ModelConfig::new(Soc::Bcm2712)
+        };
         let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
-        let link = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
-        assert_eq!(link.calibration, Some(outcome));
+        let link = root_complex(&model, &platform, Soc::Bcm2712)
+            .bring_up(&LinkPlan { rp1_link_live, ..pi5_plan() })
+            .unwrap();
+        assert_eq!(link.calibration, Some(outcome), "calibrated {calibrated}, RP1 live {rp1_link_live}");
         assert_eq!(model.rescal_runs(), runs);
         model.assert_no_violations();
     }
+    // The model objects to a re-run under RP1's live link.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let config = ModelConfig { pcie2_in_reset: false, ..ModelConfig::new(Soc::Bcm2712) };
+    let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+    root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap();
+    assert!(
+        model.violations().iter().any(|v| v.contains("RESCAL re-run while RP1's link")),
+        "{:?}",
+        model.violations()
+    );
     // A calibration that never finishes is reported after 1 ms.
     let platform = SimPlatform::for_nvme(ARENA);
     let config = ModelConfig { rescal_polls: u32::MAX, ..ModelConfig::new(Soc::Bcm2712) };
@@ -508,6 +584,136 @@ fn rescal_runs_once_unless_the_firmware_already_calibrated() {
     let error = root_complex(&model, &platform, Soc::Bcm2712).bring_up(&pi5_plan()).unwrap_err();
     assert_eq!(error, BringUpError::Calibration(CalibrationError::DidNotStart { start: 0 }));
     assert_eq!(format!("{error}"), "RESCAL did not start (START 0x0)");
+}
+
+#[test]
+fn leftover_l23_request_and_perst_assert_are_cleared_before_perst_is_released() {
+    for soc in [Soc::Bcm2711, Soc::Bcm2712] {
+        for (l23, perst_assert) in [(true, false), (false, true), (true, true)] {
+            let platform = SimPlatform::for_nvme(ARENA);
+            let sim = SimController::new(&platform, SimConfig::default());
+            let config = ModelConfig {
+                left_l23_request: l23,
+                left_perst_assert: perst_assert,
+                ..ModelConfig::new(soc)
+            };
+            let model = RootComplexModel::new(config, &platform).with_device(nvme_function(), &sim);
+            let link = root_complex(&model, &platform, soc).bring_up(&plan_for(soc));
+            assert!(link.is_ok(), "{soc:?}, L23 {l23}, PERST_ASSERT {perst_assert}: {link:?}");
+            model.assert_no_violations();
+        }
+    }
+}
+
+#[test]
+fn pcie1_advertises_the_device_trees_num_lanes() {
+    for (num_lanes, advertised, powered_down) in [(Some(1), 1, true), (None, 4, false), (Some(4), 4, false)] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform)
+            .with_device(nvme_function(), &sim);
+        let root = root_complex(&model, &platform, Soc::Bcm2712);
+        root.bring_up(&LinkPlan { num_lanes, ..pi5_plan() }).unwrap();
+        let root_port = FunctionAddress { bus: 0, device: 0, function: 0 };
+        let link_capabilities = root.read32(root_port, 0xb8);
+        assert_eq!((link_capabilities >> 4) & 0x3f, advertised, "num-lanes {num_lanes:?}");
+        let phy_control = model
+            .writes()
+            .iter()
+            .rev()
+            .find(|w| root_complex_write(offsets::RC_PL_REG_PHY_CTL_1)(w))
+            .map(|w| w.value);
+        assert_eq!(phy_control.is_some_and(|value| value & (1 << 3) != 0), powered_down);
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn pcie1_gets_the_device_trees_vdm_qos_map() {
+    for map in [Some(0x3333_3333), None] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform)
+            .with_device(nvme_function(), &sim);
+        root_complex(&model, &platform, Soc::Bcm2712)
+            .bring_up(&LinkPlan { vdm_qos_map: map, ..pi5_plan() })
+            .unwrap();
+        let control = last_written(&model, offsets::MISC_CTRL_1);
+        match map {
+            Some(map) => {
+                assert_ne!(control & (1 << 5), 0, "VDM reception on");
+                assert_eq!(last_written(&model, offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO), map);
+                assert_eq!(last_written(&model, offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_HI), map);
+                assert_eq!(last_written(&model, offsets::RC_TL_VDM_CTL1), 0);
+                assert_eq!(last_written(&model, offsets::RC_TL_VDM_CTL0) & (0b111 << 16), 0b111 << 16);
+            }
+            None => {
+                assert_eq!(control & (1 << 5), 0, "VDM reception off without a map");
+                assert!(!model.writes().iter().any(|w| w.offset == offsets::MISC_VDM_PRIORITY_TO_QOS_MAP_LO));
+            }
+        }
+        model.assert_no_violations();
+    }
+}
+
+#[test]
+fn bcm2711_turns_spread_spectrum_on_after_the_link_when_the_device_tree_asks() {
+    for asked in [true, false] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2711), &platform)
+            .with_device(nvme_function(), &sim);
+        let link = root_complex(&model, &platform, Soc::Bcm2711)
+            .bring_up(&LinkPlan { spread_spectrum: asked, ..cm4_plan() })
+            .unwrap();
+        assert_eq!(link.spread_spectrum, asked.then_some(true));
+        assert_eq!(format!("{link}").ends_with(" (SSC)"), asked, "{link}");
+        model.assert_no_violations();
+    }
+    // BCM2712 has none: the plan's wish is not acted on.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let sim = SimController::new(&platform, SimConfig::default());
+    let model =
+        RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &platform).with_device(nvme_function(), &sim);
+    let link = root_complex(&model, &platform, Soc::Bcm2712)
+        .bring_up(&LinkPlan { spread_spectrum: true, ..pi5_plan() })
+        .unwrap();
+    assert_eq!(link.spread_spectrum, None);
+    model.assert_no_violations();
+}
+
+#[test]
+fn pcie2_is_read_only_once_its_bridge_is_out_of_reset() {
+    use super::resets::PCIE2_BRIDGE_LINE;
+    for (in_reset, link_up, expected) in [
+        (true, true, LinkAccess::BridgeInReset),
+        (false, false, LinkAccess::LinkDown { status: 0x80 }),
+        (false, true, LinkAccess::LinkUp),
+    ] {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let config = ModelConfig {
+            pcie2_in_reset: in_reset,
+            pcie2_link_up: link_up,
+            ..ModelConfig::new(Soc::Bcm2712)
+        };
+        let model = RootComplexModel::new(config, &platform);
+        let mut opened = 0;
+        let access = link_access(&model.block(Block::ResetController), PCIE2_BRIDGE_LINE, || {
+            opened += 1;
+            model.block(Block::Pcie2)
+        });
+        // In reset, pcie2's block is not even opened.
+        assert_eq!((access, opened), (expected, u32::from(!in_reset)));
+        model.assert_no_violations();
+    }
+    // The model raises the SError a direct read under reset would.
+    let platform = SimPlatform::for_nvme(ARENA);
+    let model = RootComplexModel::new(
+        ModelConfig { pcie2_in_reset: true, ..ModelConfig::new(Soc::Bcm2712) },
+        &platform,
+    );
+    model.block(Block::Pcie2).read32(offsets::MISC_PCIE_STATUS);
+    assert!(model.violations()[0].contains("SError"), "{:?}", model.violations());
 }
 
 #[test]
@@ -899,7 +1105,7 @@ fn the_pi4_vl805_is_listed_with_its_bar_in_the_window() {
 
 #[test]
 fn a_reset_line_is_read_without_touching_the_block_behind_it() {
-    use super::resets::line_in_reset;
+    use super::resets::{line_in_reset, PCIE2_BRIDGE_LINE};
     let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
     for held in [false, true] {
         let model = RootComplexModel::new(
@@ -907,32 +1113,9 @@ fn a_reset_line_is_read_without_touching_the_block_behind_it() {
             &clock,
         );
         let controller = model.block(Block::ResetController);
-        assert_eq!(line_in_reset(&controller, 44), held, "pcie2");
+        assert_eq!(line_in_reset(&controller, PCIE2_BRIDGE_LINE), held, "pcie2");
         assert!(line_in_reset(&controller, PCIE1_BRIDGE_LINE), "pcie1 waits for the kernel");
         assert!(model.writes().is_empty(), "only reads");
         model.assert_no_violations();
     }
-}
-
-#[test]
-fn a_root_complex_in_reset_is_never_read_and_one_out_of_it_is_read_for_its_link() {
-    use super::resets::{link_access, LinkAccess};
-    // pcie1's bridge (line 43), which the model guards: in reset at first.
-    let clock = blockdev::testing::SteppingClock::new(1_000_000_000, 1_000);
-    let model = RootComplexModel::new(ModelConfig::new(Soc::Bcm2712), &clock);
-    let controller = model.block(Block::ResetController);
-    let mut opened = 0;
-    let access = link_access(&controller, PCIE1_BRIDGE_LINE, || {
-        opened += 1;
-        model.block(Block::RootComplex)
-    });
-    assert_eq!((access, opened), (LinkAccess::BridgeInReset, 0), "not even opened");
-    model.assert_no_violations();
-    // Out of reset (as the firmware leaves pcie2 with pciex4_reset=0): its status is read; no
-    // PERST# release yet, so the link is down.
-    let (bank, bit) = reset_controller::bank_and_bit(PCIE1_BRIDGE_LINE);
-    controller.write32(bank + reset_controller::SW_INIT_CLEAR, bit);
-    let access = link_access(&controller, PCIE1_BRIDGE_LINE, || model.block(Block::RootComplex));
-    assert!(matches!(access, LinkAccess::LinkDown { .. }), "{access:?}");
-    model.assert_no_violations();
 }

@@ -4,6 +4,7 @@
 
 extern crate std;
 
+mod queue;
 mod writes;
 
 use super::adma::AdmaFormat;

@@ -34,7 +34,7 @@ type Device = SdCard<'static, &'static SimHost<'static>, TestPlatform>;
 const TRANSFER_MODE_READ: u16 = 1 << 4;
 const MAX_POLLS: u32 = 10_000_000;
 
-fn setup(
+pub(super) fn setup(
     card: SimCard,
     mode: ModeRequest,
     cmd23: Cmd23Request,

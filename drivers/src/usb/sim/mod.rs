@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod device;
 pub mod disk;
+pub mod dwc3;
 
 use super::trb::{trb_type, CompletionCode, Trb, TRB_BYTES};
 pub use crate::nvme::sim::NvmeArena;
@@ -53,6 +54,10 @@ pub struct SimConfig {
     pub start_running: bool,
     /// HCCPARAMS1.PPC: ports start unpowered.
     pub port_power_control: bool,
+    /// (port, µs): the device on that port connects this long after the port has power (after
+    /// the controller reset when ports are always powered), as a USB 3 drive retraining after
+    /// the reset or a slow bridge does. Other devices connect at once.
+    pub connect_delay_us: Vec<(u8, u64)>,
 }
 
 impl Default for SimConfig {
@@ -68,6 +73,7 @@ impl Default for SimConfig {
             legacy_bios_owned: None,
             start_running: false,
             port_power_control: false,
+            connect_delay_us: Vec::new(),
         }
     }
 }
@@ -127,6 +133,8 @@ struct State {
     command_ring: Option<RingState>,
     legacy: u32,
     portsc: Vec<u32>,
+    /// Ports whose device connects at this time (ns of the platform's clock).
+    connect_at_ns: BTreeMap<u8, u64>,
     devices: BTreeMap<u8, SimUsbDevice>,
     slots: BTreeMap<u8, Slot>,
     hold_transfer_events: bool,
@@ -180,6 +188,7 @@ impl<'a> SimXhci<'a> {
                 None => 0,
             },
             portsc: vec![0; ports],
+            connect_at_ns: BTreeMap::new(),
             devices: devices.into_iter().collect(),
             slots: BTreeMap::new(),
             hold_transfer_events: false,
@@ -189,7 +198,7 @@ impl<'a> SimXhci<'a> {
             violations: Vec::new(),
             config,
         };
-        state.attach_all();
+        state.attach_all(platform.peek_ns());
         SimXhci { platform, state: RefCell::new(state) }
     }
 
@@ -273,25 +282,62 @@ impl State {
         port >= 1 && port <= self.config.usb3_ports
     }
 
-    /// Connects each device to its port (after power and reset).
-    fn attach_all(&mut self) {
+    /// Connects each device to its port (after power and reset), or schedules its connection.
+    fn attach_all(&mut self, now_ns: u64) {
+        self.connect_at_ns.clear();
         for index in 0..self.portsc.len() {
             let port = index as u8 + 1;
             let powered = !self.config.port_power_control;
-            let mut portsc = if powered { PORTSC_PP } else { 0 };
+            self.portsc[index] = if powered { PORTSC_PP } else { 0 };
             if let Some(device) = self.devices.get(&port) {
                 let speed = device.speed;
                 if speed.is_super_speed() != self.is_usb3_port(port) {
                     self.violations.push(format!("test set-up: a {speed} device on port {port}"));
                 }
                 if powered {
-                    portsc |= PORTSC_CCS | PORTSC_CSC | (u32::from(speed.id()) << 10);
-                    portsc |= if speed.is_super_speed() { PORTSC_PED } else { 7 << 5 };
+                    self.power_on(port, now_ns);
                 }
             } else {
-                portsc |= 5 << 5;
+                self.portsc[index] |= 5 << 5;
             }
-            self.portsc[index] = portsc;
+        }
+    }
+
+    /// The port got power: its device connects now or after its delay.
+    fn power_on(&mut self, port: u8, now_ns: u64) {
+        if !self.devices.contains_key(&port) {
+            return;
+        }
+        match self.config.connect_delay_us.iter().find(|(at, _)| *at == port) {
+            Some(&(_, delay_us)) => {
+                // Nothing on the wire yet: a USB 3 port polls for a receiver (RxDetect).
+                self.portsc[usize::from(port) - 1] |= 5 << 5;
+                self.connect_at_ns.insert(port, now_ns + delay_us * 1000);
+            }
+            None => self.connect(port),
+        }
+    }
+
+    /// The device on `port` appears: CCS and CSC, its speed; a USB 3 port trains to Enabled
+    /// (U0), a USB 2 port waits for a reset (Polling).
+    fn connect(&mut self, port: u8) {
+        let Some(speed) = self.devices.get(&port).map(|device| device.speed) else {
+            return;
+        };
+        let index = usize::from(port) - 1;
+        let mut portsc =
+            (self.portsc[index] & !(0xf << 5)) | PORTSC_CCS | PORTSC_CSC | (u32::from(speed.id()) << 10);
+        portsc |= if speed.is_super_speed() { PORTSC_PED } else { 7 << 5 };
+        self.portsc[index] = portsc;
+    }
+
+    /// Devices whose time came connect.
+    fn connect_due(&mut self, now_ns: u64) {
+        let due: Vec<u8> =
+            self.connect_at_ns.iter().filter(|(_, at)| **at <= now_ns).map(|(port, _)| *port).collect();
+        for port in due {
+            self.connect_at_ns.remove(&port);
+            self.connect(port);
         }
     }
 
@@ -329,8 +375,9 @@ impl State {
         usize::from(self.config.capability_length)
     }
 
-    fn read(&mut self, offset: usize) -> u32 {
+    fn read(&mut self, offset: usize, now_ns: u64) -> u32 {
         self.statistics.register_reads += 1;
+        self.connect_due(now_ns);
         let op = self.operational();
         if offset < op {
             return self.capability(offset);
@@ -400,7 +447,7 @@ impl State {
         } else if offset >= op + 0x400 {
             let register = offset - op - 0x400;
             if register.is_multiple_of(0x10) {
-                self.port_write(register / 0x10, value);
+                self.port_write(register / 0x10, value, platform.peek_ns());
             }
         } else if offset >= op {
             self.operational_write(platform, offset - op, value);
@@ -417,7 +464,7 @@ impl State {
 
     fn operational_write(&mut self, platform: &SimPlatform, register: usize, value: u32) {
         match register {
-            0x00 => self.command_write(value),
+            0x00 => self.command_write(value, platform.peek_ns()),
             0x04 => self.usbsts &= !(value & 0b11100),
             0x18 | 0x1c => {
                 if self.running() {
@@ -462,7 +509,7 @@ impl State {
         }
     }
 
-    fn command_write(&mut self, value: u32) {
+    fn command_write(&mut self, value: u32, now_ns: u64) {
         if bit(value, 1 << 2) {
             self.violation(String::from("USBCMD.INTE set: the driver is polled"));
         }
@@ -470,7 +517,7 @@ impl State {
             if self.running() {
                 self.violation(String::from("HCRST while running"));
             }
-            self.reset();
+            self.reset(now_ns);
             return;
         }
         if bit(value, 1) && !self.running() {
@@ -488,7 +535,7 @@ impl State {
         self.usbcmd = value & 0xf;
     }
 
-    fn reset(&mut self) {
+    fn reset(&mut self, now_ns: u64) {
         self.usbcmd = 0;
         self.usbsts = 1;
         self.config_register = 0;
@@ -505,7 +552,7 @@ impl State {
         for device in self.devices.values_mut() {
             device.bus_reset();
         }
-        self.attach_all();
+        self.attach_all(now_ns);
     }
 
     fn runtime_write(&mut self, platform: &SimPlatform, register: usize, value: u32) {
@@ -569,7 +616,7 @@ impl State {
         self.event_cycle = true;
     }
 
-    fn port_write(&mut self, index: usize, value: u32) {
+    fn port_write(&mut self, index: usize, value: u32, now_ns: u64) {
         let Some(&current) = self.portsc.get(index) else {
             return;
         };
@@ -579,12 +626,9 @@ impl State {
         }
         let mut portsc = current & !(value & 0x00fe_0000);
         if bit(value, PORTSC_PP) && !bit(current, PORTSC_PP) {
-            portsc |= PORTSC_PP;
-            if let Some(device) = self.devices.get(&port) {
-                let speed = device.speed;
-                portsc |= PORTSC_CCS | PORTSC_CSC | (u32::from(speed.id()) << 10);
-                portsc |= if speed.is_super_speed() { PORTSC_PED } else { 7 << 5 };
-            }
+            self.portsc[index] = portsc | PORTSC_PP;
+            self.power_on(port, now_ns);
+            portsc = self.portsc[index];
         }
         if bit(value, PORTSC_PR) || bit(value, PORTSC_WPR) {
             if bit(value, PORTSC_PR) && self.is_usb3_port(port) {
@@ -1409,7 +1453,7 @@ impl RegisterIo for SimXhci<'_> {
             offset_bytes.is_multiple_of(4) && offset_bytes < REGISTER_BYTES,
             "register {offset_bytes:#x}"
         );
-        self.state.borrow_mut().read(offset_bytes)
+        self.state.borrow_mut().read(offset_bytes, self.platform.peek_ns())
     }
 
     fn write32(&self, offset_bytes: usize, value: u32) {

@@ -6,13 +6,15 @@ mod pcie;
 
 extern crate std;
 
-use super::controller::HostController;
+use super::controller::{HostController, PortList, PortWait, DEFAULT_CONNECT_WAIT_MS};
+use super::dwc3;
 use super::error::UsbError;
 use super::mass_storage::{AttachError, EventSink, MassStorageDevice, Protocol, ScsiFailure};
 use super::options::{ProtocolChoice, UsbOptions};
 use super::regs::Speed;
 use super::sim::device::{DeviceKind, SimUsbDevice};
 use super::sim::disk::SimDisk;
+use super::sim::dwc3::{self as sim_dwc3, SimDwc3};
 use super::sim::{NvmeArena, SimConfig, SimPlatform, SimXhci, REGISTER_BYTES};
 use super::SharedController;
 use blockdev::{BlockDevice, Completion, DmaBuffer, IoErrorKind, Operation, Request, SubmitError};
@@ -793,4 +795,112 @@ fn disks_past_two_terabytes_are_read_with_16_byte_commands() {
     assert_eq!(reads.0, 3, "READ(16) for every read of a disk this large");
     assert_eq!(reads.1.last(), Some(&(blocks - 2048, 2048)));
     sim.assert_no_violations();
+}
+
+#[test]
+fn a_drive_connecting_600_ms_after_port_power_is_found_and_the_empty_ports_named() {
+    for port_power_control in [false, true] {
+        let platform = platform();
+        let config =
+            SimConfig { connect_delay_us: vec![(2, 600_000)], port_power_control, ..SimConfig::default() };
+        let devices = vec![
+            (2, drive(Speed::Super, DeviceKind::BulkOnly)),
+            (5, drive(Speed::High, DeviceKind::BulkOnly)),
+        ];
+        let sim = SimXhci::new(&platform, config, devices);
+        let shared = controller(&sim, &platform).unwrap();
+        let reports = RefCell::new(Vec::new());
+        let scan = shared
+            .borrow()
+            .scan_ports(DEFAULT_CONNECT_WAIT_MS, &|wait: &PortWait| reports.borrow_mut().push(wait.clone()));
+        let mut enabled = scan.enabled.clone();
+        enabled.sort();
+        assert_eq!(enabled, [(2, Speed::Super), (5, Speed::High)], "PPC {port_power_control}");
+        assert!(scan.failed.is_empty(), "{:?}", scan.failed);
+        assert_eq!(scan.empty, [1, 3, 4, 6, 7, 8]);
+        assert!((1500..=1600).contains(&scan.waited_ms), "{}", scan.waited_ms);
+        let reports = reports.borrow();
+        let first = reports.first().expect("a progress line while ports are empty");
+        assert!((500..600).contains(&first.waited_ms), "{first:?}");
+        assert!(first.empty.contains(&2), "the late drive's port is still empty at 500 ms: {first:?}");
+        assert!(reports.iter().any(|wait| !wait.empty.contains(&2)), "then it is enabled: {reports:?}");
+        assert_eq!(
+            format!("{first}"),
+            format!("waiting for devices on ports 1-4, 6-8 ({} of 1500 ms, usb.connect-ms)", first.waited_ms)
+        );
+        // The late drive works.
+        let events = Recorded::default();
+        let options = UsbOptions::default();
+        let mut device =
+            MassStorageDevice::attach(shared.clone(), 2, Speed::Super, &options, "usb0".to_string(), &events)
+                .expect("attach");
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        assert_eq!(read_one(&mut device, 1, 8, 8, buffer), Completion { tag: 1, result: Ok(()) });
+        check_pattern(&platform, &buffer, 8, 4096);
+        sim.assert_no_violations();
+    }
+}
+
+#[test]
+fn port_lists_are_written_as_ranges() {
+    assert_eq!(format!("{}", PortList(&[1, 2, 3, 5, 7, 8])), "1-3, 5, 7-8");
+    assert_eq!(format!("{}", PortList(&[4])), "4");
+    assert_eq!(format!("{}", PortList(&[])), "");
+}
+
+#[test]
+fn rp1s_dwc3_gets_linuxs_settings_in_host_mode_before_the_xhci_reset() {
+    for (snpsid, threshold) in [
+        // DWC_usb3: select bit 29, 2 packets in 27:24, burst 8 in 23:16.
+        (0x5533_330a, (1 << 29) | (2 << 24) | (8 << 16)),
+        // DWC_usb31: select bit 26, 2 packets in 25:21, burst 8 in 20:16.
+        (0x3331_0000, (1 << 26) | (2 << 21) | (8 << 16)),
+    ] {
+        let platform = platform();
+        let sim = SimXhci::new(&platform, SimConfig { context_bytes: 64, ..SimConfig::default() }, vec![]);
+        let core = SimDwc3::new(&sim, SimConfig::default().capability_length, snpsid);
+        let (controller, report) = super::rp1::bring_up_rp1_controller(
+            &core,
+            sim_dwc3::BLOCK_BYTES,
+            &platform,
+            platform.translation(),
+            "rp1 xhci0".to_string(),
+        )
+        .expect("bring-up");
+        assert_eq!((report.snpsid, report.mode_before), (snpsid, 2));
+        assert_eq!(core.register(dwc3::offsets::GCTL) & (0b11 << 12), 1 << 12, "host mode");
+        assert_eq!(core.register(dwc3::offsets::GUSB3PIPECTL0), 0x0100_0002 | (1 << 28), "DISRXDETINP3");
+        assert_eq!(
+            core.register(dwc3::offsets::GUCTL1),
+            0x0004_0000 | (0b111 << 15),
+            "park mode off, HS/SS/FS-LS"
+        );
+        assert_eq!(
+            core.register(dwc3::offsets::GSBUSCFG1),
+            0x0000_1700,
+            "pipe limit 8 (7 + 1), EN1KPAGE kept"
+        );
+        assert_eq!(core.register(dwc3::offsets::GTXTHRCFG), threshold, "{snpsid:#x}");
+        assert!(format!("{report}").contains("in host mode (was device); AXI pipe limit 8"), "{report}");
+        assert_eq!(controller.capabilities().max_ports, 8);
+        assert!(core.violations().is_empty(), "{:?}", core.violations());
+    }
+}
+
+#[test]
+fn a_dwc3_that_does_not_answer_is_named_before_anything_is_written() {
+    let platform = platform();
+    let sim = SimXhci::new(&platform, SimConfig::default(), vec![]);
+    let core = SimDwc3::new(&sim, SimConfig::default().capability_length, 0xdead_dead);
+    let error = super::rp1::bring_up_rp1_controller(
+        &core,
+        sim_dwc3::BLOCK_BYTES,
+        &platform,
+        platform.translation(),
+        "rp1".to_string(),
+    )
+    .err()
+    .expect("refused");
+    assert_eq!(format!("{error}"), "DWC3 core: GSNPSID 0xdeaddead is not a DWC3 core's");
+    assert_eq!(core.register(dwc3::offsets::GCTL), 0x30c1_2004);
 }

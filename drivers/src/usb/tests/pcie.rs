@@ -91,6 +91,10 @@ fn pi4_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0, size_bytes: 3 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -109,6 +113,10 @@ fn pi5_plan() -> LinkPlan {
         inbound: BusTranslation { cpu_base: 0, bus_base: 0x10_0000_0000, size_bytes: 64 * GIB },
         gen: 2,
         perst_extra_ms: 0,
+        rp1_link_live: false,
+        num_lanes: None,
+        vdm_qos_map: None,
+        spread_spectrum: false,
     }
 }
 
@@ -236,7 +244,7 @@ fn the_pi4_vl805_is_driven_through_pcie0_after_its_firmware_reload() {
         gate.loaded.set(true);
         Ok::<(), ()>(())
     });
-    assert_eq!(outcome, vl805::Firmware::Reloaded { version: VL805_FIRMWARE });
+    assert_eq!(outcome, vl805::Firmware::Reloaded { version: VL805_FIRMWARE, waited_ms: 0 });
     assert_eq!(asked, [0x10_0000]);
 
     let data = read_through_root_complex(&model, &platform, &vl805_function, plan.inbound);
