@@ -19,9 +19,9 @@ ARM32_BUILD       := RUSTC_BOOTSTRAP=1 $(CARGO) build --release -p kernel --targ
 # target_arch, same 32-bit usize, no -Zbuild-std.
 ARM32_CHECK_TARGET := armv7a-none-eabi
 
-.PHONY: all deps kernel qemu farm-qemu test test-host test-e2e clippy fmt-check clean
+.PHONY: all deps kernel profiler qemu farm-qemu test test-host test-e2e clippy fmt-check clean
 
-all: kernel
+all: kernel profiler
 
 deps:
 	@tools/scripts/deps.sh --test-tools
@@ -48,6 +48,14 @@ $(BUILD)/kernel.img $(BUILD)/kernel7.img &: FORCE
 	cp $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel.elf
 	cp $(ARM32_PROFILE_DIR)/kernel32 $(BUILD)/kernel7.elf
 	@ls -l $(BUILD)/kernel.img $(BUILD)/kernel7.img
+
+# The QEMU TCG plugin behind `barebench qemu --profile` (profiler/plugin/, docs/measurement.md §17).
+profiler: $(BUILD)/libbarebench_profile.so
+
+$(BUILD)/libbarebench_profile.so: FORCE
+	@mkdir -p $(BUILD)
+	$(CARGO) build --release -p profile-plugin
+	cp $(or $(CARGO_TARGET_DIR),target)/release/libbarebench_profile.so $@
 
 FORCE:
 
@@ -82,7 +90,7 @@ farm-qemu: deps kernel
 
 test: deps
 	$(MAKE) test-host
-	$(MAKE) kernel
+	$(MAKE) kernel profiler
 	$(MAKE) clippy
 	$(MAKE) test-e2e
 

@@ -24,11 +24,27 @@ pub const MS_BAND_KEYS: [&str; MS_BANDS] =
 /// The JSON key of each `latency_ns` and `latency_us` band.
 pub const UNIT_BAND_KEYS: [&str; 10] = ["2", "4", "10", "20", "50", "100", "250", "500", "750", "1000"];
 
+/// The band within one unit of every value below 1000 (`"2"` is band 0, …, `"1000"` band 9):
+/// one table read per completion instead of a search of the edges.
+const BAND_WITHIN_UNIT: [u8; 1000] = {
+    let mut table = [0u8; 1000];
+    let mut value = 0;
+    while value < 1000 {
+        let mut band = 0;
+        while band < LATENCY_BAND_EDGES.len() && LATENCY_BAND_EDGES[band] <= value as u64 {
+            band += 1;
+        }
+        table[value] = band as u8;
+        value += 1;
+    }
+    table
+};
+
 /// Index into [`LATENCY_BANDS`] of a completion latency (fio truncates to the unit first).
 pub fn latency_band(clat_ns: u64) -> usize {
     let edges = LATENCY_BAND_EDGES.len();
     // Bands below an edge: 0 and 1 → "2", …, 750–999 → "1000" (value < 1000 here).
-    let within = |value: u64| LATENCY_BAND_EDGES.partition_point(|&edge| edge <= value);
+    let within = |value: u64| usize::from(BAND_WITHIN_UNIT[value as usize]);
     if clat_ns < NS_PER_US {
         return within(clat_ns);
     }

@@ -2,8 +2,9 @@
 //! the ramp, the measured window and the drain (docs/architecture.md "What is measured"; slat,
 //! clat and lat as fio defines them: docs/nvme-and-fio.md §3.1).
 //!
-//! Each pass of the loop reads the timer once and takes three steps: `RunLoop::reap` polls and
-//! records what completed, `RunLoop::fill` submits until the queue depth is in flight again
+//! Each pass of the loop takes three steps: `RunLoop::reap` polls, reads the timer once (the
+//! pass's time, and the completions' when the poll found any) and records what completed,
+//! `RunLoop::fill` submits until the queue depth is in flight again
 //! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
 //! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
 //! watches the drain deadline. An I/O
@@ -94,10 +95,22 @@ pub struct RunEnvironment<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct TickConverter {
     ticks_per_second: u64,
+    /// Nanoseconds per tick when a second is a whole number of them (62.5 MHz: 16; 1 GHz: 1):
+    /// then a conversion is one multiplication, with the same result.
+    whole_ns_per_tick: Option<u64>,
 }
 
 impl TickConverter {
+    fn new(ticks_per_second: u64) -> TickConverter {
+        let whole = (ticks_per_second > 0 && NS_PER_S.is_multiple_of(ticks_per_second))
+            .then(|| NS_PER_S / ticks_per_second);
+        TickConverter { ticks_per_second, whole_ns_per_tick: whole }
+    }
+
     fn ns(self, ticks: u64) -> u64 {
+        if let Some(product) = self.whole_ns_per_tick.and_then(|per_tick| ticks.checked_mul(per_tick)) {
+            return product;
+        }
         match ticks.checked_mul(NS_PER_S) {
             Some(product) => product / self.ticks_per_second,
             None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
@@ -653,7 +666,7 @@ impl<'r> RunLoop<'r> {
             device_name,
             device,
             clock,
-            converter: TickConverter { ticks_per_second: clock.ticks_per_second() },
+            converter: TickConverter::new(clock.ticks_per_second()),
             queue_depth,
             requests,
             scratch,
@@ -716,27 +729,27 @@ impl<'r> RunLoop<'r> {
 
     fn run(&mut self, console: &mut dyn Console) {
         loop {
-            let now = self.clock.now_ticks();
+            // One clock reading per pass, right after the poll: the completions' time when it
+            // found any.
+            let (now, completed) = self.reap();
             if self.stall.has_stopped(now) {
                 let (end, message) = self.stall.stopped(now);
                 self.end_early(end, message, console);
                 break;
             }
-            let completed_at = self.reap();
-            let latest = completed_at.unwrap_or(now);
-            while latest >= self.sampler[0].next_due_ticks {
-                self.take_sample(latest);
+            while now >= self.sampler[0].next_due_ticks {
+                self.take_sample(now);
             }
-            if self.submitting && latest >= self.times.window_end {
+            if self.submitting && now >= self.times.window_end {
                 self.submitting = false;
             }
             let submitted = self.submitting && self.fill(console);
             if !self.submitting && self.in_flight == 0 {
-                self.meter.settle(submitted || completed_at.is_some());
+                self.meter.settle(submitted || completed);
                 break;
             }
             let stop = self.end_of_pass(now, console);
-            self.meter.settle(submitted || completed_at.is_some());
+            self.meter.settle(submitted || completed);
             if stop {
                 break;
             }
@@ -877,9 +890,10 @@ impl<'r> RunLoop<'r> {
         self.submitting = false;
     }
 
-    /// Polls once and records what completed. Returns when the completions were seen, if there
-    /// were any; a poll that finds nothing is waiting, and its CPU time is no I/O's cost.
-    fn reap(&mut self) -> Option<u64> {
+    /// Polls once, reads the clock, and records what completed. Returns the clock reading and
+    /// whether anything completed (at that reading); a poll that finds nothing is waiting, and
+    /// its CPU time is no I/O's cost.
+    fn reap(&mut self) -> (u64, bool) {
         self.meter.lap(Account::Pending);
         let completions = &mut self.scratch.completions[..self.queue_depth];
         let count = match self.trace {
@@ -888,7 +902,7 @@ impl<'r> RunLoop<'r> {
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);
-            return None;
+            return (self.clock.now_ticks(), false);
         }
         self.meter.lap(Account::Driver);
         let done = self.clock.now_ticks();
@@ -909,7 +923,7 @@ impl<'r> RunLoop<'r> {
             }
         }
         self.meter.lap(Account::Bookkeeping);
-        Some(done)
+        (done, true)
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.
@@ -922,12 +936,13 @@ impl<'r> RunLoop<'r> {
             }
         };
         state.in_flight = false;
-        let state = *state;
-        let (submitted, kicked) = (state.submitted_at_ticks, state.kicked_at_ticks);
+        // Only the fields every completion needs: the whole state is copied for write jobs alone.
+        let (submitted, kicked, operation) =
+            (state.submitted_at_ticks, state.kicked_at_ticks, state.operation);
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
         self.completed += 1;
-        let direction = match state.operation {
+        let direction = match operation {
             Operation::Flush => {
                 self.complete_flush(completion, submitted, done, inside_window);
                 return true;
@@ -935,7 +950,10 @@ impl<'r> RunLoop<'r> {
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
-        self.account_slot(completion, &state);
+        if self.checks.is_some() {
+            let state = self.scratch.tags[completion.tag as usize];
+            self.account_slot(completion, &state);
+        }
         let measurements = &mut self.measurements[direction as usize];
         match completion.result {
             Ok(()) if inside_window => measurements.record(self.converter, submitted, kicked, done),

@@ -765,8 +765,8 @@ mod tests {
             column(&runs, |r| r.bandwidth_micro()),
             [109_226_666_666_666, 111_957_333_333_333, 114_688_000_000_000]
         );
-        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [74_814_488, 73_134_793, 71_638_012]);
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_759_050, 73_079_183, 71_582_393]);
+        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [74_813_800, 73_134_793, 71_638_012]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_758_350, 73_079_183, 71_582_393]);
         assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222]);
         // Worked out by hand: the middle of each column once sorted, from whichever run it comes.
         assert_eq!(median.runs, 3);
@@ -785,13 +785,13 @@ mod tests {
             column(&runs, |r| r.iops_micro()),
             [26_666_666_666, 27_333_333_333, 28_000_000_000, 26_333_333_333]
         );
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_759_050, 73_079_183, 71_582_393, 75_488_456]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_758_350, 73_079_183, 71_582_393, 75_488_456]);
         assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222, 110_777]);
         assert_eq!(median.runs, 4);
         // (26 666 666 666 + 27 333 333 333) / 2 = 26 999 999 999.5 → 27 000 000 000.
         assert_eq!(median.iops_micro, 27_000_000_000);
-        // (73 079 183 + 74 759 050) / 2 = 73 919 116.5 → 73 919 117.
-        assert_eq!(median.clat_mean_milli_ns, 73_919_117);
+        // (73 079 183 + 74 758 350) / 2 = 73 918 766.5 → 73 918 767.
+        assert_eq!(median.clat_mean_milli_ns, 73_918_767);
         // (110 092 + 110 222) / 2 = 110 157 ns.
         assert_eq!(median.lat_max_milli_ns, 110_157_000);
     }
@@ -1449,22 +1449,24 @@ mod tests {
         let run = &results.runs[0];
         assert_eq!(run.cpu.ios, 100, "1 ms of 10 µs reads");
         // Per I/O: submit + kick + the poll that found it; the three empty polls are waiting.
-        // Bookkeeping: the timer readings of the passes that did I/O, 3 instructions each. The
-        // pass that completes I/O k also submits I/O k + 1: four readings (the pass's own,
-        // completion, submit, doorbell); the first pass has no completion (3 readings) and the
-        // last, at the window's end, no submit (2): 9 + 99 × 12 + 6 = 1203 for 100 I/Os.
+        // Bookkeeping: the timer readings of the passes that did I/O, 3 instructions each (a
+        // pass that only waited, its reading included, is nobody's cost). The pass that
+        // completes I/O k also submits I/O k + 1: three readings (the pass's own after the poll,
+        // which is the completion's, then submit and doorbell); the first pass has no
+        // completion but its own reading (3) and the last, at the window's end, no submit (1):
+        // 9 + 99 × 9 + 3 = 903 for 100 I/Os.
         assert_eq!(run.cpu.driver.instructions, 100 * (100 + 20 + 50));
-        assert_eq!(run.cpu.bookkeeping.instructions, 1203);
+        assert_eq!(run.cpu.bookkeeping.instructions, 903);
         let per_io = run.cpu.per_io();
         assert_eq!(per_io.driver_instructions_milli, Some(170_000));
         // The model's cycles are twice its instructions.
         assert_eq!(per_io.driver_cycles_milli, Some(340_000));
-        assert_eq!(per_io.bookkeeping_instructions_milli, Some(12_030));
-        assert_eq!(per_io.bookkeeping_cycles_milli, Some(24_060));
+        assert_eq!(per_io.bookkeeping_instructions_milli, Some(9_030));
+        assert_eq!(per_io.bookkeeping_cycles_milli, Some(18_060));
         assert_eq!(results.medians[0].cpu_per_io, per_io);
         assert!(
             console.contains(
-                "nvme0    cpu per I/O: driver 170 instr / 340 cycles, bookkeeping 12 instr / 24 cycles\n"
+                "nvme0    cpu per I/O: driver 170 instr / 340 cycles, bookkeeping 9 instr / 18 cycles\n"
             ),
             "{console}"
         );

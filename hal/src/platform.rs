@@ -44,7 +44,8 @@ pub struct DmaAllocationError {
 ///   request's data can be reached as a [`crate::dma::DmaRegion`] without further promises);
 /// - [`Platform::clean_for_device`] returns only once the CPU's writes to the buffer are in
 ///   memory where a device reads them, and [`Platform::invalidate_for_cpu`] only once no cached
-///   line can hide what a device wrote (both may do nothing where the memory is not cached).
+///   line can hide what a device wrote (both may do nothing where the memory is not cached);
+/// - [`Platform::needs_cache_maintenance`] says no only for a buffer for which both do nothing.
 pub unsafe trait Platform: Clock {
     /// Zeroed DMA memory of `length_bytes`, aligned to `alignment_bytes` (a power of two), that
     /// lives as long as the platform (see the trait's safety contract). Memory from the
@@ -69,6 +70,14 @@ pub unsafe trait Platform: Clock {
     /// Whether `buffer` lies in DMA memory this platform hands out (see the trait's safety
     /// contract): a request's data buffer the CPU may then reach through a region.
     fn is_dma_memory(&self, buffer: &DmaBuffer) -> bool;
+
+    /// Whether [`Platform::clean_for_device`] and [`Platform::invalidate_for_cpu`] do anything
+    /// for `buffer` (see the trait's safety contract). A driver that keeps a buffer for good
+    /// (a queue's ring) asks once and leaves out the calls when they would do nothing. By
+    /// default they always may.
+    fn needs_cache_maintenance(&self, _buffer: &DmaBuffer) -> bool {
+        true
+    }
 
     /// Waits at least `microseconds`.
     fn delay_us(&self, microseconds: u64) {

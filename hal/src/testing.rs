@@ -315,6 +315,9 @@ pub struct ArenaPlatform {
     clock: SteppingClock,
     pub clean_calls: Cell<u64>,
     pub invalidate_calls: Cell<u64>,
+    /// The arena is mapped non-cacheable, as the kernel's DMA pool: `needs_cache_maintenance`
+    /// then says no for every buffer (the calls are still logged if a driver makes them).
+    pub uncached: Cell<bool>,
     log: Rc<EventLog>,
     background: RefCell<Vec<Weak<dyn Background>>>,
     bus_view: RefCell<Option<Rc<dyn BusView>>>,
@@ -342,6 +345,7 @@ impl ArenaPlatform {
             clock: SteppingClock::new(1_000_000_000, 1_000),
             clean_calls: Cell::new(0),
             invalidate_calls: Cell::new(0),
+            uncached: Cell::new(false),
             log,
             background: RefCell::new(Vec::new()),
             bus_view: RefCell::new(None),
@@ -536,6 +540,10 @@ unsafe impl Platform for ArenaPlatform {
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
         self.invalidate_calls.set(self.invalidate_calls.get() + 1);
         self.log.push(PlatformEvent::Invalidate(ByteRange::of(buffer)));
+    }
+
+    fn needs_cache_maintenance(&self, _buffer: &DmaBuffer) -> bool {
+        !self.uncached.get()
     }
 
     /// Every part of the arena is memory `allocate_dma` hands out.

@@ -5,6 +5,7 @@ pub mod disk;
 pub mod farm;
 pub mod image;
 pub mod pattern;
+pub mod profile;
 pub mod qemu;
 pub mod qemu_boot_card;
 pub mod qemu_faults;

@@ -16,6 +16,7 @@ use tools::disk::{parse_size_bytes, DiskSpec};
 use tools::image::card::{self, WriteTarget};
 use tools::image::firmware::{DebianArchive, DebianFetch};
 use tools::image::{CardRequest, FirmwareSource, ImageRequest};
+use tools::profile::KernelSymbols;
 use tools::qemu::{Machine, QemuError, QemuRun, DEFAULT_MACHINE, DEFAULT_VIRT_CPU, DEFAULT_VIRT_MEMORY};
 use tools::qemu_faults::Fault;
 use tools::scratch;
@@ -281,6 +282,16 @@ struct QemuArgs {
     /// guest's instructions, not the host's speed.
     #[arg(long)]
     icount: bool,
+    /// Profile the instructions of the CPU cost per I/O (implies --icount): every instruction the
+    /// kernel's CPU meter charges to the driver or the bookkeeping, attributed to its function
+    /// and callers with the kernel ELF's symbols (the ELF beside --kernel). Prints a table per
+    /// device and job and writes folded stacks for flame-graph tools to FILE (all) and
+    /// FILE-DEVICE-JOB.folded (docs/measurement.md §18).
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// The QEMU plugin --profile loads (`make profiler` builds it).
+    #[arg(long, value_name = "PATH", default_value = tools::profile::DEFAULT_PLUGIN)]
+    profile_plugin: PathBuf,
     /// Inject a fault to see what the kernel does with it (repeatable or comma-separated):
     /// nvme-media (reads of the NVMe drive's second MiB fail: Unrecovered Read Error),
     /// nvme-slow (the NVMe drive answers after 2 s; nvme.timeout-ms=500 unless set),
@@ -506,7 +517,11 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         run.log_path = log.clone();
     }
     run.timeout = args.timeout.map(Duration::from_secs);
-    run.icount = args.icount;
+    run.icount = args.icount || args.profile.is_some();
+    let profile = match &args.profile {
+        Some(file) => Some(prepare_profile(&mut run, file, &args.profile_plugin)?),
+        None => None,
+    };
     run.faults = args.faults.clone();
     if let Some(binary) = &args.qemu {
         run.qemu_binary = binary.clone();
@@ -540,6 +555,9 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
     match result {
         Ok(outcome) => {
             let code = outcome.exit_code();
+            if let Some((file, records, symbols)) = &profile {
+                report_profile(file, records, symbols, &outcome.log_text)?;
+            }
             eprintln!(
                 "barebench: QEMU exited with status {code} after {:.2} s; log in {}",
                 outcome.elapsed.as_secs_f64(),
@@ -553,6 +571,51 @@ fn run_qemu(args: &QemuArgs) -> Result<ExitCode> {
         }
         Err(error) => Err(error.into()),
     }
+}
+
+/// `--profile FILE`: the plugin's arguments from the kernel ELF's symbols, added to the run.
+/// Returns what the report needs afterwards.
+fn prepare_profile(
+    run: &mut QemuRun,
+    file: &Path,
+    plugin: &Path,
+) -> Result<(PathBuf, PathBuf, KernelSymbols)> {
+    let symbols = KernelSymbols::read(&tools::profile::elf_for_kernel(&run.kernel))?;
+    let records = run.workdir.join("profile-records.txt");
+    let options = symbols.plugin_options(&records)?;
+    let mut arguments = tools::profile::plugin_arguments(plugin, &options)?;
+    arguments.append(&mut run.extra_args);
+    run.extra_args = arguments;
+    Ok((file.to_path_buf(), records, symbols))
+}
+
+/// After a `--profile` run: the table of each device and job, and the folded stacks.
+fn report_profile(file: &Path, records: &Path, symbols: &KernelSymbols, log: &str) -> Result<()> {
+    let runs = tools::profile::read_records(records)?;
+    let labels = tools::profile::runs_in_log(log);
+    if runs.len() != labels.len() {
+        eprintln!(
+            "barebench: the profile has {} runs and the log {}; the first {} are paired in order",
+            runs.len(),
+            labels.len(),
+            runs.len().min(labels.len())
+        );
+    }
+    let elf = &symbols.path;
+    let inline = tools::profile::InlineFrames::read(elf, &tools::profile::instruction_addresses(&runs))
+        .unwrap_or_else(|reason| {
+            eprintln!("barebench: {reason}; the profile names ELF symbols only, not the functions inlined into them");
+            tools::profile::InlineFrames::default()
+        });
+    let profiles = tools::profile::build_profiles(&runs, &labels, symbols, &inline);
+    println!();
+    for profile in &profiles {
+        println!("{}", profile.table());
+    }
+    for path in tools::profile::write_folded(&profiles, file)? {
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 fn run_serial(args: &SerialArgs) -> Result<ExitCode> {

@@ -15,7 +15,7 @@ use super::ring::{CompletionRing, QueueMemory, SubmissionRing};
 use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use hal::mmio::RegisterIo;
 use hal::platform::{Deadline, Platform};
 
@@ -54,7 +54,9 @@ pub struct AdminChannel<'p, R: RegisterIo, P: Platform> {
     /// Queue pairs asked for with Set Features Number of Queues (asked again after a reset).
     pub(crate) pairs_requested: u16,
     queues: Vec<QueueRecord<'p>>,
-    generation: u32,
+    /// Moves on with every controller reset; each queue pair holds a clone and compares it with
+    /// the generation its rings belong to on every kick and poll (a load, no borrow).
+    generation: Rc<Cell<u32>>,
     resets: u32,
     last_reset_us: u64,
 }
@@ -86,7 +88,7 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
             usable: true,
             pairs_requested: 0,
             queues: Vec::new(),
-            generation: 0,
+            generation: Rc::new(Cell::new(0)),
             resets: 0,
             last_reset_us: 0,
         }
@@ -94,7 +96,12 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
 
     /// Moves on with every controller reset.
     pub fn generation(&self) -> u32 {
-        self.generation
+        self.generation.get()
+    }
+
+    /// The reset generation as the pairs follow it.
+    pub fn generation_counter(&self) -> Rc<Cell<u32>> {
+        Rc::clone(&self.generation)
     }
 
     /// Controller resets so far.
@@ -221,7 +228,7 @@ impl<'p, R: RegisterIo, P: Platform> AdminChannel<'p, R, P> {
     }
 
     fn reset_and_recreate(&mut self) -> Result<(), NvmeError> {
-        self.generation = self.generation.wrapping_add(1);
+        self.generation.set(self.generation.get().wrapping_add(1));
         self.resets += 1;
         let waits = WaitReporter { events: self.events, label: &self.label };
         disable(&self.registers, self.platform, &self.capabilities, waits)?;

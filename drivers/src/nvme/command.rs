@@ -68,8 +68,12 @@ pub fn io_opcode_name(opcode: u8) -> &'static str {
     }
 }
 
-/// One 64-byte submission queue entry as sixteen little-endian dwords.
+/// One 64-byte submission queue entry as sixteen little-endian dwords. Aligned to 8 bytes so that
+/// the bare-metal targets (strict alignment, no NEON) build, zero and copy it with 8-byte stores
+/// instead of calls to `memset` and `memcpy` (about 40 instructions each per command, as
+/// `barebench qemu --profile` showed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(8))]
 pub struct SubmissionEntry {
     pub dwords: [u32; 16],
 }
@@ -214,12 +218,29 @@ impl SubmissionEntry {
 
     fn transfer(opcode: u8, namespace_id: u32, lba: u64, block_count: u32, (prp1, prp2): (u64, u64)) -> Self {
         debug_assert!((1..=65536).contains(&block_count));
-        let mut entry = SubmissionEntry::new(opcode, namespace_id);
-        entry.set_prps(prp1, prp2);
-        entry.dwords[10] = lba as u32;
-        entry.dwords[11] = (lba >> 32) as u32;
-        entry.dwords[12] = (block_count - 1) & 0xffff;
-        entry
+        // Every dword written once (CDW0, NSID, reserved, MPTR, PRP1, PRP2, SLBA, NLB, CDW13-15).
+        let low = |value: u64| value as u32;
+        let high = |value: u64| (value >> 32) as u32;
+        SubmissionEntry {
+            dwords: [
+                u32::from(opcode),
+                namespace_id,
+                0,
+                0,
+                0,
+                0,
+                low(prp1),
+                high(prp1),
+                low(prp2),
+                high(prp2),
+                low(lba),
+                high(lba),
+                (block_count - 1) & 0xffff,
+                0,
+                0,
+                0,
+            ],
+        }
     }
 
     /// For a Read or Write: starting LBA and block count.

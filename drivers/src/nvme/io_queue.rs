@@ -18,12 +18,14 @@ use super::prp;
 use super::ring::{CompletionRing, QueueMemory, SubmissionRing};
 use super::status::Status;
 use alloc::collections::VecDeque;
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{
     check_request, BlockDevice, CommandDetail, Completion, DmaBuffer, Geometry, IoError, IoErrorKind,
     Operation, Request, SubmitError,
 };
+use core::cell::Cell;
 use hal::dma::DmaAllocation;
 use hal::mmio::RegisterIo;
 use hal::platform::{BusTranslation, Platform};
@@ -196,8 +198,10 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     reports_left_out: u64,
     /// The controller's admin queue, for Abort and controller reset (none in some tests).
     admin: Option<SharedAdmin<'p, R, P>>,
-    /// The admin channel's reset generation this pair's rings belong to.
+    /// The admin channel's reset generation this pair's rings belong to, and the channel's
+    /// counter (none without an admin channel).
     generation: u32,
+    reset_generation: Option<Rc<Cell<u32>>>,
     timeout_ticks: u64,
     next_timeout_check_ticks: u64,
     /// The clock when the batch being written into the SQ started (its doorbell follows).
@@ -250,6 +254,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             reports_made: 0,
             reports_left_out: 0,
             generation: admin.as_ref().map_or(0, |admin| admin.borrow().generation()),
+            reset_generation: admin.as_ref().map(|admin| admin.borrow().generation_counter()),
             admin,
             timeout_ticks: platform.ns_to_ticks(setup.command_timeout_us.saturating_mul(1000)).max(1),
             next_timeout_check_ticks: 0,
@@ -342,8 +347,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     /// Writes the next Read or Write command (or the Flush) of request `index` into the SQ (no
     /// doorbell).
     fn issue_piece(&mut self, index: u32) -> bool {
-        let request = self.requests[index as usize];
-        if request.operation == Operation::Flush {
+        let request = &self.requests[index as usize];
+        let operation = request.operation;
+        if operation == Operation::Flush {
             return self.issue_flush(index);
         }
         let setup = &self.setup;
@@ -386,7 +392,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
         }
         let namespace_id = setup.namespace_id;
-        let mut entry = match request.operation {
+        let mut entry = match operation {
             Operation::Write => SubmissionEntry::write(namespace_id, lba, block_count, prps.prp1, prps.prp2),
             _ => SubmissionEntry::read(namespace_id, lba, block_count, prps.prp1, prps.prp2),
         };
@@ -535,57 +541,10 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         Err(IoError { kind: io_error_kind(status), code: u32::from(status.field()) })
     }
 
-    fn finish(&mut self, index: u32) -> Completion {
-        let request = self.requests[index as usize];
-        let bytes = request.block_count as usize * self.setup.block_bytes as usize;
-        if request.operation == Operation::Read {
-            if let Some(data) = request.buffer.slice(0, bytes) {
-                self.platform.invalidate_for_cpu(&data);
-            }
-        }
-        self.free_requests.push(index);
-        self.statistics.requests_completed += 1;
-        if request.error.is_some() {
-            self.statistics.requests_failed += 1;
-        }
-        Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) }
-    }
-}
-
-/// Status code types the specification reserves (NVMe Base Specification 2.0 Figure 92: 4h-6h).
-const RESERVED_CODE_TYPES: core::ops::RangeInclusive<u8> = 4..=6;
-
-/// The block interface's kind for a failed command: the media and data integrity status codes
-/// (status code type 2, NVMe Base Specification 2.0 §4.2.3.2.3) are the medium's; every other
-/// status is the device's answer to the command.
-fn io_error_kind(status: Status) -> IoErrorKind {
-    if status.code_type == super::status::code_type::MEDIA_AND_DATA_INTEGRITY {
-        IoErrorKind::Media
-    } else {
-        IoErrorKind::DeviceStatus
-    }
-}
-
-impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
-    fn name(&self) -> &str {
-        &self.setup.name
-    }
-
-    fn take_unreported_failures(&mut self) -> u64 {
-        IoQueuePair::take_unreported_failures(self)
-    }
-
-    fn geometry(&self) -> Geometry {
-        self.geometry
-    }
-
-    /// Checks the request (range, length, buffer reachable and 4-byte aligned) and queues it;
-    /// nothing reaches the controller until `kick()`. Reads, writes (which the benchmark sends
-    /// only inside a marked scratch region of a device `write=` names) and flushes.
-    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        if let Err(error) = check_request(&self.geometry, &request) {
-            return Err((request, error));
-        }
+    /// `submit` for a request that already passed [`check_request`] against this pair's
+    /// geometry (the namespace checks once for all its pairs): the bus address, a request
+    /// slot, and the data cleaned from the cache.
+    pub(crate) fn submit_checked(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
         if self.unusable {
             return Err((request, SubmitError::DeviceUnusable));
         }
@@ -632,6 +591,61 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         let in_flight = self.requests_in_flight();
         self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
         Ok(())
+    }
+
+    fn finish(&mut self, index: u32) -> Completion {
+        let request = &self.requests[index as usize];
+        let bytes = request.block_count as usize * self.setup.block_bytes as usize;
+        if request.operation == Operation::Read {
+            if let Some(data) = request.buffer.slice(0, bytes) {
+                self.platform.invalidate_for_cpu(&data);
+            }
+        }
+        let completion = Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) };
+        self.free_requests.push(index);
+        self.statistics.requests_completed += 1;
+        if completion.result.is_err() {
+            self.statistics.requests_failed += 1;
+        }
+        completion
+    }
+}
+
+/// Status code types the specification reserves (NVMe Base Specification 2.0 Figure 92: 4h-6h).
+const RESERVED_CODE_TYPES: core::ops::RangeInclusive<u8> = 4..=6;
+
+/// The block interface's kind for a failed command: the media and data integrity status codes
+/// (status code type 2, NVMe Base Specification 2.0 §4.2.3.2.3) are the medium's; every other
+/// status is the device's answer to the command.
+fn io_error_kind(status: Status) -> IoErrorKind {
+    if status.code_type == super::status::code_type::MEDIA_AND_DATA_INTEGRITY {
+        IoErrorKind::Media
+    } else {
+        IoErrorKind::DeviceStatus
+    }
+}
+
+impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
+    fn name(&self) -> &str {
+        &self.setup.name
+    }
+
+    fn take_unreported_failures(&mut self) -> u64 {
+        IoQueuePair::take_unreported_failures(self)
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Checks the request (range, length, buffer reachable and 4-byte aligned) and queues it;
+    /// nothing reaches the controller until `kick()`. Reads, writes (which the benchmark sends
+    /// only inside a marked scratch region of a device `write=` names) and flushes.
+    fn submit(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        if let Err(error) = check_request(&self.geometry, &request) {
+            return Err((request, error));
+        }
+        self.submit_checked(request)
     }
 
     /// NVMe Flush is valid with or without a volatile write cache (NVMe 1.4 §6.8: without one
@@ -691,7 +705,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
         }
         if self.completion_ring.release(&self.registers) {
             self.statistics.cq_doorbell_writes += 1;
-            if self.issue_waiting() > 0 {
+            if self.waiting.len() > self.unreleased && self.issue_waiting() > 0 {
                 self.ring_submission_doorbell();
             }
         } else if consumed == 0 && self.commands_in_flight() > 0 {

@@ -74,8 +74,12 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         if let Err(error) = check_request(&self.geometry, &request) {
             return Err((request, error));
         }
+        // Checked once here: every pair has the namespace's blocks and request limit.
+        if let [pair] = self.pairs.as_mut_slice() {
+            return pair.submit_checked(request);
+        }
         let index = self.least_busy_pair();
-        self.pairs[index].submit(request)?;
+        self.pairs[index].submit_checked(request)?;
         self.next_pair = (index + 1) % self.pairs.len();
         Ok(())
     }
@@ -90,6 +94,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
     }
 
     fn kick(&mut self) {
+        if let [pair] = self.pairs.as_mut_slice() {
+            return pair.kick();
+        }
         for pair in &mut self.pairs {
             pair.kick();
         }
@@ -100,6 +107,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
     }
 
     fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        if let [pair] = self.pairs.as_mut_slice() {
+            return pair.poll_detailed(completions, details);
+        }
         let count = self.pairs.len();
         let mut produced = 0;
         for step in 0..count {

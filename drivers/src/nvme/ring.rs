@@ -49,6 +49,9 @@ pub struct SubmissionRing<'p> {
     pushed: u64,
     notified: u64,
     fetched: u64,
+    /// Whether the platform's cache maintenance does anything for this ring's memory, asked
+    /// at the first hand-over (the memory never moves).
+    maintained: Option<bool>,
 }
 
 impl<'p> SubmissionRing<'p> {
@@ -57,7 +60,15 @@ impl<'p> SubmissionRing<'p> {
     pub fn new(memory: DmaRegion<'p>, entries: u32, doorbell_offset_bytes: usize) -> Self {
         assert!(entries >= 2, "a queue has at least two entries");
         assert!(memory.length_bytes() >= entries as usize * SUBMISSION_ENTRY_BYTES, "SQ memory too small");
-        SubmissionRing { memory, doorbell_offset_bytes, entries, pushed: 0, notified: 0, fetched: 0 }
+        SubmissionRing {
+            memory,
+            doorbell_offset_bytes,
+            entries,
+            pushed: 0,
+            notified: 0,
+            fetched: 0,
+            maintained: None,
+        }
     }
 
     fn slot_of(&self, sequence: u64) -> u32 {
@@ -117,6 +128,20 @@ impl<'p> SubmissionRing<'p> {
             return false;
         }
         let (from, tail) = (self.slot_of(self.notified), self.tail());
+        let memory = self.memory.buffer();
+        if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory)) {
+            self.clean_entries(from, tail, platform);
+        }
+        // The entries (Normal memory) must reach the controller before the doorbell (Device
+        // memory) tells it to fetch them: `dmb oshst`, as Linux's `writel()`.
+        barrier::store_before_doorbell();
+        registers.write32(self.doorbell_offset_bytes, tail);
+        self.notified = self.pushed;
+        true
+    }
+
+    /// Cleans the slots from `from` up to `tail` (exclusive, wrapping) from the cache.
+    fn clean_entries<P: Platform + ?Sized>(&self, from: u32, tail: u32, platform: &P) {
         let bytes_from = from as usize * SUBMISSION_ENTRY_BYTES;
         if from < tail {
             platform.clean_for_device(
@@ -129,12 +154,6 @@ impl<'p> SubmissionRing<'p> {
                 platform.clean_for_device(&self.memory.slice(0, tail as usize * SUBMISSION_ENTRY_BYTES));
             }
         }
-        // The entries (Normal memory) must reach the controller before the doorbell (Device
-        // memory) tells it to fetch them: `dmb oshst`, as Linux's `writel()`.
-        barrier::store_before_doorbell();
-        registers.write32(self.doorbell_offset_bytes, tail);
-        self.notified = self.pushed;
-        true
     }
 
     /// Takes the SQ head a completion reported for the command pushed as `sequence` (NVMe 1.4
@@ -166,6 +185,8 @@ pub struct CompletionRing<'p> {
     head: u32,
     expected_phase: bool,
     unreleased: u32,
+    /// As [`SubmissionRing`]'s: asked at the first look for a completion.
+    maintained: Option<bool>,
 }
 
 impl<'p> CompletionRing<'p> {
@@ -181,6 +202,7 @@ impl<'p> CompletionRing<'p> {
             head: 0,
             expected_phase: true,
             unreleased: 0,
+            maintained: None,
         }
     }
 
@@ -193,7 +215,10 @@ impl<'p> CompletionRing<'p> {
     /// until [`CompletionRing::release`].
     pub fn pop<P: Platform + ?Sized>(&mut self, platform: &P) -> Option<CompletionEntry> {
         let offset = self.head as usize * COMPLETION_ENTRY_BYTES;
-        platform.invalidate_for_cpu(&self.memory.slice(offset, COMPLETION_ENTRY_BYTES));
+        let memory = self.memory.buffer();
+        if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory)) {
+            platform.invalidate_for_cpu(&self.memory.slice(offset, COMPLETION_ENTRY_BYTES));
+        }
         let dword3 = self.memory.read_u32(offset + 12);
         if phase_of(dword3) != self.expected_phase {
             return None;
@@ -457,6 +482,36 @@ mod tests {
             ]
         );
         assert_eq!(platform.log().violations(), Vec::<std::string::String>::new());
+    }
+
+    #[test]
+    fn rings_in_uncached_memory_leave_out_the_cache_maintenance_but_keep_the_order() {
+        let platform = ArenaPlatform::new(1 << 16);
+        platform.uncached.set(true);
+        let registers = Doorbells::default();
+        let mut submission = submission_ring(&platform, 4);
+        let (mut completion, memory) = completion_ring(&platform, 2);
+        let (sq, cq) = (submission.memory.physical_address(), memory.physical_address());
+        let start = platform.log().len();
+        submission.push(&read(1));
+        assert!(submission.notify(&registers, &platform));
+        post(&platform, &memory, 0, 1, true);
+        assert_eq!(completion.pop(&platform).map(|entry| entry.command_id()), Some(1));
+        assert!(completion.release(&registers));
+        assert_eq!(
+            platform.log().since(start),
+            [
+                PlatformEvent::CpuWrite(ByteRange::new(sq, 64)),
+                PlatformEvent::Barrier(BarrierKind::Store),
+                PlatformEvent::MmioWrite { block: "test", offset_bytes: SQ_DOORBELL, value: 1 },
+                PlatformEvent::DeviceWrite(ByteRange::new(cq, 16)),
+                PlatformEvent::CpuRead(ByteRange::new(cq + 12, 4)),
+                PlatformEvent::Barrier(BarrierKind::Load),
+                PlatformEvent::CpuRead(ByteRange::new(cq, 12)),
+                PlatformEvent::Barrier(BarrierKind::Load),
+                PlatformEvent::MmioWrite { block: "test", offset_bytes: CQ_DOORBELL, value: 1 },
+            ]
+        );
     }
 
     #[test]

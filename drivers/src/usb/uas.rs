@@ -420,21 +420,22 @@ impl<'p> UasTransport<'p> {
     }
 
     /// Rings every doorbell the queued TDs need: status and data streams before the command
-    /// pipe, each (endpoint, stream) once.
+    /// pipe, each (endpoint, stream) once. (No list of what was rung: a doorbell is rung where
+    /// it first appears among the queued ones, which keeps the heap out of every I/O.)
     pub fn kick<R: RegisterIo, P: Platform>(&mut self, hc: &mut HostController<'_, R, P>, slot_id: u8) {
         let command_dci = self.command.dci;
-        let mut rung: Vec<(u8, u16)> = Vec::new();
-        let doorbells = core::mem::take(&mut self.doorbells);
-        let ordered = doorbells
-            .iter()
-            .filter(|(dci, _)| *dci != command_dci)
-            .chain(doorbells.iter().filter(|(dci, _)| *dci == command_dci));
-        for &(dci, stream) in ordered {
-            if !rung.contains(&(dci, stream)) {
-                hc.ring_doorbell(slot_id, dci, stream);
-                rung.push((dci, stream));
+        let doorbells = &self.doorbells;
+        for command_pipe in [false, true] {
+            for (index, &(dci, stream)) in doorbells.iter().enumerate() {
+                if (dci == command_dci) != command_pipe {
+                    continue;
+                }
+                if !doorbells[..index].contains(&(dci, stream)) {
+                    hc.ring_doorbell(slot_id, dci, stream);
+                }
             }
         }
+        self.doorbells.clear();
     }
 
     /// Takes this drive's events, finishes commands whose status and data are in, and aborts
@@ -446,15 +447,13 @@ impl<'p> UasTransport<'p> {
         finished: &mut Finished,
     ) {
         self.take_events(hc, device, finished);
-        let platform = hc.platform();
-        let expired: Vec<u16> = (1..self.tags)
-            .filter(|&tag| {
-                self.states[usize::from(tag)]
-                    .is_some_and(|s| s.result.is_none() && s.deadline.has_passed(platform))
-            })
-            .collect();
-        for tag in expired {
-            self.abort(hc, device, tag, finished);
+        for tag in 1..self.tags {
+            let expired = self.states[usize::from(tag)]
+                .as_ref()
+                .is_some_and(|s| s.result.is_none() && s.deadline.has_passed(hc.platform()));
+            if expired {
+                self.abort(hc, device, tag, finished);
+            }
         }
         self.kick(hc, device.slot_id);
     }
@@ -477,7 +476,7 @@ impl<'p> UasTransport<'p> {
     }
 
     fn finish_if_done(&mut self, tag: u16, finished: &mut Finished) {
-        let Some(state) = self.states[usize::from(tag)] else {
+        let Some(state) = &self.states[usize::from(tag)] else {
             return;
         };
         let Some(mut result) = state.result else {
@@ -507,15 +506,10 @@ impl<'p> UasTransport<'p> {
             }
             // This IU and every older one on the pipe went out (a ring completes in order).
             let ring = &self.command.ring;
-            let sent: Vec<u16> = (1..=self.tags)
-                .filter(|&tag| {
-                    self.states[usize::from(tag)]
-                        .and_then(|s| s.command_td)
-                        .is_some_and(|placement| ring.find(placement.first_bus).is_none())
-                })
-                .collect();
-            for tag in sent {
-                self.set(tag, |s| s.command_td = None);
+            for state in self.states[1..=usize::from(self.tags)].iter_mut().flatten() {
+                if state.command_td.is_some_and(|placement| ring.find(placement.first_bus).is_none()) {
+                    state.command_td = None;
+                }
             }
             return if event.code.is_success() { Ok(()) } else { Err(failure) };
         }

@@ -317,8 +317,10 @@ fn run_benchmark(
         writes,
         conditions: Some(conditions),
     };
+    let mut lent: alloc::vec::Vec<storage::LentDevice> =
+        storage.devices_mut().iter_mut().map(storage::StorageDevice::lend).collect();
     let mut devices: alloc::vec::Vec<&mut dyn BlockDevice> =
-        storage.devices_mut().iter_mut().map(|entry| entry.device.as_mut() as &mut dyn BlockDevice).collect();
+        lent.iter_mut().map(storage::LentDevice::device).collect();
     let results = bench::runner::run_benchmark_with_traces(
         config,
         &mut devices,

@@ -254,7 +254,7 @@ fn attach_controller(
             watch_registers(storage, &name, function, &found);
         }
         devices.push(device.clone());
-        storage.add(DeviceClass::Nvme, Box::new(device));
+        storage.add_shared(DeviceClass::Nvme, device);
         storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
     shut_down_on_exit(storage, found.controller, devices);

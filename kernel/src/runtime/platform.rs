@@ -104,6 +104,11 @@ unsafe impl Platform for KernelPlatform {
         }
     }
 
+    /// The pool is Normal non-cacheable: its buffers need no clean or invalidate.
+    fn needs_cache_maintenance(&self, buffer: &DmaBuffer) -> bool {
+        !self.in_pool(buffer)
+    }
+
     /// Everything `allocate_dma` hands out lies in the pool, identity-mapped.
     fn is_dma_memory(&self, buffer: &DmaBuffer) -> bool {
         self.in_pool(buffer) && buffer.cpu_address as u64 == buffer.physical_address

@@ -244,7 +244,7 @@ fn attach_controller(machine: &Machine, options: &UsbOptions, site: Site, storag
                 describe_drive(&name, &drive);
                 let drive = SharedDrive::new(drive);
                 drives.push(drive.clone());
-                storage.add(DeviceClass::Usb, Box::new(drive));
+                storage.add_shared(DeviceClass::Usb, drive);
             }
             Err(error) => println!("{label} port {port} ({speed}): {error}; skipped"),
         }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::repository_root;
 
 /// The workspace's crates; each one's `src` (and `tools`' `tests`) is checked.
-const SOURCE_DIRECTORIES: [&str; 8] = [
+const SOURCE_DIRECTORIES: [&str; 10] = [
     "blockdev/src",
     "bench/src",
     "boot/src",
@@ -27,10 +27,13 @@ const SOURCE_DIRECTORIES: [&str; 8] = [
     "kernel/src",
     "tools/src",
     "tools/tests",
+    "profiler/src",
+    "profiler/plugin/src",
 ];
 
 /// Crates that need no unsafe code at all: their root forbids it for every module.
-const UNSAFE_FREE_CRATE_ROOTS: [&str; 3] = ["blockdev/src/lib.rs", "bench/src/lib.rs", "drivers/src/lib.rs"];
+const UNSAFE_FREE_CRATE_ROOTS: [&str; 4] =
+    ["blockdev/src/lib.rs", "bench/src/lib.rs", "drivers/src/lib.rs", "profiler/src/lib.rs"];
 
 /// The bare-metal crates' sources (the host tool's own unsafe libc calls are not covered here).
 const BARE_METAL_DIRECTORIES: [&str; 6] =
