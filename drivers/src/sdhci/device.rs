@@ -91,6 +91,8 @@ struct Segment<'p> {
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
+    /// Placed by `submit()` (or before a retry), nothing handed to the controller yet.
+    Waiting,
     /// CMD23 handed to the controller; waiting for its Command Complete.
     SetBlockCount,
     /// The read or write command handed to the controller; waiting for its Command Complete.
@@ -114,8 +116,9 @@ struct ActiveCommand<'p> {
     deadline: Deadline,
 }
 
-/// The request: `Queued` once submitted with its first command prepared (descriptors written
-/// and cleaned), waiting for `kick()`.
+/// The request: `Running` from `submit()` on, its first command prepared (descriptors written
+/// and cleaned) and in [`Phase::Waiting`] until `kick()`, so that it is never moved between
+/// states (`Queued` is not used here).
 type State<'p> = RequestState<Segment<'p>, ActiveCommand<'p>>;
 
 /// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
@@ -306,69 +309,81 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         segment
     }
 
-    /// Hands `segment`'s first command to the controller and returns without waiting: CMD23
-    /// when multi-block transfers are announced, else the data command.
-    fn start(
-        &mut self,
-        request: &Request,
-        segment: Segment<'p>,
-        attempt: u32,
-    ) -> Result<ActiveCommand<'p>, SdError> {
+    /// `segment`'s data command: the task's CMD46/CMD47 with the queue on, else CMD17, CMD18,
+    /// CMD24 or CMD25 at the card's address of its first block.
+    fn segment_command(&self, request: &Request, segment: &Segment<'p>) -> Command {
+        match self.running_task() {
+            Some(task) => command_queue::execute_task(request.operation, task, segment.blocks),
+            None => {
+                let lba = request.lba + u64::from(segment.first_block);
+                self.card.data_command(request.operation, lba, segment.blocks)
+            }
+        }
+    }
+
+    /// Makes `segment` of `request` the running request, its command not yet handed to the
+    /// controller ([`Phase::Waiting`]).
+    fn place(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
+        let command = self.segment_command(&request, &segment);
+        // Set when the command is handed over.
+        let deadline = Deadline { start_ticks: 0, end_ticks: 0 };
+        let active =
+            ActiveCommand { segment, command, phase: Phase::Waiting, blocks_done: 0, attempt, deadline };
+        self.state = RequestState::Running(request, active);
+    }
+
+    /// Hands the running segment's first command to the controller and returns without waiting:
+    /// CMD23 when multi-block transfers are announced, else the data command. Works on the
+    /// request where it is, in `self.state`.
+    fn start(&mut self) -> Result<(), SdError> {
         if let Some(retuning) =
             self.retuning.as_mut().filter(|retuning| retuning.timer_ran_out(self.host.platform()))
         {
             retuning.retune(&mut self.host);
         }
-        let lba = request.lba + u64::from(segment.first_block);
-        let command = match self.running_task() {
-            Some(task) => command_queue::execute_task(request.operation, task, segment.blocks),
-            None => self.card.data_command(request.operation, lba, segment.blocks),
-        };
-        let mut active = ActiveCommand {
-            segment,
-            command,
-            phase: Phase::Command,
-            blocks_done: 0,
-            attempt,
-            deadline: Deadline::after_ticks(self.host.platform(), self.timeouts.command),
-        };
+        let RequestState::Running(_, active) = &self.state else { return Ok(()) };
+        let (blocks, dma) = (active.segment.blocks, active.segment.dma);
         // A task's count is the card's already (CMD44): no CMD23, no CMD12.
-        if segment.blocks > 1
+        let set_block_count = blocks > 1
             && self.card.uses_cmd23
             && self.queue.is_none()
-            && !self.announces_by_auto_cmd23(&segment)
-        {
-            self.host.issue(&Command::set_block_count(segment.blocks), 0, 0, 0)?;
+            && !self.announces_by_auto_cmd23(dma, blocks);
+        let deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
+        let RequestState::Running(_, active) = &mut self.state else { return Ok(()) };
+        active.blocks_done = 0;
+        active.deadline = deadline;
+        if set_block_count {
             active.phase = Phase::SetBlockCount;
+            self.host.issue(&Command::set_block_count(blocks), 0, 0, 0)
         } else {
-            self.issue_data_command(&active)?;
+            active.phase = Phase::Command;
+            let command = active.command;
+            self.issue_data_command(&command, dma, blocks)
         }
-        Ok(active)
     }
 
-    /// Whether `segment`'s count goes out as Auto CMD23: a multi-block ADMA2 transfer (Argument 2
+    /// Whether a segment's count goes out as Auto CMD23: a multi-block ADMA2 transfer (Argument 2
     /// is the SDMA address register, so never with SDMA; QEMU's `sdhci.c` starts an SDMA
     /// transfer when it is written with SDMA selected, so only once ADMA2 is).
-    fn announces_by_auto_cmd23(&self, segment: &Segment<'p>) -> bool {
-        self.auto_cmd23 && self.queue.is_none() && segment.dma && segment.blocks > 1
+    fn announces_by_auto_cmd23(&self, dma: bool, blocks: u32) -> bool {
+        self.auto_cmd23 && self.queue.is_none() && dma && blocks > 1
     }
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
     /// in the Transfer Mode (SDHCI §2.2.5 Data Transfer Direction Select).
-    fn issue_data_command(&mut self, active: &ActiveCommand<'p>) -> Result<(), SdError> {
+    fn issue_data_command(&mut self, command: &Command, dma: bool, blocks: u32) -> Result<(), SdError> {
         use TRANSFER_MODE_COMMAND::*;
-        let segment = active.segment;
         let mut mode = BLOCK_COUNT_ENABLE::SET;
-        if !active.command.data.is_write() {
+        if !command.data.is_write() {
             mode += READ::SET;
         }
-        if segment.blocks > 1 {
+        if blocks > 1 {
             mode += MULTI_BLOCK::SET;
             if !self.card.uses_cmd23 && self.queue.is_none() {
                 mode += AUTO_COMMAND::Cmd12;
             }
         }
-        if let (true, Some(table)) = (segment.dma, self.adma.as_ref()) {
+        if let (true, Some(table)) = (dma, self.adma.as_ref()) {
             let select = match table.format() {
                 AdmaFormat::Adma2Bits32 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_32,
                 AdmaFormat::Adma2Bits64 => HOST_CONTROL_POWER::DMA_SELECT::Adma2_64,
@@ -383,31 +398,37 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
             mode += DMA_ENABLE::SET;
-            if self.announces_by_auto_cmd23(&segment) {
+            if self.announces_by_auto_cmd23(dma, blocks) {
                 // CMD23's argument: the block count (SD §4.3.14; bit 31 reliable write clear).
-                self.host.write(offsets::SDMA_ADDRESS, segment.blocks);
+                self.host.write(offsets::SDMA_ADDRESS, blocks);
                 mode += AUTO_COMMAND::Cmd23;
             }
             // The descriptors and the cleaned buffer (Normal memory) are observed by the host
             // before the Command register write (Device memory) that starts its DMA.
             barrier::store_before_doorbell();
         }
-        self.host.issue(&active.command, mode.value, BLOCK_BYTES, segment.blocks)
+        self.host.issue(command, mode.value, BLOCK_BYTES, blocks)
     }
 
     /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, mut attempt: u32) {
-        loop {
-            match self.start(&request, segment, attempt) {
-                Ok(active) => {
-                    self.state = RequestState::Running(request, active);
-                    return;
+    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
+        self.place(request, segment, attempt);
+        self.start_placed();
+    }
+
+    /// Starts the running request's placed segment, retrying after recoverable errors; the
+    /// request fails after `MAX_ATTEMPTS`.
+    fn start_placed(&mut self) {
+        while let Err(error) = self.start() {
+            let Some((request, active)) = self.running() else { return };
+            match self.retry_after(error, active.attempt) {
+                Ok(()) => {
+                    if let RequestState::Running(_, active) = &mut self.state {
+                        active.attempt += 1;
+                    }
                 }
-                Err(error) => match self.retry_after(error, attempt) {
-                    Ok(()) => attempt += 1,
-                    Err(error) => return self.fail(request, error, attempt),
-                },
+                Err(error) => return self.fail(request, error, active.attempt),
             }
         }
     }
@@ -470,64 +491,89 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         self.command_failure(request, active, SdError::Command(failure));
     }
 
-    /// Looks once at the running command and moves it on as far as it can; never waits.
-    fn advance(&mut self, request: Request, active: ActiveCommand<'p>) {
+    /// Looks once at the running command and moves it on as far as it can; never waits. The
+    /// request and its command stay where they are in `self.state` while nothing happens, so a
+    /// poll that finds the command still running copies nothing (on the strict-alignment kernel
+    /// targets a copy of either is a `memcpy` call, `barebench qemu --profile` shows them).
+    fn advance(&mut self) {
+        let RequestState::Running(_, active) = &self.state else { return };
         match active.phase {
-            Phase::SetBlockCount => self.advance_set_block_count(request, active),
-            Phase::Command => self.advance_command(request, active),
-            Phase::Data => self.advance_data(request, active),
+            // Not handed over until `kick()`.
+            Phase::Waiting => {}
+            Phase::SetBlockCount => self.advance_set_block_count(),
+            Phase::Command => self.advance_command(),
+            Phase::Data => self.advance_data(),
+        }
+    }
+
+    /// The running request and command, copied out: for the paths that leave the running state
+    /// (failures, the next command of a split request).
+    fn running(&self) -> Option<(Request, ActiveCommand<'p>)> {
+        match self.state {
+            RequestState::Running(request, active) => Some((request, active)),
+            _ => None,
+        }
+    }
+
+    /// [`Self::command_failure`] of the running command.
+    fn running_command_failure(&mut self, error: SdError) {
+        if let Some((request, active)) = self.running() {
+            self.command_failure(request, active, error);
+        }
+    }
+
+    /// [`Self::data_failure`] of the running command.
+    fn running_data_failure(&mut self, kind: FailureKind, status: u32) {
+        if let Some((request, active)) = self.running() {
+            self.data_failure(request, active, kind, status);
         }
     }
 
     /// CMD23's Command Complete: its status checked, the data command handed over.
-    fn advance_set_block_count(&mut self, request: Request, mut active: ActiveCommand<'p>) {
-        let set_block_count = Command::set_block_count(active.segment.blocks);
+    fn advance_set_block_count(&mut self) {
+        let RequestState::Running(_, active) = &mut self.state else { return };
+        let (command, dma, blocks) = (active.command, active.segment.dma, active.segment.blocks);
+        let set_block_count = Command::set_block_count(blocks);
         let outcome = match self.host.command_outcome(&set_block_count) {
-            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
-                self.state = RequestState::Running(request, active);
-                return;
-            }
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => return,
             Ok(None) => Err(self.host.command_timed_out(&set_block_count)),
             Ok(Some(response)) => self
                 .host
                 .check_card_status(&set_block_count, &response)
-                .and_then(|()| self.issue_data_command(&active)),
+                .and_then(|()| self.issue_data_command(&command, dma, blocks)),
             Err(error) => Err(error),
         };
-        match outcome {
-            Ok(()) => {
+        match (outcome, &mut self.state) {
+            (Ok(()), RequestState::Running(_, active)) => {
                 active.phase = Phase::Command;
                 active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
-                self.state = RequestState::Running(request, active);
             }
-            Err(error) => self.command_failure(request, active, error),
+            (Ok(()), _) => {}
+            (Err(error), _) => self.running_command_failure(error),
         }
     }
 
     /// The data command's Command Complete; the data phase follows in the same poll.
-    fn advance_command(&mut self, request: Request, mut active: ActiveCommand<'p>) {
+    fn advance_command(&mut self) {
+        let RequestState::Running(_, active) = &mut self.state else { return };
         match self.host.command_outcome(&active.command) {
-            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {
-                self.state = RequestState::Running(request, active);
-            }
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {}
             Ok(None) => {
                 let error = self.host.command_timed_out(&active.command);
-                self.command_failure(request, active, error);
+                self.running_command_failure(error);
             }
             // A task the card cannot run says so in its response (crate::sd::command_queue).
             Ok(Some(response))
                 if self.queue.is_some() && response.reports_card_status_errors(&active.command) =>
             {
                 let error = self.host.check_card_status(&active.command, &response).err();
-                self.command_failure(
-                    request,
-                    active,
+                self.running_command_failure(
                     error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }),
                 );
             }
             Ok(Some(_)) => {
                 active.phase = Phase::Data;
-                let timeouts = self.timeouts;
+                let timeouts = &self.timeouts;
                 let mut budget_ticks = if active.segment.dma {
                     timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
                 } else {
@@ -537,54 +583,52 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                     budget_ticks += timeouts.busy;
                 }
                 active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
-                self.advance_data(request, active);
+                self.advance_data();
             }
-            Err(error) => self.command_failure(request, active, error),
+            Err(error) => self.running_command_failure(error),
         }
     }
 
     /// Moves whatever PIO data is ready, then looks for Transfer Complete.
-    fn advance_data(&mut self, request: Request, mut active: ActiveCommand<'p>) {
-        let segment = active.segment;
+    fn advance_data(&mut self) {
+        let RequestState::Running(_, active) = &mut self.state else { return };
+        let dma = active.segment.dma;
         let write = active.command.data.is_write();
-        if !segment.dma {
-            let moved = if write {
-                self.write_ready_blocks(&mut active)
-            } else {
-                self.read_ready_blocks(&mut active)
-            };
-            if let Err(status) = moved {
-                let kind = failure_kind(status);
-                return self.data_failure(request, active, kind, status);
+        if !dma {
+            if let Err(status) = move_ready_blocks(&mut self.host, self.timeouts.block, active, write) {
+                return self.running_data_failure(failure_kind(status), status);
             }
         }
         let status = self.host.read(offsets::INTERRUPT_STATUS);
         // A card pulled out mid-transfer: QEMU still finishes the transfer (with whatever an
         // absent card reads as), a real host stalls; neither delivers the card's data.
         if status & interrupt::CARD_REMOVAL != 0 {
+            let attempt = active.attempt;
             if let Some(removed) = self.removal(status) {
-                return self.fail(request, removed, active.attempt);
+                if let Some((request, _)) = self.running() {
+                    self.fail(request, removed, attempt);
+                }
+                return;
             }
         }
+        let RequestState::Running(request, active) = &mut self.state else { return };
         if status & interrupt::ALL_ERRORS != 0 {
-            let kind = failure_kind(status);
-            return self.data_failure(request, active, kind, status);
+            return self.running_data_failure(failure_kind(status), status);
         }
-        let finished = status & interrupt::TRANSFER_COMPLETE != 0
-            && (segment.dma || active.blocks_done == segment.blocks);
+        let (first_block, blocks) = (active.segment.first_block, active.segment.blocks);
+        let finished = status & interrupt::TRANSFER_COMPLETE != 0 && (dma || active.blocks_done == blocks);
         if !finished {
             if active.deadline.has_passed(self.host.platform()) {
-                return self.data_failure(request, active, FailureKind::NoCompletion, status);
+                self.running_data_failure(FailureKind::NoCompletion, status);
             }
-            self.state = RequestState::Running(request, active);
             return;
         }
         self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
-        let offset = (segment.first_block * BLOCK_BYTES) as usize;
-        let data = request.buffer.slice(offset, (segment.blocks * BLOCK_BYTES) as usize);
+        let offset = (first_block * BLOCK_BYTES) as usize;
+        let data = request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize);
         // A write leaves the buffer as it was: nothing to make visible to the CPU.
         if let Some(data) = data.filter(|_| !write) {
-            if segment.dma {
+            if dma {
                 // No load of the data may be performed before the status load that saw Transfer
                 // Complete; then no line the CPU cached while the DMA ran may hide what the
                 // device wrote.
@@ -596,50 +640,46 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.platform().clean_for_device(&data);
             }
         }
-        let next_block = segment.first_block + segment.blocks;
+        let next_block = first_block + blocks;
         if next_block < request.block_count {
-            let next = self.prepare(&request, segment.data, next_block);
+            let Some((request, active)) = self.running() else { return };
+            let next = self.prepare(&request, active.segment.data, next_block);
             self.start_with_retries(request, next, 1);
         } else {
-            self.state = RequestState::Done(Completion { tag: request.tag, result: Ok(()) });
+            let tag = request.tag;
+            self.state = RequestState::Done(Completion { tag, result: Ok(()) });
         }
     }
+}
 
-    /// Reads every PIO block the controller has ready; `Err` with the interrupt status on an
-    /// error.
-    fn read_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
-        while active.blocks_done < active.segment.blocks {
-            let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
-                break;
-            };
-            if !self.host.read_block_if_ready(&mut block)? {
-                break;
-            }
-            active.blocks_done += 1;
-            active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.block);
-        }
-        Ok(())
-    }
-
-    /// Writes every PIO block the controller has room for; `Err` with the interrupt status on an
-    /// error.
-    fn write_ready_blocks(&mut self, active: &mut ActiveCommand<'p>) -> Result<(), u32> {
-        while active.blocks_done < active.segment.blocks {
-            let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-            let Some(block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
-                break;
-            };
+/// Moves every PIO block the controller is ready for (has data for a read, room for a write),
+/// each block renewing the deadline by `block_ticks`; `Err` with the interrupt status on an
+/// error.
+fn move_ready_blocks<R: RegisterIo, P: Platform>(
+    host: &mut SdhciHost<'_, R, P>,
+    block_ticks: u64,
+    active: &mut ActiveCommand<'_>,
+    write: bool,
+) -> Result<(), u32> {
+    while active.blocks_done < active.segment.blocks {
+        let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
+        let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
+            break;
+        };
+        let moved = if write {
             let mut bytes = [0u8; BLOCK_BYTES as usize];
             block.read_bytes(0, &mut bytes);
-            if !self.host.write_block_if_ready(&bytes)? {
-                break;
-            }
-            active.blocks_done += 1;
-            active.deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.block);
+            host.write_block_if_ready(&bytes)?
+        } else {
+            host.read_block_if_ready(&mut block)?
+        };
+        if !moved {
+            break;
         }
-        Ok(())
+        active.blocks_done += 1;
+        active.deadline = Deadline::after_ticks(host.platform(), block_ticks);
     }
+    Ok(())
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdBlockDevice<'p> for SdCard<'p, R, P> {
@@ -684,7 +724,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
             return Err((request, SubmitError::BadBuffer));
         };
         let segment = self.prepare(&request, data, 0);
-        self.state = RequestState::Queued(request, segment);
+        self.place(request, segment, 1);
         Ok(())
     }
 
@@ -692,8 +732,8 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         if self.queue.is_some() {
             return self.kick_tasks();
         }
-        if let RequestState::Queued(request, segment) = self.state {
-            self.start_with_retries(request, segment, 1);
+        if let RequestState::Running(_, ActiveCommand { phase: Phase::Waiting, .. }) = self.state {
+            self.start_placed();
         }
     }
 
@@ -701,9 +741,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         if self.queue.is_some() {
             return self.poll_tasks(completions);
         }
-        if let RequestState::Running(request, active) = self.state {
-            self.advance(request, active);
-        }
+        self.advance();
         self.state.take_completion(completions)
     }
 

@@ -107,9 +107,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             completions[delivered] = completion;
             delivered += 1;
         }
-        if let RequestState::Running(request, active) = self.state {
-            self.advance(request, active);
-        }
+        self.advance();
         if let (RequestState::Done(completion), true) = (self.state, delivered < completions.len()) {
             completions[delivered] = completion;
             delivered += 1;
