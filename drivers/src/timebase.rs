@@ -114,7 +114,9 @@ pub fn check_counter(sources: &mut impl TimebaseSources, reported_hz: u64) -> Ti
     for _ in 0..ATTEMPTS {
         let start = WindowEnd::read(sources);
         let Some(end) = wait_for_window_end(sources, &start, reported_hz) else {
-            return TimebaseCheck::Unchecked { reason: "the system timer did not advance" };
+            return TimebaseCheck::Unchecked {
+                reason: "the system timer did not advance through the window",
+            };
         };
         let elapsed_us = end.reference_us - start.reference_us;
         let ticks_doubled = end.counter_doubled().saturating_sub(start.counter_doubled());
@@ -134,8 +136,9 @@ pub fn check_counter(sources: &mut impl TimebaseSources, reported_hz: u64) -> Ti
 }
 
 /// Reads ends until the system timer is [`CHECK_WINDOW_US`] past `start`; `None` when it has not
-/// moved while the counter ran a hundred windows' worth at the reported rate (or, for a counter
-/// that does not move either, after as many reads).
+/// got there while the counter ran a hundred windows' worth at the reported rate (or, for a
+/// counter that does not move either, after as many reads): a system timer that stops, at once or
+/// part-way through the window, never holds the boot.
 fn wait_for_window_end(
     sources: &mut impl TimebaseSources,
     start: &WindowEnd,
@@ -150,7 +153,7 @@ fn wait_for_window_end(
         }
         reads += 1;
         let counter_ran = end.counter_after.saturating_sub(start.counter_after);
-        if end.reference_us == start.reference_us && (counter_ran > give_up_ticks || reads > give_up_ticks) {
+        if counter_ran > give_up_ticks || reads > give_up_ticks {
             return None;
         }
     }
@@ -174,7 +177,8 @@ mod tests {
         /// QEMU vCPU descheduled between two reads.
         stall_at_read: Option<(u64, u64)>,
         reads: Cell<u64>,
-        system_timer_stopped: bool,
+        /// The system timer stops at this reading (µs); it reads on as the board's clock until then.
+        system_timer_stops_at_us: Option<u64>,
     }
 
     impl Board {
@@ -185,7 +189,7 @@ mod tests {
                 counter_hz,
                 stall_at_read: None,
                 reads: Cell::new(0),
-                system_timer_stopped: false,
+                system_timer_stops_at_us: None,
             }
         }
         fn tick(&self) -> u64 {
@@ -205,7 +209,8 @@ mod tests {
     /// The BCM2835 system timer's CLO/CHI as the board's 1 MHz clock drives them.
     impl RegisterIo for &Board {
         fn read32(&self, offset_bytes: usize) -> u32 {
-            let now_us = if self.system_timer_stopped { 1234 } else { self.tick() / 1000 };
+            let running_us = self.tick() / 1000;
+            let now_us = self.system_timer_stops_at_us.map_or(running_us, |stop_us| running_us.min(stop_us));
             match offset_bytes {
                 0x04 => now_us as u32,
                 0x08 => (now_us >> 32) as u32,
@@ -276,10 +281,21 @@ mod tests {
     #[test]
     fn a_stopped_system_timer_leaves_the_counter_unchecked() {
         let mut board = Board::new(19_200_000);
-        board.system_timer_stopped = true;
+        board.system_timer_stops_at_us = Some(1234);
         assert_eq!(
             check(&board, 19_200_000),
-            TimebaseCheck::Unchecked { reason: "the system timer did not advance" }
+            TimebaseCheck::Unchecked { reason: "the system timer did not advance through the window" }
+        );
+    }
+
+    #[test]
+    fn a_system_timer_that_stops_part_way_through_the_window_does_not_hold_the_boot() {
+        let mut board = Board::new(19_200_000);
+        // The board's clock starts at 5 s: the timer runs 3 ms of the 10 ms window, then stops.
+        board.system_timer_stops_at_us = Some(5_003_000);
+        assert_eq!(
+            check(&board, 19_200_000),
+            TimebaseCheck::Unchecked { reason: "the system timer did not advance through the window" }
         );
     }
 }
