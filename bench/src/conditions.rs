@@ -12,6 +12,7 @@ use core::fmt;
 use blockdev::Clock;
 
 use crate::console::Console;
+use crate::stall_watch::StallWatch;
 use crate::units::{NS_PER_MS, NS_PER_S};
 
 /// GET_THROTTLED's answer (Raspberry Pi documentation, `vcgencmd get_throttled`): bits 0-3 say
@@ -326,7 +327,7 @@ pub(crate) fn before_run(
 }
 
 /// Reads the temperature every [`COOLDOWN_POLL_NS`] until it is below `below_millic`, rewriting
-/// one progress line; gives up after [`COOLDOWN_LIMIT_NS`]. Waits on `clock` alone.
+/// one progress line; gives up after [`COOLDOWN_LIMIT_NS`], or when the timer stops.
 pub fn cool_down(
     temperature: &dyn Fn() -> Option<u32>,
     clock: &dyn Clock,
@@ -376,10 +377,28 @@ pub fn cool_down(
             Celsius(below_millic),
             waited_ns / NS_PER_S
         );
-        let next = clock.now_ticks() + clock.ns_to_ticks(COOLDOWN_POLL_NS);
-        while clock.now_ticks() < next {
-            core::hint::spin_loop();
+        if !sleep(clock, COOLDOWN_POLL_NS) {
+            cooldown.gave_up = true;
+            let _ = writeln!(console, "\rcooldown: the timer stopped; running without waiting");
+            return cooldown;
         }
+    }
+}
+
+/// Waits `ns` on `clock`; false when the timer stopped meanwhile.
+fn sleep(clock: &dyn Clock, ns: u64) -> bool {
+    let start = clock.now_ticks();
+    let end = start + clock.ns_to_ticks(ns);
+    let mut stall = StallWatch { last_reading: start, identical_readings: 0 };
+    loop {
+        let now = clock.now_ticks();
+        if now >= end {
+            return true;
+        }
+        if stall.has_stopped(now) {
+            return false;
+        }
+        core::hint::spin_loop();
     }
 }
 
@@ -501,6 +520,15 @@ mod tests {
         let mut unknown = String::new();
         assert_eq!(cool_down(&|| None, &clock, 50_000, &mut unknown).polls, 1);
         assert!(unknown.contains("not reported"));
+    }
+
+    #[test]
+    fn cooldown_gives_up_when_the_timer_stops_instead_of_waiting_for_ever() {
+        let clock = SteppingClock::frozen(1_000_000_000);
+        let mut console = String::new();
+        let cooldown = cool_down(&|| Some(70_000), &clock, 50_000, &mut console);
+        assert!(cooldown.gave_up && cooldown.polls == 1, "{cooldown:?}");
+        assert!(console.contains("cooldown: the timer stopped; running without waiting"), "{console}");
     }
 
     #[test]

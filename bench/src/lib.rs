@@ -83,6 +83,7 @@ pub mod series;
 pub mod settings;
 #[cfg(test)]
 mod sim;
+pub mod stall_watch;
 pub mod stats;
 pub(crate) mod stream;
 pub(crate) mod stream_jobs;

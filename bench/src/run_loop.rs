@@ -39,6 +39,7 @@ use crate::plan::DevicePlan;
 use crate::report;
 use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
 use crate::settings::{Config, JobSpec, OutputFormat};
+use crate::stall_watch::StallWatch;
 use crate::stats::LatencyAccumulator;
 use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
@@ -52,10 +53,6 @@ pub const PROGRESS_INTERVAL_NS: u64 = 500 * NS_PER_MS;
 /// How often the unsent part of the progress line is offered to the console: a 115200-baud
 /// UART sends about 11.5 bytes per millisecond, so its FIFO has room again by then.
 pub const PROGRESS_PUMP_INTERVAL_NS: u64 = NS_PER_MS;
-/// This many identical timer readings in a row mean the timer has stopped (one loop iteration
-/// takes well over a tick of the slowest timer, 52 ns at 19.2 MHz, so a working timer changes
-/// within a few readings); every wait of the runner is measured with it, so the benchmark stops.
-pub const STALLED_CLOCK_READINGS: u64 = 1_000_000;
 
 /// A device's marked scratch region, found by the kernel's scan of its partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -528,34 +525,6 @@ impl<'r> RequestSource<'r> {
     }
 }
 
-/// Notices a timer that has stopped (also crate::stream's).
-pub(crate) struct StallWatch {
-    pub(crate) last_reading: u64,
-    pub(crate) identical_readings: u64,
-}
-
-impl StallWatch {
-    /// Whether `now` makes [`STALLED_CLOCK_READINGS`] identical readings in a row.
-    pub(crate) fn has_stopped(&mut self, now: u64) -> bool {
-        if now != self.last_reading {
-            self.last_reading = now;
-            self.identical_readings = 0;
-            return false;
-        }
-        self.identical_readings += 1;
-        self.identical_readings >= STALLED_CLOCK_READINGS
-    }
-
-    /// How a run ends when the timer has stopped at `now`, and the message that says so.
-    pub(crate) fn stopped(&self, now: u64) -> (RunEnd, String) {
-        let message = format!(
-            "the timer stopped at tick {now} ({} identical readings); the benchmark stops here",
-            self.identical_readings
-        );
-        (RunEnd::ClockStalled { ticks: now }, message)
-    }
-}
-
 /// The state of a run while it runs.
 struct RunLoop<'r> {
     device: &'r mut dyn BlockDevice,
@@ -733,7 +702,7 @@ impl<'r> RunLoop<'r> {
             // found any.
             let (now, completed) = self.reap();
             if self.stall.has_stopped(now) {
-                let (end, message) = self.stall.stopped(now);
+                let (end, message) = (RunEnd::ClockStalled { ticks: now }, self.stall.stopped_message(now));
                 self.end_early(end, message, console);
                 break;
             }

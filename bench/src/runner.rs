@@ -25,7 +25,8 @@ use crate::trace::{NoTraceOutput, TraceOutput, TraceRing};
 use crate::units::SizeText;
 use crate::written::MAX_TRACKED_SLOTS;
 
-pub use crate::run_loop::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS, STALLED_CLOCK_READINGS};
+pub use crate::run_loop::{RunEnvironment, DRAIN_TIMEOUT_NS, PROGRESS_INTERVAL_NS};
+pub use crate::stall_watch::STALLED_CLOCK_READINGS;
 
 /// Why a write or mixed job does not run on a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -20,7 +20,8 @@ use blockdev::{BlockDevice, Clock, Completion, DmaBuffer, IoError, Operation, Re
 
 use crate::console::Console;
 use crate::results::RunEnd;
-use crate::run_loop::{StallWatch, DRAIN_TIMEOUT_NS};
+use crate::run_loop::DRAIN_TIMEOUT_NS;
+use crate::stall_watch::StallWatch;
 
 /// What a stream does and where.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +177,7 @@ impl Stream<'_> {
         loop {
             let now = self.clock.now_ticks();
             if self.stall.has_stopped(now) {
-                let (end, message) = self.stall.stopped(now);
+                let (end, message) = (RunEnd::ClockStalled { ticks: now }, self.stall.stopped_message(now));
                 self.end_early(end, message, observer, console);
                 break;
             }
