@@ -17,7 +17,7 @@
 
 use super::host::HostCapabilities;
 use super::quirks::BaseClockSource;
-use crate::mailbox::{clock_rate_hz, round_to_mhz, tags, MailboxError, PropertyTags};
+use crate::mailbox::{clock_rate_hz, measured_clock_rate_hz, round_to_mhz, tags, MailboxError, PropertyTags};
 use core::fmt;
 
 /// Where the chosen figure came from.
@@ -45,7 +45,7 @@ fn firmware_figure(
     firmware: &dyn PropertyTags,
     clock_id: u32,
 ) -> Result<(u32, BaseClockOrigin), MailboxError> {
-    match clock_rate_hz(&firmware, tags::GET_CLOCK_RATE_MEASURED, clock_id) {
+    match measured_clock_rate_hz(&firmware, clock_id) {
         Ok(hz) => Ok((round_to_mhz(hz), BaseClockOrigin::Measured { clock_id })),
         Err(_) => clock_rate_hz(&firmware, tags::GET_CLOCK_RATE, clock_id)
             .map(|hz| (hz, BaseClockOrigin::Requested { clock_id })),

@@ -324,7 +324,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.power_on()?;
         self.write(offsets::INTERRUPT_SIGNAL_ENABLE, 0);
         self.write(offsets::INTERRUPT_STATUS_ENABLE, interrupt::ENABLED);
-        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+        self.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
         self.set_clock(IDENTIFICATION_CLOCK_HZ)?;
         // 74 clocks before the first command (SD §6.4.1); the power ramp covers them.
         self.platform.delay_us(POWER_RAMP_US);
@@ -542,7 +542,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         if data_involved {
             let _ = self.reset(CLOCK_TIMEOUT_RESET::RESET_DATA_LINE::SET.value);
         }
-        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+        self.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
     }
 
     /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4).
@@ -566,7 +566,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     ) -> Result<(), SdError> {
         let uses_data_line = command.data != DataPhase::None || command.response == ResponseKind::R1b;
         self.wait_until_idle(uses_data_line)?;
-        self.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+        self.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
         if command.data != DataPhase::None {
             self.write(offsets::BLOCK_SIZE_COUNT, (blocks << 16) | (block_bytes & 0xfff));
         }

@@ -190,6 +190,9 @@ pub mod interrupt {
     pub const TUNING: u32 = 1 << 26;
     /// Every error bit of the v3 register (bits 26:16) and the vendor-specific ones (31:28).
     pub const ALL_ERRORS: u32 = 0xf7ff_0000;
+    /// Every bit: written to Normal/Error Interrupt Status, clears whatever is latched (the
+    /// register is write-1-to-clear, §2.2.17-18).
+    pub const CLEAR_ALL: u32 = 0xffff_ffff;
     /// The status bits the driver enables (everything but the card interrupt, which would
     /// latch SDIO noise: docs/hardware.md §2.9 step 5).
     pub const ENABLED: u32 = !CARD_INTERRUPT;

@@ -36,7 +36,7 @@ pub fn execute_tuning<R: RegisterIo, P: Platform>(
     host.write(offsets::INTERRUPT_STATUS_ENABLE, interrupt::BUFFER_READ_READY);
     host.modify_host_control2(0, HOST_CONTROL2::EXECUTE_TUNING::SET.value);
     let tuned = run_tuning_commands(host, command, block_bytes);
-    host.write(offsets::INTERRUPT_STATUS, 0xffff_ffff);
+    host.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
     host.write(offsets::INTERRUPT_STATUS_ENABLE, enabled);
     tuned
 }

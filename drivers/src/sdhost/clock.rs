@@ -17,7 +17,9 @@
 //!    necessarily running: raspberrypi/firmware #1521, #1619), else 250 MHz.
 #![forbid(unsafe_code)]
 
-use crate::mailbox::{clock_rate_hz, clocks, round_to_mhz, tags, MailboxError, PropertyTags};
+use crate::mailbox::{
+    clock_rate_hz, clocks, measured_clock_rate_hz, round_to_mhz, tags, MailboxError, PropertyTags,
+};
 use core::fmt;
 
 /// The VPU core clock of a Pi 1-3 when the firmware does not answer (250 MHz: docs/aarch32-pis.md §7).
@@ -69,8 +71,7 @@ impl<'p> SdhostClock<'p> {
             return SdhostClock::Firmware(firmware);
         }
         let maximum = clock_rate_hz(&firmware, tags::GET_MAX_CLOCK_RATE, clocks::CORE);
-        let measured =
-            clock_rate_hz(&firmware, tags::GET_CLOCK_RATE_MEASURED, clocks::CORE).map(round_to_mhz);
+        let measured = measured_clock_rate_hz(&firmware, clocks::CORE).map(round_to_mhz);
         let requested = clock_rate_hz(&firmware, tags::GET_CLOCK_RATE, clocks::CORE);
         let known = [
             (maximum, CoreClockOrigin::Maximum),
