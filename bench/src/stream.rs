@@ -122,6 +122,8 @@ struct Stream<'s> {
     submitting: bool,
     /// When a request last completed (or the stream started).
     last_progress_ticks: u64,
+    /// [`DRAIN_TIMEOUT_NS`] in the clock's ticks, converted once.
+    drain_timeout_ticks: u64,
     end: StreamEnd,
     stall: StallWatch,
 }
@@ -154,6 +156,7 @@ pub(crate) fn run_stream(
         held_back: None,
         submitting: spec.end_bytes > spec.start_bytes,
         last_progress_ticks: 0,
+        drain_timeout_ticks: clock.ns_to_ticks(DRAIN_TIMEOUT_NS),
         end: StreamEnd::default(),
         stall: StallWatch { last_reading: 0, identical_readings: 0 },
     };
@@ -353,7 +356,7 @@ impl Stream<'_> {
         console: &mut dyn Console,
     ) -> bool {
         let waited_ticks = now.saturating_sub(self.last_progress_ticks);
-        if waited_ticks < self.clock.ns_to_ticks(DRAIN_TIMEOUT_NS) {
+        if waited_ticks < self.drain_timeout_ticks {
             return false;
         }
         let message = format!(

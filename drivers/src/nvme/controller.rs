@@ -502,7 +502,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         loop {
             let status = self.registers.read(regs::CSTS);
             let csts = status.get();
-            if status.read(CSTS::SHST) == regs::SHUTDOWN_COMPLETE {
+            if status.matches_all(CSTS::SHST::Complete) {
                 return Ok(ShutdownReport {
                     waited_us: deadline.elapsed_us(self.platform),
                     queues_deleted,

@@ -222,9 +222,6 @@ pub fn enable_configuration(mps: u8) -> u32 {
 pub const CC: Reg<CC::Register> = Reg::new(offsets::CC);
 pub const CSTS: Reg<CSTS::Register> = Reg::new(offsets::CSTS);
 
-/// CSTS.SHST "shutdown processing complete" (NVMe 1.4 §3.1.6).
-pub const SHUTDOWN_COMPLETE: u32 = 2;
-
 /// AQA for an admin SQ of `sq_entries` and CQ of `cq_entries` (sizes are written 0-based).
 pub fn admin_queue_attributes(sq_entries: u32, cq_entries: u32) -> u32 {
     (AQA::ASQS.val(sq_entries - 1) + AQA::ACQS.val(cq_entries - 1)).value
@@ -302,8 +299,8 @@ mod tests {
         let csts = LocalRegisterCopy::<u32, CSTS::Register>::new;
         assert!(csts(1).is_set(CSTS::RDY) && !csts(2).is_set(CSTS::RDY));
         assert!(csts(2).is_set(CSTS::CFS) && !csts(1).is_set(CSTS::CFS));
-        assert_eq!(csts(0b1001).read(CSTS::SHST), SHUTDOWN_COMPLETE);
-        assert_ne!(csts(0b0101).read(CSTS::SHST), SHUTDOWN_COMPLETE);
+        assert!(csts(0b1001).matches_all(CSTS::SHST::Complete));
+        assert!(!csts(0b0101).matches_all(CSTS::SHST::Complete));
         let version = Version(0x0001_0400);
         assert_eq!(std::format!("{version}"), "1.4.0");
         assert!(version.at_least(1, 1) && version.at_least(1, 4) && !version.at_least(2, 0));
