@@ -213,3 +213,51 @@ fn the_qemu_farm_runs_every_place_reports_the_hung_one_and_leaves_nothing_runnin
 
     println!("{stdout}");
 }
+
+/// The fenced `yaml` blocks of docs/farm.md, in order.
+fn yaml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut rest = markdown;
+    while let Some(start) = rest.find("```yaml\n") {
+        let body = &rest[start + "```yaml\n".len()..];
+        let end = body.find("```").expect("a yaml block in docs/farm.md is not closed");
+        blocks.push(body[..end].to_string());
+        rest = &body[end..];
+    }
+    blocks
+}
+
+/// docs/farm.md §3's exporter and environment files for a Pi lab, checked against the installed
+/// labgrid by tools/farm/check_lab_files.py: every resource and driver exists, takes the
+/// arguments given, the power model is one labgrid has and every place is exported. Seconds.
+#[test]
+fn the_pi_lab_files_in_docs_farm_name_only_what_labgrid_has() {
+    let venv = labgrid_environment();
+    let root = repository_root();
+    let markdown = fs::read_to_string(root.join("docs/farm.md")).unwrap();
+    let blocks = yaml_blocks(&markdown);
+    let exporter = blocks.iter().find(|block| block.contains("USBSerialPort:")).expect("no exporter file");
+    let environment = blocks.iter().find(|block| block.starts_with("targets:")).expect("no environment file");
+    let work = tempfile::tempdir().unwrap();
+    let exporter_path = work.path().join("exporter.yaml");
+    let environment_path = work.path().join("lab.yaml");
+    fs::write(&exporter_path, exporter).unwrap();
+    fs::write(&environment_path, environment).unwrap();
+    let output = Command::new(venv.join("bin/python"))
+        .arg(root.join("tools/farm/check_lab_files.py"))
+        .arg("--exporter")
+        .arg(&exporter_path)
+        .arg("--env")
+        .arg(&environment_path)
+        .output()
+        .unwrap();
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "docs/farm.md's lab files do not fit labgrid {LABGRID_VERSION}:\n{said}"
+    );
+    for place in ["pi3", "pi4", "pi5"] {
+        assert!(environment.contains(&format!("name: {place}")), "{environment}");
+    }
+}
