@@ -54,7 +54,11 @@ mkdir -p /proc /sys /dev /tmp
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-for module in {modules}; do insmod /modules/$module.ko || echo "insmod $module failed"; done
+for module in {modules}; do
+    # One polled queue for fio's hipri jobs (Linux's polled path); the others keep interrupts.
+    options=""; [ $module = nvme ] && options="poll_queues=1"
+    insmod /modules/$module.ko $options || echo "insmod $module failed"
+done
 for device in $(cat /devices); do
     waited=0
     while [ ! -b $device ] && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
@@ -224,6 +228,7 @@ mod tests {
         let init = init_script();
         assert!(init.starts_with("#!/bin/busybox sh\n"));
         assert!(init.contains("for module in crct10dif_common crct10dif_generic"));
+        assert!(init.contains(r#"[ $module = nvme ] && options="poll_queues=1""#));
         let position = |text: &str| init.find(text).unwrap();
         assert!(position("nvme-core") < position(" nvme ") && position("usb-storage") < position(" uas"));
         assert!(

@@ -57,6 +57,9 @@ pub struct Job {
     pub rw: &'static str,
     pub block_bytes: u64,
     pub queue_depth: u32,
+    /// Linux polls for the completion (fio `hipri=1` on an NVMe poll queue, `poll_queues=1`)
+    /// instead of waiting for its interrupt; barebench runs the same job either way.
+    pub linux_polled: bool,
 }
 
 const KIB: u64 = 1024;
@@ -64,11 +67,43 @@ const MIB: u64 = 1024 * 1024;
 
 /// The rows, in table order.
 pub const JOBS: &[Job] = &[
-    Job { device: DeviceKind::Nvme, rw: "randread", block_bytes: 4 * KIB, queue_depth: 1 },
-    Job { device: DeviceKind::Nvme, rw: "randread", block_bytes: 4 * KIB, queue_depth: 32 },
-    Job { device: DeviceKind::Sd, rw: "randread", block_bytes: 4 * KIB, queue_depth: 1 },
-    Job { device: DeviceKind::Sd, rw: "read", block_bytes: MIB, queue_depth: 1 },
-    Job { device: DeviceKind::Usb, rw: "randread", block_bytes: 4 * KIB, queue_depth: 1 },
+    Job {
+        device: DeviceKind::Nvme,
+        rw: "randread",
+        block_bytes: 4 * KIB,
+        queue_depth: 1,
+        linux_polled: false,
+    },
+    Job {
+        device: DeviceKind::Nvme,
+        rw: "randread",
+        block_bytes: 4 * KIB,
+        queue_depth: 1,
+        linux_polled: true,
+    },
+    Job {
+        device: DeviceKind::Nvme,
+        rw: "randread",
+        block_bytes: 4 * KIB,
+        queue_depth: 32,
+        linux_polled: false,
+    },
+    Job {
+        device: DeviceKind::Nvme,
+        rw: "randread",
+        block_bytes: 4 * KIB,
+        queue_depth: 32,
+        linux_polled: true,
+    },
+    Job { device: DeviceKind::Sd, rw: "randread", block_bytes: 4 * KIB, queue_depth: 1, linux_polled: false },
+    Job { device: DeviceKind::Sd, rw: "read", block_bytes: MIB, queue_depth: 1, linux_polled: false },
+    Job {
+        device: DeviceKind::Usb,
+        rw: "randread",
+        block_bytes: 4 * KIB,
+        queue_depth: 1,
+        linux_polled: false,
+    },
 ];
 
 fn size_text(bytes: u64) -> String {
@@ -80,6 +115,13 @@ fn size_text(bytes: u64) -> String {
 }
 
 impl Job {
+    /// fio's job name (`nvme0-randread-4k-qd1-polled-run1`).
+    fn fio_name(&self, run: u32) -> String {
+        let polled = if self.linux_polled { "-polled" } else { "" };
+        let (device, rw, size) = (self.device.barebench_name(), self.rw, size_text(self.block_bytes));
+        format!("{device}-{rw}-{size}-qd{}{polled}-run{run}", self.queue_depth)
+    }
+
     /// barebench's `jobs=` entry (`randread:4k:1`).
     pub fn barebench_spec(&self) -> String {
         format!("{}:{}:{}", self.rw, size_text(self.block_bytes), self.queue_depth)
@@ -92,7 +134,8 @@ impl Job {
         } else {
             format!("{} KiB", self.block_bytes / KIB)
         };
-        format!("{} {size} {what} QD{}", self.device.label(), self.queue_depth)
+        let polled = if self.linux_polled { " (Linux polled)" } else { "" };
+        format!("{} {size} {what} QD{}{polled}", self.device.label(), self.queue_depth)
     }
 
     fn matches(&self, rw: &str, block_bytes: u64, queue_depth: u32) -> bool {
@@ -121,15 +164,13 @@ pub fn fio_job_file(jobs: &[Job], window: &Window) -> String {
     for run in 1..=window.runs {
         for job in jobs {
             text.push_str(&format!(
-                "\n[{}-{}-{}-qd{}-run{run}]\nfilename={}\nrw={}\nbs={}\niodepth={}\nstonewall\n",
-                job.device.barebench_name(),
-                job.rw,
-                size_text(job.block_bytes),
-                job.queue_depth,
+                "\n[{}]\nfilename={}\nrw={}\nbs={}\niodepth={}\n{}stonewall\n",
+                job.fio_name(run),
                 job.device.linux_path(),
                 job.rw,
                 job.block_bytes,
-                job.queue_depth
+                job.queue_depth,
+                if job.linux_polled { "hipri=1\n" } else { "" }
             ));
         }
     }
@@ -138,7 +179,12 @@ pub fn fio_job_file(jobs: &[Job], window: &Window) -> String {
 
 /// barebench's settings for `jobs` (one device) over the same window.
 pub fn barebench_settings(jobs: &[Job], window: &Window) -> String {
-    let specs: Vec<String> = jobs.iter().map(Job::barebench_spec).collect();
+    let mut specs: Vec<String> = Vec::new();
+    for spec in jobs.iter().map(Job::barebench_spec) {
+        if !specs.contains(&spec) {
+            specs.push(spec);
+        }
+    }
     let device = jobs.first().map_or("none", |job| job.device.barebench_name());
     format!(
         "preset=quick devices={device} jobs={} ramp={}ms runtime={}ms runs={} offset={} size={} check=off \
@@ -174,8 +220,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// The figures of `job` in `report`: its runs' medians, `None` when no run of it is there (or
 /// none did any I/O). Jobs are told by device (`/dev/nvme0n1` for fio, `nvme0` for barebench),
-/// `rw`, block size and queue depth.
+/// `rw`, block size and queue depth, and fio's by `hipri` (barebench always polls).
 pub fn figures(report: &FioReport, job: &Job) -> Option<Figures> {
+    let polled_as_asked = |run: &FioJob| {
+        let hipri = run.option(&report.global_options, "hipri").is_some_and(|value| value.trim() == "1");
+        report.is_barebench() || hipri == job.linux_polled
+    };
     let runs: Vec<&FioJob> = report
         .jobs
         .iter()
@@ -184,6 +234,7 @@ pub fn figures(report: &FioReport, job: &Job) -> Option<Figures> {
             let device = settings.device.as_deref().unwrap_or_default();
             (device == job.device.linux_path() || device == job.device.barebench_name())
                 && job.matches(&settings.rw, settings.block_bytes, settings.queue_depth)
+                && polled_as_asked(run)
                 && run.error == 0
                 && run.read.total_ios > 0
         })
@@ -272,6 +323,10 @@ mod tests {
         JOBS[0]
     }
 
+    fn row_named(label: &str) -> Job {
+        *JOBS.iter().find(|job| job.label() == label).unwrap_or_else(|| panic!("no row {label}"))
+    }
+
     #[test]
     fn fio_runs_of_a_job_give_their_medians_and_other_jobs_are_left_out() {
         let text = fio_document(&[
@@ -287,7 +342,29 @@ mod tests {
             figures,
             Figures { iops: 2000.0, bytes_per_second: 8_192_000.0, mean_latency_ns: 500_000.0, runs: 3 }
         );
-        assert!(super::figures(&report, &JOBS[4]).is_none(), "no USB job in the document");
+        assert!(
+            super::figures(&report, &row_named("USB BOT 4 KiB random read QD1")).is_none(),
+            "no USB job in the document"
+        );
+    }
+
+    #[test]
+    fn fio_s_polled_runs_are_their_own_row_and_barebench_s_one_job_serves_both() {
+        let polled = row_named("NVMe 4 KiB random read QD1 (Linux polled)");
+        let text = fio_document(&[
+            ("/dev/nvme0n1", "randread", "4096", 1, 1000.0, 1, 1.0),
+            ("/dev/nvme0n1", "randread", "4096", 1, 4000.0, 1, 1.0),
+        ])
+        .replacen(r#""iodepth":"1"}"#, r#""iodepth":"1","hipri":"1"}"#, 1);
+        let report = parse_fio_json(&text).unwrap();
+        assert_eq!(figures(&report, &polled).unwrap().iops, 1000.0);
+        assert_eq!(figures(&report, &nvme_qd1()).unwrap().iops, 4000.0);
+        let window = Window { ramp_ms: 1, runtime_ms: 1, runs: 1, offset_bytes: 0, size_bytes: MIB };
+        let nvme: Vec<Job> = JOBS.iter().copied().filter(|job| job.device == DeviceKind::Nvme).collect();
+        assert!(barebench_settings(&nvme, &window).contains(" jobs=randread:4k:1,randread:4k:32 "));
+        let fio = fio_job_file(&nvme, &window);
+        assert!(fio.contains("[nvme0-randread-4k-qd1-polled-run1]\nfilename=/dev/nvme0n1\nrw=randread\nbs=4096\niodepth=1\nhipri=1\n"), "{fio}");
+        assert_eq!(fio.matches("hipri=1").count(), 2);
     }
 
     #[test]
@@ -298,7 +375,7 @@ mod tests {
              "barebench":{"device":"sd0","run":1,"block_bytes":1048576,"queue_depth":1}}]}"#;
         let report = parse_fio_json(text).unwrap();
         // The SD host clamps QD16 to 1: the row is the QD1 one.
-        let figures = figures(&report, &JOBS[3]).unwrap();
+        let figures = figures(&report, &row_named("SD 1 MiB sequential read QD1")).unwrap();
         assert_eq!(figures.iops, 5.0);
         assert_eq!(figures.runs, 1);
     }
@@ -315,7 +392,7 @@ mod tests {
         };
         let rows = [
             Row { job: nvme_qd1(), linux: Some(linux), barebench: Some(barebench) },
-            Row { job: JOBS[3], linux: Some(linux), barebench: None },
+            Row { job: row_named("SD 1 MiB sequential read QD1"), linux: Some(linux), barebench: None },
         ];
         assert_eq!(rows[0].ratio(), Some(1.5));
         let table = render(&rows);
