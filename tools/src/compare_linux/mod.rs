@@ -224,15 +224,7 @@ impl Comparison {
         run.initrd = Some(initrd);
         run.append = LINUX_APPEND.to_string();
         run.log_path = self.workdir.join(format!("compare-linux-{name}-linux.log"));
-        let outcome = run.run(&mut io::sink())?;
-        let problem = |problem: String| CompareError::Run {
-            side: "Linux + fio",
-            device: device.label(),
-            problem,
-            log: outcome.log_path.clone(),
-        };
-        let json = linux_fio_json(&outcome.log_text).map_err(problem)?;
-        parse_fio_json(&json).map_err(|error| problem(error.to_string()))
+        boot(run, "Linux + fio", device, linux_fio_json)
     }
 
     fn run_barebench(&self, device: DeviceKind, jobs: &[Job]) -> Result<FioReport, CompareError> {
@@ -241,16 +233,26 @@ impl Comparison {
         run.kernel = self.barebench_kernel.clone();
         run.append = table::barebench_settings(jobs, &self.window);
         run.log_path = self.workdir.join(format!("compare-linux-{name}-barebench.log"));
-        let outcome = run.run(&mut io::sink())?;
-        let problem = |problem: String| CompareError::Run {
-            side: "barebench",
-            device: device.label(),
-            problem,
-            log: outcome.log_path.clone(),
-        };
-        let json = extract_json_from_log(&outcome.log_text).map_err(|error| problem(error.to_string()))?;
-        parse_fio_json(&json).map_err(|error| problem(error.to_string()))
+        boot(run, "barebench", device, |log| extract_json_from_log(log).map_err(|error| error.to_string()))
     }
+}
+
+/// Boots `run` and reads the fio JSON that `json_in_log` finds in its console.
+fn boot(
+    run: QemuRun,
+    side: &'static str,
+    device: DeviceKind,
+    json_in_log: impl Fn(&str) -> Result<String, String>,
+) -> Result<FioReport, CompareError> {
+    let outcome = run.run(&mut io::sink())?;
+    let problem = |problem: String| CompareError::Run {
+        side,
+        device: device.label(),
+        problem,
+        log: outcome.log_path.clone(),
+    };
+    let json = json_in_log(&outcome.log_text).map_err(problem)?;
+    parse_fio_json(&json).map_err(|error| problem(error.to_string()))
 }
 
 /// fio's JSON from the Linux console: the text between the marker lines `/init` prints, or why

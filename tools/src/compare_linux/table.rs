@@ -266,6 +266,18 @@ impl Row {
             _ => None,
         }
     }
+
+    /// Linux's mean latency over barebench's (> 1: barebench faster per I/O). At QD1 the fairer
+    /// rate comparison for long I/Os: fio's bandwidth counts time up to the last completion after
+    /// the window, barebench's only the I/Os completed inside it (docs/linux-compare.md §4).
+    pub fn latency_ratio(&self) -> Option<f64> {
+        match (self.linux, self.barebench) {
+            (Some(linux), Some(barebench)) if barebench.mean_latency_ns > 0.0 => {
+                Some(linux.mean_latency_ns / barebench.mean_latency_ns)
+            }
+            _ => None,
+        }
+    }
 }
 
 fn cells(figures: Option<Figures>) -> [String; 3] {
@@ -279,19 +291,20 @@ fn cells(figures: Option<Figures>) -> [String; 3] {
     }
 }
 
-/// The table, as Markdown: row, Linux + fio IOPS, MiB/s and mean latency, barebench's, and the
-/// ratio of barebench's IOPS to Linux's.
+/// The table, as Markdown: row, Linux + fio IOPS, MiB/s and mean latency, barebench's, the
+/// ratio of barebench's IOPS to Linux's and that of Linux's mean latency to barebench's.
 pub fn render(rows: &[Row]) -> String {
     let mut text = String::from(
-        "| row | Linux + fio IOPS | MiB/s | mean lat µs | barebench IOPS | MiB/s | mean lat µs | barebench / Linux |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| row | Linux + fio IOPS | MiB/s | mean lat µs | barebench IOPS | MiB/s | mean lat µs | IOPS barebench / Linux | lat Linux / barebench |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for row in rows {
         let [linux_iops, linux_mib, linux_lat] = cells(row.linux);
         let [bare_iops, bare_mib, bare_lat] = cells(row.barebench);
-        let ratio = row.ratio().map_or("-".to_string(), |ratio| format!("{ratio:.2}x"));
+        let ratio = |ratio: Option<f64>| ratio.map_or("-".to_string(), |ratio| format!("{ratio:.2}x"));
+        let (iops_ratio, latency_ratio) = (ratio(row.ratio()), ratio(row.latency_ratio()));
         text.push_str(&format!(
-            "| {} | {linux_iops} | {linux_mib} | {linux_lat} | {bare_iops} | {bare_mib} | {bare_lat} | {ratio} |\n",
+            "| {} | {linux_iops} | {linux_mib} | {linux_lat} | {bare_iops} | {bare_mib} | {bare_lat} | {iops_ratio} | {latency_ratio} |\n",
             row.job.label()
         ));
     }
@@ -395,14 +408,15 @@ mod tests {
             Row { job: row_named("SD 1 MiB sequential read QD1"), linux: Some(linux), barebench: None },
         ];
         assert_eq!(rows[0].ratio(), Some(1.5));
+        assert_eq!(rows[0].latency_ratio(), Some(480_000.0 / 320_500.0));
         let table = render(&rows);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 4, "{table}");
         assert_eq!(
             lines[2],
-            "| NVMe 4 KiB random read QD1 | 2000 | 8.00 | 480.0 | 3000 | 12.00 | 320.5 | 1.50x |"
+            "| NVMe 4 KiB random read QD1 | 2000 | 8.00 | 480.0 | 3000 | 12.00 | 320.5 | 1.50x | 1.50x |"
         );
-        assert_eq!(lines[3], "| SD 1 MiB sequential read QD1 | 2000 | 8.00 | 480.0 | - | - | - | - |");
+        assert_eq!(lines[3], "| SD 1 MiB sequential read QD1 | 2000 | 8.00 | 480.0 | - | - | - | - | - |");
     }
 
     #[test]
