@@ -188,16 +188,23 @@ impl Comparison {
         run
     }
 
-    /// Runs both sides on every device and returns the rows.
+    /// Runs both sides on every device and returns the rows. The sides take turns, one boot
+    /// each per run (Linux, barebench, Linux, …), so that a shared host's load, which moves over
+    /// minutes, falls on both alike.
     pub fn run(&self, linux: &LinuxSystem, status: &mut dyn FnMut(&str)) -> Result<Vec<Row>, CompareError> {
         let mut rows = Vec::new();
+        let one_run = Window { runs: 1, ..self.window.clone() };
         for &device in &self.devices {
             let jobs: Vec<Job> = table::JOBS.iter().copied().filter(|job| job.device == device).collect();
-            let name = device.barebench_name();
-            status(&format!("{}: Linux + fio", device.label()));
-            let linux_report = self.run_linux(linux, device, &jobs)?;
-            status(&format!("{}: barebench", device.label()));
-            let barebench_report = self.run_barebench(device, &jobs)?;
+            let (mut linux_reports, mut barebench_reports) = (Vec::new(), Vec::new());
+            for run in 1..=self.window.runs {
+                let label = device.label();
+                status(&format!("{label}: Linux + fio, run {run} of {}", self.window.runs));
+                linux_reports.push(self.run_linux(linux, device, &jobs, &one_run)?);
+                status(&format!("{label}: barebench, run {run} of {}", self.window.runs));
+                barebench_reports.push(self.run_barebench(device, &jobs, &one_run)?);
+            }
+            let (linux_report, barebench_report) = (merged(linux_reports), merged(barebench_reports));
             for job in jobs {
                 rows.push(Row {
                     job,
@@ -205,7 +212,6 @@ impl Comparison {
                     barebench: table::figures(&barebench_report, &job),
                 });
             }
-            status(&format!("{name}: done"));
         }
         Ok(rows)
     }
@@ -215,10 +221,11 @@ impl Comparison {
         linux: &LinuxSystem,
         device: DeviceKind,
         jobs: &[Job],
+        window: &Window,
     ) -> Result<FioReport, CompareError> {
         let name = device.barebench_name();
         let initrd = self.workdir.join(format!("compare-linux-{name}.cpio"));
-        initramfs_with_jobs(&linux.initramfs, jobs, &self.window, &initrd)?;
+        initramfs_with_jobs(&linux.initramfs, jobs, window, &initrd)?;
         let mut run = self.qemu_run(device);
         run.kernel = linux.kernel.clone();
         run.initrd = Some(initrd);
@@ -227,14 +234,29 @@ impl Comparison {
         boot(run, "Linux + fio", device, linux_fio_json)
     }
 
-    fn run_barebench(&self, device: DeviceKind, jobs: &[Job]) -> Result<FioReport, CompareError> {
+    fn run_barebench(
+        &self,
+        device: DeviceKind,
+        jobs: &[Job],
+        window: &Window,
+    ) -> Result<FioReport, CompareError> {
         let name = device.barebench_name();
         let mut run = self.qemu_run(device);
         run.kernel = self.barebench_kernel.clone();
-        run.append = table::barebench_settings(jobs, &self.window);
+        run.append = table::barebench_settings(jobs, window);
         run.log_path = self.workdir.join(format!("compare-linux-{name}-barebench.log"));
         boot(run, "barebench", device, |log| extract_json_from_log(log).map_err(|error| error.to_string()))
     }
+}
+
+/// One report with the jobs of all `reports` (the first one's global options).
+fn merged(reports: Vec<FioReport>) -> FioReport {
+    let mut reports = reports.into_iter();
+    let mut first = reports.next().unwrap_or_default();
+    for report in reports {
+        first.jobs.extend(report.jobs);
+    }
+    first
 }
 
 /// Boots `run` and reads the fio JSON that `json_in_log` finds in its console.
@@ -327,6 +349,21 @@ mod tests {
         assert_eq!(barebench_args, args(&linux));
         assert!(barebench_args.windows(2).any(|pair| pair == ["-icount", "shift=0"]), "{barebench_args:?}");
         assert!(barebench_args.iter().any(|arg| arg.starts_with("sdhci-pci")), "{barebench_args:?}");
+    }
+
+    #[test]
+    fn the_runs_of_separate_boots_are_one_report_for_the_medians() {
+        let report = |iops: f64| FioReport {
+            fio_version: "fio-3.33".into(),
+            jobs: vec![bench::fio_json::FioJob {
+                read: bench::fio_json::FioDirection { iops, ..Default::default() },
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let merged = merged(vec![report(1.0), report(2.0), report(3.0)]);
+        assert_eq!(merged.jobs.iter().map(|job| job.read.iops).collect::<Vec<_>>(), [1.0, 2.0, 3.0]);
+        assert_eq!(merged.fio_version, "fio-3.33");
     }
 
     #[test]

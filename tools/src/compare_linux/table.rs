@@ -283,7 +283,8 @@ impl Row {
 fn cells(figures: Option<Figures>) -> [String; 3] {
     match figures {
         Some(f) => [
-            format!("{:.0}", f.iops),
+            // Long reads run at a few per second: a decimal tells 2.4 from 2.6.
+            if f.iops < 100.0 { format!("{:.1}", f.iops) } else { format!("{:.0}", f.iops) },
             format!("{:.2}", f.bytes_per_second / MIB as f64),
             format!("{:.1}", f.mean_latency_ns / 1000.0),
         ],
@@ -408,6 +409,7 @@ mod tests {
             Row { job: row_named("SD 1 MiB sequential read QD1"), linux: Some(linux), barebench: None },
         ];
         assert_eq!(rows[0].ratio(), Some(1.5));
+        assert_eq!(cells(Some(Figures { iops: 2.44, ..linux }))[0], "2.4");
         assert_eq!(rows[0].latency_ratio(), Some(480_000.0 / 320_500.0));
         let table = render(&rows);
         let lines: Vec<&str> = table.lines().collect();
