@@ -200,9 +200,9 @@ impl Comparison {
             for run in 1..=self.window.runs {
                 let label = device.label();
                 status(&format!("{label}: Linux + fio, run {run} of {}", self.window.runs));
-                linux_reports.push(self.run_linux(linux, device, &jobs, &one_run)?);
+                linux_reports.push(self.run_linux(linux, device, &jobs, &one_run, run)?);
                 status(&format!("{label}: barebench, run {run} of {}", self.window.runs));
-                barebench_reports.push(self.run_barebench(device, &jobs, &one_run)?);
+                barebench_reports.push(self.run_barebench(device, &jobs, &one_run, run)?);
             }
             let (linux_report, barebench_report) = (merged(linux_reports), merged(barebench_reports));
             for job in jobs {
@@ -222,6 +222,7 @@ impl Comparison {
         device: DeviceKind,
         jobs: &[Job],
         window: &Window,
+        run_number: u32,
     ) -> Result<FioReport, CompareError> {
         let name = device.barebench_name();
         let initrd = self.workdir.join(format!("compare-linux-{name}.cpio"));
@@ -230,7 +231,7 @@ impl Comparison {
         run.kernel = linux.kernel.clone();
         run.initrd = Some(initrd);
         run.append = LINUX_APPEND.to_string();
-        run.log_path = self.workdir.join(format!("compare-linux-{name}-linux.log"));
+        run.log_path = self.workdir.join(format!("compare-linux-{name}-linux-run{run_number}.log"));
         boot(run, "Linux + fio", device, linux_fio_json)
     }
 
@@ -239,12 +240,13 @@ impl Comparison {
         device: DeviceKind,
         jobs: &[Job],
         window: &Window,
+        run_number: u32,
     ) -> Result<FioReport, CompareError> {
         let name = device.barebench_name();
         let mut run = self.qemu_run(device);
         run.kernel = self.barebench_kernel.clone();
         run.append = table::barebench_settings(jobs, window);
-        run.log_path = self.workdir.join(format!("compare-linux-{name}-barebench.log"));
+        run.log_path = self.workdir.join(format!("compare-linux-{name}-barebench-run{run_number}.log"));
         boot(run, "barebench", device, |log| extract_json_from_log(log).map_err(|error| error.to_string()))
     }
 }

@@ -107,7 +107,7 @@ pub const JOBS: &[Job] = &[
 ];
 
 fn size_text(bytes: u64) -> String {
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         format!("{}m", bytes / MIB)
     } else {
         format!("{}k", bytes / KIB)
@@ -129,7 +129,7 @@ impl Job {
 
     pub fn label(&self) -> String {
         let what = if self.rw == "randread" { "random read" } else { "sequential read" };
-        let size = if self.block_bytes % MIB == 0 {
+        let size = if self.block_bytes.is_multiple_of(MIB) {
             format!("{} MiB", self.block_bytes / MIB)
         } else {
             format!("{} KiB", self.block_bytes / KIB)
@@ -211,7 +211,7 @@ pub struct Figures {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
-    if values.len() % 2 == 0 {
+    if values.len().is_multiple_of(2) {
         (values[middle - 1] + values[middle]) / 2.0
     } else {
         values[middle]
