@@ -184,6 +184,24 @@ mod tests {
     }
 
     #[test]
+    fn an_unreachable_archive_says_the_machine_may_be_offline_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // Port 9 (discard) on the loopback: nothing listens, the connection is refused at once.
+        let pin = PinnedPackage {
+            url: "http://127.0.0.1:9/a_1_arm64.deb".into(),
+            size_bytes: 3,
+            sha256: "0".repeat(64),
+        };
+        let mut lines = Vec::new();
+        let error = fetch(&pin, dir.path(), &mut |line| lines.push(line.to_string())).unwrap_err();
+        assert!(matches!(error, PackageError::Download { .. }), "{error}");
+        let message = error.to_string();
+        assert!(message.contains("offline") && message.contains("linux-compare-pins.sh"), "{message}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "a partial download was left behind");
+    }
+
+    #[test]
     fn a_malformed_pin_names_its_line() {
         let text = "# comment\nhttp://x/a_1_arm64.deb 10 zz\n";
         assert!(matches!(parse_pins(text), Err(PackageError::BadPin { line: 2, .. })));
