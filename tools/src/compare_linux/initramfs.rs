@@ -2,6 +2,7 @@
 //! Linux unpacks, Documentation/driver-api/early-userspace/buffer-format.rst) holding busybox,
 //! fio with its libraries, the storage modules and an `/init` that loads them, runs fio and
 //! prints its JSON between two marker lines.
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::io::{self, Write};

@@ -4,7 +4,8 @@
 //! Linux is Debian's arm64 kernel with an initramfs of busybox, fio and the storage modules
 //! (packages pinned in `packages.txt`). Both sides boot through the same [`QemuRun`], so machine,
 //! CPU, memory, `-icount` and every drive and device option are the same; only `-kernel`,
-//! `-initrd` and `-append` differ. One boot per device on each side.
+//! `-initrd` and `-append` differ. Each run is one boot of each side per device, the sides in turn.
+#![forbid(unsafe_code)]
 
 pub mod initramfs;
 pub mod packages;
@@ -200,9 +201,10 @@ impl Comparison {
             for run in 1..=self.window.runs {
                 let label = device.label();
                 status(&format!("{label}: Linux + fio, run {run} of {}", self.window.runs));
-                linux_reports.push(self.run_linux(linux, device, &jobs, &one_run, run)?);
+                let boot_plan = BootPlan { device, jobs: &jobs, window: &one_run, run_number: run };
+                linux_reports.push(self.run_linux(linux, &boot_plan)?);
                 status(&format!("{label}: barebench, run {run} of {}", self.window.runs));
-                barebench_reports.push(self.run_barebench(device, &jobs, &one_run, run)?);
+                barebench_reports.push(self.run_barebench(&boot_plan)?);
             }
             let (linux_report, barebench_report) = (merged(linux_reports), merged(barebench_reports));
             for job in jobs {
@@ -216,39 +218,41 @@ impl Comparison {
         Ok(rows)
     }
 
-    fn run_linux(
-        &self,
-        linux: &LinuxSystem,
-        device: DeviceKind,
-        jobs: &[Job],
-        window: &Window,
-        run_number: u32,
-    ) -> Result<FioReport, CompareError> {
-        let name = device.barebench_name();
+    fn run_linux(&self, linux: &LinuxSystem, boot_plan: &BootPlan) -> Result<FioReport, CompareError> {
+        let name = boot_plan.device.barebench_name();
         let initrd = self.workdir.join(format!("compare-linux-{name}.cpio"));
-        initramfs_with_jobs(&linux.initramfs, jobs, window, &initrd)?;
-        let mut run = self.qemu_run(device);
+        initramfs_with_jobs(&linux.initramfs, boot_plan.jobs, boot_plan.window, &initrd)?;
+        let mut run = self.boot_run(boot_plan, "linux");
         run.kernel = linux.kernel.clone();
         run.initrd = Some(initrd);
         run.append = LINUX_APPEND.to_string();
-        run.log_path = self.workdir.join(format!("compare-linux-{name}-linux-run{run_number}.log"));
-        boot(run, "Linux + fio", device, linux_fio_json)
+        boot(run, "Linux + fio", boot_plan.device, linux_fio_json)
     }
 
-    fn run_barebench(
-        &self,
-        device: DeviceKind,
-        jobs: &[Job],
-        window: &Window,
-        run_number: u32,
-    ) -> Result<FioReport, CompareError> {
-        let name = device.barebench_name();
-        let mut run = self.qemu_run(device);
+    fn run_barebench(&self, boot_plan: &BootPlan) -> Result<FioReport, CompareError> {
+        let mut run = self.boot_run(boot_plan, "barebench");
         run.kernel = self.barebench_kernel.clone();
-        run.append = table::barebench_settings(jobs, window);
-        run.log_path = self.workdir.join(format!("compare-linux-{name}-barebench-run{run_number}.log"));
-        boot(run, "barebench", device, |log| extract_json_from_log(log).map_err(|error| error.to_string()))
+        run.append = table::barebench_settings(boot_plan.jobs, boot_plan.window);
+        boot(run, "barebench", boot_plan.device, |log| {
+            extract_json_from_log(log).map_err(|error| error.to_string())
+        })
     }
+
+    /// [`Self::qemu_run`] with the boot's own serial log, `compare-linux-DEVICE-SIDE-runN.log`.
+    fn boot_run(&self, boot_plan: &BootPlan, side: &str) -> QemuRun {
+        let mut run = self.qemu_run(boot_plan.device);
+        let (name, number) = (boot_plan.device.barebench_name(), boot_plan.run_number);
+        run.log_path = self.workdir.join(format!("compare-linux-{name}-{side}-run{number}.log"));
+        run
+    }
+}
+
+/// One boot of either side: the device, its jobs, the window and which run it is.
+struct BootPlan<'a> {
+    device: DeviceKind,
+    jobs: &'a [Job],
+    window: &'a Window,
+    run_number: u32,
 }
 
 /// One report with the jobs of all `reports` (the first one's global options).

@@ -1,6 +1,7 @@
 //! The Debian packages `barebench compare-linux` boots (docs/linux-compare.md §1): pinned by URL,
 //! size and SHA-256 in `packages.txt`, downloaded once with `curl` into the cache, checked, and
 //! unpacked with `dpkg-deb -x`.
+#![forbid(unsafe_code)]
 
 use std::fs::{self, File};
 use std::io::{self, Read};

@@ -1,5 +1,6 @@
 //! The rows `barebench compare-linux` compares, the fio job file and barebench settings that run
 //! them, and the table of the two sides' figures (docs/linux-compare.md §3).
+#![forbid(unsafe_code)]
 
 use bench::fio_json::{FioJob, FioReport};
 
