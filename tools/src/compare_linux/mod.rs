@@ -55,16 +55,8 @@ const COMPLETE_MARKER: &str = ".complete";
 /// initramfs from them, once per pin list.
 pub fn prepare_linux(cache_dir: &Path, status: &mut dyn FnMut(&str)) -> Result<LinuxSystem, CompareError> {
     let pins = packages::parse_pins(packages::PINNED_PACKAGES)?;
-    let pins_digest: String = {
-        use sha2::{Digest, Sha256};
-        Sha256::digest(packages::PINNED_PACKAGES.as_bytes())
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
     let root = cache_dir.join("linux-compare");
-    let built = root.join(format!("system-{pins_digest}"));
+    let built = root.join(system_name(packages::PINNED_PACKAGES, &initramfs::init_script()));
     let initramfs = built.join("initramfs.cpio");
     let kernel = built.join("Image");
     if built.join(COMPLETE_MARKER).is_file() {
@@ -108,6 +100,17 @@ pub fn prepare_linux(cache_dir: &Path, status: &mut dyn FnMut(&str)) -> Result<L
     Ok(LinuxSystem { kernel, initramfs })
 }
 
+/// The cache directory's name of the system built from these pins and this `/init`: a new pin
+/// list or a new `/init` builds a new system.
+fn system_name(pins: &str, init_script: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(pins.as_bytes());
+    hasher.update(init_script.as_bytes());
+    let digest: String = hasher.finalize().iter().take(6).map(|byte| format!("{byte:02x}")).collect();
+    format!("system-{digest}")
+}
+
 fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), CompareError> {
     use std::os::unix::fs::PermissionsExt;
     fs::write(path, data).map_err(io_error(path))?;
@@ -144,7 +147,10 @@ pub fn initramfs_with_jobs(
     window: &Window,
     out: &Path,
 ) -> Result<(), CompareError> {
-    fs::copy(base, out).map_err(io_error(base))?;
+    if let Some(dir) = out.parent() {
+        fs::create_dir_all(dir).map_err(io_error(dir))?;
+    }
+    fs::copy(base, out).map_err(io_error(out))?;
     let file = fs::OpenOptions::new().append(true).open(out).map_err(io_error(out))?;
     let mut writer = CpioWriter::new(BufWriter::new(file));
     let devices: Vec<&str> = jobs.iter().map(|job| job.device.linux_path()).collect();
@@ -358,6 +364,15 @@ mod tests {
     }
 
     #[test]
+    fn a_new_init_or_new_pins_build_a_new_system() {
+        let name = system_name("pins", "init");
+        assert!(name.starts_with("system-") && name.len() == "system-".len() + 12, "{name}");
+        assert_ne!(name, system_name("pins", "init changed"));
+        assert_ne!(name, system_name("pins changed", "init"));
+        assert_eq!(name, system_name("pins", "init"));
+    }
+
+    #[test]
     fn the_runs_of_separate_boots_are_one_report_for_the_medians() {
         let report = |iops: f64| FioReport {
             fio_version: "fio-3.33".into(),
@@ -380,7 +395,7 @@ mod tests {
         writer.add_file("init", 0o755, b"#!/bin/busybox sh\n").unwrap();
         let base_bytes = writer.finish().unwrap();
         fs::write(&base, &base_bytes).unwrap();
-        let out = dir.path().join("with-jobs.cpio");
+        let out = dir.path().join("workdir-not-made-yet/with-jobs.cpio");
         let window = Window { ramp_ms: 100, runtime_ms: 200, runs: 1, offset_bytes: 0, size_bytes: 1 << 20 };
         initramfs_with_jobs(&base, &table::JOBS[..2], &window, &out).unwrap();
         let bytes = fs::read(&out).unwrap();
