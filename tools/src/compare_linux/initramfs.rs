@@ -12,6 +12,8 @@ use std::path::Path;
 pub const JSON_BEGIN: &str = "barebench-compare-linux: fio json begin";
 /// The line after it.
 pub const JSON_END: &str = "barebench-compare-linux: fio json end";
+/// The line saying whether the NVMe namespace polls (`… 1`).
+pub const POLL_LINE: &str = "barebench-compare-linux: nvme0n1 io_poll";
 /// The line with fio's exit status.
 pub const FIO_EXIT: &str = "barebench-compare-linux: fio exit";
 
@@ -65,6 +67,8 @@ for device in $(cat /devices); do
     while [ ! -b $device ] && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
     [ -b $device ] || echo "barebench-compare-linux: $device did not appear"
 done
+# Whether the NVMe namespace has a poll queue for the hipri jobs (1) or not (0).
+[ -e /sys/block/nvme0n1/queue/io_poll ] && echo "{POLL_LINE} $(cat /sys/block/nvme0n1/queue/io_poll)"
 fio --output-format=json /jobs.fio > /tmp/fio.json 2> /tmp/fio.err
 echo "{FIO_EXIT} $?"
 cat /tmp/fio.err
@@ -237,5 +241,6 @@ mod tests {
                 && position("cat /tmp/fio.json") < position(JSON_END)
         );
         assert!(init.trim_end().ends_with("poweroff -f"));
+        assert!(init.contains(&format!("echo \"{POLL_LINE} $(cat /sys/block/nvme0n1/queue/io_poll)\"")));
     }
 }
