@@ -97,6 +97,7 @@ pub fn prepare_linux(cache_dir: &Path, status: &mut dyn FnMut(&str)) -> Result<L
     writer.finish().and_then(|mut out| out.flush()).map_err(io_error(&initramfs))?;
     let _ = fs::remove_dir_all(&tree);
     write_file(&built.join(COMPLETE_MARKER), packages::PINNED_PACKAGES.as_bytes(), 0o644)?;
+    remove_other_systems(&root, &built);
     Ok(LinuxSystem { kernel, initramfs })
 }
 
@@ -109,6 +110,17 @@ fn system_name(pins: &str, init_script: &str) -> String {
     hasher.update(init_script.as_bytes());
     let digest: String = hasher.finalize().iter().take(6).map(|byte| format!("{byte:02x}")).collect();
     format!("system-{digest}")
+}
+
+/// Removes the systems built from earlier pins or an earlier `/init` (about 150 MB each).
+fn remove_other_systems(root: &Path, keep: &Path) {
+    let Ok(entries) = fs::read_dir(root) else { return };
+    for path in entries.filter_map(Result::ok).map(|entry| entry.path()) {
+        let is_system = path.file_name().is_some_and(|name| name.to_string_lossy().starts_with("system-"));
+        if is_system && path != keep {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
 }
 
 fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), CompareError> {
@@ -370,6 +382,21 @@ mod tests {
         assert_ne!(name, system_name("pins", "init changed"));
         assert_ne!(name, system_name("pins changed", "init"));
         assert_eq!(name, system_name("pins", "init"));
+    }
+
+    #[test]
+    fn a_new_system_replaces_the_old_ones_and_keeps_the_downloads() {
+        let root = tempfile::tempdir().unwrap();
+        for dir in ["debs", "system-old", "system-new"] {
+            fs::create_dir(root.path().join(dir)).unwrap();
+        }
+        remove_other_systems(root.path(), &root.path().join("system-new"));
+        let mut left: Vec<String> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["debs", "system-new"]);
     }
 
     #[test]
