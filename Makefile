@@ -19,7 +19,7 @@ ARM32_BUILD       := RUSTC_BOOTSTRAP=1 $(CARGO) build --release -p kernel --targ
 # target_arch, same 32-bit usize, no -Zbuild-std.
 ARM32_CHECK_TARGET := armv7a-none-eabi
 
-.PHONY: all deps kernel profiler qemu farm-qemu test test-host test-e2e clippy fmt-check clean
+.PHONY: all deps kernel profiler qemu farm-qemu compare-linux test test-host test-e2e clippy fmt-check clean
 
 all: kernel profiler
 
@@ -87,6 +87,14 @@ farm-qemu: deps kernel
 	BAREBENCH=$(HOST_RELEASE)/barebench LG_BAREBENCH_BUILD=$(CURDIR)/$(BUILD) tools/farm/qemu-lab $(BUILD)/farm/lab -- \
 	  $(HOST_RELEASE)/barebench farm --env tools/farm/qemu-env.yaml --places $(FARM_PLACES) --output $(BUILD)/farm \
 	  --no-firmware --size 64M --scratch 16M --timeout 600 -- $(FARM_SETTINGS)
+
+# Linux + fio against barebench on the same QEMU virt devices (docs/linux-compare.md): downloads
+# Debian's arm64 kernel and fio once (about 100 MB, cached), then boots each side once per device.
+# Not part of `make test`. COMPARE_OPTIONS passes options on, e.g. `--runs 3 --icount`.
+COMPARE_OPTIONS ?=
+compare-linux: deps kernel
+	$(CARGO) run --release -q -p tools --bin barebench -- compare-linux --output $(BUILD)/compare-linux.md \
+	  $(COMPARE_OPTIONS)
 
 test: deps
 	$(MAKE) test-host

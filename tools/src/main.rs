@@ -57,6 +57,52 @@ enum Command {
     /// Run the benchmark on every place of a labgrid board farm and merge the logs into one
     /// report (docs/farm.md).
     Farm(Box<FarmArgs>),
+    /// The same read jobs on the same QEMU virt devices by Linux + fio and by barebench, side by
+    /// side (docs/linux-compare.md; downloads Debian's arm64 kernel and fio once).
+    CompareLinux(Box<CompareLinuxArgs>),
+}
+
+#[derive(Args)]
+struct CompareLinuxArgs {
+    /// Devices to compare, comma-separated: nvme, sd, usb.
+    #[arg(long, value_delimiter = ',', default_value = "nvme,sd,usb")]
+    devices: Vec<String>,
+    /// Runs of each job on each side; the table shows each side's median.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Ramp before each measured window, ms.
+    #[arg(long, default_value_t = 500)]
+    ramp_ms: u64,
+    /// Measured window of each run, ms.
+    #[arg(long, default_value_t = 2000)]
+    runtime_ms: u64,
+    /// Start of the region read, in bytes or with k/m/g.
+    #[arg(long, value_parser = parse_offset_arg, default_value = "0")]
+    offset: u64,
+    /// Size of the region read.
+    #[arg(long, value_parser = parse_size_arg, default_value = "256m")]
+    size: u64,
+    /// Each emulated drive: SIZE[:pattern|zeros|FILE], the same on both sides.
+    #[arg(long, value_name = "SPEC", default_value = "512M:pattern")]
+    disk: DiskSpec,
+    /// `-icount shift=0` on both sides (as `barebench qemu --icount`).
+    #[arg(long)]
+    icount: bool,
+    /// barebench's kernel image.
+    #[arg(long, default_value = "build/kernel-virt.img")]
+    kernel: PathBuf,
+    /// Where disk images, initramfs and serial logs go.
+    #[arg(long, default_value = "build")]
+    workdir: PathBuf,
+    /// Cache for the Debian downloads [default: $XDG_CACHE_HOME/barebench or ~/.cache/barebench].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Seconds each boot may take before QEMU is stopped.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// Also write the table (Markdown) to this file.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -354,6 +400,51 @@ struct ReportArgs {
     /// whichever matches].
     #[arg(long, value_name = "ELF", requires = "trace")]
     elf: Option<PathBuf>,
+}
+
+fn run_compare_linux(args: &CompareLinuxArgs) -> Result<ExitCode> {
+    use tools::compare_linux::{self, table};
+    let devices = args
+        .devices
+        .iter()
+        .map(|name| {
+            table::DeviceKind::parse(name.trim())
+                .with_context(|| format!("--devices: unknown device {name:?} (nvme, sd or usb)"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let cache_dir = args.cache_dir.clone().unwrap_or_else(DebianFetch::default_cache_dir);
+    let mut status = |line: &str| eprintln!("barebench: {line}");
+    let linux = compare_linux::prepare_linux(&cache_dir, &mut status)?;
+    let comparison = compare_linux::Comparison {
+        devices,
+        window: table::Window {
+            ramp_ms: args.ramp_ms,
+            runtime_ms: args.runtime_ms,
+            runs: args.runs,
+            offset_bytes: args.offset,
+            size_bytes: args.size,
+        },
+        disk: args.disk.clone(),
+        icount: args.icount,
+        barebench_kernel: args.kernel.clone(),
+        workdir: args.workdir.clone(),
+        timeout_s: args.timeout,
+    };
+    let rows = comparison.run(&linux, &mut status)?;
+    let rendered = table::render(&rows);
+    print!("{rendered}");
+    if let Some(path) = &args.output {
+        std::fs::write(path, &rendered).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_offset_arg(text: &str) -> Result<u64, String> {
+    bench::units::parse_size_bytes(text)
+        .ok_or_else(|| format!("{text:?} is not a size in bytes (k/m/g/t allowed)"))
 }
 
 fn parse_size_arg(text: &str) -> Result<u64, String> {
@@ -791,6 +882,7 @@ fn main() -> ExitCode {
         Command::Report(args) => run_report(args),
         Command::Scratch(args) => run_scratch(args),
         Command::Farm(args) => run_farm(args),
+        Command::CompareLinux(args) => run_compare_linux(args),
     };
     match result {
         Ok(code) => code,

@@ -278,6 +278,9 @@ pub struct QemuRun {
     /// A card image that is the machine's boot card, used in place as a real card is: in the SD
     /// slot, or on a raspi4b in EMMC2, the Pi 4's card slot (crate::qemu_boot_card).
     pub boot_card: Option<PathBuf>,
+    /// An initramfs for a Linux `kernel` (`barebench compare-linux`, docs/linux-compare.md): given
+    /// as `-initrd`, and `append` goes to Linux as it is, without barebench's `exit=` setting.
+    pub initrd: Option<PathBuf>,
 }
 
 impl QemuRun {
@@ -308,6 +311,7 @@ impl QemuRun {
             show_progress: false,
             faults: Vec::new(),
             boot_card: None,
+            initrd: None,
         }
     }
 
@@ -504,10 +508,17 @@ impl QemuRun {
             push("shift=0");
         }
         push("-append");
-        push(&self.effective_append());
+        match self.initrd {
+            Some(_) => push(&self.append),
+            None => push(&self.effective_append()),
+        }
         let mut args_with_paths = args;
         args_with_paths.push("-kernel".into());
         args_with_paths.push(self.kernel.clone().into_os_string());
+        if let Some(initrd) = &self.initrd {
+            args_with_paths.push("-initrd".into());
+            args_with_paths.push(initrd.clone().into_os_string());
+        }
         if disks.iter().any(|disk| matches!(disk.role, DiskRole::UsbBot | DiskRole::UsbUas)) {
             // One xHCI for both drives: the BOT drive on root port 1, the UAS drive on port 2
             // (both USB 3 ports of qemu-xhci: docs/usb-storage.md §3).
@@ -896,6 +907,18 @@ mod tests {
         assert!(!args_text(&run).contains(&"-icount".to_string()));
         run.icount = true;
         assert!(follows(&args_text(&run), "-icount", "shift=0"));
+    }
+
+    #[test]
+    fn a_linux_boot_gets_its_initrd_and_its_command_line_unchanged() {
+        let mut run = QemuRun::new(Machine::Virt);
+        run.append = "console=ttyAMA0 quiet".to_string();
+        run.initrd = Some(PathBuf::from("build/initrd.cpio"));
+        let args = args_text(&run);
+        assert!(follows(&args, "-append", "console=ttyAMA0 quiet"));
+        assert!(follows(&args, "-initrd", "build/initrd.cpio"));
+        run.initrd = None;
+        assert!(follows(&args_text(&run), "-append", "console=ttyAMA0 quiet exit=semihosting"));
     }
 
     #[test]
