@@ -390,9 +390,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             };
             let address = table.bus_address();
             let wide = table.format() == AdmaFormat::Adma2Bits64;
-            let control = self.host.read(offsets::HOST_CONTROL_POWER);
-            let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
-            self.host.write(offsets::HOST_CONTROL_POWER, (control & !select_mask) | select.value);
+            self.host.select_dma(select);
             self.host.write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
             if wide {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
@@ -502,7 +500,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Phase::Waiting => {}
             Phase::SetBlockCount => self.advance_set_block_count(),
             Phase::Command => self.advance_command(),
-            Phase::Data => self.advance_data(),
+            Phase::Data => self.advance_data(None),
         }
     }
 
@@ -553,44 +551,55 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// The data command's Command Complete; the data phase follows in the same poll.
+    /// The data command's Command Complete; the data phase follows in the same poll, from the
+    /// same read of the interrupt status (an ADMA2 transfer may be complete already). Only a
+    /// task's response is read: the card reports a task it cannot run there
+    /// (crate::sd::command_queue); a read or write command's status errors end its transfer
+    /// with a data error instead.
     fn advance_command(&mut self) {
-        let RequestState::Running(_, active) = &mut self.state else { return };
-        match self.host.command_outcome(&active.command) {
-            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {}
+        let RequestState::Running(_, active) = &self.state else { return };
+        let command = active.command;
+        let status = match self.host.command_completion(&command) {
+            Ok(Some(status)) => status,
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => return,
             Ok(None) => {
-                let error = self.host.command_timed_out(&active.command);
-                self.running_command_failure(error);
+                let error = self.host.command_timed_out(&command);
+                return self.running_command_failure(error);
             }
-            // A task the card cannot run says so in its response (crate::sd::command_queue).
-            Ok(Some(response))
-                if self.queue.is_some() && response.reports_card_status_errors(&active.command) =>
-            {
-                let error = self.host.check_card_status(&active.command, &response).err();
-                self.running_command_failure(
-                    error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }),
-                );
-            }
-            Ok(Some(_)) => {
-                active.phase = Phase::Data;
-                let timeouts = &self.timeouts;
-                let mut budget_ticks = if active.segment.dma {
-                    timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
-                } else {
-                    timeouts.block
-                };
-                if active.command.data.is_write() {
-                    budget_ticks += timeouts.busy;
-                }
-                active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
-                self.advance_data();
-            }
-            Err(error) => self.running_command_failure(error),
+            Err(error) => return self.running_command_failure(error),
+        };
+        if let Some(refusal) = self.queue.is_some().then(|| self.task_refused(&command)).flatten() {
+            return self.running_command_failure(refusal);
         }
+        let RequestState::Running(_, active) = &mut self.state else { return };
+        active.phase = Phase::Data;
+        let timeouts = &self.timeouts;
+        let mut budget_ticks = if active.segment.dma {
+            timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
+        } else {
+            timeouts.block
+        };
+        if command.data.is_write() {
+            budget_ticks += timeouts.busy;
+        }
+        active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
+        self.advance_data(Some(status));
     }
 
-    /// Moves whatever PIO data is ready, then looks for Transfer Complete.
-    fn advance_data(&mut self) {
+    /// Why the card refused the task `command` runs, when its response says it did.
+    fn task_refused(&mut self, command: &Command) -> Option<SdError> {
+        let response = self.host.response(command);
+        if !response.reports_card_status_errors(command) {
+            return None;
+        }
+        let error = self.host.check_card_status(command, &response).err();
+        Some(error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }))
+    }
+
+    /// Moves whatever PIO data is ready, then looks for Transfer Complete: in `seen`, the
+    /// interrupt status read in this poll already (when no PIO block moved since), else in a
+    /// new read. Transfer Complete stays set; the next command's [`SdhciHost::issue`] clears it.
+    fn advance_data(&mut self, seen: Option<u32>) {
         let RequestState::Running(_, active) = &mut self.state else { return };
         let dma = active.segment.dma;
         let write = active.command.data.is_write();
@@ -599,7 +608,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 return self.running_data_failure(failure_kind(status), status);
             }
         }
-        let status = self.host.read(offsets::INTERRUPT_STATUS);
+        let status = match seen.filter(|_| dma) {
+            Some(status) => status,
+            None => self.host.read(offsets::INTERRUPT_STATUS),
+        };
         // A card pulled out mid-transfer: QEMU still finishes the transfer (with whatever an
         // absent card reads as), a real host stalls; neither delivers the card's data.
         if status & interrupt::CARD_REMOVAL != 0 {
@@ -623,7 +635,6 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
             return;
         }
-        self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
         let offset = (first_block * BLOCK_BYTES) as usize;
         let data = request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize);
         // A write leaves the buffer as it was: nothing to make visible to the CPU.
