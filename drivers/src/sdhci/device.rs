@@ -77,15 +77,16 @@ pub enum DeviceSetupError {
     Adma(AdmaError),
 }
 
-/// One command's share of a request: its blocks, and whether ADMA2 moves them.
+/// One command's share of a request: its blocks, and whether ADMA2 moves them. Twelve bytes:
+/// on the strict-alignment kernel targets LLVM copies a value of more than 32 bytes with a call
+/// to `memcpy` (`barebench qemu --profile` showed one per request when the request's data
+/// travelled in here too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment<'p> {
+struct Segment {
     /// First block of this command, relative to the request.
     first_block: u32,
     blocks: u32,
     dma: bool,
-    /// The whole request's data, as the CPU reaches it for PIO.
-    data: DmaRegion<'p>,
 }
 
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
@@ -106,7 +107,9 @@ enum Phase {
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
 struct ActiveCommand<'p> {
-    segment: Segment<'p>,
+    segment: Segment,
+    /// The whole request's data, as the CPU reaches it for PIO.
+    data: DmaRegion<'p>,
     /// The data command (CMD17, CMD18, CMD24 or CMD25).
     command: Command,
     phase: Phase,
@@ -119,7 +122,7 @@ struct ActiveCommand<'p> {
 /// The request: `Running` from `submit()` on, its first command prepared (descriptors written
 /// and cleaned) and in [`Phase::Waiting`] until `kick()`, so that it is never moved between
 /// states (`Queued` is not used here).
-type State<'p> = RequestState<Segment<'p>, ActiveCommand<'p>>;
+type State<'p> = RequestState<Segment, ActiveCommand<'p>>;
 
 /// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
 /// division, too dear for every command).
@@ -286,9 +289,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
     /// the data buffer, all before the command that starts the DMA is handed over. A buffer
     /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
-    fn prepare(&mut self, request: &Request, data: DmaRegion<'p>, first_block: u32) -> Segment<'p> {
+    fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let mut segment = Segment { first_block, blocks, dma: false, data };
+        let mut segment = Segment { first_block, blocks, dma: false };
         self.commands += 1;
         let Some(table) = self.adma.as_mut() else {
             return segment;
@@ -311,7 +314,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// `segment`'s data command: the task's CMD46/CMD47 with the queue on, else CMD17, CMD18,
     /// CMD24 or CMD25 at the card's address of its first block.
-    fn segment_command(&self, request: &Request, segment: &Segment<'p>) -> Command {
+    fn segment_command(&self, request: &Request, segment: &Segment) -> Command {
         match self.running_task() {
             Some(task) => command_queue::execute_task(request.operation, task, segment.blocks),
             None => {
@@ -321,14 +324,21 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// Makes `segment` of `request` the running request, its command not yet handed to the
-    /// controller ([`Phase::Waiting`]).
-    fn place(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
+    /// Makes `segment` of `request` (whose data is `data`) the running request, its command not
+    /// yet handed to the controller ([`Phase::Waiting`]).
+    fn place(&mut self, request: Request, data: DmaRegion<'p>, segment: Segment, attempt: u32) {
         let command = self.segment_command(&request, &segment);
         // Set when the command is handed over.
         let deadline = Deadline { start_ticks: 0, end_ticks: 0 };
-        let active =
-            ActiveCommand { segment, command, phase: Phase::Waiting, blocks_done: 0, attempt, deadline };
+        let active = ActiveCommand {
+            segment,
+            data,
+            command,
+            phase: Phase::Waiting,
+            blocks_done: 0,
+            attempt,
+            deadline,
+        };
         self.state = RequestState::Running(request, active);
     }
 
@@ -410,8 +420,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
-        self.place(request, segment, attempt);
+    fn start_with_retries(&mut self, request: Request, data: DmaRegion<'p>, segment: Segment, attempt: u32) {
+        self.place(request, data, segment, attempt);
         self.start_placed();
     }
 
@@ -476,7 +486,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             return self.fail_task(request, active, error);
         }
         match self.retry_after(error, active.attempt) {
-            Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
+            Ok(()) => self.start_with_retries(request, active.data, active.segment, active.attempt + 1),
             Err(error) => self.fail(request, error, active.attempt),
         }
     }
@@ -654,8 +664,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let next_block = first_block + blocks;
         if next_block < request.block_count {
             let Some((request, active)) = self.running() else { return };
-            let next = self.prepare(&request, active.segment.data, next_block);
-            self.start_with_retries(request, next, 1);
+            let next = self.prepare(&request, next_block);
+            self.start_with_retries(request, active.data, next, 1);
         } else {
             let tag = request.tag;
             self.state = RequestState::Done(Completion { tag, result: Ok(()) });
@@ -674,7 +684,7 @@ fn move_ready_blocks<R: RegisterIo, P: Platform>(
 ) -> Result<(), u32> {
     while active.blocks_done < active.segment.blocks {
         let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-        let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
+        let Some(mut block) = active.data.subregion(offset, BLOCK_BYTES as usize) else {
             break;
         };
         let moved = if write {
@@ -734,8 +744,8 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
             return Err((request, SubmitError::BadBuffer));
         };
-        let segment = self.prepare(&request, data, 0);
-        self.place(request, segment, 1);
+        let segment = self.prepare(&request, 0);
+        self.place(request, data, segment, 1);
         Ok(())
     }
 

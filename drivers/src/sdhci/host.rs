@@ -274,6 +274,9 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     /// Waits until `(register & mask) == expected`, or fails naming what it waited for.
+    /// Usually true at once (an idle controller before a command): that look is inlined, the
+    /// wait with its deadline is not.
+    #[inline(always)]
     fn wait_for(
         &self,
         offset: usize,
@@ -282,11 +285,23 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         timeout_us: u64,
         waiting_for: &'static str,
     ) -> Result<u32, SdError> {
-        // Usually true at once (an idle controller before a command): no deadline to compute.
         let value = self.read(offset);
         if value & mask == expected {
             return Ok(value);
         }
+        self.keep_waiting_for(offset, mask, expected, timeout_us, waiting_for)
+    }
+
+    /// [`Self::wait_for`] once the first look failed.
+    #[inline(never)]
+    fn keep_waiting_for(
+        &self,
+        offset: usize,
+        mask: u32,
+        expected: u32,
+        timeout_us: u64,
+        waiting_for: &'static str,
+    ) -> Result<u32, SdError> {
         let deadline = Deadline::after_us(self.platform, timeout_us);
         loop {
             let value = self.read(offset);

@@ -158,8 +158,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 SdError::UnusableHost { reason: "task buffer not DMA memory", value: 0 },
             );
         };
-        let segment = self.prepare(&request, data, 0);
-        self.start_with_retries(request, segment, block::MAX_ATTEMPTS);
+        let segment = self.prepare(&request, 0);
+        self.start_with_retries(request, data, segment, block::MAX_ATTEMPTS);
     }
 
     /// CMD44 and CMD45 for task `id`.
