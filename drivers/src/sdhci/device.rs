@@ -87,6 +87,9 @@ struct Segment {
     first_block: u32,
     blocks: u32,
     dma: bool,
+    /// The request's buffer needs cleaning before and invalidating after the transfer (it does
+    /// not in the kernel's non-cacheable DMA pool: `Platform::needs_cache_maintenance`).
+    cache_maintenance: bool,
 }
 
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
@@ -102,6 +105,19 @@ enum Phase {
     /// Transfer Complete, which the host raises after its auto-CMD12 when it sends one (SDHCI
     /// §1.15) and, for a write, after the card's busy (SDHCI §2.2.9).
     Data,
+}
+
+/// How a command's block count reaches the card ([`SdCard::block_count_ending`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockCountEnding {
+    /// One block, or a task the card knows the count of.
+    Known,
+    /// The host sends CMD12 after the last block (SDHCI §1.15).
+    AutoCmd12,
+    /// The host sends CMD23 with Argument 2 before the command (SDHCI §1.15, §2.2.5).
+    AutoCmd23,
+    /// The driver sends CMD23 before the command (SD §4.3.14).
+    Cmd23,
 }
 
 /// The command in progress.
@@ -176,6 +192,9 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     failed_commands: u64,
     /// The card's command queue, when it is on (`sd.cq=on`; [`queued`]).
     queue: Option<queued::Tasks>,
+    /// The ADMA2 descriptor table's memory needs cleaning after it is written (asked once: it
+    /// is the same table for good).
+    descriptors_need_cleaning: bool,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -221,7 +240,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             && capabilities.version.at_least_v3()
             && adma.is_some()
             && cmd23.uses_cmd23(card.supports_cmd23());
+        let descriptors_need_cleaning =
+            adma.as_ref().is_some_and(|table| host.platform().needs_cache_maintenance(&table.buffer()));
         Ok(SdCard {
+            descriptors_need_cleaning,
             auto_cmd23,
             failed_commands: 0,
             retuning: Retuning::for_card(&host, &card),
@@ -291,7 +313,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
     fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let mut segment = Segment { first_block, blocks, dma: false };
+        let platform = self.host.platform();
+        let cache_maintenance = platform.needs_cache_maintenance(&request.buffer);
+        let mut segment = Segment { first_block, blocks, dma: false, cache_maintenance };
         self.commands += 1;
         let Some(table) = self.adma.as_mut() else {
             return segment;
@@ -301,15 +325,32 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let described = data.map(|data| (data, table.describe(&data, length)));
         match described {
             Some((data, Ok(count))) => {
-                let platform = self.host.platform();
-                platform.clean_for_device(&table.descriptors(count));
-                // Nothing of the CPU's may be written back over what the device writes.
-                platform.clean_for_device(&data);
+                if self.descriptors_need_cleaning {
+                    platform.clean_for_device(&table.descriptors(count));
+                }
+                if cache_maintenance {
+                    // Nothing of the CPU's may be written back over what the device writes.
+                    platform.clean_for_device(&data);
+                }
                 segment.dma = true;
             }
             _ => self.pio_fallbacks += 1,
         }
         segment
+    }
+
+    /// The checks every request passes, with the command queue on or off: the card is still
+    /// there, the request is a read or a write within the geometry, and its buffer is the
+    /// platform's DMA memory (the CPU moves PIO data through it); the buffer as a region.
+    fn accept(&self, request: &Request) -> Result<DmaRegion<'p>, SubmitError> {
+        if self.gone {
+            return Err(SubmitError::DeviceUnusable);
+        }
+        if !matches!(request.operation, Operation::Read | Operation::Write) {
+            return Err(SubmitError::Unsupported);
+        }
+        check_request(&self.geometry(), request)?;
+        DmaRegion::of_buffer(self.host.platform(), request.buffer).map_err(|_| SubmitError::BadBuffer)
     }
 
     /// `segment`'s data command: the task's CMD46/CMD47 with the queue on, else CMD17, CMD18,
@@ -339,7 +380,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             attempt,
             deadline,
         };
-        self.state = RequestState::Running(request, active);
+        // Moved field by field: as one 48-byte value the strict-alignment kernel targets copy a
+        // request with a call to `memcpy` (LLVM inlines at most four stores there).
+        let Request { tag, operation, lba, block_count, buffer } = request;
+        self.state = RequestState::Running(Request { tag, operation, lba, block_count, buffer }, active);
     }
 
     /// Hands the running segment's first command to the controller and returns without waiting:
@@ -353,11 +397,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         let RequestState::Running(_, active) = &self.state else { return Ok(()) };
         let (blocks, dma) = (active.segment.blocks, active.segment.dma);
-        // A task's count is the card's already (CMD44): no CMD23, no CMD12.
-        let set_block_count = blocks > 1
-            && self.card.uses_cmd23
-            && self.queue.is_none()
-            && !self.announces_by_auto_cmd23(dma, blocks);
+        let set_block_count = self.block_count_ending(dma, blocks) == BlockCountEnding::Cmd23;
         let deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
         let RequestState::Running(_, active) = &mut self.state else { return Ok(()) };
         active.blocks_done = 0;
@@ -372,11 +412,22 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// Whether a segment's count goes out as Auto CMD23: a multi-block ADMA2 transfer (Argument 2
-    /// is the SDMA address register, so never with SDMA; QEMU's `sdhci.c` starts an SDMA
-    /// transfer when it is written with SDMA selected, so only once ADMA2 is).
-    fn announces_by_auto_cmd23(&self, dma: bool, blocks: u32) -> bool {
-        self.auto_cmd23 && self.queue.is_none() && dma && blocks > 1
+    /// How the card learns where a segment of `blocks` blocks ends: a single block or a task
+    /// (whose count the card has from CMD44) needs nothing; a multi-block transfer is ended by
+    /// auto-CMD12 unless the card takes CMD23, which goes out as Auto CMD23 for an ADMA2
+    /// transfer when the host does that (Argument 2 is the SDMA address register, so never with
+    /// SDMA; QEMU's `sdhci.c` starts an SDMA transfer when it is written with SDMA selected),
+    /// else as a command of the driver's own.
+    fn block_count_ending(&self, dma: bool, blocks: u32) -> BlockCountEnding {
+        if blocks <= 1 || self.queue.is_some() {
+            BlockCountEnding::Known
+        } else if !self.card.uses_cmd23 {
+            BlockCountEnding::AutoCmd12
+        } else if self.auto_cmd23 && dma {
+            BlockCountEnding::AutoCmd23
+        } else {
+            BlockCountEnding::Cmd23
+        }
     }
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
@@ -387,11 +438,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         if !command.data.is_write() {
             mode += READ::SET;
         }
+        let ending = self.block_count_ending(dma, blocks);
         if blocks > 1 {
             mode += MULTI_BLOCK::SET;
-            if !self.card.uses_cmd23 && self.queue.is_none() {
-                mode += AUTO_COMMAND::Cmd12;
-            }
+        }
+        if ending == BlockCountEnding::AutoCmd12 {
+            mode += AUTO_COMMAND::Cmd12;
         }
         if let (true, Some(table)) = (dma, self.adma.as_ref()) {
             let select = match table.format() {
@@ -406,7 +458,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
             mode += DMA_ENABLE::SET;
-            if self.announces_by_auto_cmd23(dma, blocks) {
+            if ending == BlockCountEnding::AutoCmd23 {
                 // CMD23's argument: the block count (SD §4.3.14; bit 31 reliable write clear).
                 self.host.write(offsets::SDMA_ADDRESS, blocks);
                 mode += AUTO_COMMAND::Cmd23;
@@ -445,17 +497,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// the request fails with (the card's removal, when card detect shows it, before anything
     /// else is sent to a card that is not there).
     fn retry_after(&mut self, error: SdError, attempt: u32) -> Result<(), SdError> {
-        self.failed_commands += 1;
-        let interrupt_status = match error {
-            SdError::Command(failure) => failure.interrupt_status,
-            _ => 0,
-        };
-        if let Some(removed) = self.removal(interrupt_status) {
+        if let Some(removed) = self.clean_up_after(&error) {
             return Err(removed);
         }
-        self.host.recover(true);
-        block::stop_if_transferring(&mut self.host, self.card.info.rca);
-        self.host.recover(true);
         if let Some(retuning) = self.retuning.as_mut().filter(|_| Retuning::needed_after(&error)) {
             retuning.retune(&mut self.host);
         }
@@ -464,6 +508,28 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         } else {
             Err(error)
         }
+    }
+
+    /// Cleans up after the running command failed with `error`: the card's removal when card
+    /// detect shows it; else the host's lines are reset, a card still sending or receiving is
+    /// stopped (CMD12), the running task (with the command queue on) is dropped with CMD43 so
+    /// that it fails alone, and the lines are reset again.
+    fn clean_up_after(&mut self, error: &SdError) -> Option<SdError> {
+        self.failed_commands += 1;
+        let interrupt_status = match error {
+            SdError::Command(failure) => failure.interrupt_status,
+            _ => 0,
+        };
+        if let Some(removed) = self.removal(interrupt_status) {
+            return Some(removed);
+        }
+        self.host.recover(true);
+        block::stop_if_transferring(&mut self.host, self.card.info.rca);
+        if let Some(task) = self.running_task() {
+            let _ = self.host.send_command(&command_queue::abort_task(task), self.card.info.rca);
+        }
+        self.host.recover(true);
+        None
     }
 
     /// The card's removal, if card detect shows it: the host's lines are reset (so that it is
@@ -645,15 +711,21 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
             return;
         }
+        if dma && !write {
+            // No load of the data may be performed before the status load that saw Transfer
+            // Complete.
+            barrier::load_after_completion();
+        }
         let offset = (first_block * BLOCK_BYTES) as usize;
-        let data = request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize);
+        let data = active
+            .segment
+            .cache_maintenance
+            .then(|| request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize))
+            .flatten();
         // A write leaves the buffer as it was: nothing to make visible to the CPU.
         if let Some(data) = data.filter(|_| !write) {
             if dma {
-                // No load of the data may be performed before the status load that saw Transfer
-                // Complete; then no line the CPU cached while the DMA ran may hide what the
-                // device wrote.
-                barrier::load_after_completion();
+                // No line the CPU cached while the DMA ran may hide what the device wrote.
                 self.host.platform().invalidate_for_cpu(&data);
             } else {
                 // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
@@ -730,20 +802,10 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         if self.queue.is_some() {
             return self.submit_task(request);
         }
-        if self.gone {
-            return Err((request, SubmitError::DeviceUnusable));
-        }
-        if !matches!(self.state, RequestState::Idle) {
+        if !self.gone && !matches!(self.state, RequestState::Idle) {
             return Err((request, SubmitError::QueueFull));
         }
-        if !matches!(request.operation, Operation::Read | Operation::Write) {
-            return Err((request, SubmitError::Unsupported));
-        }
-        check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        // The CPU moves the data by PIO, so it must be the platform's DMA memory.
-        let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
-            return Err((request, SubmitError::BadBuffer));
-        };
+        let data = self.accept(&request).map_err(|error| (request, error))?;
         let segment = self.prepare(&request, 0);
         self.place(request, data, segment, 1);
         Ok(())

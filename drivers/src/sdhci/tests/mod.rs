@@ -999,6 +999,37 @@ fn adma2_descriptors_are_ordered_before_the_command_and_data_read_after_completi
     assert_eq!(trace, ["clean", "store barrier", "command", "load barrier", "invalidate data"]);
 }
 
+/// In non-cacheable DMA memory (the kernel's pool) an ADMA2 read makes no clean or invalidate
+/// call for its descriptors or its data, and keeps its barriers: the store barrier before the
+/// command, the load barrier after the completion.
+#[test]
+fn adma2_reads_in_uncached_memory_leave_out_the_cache_maintenance_but_keep_the_barriers() {
+    use hal::barrier::BarrierKind;
+    use hal::testing::PlatformEvent;
+    let platform = platform(16 << 20);
+    platform.uncached.set(true);
+    let sim = sim(platform, PCI, SimCard::qemu_like(4 << 30));
+    let host = host(sim, platform, &GENERIC_PCI, None);
+    let mut device = card_device(host, ModeRequest::Auto, Cmd23Request::Off);
+    let buffer = platform.allocate_dma(8 * 512, 4096).unwrap();
+    let (cleans, invalidates) = (platform.clean_calls.get(), platform.invalidate_calls.get());
+    let start = platform.log().len();
+    assert_eq!(read_into(&mut device, 64, 8, buffer).result, Ok(()));
+    assert_pattern(platform, &buffer, 64);
+    assert_eq!((platform.clean_calls.get() - cleans, platform.invalidate_calls.get() - invalidates), (0, 0));
+    let barriers: Vec<BarrierKind> = platform
+        .log()
+        .since(start)
+        .iter()
+        .filter_map(|event| match *event {
+            PlatformEvent::Barrier(kind) => Some(kind),
+            _ => None,
+        })
+        .collect();
+    // (The log's own ordering check assumes cacheable memory, so it is not asked here.)
+    assert_eq!(barriers, [BarrierKind::Store, BarrierKind::Load]);
+}
+
 /// ADMA2 reads of every shape the driver issues: one block, a multi-block command, CMD23
 /// first, a request split into two commands.
 fn adma2_reads_of_every_shape(platform: &'static TestPlatform, cmd23: Cmd23Request) -> u32 {
