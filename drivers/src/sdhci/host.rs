@@ -274,9 +274,6 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     /// Waits until `(register & mask) == expected`, or fails naming what it waited for.
-    /// Usually true at once (an idle controller before a command): that look is inlined, the
-    /// wait with its deadline is not.
-    #[inline(always)]
     fn wait_for(
         &self,
         offset: usize,
@@ -285,23 +282,11 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         timeout_us: u64,
         waiting_for: &'static str,
     ) -> Result<u32, SdError> {
+        // Usually true at once (an idle controller before a command): no deadline to compute.
         let value = self.read(offset);
         if value & mask == expected {
             return Ok(value);
         }
-        self.keep_waiting_for(offset, mask, expected, timeout_us, waiting_for)
-    }
-
-    /// [`Self::wait_for`] once the first look failed.
-    #[inline(never)]
-    fn keep_waiting_for(
-        &self,
-        offset: usize,
-        mask: u32,
-        expected: u32,
-        timeout_us: u64,
-        waiting_for: &'static str,
-    ) -> Result<u32, SdError> {
         let deadline = Deadline::after_us(self.platform, timeout_us);
         loop {
             let value = self.read(offset);
@@ -585,11 +570,16 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
     }
 
-    /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4).
+    /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4). Usually idle at
+    /// once: that look is inlined into every command, the wait is not.
+    #[inline(always)]
     fn wait_until_idle(&self, uses_data_line: bool) -> Result<(), SdError> {
         let mut mask = PRESENT_STATE::COMMAND_INHIBIT::SET.value;
         if uses_data_line {
             mask |= PRESENT_STATE::DATA_INHIBIT::SET.value;
+        }
+        if self.read(offsets::PRESENT_STATE) & mask == 0 {
+            return Ok(());
         }
         self.wait_for(offsets::PRESENT_STATE, mask, 0, COMMAND_TIMEOUT_US, "command/data inhibit to clear")
             .map(|_| ())
