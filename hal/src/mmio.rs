@@ -142,17 +142,28 @@ impl Mmio {
         self.length_bytes
     }
 
+    /// The address of the `width_bytes` register at `offset_bytes`, checked against the block.
+    /// Inlined into every access: a driver's offsets are constants (its `regs.rs`), so the
+    /// alignment test folds away and one compare with the length stays; the message is
+    /// formatted only on the cold path, out of line.
+    #[inline(always)]
     fn register_address(&self, offset_bytes: usize, width_bytes: usize) -> usize {
-        assert!(
-            offset_bytes.is_multiple_of(width_bytes) && offset_bytes + width_bytes <= self.length_bytes,
-            "register offset {offset_bytes:#x} ({width_bytes} bytes) outside a {:#x}-byte block",
-            self.length_bytes
-        );
+        if !offset_bytes.is_multiple_of(width_bytes) || offset_bytes + width_bytes > self.length_bytes {
+            outside_the_block(offset_bytes, width_bytes, self.length_bytes);
+        }
         self.base_address + offset_bytes
     }
 }
 
+/// A register access outside its block or misaligned: a driver bug, reported with the offset.
+#[cold]
+#[inline(never)]
+fn outside_the_block(offset_bytes: usize, width_bytes: usize, length_bytes: usize) -> ! {
+    panic!("register offset {offset_bytes:#x} ({width_bytes} bytes) outside a {length_bytes:#x}-byte block")
+}
+
 impl RegisterIo for Mmio {
+    #[inline(always)]
     fn read32(&self, offset_bytes: usize) -> u32 {
         let address = self.register_address(offset_bytes, 4);
         // SAFETY: `Mmio::new`'s contract makes every aligned in-range offset a mapped device
@@ -160,6 +171,7 @@ impl RegisterIo for Mmio {
         unsafe { core::ptr::read_volatile(address as *const u32) }
     }
 
+    #[inline(always)]
     fn write32(&self, offset_bytes: usize, value: u32) {
         let address = self.register_address(offset_bytes, 4);
         // SAFETY: as for `read32`.
@@ -167,12 +179,14 @@ impl RegisterIo for Mmio {
     }
 
     /// One 64-bit access (a bus that cannot carry it is wrapped in [`BusRegisters`]).
+    #[inline(always)]
     fn read64(&self, offset_bytes: usize) -> u64 {
         let address = self.register_address(offset_bytes, 8);
         // SAFETY: as for `read32`, for an 8-byte aligned in-range register.
         unsafe { core::ptr::read_volatile(address as *const u64) }
     }
 
+    #[inline(always)]
     fn write64(&self, offset_bytes: usize, value: u64) {
         let address = self.register_address(offset_bytes, 8);
         // SAFETY: as for `read64`.

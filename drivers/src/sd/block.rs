@@ -51,12 +51,21 @@ pub struct BlockCard {
     name: Name,
     pub uses_cmd23: bool,
     last_error: Option<SdError>,
+    /// The block interface's view of the card, worked out once from the CSD (every request is
+    /// checked against it).
+    geometry: Geometry,
 }
 
 impl BlockCard {
     pub fn new(info: CardInfo, name: &str, cmd23: Cmd23Request) -> BlockCard {
         let uses_cmd23 = cmd23.uses_cmd23(info.supports_cmd23());
-        BlockCard { info, name: Name::new(name), uses_cmd23, last_error: None }
+        let geometry = Geometry {
+            logical_block_bytes: BLOCK_BYTES,
+            block_count: info.capacity_bytes() / u64::from(BLOCK_BYTES),
+            max_request_blocks: MAX_REQUEST_BLOCKS,
+            max_in_flight: 1,
+        };
+        BlockCard { info, name: Name::new(name), uses_cmd23, last_error: None, geometry }
     }
 
     pub fn name(&self) -> &str {
@@ -65,12 +74,7 @@ impl BlockCard {
 
     /// The block interface's view of the card: 512-byte blocks, one request at a time.
     pub fn geometry(&self) -> Geometry {
-        Geometry {
-            logical_block_bytes: BLOCK_BYTES,
-            block_count: self.info.capacity_bytes() / u64::from(BLOCK_BYTES),
-            max_request_blocks: MAX_REQUEST_BLOCKS,
-            max_in_flight: 1,
-        }
+        self.geometry
     }
 
     /// The command that moves `blocks` blocks from block `lba` on: CMD17/CMD24 for one block,

@@ -90,6 +90,19 @@ pub struct BusMode {
 }
 
 /// A host controller as the card protocol drives it.
+/// CMD55 APP_CMD, which must come right before an application command (SD §4.3.9, ACMDn);
+/// nothing for any other command. Every host's command paths start with it.
+pub fn prefix_application_command<B: CardBus + ?Sized>(
+    bus: &mut B,
+    command: &Command,
+    rca: u16,
+) -> Result<(), SdError> {
+    if command.application {
+        bus.send_command(&Command::app_command(rca), rca)?;
+    }
+    Ok(())
+}
+
 pub trait CardBus {
     type Platform: Platform;
 

@@ -77,15 +77,19 @@ pub enum DeviceSetupError {
     Adma(AdmaError),
 }
 
-/// One command's share of a request: its blocks, and whether ADMA2 moves them.
+/// One command's share of a request: its blocks, and whether ADMA2 moves them. Twelve bytes:
+/// on the strict-alignment kernel targets LLVM copies a value of more than 32 bytes with a call
+/// to `memcpy` (`barebench qemu --profile` showed one per request when the request's data
+/// travelled in here too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment<'p> {
+struct Segment {
     /// First block of this command, relative to the request.
     first_block: u32,
     blocks: u32,
     dma: bool,
-    /// The whole request's data, as the CPU reaches it for PIO.
-    data: DmaRegion<'p>,
+    /// The request's buffer needs cleaning before and invalidating after the transfer (it does
+    /// not in the kernel's non-cacheable DMA pool: `Platform::needs_cache_maintenance`).
+    cache_maintenance: bool,
 }
 
 /// Where the running command is (SDHCI §3.7.1 command issue, §3.7.2 data transfer).
@@ -103,10 +107,25 @@ enum Phase {
     Data,
 }
 
+/// How a command's block count reaches the card ([`SdCard::block_count_ending`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BlockCountEnding {
+    /// One block, or a task the card knows the count of.
+    Known,
+    /// The host sends CMD12 after the last block (SDHCI §1.15).
+    AutoCmd12,
+    /// The host sends CMD23 with Argument 2 before the command (SDHCI §1.15, §2.2.5).
+    AutoCmd23,
+    /// The driver sends CMD23 before the command (SD §4.3.14).
+    Cmd23,
+}
+
 /// The command in progress.
 #[derive(Clone, Copy, Debug)]
 struct ActiveCommand<'p> {
-    segment: Segment<'p>,
+    segment: Segment,
+    /// The whole request's data, as the CPU reaches it for PIO.
+    data: DmaRegion<'p>,
     /// The data command (CMD17, CMD18, CMD24 or CMD25).
     command: Command,
     phase: Phase,
@@ -119,7 +138,7 @@ struct ActiveCommand<'p> {
 /// The request: `Running` from `submit()` on, its first command prepared (descriptors written
 /// and cleaned) and in [`Phase::Waiting`] until `kick()`, so that it is never moved between
 /// states (`Queued` is not used here).
-type State<'p> = RequestState<Segment<'p>, ActiveCommand<'p>>;
+type State<'p> = RequestState<Segment, ActiveCommand<'p>>;
 
 /// The driver's time limits in timer ticks, converted once (a conversion is a 128-bit
 /// division, too dear for every command).
@@ -173,6 +192,9 @@ pub struct SdCard<'p, R: RegisterIo, P: Platform> {
     failed_commands: u64,
     /// The card's command queue, when it is on (`sd.cq=on`; [`queued`]).
     queue: Option<queued::Tasks>,
+    /// The ADMA2 descriptor table's memory needs cleaning after it is written (asked once: it
+    /// is the same table for good).
+    descriptors_need_cleaning: bool,
 }
 
 impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
@@ -218,7 +240,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             && capabilities.version.at_least_v3()
             && adma.is_some()
             && cmd23.uses_cmd23(card.supports_cmd23());
+        let descriptors_need_cleaning =
+            adma.as_ref().is_some_and(|table| host.platform().needs_cache_maintenance(&table.buffer()));
         Ok(SdCard {
+            descriptors_need_cleaning,
             auto_cmd23,
             failed_commands: 0,
             retuning: Retuning::for_card(&host, &card),
@@ -286,9 +311,11 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// [`MAX_BLOCKS_PER_COMMAND`]): with ADMA2, writes the descriptor table and cleans it and
     /// the data buffer, all before the command that starts the DMA is handed over. A buffer
     /// ADMA2 cannot use (misaligned, outside the window) goes by PIO and is counted.
-    fn prepare(&mut self, request: &Request, data: DmaRegion<'p>, first_block: u32) -> Segment<'p> {
+    fn prepare(&mut self, request: &Request, first_block: u32) -> Segment {
         let blocks = (request.block_count - first_block).min(MAX_BLOCKS_PER_COMMAND);
-        let mut segment = Segment { first_block, blocks, dma: false, data };
+        let platform = self.host.platform();
+        let cache_maintenance = platform.needs_cache_maintenance(&request.buffer);
+        let mut segment = Segment { first_block, blocks, dma: false, cache_maintenance };
         self.commands += 1;
         let Some(table) = self.adma.as_mut() else {
             return segment;
@@ -298,10 +325,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let described = data.map(|data| (data, table.describe(&data, length)));
         match described {
             Some((data, Ok(count))) => {
-                let platform = self.host.platform();
-                platform.clean_for_device(&table.descriptors(count));
-                // Nothing of the CPU's may be written back over what the device writes.
-                platform.clean_for_device(&data);
+                if self.descriptors_need_cleaning {
+                    platform.clean_for_device(&table.descriptors(count));
+                }
+                if cache_maintenance {
+                    // Nothing of the CPU's may be written back over what the device writes.
+                    platform.clean_for_device(&data);
+                }
                 segment.dma = true;
             }
             _ => self.pio_fallbacks += 1,
@@ -309,9 +339,23 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         segment
     }
 
+    /// The checks every request passes, with the command queue on or off: the card is still
+    /// there, the request is a read or a write within the geometry, and its buffer is the
+    /// platform's DMA memory (the CPU moves PIO data through it); the buffer as a region.
+    fn accept(&self, request: &Request) -> Result<DmaRegion<'p>, SubmitError> {
+        if self.gone {
+            return Err(SubmitError::DeviceUnusable);
+        }
+        if !matches!(request.operation, Operation::Read | Operation::Write) {
+            return Err(SubmitError::Unsupported);
+        }
+        check_request(&self.geometry(), request)?;
+        DmaRegion::of_buffer(self.host.platform(), request.buffer).map_err(|_| SubmitError::BadBuffer)
+    }
+
     /// `segment`'s data command: the task's CMD46/CMD47 with the queue on, else CMD17, CMD18,
     /// CMD24 or CMD25 at the card's address of its first block.
-    fn segment_command(&self, request: &Request, segment: &Segment<'p>) -> Command {
+    fn segment_command(&self, request: &Request, segment: &Segment) -> Command {
         match self.running_task() {
             Some(task) => command_queue::execute_task(request.operation, task, segment.blocks),
             None => {
@@ -321,15 +365,25 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// Makes `segment` of `request` the running request, its command not yet handed to the
-    /// controller ([`Phase::Waiting`]).
-    fn place(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
+    /// Makes `segment` of `request` (whose data is `data`) the running request, its command not
+    /// yet handed to the controller ([`Phase::Waiting`]).
+    fn place(&mut self, request: Request, data: DmaRegion<'p>, segment: Segment, attempt: u32) {
         let command = self.segment_command(&request, &segment);
         // Set when the command is handed over.
         let deadline = Deadline { start_ticks: 0, end_ticks: 0 };
-        let active =
-            ActiveCommand { segment, command, phase: Phase::Waiting, blocks_done: 0, attempt, deadline };
-        self.state = RequestState::Running(request, active);
+        let active = ActiveCommand {
+            segment,
+            data,
+            command,
+            phase: Phase::Waiting,
+            blocks_done: 0,
+            attempt,
+            deadline,
+        };
+        // Moved field by field: as one 48-byte value the strict-alignment kernel targets copy a
+        // request with a call to `memcpy` (LLVM inlines at most four stores there).
+        let Request { tag, operation, lba, block_count, buffer } = request;
+        self.state = RequestState::Running(Request { tag, operation, lba, block_count, buffer }, active);
     }
 
     /// Hands the running segment's first command to the controller and returns without waiting:
@@ -343,11 +397,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
         let RequestState::Running(_, active) = &self.state else { return Ok(()) };
         let (blocks, dma) = (active.segment.blocks, active.segment.dma);
-        // A task's count is the card's already (CMD44): no CMD23, no CMD12.
-        let set_block_count = blocks > 1
-            && self.card.uses_cmd23
-            && self.queue.is_none()
-            && !self.announces_by_auto_cmd23(dma, blocks);
+        let set_block_count = self.block_count_ending(dma, blocks) == BlockCountEnding::Cmd23;
         let deadline = Deadline::after_ticks(self.host.platform(), self.timeouts.command);
         let RequestState::Running(_, active) = &mut self.state else { return Ok(()) };
         active.blocks_done = 0;
@@ -362,11 +412,22 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// Whether a segment's count goes out as Auto CMD23: a multi-block ADMA2 transfer (Argument 2
-    /// is the SDMA address register, so never with SDMA; QEMU's `sdhci.c` starts an SDMA
-    /// transfer when it is written with SDMA selected, so only once ADMA2 is).
-    fn announces_by_auto_cmd23(&self, dma: bool, blocks: u32) -> bool {
-        self.auto_cmd23 && self.queue.is_none() && dma && blocks > 1
+    /// How the card learns where a segment of `blocks` blocks ends: a single block or a task
+    /// (whose count the card has from CMD44) needs nothing; a multi-block transfer is ended by
+    /// auto-CMD12 unless the card takes CMD23, which goes out as Auto CMD23 for an ADMA2
+    /// transfer when the host does that (Argument 2 is the SDMA address register, so never with
+    /// SDMA; QEMU's `sdhci.c` starts an SDMA transfer when it is written with SDMA selected),
+    /// else as a command of the driver's own.
+    fn block_count_ending(&self, dma: bool, blocks: u32) -> BlockCountEnding {
+        if blocks <= 1 || self.queue.is_some() {
+            BlockCountEnding::Known
+        } else if !self.card.uses_cmd23 {
+            BlockCountEnding::AutoCmd12
+        } else if self.auto_cmd23 && dma {
+            BlockCountEnding::AutoCmd23
+        } else {
+            BlockCountEnding::Cmd23
+        }
     }
 
     /// Programs the DMA (when the segment uses it) and writes the data command, its direction
@@ -377,11 +438,12 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         if !command.data.is_write() {
             mode += READ::SET;
         }
+        let ending = self.block_count_ending(dma, blocks);
         if blocks > 1 {
             mode += MULTI_BLOCK::SET;
-            if !self.card.uses_cmd23 && self.queue.is_none() {
-                mode += AUTO_COMMAND::Cmd12;
-            }
+        }
+        if ending == BlockCountEnding::AutoCmd12 {
+            mode += AUTO_COMMAND::Cmd12;
         }
         if let (true, Some(table)) = (dma, self.adma.as_ref()) {
             let select = match table.format() {
@@ -390,15 +452,13 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             };
             let address = table.bus_address();
             let wide = table.format() == AdmaFormat::Adma2Bits64;
-            let control = self.host.read(offsets::HOST_CONTROL_POWER);
-            let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
-            self.host.write(offsets::HOST_CONTROL_POWER, (control & !select_mask) | select.value);
+            self.host.select_dma(select);
             self.host.write(offsets::ADMA_SYSTEM_ADDRESS, address as u32);
             if wide {
                 self.host.write(offsets::ADMA_SYSTEM_ADDRESS_HIGH, (address >> 32) as u32);
             }
             mode += DMA_ENABLE::SET;
-            if self.announces_by_auto_cmd23(dma, blocks) {
+            if ending == BlockCountEnding::AutoCmd23 {
                 // CMD23's argument: the block count (SD §4.3.14; bit 31 reliable write clear).
                 self.host.write(offsets::SDMA_ADDRESS, blocks);
                 mode += AUTO_COMMAND::Cmd23;
@@ -412,8 +472,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
 
     /// Starts a segment, retrying after recoverable errors; the request fails after
     /// `MAX_ATTEMPTS`.
-    fn start_with_retries(&mut self, request: Request, segment: Segment<'p>, attempt: u32) {
-        self.place(request, segment, attempt);
+    fn start_with_retries(&mut self, request: Request, data: DmaRegion<'p>, segment: Segment, attempt: u32) {
+        self.place(request, data, segment, attempt);
         self.start_placed();
     }
 
@@ -437,17 +497,9 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// the request fails with (the card's removal, when card detect shows it, before anything
     /// else is sent to a card that is not there).
     fn retry_after(&mut self, error: SdError, attempt: u32) -> Result<(), SdError> {
-        self.failed_commands += 1;
-        let interrupt_status = match error {
-            SdError::Command(failure) => failure.interrupt_status,
-            _ => 0,
-        };
-        if let Some(removed) = self.removal(interrupt_status) {
+        if let Some(removed) = self.clean_up_after(&error) {
             return Err(removed);
         }
-        self.host.recover(true);
-        block::stop_if_transferring(&mut self.host, self.card.info.rca);
-        self.host.recover(true);
         if let Some(retuning) = self.retuning.as_mut().filter(|_| Retuning::needed_after(&error)) {
             retuning.retune(&mut self.host);
         }
@@ -456,6 +508,28 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         } else {
             Err(error)
         }
+    }
+
+    /// Cleans up after the running command failed with `error`: the card's removal when card
+    /// detect shows it; else the host's lines are reset, a card still sending or receiving is
+    /// stopped (CMD12), the running task (with the command queue on) is dropped with CMD43 so
+    /// that it fails alone, and the lines are reset again.
+    fn clean_up_after(&mut self, error: &SdError) -> Option<SdError> {
+        self.failed_commands += 1;
+        let interrupt_status = match error {
+            SdError::Command(failure) => failure.interrupt_status,
+            _ => 0,
+        };
+        if let Some(removed) = self.removal(interrupt_status) {
+            return Some(removed);
+        }
+        self.host.recover(true);
+        block::stop_if_transferring(&mut self.host, self.card.info.rca);
+        if let Some(task) = self.running_task() {
+            let _ = self.host.send_command(&command_queue::abort_task(task), self.card.info.rca);
+        }
+        self.host.recover(true);
+        None
     }
 
     /// The card's removal, if card detect shows it: the host's lines are reset (so that it is
@@ -478,7 +552,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             return self.fail_task(request, active, error);
         }
         match self.retry_after(error, active.attempt) {
-            Ok(()) => self.start_with_retries(request, active.segment, active.attempt + 1),
+            Ok(()) => self.start_with_retries(request, active.data, active.segment, active.attempt + 1),
             Err(error) => self.fail(request, error, active.attempt),
         }
     }
@@ -502,7 +576,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             Phase::Waiting => {}
             Phase::SetBlockCount => self.advance_set_block_count(),
             Phase::Command => self.advance_command(),
-            Phase::Data => self.advance_data(),
+            Phase::Data => self.advance_data(None),
         }
     }
 
@@ -553,44 +627,55 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         }
     }
 
-    /// The data command's Command Complete; the data phase follows in the same poll.
+    /// The data command's Command Complete; the data phase follows in the same poll, from the
+    /// same read of the interrupt status (an ADMA2 transfer may be complete already). Only a
+    /// task's response is read: the card reports a task it cannot run there
+    /// (crate::sd::command_queue); a read or write command's status errors end its transfer
+    /// with a data error instead.
     fn advance_command(&mut self) {
-        let RequestState::Running(_, active) = &mut self.state else { return };
-        match self.host.command_outcome(&active.command) {
-            Ok(None) if !active.deadline.has_passed(self.host.platform()) => {}
+        let RequestState::Running(_, active) = &self.state else { return };
+        let command = active.command;
+        let status = match self.host.command_completion(&command) {
+            Ok(Some(status)) => status,
+            Ok(None) if !active.deadline.has_passed(self.host.platform()) => return,
             Ok(None) => {
-                let error = self.host.command_timed_out(&active.command);
-                self.running_command_failure(error);
+                let error = self.host.command_timed_out(&command);
+                return self.running_command_failure(error);
             }
-            // A task the card cannot run says so in its response (crate::sd::command_queue).
-            Ok(Some(response))
-                if self.queue.is_some() && response.reports_card_status_errors(&active.command) =>
-            {
-                let error = self.host.check_card_status(&active.command, &response).err();
-                self.running_command_failure(
-                    error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }),
-                );
-            }
-            Ok(Some(_)) => {
-                active.phase = Phase::Data;
-                let timeouts = &self.timeouts;
-                let mut budget_ticks = if active.segment.dma {
-                    timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
-                } else {
-                    timeouts.block
-                };
-                if active.command.data.is_write() {
-                    budget_ticks += timeouts.busy;
-                }
-                active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
-                self.advance_data();
-            }
-            Err(error) => self.running_command_failure(error),
+            Err(error) => return self.running_command_failure(error),
+        };
+        if let Some(refusal) = self.queue.is_some().then(|| self.task_refused(&command)).flatten() {
+            return self.running_command_failure(refusal);
         }
+        let RequestState::Running(_, active) = &mut self.state else { return };
+        active.phase = Phase::Data;
+        let timeouts = &self.timeouts;
+        let mut budget_ticks = if active.segment.dma {
+            timeouts.block + u64::from(active.segment.blocks) * timeouts.dma_per_block
+        } else {
+            timeouts.block
+        };
+        if command.data.is_write() {
+            budget_ticks += timeouts.busy;
+        }
+        active.deadline = Deadline::after_ticks(self.host.platform(), budget_ticks);
+        self.advance_data(Some(status));
     }
 
-    /// Moves whatever PIO data is ready, then looks for Transfer Complete.
-    fn advance_data(&mut self) {
+    /// Why the card refused the task `command` runs, when its response says it did.
+    fn task_refused(&mut self, command: &Command) -> Option<SdError> {
+        let response = self.host.response(command);
+        if !response.reports_card_status_errors(command) {
+            return None;
+        }
+        let error = self.host.check_card_status(command, &response).err();
+        Some(error.unwrap_or(SdError::UnusableCard { reason: "task refused", value: 0 }))
+    }
+
+    /// Moves whatever PIO data is ready, then looks for Transfer Complete: in `seen`, the
+    /// interrupt status read in this poll already (when no PIO block moved since), else in a
+    /// new read. Transfer Complete stays set; the next command's [`SdhciHost::issue`] clears it.
+    fn advance_data(&mut self, seen: Option<u32>) {
         let RequestState::Running(_, active) = &mut self.state else { return };
         let dma = active.segment.dma;
         let write = active.command.data.is_write();
@@ -599,7 +684,10 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 return self.running_data_failure(failure_kind(status), status);
             }
         }
-        let status = self.host.read(offsets::INTERRUPT_STATUS);
+        let status = match seen.filter(|_| dma) {
+            Some(status) => status,
+            None => self.host.read(offsets::INTERRUPT_STATUS),
+        };
         // A card pulled out mid-transfer: QEMU still finishes the transfer (with whatever an
         // absent card reads as), a real host stalls; neither delivers the card's data.
         if status & interrupt::CARD_REMOVAL != 0 {
@@ -623,16 +711,21 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
             }
             return;
         }
-        self.host.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
+        if dma && !write {
+            // No load of the data may be performed before the status load that saw Transfer
+            // Complete.
+            barrier::load_after_completion();
+        }
         let offset = (first_block * BLOCK_BYTES) as usize;
-        let data = request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize);
+        let data = active
+            .segment
+            .cache_maintenance
+            .then(|| request.buffer.slice(offset, (blocks * BLOCK_BYTES) as usize))
+            .flatten();
         // A write leaves the buffer as it was: nothing to make visible to the CPU.
         if let Some(data) = data.filter(|_| !write) {
             if dma {
-                // No load of the data may be performed before the status load that saw Transfer
-                // Complete; then no line the CPU cached while the DMA ran may hide what the
-                // device wrote.
-                barrier::load_after_completion();
+                // No line the CPU cached while the DMA ran may hide what the device wrote.
                 self.host.platform().invalidate_for_cpu(&data);
             } else {
                 // The CPU wrote these bytes (PIO): push them to memory, so that a caller's
@@ -643,8 +736,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
         let next_block = first_block + blocks;
         if next_block < request.block_count {
             let Some((request, active)) = self.running() else { return };
-            let next = self.prepare(&request, active.segment.data, next_block);
-            self.start_with_retries(request, next, 1);
+            let next = self.prepare(&request, next_block);
+            self.start_with_retries(request, active.data, next, 1);
         } else {
             let tag = request.tag;
             self.state = RequestState::Done(Completion { tag, result: Ok(()) });
@@ -663,7 +756,7 @@ fn move_ready_blocks<R: RegisterIo, P: Platform>(
 ) -> Result<(), u32> {
     while active.blocks_done < active.segment.blocks {
         let offset = ((active.segment.first_block + active.blocks_done) * BLOCK_BYTES) as usize;
-        let Some(mut block) = active.segment.data.subregion(offset, BLOCK_BYTES as usize) else {
+        let Some(mut block) = active.data.subregion(offset, BLOCK_BYTES as usize) else {
             break;
         };
         let moved = if write {
@@ -709,22 +802,12 @@ impl<R: RegisterIo, P: Platform> BlockDevice for SdCard<'_, R, P> {
         if self.queue.is_some() {
             return self.submit_task(request);
         }
-        if self.gone {
-            return Err((request, SubmitError::DeviceUnusable));
-        }
-        if !matches!(self.state, RequestState::Idle) {
+        if !self.gone && !matches!(self.state, RequestState::Idle) {
             return Err((request, SubmitError::QueueFull));
         }
-        if !matches!(request.operation, Operation::Read | Operation::Write) {
-            return Err((request, SubmitError::Unsupported));
-        }
-        check_request(&self.geometry(), &request).map_err(|error| (request, error))?;
-        // The CPU moves the data by PIO, so it must be the platform's DMA memory.
-        let Ok(data) = DmaRegion::of_buffer(self.host.platform(), request.buffer) else {
-            return Err((request, SubmitError::BadBuffer));
-        };
-        let segment = self.prepare(&request, data, 0);
-        self.place(request, segment, 1);
+        let data = self.accept(&request).map_err(|error| (request, error))?;
+        let segment = self.prepare(&request, 0);
+        self.place(request, data, segment, 1);
         Ok(())
     }
 

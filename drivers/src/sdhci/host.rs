@@ -10,7 +10,8 @@ use super::regs::TRANSFER_MODE_COMMAND;
 use super::regs::{interrupt, offsets, SpecVersion, CAPABILITIES, CAPABILITIES_HIGH, SLOT_STATUS_VERSION};
 use super::regs::{CLOCK_TIMEOUT_RESET, HOST_CONTROL2, HOST_CONTROL_POWER, PRESENT_STATE};
 use crate::sd::bus::{
-    BusMode, BusWidth, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ,
+    prefix_application_command, BusMode, BusWidth, Response, BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US,
+    IDENTIFICATION_CLOCK_HZ,
 };
 use crate::sd::command::{Command, DataPhase, ResponseKind};
 use crate::sd::error::{CommandFailure, FailureKind, SdError};
@@ -18,6 +19,7 @@ use core::fmt;
 use hal::dma::PioTarget;
 use hal::mmio::RegisterIo;
 use hal::platform::{BusTranslation, Deadline, Platform};
+use tock_registers::fields::FieldValue;
 use tock_registers::LocalRegisterCopy;
 
 /// How long the controller may take to leave reset or stabilise its clock (SDHCI gives no
@@ -185,6 +187,13 @@ pub struct SdhciHost<'p, R: RegisterIo, P: Platform> {
     base_clock_hz: u32,
     dma: Option<BusTranslation>,
     sd_clock_hz: u32,
+    /// The pause after every register write but the data port's at the present SD clock, from
+    /// the quirks' slow-clock spacing (0: none), worked out when the clock changes rather than
+    /// on every write.
+    write_spacing_us: u64,
+    /// Host Control 1 DMA Select as last written, `None` until then and after Software Reset
+    /// For All, which clears it (§2.2.10, §2.2.17: nothing else changes it).
+    dma_select: Option<u32>,
     bus_width_bits: u8,
 }
 
@@ -212,6 +221,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             base_clock_hz,
             dma,
             sd_clock_hz: 0,
+            write_spacing_us: write_spacing_us(quirks, 0),
+            dma_select: None,
             bus_width_bits: 1,
         })
     }
@@ -242,14 +253,15 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     /// A register write, followed by the slow-clock spacing the quirks ask for.
     pub fn write(&self, offset: usize, value: u32) {
         self.registers.write32(offset, value);
-        let clocks = self.quirks.slow_clock_write_spacing_clocks;
-        if clocks > 0 && offset != offsets::BUFFER_DATA_PORT {
-            let clock_hz = if self.sd_clock_hz == 0 { IDENTIFICATION_CLOCK_HZ } else { self.sd_clock_hz };
-            if clock_hz <= IDENTIFICATION_CLOCK_HZ {
-                let spacing_us = (u64::from(clocks) * 1_000_000).div_ceil(u64::from(clock_hz));
-                self.platform.delay_us(spacing_us);
-            }
+        if self.write_spacing_us > 0 && offset != offsets::BUFFER_DATA_PORT {
+            self.platform.delay_us(self.write_spacing_us);
         }
+    }
+
+    /// Records the SD clock now running (0: stopped by a reset) and the write spacing it needs.
+    fn set_sd_clock_hz(&mut self, sd_clock_hz: u32) {
+        self.sd_clock_hz = sd_clock_hz;
+        self.write_spacing_us = write_spacing_us(self.quirks, sd_clock_hz);
     }
 
     fn modify(&self, offset: usize, clear: u32, set: u32) {
@@ -309,7 +321,8 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             "software reset to finish",
         )?;
         if lines & CLOCK_TIMEOUT_RESET::RESET_ALL::SET.value != 0 {
-            self.sd_clock_hz = 0;
+            self.set_sd_clock_hz(0);
+            self.dma_select = None;
             self.bus_width_bits = 1;
         }
         Ok(())
@@ -381,7 +394,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
             CONTROLLER_TIMEOUT_US,
             "internal clock stable",
         )?;
-        self.sd_clock_hz = sd_clock_hz;
+        self.set_sd_clock_hz(sd_clock_hz);
         self.start_sd_clock();
         Ok(sd_clock_hz)
     }
@@ -470,6 +483,18 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         Ok(())
     }
 
+    /// Host Control 1 DMA Select (§2.2.10), written only when it changes: the field keeps its
+    /// value through commands, transfers and CMD/DAT line resets, so a read-modify-write per
+    /// transfer (as Linux's `sdhci_config_dma` does) would re-write what is there already.
+    pub fn select_dma(&mut self, select: FieldValue<u32, HOST_CONTROL_POWER::Register>) {
+        if self.dma_select == Some(select.value) {
+            return;
+        }
+        let select_mask = HOST_CONTROL_POWER::DMA_SELECT.mask << HOST_CONTROL_POWER::DMA_SELECT.shift;
+        self.modify(offsets::HOST_CONTROL_POWER, select_mask, select.value);
+        self.dma_select = Some(select.value);
+    }
+
     /// Host Control 1 High Speed Enable, unless the quirks forbid the bit (BCM2835 Arasan).
     pub fn set_high_speed(&mut self) {
         if !self.quirks.no_high_speed_bit {
@@ -545,18 +570,27 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         self.write(offsets::INTERRUPT_STATUS, interrupt::CLEAR_ALL);
     }
 
-    /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4).
+    /// Waits until the controller may accept `command` (§3.7.1.1 steps 1-4). Usually idle at
+    /// once: that look is inlined into every command, the wait is not.
+    #[inline(always)]
     fn wait_until_idle(&self, uses_data_line: bool) -> Result<(), SdError> {
         let mut mask = PRESENT_STATE::COMMAND_INHIBIT::SET.value;
         if uses_data_line {
             mask |= PRESENT_STATE::DATA_INHIBIT::SET.value;
+        }
+        if self.read(offsets::PRESENT_STATE) & mask == 0 {
+            return Ok(());
         }
         self.wait_for(offsets::PRESENT_STATE, mask, 0, COMMAND_TIMEOUT_US, "command/data inhibit to clear")
             .map(|_| ())
     }
 
     /// Writes block size/count, argument, then transfer mode and command as one word (the
-    /// 0x00 register is never written: docs/qemu.md §2).
+    /// 0x00 register is never written: docs/qemu.md §2). The interrupt status is cleared in one
+    /// write before the command, the only clear a command needs: what the last command left set
+    /// (its Command Complete, Transfer Complete) cannot be taken for this one's, and nothing
+    /// clears them one by one as they are seen. Buffer Read Ready and Buffer Write Ready, which
+    /// come once per block, are the exception ([`Self::read_block_if_ready`]).
     pub fn issue(
         &mut self,
         command: &Command,
@@ -579,26 +613,33 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
     }
 
     /// Looks once for the end of `command`'s command phase, without waiting: `Ok(None)` while
-    /// neither Command Complete nor an error is set; on Command Complete clears it and returns
-    /// the response; on an error recovers (§3.10.1) and reports it.
-    pub fn command_outcome(&mut self, command: &Command) -> Result<Option<Response>, SdError> {
+    /// neither Command Complete nor an error is set; on Command Complete the interrupt status it
+    /// read (left set: [`Self::issue`] clears it before the next command), so that a caller can
+    /// see a Transfer Complete that came with it; on an error recovers (§3.10.1) and reports it.
+    pub fn command_completion(&mut self, command: &Command) -> Result<Option<u32>, SdError> {
         let status = self.read(offsets::INTERRUPT_STATUS);
         if status & interrupt::ALL_ERRORS != 0 {
             let failure = self.failure(*command, failure_kind(status), status);
             self.recover(command.data != DataPhase::None || command.response == ResponseKind::R1b);
             return Err(failure.into());
         }
-        if status & interrupt::COMMAND_COMPLETE == 0 {
-            return Ok(None);
-        }
-        self.write(offsets::INTERRUPT_STATUS, interrupt::COMMAND_COMPLETE);
+        Ok((status & interrupt::COMMAND_COMPLETE != 0).then_some(status))
+    }
+
+    /// The response of `command` once it completed (all four words of an R2).
+    pub fn response(&self, command: &Command) -> Response {
         let mut words = [self.read(offsets::RESPONSE0), 0, 0, 0];
         if command.response == ResponseKind::R2 {
             for (index, word) in words.iter_mut().enumerate().skip(1) {
                 *word = self.read(offsets::RESPONSE0 + 4 * index);
             }
         }
-        Ok(Some(Response { words }))
+        Response { words }
+    }
+
+    /// [`Self::command_completion`] with the response read once the command completed.
+    pub fn command_outcome(&mut self, command: &Command) -> Result<Option<Response>, SdError> {
+        Ok(self.command_completion(command)?.map(|_| self.response(command)))
     }
 
     /// The command phase of `command` took longer than [`COMMAND_TIMEOUT_US`]: recovers and
@@ -640,9 +681,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
 
     /// Sends a command without data (CMD55 first for an ACMD) and returns its response.
     pub fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
-        if command.application {
-            self.send_command(&Command::app_command(rca), rca)?;
-        }
+        prefix_application_command(self, command, rca)?;
         self.issue(command, 0, 0, 0)?;
         let response = self.wait_command_complete(command)?;
         if command.response == ResponseKind::R1b {
@@ -671,7 +710,6 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
                 return Err(failure.into());
             }
             if status & interrupt::TRANSFER_COMPLETE != 0 {
-                self.write(offsets::INTERRUPT_STATUS, interrupt::TRANSFER_COMPLETE);
                 return Ok(());
             }
             if deadline.has_passed(self.platform) {
@@ -728,9 +766,7 @@ impl<'p, R: RegisterIo, P: Platform> SdhciHost<'p, R, P> {
         rca: u16,
         out: &mut [u8],
     ) -> Result<Response, SdError> {
-        if command.application {
-            self.send_command(&Command::app_command(rca), rca)?;
-        }
+        prefix_application_command(self, command, rca)?;
         let mode = TRANSFER_MODE_COMMAND::READ::SET.value;
         self.issue(command, mode, out.len() as u32, 1)?;
         self.finish_single_pio_block(command, BLOCK_TIMEOUT_US, |host| host.read_block_if_ready(out))
@@ -779,13 +815,23 @@ impl<R: RegisterIo, P: Platform> SdhciHost<'_, R, P> {
         rca: u16,
         data: &[u8],
     ) -> Result<Response, SdError> {
-        if command.application {
-            self.send_command(&Command::app_command(rca), rca)?;
-        }
+        prefix_application_command(self, command, rca)?;
         self.issue(command, 0, data.len() as u32, 1)?;
         // Transfer Complete comes once the card has released its busy (§2.2.9).
         self.finish_single_pio_block(command, BUSY_TIMEOUT_US, |host| host.write_block_if_ready(data))
     }
+}
+
+/// The pause `quirks` ask for after a register write while SDCLK runs at `sd_clock_hz` (0: not
+/// set yet, counted as the identification clock): their spacing in SD clock periods at or below
+/// the identification clock, none above it.
+fn write_spacing_us(quirks: &HostQuirks, sd_clock_hz: u32) -> u64 {
+    let clocks = quirks.slow_clock_write_spacing_clocks;
+    let clock_hz = if sd_clock_hz == 0 { IDENTIFICATION_CLOCK_HZ } else { sd_clock_hz };
+    if clocks == 0 || clock_hz > IDENTIFICATION_CLOCK_HZ {
+        return 0;
+    }
+    (u64::from(clocks) * 1_000_000).div_ceil(u64::from(clock_hz))
 }
 
 /// The failure kind of Error Interrupt Status bits (bits 31:16 of word 0x30), most specific

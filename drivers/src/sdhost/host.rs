@@ -6,7 +6,7 @@
 use super::clock::SdhostClock;
 use super::regs::{offsets, CLEAR_ALL, ERRORS, FIFO_WORDS, MAX_DIVIDER, THRESHOLD_WORDS};
 use super::regs::{COMMAND, DEBUG_MODE, HOST_CONFIG, HOST_STATUS};
-use crate::sd::bus::{BusMode, BusWidth, CardBus, Response};
+use crate::sd::bus::{prefix_application_command, BusMode, BusWidth, CardBus, Response};
 use crate::sd::bus::{BLOCK_TIMEOUT_US, BUSY_TIMEOUT_US, IDENTIFICATION_CLOCK_HZ};
 use crate::sd::command::{Command, DataPhase, ResponseKind};
 use crate::sd::error::{CommandFailure, FailureKind, SdError};
@@ -379,9 +379,7 @@ impl<'p, R: RegisterIo, P: Platform> CardBus for SdhostHost<'p, R, P> {
     }
 
     fn send_command(&mut self, command: &Command, rca: u16) -> Result<Response, SdError> {
-        if command.application {
-            self.send_command(&Command::app_command(rca), rca)?;
-        }
+        prefix_application_command(self, command, rca)?;
         self.issue(command, 0, 0)?;
         let response = self.wait_command_complete(command)?;
         self.check_card_status(command, &response)?;
@@ -394,9 +392,7 @@ impl<'p, R: RegisterIo, P: Platform> CardBus for SdhostHost<'p, R, P> {
         rca: u16,
         out: &mut [u8],
     ) -> Result<Response, SdError> {
-        if command.application {
-            self.send_command(&Command::app_command(rca), rca)?;
-        }
+        prefix_application_command(self, command, rca)?;
         self.issue(command, out.len() as u32, 1)?;
         let response = self.wait_command_complete(command)?;
         self.read_data_blocking(command, out)?;

@@ -13,7 +13,7 @@
 use super::{block, command_queue, ActiveCommand, RequestState, SdCard};
 use crate::sd::command_queue::{QueueSupport, TaskQueue, MAX_TASKS};
 use crate::sd::error::SdError;
-use blockdev::{check_request, Completion, Geometry, Operation, Request, SubmitError};
+use blockdev::{Completion, Geometry, Request, SubmitError};
 use hal::dma::DmaRegion;
 use hal::mmio::RegisterIo;
 use hal::platform::Platform;
@@ -78,16 +78,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     }
 
     pub(super) fn submit_task(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
-        if self.gone {
-            return Err((request, SubmitError::DeviceUnusable));
-        }
-        if !matches!(request.operation, Operation::Read | Operation::Write) {
-            return Err((request, SubmitError::Unsupported));
-        }
-        check_request(&blockdev::BlockDevice::geometry(self), &request).map_err(|error| (request, error))?;
-        if DmaRegion::of_buffer(self.host.platform(), request.buffer).is_err() {
-            return Err((request, SubmitError::BadBuffer));
-        }
+        self.accept(&request).map_err(|error| (request, error))?;
         let Some(tasks) = self.queue.as_mut() else {
             return Err((request, SubmitError::Unsupported));
         };
@@ -158,8 +149,8 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
                 SdError::UnusableHost { reason: "task buffer not DMA memory", value: 0 },
             );
         };
-        let segment = self.prepare(&request, data, 0);
-        self.start_with_retries(request, segment, block::MAX_ATTEMPTS);
+        let segment = self.prepare(&request, 0);
+        self.start_with_retries(request, data, segment, block::MAX_ATTEMPTS);
     }
 
     /// CMD44 and CMD45 for task `id`.
@@ -208,18 +199,7 @@ impl<'p, R: RegisterIo, P: Platform> SdCard<'p, R, P> {
     /// A running task failed (in its response or its transfer): the host's lines are reset, the
     /// card told to drop the task (CMD43), and the task fails alone.
     pub(super) fn fail_task(&mut self, request: Request, active: ActiveCommand<'p>, error: SdError) {
-        let interrupt_status = match error {
-            SdError::Command(failure) => failure.interrupt_status,
-            _ => 0,
-        };
-        if self.removal(interrupt_status).is_none() {
-            self.host.recover(true);
-            block::stop_if_transferring(&mut self.host, self.card.info.rca);
-            if let Some(task) = self.running_task() {
-                let _ = self.host.send_command(&command_queue::abort_task(task), self.card.info.rca);
-            }
-            self.host.recover(true);
-        }
+        self.clean_up_after(&error);
         self.fail(request, error, active.attempt);
     }
 
