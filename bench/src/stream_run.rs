@@ -13,6 +13,9 @@ use crate::console::{say, Console, ProgressLine};
 use crate::run_loop::{RunEnvironment, PROGRESS_INTERVAL_NS, PROGRESS_PUMP_INTERVAL_NS};
 use crate::stream::{run_stream, StreamEnd, StreamObserver, StreamSpec};
 
+/// What ends an observer's part of a stream: it is told the stream's last tick.
+pub(crate) type FinishObserver<O> = fn(&mut O, u64, &mut dyn Console);
+
 /// Runs `spec` on `device` with `observer`, then `finish`es the observer at the stream's end
 /// (which ends its progress line) and notes what the stream said and how many failed commands
 /// the device counted without describing them during the stream.
@@ -20,7 +23,7 @@ pub(crate) fn run_counting_failures<O: StreamObserver>(
     device: &mut dyn BlockDevice,
     environment: &RunEnvironment<'_>,
     spec: StreamSpec,
-    (observer, finish): (&mut O, fn(&mut O, u64, &mut dyn Console)),
+    (observer, finish): (&mut O, FinishObserver<O>),
     console: &mut dyn Console,
     notes: &mut Vec<String>,
 ) -> StreamEnd {
