@@ -333,36 +333,32 @@ impl<'p> BotTransport<'p> {
         device: &mut UsbDevice,
         event: TransferEvent,
     ) -> Option<Result<Outcome, TransportError>> {
-        let active = self.active?;
+        // What the event is matched against, not a copy of the whole command.
+        let (cbw, data, csw, data_bus, data_bytes) =
+            self.active.as_ref().map(|a| (a.cbw, a.data, a.csw, a.command.data_bus, a.command.data_bytes))?;
         let is_in = event.dci == self.bulk_in.dci;
         if !is_in && event.dci != self.bulk_out.dci {
             return None;
         }
         let ring = if is_in { &mut self.bulk_in.ring } else { &mut self.bulk_out.ring };
         let (placement, _) = ring.retire(event.trb_pointer)?;
-        let is_data = Some(placement) == active.data;
+        let is_data = Some(placement) == data;
         let stage = if is_data {
             Stage::Data
-        } else if Some(placement) == active.csw {
+        } else if Some(placement) == csw {
             Stage::Status
         } else {
             Stage::Command
         };
         if is_data {
-            let moved = transferred_bytes(
-                ring,
-                &placement,
-                active.command.data_bus,
-                active.command.data_bytes,
-                &event,
-            );
+            let moved = transferred_bytes(ring, &placement, data_bus, data_bytes, &event);
             self.update(|a| {
                 a.data = None;
                 a.transferred_bytes = moved;
             });
-        } else if Some(placement) == active.cbw {
+        } else if Some(placement) == cbw {
             self.update(|a| a.cbw = None);
-        } else if Some(placement) == active.csw {
+        } else if Some(placement) == csw {
             self.update(|a| {
                 a.csw = None;
                 a.csw_bytes = (CSW_BYTES as u32).saturating_sub(event.residual_bytes);
@@ -378,8 +374,9 @@ impl<'p> BotTransport<'p> {
                 return Some(Err(error));
             }
         }
-        let active = self.active?;
-        if active.cbw.is_none() && active.data.is_none() && active.csw.is_none() {
+        let done =
+            self.active.as_ref().is_some_and(|a| a.cbw.is_none() && a.data.is_none() && a.csw.is_none());
+        if done {
             return self.status(hc, device);
         }
         None

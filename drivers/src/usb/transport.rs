@@ -62,8 +62,11 @@ impl Outcome {
     }
 }
 
-/// Why a transport could not complete a command.
+/// Why a transport could not complete a command. The tag is a whole word, so that every variant's
+/// fields start 8-byte aligned and a result moved on every command is copied a word at a time
+/// instead of through `memcpy` from odd offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
 pub enum TransportError {
     /// A transfer ended with an error code (STALL, transaction error, babble, ...).
     Transfer { dci: u8, code: CompletionCode },
