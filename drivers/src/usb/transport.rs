@@ -169,10 +169,11 @@ impl<'p> BulkPipe<'p> {
     }
 }
 
-/// A bulk TD did not fit its ring (or could not be built). A small error of its own so that the
-/// placement of a queued TD comes back in registers, not through the large [`UsbError`]'s layout
-/// (whose `?` copied it with `memcpy` on every command).
+/// A bulk TD did not fit its ring (or could not be built). A small error of its own, word
+/// aligned, so that `?` hands the placement of a queued TD on with word loads, not with `memcpy`
+/// from an odd offset (as it did through [`UsbError`] and through a byte-aligned error).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(align(4))]
 pub struct TransferRingFull {
     pub dci: u8,
 }
