@@ -28,6 +28,7 @@ use crate::console::{say, Console};
 use crate::results::RunEnd;
 use crate::run_loop::RunEnvironment;
 use crate::settings::{JobOperation, JobSpec};
+use crate::stall_watch::StallWatch;
 use crate::stream::{run_stream, Flow, Piece, StreamObserver, StreamSpec};
 use crate::stream_plan::{fit_stream, StreamLabel};
 use crate::stream_results::{HdparmResult, HdparmTiming, TIMING_BUF_BYTES};
@@ -39,16 +40,22 @@ pub const BUFFERED_NS: u64 = 3 * NS_PER_S;
 pub const CACHED_NS: u64 = 2 * NS_PER_S;
 
 /// hdparm's `-T` loop: `copy` (one unit) again and again until [`CACHED_NS`] have passed, then
-/// the same number of passes without the copy, whose time is taken off.
-pub fn time_cached(clock: &dyn Clock, copy: &mut dyn FnMut()) -> HdparmTiming {
+/// the same number of passes without the copy, whose time is taken off. A timer that stops
+/// ends the loop ([`StallWatch`], as in the run loop) with the tick it stopped at and the message
+/// that says so.
+pub fn time_cached(clock: &dyn Clock, copy: &mut dyn FnMut()) -> Result<HdparmTiming, (RunEnd, String)> {
     let limit = clock.ns_to_ticks(CACHED_NS);
     let start = clock.now_ticks();
+    let mut stall = StallWatch { last_reading: start, identical_readings: 0 };
     let mut iterations = 0u64;
     let mut end = start;
     while end - start < limit {
         iterations += 1;
         copy();
         end = clock.now_ticks();
+        if stall.has_stopped(end) {
+            return Err((RunEnd::ClockStalled { ticks: end }, stall.stopped_message(end)));
+        }
     }
     let overhead_start = clock.now_ticks();
     let mut overhead_end = overhead_start;
@@ -57,7 +64,7 @@ pub fn time_cached(clock: &dyn Clock, copy: &mut dyn FnMut()) -> HdparmTiming {
     }
     let overhead_ns = clock.ticks_to_ns(overhead_end - overhead_start);
     let elapsed_ns = clock.ticks_to_ns(end - start).saturating_sub(overhead_ns);
-    HdparmTiming { iterations, elapsed_ns, overhead_ns }
+    Ok(HdparmTiming { iterations, elapsed_ns, overhead_ns })
 }
 
 /// Two buffers of one unit in RAM, copied one into the other.
@@ -123,8 +130,16 @@ pub(crate) fn run_with_copy(
     let queue_depth = TIMING_BUF_BYTES.div_ceil(plan.block_bytes).min(u64::from(plan.queue_depth)) as u32;
     let _ = writeln!(console, "\n{name}:");
     let mut memory = MemoryCopy::new();
-    let cached = time_cached(environment.clock, &mut || copy_with(&mut || memory.copy()));
-    let _ = writeln!(console, " Timing cached reads:   {}", cached.cached_text());
+    let (cached, stalled) = match time_cached(environment.clock, &mut || copy_with(&mut || memory.copy())) {
+        Ok(cached) => {
+            let _ = writeln!(console, " Timing cached reads:   {}", cached.cached_text());
+            (cached, None)
+        }
+        Err((end, message)) => {
+            say(console, &mut notes, format!(" Timing cached reads: {message}"));
+            (HdparmTiming::default(), Some(end))
+        }
+    };
     let mut result = HdparmResult {
         job_index: label.job_index,
         device_index: label.device_index,
@@ -138,6 +153,10 @@ pub(crate) fn run_with_copy(
         ended_early: None,
         notes,
     };
+    if let Some(end) = stalled {
+        result.ended_early = Some(end.reason());
+        return Some((result, Some(end)));
+    }
     let ended = match units {
         0 => None,
         _ => time_buffered(device, environment, (units, plan.block_bytes, queue_depth), &mut result, console),
@@ -281,12 +300,50 @@ mod tests {
     fn cached_reads_take_off_the_loop_without_copies() {
         // Each copy takes 1 ms of a 1 MHz clock, each reading of it 1 µs.
         let clock = SteppingClock::new(1_000_000, 1);
-        let timing = time_cached(&clock, &mut || clock.advance_to(clock.peek() + 1_000));
+        let timing = time_cached(&clock, &mut || clock.advance_to(clock.peek() + 1_000)).unwrap();
         // 1001 µs per pass: 1999 passes reach 2.000999 s; the overhead loop takes 1999 µs.
         assert_eq!(timing.iterations, 1999);
         assert_eq!(timing.overhead_ns, 1_999_000);
         assert_eq!(timing.elapsed_ns, 2_000_999_000 - 1_999_000);
         assert_eq!(timing.cached_text(), "3998 MB in  2.00 seconds = 2000.00 MB/sec");
+    }
+
+    #[test]
+    fn cached_reads_end_when_the_timer_stops_instead_of_copying_for_ever() {
+        let clock = SteppingClock::frozen(1_000_000);
+        let mut copies = 0u64;
+        let (end, message) = time_cached(&clock, &mut || copies += 1).unwrap_err();
+        assert_eq!(end, RunEnd::ClockStalled { ticks: 0 });
+        assert_eq!(
+            copies,
+            crate::stall_watch::STALLED_CLOCK_READINGS,
+            "stopped as soon as the watch said so"
+        );
+        assert!(message.contains("the timer stopped at tick 0"), "{message}");
+    }
+
+    #[test]
+    fn a_stopped_timer_ends_hdparm_before_the_device_is_read() {
+        let clock = SteppingClock::frozen(1_000_000_000);
+        let geometry = Geometry {
+            logical_block_bytes: 512,
+            block_count: 1 << 14,
+            max_request_blocks: 512,
+            max_in_flight: 4,
+        };
+        let mut device = SimDevice::new("sd0", SimBehaviour::new(geometry, 0), &clock);
+        let counters = NoCpuCounters("host test");
+        let environment = crate::stream::tests::environment(&clock, &counters, 2 << 20);
+        let job = crate::settings::HDPARM_JOB;
+        let label = StreamLabel { job_index: 0, job: &job, device_index: 0 };
+        let mut console = String::new();
+        let (result, end) =
+            run_with_copy(&mut device, &environment, &label, 1, &mut console, &mut |_copy| ()).unwrap();
+        assert_eq!(end, Some(RunEnd::ClockStalled { ticks: 0 }));
+        assert_eq!(result.ended_early, Some("timer stopped"));
+        assert!((result.cached.iterations, result.buffered) == (0, None), "{result:?}");
+        assert!(console.contains(" Timing cached reads: the timer stopped at tick 0"), "{console}");
+        assert!(device.accepted.is_empty(), "no read after the timer stopped");
     }
 
     #[test]

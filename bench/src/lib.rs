@@ -90,6 +90,7 @@ pub(crate) mod stream_jobs;
 pub mod stream_json;
 pub(crate) mod stream_plan;
 pub mod stream_results;
+pub(crate) mod stream_run;
 pub mod sustained;
 pub mod trace;
 pub mod units;

@@ -25,12 +25,13 @@ use crate::pattern_check::ReadChecker;
 use crate::plan::DevicePlan;
 use crate::region::Region;
 use crate::results::RunEnd;
-use crate::run_loop::{RunEnvironment, PROGRESS_INTERVAL_NS, PROGRESS_PUMP_INTERVAL_NS};
+use crate::run_loop::RunEnvironment;
 use crate::series::{milli_mib_per_s, BoundedSeries};
 use crate::settings::{Config, SlowThreshold};
-use crate::stream::{run_stream, Flow, Piece, StreamObserver, StreamSpec};
+use crate::stream::{Flow, Piece, StreamObserver, StreamSpec};
 use crate::stream_plan::{fit_stream, own_buffers, StreamLabel};
 use crate::stream_results::{ScanResult, SlowZone, StepRate};
+use crate::stream_run::{run_counting_failures, ProgressPacing};
 use crate::units::{ByteSize, Fixed, MibPerS, Seconds, SizeText};
 
 /// The most slowest steps kept (1 % of a 1.6 TB drive in 4 MiB steps).
@@ -131,14 +132,14 @@ pub(crate) fn run(
         batch_bytes: Some(step_bytes),
         wrap: false,
     };
-    let _ = device.take_unreported_failures();
-    let end = run_stream(device, environment.clock, environment.buffer_area, spec, &mut observer, console);
-    let unreported = device.take_unreported_failures();
-    observer.finish(end.end_ticks, console);
-    notes.extend(end.message);
-    if unreported > 0 {
-        say(console, &mut notes, format!("{name}: ... and {unreported} more failed commands not described"));
-    }
+    let end = run_counting_failures(
+        device,
+        environment,
+        spec,
+        (&mut observer, ScanObserver::finish),
+        console,
+        &mut notes,
+    );
     let reason = end.ended_early.map(|end| end.reason());
     let result = observer.into_result(label, (name.clone(), job.to_string()), &plan, reason, notes);
     print_scan(console, &result);
@@ -292,10 +293,7 @@ struct ScanObserver<'o> {
     checker: Option<ReadChecker<'o>>,
     pattern: Option<Region>,
     progress: ProgressLine<'o>,
-    next_progress_ticks: u64,
-    next_pump_ticks: u64,
-    progress_interval_ticks: u64,
-    pump_interval_ticks: u64,
+    pacing: ProgressPacing,
 }
 
 impl<'o> ScanObserver<'o> {
@@ -329,10 +327,7 @@ impl<'o> ScanObserver<'o> {
             checker: None,
             pattern: None,
             progress: ProgressLine::new(name, job, plan, (1, 1), 0, progress),
-            next_progress_ticks: 0,
-            next_pump_ticks: 0,
-            progress_interval_ticks: clock.ns_to_ticks(PROGRESS_INTERVAL_NS),
-            pump_interval_ticks: clock.ns_to_ticks(PROGRESS_PUMP_INTERVAL_NS),
+            pacing: ProgressPacing::new(clock),
         }
     }
 
@@ -450,7 +445,7 @@ impl StreamObserver for ScanObserver<'_> {
     fn started(&mut self, now_ticks: u64) {
         self.start_ticks = now_ticks;
         self.previous_end_ticks = now_ticks;
-        self.next_progress_ticks = now_ticks + self.progress_interval_ticks;
+        self.pacing.start(now_ticks);
     }
 
     fn completed(&mut self, piece: &Piece) {
@@ -473,14 +468,10 @@ impl StreamObserver for ScanObserver<'_> {
     }
 
     fn tick(&mut self, now_ticks: u64, console: &mut dyn Console) -> Flow {
-        if now_ticks >= self.next_progress_ticks {
+        if self.pacing.line_due(now_ticks) {
             self.show_progress(now_ticks);
-            self.next_progress_ticks = now_ticks + self.progress_interval_ticks;
         }
-        if self.progress.has_unsent() && now_ticks >= self.next_pump_ticks {
-            self.progress.pump(console);
-            self.next_pump_ticks = now_ticks + self.pump_interval_ticks;
-        }
+        self.pacing.pump(now_ticks, &mut self.progress, console);
         Flow::Continue
     }
 

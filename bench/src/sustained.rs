@@ -29,12 +29,13 @@ use crate::console::{say, Console, ProgressLine};
 use crate::offsets::derived_seed;
 use crate::plan::DevicePlan;
 use crate::results::RunEnd;
-use crate::run_loop::{RunEnvironment, PROGRESS_INTERVAL_NS, PROGRESS_PUMP_INTERVAL_NS};
+use crate::run_loop::RunEnvironment;
 use crate::series::{milli_mib_per_s, BoundedSeries};
 use crate::settings::{Config, JobSpec};
 use crate::stream::{run_stream, Flow, Piece, StreamEnd, StreamObserver, StreamSpec};
 use crate::stream_plan::{fit_stream, own_buffers, StreamLabel};
 use crate::stream_results::{Cliff, SustainedResult};
+use crate::stream_run::{run_counting_failures, ProgressPacing};
 use crate::units::{ByteSize, MibPerS, Seconds, SizeText, NS_PER_S};
 use crate::written::{self, VerifyOutcome};
 
@@ -160,14 +161,14 @@ pub(crate) fn run(
     let mut observer =
         WriteObserver::new(environment.clock, memory, (run_id, spec.logical_block_bytes), &name, progress);
     observer.runtime_ticks = environment.clock.ns_to_ticks(config.runtime_ns);
-    let _ = device.take_unreported_failures();
-    let end = run_stream(device, environment.clock, environment.buffer_area, spec, &mut observer, console);
-    let unreported = device.take_unreported_failures();
-    observer.finish(end.end_ticks, console);
-    notes.extend(end.message.clone());
-    if unreported > 0 {
-        say(console, &mut notes, format!("{name}: ... and {unreported} more failed commands not described"));
-    }
+    let end = run_counting_failures(
+        device,
+        environment,
+        spec,
+        (&mut observer, WriteObserver::finish),
+        console,
+        &mut notes,
+    );
     let verify = (config.write_verify && end.ended_early.is_none())
         .then(|| verify_region(device, environment, spec, (&observer, &end), console));
     let region_id = environment
@@ -246,8 +247,7 @@ struct WriteObserver<'o> {
     failed: BTreeSet<(u64, u32)>,
     failed_overflow: bool,
     progress: ProgressLine<'o>,
-    next_progress_ticks: u64,
-    next_pump_ticks: u64,
+    pacing: ProgressPacing,
 }
 
 impl<'o> WriteObserver<'o> {
@@ -279,8 +279,7 @@ impl<'o> WriteObserver<'o> {
             failed: BTreeSet::new(),
             failed_overflow: false,
             progress,
-            next_progress_ticks: 0,
-            next_pump_ticks: 0,
+            pacing: ProgressPacing::new(clock),
         }
     }
 
@@ -370,7 +369,7 @@ impl StreamObserver for WriteObserver<'_> {
     fn started(&mut self, now_ticks: u64) {
         self.start_ticks = now_ticks;
         self.last_done_ticks = now_ticks;
-        self.next_progress_ticks = now_ticks + self.clock.ns_to_ticks(PROGRESS_INTERVAL_NS);
+        self.pacing.start(now_ticks);
     }
 
     fn fill(&mut self, request: &Request, pass: u32) {
@@ -403,14 +402,10 @@ impl StreamObserver for WriteObserver<'_> {
     }
 
     fn tick(&mut self, now_ticks: u64, console: &mut dyn Console) -> Flow {
-        if now_ticks >= self.next_progress_ticks {
+        if self.pacing.line_due(now_ticks) {
             self.show_progress(now_ticks);
-            self.next_progress_ticks = now_ticks + self.clock.ns_to_ticks(PROGRESS_INTERVAL_NS);
         }
-        if self.progress.has_unsent() && now_ticks >= self.next_pump_ticks {
-            self.progress.pump(console);
-            self.next_pump_ticks = now_ticks + self.clock.ns_to_ticks(PROGRESS_PUMP_INTERVAL_NS);
-        }
+        self.pacing.pump(now_ticks, &mut self.progress, console);
         if now_ticks.saturating_sub(self.start_ticks) >= self.runtime_ticks {
             return Flow::Stop;
         }

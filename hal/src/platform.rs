@@ -142,7 +142,13 @@ impl Deadline {
     }
 
     pub fn has_passed<C: Clock + ?Sized>(&self, clock: &C) -> bool {
-        clock.now_ticks() >= self.end_ticks
+        self.has_passed_at(clock.now_ticks())
+    }
+
+    /// Whether the deadline has passed at `now_ticks`: a loop that checks many deadlines reads
+    /// the clock once for all of them.
+    pub fn has_passed_at(&self, now_ticks: u64) -> bool {
+        now_ticks >= self.end_ticks
     }
 
     /// Microseconds since the deadline was set (for error reports).

@@ -13,7 +13,7 @@ use super::ring::Placement;
 use super::scsi::{Cdb, DataDirection, ScsiStatus, Sense, SENSE_BYTES};
 use super::transport::{
     enqueue_bulk, transferred_bytes, write_bytes, BulkPipe, CommandId, Finished, Outcome, ScsiCommand,
-    TransportError, COMMAND_TIMEOUT_US,
+    TransferRingFull, TransportError, COMMAND_TIMEOUT_US,
 };
 use super::trb::CompletionCode;
 use hal::dma::DmaAllocation;
@@ -51,7 +51,8 @@ pub fn command_block_wrapper(
     cbw[12] = if direction_in { 0x80 } else { 0 };
     cbw[13] = lun & 0x0f;
     cbw[14] = cdb.length & 0x1f;
-    cbw[15..15 + usize::from(cdb.length)].copy_from_slice(cdb.as_slice());
+    // All 16 CDB bytes: those past its length are zero (`Cdb` is built so), as BOT §5.1 asks.
+    cbw[15..31].copy_from_slice(&cdb.bytes);
     cbw
 }
 
@@ -133,6 +134,8 @@ pub struct BotTransport<'p> {
     next_id: CommandId,
     active: Option<Active>,
     pending_doorbells: (bool, bool),
+    /// [`COMMAND_TIMEOUT_US`] in the controller's clock ticks, converted once.
+    command_timeout_ticks: u64,
     out_of_service: bool,
     statistics: BotStatistics,
 }
@@ -173,6 +176,7 @@ impl<'p> BotTransport<'p> {
             next_id: 1,
             active: None,
             pending_doorbells: (false, false),
+            command_timeout_ticks: hc.platform().ns_to_ticks(COMMAND_TIMEOUT_US * 1000),
             out_of_service: false,
             statistics: BotStatistics::default(),
         };
@@ -196,7 +200,7 @@ impl<'p> BotTransport<'p> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         self.statistics.commands += 1;
-        let deadline = Deadline::after_us(hc.platform(), COMMAND_TIMEOUT_US);
+        let deadline = Deadline::after_ticks(hc.platform(), self.command_timeout_ticks);
         self.queue(hc, id, command, Phase::Command, deadline)?;
         Ok(id)
     }
@@ -263,7 +267,7 @@ impl<'p> BotTransport<'p> {
     }
 
     /// The 13-byte CSW read on bulk IN.
-    fn queue_csw<P: Platform>(&mut self, platform: &P) -> Result<Placement, UsbError> {
+    fn queue_csw<P: Platform>(&mut self, platform: &P) -> Result<Placement, TransferRingFull> {
         let pipe = &mut self.bulk_in;
         let bus = self.wrappers.bus_address + CSW_OFFSET as u64;
         self.pending_doorbells.1 = true;
@@ -329,36 +333,32 @@ impl<'p> BotTransport<'p> {
         device: &mut UsbDevice,
         event: TransferEvent,
     ) -> Option<Result<Outcome, TransportError>> {
-        let active = self.active?;
+        // What the event is matched against, not a copy of the whole command.
+        let (cbw, data, csw, data_bus, data_bytes) =
+            self.active.as_ref().map(|a| (a.cbw, a.data, a.csw, a.command.data_bus, a.command.data_bytes))?;
         let is_in = event.dci == self.bulk_in.dci;
         if !is_in && event.dci != self.bulk_out.dci {
             return None;
         }
         let ring = if is_in { &mut self.bulk_in.ring } else { &mut self.bulk_out.ring };
         let (placement, _) = ring.retire(event.trb_pointer)?;
-        let is_data = Some(placement) == active.data;
+        let is_data = Some(placement) == data;
         let stage = if is_data {
             Stage::Data
-        } else if Some(placement) == active.csw {
+        } else if Some(placement) == csw {
             Stage::Status
         } else {
             Stage::Command
         };
         if is_data {
-            let moved = transferred_bytes(
-                ring,
-                &placement,
-                active.command.data_bus,
-                active.command.data_bytes,
-                &event,
-            );
+            let moved = transferred_bytes(ring, &placement, data_bus, data_bytes, &event);
             self.update(|a| {
                 a.data = None;
                 a.transferred_bytes = moved;
             });
-        } else if Some(placement) == active.cbw {
+        } else if Some(placement) == cbw {
             self.update(|a| a.cbw = None);
-        } else if Some(placement) == active.csw {
+        } else if Some(placement) == csw {
             self.update(|a| {
                 a.csw = None;
                 a.csw_bytes = (CSW_BYTES as u32).saturating_sub(event.residual_bytes);
@@ -374,8 +374,9 @@ impl<'p> BotTransport<'p> {
                 return Some(Err(error));
             }
         }
-        let active = self.active?;
-        if active.cbw.is_none() && active.data.is_none() && active.csw.is_none() {
+        let done =
+            self.active.as_ref().is_some_and(|a| a.cbw.is_none() && a.data.is_none() && a.csw.is_none());
+        if done {
             return self.status(hc, device);
         }
         None
@@ -424,7 +425,7 @@ impl<'p> BotTransport<'p> {
         let pipe = if dci == self.bulk_in.dci { &self.bulk_in } else { &self.bulk_out };
         let address = pipe.endpoint.address;
         device.reset_endpoint(hc, dci)?;
-        device.set_dequeue(hc, dci, 0, (pipe.ring.bus_of(stalled.next_index), stalled.next_cycle))?;
+        device.set_dequeue(hc, dci, 0, (pipe.ring.bus_of(stalled.next_index()), stalled.next_cycle()))?;
         // The CSW read queued next rings bulk IN; nothing else waits on a stalled bulk OUT.
         device.clear_halt(hc, address)?;
         Ok(())

@@ -453,7 +453,7 @@ impl<'p, R: RegisterIo, P: Platform> HostController<'p, R, P> {
         loop {
             self.process_events();
             if let Some((pointer, code, slot_id, parameter)) = self.completed_command.take() {
-                if pointer != placement.first_bus {
+                if pointer != self.command_ring.bus_of(placement.first_index) {
                     self.statistics.stray_events += 1;
                     continue;
                 }

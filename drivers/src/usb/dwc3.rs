@@ -21,6 +21,7 @@
 
 use core::fmt;
 use hal::mmio::{Reg, RegisterIo};
+use tock_registers::fields::TryFromValue;
 use tock_registers::register_bitfields;
 
 /// Byte offsets from the start of the controller's block.
@@ -38,8 +39,12 @@ pub const REGISTER_BYTES_NEEDED: usize = offsets::GUSB3PIPECTL0 + 4;
 
 register_bitfields! [u32,
     GCTL [
-        /// Port capability direction: 1 host, 2 device, 3 OTG.
-        PRTCAPDIR OFFSET(12) NUMBITS(2) []
+        /// Port capability direction (`DWC3_GCTL_PRTCAP_HOST`, `_DEVICE`, `_OTG`).
+        PRTCAPDIR OFFSET(12) NUMBITS(2) [
+            Host = 1,
+            Device = 2,
+            Otg = 3
+        ]
     ],
     GUSB3PIPECTL [
         /// No receiver detection in P3 (`snps,dis_rxdet_inp3_quirk`).
@@ -55,8 +60,12 @@ register_bitfields! [u32,
         PIPETRANSLIMIT OFFSET(8) NUMBITS(4) []
     ],
     GSNPSID [
-        /// The core's IP: 0x5533 DWC_usb3, 0x3331 DWC_usb31, 0x3332 DWC_usb32.
-        IP_ID OFFSET(16) NUMBITS(16) []
+        /// The core's IP (`DWC3_GSNPS_ID`, `DWC31_IP`, `DWC32_IP`).
+        IP_ID OFFSET(16) NUMBITS(16) [
+            Usb3 = 0x5533,
+            Usb31 = 0x3331,
+            Usb32 = 0x3332
+        ]
     ],
     /// GTXTHRCFG in the DWC_usb3 layout.
     GTXTHRCFG_USB3 [
@@ -79,7 +88,9 @@ const GSBUSCFG1: Reg<GSBUSCFG1::Register> = Reg::new(offsets::GSBUSCFG1);
 const GSNPSID: Reg<GSNPSID::Register> = Reg::new(offsets::GSNPSID);
 const GTXTHRCFG_USB3: Reg<GTXTHRCFG_USB3::Register> = Reg::new(offsets::GTXTHRCFG);
 const GTXTHRCFG_USB31: Reg<GTXTHRCFG_USB31::Register> = Reg::new(offsets::GTXTHRCFG);
-const PRTCAP_HOST: u32 = 1;
+const PRTCAP_HOST: u32 = GCTL::PRTCAPDIR::Value::Host as u32;
+/// The AXI pipe limits GSBUSCFG1.PIPETRANSLIMIT can hold (4 bits of the limit minus one).
+const AXI_PIPE_LIMITS: core::ops::RangeInclusive<u8> = 1..=16;
 
 /// The core's IP, from GSNPSID bits 31:16 (`DWC3_GSNPS_ID`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +101,8 @@ pub enum Ip {
     Usb31,
 }
 
-/// The values `rp1.dtsi` gives both controllers.
+/// The values `rp1.dtsi` gives both controllers (`snps,axi-pipe-limit`, `snps,tx-max-burst`,
+/// `snps,tx-thr-num-pkt`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dwc3Settings {
     pub axi_pipe_limit: u8,
@@ -128,11 +140,11 @@ pub struct Dwc3Report {
 /// `DWC3 core 0x5533330a (DWC_usb3) in host mode (was OTG); AXI pipe limit 8, ...`.
 impl fmt::Display for Dwc3Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mode = |value: u32| match value {
-            1 => "host",
-            2 => "device",
-            3 => "OTG",
-            _ => "none",
+        let mode = |value: u32| match <GCTL::PRTCAPDIR::Value as TryFromValue<u32>>::try_from_value(value) {
+            Some(GCTL::PRTCAPDIR::Value::Host) => "host",
+            Some(GCTL::PRTCAPDIR::Value::Device) => "device",
+            Some(GCTL::PRTCAPDIR::Value::Otg) => "OTG",
+            None => "none",
         };
         let ip = match self.ip {
             Ip::Usb3 => "DWC_usb3",
@@ -162,10 +174,10 @@ pub fn apply<R: RegisterIo>(
     }
     let id = registers.read(GSNPSID);
     let snpsid = id.get();
-    let ip = match id.read(GSNPSID::IP_ID) {
-        0x5533 => Ip::Usb3,
-        0x3331 | 0x3332 => Ip::Usb31,
-        _ => return Err(Dwc3Error::NotDwc3 { snpsid }),
+    let ip = match id.read_as_enum(GSNPSID::IP_ID) {
+        Some(GSNPSID::IP_ID::Value::Usb3) => Ip::Usb3,
+        Some(GSNPSID::IP_ID::Value::Usb31 | GSNPSID::IP_ID::Value::Usb32) => Ip::Usb31,
+        None => return Err(Dwc3Error::NotDwc3 { snpsid }),
     };
     let mode_before = registers.read(GCTL).read(GCTL::PRTCAPDIR);
     registers.modify(GCTL, GCTL::PRTCAPDIR.val(PRTCAP_HOST));
@@ -176,21 +188,22 @@ pub fn apply<R: RegisterIo>(
             + GUCTL1::PARKMODE_DISABLE_HS::SET
             + GUCTL1::PARKMODE_DISABLE_FSLS::SET,
     );
-    let pipe_limit = u32::from(settings.axi_pipe_limit.clamp(1, 16) - 1);
+    let pipe_limit =
+        u32::from(settings.axi_pipe_limit.clamp(*AXI_PIPE_LIMITS.start(), *AXI_PIPE_LIMITS.end()) - 1);
     registers.modify(GSBUSCFG1, GSBUSCFG1::PIPETRANSLIMIT.val(pipe_limit));
     let (packets, burst) = (u32::from(settings.tx_threshold_packets), u32::from(settings.tx_max_burst));
     match ip {
         Ip::Usb3 => registers.modify(
             GTXTHRCFG_USB3,
             GTXTHRCFG_USB3::TX_PACKET_COUNT_SELECT::SET
-                + GTXTHRCFG_USB3::TX_PACKET_COUNT.val(packets & 0xf)
-                + GTXTHRCFG_USB3::MAX_TX_BURST.val(burst & 0xff),
+                + GTXTHRCFG_USB3::TX_PACKET_COUNT.val(packets & GTXTHRCFG_USB3::TX_PACKET_COUNT.mask)
+                + GTXTHRCFG_USB3::MAX_TX_BURST.val(burst & GTXTHRCFG_USB3::MAX_TX_BURST.mask),
         ),
         Ip::Usb31 => registers.modify(
             GTXTHRCFG_USB31,
             GTXTHRCFG_USB31::TX_PACKET_COUNT_SELECT::SET
-                + GTXTHRCFG_USB31::TX_PACKET_COUNT.val(packets & 0x1f)
-                + GTXTHRCFG_USB31::MAX_TX_BURST.val(burst & 0x1f),
+                + GTXTHRCFG_USB31::TX_PACKET_COUNT.val(packets & GTXTHRCFG_USB31::TX_PACKET_COUNT.mask)
+                + GTXTHRCFG_USB31::MAX_TX_BURST.val(burst & GTXTHRCFG_USB31::MAX_TX_BURST.mask),
         ),
     }
     Ok(Dwc3Report { snpsid, ip, mode_before, settings })

@@ -6,7 +6,9 @@ use super::trb::CompletionCode;
 use core::fmt;
 use hal::platform::{DmaAllocationError, UnreachableAddress};
 
+/// The tag is a whole word so that the fields start 8-byte aligned (see `TransportError`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
 pub enum UsbError {
     /// The capability registers read as all ones: nothing answers at the base.
     NoController {

@@ -184,6 +184,9 @@ pub struct DriveStatistics {
     pub by_kind: [u64; IoErrorKind::ALL.len()],
 }
 
+// One per drive, made once and never moved: boxing the larger transport would add a pointer
+// chase to every command for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Transport<'p> {
     Bot(BotTransport<'p>),
     Uas(UasTransport<'p>),

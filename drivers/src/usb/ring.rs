@@ -16,20 +16,34 @@ use hal::barrier;
 use hal::dma::{DmaAllocation, DmaRegion};
 use hal::platform::Platform;
 
-/// Where a TD sits on its ring.
+/// Where a TD sits on its ring: four words and no padding, so that keeping and comparing one
+/// on every command moves registers (a `u64` and a `bool` in it had every copy go through
+/// `memcpy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {
-    /// Index and bus address of the TD's first TRB.
+    /// Index of the TD's first TRB.
     pub first_index: u32,
-    pub first_bus: u64,
     /// Index of its last TRB.
     pub last_index: u32,
     /// TRBs of the TD (Link TRBs not counted).
     pub trb_count: u32,
-    /// The enqueue position and producer cycle right after the TD: where a Set TR Dequeue
-    /// Pointer that skips it points (never a Link TRB).
-    pub next_index: u32,
-    pub next_cycle: bool,
+    /// The enqueue position (bits 30:0) and producer cycle (bit 31) right after the TD.
+    next: u32,
+}
+
+impl Placement {
+    const NEXT_CYCLE: u32 = 1 << 31;
+
+    /// The enqueue position right after the TD: where a Set TR Dequeue Pointer that skips it
+    /// points (never a Link TRB).
+    pub fn next_index(&self) -> u32 {
+        self.next & !Self::NEXT_CYCLE
+    }
+
+    /// The producer cycle state at [`Self::next_index`].
+    pub fn next_cycle(&self) -> bool {
+        self.next & Self::NEXT_CYCLE != 0
+    }
 }
 
 /// The ring has no room for the TD now.
@@ -49,6 +63,8 @@ pub struct ProducerRing<'p> {
     cycle: bool,
     outstanding: VecDeque<Placement>,
     used: u32,
+    /// Whether the platform's cache maintenance does anything for this ring (asked once).
+    maintained: Option<bool>,
 }
 
 impl<'p> ProducerRing<'p> {
@@ -68,6 +84,7 @@ impl<'p> ProducerRing<'p> {
             cycle: true,
             outstanding: VecDeque::new(),
             used: 0,
+            maintained: None,
         };
         ring.write_trb(slots - 1, &Trb::link(bus_base));
         ring
@@ -104,10 +121,7 @@ impl<'p> ProducerRing<'p> {
     }
 
     fn write_trb(&self, index: u32, trb: &Trb) {
-        let offset = index as usize * TRB_BYTES;
-        for (word, value) in trb.dwords.iter().enumerate() {
-            self.memory.write_words(offset + 4 * word, &[*value]);
-        }
+        self.memory.write_words(index as usize * TRB_BYTES, &trb.dwords);
     }
 
     /// Passes the Link TRB: hands it to the controller with the current cycle (and the chain
@@ -145,19 +159,23 @@ impl<'p> ProducerRing<'p> {
             }
         }
         // Everything but the first TRB's ownership is in memory; now give the TD away.
-        platform.clean_for_device(&self.memory.slice(0, self.slots as usize * TRB_BYTES));
+        let memory = self.memory.buffer();
+        let maintained = *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory));
+        if maintained {
+            platform.clean_for_device(&self.memory.slice(0, self.slots as usize * TRB_BYTES));
+        }
         barrier::store_before_doorbell();
         let mut first = trbs[0];
         first.set_cycle(first_cycle);
         self.memory.write_words(first_index as usize * TRB_BYTES + 12, &[first.dwords[3]]);
-        platform.clean_for_device(&self.memory.slice(first_index as usize * TRB_BYTES, TRB_BYTES));
+        if maintained {
+            platform.clean_for_device(&self.memory.slice(first_index as usize * TRB_BYTES, TRB_BYTES));
+        }
         let placement = Placement {
             first_index,
-            first_bus: self.bus_of(first_index),
             last_index,
             trb_count: needed,
-            next_index: self.enqueue,
-            next_cycle: self.cycle,
+            next: self.enqueue | if self.cycle { Placement::NEXT_CYCLE } else { 0 },
         };
         self.outstanding.push_back(placement);
         self.used += needed;
@@ -209,6 +227,12 @@ impl<'p> ProducerRing<'p> {
         count
     }
 
+    /// The TRB at `index` as the controller would read it (host tests).
+    #[cfg(test)]
+    pub fn read_trb_for_test(&self, index: u32, trb: &mut Trb) {
+        self.memory.read_words(index as usize * TRB_BYTES, &mut trb.dwords);
+    }
+
     /// The oldest outstanding TD.
     pub fn oldest(&self) -> Option<Placement> {
         self.outstanding.front().copied()
@@ -228,6 +252,8 @@ pub struct EventRing<'p> {
     entries: u32,
     dequeue: u32,
     cycle: bool,
+    /// Whether the platform's cache maintenance does anything for this ring (asked once).
+    maintained: Option<bool>,
 }
 
 impl<'p> EventRing<'p> {
@@ -237,7 +263,7 @@ impl<'p> EventRing<'p> {
         let DmaAllocation { region: memory, bus_address: bus_base } = memory;
         assert!((16..=4096).contains(&entries), "event ring segments hold 16 to 4096 TRBs");
         assert!(memory.length_bytes() >= entries as usize * TRB_BYTES, "event ring memory too small");
-        EventRing { memory, bus_base, entries, dequeue: 0, cycle: true }
+        EventRing { memory, bus_base, entries, dequeue: 0, cycle: true, maintained: None }
     }
 
     pub fn entries(&self) -> u32 {
@@ -252,20 +278,17 @@ impl<'p> EventRing<'p> {
     /// Takes the next event, if the controller has written one.
     pub fn pop<P: Platform>(&mut self, platform: &P) -> Option<Trb> {
         let offset = self.dequeue as usize * TRB_BYTES;
-        platform.invalidate_for_cpu(&self.memory.slice(offset, TRB_BYTES));
+        let memory = self.memory.buffer();
+        if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory)) {
+            platform.invalidate_for_cpu(&self.memory.slice(offset, TRB_BYTES));
+        }
         let control = self.memory.read_u32(offset + 12);
         if (control & 1 != 0) != self.cycle {
             return None;
         }
         barrier::load_after_completion();
-        let trb = Trb {
-            dwords: [
-                self.memory.read_u32(offset),
-                self.memory.read_u32(offset + 4),
-                self.memory.read_u32(offset + 8),
-                control,
-            ],
-        };
+        let mut trb = Trb { dwords: [0, 0, 0, control] };
+        self.memory.read_words(offset, &mut trb.dwords[..3]);
         self.dequeue += 1;
         if self.dequeue == self.entries {
             self.dequeue = 0;
@@ -368,7 +391,7 @@ mod tests {
             assert_eq!(tds[0][0].0, placement.first_index);
             assert_eq!(tds[0][pieces - 1].0, placement.last_index);
             assert_eq!(tds[0][0].1.transfer_length(), 512 + round);
-            assert_ne!(placement.next_index, 7, "the dequeue after a TD is never the Link TRB");
+            assert_ne!(placement.next_index(), 7, "the dequeue after a TD is never the Link TRB");
             if placement.last_index < placement.first_index {
                 assert_eq!(ring.find(ring.bus_of(7)), None, "a TD across the Link TRB does not own it");
                 assert_eq!(ring.position_in(&placement, ring.bus_of(7)), None);
@@ -439,7 +462,7 @@ mod tests {
             }
             // ...and the last clean covers the first TRB, whose control word is written last.
             assert!(covers(cleaned.last().unwrap(), placement.first_index), "round {round}");
-            ring.retire(placement.first_bus).unwrap();
+            ring.retire(ring.bus_of(placement.first_index)).unwrap();
         }
     }
 
@@ -454,21 +477,21 @@ mod tests {
         assert_eq!(ring.free(), 0);
         assert_eq!(ring.outstanding(), 3);
         // B's event retires A as well (the controller finished A first).
-        let (retired, older) = ring.retire(b.first_bus + 16).unwrap();
+        let (retired, older) = ring.retire(ring.bus_of(b.first_index) + 16).unwrap();
         assert_eq!((retired, older), (b, 1));
         assert_eq!(ring.oldest(), Some(c));
-        assert_eq!(ring.find(a.first_bus), None, "A is gone");
+        assert_eq!(ring.find(ring.bus_of(a.first_index)), None, "A is gone");
         assert_eq!(ring.retire(0x1234), None, "not this ring's TRB");
         assert_eq!(ring.retire(ring.bus_of(7)), None, "the Link TRB belongs to no TD");
         assert_eq!(ring.index_of(ring.bus_of(7)), Some(7));
         assert_eq!(ring.index_of(ring.bus_of(8)), None, "one past the segment");
         assert_eq!(ring.index_of(0x8000_0008), None, "not on a TRB boundary");
         assert_eq!(ring.index_of(0x7fff_fff0), None, "below the segment");
-        assert_eq!(ring.find(c.first_bus), Some(c));
+        assert_eq!(ring.find(ring.bus_of(c.first_index)), Some(c));
         assert_eq!(ring.retire_all(), 1);
         assert_eq!(ring.free(), 6);
         let (enqueue, cycle) = ring.enqueue_position();
-        assert_eq!((enqueue, cycle), (ring.bus_of(c.next_index), c.next_cycle));
+        assert_eq!((enqueue, cycle), (ring.bus_of(c.next_index()), c.next_cycle()));
     }
 
     #[test]
@@ -476,13 +499,13 @@ mod tests {
         let platform = ArenaPlatform::new(1 << 20);
         let mut ring = ProducerRing::new(at_bus(region(&platform, 4096), 0x8000_0000), 5);
         let warm_up = ring.enqueue_td(&platform, &td(1, 1)).unwrap();
-        ring.retire(warm_up.first_bus).unwrap();
+        ring.retire(ring.bus_of(warm_up.first_index)).unwrap();
         let first = ring.enqueue_td(&platform, &td(1, 3)).unwrap();
         assert_eq!((first.first_index, first.last_index), (1, 3));
-        assert_eq!((first.next_index, first.next_cycle), (0, false), "link passed, cycle toggled");
+        assert_eq!((first.next_index(), first.next_cycle()), (0, false), "link passed, cycle toggled");
         let link = read_trb(&ring.memory, 4);
         assert!(link.cycle() && !link.is_chained(), "the link between TDs carries no chain bit");
-        ring.retire(first.first_bus).unwrap();
+        ring.retire(ring.bus_of(first.first_index)).unwrap();
         let second = ring.enqueue_td(&platform, &td(1, 2)).unwrap();
         assert_eq!(second.first_index, 0);
         assert!(!read_trb(&ring.memory, 0).cycle(), "second pass writes cycle 0");

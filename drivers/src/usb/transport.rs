@@ -62,8 +62,11 @@ impl Outcome {
     }
 }
 
-/// Why a transport could not complete a command.
+/// Why a transport could not complete a command. The tag is a whole word, so that every variant's
+/// fields start 8-byte aligned and a result moved on every command is copied a word at a time
+/// instead of through `memcpy` from odd offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
 pub enum TransportError {
     /// A transfer ended with an error code (STALL, transaction error, babble, ...).
     Transfer { dci: u8, code: CompletionCode },
@@ -166,6 +169,27 @@ impl<'p> BulkPipe<'p> {
     }
 }
 
+/// A bulk TD did not fit its ring (or could not be built). A small error of its own, word
+/// aligned, so that `?` hands the placement of a queued TD on with word loads, not with `memcpy`
+/// from an odd offset (as it did through [`UsbError`] and through a byte-aligned error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(align(4))]
+pub struct TransferRingFull {
+    pub dci: u8,
+}
+
+impl From<TransferRingFull> for UsbError {
+    fn from(full: TransferRingFull) -> Self {
+        UsbError::TransferRingFull { dci: full.dci }
+    }
+}
+
+impl From<TransferRingFull> for TransportError {
+    fn from(full: TransferRingFull) -> Self {
+        TransportError::RecoveryFailed(full.into())
+    }
+}
+
 /// Writes one bulk TD for `bytes` at `buffer` to `ring`.
 pub fn enqueue_bulk<P: Platform>(
     platform: &P,
@@ -175,26 +199,35 @@ pub fn enqueue_bulk<P: Platform>(
     direction_in: bool,
     buffer: u64,
     bytes: u32,
-) -> Result<Placement, UsbError> {
+) -> Result<Placement, TransferRingFull> {
+    if trb::fits_one_trb(buffer, bytes as usize) {
+        // One piece (every command, status and 4 KiB read): the TD's one Normal TRB, built as
+        // `trb::bulk_td` builds it, without the list.
+        let isp = if direction_in { trb::flags::ISP } else { 0 };
+        let only = Trb::normal(buffer, bytes, 0, trb::flags::IOC | isp);
+        return ring.enqueue_td(platform, &[only]).map_err(|_| TransferRingFull { dci });
+    }
     let mut trbs: heapless::Vec<Trb, 64> = heapless::Vec::new();
     let mut overflow = false;
     trb::bulk_td(buffer, bytes as usize, max_packet_bytes, direction_in, |trb| {
         overflow |= trbs.push(trb).is_err();
     });
     if overflow || trbs.is_empty() {
-        return Err(UsbError::TransferRingFull { dci });
+        return Err(TransferRingFull { dci });
     }
-    ring.enqueue_td(platform, &trbs).map_err(|_| UsbError::TransferRingFull { dci })
+    ring.enqueue_td(platform, &trbs).map_err(|_| TransferRingFull { dci })
 }
 
-/// Copies `bytes` into `region` at a 4-byte aligned `offset`, a word at a time (the last word
-/// padded with zeros), as the controller will read them.
-pub fn write_bytes(region: &DmaRegion, offset: usize, bytes: &[u8]) {
-    for (index, chunk) in bytes.chunks(4).enumerate() {
-        let mut word = [0u8; 4];
-        word[..chunk.len()].copy_from_slice(chunk);
-        region.write_words(offset + 4 * index, &[u32::from_le_bytes(word)]);
+/// Copies `bytes` (a wrapper or an information unit, at most 64 bytes) into `region` at a 4-byte
+/// aligned `offset` as little-endian words, the last padded with zeros, as the controller will
+/// read them: one region write, and no copy of a length the compiler does not know.
+pub fn write_bytes<const N: usize>(region: &DmaRegion, offset: usize, bytes: &[u8; N]) {
+    const MAX_WORDS: usize = 16;
+    let mut words = [0u32; MAX_WORDS];
+    for (index, byte) in bytes.iter().enumerate() {
+        words[index / 4] |= u32::from(*byte) << (8 * (index % 4));
     }
+    region.write_words(offset, &words[..N.div_ceil(4)]);
 }
 
 /// Bytes a finished TD moved: whole TRBs before the one the event names, plus that TRB's
@@ -224,9 +257,11 @@ pub fn transferred_bytes(
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
     use super::*;
     use hal::dma::{DmaAllocation, DmaRegion};
     use hal::testing::ArenaPlatform;
+    use std::vec::Vec;
 
     #[test]
     fn only_commands_with_bytes_to_move_have_a_data_stage() {
@@ -238,6 +273,31 @@ mod tests {
             ..ScsiCommand::reading(Cdb::read_10(0, 1), 0, 512)
         };
         assert!(!odd.has_data(), "no direction, no data stage");
+    }
+
+    #[test]
+    fn a_one_piece_td_is_the_trb_the_general_builder_makes() {
+        let platform = ArenaPlatform::new(1 << 20);
+        for (buffer, bytes, direction_in) in [
+            (0x1_0000u64, 4096u32, true),
+            (0x1_f000, 4096, false),
+            (0x2_0040, 31, false),
+            (0x3_0000, 65536, true),
+        ] {
+            assert!(trb::fits_one_trb(buffer, bytes as usize));
+            let mut built = Vec::new();
+            trb::bulk_td(buffer, bytes as usize, 1024, direction_in, |trb| built.push(trb));
+            let region = DmaRegion::allocate(&platform, 8192, 4096).unwrap();
+            let mut ring = ProducerRing::new(DmaAllocation { region, bus_address: 0x8000_0000 }, 256);
+            let placement = enqueue_bulk(&platform, &mut ring, 3, 1024, direction_in, buffer, bytes).unwrap();
+            assert_eq!(placement.trb_count, 1);
+            let mut written = Trb::default();
+            ring.read_trb_for_test(placement.first_index, &mut written);
+            written.set_cycle(false);
+            assert_eq!(std::vec![written], built, "{buffer:#x}+{bytes}");
+        }
+        assert!(!trb::fits_one_trb(0x1_f000, 8192), "crosses 64 KiB");
+        assert!(!trb::fits_one_trb(0x1_0000, 0));
     }
 
     #[test]

@@ -352,6 +352,12 @@ pub fn split_at_64k(buffer: u64, length_bytes: usize, mut piece: impl FnMut(u64,
     }
 }
 
+/// Whether `length_bytes` at `buffer` fit one transfer TRB ([`split_at_64k`] makes one piece).
+pub fn fits_one_trb(buffer: u64, length_bytes: usize) -> bool {
+    let offset = buffer as usize & (MAX_TRB_TRANSFER_BYTES - 1);
+    length_bytes > 0 && offset + length_bytes <= MAX_TRB_TRANSFER_BYTES
+}
+
 /// How many TRBs [`split_at_64k`] makes.
 pub fn trbs_for(buffer: u64, length_bytes: usize) -> usize {
     let mut count = 0;

@@ -16,10 +16,11 @@ use super::ring::{Placement, ProducerRing};
 use super::scsi::{Cdb, DataDirection};
 use super::transport::{
     enqueue_bulk, transferred_bytes, write_bytes, BulkPipe, CommandId, Finished, Outcome, ScsiCommand,
-    TransportError, COMMAND_TIMEOUT_US,
+    TransferRingFull, TransportError, COMMAND_TIMEOUT_US,
 };
 use super::uas_iu::{command_iu, iu, response_code, task_function, task_management_iu, StatusIu};
 use super::uas_iu::{COMMAND_IU_BYTES, TASK_MANAGEMENT_IU_BYTES};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use hal::dma::DmaAllocation;
 use hal::mmio::RegisterIo;
@@ -116,7 +117,7 @@ impl<'p> StreamedPipe<'p> {
         tag: u16,
         bus: u64,
         bytes: u32,
-    ) -> Result<Placement, UsbError> {
+    ) -> Result<Placement, TransferRingFull> {
         let index = self.ring_index(tag);
         let direction_in = self.endpoint.is_in();
         enqueue_bulk(
@@ -130,9 +131,15 @@ impl<'p> StreamedPipe<'p> {
         )
     }
 
-    /// The ring (index) holding the TRB at `pointer`.
-    fn ring_holding(&self, pointer: u64) -> Option<usize> {
-        self.rings.iter().position(|ring| ring.index_of(pointer).is_some())
+    /// The ring (index) holding the TRB at `pointer`, among the rings of the `busy` tags (only
+    /// they have TDs out; without streams the one ring).
+    fn ring_holding(&self, pointer: u64, busy: TagSet) -> Option<usize> {
+        if self.stream_array.is_none() {
+            return self.rings[0].index_of(pointer).map(|_| 0);
+        }
+        busy.iter()
+            .map(|tag| usize::from(tag) - 1)
+            .find(|&index| self.rings.get(index).is_some_and(|ring| ring.index_of(pointer).is_some()))
     }
 
     fn stream_of(&self, tag: u16) -> u16 {
@@ -183,6 +190,51 @@ struct TagState {
     deadline: Deadline,
 }
 
+/// A set of tags (1 to [`DRIVER_MAX_TAGS`]) as bits, walked in ascending order: the poll looks
+/// at the tags in use only, not at every tag the drive has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TagSet(u64);
+
+impl TagSet {
+    fn insert(&mut self, tag: u16) {
+        self.0 |= 1 << tag;
+    }
+
+    fn remove(&mut self, tag: u16) {
+        self.0 &= !(1 << tag);
+    }
+
+    fn without(self, tag: u16) -> TagSet {
+        TagSet(self.0 & !(1 << tag))
+    }
+
+    fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn iter(self) -> impl Iterator<Item = u16> {
+        let mut bits = self.0;
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let tag = bits.trailing_zeros() as u16;
+            bits &= bits - 1;
+            Some(tag)
+        })
+    }
+}
+
+/// The doorbells the queued TDs need, each (endpoint, stream) once: per pipe the streams
+/// (stream 0 without streams) as bits.
+#[derive(Clone, Copy, Debug, Default)]
+struct PendingDoorbells {
+    status: TagSet,
+    data_in: TagSet,
+    data_out: TagSet,
+    command: bool,
+}
+
 /// Counters of one UAS transport.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UasStatistics {
@@ -207,8 +259,14 @@ pub struct UasTransport<'p> {
     tags: u16,
     streams: bool,
     states: Vec<Option<TagState>>,
+    /// The tags whose state is `Some` (the task management tag too while it is used).
+    busy: TagSet,
     free_tags: Vec<u16>,
-    doorbells: Vec<(u8, u16)>,
+    /// The tags of the IUs on the command pipe, oldest first (the ring's TDs, in order).
+    command_tags: VecDeque<u16>,
+    doorbells: PendingDoorbells,
+    /// [`COMMAND_TIMEOUT_US`] in the controller's clock ticks, converted once.
+    command_timeout_ticks: u64,
     /// Below SuperSpeed: the one status read kept posted, and the tags whose data may move.
     status_read: Option<Placement>,
     task_response: Option<(u16, u8)>,
@@ -259,8 +317,11 @@ impl<'p> UasTransport<'p> {
             tags,
             streams,
             states: alloc::vec![None; usize::from(tags) + 1],
+            busy: TagSet::default(),
             free_tags: (1..tags).rev().collect(),
-            doorbells: Vec::new(),
+            command_tags: VecDeque::new(),
+            doorbells: PendingDoorbells::default(),
+            command_timeout_ticks: hc.platform().ns_to_ticks(COMMAND_TIMEOUT_US * 1000),
             status_read: None,
             task_response: None,
             out_of_service: false,
@@ -322,7 +383,7 @@ impl<'p> UasTransport<'p> {
         let bus = self.ius.bus_address + STATUS_OFFSET as u64;
         let placement = self.status.enqueue(hc.platform(), 0, bus, STATUS_IU_BYTES)?;
         self.status_read = Some(placement);
-        self.doorbells.push((self.status.dci, 0));
+        self.doorbells.status.insert(0);
         Ok(())
     }
 
@@ -345,13 +406,13 @@ impl<'p> UasTransport<'p> {
             awaiting_data: command.has_data(),
             transferred_bytes: 0,
             result: None,
-            deadline: Deadline::after_us(hc.platform(), COMMAND_TIMEOUT_US),
+            deadline: Deadline::after_ticks(hc.platform(), self.command_timeout_ticks),
         };
-        self.states[usize::from(tag)] = Some(state);
+        self.occupy(tag, state);
         self.statistics.commands += 1;
         self.statistics.max_in_flight = self.statistics.max_in_flight.max(self.in_flight());
         if let Err(error) = self.queue_command(hc, tag) {
-            self.states[usize::from(tag)] = None;
+            self.vacate(tag);
             self.free_tags.push(tag);
             return Err(TransportError::RecoveryFailed(error));
         }
@@ -364,18 +425,18 @@ impl<'p> UasTransport<'p> {
         tag: u16,
     ) -> Result<(), UsbError> {
         let platform = hc.platform();
-        let state = self.states[usize::from(tag)].expect("started");
+        let command = self.states[usize::from(tag)].as_ref().expect("started").command;
         let base = Self::iu_offset(tag);
         if self.streams {
             let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
             let status = self.status.enqueue(platform, tag, bus, STATUS_IU_BYTES)?;
             self.set(tag, |s| s.status_td = Some(status));
-            self.doorbells.push((self.status.dci, tag));
-            if state.command.has_data() {
+            self.doorbells.status.insert(tag);
+            if command.has_data() {
                 self.queue_data(hc, tag)?;
             }
         }
-        write_bytes(&self.ius.region, base, &command_iu(tag, self.lun, &state.command.cdb));
+        write_bytes(&self.ius.region, base, &command_iu(tag, self.lun, &command.cdb));
         platform.clean_for_device(&self.ius.region.slice(base, COMMAND_IU_BYTES));
         self.queue_command_pipe(hc, tag, COMMAND_IU_BYTES as u32)
     }
@@ -391,7 +452,8 @@ impl<'p> UasTransport<'p> {
         let placement =
             enqueue_bulk(hc.platform(), &mut pipe.ring, pipe.dci, pipe.max_packet_bytes, false, bus, bytes)?;
         self.set(tag, |s| s.command_td = Some(placement));
-        self.doorbells.push((self.command.dci, 0));
+        self.command_tags.push_back(tag);
+        self.doorbells.command = true;
         Ok(())
     }
 
@@ -401,16 +463,37 @@ impl<'p> UasTransport<'p> {
         hc: &HostController<'_, R, P>,
         tag: u16,
     ) -> Result<(), UsbError> {
-        let Some(state) = self.states[usize::from(tag)] else {
+        let Some(command) = self.states[usize::from(tag)].as_ref().map(|state| state.command) else {
             return Ok(());
         };
-        let direction_in = state.command.direction == DataDirection::In;
+        let direction_in = command.direction == DataDirection::In;
         let pipe = if direction_in { &mut self.data_in } else { &mut self.data_out };
-        let (dci, stream) = (pipe.dci, pipe.stream_of(tag));
-        let placement = pipe.enqueue(hc.platform(), tag, state.command.data_bus, state.command.data_bytes)?;
+        let stream = pipe.stream_of(tag);
+        let placement = pipe.enqueue(hc.platform(), tag, command.data_bus, command.data_bytes)?;
         self.set(tag, |s| s.data_td = Some(placement));
-        self.doorbells.push((dci, stream));
+        if direction_in {
+            self.doorbells.data_in.insert(stream);
+        } else {
+            self.doorbells.data_out.insert(stream);
+        }
         Ok(())
+    }
+
+    /// Gives `tag` its state.
+    fn occupy(&mut self, tag: u16, state: TagState) {
+        self.states[usize::from(tag)] = Some(state);
+        self.busy.insert(tag);
+    }
+
+    /// Takes the state of `tag`, leaving it unused.
+    fn vacate(&mut self, tag: u16) -> Option<TagState> {
+        self.busy.remove(tag);
+        self.states[usize::from(tag)].take()
+    }
+
+    /// The tags of commands in flight (the task management tag left out).
+    fn busy_commands(&self) -> TagSet {
+        self.busy.without(self.tags)
     }
 
     fn set(&mut self, tag: u16, change: impl FnOnce(&mut TagState)) {
@@ -419,23 +502,23 @@ impl<'p> UasTransport<'p> {
         }
     }
 
-    /// Rings every doorbell the queued TDs need: status and data streams before the command
-    /// pipe, each (endpoint, stream) once. (No list of what was rung: a doorbell is rung where
-    /// it first appears among the queued ones, which keeps the heap out of every I/O.)
+    /// Rings every doorbell the queued TDs need, each (endpoint, stream) once: the status and
+    /// data streams before the command pipe, so that a drive answering the Command IU at once
+    /// finds its status and data TDs armed (UAS §4.4.2).
     pub fn kick<R: RegisterIo, P: Platform>(&mut self, hc: &mut HostController<'_, R, P>, slot_id: u8) {
-        let command_dci = self.command.dci;
-        let doorbells = &self.doorbells;
-        for command_pipe in [false, true] {
-            for (index, &(dci, stream)) in doorbells.iter().enumerate() {
-                if (dci == command_dci) != command_pipe {
-                    continue;
-                }
-                if !doorbells[..index].contains(&(dci, stream)) {
-                    hc.ring_doorbell(slot_id, dci, stream);
-                }
+        let pending = core::mem::take(&mut self.doorbells);
+        for (dci, streams) in [
+            (self.status.dci, pending.status),
+            (self.data_in.dci, pending.data_in),
+            (self.data_out.dci, pending.data_out),
+        ] {
+            for stream in streams.iter() {
+                hc.ring_doorbell(slot_id, dci, stream);
             }
         }
-        self.doorbells.clear();
+        if pending.command {
+            hc.ring_doorbell(slot_id, self.command.dci, 0);
+        }
     }
 
     /// Takes this drive's events, finishes commands whose status and data are in, and aborts
@@ -447,12 +530,17 @@ impl<'p> UasTransport<'p> {
         finished: &mut Finished,
     ) {
         self.take_events(hc, device, finished);
-        for tag in 1..self.tags {
-            let expired = self.states[usize::from(tag)]
-                .as_ref()
-                .is_some_and(|s| s.result.is_none() && s.deadline.has_passed(hc.platform()));
-            if expired {
-                self.abort(hc, device, tag, finished);
+        let waiting = self.busy_commands();
+        if !waiting.is_empty() {
+            // One clock reading for every command in flight.
+            let now_ticks = hc.platform().now_ticks();
+            for tag in waiting.iter() {
+                let expired = self.states[usize::from(tag)]
+                    .as_ref()
+                    .is_some_and(|s| s.result.is_none() && s.deadline.has_passed_at(now_ticks));
+                if expired {
+                    self.abort(hc, device, tag, finished);
+                }
             }
         }
         self.kick(hc, device.slot_id);
@@ -470,7 +558,7 @@ impl<'p> UasTransport<'p> {
                 self.recover_all(hc, device, error, finished);
             }
         }
-        for tag in 1..self.tags {
+        for tag in self.busy_commands().iter() {
             self.finish_if_done(tag, finished);
         }
     }
@@ -488,7 +576,7 @@ impl<'p> UasTransport<'p> {
         if let Ok(outcome) = result.as_mut() {
             outcome.transferred_bytes = state.transferred_bytes;
         }
-        self.states[usize::from(tag)] = None;
+        self.vacate(tag);
         self.free_tags.push(tag);
         finished.push((tag, result));
     }
@@ -501,14 +589,13 @@ impl<'p> UasTransport<'p> {
     ) -> Result<(), TransportError> {
         let failure = TransportError::Transfer { dci: event.dci, code: event.code };
         if event.dci == self.command.dci {
-            if self.command.ring.retire(event.trb_pointer).is_none() {
+            let Some((_, older)) = self.command.ring.retire(event.trb_pointer) else {
                 return Ok(());
-            }
+            };
             // This IU and every older one on the pipe went out (a ring completes in order).
-            let ring = &self.command.ring;
-            for state in self.states[1..=usize::from(self.tags)].iter_mut().flatten() {
-                if state.command_td.is_some_and(|placement| ring.find(placement.first_bus).is_none()) {
-                    state.command_td = None;
+            for _ in 0..=older {
+                if let Some(tag) = self.command_tags.pop_front() {
+                    self.set(tag, |s| s.command_td = None);
                 }
             }
             return if event.code.is_success() { Ok(()) } else { Err(failure) };
@@ -520,8 +607,9 @@ impl<'p> UasTransport<'p> {
         if !direction_in && event.dci != self.data_out.dci {
             return Ok(());
         }
+        let busy = self.busy;
         let pipe = if direction_in { &mut self.data_in } else { &mut self.data_out };
-        let Some(ring_index) = pipe.ring_holding(event.trb_pointer) else {
+        let Some(ring_index) = pipe.ring_holding(event.trb_pointer, busy) else {
             return Ok(());
         };
         let Some((placement, _)) = pipe.rings[ring_index].retire(event.trb_pointer) else {
@@ -535,11 +623,10 @@ impl<'p> UasTransport<'p> {
         let Some(tag) = tag else {
             return Ok(());
         };
-        if let Some(state) = self.states[usize::from(tag)] {
+        if let Some(command) = self.states[usize::from(tag)].as_ref().map(|state| state.command) {
             let pipe = if direction_in { &self.data_in } else { &self.data_out };
             let ring = &pipe.rings[ring_index];
-            let moved =
-                transferred_bytes(ring, &placement, state.command.data_bus, state.command.data_bytes, &event);
+            let moved = transferred_bytes(ring, &placement, command.data_bus, command.data_bytes, &event);
             self.set(tag, |s| {
                 s.data_td = None;
                 s.awaiting_data = false;
@@ -563,7 +650,7 @@ impl<'p> UasTransport<'p> {
         event: TransferEvent,
         failure: TransportError,
     ) -> Result<(), TransportError> {
-        let Some(ring_index) = self.status.ring_holding(event.trb_pointer) else {
+        let Some(ring_index) = self.status.ring_holding(event.trb_pointer, self.busy) else {
             return Ok(());
         };
         let Some((placement, _)) = self.status.rings[ring_index].retire(event.trb_pointer) else {
@@ -677,16 +764,19 @@ impl<'p> UasTransport<'p> {
         let tag = self.tags;
         let base = Self::iu_offset(tag);
         self.task_response = None;
-        self.states[usize::from(tag)] = Some(TagState {
-            command: ScsiCommand::without_data(Cdb::test_unit_ready()),
-            command_td: None,
-            status_td: None,
-            data_td: None,
-            awaiting_data: false,
-            transferred_bytes: 0,
-            result: None,
-            deadline: Deadline::after_us(hc.platform(), TASK_MANAGEMENT_TIMEOUT_US),
-        });
+        self.occupy(
+            tag,
+            TagState {
+                command: ScsiCommand::without_data(Cdb::test_unit_ready()),
+                command_td: None,
+                status_td: None,
+                data_td: None,
+                awaiting_data: false,
+                transferred_bytes: 0,
+                result: None,
+                deadline: Deadline::after_us(hc.platform(), TASK_MANAGEMENT_TIMEOUT_US),
+            },
+        );
         write_bytes(&self.ius.region, base, &task_management_iu(tag, function, task_tag, self.lun));
         hc.platform().clean_for_device(&self.ius.region.slice(base, TASK_MANAGEMENT_IU_BYTES));
         let queued = (|| -> Result<(), UsbError> {
@@ -694,7 +784,7 @@ impl<'p> UasTransport<'p> {
                 let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
                 let status = self.status.enqueue(hc.platform(), tag, bus, STATUS_IU_BYTES)?;
                 self.set(tag, |s| s.status_td = Some(status));
-                self.doorbells.push((self.status.dci, tag));
+                self.doorbells.status.insert(tag);
             }
             self.queue_command_pipe(hc, tag, TASK_MANAGEMENT_IU_BYTES as u32)
         })();
@@ -711,7 +801,7 @@ impl<'p> UasTransport<'p> {
             }
             core::hint::spin_loop();
         };
-        self.states[usize::from(tag)] = None;
+        self.vacate(tag);
         match answer? {
             response_code::COMPLETE | response_code::SUCCEEDED => Ok(()),
             code => Err(TransportError::Response { code }),
@@ -730,8 +820,8 @@ impl<'p> UasTransport<'p> {
         finished: &mut Finished,
     ) {
         self.statistics.pipe_resets += 1;
-        for tag in 1..self.tags {
-            if let Some(state) = self.states[usize::from(tag)].take() {
+        for tag in self.busy_commands().iter() {
+            if let Some(state) = self.vacate(tag) {
                 let result = match state.result {
                     Some(Ok(outcome)) if !state.awaiting_data => Ok(outcome),
                     _ => Err(error),
@@ -740,13 +830,14 @@ impl<'p> UasTransport<'p> {
                 finished.push((tag, result));
             }
         }
-        self.states[usize::from(self.tags)] = None;
+        self.vacate(self.tags);
         self.command.ring.retire_all();
+        self.command_tags.clear();
         for pipe in [&mut self.status, &mut self.data_in, &mut self.data_out] {
             pipe.retire_all();
         }
         self.status_read = None;
-        self.doorbells.clear();
+        self.doorbells = PendingDoorbells::default();
         for pipe in [&mut self.status, &mut self.data_in, &mut self.data_out] {
             pipe.write_stream_contexts(hc);
         }

@@ -63,7 +63,8 @@ pub fn command_iu(tag: u16, lun: u8, cdb: &Cdb) -> [u8; COMMAND_IU_BYTES] {
     bytes[0] = iu::COMMAND;
     bytes[2..4].copy_from_slice(&tag.to_be_bytes());
     bytes[8..16].copy_from_slice(&lun_bytes(lun));
-    bytes[16..16 + usize::from(cdb.length)].copy_from_slice(cdb.as_slice());
+    // All 16 CDB bytes: those past its length are zero (`Cdb` is built so).
+    bytes[16..32].copy_from_slice(&cdb.bytes);
     bytes
 }
 

@@ -171,8 +171,11 @@ register_bitfields! [u32,
     pub MDIO_ADDR [
         REGAD OFFSET(0) NUMBITS(16) [],
         PORT OFFSET(16) NUMBITS(4) [],
-        /// 1 = read, 0 = write.
-        CMD OFFSET(20) NUMBITS(1) []
+        /// Linux `MDIO_CMD_WRITE` (0) and `MDIO_CMD_READ` (1).
+        CMD OFFSET(20) NUMBITS(1) [
+            Write = 0,
+            Read = 1
+        ]
     ],
     pub MDIO_DATA [
         DATA OFFSET(0) NUMBITS(31) [],

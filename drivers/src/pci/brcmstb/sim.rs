@@ -526,6 +526,9 @@ impl State {
 
     /// An MDIO read: only BCM2711's SSC block is modelled.
     fn mdio_read(&mut self, now_ns: u64) -> u32 {
+        // SSC is on only with both the override and its value set.
+        const SSC_ON: u16 =
+            super::mdio::SSC_CONTROL_OVERRIDE_ENABLE | super::mdio::SSC_CONTROL_OVERRIDE_VALUE;
         let packet = self.mdio.packet;
         let register = (packet & 0xffff) as u8;
         if packet & (1 << 20) == 0 || self.soc() != Soc::Bcm2711 || self.mdio.block != super::mdio::SSC_BLOCK
@@ -535,7 +538,7 @@ impl State {
         }
         let data = match register {
             super::mdio::SSC_CONTROL => self.mdio.ssc_control,
-            super::mdio::SSC_STATUS if self.mdio.ssc_control & super::mdio::SSC_CONTROL_OVERRIDE != 0 => {
+            super::mdio::SSC_STATUS if self.mdio.ssc_control & SSC_ON == SSC_ON => {
                 if !self.link_up(now_ns) {
                     self.violation(String::from("SSC turned on before the link is up"));
                 }

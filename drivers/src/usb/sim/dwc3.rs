@@ -87,10 +87,11 @@ impl RegisterIo for SimDwc3<'_> {
         if offset_bytes < REGISTER_BYTES {
             if offset_bytes == self.usbcmd_offset && value & (1 << 1) != 0 {
                 if !self.in_host_mode() {
-                    self.globals.borrow_mut().violations.push(format!(
-                        "HCRST with the core not in host mode (GCTL {:#010x})",
-                        self.register(offsets::GCTL)
-                    ));
+                    let gctl = self.register(offsets::GCTL);
+                    self.globals
+                        .borrow_mut()
+                        .violations
+                        .push(format!("HCRST with the core not in host mode (GCTL {gctl:#010x})"));
                 }
                 self.globals.borrow_mut().reset_seen = true;
             }

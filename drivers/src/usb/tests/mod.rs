@@ -255,13 +255,10 @@ fn many_commands_wrap_every_ring() {
 #[test]
 fn uas_at_super_speed_keeps_its_streams_busy_out_of_order() {
     let platform = platform();
-    let sim = SimXhci::new(
-        &platform,
-        SimConfig::default(),
-        vec![(2, drive(Speed::Super, DeviceKind::Uas { streams_exponent: 4 }))],
-    );
+    let sim = super_speed_uas(&platform);
     let shared = controller(&sim, &platform).unwrap();
-    let mut device = attach(&shared, 2, ProtocolChoice::Auto, &super::DiscardEvents).expect("attach");
+    let (mut device, buffer) = uas_with_fifteen_held_reads(&sim, &platform, &shared);
+    sim.hold_transfer_events(true);
     let identity = device.identity().clone();
     assert_eq!(identity.protocol, Protocol::Uas);
     assert!(identity.streams);
@@ -271,13 +268,6 @@ fn uas_at_super_speed_keeps_its_streams_busy_out_of_order() {
         "QEMU's 16 streams, one kept for task management"
     );
     assert_eq!(device.geometry().max_in_flight, 15);
-    let buffer = platform.allocate_dma(15 * 65536, 65536).unwrap();
-    sim.hold_transfer_events(true);
-    sim.with_device(2, |d| d.faults.hold_uas_tasks = true);
-    for tag in 0..15u32 {
-        let data = buffer.slice(tag as usize * 65536, 65536).unwrap();
-        device.submit(read(tag, u64::from(tag) * 1000, 128, data)).unwrap();
-    }
     let extra = buffer.slice(0, 512).unwrap();
     assert_eq!(device.submit(read(99, 0, 1, extra)).unwrap_err().1, SubmitError::QueueFull);
     device.kick();
@@ -313,6 +303,75 @@ fn uas_at_super_speed_keeps_its_streams_busy_out_of_order() {
     }
     assert_eq!(sim.with_device(2, |d| d.statistics.max_uas_tasks), 15);
     assert_eq!(sim.statistics().stream_doorbells.len(), 15, "every tag's streams rung");
+    sim.assert_no_violations();
+}
+
+/// A controller with a UAS drive at SuperSpeed (QEMU's 16 streams) on port 2.
+fn super_speed_uas(platform: &SimPlatform) -> SimXhci<'_> {
+    SimXhci::new(
+        platform,
+        SimConfig::default(),
+        vec![(2, drive(Speed::Super, DeviceKind::Uas { streams_exponent: 4 }))],
+    )
+}
+
+/// A UAS drive at SuperSpeed with 15 reads of 64 KiB submitted (not kicked), the drive set to
+/// hold them all.
+fn uas_with_fifteen_held_reads<'a>(
+    sim: &'a SimXhci<'a>,
+    platform: &'a SimPlatform,
+    shared: &Shared<'a>,
+) -> (Drive<'a>, DmaBuffer) {
+    let mut device = attach(shared, 2, ProtocolChoice::Auto, &super::DiscardEvents).expect("attach");
+    let buffer = platform.allocate_dma(15 * 65536, 65536).unwrap();
+    sim.with_device(2, |d| d.faults.hold_uas_tasks = true);
+    for tag in 0..15u32 {
+        let data = buffer.slice(tag as usize * 65536, 65536).unwrap();
+        device.submit(read(tag, u64::from(tag) * 1000, 128, data)).unwrap();
+    }
+    (device, buffer)
+}
+
+#[test]
+fn uas_rings_each_stream_once_and_the_command_pipe_once_per_kick() {
+    let platform = platform();
+    let sim = super_speed_uas(&platform);
+    let shared = controller(&sim, &platform).unwrap();
+    let (mut device, _buffer) = uas_with_fifteen_held_reads(&sim, &platform, &shared);
+    let before = sim.statistics().doorbells;
+    device.kick();
+    assert_eq!(
+        sim.statistics().doorbells - before,
+        15 + 15 + 1,
+        "a status and a data stream per tag, then the command pipe once for the 15 Command IUs"
+    );
+    let before = sim.statistics().doorbells;
+    device.kick();
+    let mut out = [Completion::default(); 4];
+    device.poll(&mut out);
+    assert_eq!(sim.statistics().doorbells - before, 0, "nothing queued, nothing rung");
+    sim.assert_no_violations();
+}
+
+#[test]
+fn a_uas_poll_reads_the_clock_once_for_all_its_commands() {
+    let platform = platform();
+    let sim = super_speed_uas(&platform);
+    let shared = controller(&sim, &platform).unwrap();
+    let (mut device, _buffer) = uas_with_fifteen_held_reads(&sim, &platform, &shared);
+    device.kick();
+    assert_eq!(sim.with_device(2, |d| d.uas_tags_in_progress()).len(), 15);
+    let start_ns = platform.peek_ns();
+    blockdev::Clock::now_ticks(&platform);
+    let one_reading_ns = platform.peek_ns() - start_ns;
+    let mut out = [Completion::default(); 4];
+    let before_poll_ns = platform.peek_ns();
+    assert_eq!(device.poll(&mut out), 0);
+    assert_eq!(
+        platform.peek_ns() - before_poll_ns,
+        one_reading_ns,
+        "one clock reading checks the timeouts of all 15 commands"
+    );
     sim.assert_no_violations();
 }
 
