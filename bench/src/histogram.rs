@@ -45,13 +45,15 @@ pub const P99_9_INDEX: usize = 14;
 /// The bucket a value in ns falls into, without a branch: with `d` = the bits a value drops (its
 /// most significant bit less [`BUCKET_BITS`], 0 below 128 ns), the index is `d × 64 + (value >> d)`.
 /// Below 128 ns that is the value itself; from 128 ns up `value >> d` lies in `64..128`, which
-/// is the group start `(d + 1) × 64` plus the position in the group.
+/// is the group start `(d + 1) × 64` plus the position in the group. Every value from 2^34 ns
+/// up gets an index past the last bucket and is clamped to it, which also lets the compiler see
+/// that the index is in bounds.
 #[inline]
 pub fn bucket_index(value_ns: u64) -> usize {
-    let value_ns = value_ns.min(ACCURATE_BELOW_NS - 1);
     let most_significant_bit = 63 - (value_ns | 1).leading_zeros();
     let discarded_bits = most_significant_bit.max(BUCKET_BITS) - BUCKET_BITS;
-    ((discarded_bits as usize) << BUCKET_BITS) + (value_ns >> discarded_bits) as usize
+    let index = ((discarded_bits as usize) << BUCKET_BITS) + (value_ns >> discarded_bits) as usize;
+    index.min(BUCKETS - 1)
 }
 
 /// The value a bucket reports: its midpoint (exact below 128 ns).

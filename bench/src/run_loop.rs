@@ -40,7 +40,7 @@ use crate::report;
 use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
 use crate::settings::{Config, JobSpec, OutputFormat};
 use crate::stall_watch::StallWatch;
-use crate::stats::LatencyAccumulator;
+use crate::stats::{LatencyAccumulator, LatencySums};
 use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
 use crate::written::{self, Expected, SlotTable, VerifyOutcome};
@@ -208,9 +208,10 @@ impl Scratch {
 
 /// The statistics of one run (histograms allocated once per benchmark, reset per run).
 pub(crate) struct Measurements {
-    slat: LatencyAccumulator,
-    clat: LatencyAccumulator,
-    lat: LatencyAccumulator,
+    /// The three statistics of every successful I/O in the window, counted once in `ios`.
+    slat: LatencySums,
+    clat: LatencySums,
+    lat: LatencySums,
     clat_histogram: LatencyHistogram,
     lat_histogram: LatencyHistogram,
     /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
@@ -226,9 +227,9 @@ pub(crate) struct Measurements {
 impl Measurements {
     pub(crate) fn new() -> Measurements {
         Measurements {
-            slat: LatencyAccumulator::new(),
-            clat: LatencyAccumulator::new(),
-            lat: LatencyAccumulator::new(),
+            slat: LatencySums::default(),
+            clat: LatencySums::default(),
+            lat: LatencySums::default(),
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
             latency_bands: [0; LATENCY_BANDS],
@@ -240,9 +241,9 @@ impl Measurements {
     }
 
     fn reset(&mut self) {
-        self.slat = LatencyAccumulator::new();
-        self.clat = LatencyAccumulator::new();
-        self.lat = LatencyAccumulator::new();
+        self.slat = LatencySums::default();
+        self.clat = LatencySums::default();
+        self.lat = LatencySums::default();
         self.clat_histogram.reset();
         self.lat_histogram.reset();
         self.latency_bands = [0; LATENCY_BANDS];
@@ -1327,7 +1328,8 @@ impl RunOutcome<'_> {
             |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
-        let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
+        let ios = measurements.ios;
+        let (clat, lat) = (measurements.clat.summary(ios), measurements.lat.summary(ios));
         let clat_extremes = (clat.min_ns, clat.max_ns);
         let lat_extremes = (lat.min_ns, lat.max_ns);
         measurements.clat_histogram.percentiles_ns(
@@ -1357,7 +1359,7 @@ impl RunOutcome<'_> {
             elapsed_ns: self.converter.ns(self.end_ticks.saturating_sub(self.times.start)),
             ios: measurements.ios,
             bytes: measurements.ios * plan.block_bytes,
-            slat: measurements.slat.summary(),
+            slat: measurements.slat.summary(ios),
             clat,
             lat,
             clat_percentiles_ns,

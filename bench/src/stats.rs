@@ -10,12 +10,12 @@ use crate::wide::U256;
 /// Thousandths of a nanosecond per nanosecond (the fixed-point scale of means and deviations).
 pub const MILLI_PER_UNIT: u128 = 1000;
 
-/// Running sums for one latency statistic of one run. Per sample: two compares, one 128-bit
-/// addition and one 128-bit addition with a carry count (the run loop records three statistics
-/// per I/O, so this is on the hot path of the CPU cost per I/O, docs/measurement.md §10).
+/// Running sums for one latency statistic of one run, without the count: the run loop records
+/// three statistics per I/O and counts the I/Os once. Per sample: two compares, one 128-bit
+/// addition and one 128-bit addition with a count of its wraps (this is on the hot path of the
+/// CPU cost per I/O, docs/measurement.md §10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LatencyAccumulator {
-    samples: u64,
+pub struct LatencySums {
     /// `u64::MAX` until the first sample, so that a sample needs no test of the count.
     min_ns: u64,
     max_ns: u64,
@@ -25,17 +25,17 @@ pub struct LatencyAccumulator {
     sum_squares_wraps: u64,
 }
 
-impl Default for LatencyAccumulator {
+impl Default for LatencySums {
     fn default() -> Self {
-        LatencyAccumulator {
-            samples: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-            sum_ns: 0,
-            sum_squares_low_ns2: 0,
-            sum_squares_wraps: 0,
-        }
+        LatencySums { min_ns: u64::MAX, max_ns: 0, sum_ns: 0, sum_squares_low_ns2: 0, sum_squares_wraps: 0 }
     }
+}
+
+/// Running sums and the count for one latency statistic of one run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LatencyAccumulator {
+    samples: u64,
+    sums: LatencySums,
 }
 
 /// The finished statistic: what fio prints as `min`, `max`, `mean`, `stddev`, `N`.
@@ -65,9 +65,25 @@ impl LatencyAccumulator {
 
     #[inline]
     pub fn record(&mut self, value_ns: u64) {
+        self.samples += 1;
+        self.sums.record(value_ns);
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn summary(&self) -> LatencySummary {
+        self.sums.summary(self.samples)
+    }
+}
+
+impl LatencySums {
+    /// Adds one sample; the caller counts them.
+    #[inline]
+    pub fn record(&mut self, value_ns: u64) {
         self.min_ns = self.min_ns.min(value_ns);
         self.max_ns = self.max_ns.max(value_ns);
-        self.samples += 1;
         // At most 2^64 − 1 samples below 2^64 each: the sum stays below 2^128.
         self.sum_ns += u128::from(value_ns);
         let value = u128::from(value_ns);
@@ -80,26 +96,23 @@ impl LatencyAccumulator {
         U256 { high: u128::from(self.sum_squares_wraps), low: self.sum_squares_low_ns2 }
     }
 
-    pub fn samples(&self) -> u64 {
-        self.samples
-    }
-
-    pub fn summary(&self) -> LatencySummary {
+    /// The statistic of the `samples` values recorded.
+    pub fn summary(&self, samples: u64) -> LatencySummary {
         LatencySummary {
-            samples: self.samples,
-            min_ns: if self.samples == 0 { 0 } else { self.min_ns },
+            samples,
+            min_ns: if samples == 0 { 0 } else { self.min_ns },
             max_ns: self.max_ns,
-            mean_milli_ns: self.mean_milli_ns(),
-            stddev_milli_ns: self.stddev_milli_ns(),
+            mean_milli_ns: self.mean_milli_ns(samples),
+            stddev_milli_ns: self.stddev_milli_ns(samples),
         }
     }
 
-    fn mean_milli_ns(&self) -> u128 {
-        if self.samples == 0 {
+    fn mean_milli_ns(&self, samples: u64) -> u128 {
+        if samples == 0 {
             return 0;
         }
         // sum × 1000 can exceed 128 bits only in theory; U256 keeps it exact.
-        let n = u128::from(self.samples);
+        let n = u128::from(samples);
         U256::product(self.sum_ns, MILLI_PER_UNIT)
             .checked_add(U256::from_u128(n / 2))
             .and_then(|scaled| scaled.div_rem_u128(n))
@@ -110,11 +123,11 @@ impl LatencyAccumulator {
     /// With sum = q·n + r (q = ⌊mean⌋), the sum of squared deviations is
     /// M2 = Σx² − sum²/n = A − r²/n where A = Σx² − q²·n − 2·q·r is an integer, so
     /// variance = M2/(n−1) = (A·n − r²) / (n·(n−1)), every term an integer.
-    fn stddev_milli_ns(&self) -> u128 {
-        if self.samples < 2 {
+    fn stddev_milli_ns(&self, samples: u64) -> u128 {
+        if samples < 2 {
             return 0;
         }
-        let n = u128::from(self.samples);
+        let n = u128::from(samples);
         let (q, r) = (self.sum_ns / n, self.sum_ns % n);
         let exact = || -> Option<u128> {
             let q_squared_n = U256::product(q, q).checked_mul_u128(n)?;
