@@ -5,9 +5,10 @@
 //! Each pass of the loop takes three steps: `RunLoop::reap` polls, reads the timer once (the
 //! pass's time, and the completions' when the poll found any) and records what completed,
 //! `RunLoop::fill` submits until the queue depth is in flight again
-//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
-//! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
-//! watches the drain deadline. An I/O
+//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass);
+//! between the two, one compare per pass asks whether `RunLoop::timed_events` is due: the IOPS
+//! and bandwidth samples, the window's end, the progress line (fed without ever waiting for the
+//! UART) and the drain deadline. An I/O
 //! counts when it completes inside the window; one in flight at the ramp boundary counts when it
 //! completes inside the window, its latency including ramp time, as in fio. After the window no
 //! new I/O is submitted and the device is drained.
