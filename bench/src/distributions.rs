@@ -67,31 +67,22 @@ pub const DEPTH_BANDS: usize = 7;
 pub const LEVEL_BAND_KEYS: [&str; DEPTH_BANDS] = ["1", "2", "4", "8", "16", "32", ">=64"];
 pub const BATCH_BAND_KEYS: [&str; DEPTH_BANDS] = ["0", "4", "8", "16", "32", "64", ">=64"];
 
-/// `iodepth_level` band of `in_flight` requests: 1, 2–3, 4–7, 8–15, 16–31, 32–63, ≥64.
+/// `iodepth_level` band of `in_flight` requests: 1, 2–3, 4–7, 8–15, 16–31, 32–63, ≥64. Each
+/// band is a power of two, so the band is the position of the highest bit (no chain of compares
+/// on the hot path of every doorbell).
+#[inline]
 pub fn level_band(in_flight: usize) -> usize {
-    match in_flight {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
+    ((in_flight | 1).ilog2() as usize).min(DEPTH_BANDS - 1)
 }
 
 /// `iodepth_submit`/`iodepth_complete` band of a batch of `count`: 0, 1–4, 5–8, 9–16, 17–32,
-/// 33–64, >64.
+/// 33–64, >64: from 5 up, the band of `count − 1` is the position of its highest bit.
+#[inline]
 pub fn batch_band(count: usize) -> usize {
-    match count {
-        0 => 0,
-        1..=4 => 1,
-        5..=8 => 2,
-        9..=16 => 3,
-        17..=32 => 4,
-        33..=64 => 5,
-        _ => 6,
+    if count == 0 {
+        return 0;
     }
+    (((count - 1) | 1).ilog2() as usize).clamp(1, DEPTH_BANDS - 1)
 }
 
 /// The queue-depth bands of one run, counted inside the measured window.
@@ -250,6 +241,32 @@ mod tests {
             assert_eq!(latency_band(clat_ns), band, "{clat_ns} ns");
         }
         assert_eq!(latency_band(u64::MAX), LATENCY_BANDS - 1);
+    }
+
+    #[test]
+    fn depth_bands_match_fios_ranges_for_every_count() {
+        let level = |in_flight: usize| match in_flight {
+            0..=1 => 0,
+            2..=3 => 1,
+            4..=7 => 2,
+            8..=15 => 3,
+            16..=31 => 4,
+            32..=63 => 5,
+            _ => 6,
+        };
+        let batch = |count: usize| match count {
+            0 => 0,
+            1..=4 => 1,
+            5..=8 => 2,
+            9..=16 => 3,
+            17..=32 => 4,
+            33..=64 => 5,
+            _ => 6,
+        };
+        for count in (0..=4096).chain([usize::MAX, usize::MAX - 1, 1 << 40]) {
+            assert_eq!(level_band(count), level(count), "level of {count}");
+            assert_eq!(batch_band(count), batch(count), "batch of {count}");
+        }
     }
 
     #[test]

@@ -42,16 +42,18 @@ pub const P50_INDEX: usize = 6;
 pub const P99_INDEX: usize = 12;
 pub const P99_9_INDEX: usize = 14;
 
-/// The bucket a value in ns falls into.
+/// The bucket a value in ns falls into, without a branch: with `d` = the bits a value drops (its
+/// most significant bit less [`BUCKET_BITS`], 0 below 128 ns), the index is `d × 64 + (value >> d)`.
+/// Below 128 ns that is the value itself; from 128 ns up `value >> d` lies in `64..128`, which
+/// is the group start `(d + 1) × 64` plus the position in the group. Every value from 2^34 ns
+/// up gets an index past the last bucket and is clamped to it, which also lets the compiler see
+/// that the index is in bounds.
+#[inline]
 pub fn bucket_index(value_ns: u64) -> usize {
-    if value_ns < EXACT_BELOW_NS {
-        return value_ns as usize;
-    }
-    let most_significant_bit = 63 - value_ns.leading_zeros();
-    let discarded_bits = most_significant_bit - BUCKET_BITS;
-    let group_start = (discarded_bits as usize + 1) * BUCKETS_PER_GROUP;
-    let position_in_group = ((value_ns >> discarded_bits) as usize) & (BUCKETS_PER_GROUP - 1);
-    (group_start + position_in_group).min(BUCKETS - 1)
+    let most_significant_bit = 63 - (value_ns | 1).leading_zeros();
+    let discarded_bits = most_significant_bit.max(BUCKET_BITS) - BUCKET_BITS;
+    let index = ((discarded_bits as usize) << BUCKET_BITS) + (value_ns >> discarded_bits) as usize;
+    index.min(BUCKETS - 1)
 }
 
 /// The value a bucket reports: its midpoint (exact below 128 ns).
@@ -70,18 +72,21 @@ pub fn bucket_value_ns(index: usize) -> u64 {
 /// Recording a value only counts it; the exact extremes that bound the percentiles come from the
 /// statistic's [`crate::stats::LatencyAccumulator`], which keeps them anyway.
 pub struct LatencyHistogram {
-    counts: Box<[u64]>,
+    /// A fixed-size array, so that indexing it with a [`bucket_index`] needs no bounds check.
+    counts: Box<[u64; BUCKETS]>,
 }
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
-        LatencyHistogram { counts: vec![0u64; BUCKETS].into_boxed_slice() }
+        let counts: Box<[u64]> = vec![0u64; BUCKETS].into_boxed_slice();
+        LatencyHistogram { counts: counts.try_into().unwrap_or_else(|_| unreachable!("BUCKETS counts")) }
     }
 
     pub fn reset(&mut self) {
         self.counts.fill(0);
     }
 
+    #[inline]
     pub fn record(&mut self, value_ns: u64) {
         self.counts[bucket_index(value_ns)] += 1;
     }
@@ -93,7 +98,7 @@ impl LatencyHistogram {
 
     /// The count in each bucket (index with [`bucket_value_ns`] for the value).
     pub fn counts(&self) -> &[u64] {
-        &self.counts
+        self.counts.as_slice()
     }
 
     /// Fills `values_ns[i]` with percentile `percentiles[i]`; `percentiles` must be ascending.
@@ -183,6 +188,39 @@ mod tests {
         // Percentile values seen in fio's own output are bucket midpoints.
         for fio_value in [110_080u64, 1_433_600, 71_168, 62_208] {
             assert_eq!(bucket_value_ns(bucket_index(fio_value)), fio_value);
+        }
+    }
+
+    /// The definition of the layout, one case at a time: below 128 ns a bucket per value, then
+    /// 64 buckets per power of two, everything from 2^34 ns in the last one.
+    fn reference_bucket_index(value_ns: u64) -> usize {
+        if value_ns < EXACT_BELOW_NS {
+            return value_ns as usize;
+        }
+        let most_significant_bit = 63 - value_ns.leading_zeros();
+        let discarded_bits = most_significant_bit - BUCKET_BITS;
+        let group_start = (discarded_bits as usize + 1) * BUCKETS_PER_GROUP;
+        let position_in_group = ((value_ns >> discarded_bits) as usize) & (BUCKETS_PER_GROUP - 1);
+        (group_start + position_in_group).min(BUCKETS - 1)
+    }
+
+    #[test]
+    fn bucket_index_agrees_with_the_layout_at_every_boundary() {
+        let mut values: Vec<u64> = (0..=4096).collect();
+        for bit in 7..64 {
+            let power = 1u64 << bit;
+            for delta in 0..=130u64 {
+                values.extend([power.wrapping_sub(delta), power.saturating_add(delta)]);
+            }
+            // Every bucket edge in the group of this power of two.
+            let width = power >> BUCKET_BITS;
+            values.extend((0..64).flat_map(|k| [power + k * width, (power + k * width).saturating_sub(1)]));
+        }
+        values.extend([u64::MAX, u64::MAX - 1, ACCURATE_BELOW_NS, ACCURATE_BELOW_NS - 1]);
+        let mut random = crate::offsets::RandomGenerator::new(0x615);
+        values.extend((0..100_000).map(|_| random.next_u64() >> random.below(64)));
+        for value in values {
+            assert_eq!(bucket_index(value), reference_bucket_index(value), "{value}");
         }
     }
 

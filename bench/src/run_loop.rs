@@ -5,9 +5,10 @@
 //! Each pass of the loop takes three steps: `RunLoop::reap` polls, reads the timer once (the
 //! pass's time, and the completions' when the poll found any) and records what completed,
 //! `RunLoop::fill` submits until the queue depth is in flight again
-//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass), and
-//! `RunLoop::end_of_pass` feeds the progress line (without ever waiting for the UART) and
-//! watches the drain deadline. An I/O
+//! and rings the doorbell once for the batch (so a finished tag is reused in the same pass);
+//! between the two, one compare per pass asks whether `RunLoop::timed_events` is due: the IOPS
+//! and bandwidth samples, the window's end, the progress line (fed without ever waiting for the
+//! UART) and the drain deadline. An I/O
 //! counts when it completes inside the window; one in flight at the ramp boundary counts when it
 //! completes inside the window, its latency including ramp time, as in fio. After the window no
 //! new I/O is submitted and the device is drained.
@@ -40,7 +41,7 @@ use crate::report;
 use crate::results::{Direction, FlushResult, HistogramBins, RunEnd, RunResult};
 use crate::settings::{Config, JobSpec, OutputFormat};
 use crate::stall_watch::StallWatch;
-use crate::stats::LatencyAccumulator;
+use crate::stats::{LatencyAccumulator, LatencySums};
 use crate::trace::{TraceRing, TraceStatus};
 use crate::units::{SizeText, NS_PER_MS, NS_PER_S};
 use crate::written::{self, Expected, SlotTable, VerifyOutcome};
@@ -92,22 +93,35 @@ pub struct RunEnvironment<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct TickConverter {
     ticks_per_second: u64,
-    /// Nanoseconds per tick when a second is a whole number of them (62.5 MHz: 16; 1 GHz: 1):
-    /// then a conversion is one multiplication, with the same result.
-    whole_ns_per_tick: Option<u64>,
+    /// Nanoseconds per tick when a second is a whole number of them (62.5 MHz: 16; 1 GHz: 1),
+    /// else 0: then a conversion is one multiplication, with the same result.
+    whole_ns_per_tick: u64,
+    /// The most ticks that one multiplication converts (0 without a whole number of ns per tick:
+    /// 0 ticks are 0 ns at any rate). Three conversions per I/O take this path: a compare and
+    /// a multiplication each.
+    multiply_up_to_ticks: u64,
 }
 
 impl TickConverter {
     fn new(ticks_per_second: u64) -> TickConverter {
-        let whole = (ticks_per_second > 0 && NS_PER_S.is_multiple_of(ticks_per_second))
-            .then(|| NS_PER_S / ticks_per_second);
-        TickConverter { ticks_per_second, whole_ns_per_tick: whole }
+        let whole = if ticks_per_second > 0 && NS_PER_S.is_multiple_of(ticks_per_second) {
+            NS_PER_S / ticks_per_second
+        } else {
+            0
+        };
+        let multiply_up_to_ticks = u64::MAX.checked_div(whole).unwrap_or(0);
+        TickConverter { ticks_per_second, whole_ns_per_tick: whole, multiply_up_to_ticks }
     }
 
+    #[inline]
     fn ns(self, ticks: u64) -> u64 {
-        if let Some(product) = self.whole_ns_per_tick.and_then(|per_tick| ticks.checked_mul(per_tick)) {
-            return product;
+        if ticks <= self.multiply_up_to_ticks {
+            return ticks * self.whole_ns_per_tick;
         }
+        self.ns_by_division(ticks)
+    }
+
+    fn ns_by_division(self, ticks: u64) -> u64 {
         match ticks.checked_mul(NS_PER_S) {
             Some(product) => product / self.ticks_per_second,
             None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
@@ -195,9 +209,10 @@ impl Scratch {
 
 /// The statistics of one run (histograms allocated once per benchmark, reset per run).
 pub(crate) struct Measurements {
-    slat: LatencyAccumulator,
-    clat: LatencyAccumulator,
-    lat: LatencyAccumulator,
+    /// The three statistics of every successful I/O in the window, counted once in `ios`.
+    slat: LatencySums,
+    clat: LatencySums,
+    lat: LatencySums,
     clat_histogram: LatencyHistogram,
     lat_histogram: LatencyHistogram,
     /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
@@ -213,9 +228,9 @@ pub(crate) struct Measurements {
 impl Measurements {
     pub(crate) fn new() -> Measurements {
         Measurements {
-            slat: LatencyAccumulator::new(),
-            clat: LatencyAccumulator::new(),
-            lat: LatencyAccumulator::new(),
+            slat: LatencySums::default(),
+            clat: LatencySums::default(),
+            lat: LatencySums::default(),
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
             latency_bands: [0; LATENCY_BANDS],
@@ -227,9 +242,9 @@ impl Measurements {
     }
 
     fn reset(&mut self) {
-        self.slat = LatencyAccumulator::new();
-        self.clat = LatencyAccumulator::new();
-        self.lat = LatencyAccumulator::new();
+        self.slat = LatencySums::default();
+        self.clat = LatencySums::default();
+        self.lat = LatencySums::default();
         self.clat_histogram.reset();
         self.lat_histogram.reset();
         self.latency_bands = [0; LATENCY_BANDS];
@@ -387,9 +402,11 @@ struct RunTimes {
 }
 
 impl RunTimes {
-    /// Whether `ticks` lies inside the measured window.
+    /// Whether `ticks` lies inside the measured window: one subtraction and one compare (a tick
+    /// before the ramp's end wraps to a difference beyond the window).
+    #[inline]
     fn in_window(&self, ticks: u64) -> bool {
-        ticks >= self.ramp_end && ticks < self.window_end
+        ticks.wrapping_sub(self.ramp_end) < self.window_ticks
     }
 
     fn starting_now(clock: &dyn Clock, config: &Config) -> RunTimes {
@@ -548,6 +565,8 @@ struct RunLoop<'r> {
     block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
+    /// The earliest of the sample, window end, progress and drain ticks ([`RunLoop::next_event`]).
+    next_event_ticks: u64,
     in_flight: usize,
     completed: u64,
     unknown_completions: u64,
@@ -650,6 +669,7 @@ impl<'r> RunLoop<'r> {
             block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
+            next_event_ticks: times.start,
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
             times,
             in_flight: 0,
@@ -706,23 +726,45 @@ impl<'r> RunLoop<'r> {
                 self.end_early(end, message, console);
                 break;
             }
-            while now >= self.sampler[0].next_due_ticks {
-                self.take_sample(now);
-            }
-            if self.submitting && now >= self.times.window_end {
-                self.submitting = false;
+            // Samples, the window's end, the progress line and the drain deadline: one compare
+            // per pass until the earliest of them is due.
+            if now >= self.next_event_ticks && self.timed_events(now, console) {
+                self.meter.settle(completed);
+                break;
             }
             let submitted = self.submitting && self.fill(console);
             if !self.submitting && self.in_flight == 0 {
                 self.meter.settle(submitted || completed);
                 break;
             }
-            let stop = self.end_of_pass(now, console);
             self.meter.settle(submitted || completed);
-            if stop {
-                break;
-            }
         }
+    }
+
+    /// What is due at `now`: IOPS and bandwidth samples, the end of submissions at the window's
+    /// end, the progress line, the drain deadline. Returns whether the run must stop; sets the
+    /// tick of the next event.
+    fn timed_events(&mut self, now: u64, console: &mut dyn Console) -> bool {
+        while now >= self.sampler[0].next_due_ticks {
+            self.take_sample(now);
+        }
+        if self.submitting && now >= self.times.window_end {
+            self.submitting = false;
+        }
+        let stop = self.end_of_pass(now, console);
+        self.next_event_ticks = self.next_event();
+        stop
+    }
+
+    /// The earliest tick at which [`RunLoop::timed_events`] has something to do. Only it changes
+    /// what this depends on (a refused request ends submissions early, which only makes the
+    /// real next event, the drain deadline, later than this one).
+    fn next_event(&self) -> u64 {
+        let mut next = self.sampler[0].next_due_ticks.min(self.next_progress);
+        if self.progress.has_unsent() {
+            next = next.min(self.next_pump);
+        }
+        next.min(if self.submitting { self.times.window_end } else { self.times.drain_deadline })
     }
 
     /// One IOPS and bandwidth sample (docs/fio-json.md §3), charged to nobody's CPU cost.
@@ -891,13 +933,15 @@ impl<'r> RunLoop<'r> {
                 self.check_read(completion.tag);
             }
         }
-        self.meter.lap(Account::Bookkeeping);
+        // No lap here: the rest of a pass that completed I/O is bookkeeping, which the next lap
+        // (before a submission, or the pass's settle) charges it to.
         (done, true)
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.
     fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
-        let state = match self.scratch.tags[..self.queue_depth].get_mut(completion.tag as usize) {
+        // Tags beyond this run's queue depth were reset with the rest and are never in flight.
+        let state = match self.scratch.tags.get_mut(completion.tag as usize) {
             Some(state) if state.in_flight => state,
             _ => {
                 self.unknown_completions += 1;
@@ -1034,7 +1078,7 @@ impl<'r> RunLoop<'r> {
             self.next_pump = now + self.times.pump_interval_ticks;
             self.meter.lap(Account::Excluded);
         }
-        if self.submitting || now < self.times.drain_deadline {
+        if self.submitting || self.in_flight == 0 || now < self.times.drain_deadline {
             return false;
         }
         let message = format!(
@@ -1285,7 +1329,8 @@ impl RunOutcome<'_> {
             |histogram| if keep_bins { HistogramBins::of(histogram) } else { HistogramBins::default() };
         let mut clat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
         let mut lat_percentiles_ns = [0u64; FIO_DEFAULT_PERCENTILES.len()];
-        let (clat, lat) = (measurements.clat.summary(), measurements.lat.summary());
+        let ios = measurements.ios;
+        let (clat, lat) = (measurements.clat.summary(ios), measurements.lat.summary(ios));
         let clat_extremes = (clat.min_ns, clat.max_ns);
         let lat_extremes = (lat.min_ns, lat.max_ns);
         measurements.clat_histogram.percentiles_ns(
@@ -1315,7 +1360,7 @@ impl RunOutcome<'_> {
             elapsed_ns: self.converter.ns(self.end_ticks.saturating_sub(self.times.start)),
             ios: measurements.ios,
             bytes: measurements.ios * plan.block_bytes,
-            slat: measurements.slat.summary(),
+            slat: measurements.slat.summary(ios),
             clat,
             lat,
             clat_percentiles_ns,
@@ -1338,6 +1383,32 @@ impl RunOutcome<'_> {
             check: None,
             started_at_ticks: self.times.start,
             conditions: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_conversion_matches_the_block_interfaces_at_every_rate() {
+        // Whole ns per tick (1 GHz, 62.5 MHz, 1 MHz) and not (54 MHz, 19.2 MHz, 3 Hz).
+        for ticks_per_second in [1_000_000_000, 62_500_000, 1_000_000, 54_000_000, 19_200_000, 3] {
+            let converter = TickConverter::new(ticks_per_second);
+            let mut random = RandomGenerator::new(ticks_per_second);
+            let edges =
+                [0, 1, 2, converter.multiply_up_to_ticks, u64::MAX / NS_PER_S, u64::MAX - 1, u64::MAX];
+            let draws = (0..10_000).map(|_| random.next_u64() >> random.below(64));
+            for ticks in
+                edges.into_iter().flat_map(|t| [t.saturating_sub(1), t, t.saturating_add(1)]).chain(draws)
+            {
+                assert_eq!(
+                    converter.ns(ticks),
+                    blockdev::ticks_to_ns(ticks, ticks_per_second),
+                    "{ticks} ticks at {ticks_per_second} Hz"
+                );
+            }
         }
     }
 }

@@ -1,22 +1,41 @@
 //! Exact latency count, min, max, mean and sample standard deviation in integers (docs/nvme-and-fio.md §3.3: exact, n−1).
 //!
-//! Per sample the accumulator adds the value to a 128-bit sum and its square to a 256-bit sum,
-//! so nothing rounds or overflows however long a run is. The mean and standard deviation are
-//! produced once, in thousandths of a nanosecond, rounded to nearest.
+//! Per sample the accumulator adds the value to a 128-bit sum and its square to a 128-bit sum
+//! that counts how often it wrapped (a 192-bit sum: each square is below 2^128, so it wraps at
+//! most once per sample), so nothing rounds or overflows however long a run is. The mean and
+//! standard deviation are produced once, in thousandths of a nanosecond, rounded to nearest.
 
 use crate::wide::U256;
 
 /// Thousandths of a nanosecond per nanosecond (the fixed-point scale of means and deviations).
 pub const MILLI_PER_UNIT: u128 = 1000;
 
-/// Running sums for one latency statistic of one run.
+/// Running sums for one latency statistic of one run, without the count: the run loop records
+/// three statistics per I/O and counts the I/Os once. Per sample: two compares, one 128-bit
+/// addition and one 128-bit addition with a count of its wraps (this is on the hot path of the
+/// CPU cost per I/O, docs/measurement.md §10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencySums {
+    /// `u64::MAX` until the first sample, so that a sample needs no test of the count.
+    min_ns: u64,
+    max_ns: u64,
+    sum_ns: u128,
+    /// Σx² = `sum_squares_wraps` × 2^128 + `sum_squares_low_ns2`.
+    sum_squares_low_ns2: u128,
+    sum_squares_wraps: u64,
+}
+
+impl Default for LatencySums {
+    fn default() -> Self {
+        LatencySums { min_ns: u64::MAX, max_ns: 0, sum_ns: 0, sum_squares_low_ns2: 0, sum_squares_wraps: 0 }
+    }
+}
+
+/// Running sums and the count for one latency statistic of one run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LatencyAccumulator {
     samples: u64,
-    sum_ns: u128,
-    sum_squares_ns2: U256,
-    min_ns: u64,
-    max_ns: u64,
+    sums: LatencySums,
 }
 
 /// The finished statistic: what fio prints as `min`, `max`, `mean`, `stddev`, `N`.
@@ -32,22 +51,22 @@ pub struct LatencySummary {
     pub stddev_milli_ns: u128,
 }
 
+impl LatencySummary {
+    /// The mean in whole nanoseconds, rounded to nearest.
+    pub fn mean_ns(&self) -> u64 {
+        ((self.mean_milli_ns + MILLI_PER_UNIT / 2) / MILLI_PER_UNIT).try_into().unwrap_or(u64::MAX)
+    }
+}
+
 impl LatencyAccumulator {
     pub fn new() -> LatencyAccumulator {
         LatencyAccumulator::default()
     }
 
+    #[inline]
     pub fn record(&mut self, value_ns: u64) {
-        if self.samples == 0 || value_ns < self.min_ns {
-            self.min_ns = value_ns;
-        }
-        if value_ns > self.max_ns {
-            self.max_ns = value_ns;
-        }
         self.samples += 1;
-        self.sum_ns += u128::from(value_ns);
-        let value = u128::from(value_ns);
-        self.sum_squares_ns2.add_u128(value * value);
+        self.sums.record(value_ns);
     }
 
     pub fn samples(&self) -> u64 {
@@ -55,21 +74,45 @@ impl LatencyAccumulator {
     }
 
     pub fn summary(&self) -> LatencySummary {
+        self.sums.summary(self.samples)
+    }
+}
+
+impl LatencySums {
+    /// Adds one sample; the caller counts them.
+    #[inline]
+    pub fn record(&mut self, value_ns: u64) {
+        self.min_ns = self.min_ns.min(value_ns);
+        self.max_ns = self.max_ns.max(value_ns);
+        // At most 2^64 − 1 samples below 2^64 each: the sum stays below 2^128.
+        self.sum_ns += u128::from(value_ns);
+        let value = u128::from(value_ns);
+        let (low, wrapped) = self.sum_squares_low_ns2.overflowing_add(value * value);
+        self.sum_squares_low_ns2 = low;
+        self.sum_squares_wraps += u64::from(wrapped);
+    }
+
+    fn sum_squares_ns2(&self) -> U256 {
+        U256 { high: u128::from(self.sum_squares_wraps), low: self.sum_squares_low_ns2 }
+    }
+
+    /// The statistic of the `samples` values recorded.
+    pub fn summary(&self, samples: u64) -> LatencySummary {
         LatencySummary {
-            samples: self.samples,
-            min_ns: self.min_ns,
+            samples,
+            min_ns: if samples == 0 { 0 } else { self.min_ns },
             max_ns: self.max_ns,
-            mean_milli_ns: self.mean_milli_ns(),
-            stddev_milli_ns: self.stddev_milli_ns(),
+            mean_milli_ns: self.mean_milli_ns(samples),
+            stddev_milli_ns: self.stddev_milli_ns(samples),
         }
     }
 
-    fn mean_milli_ns(&self) -> u128 {
-        if self.samples == 0 {
+    fn mean_milli_ns(&self, samples: u64) -> u128 {
+        if samples == 0 {
             return 0;
         }
         // sum × 1000 can exceed 128 bits only in theory; U256 keeps it exact.
-        let n = u128::from(self.samples);
+        let n = u128::from(samples);
         U256::product(self.sum_ns, MILLI_PER_UNIT)
             .checked_add(U256::from_u128(n / 2))
             .and_then(|scaled| scaled.div_rem_u128(n))
@@ -80,16 +123,16 @@ impl LatencyAccumulator {
     /// With sum = q·n + r (q = ⌊mean⌋), the sum of squared deviations is
     /// M2 = Σx² − sum²/n = A − r²/n where A = Σx² − q²·n − 2·q·r is an integer, so
     /// variance = M2/(n−1) = (A·n − r²) / (n·(n−1)), every term an integer.
-    fn stddev_milli_ns(&self) -> u128 {
-        if self.samples < 2 {
+    fn stddev_milli_ns(&self, samples: u64) -> u128 {
+        if samples < 2 {
             return 0;
         }
-        let n = u128::from(self.samples);
+        let n = u128::from(samples);
         let (q, r) = (self.sum_ns / n, self.sum_ns % n);
         let exact = || -> Option<u128> {
             let q_squared_n = U256::product(q, q).checked_mul_u128(n)?;
             let two_q_r = U256::product(q, r).checked_mul_u128(2)?;
-            let a = self.sum_squares_ns2.checked_sub(q_squared_n)?.checked_sub(two_q_r)?;
+            let a = self.sum_squares_ns2().checked_sub(q_squared_n)?.checked_sub(two_q_r)?;
             let numerator = a.checked_mul_u128(n)?.checked_sub(U256::product(r, r))?;
             // Variance in millionths of ns² so that its root is in thousandths of a ns.
             let scaled = numerator.checked_mul_u128(MILLI_PER_UNIT * MILLI_PER_UNIT)?;
@@ -166,6 +209,19 @@ mod tests {
             prop_assert_eq!(summary.max_ns, *samples.iter().max().unwrap());
             prop_assert_eq!(summary.samples, samples.len() as u64);
         }
+    }
+
+    #[test]
+    fn squares_that_wrap_past_128_bits_stay_exact() {
+        // Each square is just under 2^128: the sum of squares wraps at every second sample.
+        let constant = summary_of(&[u64::MAX; 7]);
+        assert_eq!(constant.stddev_milli_ns, 0);
+        assert_eq!(constant.mean_milli_ns, u128::from(u64::MAX) * 1000);
+        // u64::MAX − 2 and u64::MAX: mean u64::MAX − 1, sample deviation √2.
+        let two = summary_of(&[u64::MAX - 2, u64::MAX]);
+        assert_eq!(two.mean_milli_ns, (u128::from(u64::MAX) - 1) * 1000);
+        assert_eq!(two.stddev_milli_ns, 1_414);
+        assert_eq!((two.min_ns, two.max_ns), (u64::MAX - 2, u64::MAX));
     }
 
     #[test]

@@ -6,6 +6,9 @@
 #![forbid(unsafe_code)]
 
 use alloc::vec::Vec;
+use bench::offsets::RandomGenerator;
+use bench::series::milli_mib_per_s;
+use bench::stats::LatencyAccumulator;
 use blockdev::{BlockDevice, Clock, Completion, Geometry, IoError, Operation, Request, SubmitError};
 use core::fmt;
 use hal::dma::DmaRegion;
@@ -61,29 +64,13 @@ impl Workload<'_> {
 /// Runs of at most this many reads also report their median latency.
 pub const MEDIAN_MAX_SAMPLES: u32 = 4096;
 
-/// Latency of the reads of a run.
+/// Latency of the reads of a run: the benchmark's exact statistics ([`LatencyAccumulator`]) and,
+/// for runs of up to [`MEDIAN_MAX_SAMPLES`] reads, the median.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub total_ns: u64,
-    pub min_ns: u64,
-    pub max_ns: u64,
-    /// The middle value (the upper one of an even count), for runs of up to
-    /// [`MEDIAN_MAX_SAMPLES`] reads.
+pub struct ReadLatency {
+    pub statistics: bench::stats::LatencySummary,
+    /// The middle value (the upper one of an even count).
     pub median_ns: Option<u64>,
-}
-
-impl LatencySummary {
-    fn record(&mut self, ns: u64) {
-        self.min_ns = if self.count == 0 { ns } else { self.min_ns.min(ns) };
-        self.max_ns = self.max_ns.max(ns);
-        self.count += 1;
-        self.total_ns += ns;
-    }
-
-    pub fn mean_ns(&self) -> u64 {
-        self.total_ns.checked_div(self.count).unwrap_or(0)
-    }
 }
 
 /// How a run went.
@@ -99,7 +86,7 @@ pub struct RunReport {
     pub first_mismatch: Option<u64>,
     pub max_in_flight: u32,
     pub elapsed_ns: u64,
-    pub latency: LatencySummary,
+    pub latency: ReadLatency,
 }
 
 impl RunReport {
@@ -108,11 +95,9 @@ impl RunReport {
             as u64
     }
 
-    /// MiB/s with two decimals, as hundredths.
-    pub fn mib_per_second_hundredths(&self) -> u64 {
-        (u128::from(self.bytes) * 100 * 1_000_000_000)
-            .checked_div(u128::from(self.elapsed_ns) << 20)
-            .unwrap_or(0) as u64
+    /// Thousandths of a MiB/s (print with `bench::units::MibPerS`).
+    pub fn milli_mib_per_s(&self) -> u64 {
+        milli_mib_per_s(self.bytes, self.elapsed_ns)
     }
 
     pub fn passed(&self) -> bool {
@@ -164,28 +149,6 @@ impl fmt::Display for RunError {
     }
 }
 
-/// xorshift64* (Vigna 2016): cheap, good enough to scatter reads.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 {
-            0
-        } else {
-            self.next() % bound
-        }
-    }
-}
-
 #[derive(Clone, Copy, Default)]
 struct Slot<'r> {
     lba: u64,
@@ -206,7 +169,7 @@ struct Planner<'w> {
     workload: &'w Workload<'w>,
     geometry: Geometry,
     alignment_blocks: u64,
-    random: Random,
+    random: RandomGenerator,
     next_request: usize,
 }
 
@@ -217,7 +180,7 @@ impl<'w> Planner<'w> {
             workload,
             geometry,
             alignment_blocks: (workload.lba_alignment_bytes / block_bytes).max(1),
-            random: Random(workload.seed | 1),
+            random: RandomGenerator::new(workload.seed),
             next_request: 0,
         }
     }
@@ -269,6 +232,7 @@ struct Runner<'r, C: Clock + ?Sized> {
     planner: Planner<'r>,
     slots: [Slot<'r>; MAX_DEPTH],
     report: RunReport,
+    latency: LatencyAccumulator,
     samples_ns: Option<Vec<u64>>,
     issued: u32,
     completed: u32,
@@ -320,6 +284,7 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
             planner: Planner::new(workload, geometry),
             slots: [Slot::default(); MAX_DEPTH],
             report: RunReport { depth, ..RunReport::default() },
+            latency: LatencyAccumulator::new(),
             samples_ns,
             issued: 0,
             completed: 0,
@@ -402,7 +367,7 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
     fn record(&mut self, completion: &Completion, now_ticks: u64) {
         let slot = self.slots[completion.tag as usize];
         let latency_ns = self.clock.ticks_to_ns(now_ticks.saturating_sub(slot.submitted_ticks));
-        self.report.latency.record(latency_ns);
+        self.latency.record(latency_ns);
         if let Some(samples) = self.samples_ns.as_mut() {
             samples.push(latency_ns);
         }
@@ -442,6 +407,7 @@ impl<'r, C: Clock + ?Sized> Runner<'r, C> {
 
     fn finish(mut self, start_ticks: u64) -> RunReport {
         self.report.elapsed_ns = self.clock.ticks_to_ns(self.clock.now_ticks().saturating_sub(start_ticks));
+        self.report.latency.statistics = self.latency.summary();
         if let Some(mut samples) = self.samples_ns.filter(|samples| !samples.is_empty()) {
             samples.sort_unstable();
             self.report.latency.median_ns = Some(samples[samples.len() / 2]);
@@ -581,10 +547,11 @@ mod tests {
         assert_eq!(report.requests, 300);
         assert!(report.passed(), "{report:?}");
         assert_eq!((report.max_in_flight, report.depth), (32, 32));
-        assert_eq!(report.latency.count, 300);
-        assert!(report.latency.min_ns <= report.latency.mean_ns());
+        let latency = report.latency.statistics;
+        assert_eq!(latency.samples, 300);
+        assert!(u128::from(latency.min_ns) * 1000 <= latency.mean_milli_ns);
         let median = report.latency.median_ns.expect("300 reads have a median");
-        assert!(report.latency.min_ns <= median && median <= report.latency.max_ns);
+        assert!(latency.min_ns <= median && median <= latency.max_ns);
         assert!(report.iops() > 0);
         assert!(platform.log().violations().is_empty(), "{:?}", platform.log().violations());
     }
@@ -651,7 +618,7 @@ mod tests {
         let report =
             RunReport { requests: 1000, bytes: 1000 * 4096, elapsed_ns: 50_000_000, ..RunReport::default() };
         assert_eq!(report.iops(), 20_000);
-        assert_eq!(report.mib_per_second_hundredths(), 7812);
+        assert_eq!(report.milli_mib_per_s(), 78_125);
         assert_eq!(RunReport::default().iops(), 0);
     }
 }

@@ -19,6 +19,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bench::units::ByteSize;
+use bench::units::MibPerS;
 use blockdev::BlockDevice;
 use drivers::nvme::identify::NamespaceIdentity;
 use drivers::nvme::{Controller, DepthChoice, DriverOptions, Event, EventSink, NamespaceDevice};
@@ -572,22 +573,21 @@ fn measure(
         return true;
     };
     println!(
-        "{name}: 4 KiB QD1 read {} µs (median of {}; mean {}, min {}, max {}), 1 MiB read {} µs (median of {}; mean {}, min {}, max {}), 4 KiB QD{} {} IOPS ({} reads, {}.{:02} MiB/s)",
+        "{name}: 4 KiB QD1 read {} µs (median of {}; mean {}, min {}, max {}), 1 MiB read {} µs (median of {}; mean {}, min {}, max {}), 4 KiB QD{} {} IOPS ({} reads, {} MiB/s)",
         microseconds(qd1.latency.median_ns.unwrap_or(0)),
         qd1.requests,
-        microseconds(qd1.latency.mean_ns()),
-        microseconds(qd1.latency.min_ns),
-        microseconds(qd1.latency.max_ns),
+        microseconds(qd1.latency.statistics.mean_ns()),
+        microseconds(qd1.latency.statistics.min_ns),
+        microseconds(qd1.latency.statistics.max_ns),
         microseconds(large.latency.median_ns.unwrap_or(0)),
         large.requests,
-        microseconds(large.latency.mean_ns()),
-        microseconds(large.latency.min_ns),
-        microseconds(large.latency.max_ns),
+        microseconds(large.latency.statistics.mean_ns()),
+        microseconds(large.latency.statistics.min_ns),
+        microseconds(large.latency.statistics.max_ns),
         qd32.depth,
         qd32.iops(),
         qd32.requests,
-        qd32.mib_per_second_hundredths() / 100,
-        qd32.mib_per_second_hundredths() % 100
+        MibPerS(qd32.milli_mib_per_s())
     );
     true
 }
@@ -625,7 +625,7 @@ fn self_test(
         match selftest::run(&mut *device, platform, buffer, &workload) {
             Ok(report) => {
                 println!(
-                    "{name}: self-test qd{depth} {what}: {} {} reads ({} bytes) at up to {} in flight, {} failed, {} differ from the pattern; {} IOPS, {}.{:02} MiB/s, latency mean {} µs, max {} µs",
+                    "{name}: self-test qd{depth} {what}: {} {} reads ({} bytes) at up to {} in flight, {} failed, {} differ from the pattern; {} IOPS, {} MiB/s, latency mean {} µs, max {} µs",
                     if report.passed() { "passed," } else { "FAILED," },
                     report.requests,
                     report.bytes,
@@ -633,10 +633,9 @@ fn self_test(
                     report.failed,
                     report.mismatches,
                     report.iops(),
-                    report.mib_per_second_hundredths() / 100,
-                    report.mib_per_second_hundredths() % 100,
-                    microseconds(report.latency.mean_ns()),
-                    microseconds(report.latency.max_ns)
+                    MibPerS(report.milli_mib_per_s()),
+                    microseconds(report.latency.statistics.mean_ns()),
+                    microseconds(report.latency.statistics.max_ns)
                 );
                 describe_failures(name, &format!("self-test {what}"), &report);
             }

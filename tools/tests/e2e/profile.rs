@@ -104,7 +104,7 @@ fn a_profile_of_a_short_nvme_job_adds_up_to_the_cpu_line_and_names_the_hot_funct
         assert!(named("driver", "drivers::nvme::"), "{rows:?}");
         assert!(named("driver", "submit"), "{rows:?}");
         assert!(named("bookkeeping", "bench::run_loop::"), "{rows:?}");
-        assert!(named("bookkeeping", "bench::stats::LatencyAccumulator::record"), "{rows:?}");
+        assert!(named("bookkeeping", "bench::stats::LatencySums::record"), "{rows:?}");
     }
     // Folded stacks: every line `device;job;account;frames... count`, the driver's under a submit.
     let all = fs::read_to_string(&folded).unwrap();
