@@ -105,6 +105,24 @@ impl SubmissionEntry {
         (self.dwords[0] >> 16) as u16
     }
 
+    /// The entry as eight little-endian 64-bit words, for writing it with half as many stores
+    /// as dwords (queue memory is little-endian, NVMe 1.4 §1.5 "Byte, word and dword
+    /// relationships").
+    pub fn quadwords(&self) -> [u64; 8] {
+        let d = &self.dwords;
+        let pair = |low: u32, high: u32| u64::from(low) | u64::from(high) << 32;
+        [
+            pair(d[0], d[1]),
+            pair(d[2], d[3]),
+            pair(d[4], d[5]),
+            pair(d[6], d[7]),
+            pair(d[8], d[9]),
+            pair(d[10], d[11]),
+            pair(d[12], d[13]),
+            pair(d[14], d[15]),
+        ]
+    }
+
     pub fn set_command_id(&mut self, command_id: u16) {
         self.dwords[0] = (self.dwords[0] & 0xffff) | u32::from(command_id) << 16;
     }
@@ -217,35 +235,61 @@ impl SubmissionEntry {
     }
 
     fn transfer(opcode: u8, namespace_id: u32, lba: u64, block_count: u32, (prp1, prp2): (u64, u64)) -> Self {
-        debug_assert!((1..=65536).contains(&block_count));
-        // Every dword written once (CDW0, NSID, reserved, MPTR, PRP1, PRP2, SLBA, NLB, CDW13-15).
-        let low = |value: u64| value as u32;
-        let high = |value: u64| (value >> 32) as u32;
+        SubmissionEntry::from_quadwords(
+            IoEntry::transfer(opcode, 0, namespace_id, (lba, block_count), (prp1, prp2)).quadwords,
+        )
+    }
+
+    /// The entry whose eight little-endian 64-bit words are `quadwords`.
+    pub fn from_quadwords(quadwords: [u64; 8]) -> Self {
         SubmissionEntry {
-            dwords: [
-                u32::from(opcode),
-                namespace_id,
-                0,
-                0,
-                0,
-                0,
-                low(prp1),
-                high(prp1),
-                low(prp2),
-                high(prp2),
-                low(lba),
-                high(lba),
-                (block_count - 1) & 0xffff,
-                0,
-                0,
-                0,
-            ],
+            dwords: core::array::from_fn(|index| (quadwords[index / 2] >> (32 * (index % 2))) as u32),
         }
     }
 
     /// For a Read or Write: starting LBA and block count.
     pub fn read_range(&self) -> (u64, u32) {
         (u64::from(self.dwords[10]) | u64::from(self.dwords[11]) << 32, (self.dwords[12] & 0xffff) + 1)
+    }
+}
+
+/// An NVM I/O command (Read, Write or Flush) as the eight little-endian 64-bit words of its
+/// 64-byte entry (NVMe 1.4 Figure 104; queue memory is little-endian, §1.5), built in registers
+/// so that the queue pair writes it into the SQ with eight stores: no entry assembled dword by
+/// dword on the stack and copied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoEntry {
+    pub quadwords: [u64; 8],
+}
+
+impl IoEntry {
+    /// Read (NVMe 1.4 §6.9) or Write (§6.15): CDW0 = opcode, FUSE = 0, PSDT = 0 (PRPs), the
+    /// command identifier in bits 31:16; NSID; PRP1, PRP2; SLBA in CDW10/11; NLB (0-based) in
+    /// CDW12 bits 15:0 (no FUA, no limited retry, no protection information); everything else 0.
+    #[inline]
+    pub fn transfer(
+        opcode: u8,
+        command_id: u16,
+        namespace_id: u32,
+        (lba, block_count): (u64, u32),
+        (prp1, prp2): (u64, u64),
+    ) -> Self {
+        debug_assert!((1..=65536).contains(&block_count));
+        let dword12 = u64::from(block_count.wrapping_sub(1) & 0xffff);
+        IoEntry {
+            quadwords: [Self::head(opcode, command_id, namespace_id), 0, 0, prp1, prp2, lba, dword12, 0],
+        }
+    }
+
+    /// Flush (NVMe 1.4 §6.8): no data, no fields besides NSID.
+    #[inline]
+    pub fn flush(command_id: u16, namespace_id: u32) -> Self {
+        IoEntry { quadwords: [Self::head(io_opcode::FLUSH, command_id, namespace_id), 0, 0, 0, 0, 0, 0, 0] }
+    }
+
+    /// CDW0 and NSID.
+    fn head(opcode: u8, command_id: u16, namespace_id: u32) -> u64 {
+        u64::from(opcode) | u64::from(command_id) << 16 | u64::from(namespace_id) << 32
     }
 }
 

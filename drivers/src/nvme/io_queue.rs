@@ -12,10 +12,10 @@
 #![forbid(unsafe_code)]
 
 use super::admin::SharedAdmin;
-use super::command::{CompletionEntry, SubmissionEntry};
+use super::command::{io_opcode, CompletionEntry, IoEntry};
 use super::events::{Event, EventSink};
 use super::prp;
-use super::ring::{CompletionRing, QueueMemory, SubmissionRing};
+use super::ring::{CompletionRing, ImpossibleHead, QueueMemory, SubmissionRing};
 use super::status::Status;
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
@@ -128,21 +128,49 @@ impl QueueStatistics {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+/// What a command identifier stands for while its command is in flight. A request that needs one
+/// command (any 4 KiB read) lives in this record alone, from `submit` to its completion: its
+/// entry goes into the SQ at once when nothing waits before it, and its completion finishes it
+/// from here, with no request slot and no trip through the waiting queue. Pieces of a split
+/// request (and requests that had to wait) name their [`RequestSlot`] instead.
+#[derive(Clone, Copy, Debug)]
 struct CommandSlot {
     in_use: bool,
+    /// It outlived the command timeout: its request has failed, an Abort was sent, and its
+    /// completion, if one comes, ends it without being taken for anything else.
+    timed_out: bool,
+    /// The request slot this command is a piece of, or [`OWN_REQUEST`].
     request: u32,
+    /// For [`OWN_REQUEST`]: the request's tag, operation and data (as many bytes as it moves).
+    tag: u32,
+    operation: Operation,
+    data: DmaBuffer,
     /// The push sequence number of its SQ entry.
     sq_sequence: u64,
     lba: u64,
     block_count: u32,
     /// When its doorbell was rung (the counter of the platform's clock).
     issued_at_ticks: u64,
-    /// It outlived the command timeout: its request has failed, an Abort was sent, and its
-    /// completion, if one comes, ends it without being taken for anything else.
-    timed_out: bool,
 }
 
+/// [`CommandSlot::request`] of a command that is a whole request by itself.
+const OWN_REQUEST: u32 = u32::MAX;
+
+const IDLE_COMMAND: CommandSlot = CommandSlot {
+    in_use: false,
+    timed_out: false,
+    request: OWN_REQUEST,
+    tag: 0,
+    operation: Operation::Read,
+    data: DmaBuffer { cpu_address: 0, physical_address: 0, length_bytes: 0 },
+    sq_sequence: 0,
+    lba: 0,
+    block_count: 0,
+    issued_at_ticks: 0,
+};
+
+/// A request that needs more than one command, or that found no room to go straight into the
+/// SQ at `submit`: its pieces are issued from the waiting queue.
 #[derive(Clone, Copy, Debug)]
 struct RequestSlot {
     tag: u32,
@@ -183,6 +211,11 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     completion_ring: CompletionRing<'p>,
     commands: Vec<CommandSlot>,
     free_commands: Vec<u16>,
+    /// The command identifiers of the entries written since the last SQ doorbell, in SQ order:
+    /// the doorbell stamps them.
+    unnotified_commands: Vec<u16>,
+    /// Requests in flight that live in their command's record ([`OWN_REQUEST`]).
+    own_requests_in_flight: u32,
     requests: Vec<RequestSlot>,
     free_requests: Vec<u32>,
     /// Requests with pieces not yet in the SQ, oldest first; the last `unreleased` were
@@ -204,8 +237,6 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     reset_generation: Option<Rc<Cell<u32>>>,
     timeout_ticks: u64,
     next_timeout_check_ticks: u64,
-    /// The clock when the batch being written into the SQ started (its doorbell follows).
-    issuing_at_ticks: u64,
     /// The device is gone or could not be recovered: nothing more is sent.
     unusable: bool,
 }
@@ -242,8 +273,10 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 setup.queue.entries,
                 setup.completion_doorbell,
             ),
-            commands: alloc::vec![CommandSlot::default(); slots as usize],
+            commands: alloc::vec![IDLE_COMMAND; slots as usize],
             free_commands: (0..slots as u16).rev().collect(),
+            unnotified_commands: alloc::vec![0; setup.queue.entries as usize],
+            own_requests_in_flight: 0,
             requests: alloc::vec![IDLE_REQUEST; slots as usize],
             free_requests: (0..slots).rev().collect(),
             waiting: VecDeque::with_capacity(slots as usize),
@@ -258,7 +291,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             admin,
             timeout_ticks: platform.ns_to_ticks(setup.command_timeout_us.saturating_mul(1000)).max(1),
             next_timeout_check_ticks: 0,
-            issuing_at_ticks: 0,
             unusable: false,
             setup,
         }
@@ -282,7 +314,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     }
 
     pub fn requests_in_flight(&self) -> u32 {
-        self.geometry.max_in_flight - self.free_requests.len() as u32
+        self.geometry.max_in_flight - self.free_requests.len() as u32 + self.own_requests_in_flight
     }
 
     pub fn commands_in_flight(&self) -> u32 {
@@ -321,18 +353,11 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     /// allow. Returns how many commands were written.
     fn issue_waiting(&mut self) -> u32 {
         let mut issued = 0;
-        let mut now_ticks = None;
         while self.waiting.len() > self.unreleased
             && !self.free_commands.is_empty()
             && !self.submission_ring.is_full()
         {
             let index = self.waiting[0];
-            // One clock read for the batch: the doorbell that follows starts them all.
-            if now_ticks.is_none() {
-                let now = self.platform.now_ticks();
-                now_ticks = Some(now);
-                self.issuing_at_ticks = now;
-            }
             if self.issue_piece(index) {
                 issued += 1;
             }
@@ -348,94 +373,111 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     /// doorbell).
     fn issue_piece(&mut self, index: u32) -> bool {
         let request = &self.requests[index as usize];
-        let operation = request.operation;
-        if operation == Operation::Flush {
-            return self.issue_flush(index);
-        }
         let setup = &self.setup;
         let first_block = request.pieces_issued * setup.max_command_blocks;
         let block_count = setup.max_command_blocks.min(request.block_count - first_block);
         let lba = request.lba + u64::from(first_block);
         let data_bus = request.data_bus + u64::from(first_block) * u64::from(setup.block_bytes);
-        let length_bytes = block_count as usize * setup.block_bytes as usize;
+        let operation = request.operation;
+        let (block_count, lba) = if operation == Operation::Flush { (0, 0) } else { (block_count, lba) };
         let command_id = self.free_commands.pop().expect("checked by the caller");
-        let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
-        let lists = setup.lists.map(|lists| lists.region);
-        let built = prp::build(
-            data_bus,
-            length_bytes,
-            setup.page_bytes,
-            self.lists_bus + list_offset as u64,
-            setup.list_pages_per_command,
-            |slot, value| {
-                if let Some(lists) = lists {
-                    lists.write_u64(list_offset + slot * prp::ENTRY_BYTES, value);
-                }
-            },
-        );
-        let prps = match built {
-            Ok(prps) => prps,
-            Err(_) => {
-                // Not reachable for requests that passed `submit`'s checks; fail the request
-                // rather than send something the controller would misread.
-                self.free_commands.push(command_id);
-                let request = &mut self.requests[index as usize];
-                request.error.get_or_insert(IoError { kind: IoErrorKind::Transfer, code: 0 });
-                request.pieces_total = request.pieces_issued;
-                if request.pieces_done == request.pieces_total {
-                    self.finished_early.push_back(index);
-                }
-                return false;
+        let Some(sq_sequence) = self.write_command(command_id, operation, (lba, block_count), data_bus)
+        else {
+            // Not reachable for requests that passed `submit`'s checks; fail the request
+            // rather than send something the controller would misread.
+            self.free_commands.push(command_id);
+            let request = &mut self.requests[index as usize];
+            request.error.get_or_insert(IoError { kind: IoErrorKind::Transfer, code: 0 });
+            request.pieces_total = request.pieces_issued;
+            if request.pieces_done == request.pieces_total {
+                self.finished_early.push_back(index);
             }
-        };
-        if let (Some(lists), true) = (lists, prps.list_pages > 0) {
-            self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
-        }
-        let namespace_id = setup.namespace_id;
-        let mut entry = match operation {
-            Operation::Write => SubmissionEntry::write(namespace_id, lba, block_count, prps.prp1, prps.prp2),
-            _ => SubmissionEntry::read(namespace_id, lba, block_count, prps.prp1, prps.prp2),
-        };
-        entry.set_command_id(command_id);
-        self.push_command(index, entry, command_id, (lba, block_count));
-        true
-    }
-
-    /// A Flush takes one command and no data.
-    fn issue_flush(&mut self, index: u32) -> bool {
-        let command_id = self.free_commands.pop().expect("checked by the caller");
-        let mut entry = SubmissionEntry::flush(self.setup.namespace_id);
-        entry.set_command_id(command_id);
-        self.push_command(index, entry, command_id, (0, 0));
-        true
-    }
-
-    /// Puts a built command into the SQ (no doorbell) and records it.
-    fn push_command(
-        &mut self,
-        index: u32,
-        entry: SubmissionEntry,
-        command_id: u16,
-        (lba, block_count): (u64, u32),
-    ) {
-        let sq_sequence = self.submission_ring.push(&entry).expect("checked by the caller");
-        self.commands[usize::from(command_id)] = CommandSlot {
-            in_use: true,
-            request: index,
-            sq_sequence,
-            lba,
-            block_count,
-            issued_at_ticks: self.issuing_at_ticks,
-            timed_out: false,
+            return false;
         };
         self.requests[index as usize].pieces_issued += 1;
-        self.statistics.commands_submitted += 1;
-        let in_flight = self.commands_in_flight();
-        self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
+        let data = DmaBuffer { cpu_address: 0, physical_address: 0, length_bytes: 0 };
+        self.record_command(
+            command_id,
+            CommandSlot {
+                in_use: true,
+                timed_out: false,
+                request: index,
+                tag: 0,
+                operation,
+                data,
+                sq_sequence,
+                lba,
+                block_count,
+                issued_at_ticks: 0,
+            },
+        );
+        true
     }
 
-    /// Tells the controller about every entry written since the last doorbell (one write).
+    /// Builds the command's PRPs (a Flush has none) and writes its entry into the SQ (no
+    /// doorbell). Returns its SQ sequence number; `None` when its PRPs could not be built.
+    #[inline(always)]
+    fn write_command(
+        &mut self,
+        command_id: u16,
+        operation: Operation,
+        (lba, block_count): (u64, u32),
+        data_bus: u64,
+    ) -> Option<u64> {
+        let setup = &self.setup;
+        let namespace_id = setup.namespace_id;
+        let entry = if operation == Operation::Flush {
+            IoEntry::flush(command_id, namespace_id)
+        } else {
+            let length_bytes = block_count as usize * setup.block_bytes as usize;
+            let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
+            let lists = setup.lists.map(|lists| lists.region);
+            let prps = prp::build(
+                data_bus,
+                length_bytes,
+                setup.page_bytes,
+                self.lists_bus + list_offset as u64,
+                setup.list_pages_per_command,
+                |slot, value| {
+                    if let Some(lists) = lists {
+                        lists.write_u64(list_offset + slot * prp::ENTRY_BYTES, value);
+                    }
+                },
+            )
+            .ok()?;
+            if let (Some(lists), true) = (lists, prps.list_pages > 0) {
+                self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
+            }
+            let opcode = if operation == Operation::Write { io_opcode::WRITE } else { io_opcode::READ };
+            IoEntry::transfer(opcode, command_id, namespace_id, (lba, block_count), (prps.prp1, prps.prp2))
+        };
+        self.unnotified_commands[self.submission_ring.unnotified()] = command_id;
+        Some(self.submission_ring.push_io(&entry).expect("checked by the caller"))
+    }
+
+    /// Records a command written into the SQ; its doorbell stamps it.
+    #[inline(always)]
+    fn record_command(&mut self, command_id: u16, command: CommandSlot) {
+        self.commands[usize::from(command_id)] = command;
+        self.statistics.commands_submitted += 1;
+    }
+
+    /// Tells the controller about every entry written since the last doorbell (one write), and
+    /// stamps their commands with one clock reading: their timeouts count from here.
+    #[inline(always)]
     fn ring_submission_doorbell(&mut self) {
+        let written = self.submission_ring.unnotified();
+        if written == 0 {
+            return;
+        }
+        let now_ticks = self.platform.now_ticks();
+        for command_id in &self.unnotified_commands[..written] {
+            self.commands[usize::from(*command_id)].issued_at_ticks = now_ticks;
+        }
+        // Commands in flight only grow here (a completion only takes them away): the most at
+        // once is a doorbell's count, counted once per doorbell instead of once per command.
+        let in_flight = self.commands_in_flight();
+        self.statistics.max_commands_in_flight = self.statistics.max_commands_in_flight.max(in_flight);
         if self.submission_ring.notify(&self.registers, self.platform) {
             self.statistics.sq_doorbell_writes += 1;
         }
@@ -443,14 +485,24 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
 
     /// Handles one completion entry; returns the finished request, if this was its last piece,
     /// with this entry's identifiers.
+    #[inline(always)]
     fn complete(&mut self, entry: &CompletionEntry) -> Option<(Completion, CommandDetail)> {
         let command_id = entry.command_id();
-        let command = self.trusted_command(entry)?;
-        let outcome = self.command_outcome(entry, &command);
-        self.commands[usize::from(command_id)].in_use = false;
+        if !self.trusted(entry) {
+            return None;
+        }
+        let outcome = self.command_outcome(entry, command_id);
+        let command = &mut self.commands[usize::from(command_id)];
+        command.in_use = false;
+        let (index, tag, operation, data) = (command.request, command.tag, command.operation, command.data);
         self.free_commands.push(command_id);
         self.statistics.commands_completed += 1;
-        let index = command.request;
+        let detail =
+            CommandDetail { queue_id: self.setup.queue_id, command_id, sq_head: Some(entry.sq_head()) };
+        if index == OWN_REQUEST {
+            self.own_requests_in_flight -= 1;
+            return Some((self.finish_transfer(tag, operation, data, outcome.err()), detail));
+        }
         let request = &mut self.requests[index as usize];
         request.pieces_done += 1;
         if let Err(error) = outcome {
@@ -464,46 +516,70 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             }
         }
         let request = &self.requests[index as usize];
-        let detail =
-            CommandDetail { queue_id: self.setup.queue_id, command_id, sq_head: Some(entry.sq_head()) };
         (request.pieces_done == request.pieces_total).then(|| (self.finish(index), detail))
     }
 
-    /// The command an entry completes, if the entry names this queue and a command in flight;
-    /// otherwise the entry is reported and ignored.
-    fn trusted_command(&mut self, entry: &CompletionEntry) -> Option<CommandSlot> {
+    /// Whether an entry names this queue and a command in flight; otherwise the entry is
+    /// reported and ignored.
+    #[inline(always)]
+    fn trusted(&mut self, entry: &CompletionEntry) -> bool {
+        let queue_id = self.setup.queue_id;
+        let command_id = entry.command_id();
+        let known = self.commands.get(usize::from(command_id)).is_some_and(|command| command.in_use);
+        if entry.sq_id() == queue_id && known {
+            return true;
+        }
+        self.distrust(entry);
+        false
+    }
+
+    /// Reports an entry that names another queue or no command in flight.
+    #[cold]
+    #[inline(never)]
+    fn distrust(&mut self, entry: &CompletionEntry) {
         let queue_id = self.setup.queue_id;
         let command_id = entry.command_id();
         let event = if entry.sq_id() != queue_id {
             Event::WrongSubmissionQueue { queue_id, reported_queue_id: entry.sq_id(), command_id }
         } else {
-            match self.commands.get(usize::from(command_id)) {
-                Some(command) if command.in_use => return Some(*command),
-                _ => Event::UnknownCommandId {
-                    queue_id,
-                    command_id,
-                    sq_head: entry.sq_head(),
-                    status: entry.status(),
-                },
-            }
+            Event::UnknownCommandId { queue_id, command_id, sq_head: entry.sq_head(), status: entry.status() }
         };
         self.statistics.protocol_errors += 1;
         self.report(event);
-        None
     }
 
-    /// The command's result: its status, unless the SQ head it reports is impossible.
-    fn command_outcome(&mut self, entry: &CompletionEntry, command: &CommandSlot) -> Result<(), IoError> {
+    /// The result of command `command_id`: its status, unless the SQ head it reports is
+    /// impossible.
+    #[inline(always)]
+    fn command_outcome(&mut self, entry: &CompletionEntry, command_id: u16) -> Result<(), IoError> {
+        let command = &self.commands[usize::from(command_id)];
+        let (timed_out, sq_sequence) = (command.timed_out, command.sq_sequence);
+        let head = self.submission_ring.accept_head(entry.sq_head(), sq_sequence);
+        if !timed_out && head.is_ok() && entry.status().is_success() {
+            return Ok(());
+        }
+        self.command_failure(entry, command_id, timed_out, head)
+    }
+
+    /// Why command `command_id` failed, reported: a completion after its timeout, an
+    /// impossible SQ head (`head`, as the ring took it), a reserved status, or its error status.
+    #[cold]
+    #[inline(never)]
+    fn command_failure(
+        &mut self,
+        entry: &CompletionEntry,
+        command_id: u16,
+        timed_out: bool,
+        head: Result<(), ImpossibleHead>,
+    ) -> Result<(), IoError> {
         let queue_id = self.setup.queue_id;
-        let command_id = entry.command_id();
-        if command.timed_out {
+        if timed_out {
             // The aborted command's own completion (Command Abort Requested, or its late
             // result): it ends that command and nothing else; the request failed already.
             self.report_follow_up(Event::LateCompletion { queue_id, command_id, status: entry.status() });
-            let _ = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence);
             return Err(IoError { kind: IoErrorKind::Timeout, code: u32::from(command_id) });
         }
-        if let Err(known) = self.submission_ring.accept_head(entry.sq_head(), command.sq_sequence) {
+        if let Err(known) = head {
             self.statistics.protocol_errors += 1;
             self.report(Event::ImpossibleSqHead {
                 queue_id,
@@ -516,9 +592,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             return Err(IoError { kind: IoErrorKind::Protocol, code: u32::from(entry.sq_head()) });
         }
         let status = entry.status();
-        if status.is_success() {
-            return Ok(());
-        }
         if (RESERVED_CODE_TYPES).contains(&status.code_type) {
             // Not a status the specification defines: the completion cannot be trusted.
             self.statistics.protocol_errors += 1;
@@ -527,13 +600,15 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         }
         self.statistics.command_errors += 1;
         self.statistics.count_status(status, 1);
+        let command = &self.commands[usize::from(command_id)];
+        let (lba, block_count) = (command.lba, command.block_count);
         self.report(Event::CommandFailed {
             queue_id,
             command_id,
-            opcode: super::command::io_opcode::READ,
+            opcode: io_opcode::READ,
             namespace_id: self.setup.namespace_id,
-            lba: command.lba,
-            block_count: command.block_count,
+            lba,
+            block_count,
             status,
             command_specific: entry.command_specific(),
             sq_head: entry.sq_head(),
@@ -542,8 +617,10 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     }
 
     /// `submit` for a request that already passed [`check_request`] against this pair's
-    /// geometry (the namespace checks once for all its pairs): the bus address, a request
-    /// slot, and the data cleaned from the cache.
+    /// geometry (the namespace checks once for all its pairs): the bus address, the data
+    /// cleaned from the cache, and the request's command written into the SQ when it needs one
+    /// and nothing waits before it; otherwise a request slot in the waiting queue.
+    #[inline(always)]
     pub(crate) fn submit_checked(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
         if self.unusable {
             return Err((request, SubmitError::DeviceUnusable));
@@ -562,9 +639,63 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 data_bus
             }
         };
-        let Some(index) = self.free_requests.pop() else {
+        if self.requests_in_flight() == self.geometry.max_in_flight {
             return Err((request, SubmitError::QueueFull));
+        }
+        let data = request.buffer.slice(0, bytes);
+        // Nothing dirty in the cache may later be written back over the data the device writes.
+        if let Some(data) = data {
+            self.platform.clean_for_device(&data);
+        }
+        self.statistics.requests_submitted += 1;
+        let fits_one_command = request.block_count <= self.setup.max_command_blocks;
+        if !(fits_one_command && self.waiting.is_empty() && self.issue_own(&request, data, data_bus)) {
+            self.wait_for_issue(&request, data_bus);
+        }
+        Ok(())
+    }
+
+    /// Writes a request of one command into the SQ as that command's record, when a command
+    /// identifier and an SQ slot are free (the doorbell follows at `kick`). Returns whether it
+    /// did.
+    #[inline(always)]
+    fn issue_own(&mut self, request: &Request, data: Option<DmaBuffer>, data_bus: u64) -> bool {
+        if self.submission_ring.is_full() {
+            return false;
+        }
+        let Some(command_id) = self.free_commands.pop() else {
+            return false;
         };
+        let range = (request.lba, request.block_count);
+        let Some(sq_sequence) = self.write_command(command_id, request.operation, range, data_bus) else {
+            // The waiting queue's issue fails it the usual way.
+            self.free_commands.push(command_id);
+            return false;
+        };
+        self.own_requests_in_flight += 1;
+        let data = data.unwrap_or(DmaBuffer { length_bytes: 0, ..request.buffer });
+        self.record_command(
+            command_id,
+            CommandSlot {
+                in_use: true,
+                timed_out: false,
+                request: OWN_REQUEST,
+                tag: request.tag,
+                operation: request.operation,
+                data,
+                sq_sequence,
+                lba: request.lba,
+                block_count: request.block_count,
+                issued_at_ticks: 0,
+            },
+        );
+        true
+    }
+
+    /// Gives a request a slot in the waiting queue; its pieces are issued from there, in
+    /// request order, from the next `kick`.
+    fn wait_for_issue(&mut self, request: &Request, data_bus: u64) {
+        let index = self.free_requests.pop().expect("a request slot for every request in flight");
         let pieces_total = request.block_count.div_ceil(self.setup.max_command_blocks).max(1);
         self.requests[index as usize] = RequestSlot {
             tag: request.tag,
@@ -578,36 +709,40 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             pieces_done: 0,
             error: None,
         };
-        // Nothing dirty in the cache may later be written back over the data the device writes.
-        if let Some(data) = request.buffer.slice(0, bytes) {
-            self.platform.clean_for_device(&data);
-        }
         self.waiting.push_back(index);
         self.unreleased += 1;
-        self.statistics.requests_submitted += 1;
         if pieces_total > 1 {
             self.statistics.requests_split += 1;
         }
-        let in_flight = self.requests_in_flight();
-        self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
-        Ok(())
     }
 
+    /// Ends the request in slot `index`.
     fn finish(&mut self, index: u32) -> Completion {
         let request = &self.requests[index as usize];
         let bytes = request.block_count as usize * self.setup.block_bytes as usize;
-        if request.operation == Operation::Read {
-            if let Some(data) = request.buffer.slice(0, bytes) {
-                self.platform.invalidate_for_cpu(&data);
-            }
-        }
-        let completion = Completion { tag: request.tag, result: request.error.map_or(Ok(()), Err) };
+        let data = request.buffer.slice(0, bytes).unwrap_or(DmaBuffer { length_bytes: 0, ..request.buffer });
+        let (tag, operation, error) = (request.tag, request.operation, request.error);
         self.free_requests.push(index);
+        self.finish_transfer(tag, operation, data, error)
+    }
+
+    /// A request's completion: its read data made visible to the CPU, and counted.
+    #[inline(always)]
+    fn finish_transfer(
+        &mut self,
+        tag: u32,
+        operation: Operation,
+        data: DmaBuffer,
+        error: Option<IoError>,
+    ) -> Completion {
+        if operation == Operation::Read {
+            self.platform.invalidate_for_cpu(&data);
+        }
         self.statistics.requests_completed += 1;
-        if completion.result.is_err() {
+        if error.is_some() {
             self.statistics.requests_failed += 1;
         }
-        completion
+        Completion { tag, result: error.map_or(Ok(()), Err) }
     }
 }
 
@@ -655,13 +790,20 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
     }
 
     /// Writes the submitted requests' commands into the SQ and rings its doorbell once.
+    #[inline(always)]
     fn kick(&mut self) {
         self.follow_controller_reset();
+        // Requests in flight grow only by `submit`, which a kick follows: the most at once is
+        // a kick's count, counted once per batch instead of once per request.
+        let in_flight = self.requests_in_flight();
+        self.statistics.max_requests_in_flight = self.statistics.max_requests_in_flight.max(in_flight);
         self.unreleased = 0;
         if self.unusable {
             return;
         }
-        self.issue_waiting();
+        if !self.waiting.is_empty() {
+            self.issue_waiting();
+        }
         self.ring_submission_doorbell();
     }
 
@@ -673,6 +815,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for IoQueuePair<'_, R, P> {
 
     /// As `poll`; `details` (when not empty) gets each completion's queue, command identifier
     /// and the SQ head its completion entry reported.
+    #[inline(always)]
     fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
         self.follow_controller_reset();
         let mut produced = 0;
@@ -1392,6 +1535,58 @@ mod tests {
         device.kick();
         wait_for(&platform, &mut device, 1);
         assert_eq!(events.messages.borrow().len(), MAX_REPORTS_PER_RUN as usize + 1);
+    }
+
+    #[test]
+    fn a_request_of_one_command_is_written_into_the_sq_at_submit_and_handed_over_at_kick() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let mut device = pair(&sim, &platform, &DiscardEvents, 8);
+        let buffer = platform.allocate_dma(2 * 4096, 4096).unwrap();
+        sim.reset_statistics();
+        sim.hold_io_completions(true);
+        let data = buffer.slice(0, 4096).unwrap();
+        let start = platform.log().len();
+        device.submit(read(1, 0, 8, data)).unwrap();
+        let written: StdVec<&str> =
+            platform.log().since(start).iter().filter_map(|event| label(&device, &data, event)).collect();
+        // Its one record is its command: the entry is in the SQ, the controller not yet told.
+        assert!(written.contains(&"CPU writes SQ entry"), "{written:?}");
+        assert!(!written.contains(&"SQ doorbell"), "{written:?}");
+        assert_eq!((sim.statistics().sq_doorbell_writes, sim.held_count()), (0, 0));
+        assert_eq!(device.requests_in_flight(), 1);
+        device.submit(read(2, 8, 8, buffer.slice(4096, 4096).unwrap())).unwrap();
+        device.kick();
+        assert_eq!((sim.statistics().sq_doorbell_writes, sim.held_count()), (1, 2), "one doorbell for both");
+        assert_eq!(device.statistics().max_requests_in_flight, 2);
+        assert_eq!(device.statistics().max_commands_in_flight, 2);
+        sim.hold_io_completions(false);
+        let mut tags: StdVec<u32> = wait_for(&platform, &mut device, 2).iter().map(|c| c.tag).collect();
+        tags.sort_unstable();
+        assert_eq!(tags, [1, 2]);
+        assert_eq!(device.requests_in_flight(), 0);
+        check_pattern(&platform, &data, 0, 4096);
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_command_written_at_submit_times_out_counting_from_its_doorbell() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, SimConfig::default());
+        let events = RecordingEvents::default();
+        let mut device = pair_with_timeout(&sim, &platform, &events, 50);
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        sim.hold_io_completions(true);
+        device.submit(read(1, 0, 8, buffer)).unwrap();
+        // 40 ms between submit and kick: the command's 50 ms start at its doorbell.
+        platform.set_step_us(40_000);
+        platform.now_ticks();
+        platform.set_step_us(1);
+        device.kick();
+        let (done, waited_ns) = wait_timed(&platform, &mut device, 1);
+        assert_eq!(done[0].result.unwrap_err().kind, IoErrorKind::Timeout);
+        assert!((50_000_000..100_000_000).contains(&waited_ns), "{waited_ns} ns after the kick");
+        sim.assert_no_violations();
     }
 
     #[test]

@@ -103,6 +103,9 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
+        if let [pair] = self.pairs.as_mut_slice() {
+            return pair.poll_detailed(completions, &mut []);
+        }
         self.poll_detailed(completions, &mut [])
     }
 

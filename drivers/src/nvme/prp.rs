@@ -94,13 +94,18 @@ pub fn build(
     if data_bus & 0x3 != 0 {
         return Err(PrpError::MisalignedData { bus_address: data_bus });
     }
+    // Memory page sizes are powers of two (CC.MPS: 2 ^ (12 + MPS), NVMe 1.4 §3.1.5): the offset
+    // is a mask, and one or two pages a comparison, on every command's path.
+    debug_assert!(page_bytes.is_power_of_two());
     let page = page_bytes as u64;
-    let first_offset = (data_bus % page) as usize;
+    let first_offset = (data_bus & (page - 1)) as usize;
     let second_page = data_bus - first_offset as u64 + page;
-    match pages_spanned(first_offset, length_bytes, page_bytes) {
-        1 => return Ok(PrpPointers { prp1: data_bus, prp2: 0, list_entries: 0, list_pages: 0 }),
-        2 => return Ok(PrpPointers { prp1: data_bus, prp2: second_page, list_entries: 0, list_pages: 0 }),
-        _ => {}
+    let end = first_offset + length_bytes;
+    if end <= page_bytes {
+        return Ok(PrpPointers { prp1: data_bus, prp2: 0, list_entries: 0, list_pages: 0 });
+    }
+    if end <= 2 * page_bytes {
+        return Ok(PrpPointers { prp1: data_bus, prp2: second_page, list_entries: 0, list_pages: 0 });
     }
     let list_entries = list_entries_for(first_offset, length_bytes, page_bytes);
     let pages_needed = list_pages_for_entries(list_entries, page_bytes);

@@ -13,7 +13,7 @@
 //! The barriers are `hal::barrier`'s, which say why each is the cheapest that is correct.
 
 use super::command::{
-    phase_of, CompletionEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
+    phase_of, CompletionEntry, IoEntry, SubmissionEntry, COMPLETION_ENTRY_BYTES, SUBMISSION_ENTRY_BYTES,
 };
 use hal::barrier;
 use hal::dma::{DmaAllocation, DmaRegion};
@@ -49,6 +49,9 @@ pub struct SubmissionRing<'p> {
     pushed: u64,
     notified: u64,
     fetched: u64,
+    /// The slots of `pushed` and `fetched` (kept as they move, instead of a division each time).
+    tail_slot: u32,
+    head_slot: u32,
     /// Whether the platform's cache maintenance does anything for this ring's memory, asked
     /// at the first hand-over (the memory never moves).
     maintained: Option<bool>,
@@ -67,6 +70,8 @@ impl<'p> SubmissionRing<'p> {
             pushed: 0,
             notified: 0,
             fetched: 0,
+            tail_slot: 0,
+            head_slot: 0,
             maintained: None,
         }
     }
@@ -76,7 +81,7 @@ impl<'p> SubmissionRing<'p> {
     }
 
     pub fn tail(&self) -> u32 {
-        self.slot_of(self.pushed)
+        self.tail_slot
     }
 
     /// Slots of the ring.
@@ -85,7 +90,7 @@ impl<'p> SubmissionRing<'p> {
     }
 
     pub fn head(&self) -> u32 {
-        self.slot_of(self.fetched)
+        self.head_slot
     }
 
     /// Slots holding commands the controller has not fetched (as far as the host knows).
@@ -106,19 +111,37 @@ impl<'p> SubmissionRing<'p> {
     /// told until [`SubmissionRing::notify`]). Returns the entry's sequence number (its slot is
     /// that modulo the ring size); `None` when full.
     pub fn push(&mut self, entry: &SubmissionEntry) -> Option<u64> {
+        self.push_quadwords(&entry.quadwords())
+    }
+
+    /// As [`SubmissionRing::push`], for an I/O command built as 64-bit words.
+    #[inline]
+    pub fn push_io(&mut self, entry: &IoEntry) -> Option<u64> {
+        self.push_quadwords(&entry.quadwords)
+    }
+
+    #[inline(always)]
+    fn push_quadwords(&mut self, quadwords: &[u64; 8]) -> Option<u64> {
         if self.is_full() {
             return None;
         }
         let sequence = self.pushed;
-        let slot = self.slot_of(sequence);
-        self.memory.write_words(slot as usize * SUBMISSION_ENTRY_BYTES, &entry.dwords);
+        let slot = self.tail_slot;
+        self.memory.write_u64s(slot as usize * SUBMISSION_ENTRY_BYTES, quadwords);
         self.pushed += 1;
+        self.tail_slot = if slot + 1 == self.entries { 0 } else { slot + 1 };
         Some(sequence)
+    }
+
+    /// How many entries were pushed and not yet handed to the controller.
+    pub fn unnotified(&self) -> usize {
+        (self.pushed - self.notified) as usize
     }
 
     /// Hands every entry pushed since the last call to the controller: cleans them from the
     /// cache, orders them before the doorbell with a store barrier, and writes the tail
     /// doorbell once. Returns whether there was anything to hand over.
+    #[inline]
     pub fn notify<R: RegisterIo + ?Sized, P: Platform + ?Sized>(
         &mut self,
         registers: &R,
@@ -127,10 +150,10 @@ impl<'p> SubmissionRing<'p> {
         if self.pushed == self.notified {
             return false;
         }
-        let (from, tail) = (self.slot_of(self.notified), self.tail());
+        let tail = self.tail();
         let memory = self.memory.buffer();
         if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory)) {
-            self.clean_entries(from, tail, platform);
+            self.clean_entries(self.slot_of(self.notified), tail, platform);
         }
         // The entries (Normal memory) must reach the controller before the doorbell (Device
         // memory) tells it to fetch them: `dmb oshst`, as Linux's `writel()`.
@@ -163,14 +186,21 @@ impl<'p> SubmissionRing<'p> {
     pub fn accept_head(&mut self, reported_head: u16, sequence: u64) -> Result<(), ImpossibleHead> {
         let lower_bound = self.fetched.max(sequence + 1).min(self.pushed);
         let reported_head = u32::from(reported_head);
-        let reach = u64::from((reported_head + self.entries - self.head()) % self.entries);
-        let candidate = self.fetched + reach;
+        // Both below `entries`: the distance forward from the head is one subtraction, wrapped.
+        let reach = if reported_head >= self.head_slot {
+            reported_head - self.head_slot
+        } else {
+            reported_head + self.entries - self.head_slot
+        };
+        let candidate = self.fetched + u64::from(reach);
         if reported_head < self.entries && candidate <= self.pushed && candidate >= lower_bound {
             self.fetched = candidate;
+            self.head_slot = reported_head;
             Ok(())
         } else {
             let known = ImpossibleHead { known_head: self.head(), tail: self.tail() };
             self.fetched = lower_bound;
+            self.head_slot = self.slot_of(lower_bound);
             Err(known)
         }
     }
@@ -213,6 +243,7 @@ impl<'p> CompletionRing<'p> {
     /// The entry at the head if the controller has posted it (its phase tag is the one this
     /// pass expects); the head moves on, the phase flips on wrap. The slot stays the host's
     /// until [`CompletionRing::release`].
+    #[inline(always)]
     pub fn pop<P: Platform + ?Sized>(&mut self, platform: &P) -> Option<CompletionEntry> {
         let offset = self.head as usize * COMPLETION_ENTRY_BYTES;
         let memory = self.memory.buffer();
@@ -240,6 +271,7 @@ impl<'p> CompletionRing<'p> {
 
     /// Gives the entries taken since the last call back to the controller with one head
     /// doorbell write. Returns whether there were any.
+    #[inline]
     pub fn release<R: RegisterIo + ?Sized>(&mut self, registers: &R) -> bool {
         if self.unreleased == 0 {
             return false;

@@ -20,7 +20,7 @@ use super::super::admin::{AbortOutcome, ADMIN_COMMAND_TIMEOUT_MS};
 use super::super::error::NvmeError;
 use super::super::events::Event;
 use super::super::ring::{CompletionRing, SubmissionRing};
-use super::IoQueuePair;
+use super::{IoQueuePair, RequestSlot, OWN_REQUEST};
 use blockdev::{IoError, IoErrorKind};
 use hal::mmio::RegisterIo;
 use hal::platform::Platform;
@@ -77,7 +77,10 @@ impl<R: RegisterIo, P: Platform> IoQueuePair<'_, R, P> {
         let (index, lba, block_count) = (slot.request, slot.lba, slot.block_count);
         self.statistics.timeouts += 1;
         let error = IoError { kind: IoErrorKind::Timeout, code: u32::from(command_id) };
-        self.requests[index as usize].error.get_or_insert(error);
+        if index != OWN_REQUEST {
+            // A request in its command's record fails with this error when the command ends.
+            self.requests[index as usize].error.get_or_insert(error);
+        }
         let waited_ms = self.platform.ticks_to_ns(age_ticks) / 1_000_000;
         self.report(Event::CommandTimedOut { queue_id, command_id, lba, block_count, waited_ms });
         let Some(admin) = self.admin.clone() else {
@@ -174,10 +177,15 @@ impl<R: RegisterIo, P: Platform> IoQueuePair<'_, R, P> {
                 continue;
             }
             slot.in_use = false;
+            let slot = *slot;
+            self.free_commands.push(command_id as u16);
+            if slot.request == OWN_REQUEST {
+                self.adopt_failed(&slot, command_id as u16, error);
+                continue;
+            }
             let request = &mut self.requests[slot.request as usize];
             request.pieces_done += 1;
             request.error.get_or_insert(error);
-            self.free_commands.push(command_id as u16);
         }
         for index in self.waiting.drain(..) {
             let request = &mut self.requests[index as usize];
@@ -197,5 +205,29 @@ impl<R: RegisterIo, P: Platform> IoQueuePair<'_, R, P> {
                 self.finished_early.push_back(index as u32);
             }
         }
+    }
+
+    /// A request that lived in its command's record moves to a request slot as a failure
+    /// (with `error`, or its timeout), to come out of the next poll like every failed request.
+    fn adopt_failed(&mut self, command: &super::CommandSlot, command_id: u16, error: IoError) {
+        let index = self.free_requests.pop().expect("a request slot for every request in flight");
+        self.own_requests_in_flight -= 1;
+        let error = if command.timed_out {
+            IoError { kind: IoErrorKind::Timeout, code: u32::from(command_id) }
+        } else {
+            error
+        };
+        self.requests[index as usize] = RequestSlot {
+            tag: command.tag,
+            operation: command.operation,
+            lba: command.lba,
+            block_count: command.block_count,
+            buffer: command.data,
+            data_bus: 0,
+            pieces_total: 1,
+            pieces_issued: 1,
+            pieces_done: 1,
+            error: Some(error),
+        };
     }
 }
