@@ -334,12 +334,18 @@ impl<'p> BotTransport<'p> {
         event: TransferEvent,
     ) -> Option<Result<Outcome, TransportError>> {
         // What the event is matched against, not a copy of the whole command.
-        let (cbw, data, csw, data_bus, data_bytes) =
-            self.active.as_ref().map(|a| (a.cbw, a.data, a.csw, a.command.data_bus, a.command.data_bytes))?;
+        let (cbw, data, csw, data_bus, data_bytes, data_in) = self.active.as_ref().map(|a| {
+            let data_in = a.command.direction == DataDirection::In;
+            (a.cbw, a.data, a.csw, a.command.data_bus, a.command.data_bytes, data_in)
+        })?;
         let is_in = event.dci == self.bulk_in.dci;
         if !is_in && event.dci != self.bulk_out.dci {
             return None;
         }
+        // A placement names TRBs of one ring: only those of the event's pipe can match (the
+        // CBW is on bulk OUT, the CSW on bulk IN, the data on its direction's pipe).
+        let (cbw, csw) = if is_in { (None, csw) } else { (cbw, None) };
+        let data = if is_in == data_in { data } else { None };
         let ring = if is_in { &mut self.bulk_in.ring } else { &mut self.bulk_out.ring };
         let (placement, _) = ring.retire(event.trb_pointer)?;
         let is_data = Some(placement) == data;
