@@ -208,10 +208,7 @@ impl<'p> DmaRegion<'p> {
     }
 
     pub fn write_u64(&self, offset_bytes: usize, value: u64) {
-        let address = self.address_of(offset_bytes, 8, 8);
-        self.log_access(offset_bytes, 8, true);
-        // SAFETY: as for `write_words`, with 8-byte alignment checked.
-        unsafe { ptr::write_volatile(address as *mut u64, value) }
+        self.write_u64s(offset_bytes, &[value]);
     }
 
     /// Sets `length_bytes` bytes from `offset_bytes` to zero, a 32-bit word at a time (both must
