@@ -197,7 +197,9 @@ impl<'p> DmaRegion<'p> {
     }
 
     /// Writes `words` as consecutive 64-bit words from `offset_bytes` (8-byte aligned): a
-    /// 64-byte queue entry in eight stores instead of sixteen.
+    /// 64-byte queue entry in eight stores instead of sixteen. Inlined: an entry built in
+    /// registers is stored straight from them, with no copy on the stack and no call.
+    #[inline(always)]
     pub fn write_u64s(&self, offset_bytes: usize, words: &[u64]) {
         let address = self.address_of(offset_bytes, 8 * words.len(), 8);
         self.log_access(offset_bytes, 8 * words.len(), true);

@@ -431,7 +431,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         } else {
             let length_bytes = block_count as usize * setup.block_bytes as usize;
             let list_offset = usize::from(command_id) * setup.list_pages_per_command * setup.page_bytes;
-            let lists = setup.lists.map(|lists| lists.region);
             let prps = prp::build(
                 data_bus,
                 length_bytes,
@@ -439,20 +438,22 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
                 self.lists_bus + list_offset as u64,
                 setup.list_pages_per_command,
                 |slot, value| {
-                    if let Some(lists) = lists {
-                        lists.write_u64(list_offset + slot * prp::ENTRY_BYTES, value);
+                    if let Some(lists) = setup.lists {
+                        lists.region.write_u64(list_offset + slot * prp::ENTRY_BYTES, value);
                     }
                 },
             )
             .ok()?;
-            if let (Some(lists), true) = (lists, prps.list_pages > 0) {
-                self.platform.clean_for_device(&lists.slice(list_offset, prps.list_pages * setup.page_bytes));
+            if let (Some(lists), true) = (setup.lists, prps.list_pages > 0) {
+                let written = lists.region.slice(list_offset, prps.list_pages * setup.page_bytes);
+                self.platform.clean_for_device(&written);
             }
             let opcode = if operation == Operation::Write { io_opcode::WRITE } else { io_opcode::READ };
             IoEntry::transfer(opcode, command_id, namespace_id, (lba, block_count), (prps.prp1, prps.prp2))
         };
-        self.unnotified_commands[self.submission_ring.unnotified()] = command_id;
-        Some(self.submission_ring.push_io(&entry).expect("checked by the caller"))
+        let sq_sequence = self.submission_ring.push_io(&entry).expect("checked by the caller");
+        self.unnotified_commands[self.submission_ring.unnotified() - 1] = command_id;
+        Some(sq_sequence)
     }
 
     /// Records a command written into the SQ; its doorbell stamps it.
@@ -501,7 +502,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             CommandDetail { queue_id: self.setup.queue_id, command_id, sq_head: Some(entry.sq_head()) };
         if index == OWN_REQUEST {
             self.own_requests_in_flight -= 1;
-            return Some((self.finish_transfer(tag, operation, data, outcome.err()), detail));
+            return Some((self.finish_transfer(tag, operation, data, outcome), detail));
         }
         let request = &mut self.requests[index as usize];
         request.pieces_done += 1;
@@ -642,11 +643,10 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         if self.requests_in_flight() == self.geometry.max_in_flight {
             return Err((request, SubmitError::QueueFull));
         }
-        let data = request.buffer.slice(0, bytes);
+        // `check_request` found the buffer at least this long: the data is its first `bytes`.
+        let data = DmaBuffer { length_bytes: bytes, ..request.buffer };
         // Nothing dirty in the cache may later be written back over the data the device writes.
-        if let Some(data) = data {
-            self.platform.clean_for_device(&data);
-        }
+        self.platform.clean_for_device(&data);
         self.statistics.requests_submitted += 1;
         let fits_one_command = request.block_count <= self.setup.max_command_blocks;
         if !(fits_one_command && self.waiting.is_empty() && self.issue_own(&request, data, data_bus)) {
@@ -659,7 +659,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
     /// identifier and an SQ slot are free (the doorbell follows at `kick`). Returns whether it
     /// did.
     #[inline(always)]
-    fn issue_own(&mut self, request: &Request, data: Option<DmaBuffer>, data_bus: u64) -> bool {
+    fn issue_own(&mut self, request: &Request, data: DmaBuffer, data_bus: u64) -> bool {
         if self.submission_ring.is_full() {
             return false;
         }
@@ -673,7 +673,6 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             return false;
         };
         self.own_requests_in_flight += 1;
-        let data = data.unwrap_or(DmaBuffer { length_bytes: 0, ..request.buffer });
         self.record_command(
             command_id,
             CommandSlot {
@@ -723,7 +722,7 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         let data = request.buffer.slice(0, bytes).unwrap_or(DmaBuffer { length_bytes: 0, ..request.buffer });
         let (tag, operation, error) = (request.tag, request.operation, request.error);
         self.free_requests.push(index);
-        self.finish_transfer(tag, operation, data, error)
+        self.finish_transfer(tag, operation, data, error.map_or(Ok(()), Err))
     }
 
     /// A request's completion: its read data made visible to the CPU, and counted.
@@ -733,16 +732,16 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
         tag: u32,
         operation: Operation,
         data: DmaBuffer,
-        error: Option<IoError>,
+        result: Result<(), IoError>,
     ) -> Completion {
         if operation == Operation::Read {
             self.platform.invalidate_for_cpu(&data);
         }
         self.statistics.requests_completed += 1;
-        if error.is_some() {
+        if result.is_err() {
             self.statistics.requests_failed += 1;
         }
-        Completion { tag, result: error.map_or(Ok(()), Err) }
+        Completion { tag, result }
     }
 }
 

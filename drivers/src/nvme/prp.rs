@@ -80,13 +80,17 @@ pub fn worst_case_list_pages(max_transfer_bytes: usize, page_bytes: usize) -> us
 /// Builds the PRPs for `length_bytes` at bus address `data_bus`. List entries go to the command's
 /// list memory, `list_capacity_pages` contiguous pages at bus address `list_bus` (page aligned),
 /// through `write_entry(index, value)`: `index` counts 8-byte slots from the start of that memory.
+///
+/// Inlined into the command's path: a transfer within two pages (any 4 KiB read) is a mask and
+/// a compare with no list and no call; only a longer one goes on to [`build_list`].
+#[inline(always)]
 pub fn build(
     data_bus: u64,
     length_bytes: usize,
     page_bytes: usize,
     list_bus: u64,
     list_capacity_pages: usize,
-    mut write_entry: impl FnMut(usize, u64),
+    write_entry: impl FnMut(usize, u64),
 ) -> Result<PrpPointers, PrpError> {
     if length_bytes == 0 {
         return Err(PrpError::Empty);
@@ -107,6 +111,22 @@ pub fn build(
     if end <= 2 * page_bytes {
         return Ok(PrpPointers { prp1: data_bus, prp2: second_page, list_entries: 0, list_pages: 0 });
     }
+    build_list(data_bus, length_bytes, page_bytes, list_bus, list_capacity_pages, write_entry)
+}
+
+/// [`build`] for a transfer that spans more than two pages: PRP2 points at a list.
+#[inline(never)]
+fn build_list(
+    data_bus: u64,
+    length_bytes: usize,
+    page_bytes: usize,
+    list_bus: u64,
+    list_capacity_pages: usize,
+    mut write_entry: impl FnMut(usize, u64),
+) -> Result<PrpPointers, PrpError> {
+    let page = page_bytes as u64;
+    let first_offset = (data_bus & (page - 1)) as usize;
+    let second_page = data_bus - first_offset as u64 + page;
     let list_entries = list_entries_for(first_offset, length_bytes, page_bytes);
     let pages_needed = list_pages_for_entries(list_entries, page_bytes);
     if pages_needed > list_capacity_pages {

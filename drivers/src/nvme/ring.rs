@@ -141,7 +141,7 @@ impl<'p> SubmissionRing<'p> {
     /// Hands every entry pushed since the last call to the controller: cleans them from the
     /// cache, orders them before the doorbell with a store barrier, and writes the tail
     /// doorbell once. Returns whether there was anything to hand over.
-    #[inline]
+    #[inline(always)]
     pub fn notify<R: RegisterIo + ?Sized, P: Platform + ?Sized>(
         &mut self,
         registers: &R,
@@ -183,9 +183,23 @@ impl<'p> SubmissionRing<'p> {
     /// §4.6 SQHD). A head behind the current one, past the tail, or before that command (which
     /// the completion proves fetched) is impossible: the ring then keeps the head it can prove
     /// and says what it knew.
+    #[inline(always)]
     pub fn accept_head(&mut self, reported_head: u16, sequence: u64) -> Result<(), ImpossibleHead> {
-        let lower_bound = self.fetched.max(sequence + 1).min(self.pushed);
         let reported_head = u32::from(reported_head);
+        if reported_head == self.tail_slot {
+            // The controller fetched everything pushed (the usual answer): the head is the tail,
+            // which the checks below would find too (fewer than `entries` slots are ever used, so
+            // the distance to the tail is `pushed - fetched`, and no bound lies past `pushed`).
+            self.fetched = self.pushed;
+            self.head_slot = reported_head;
+            return Ok(());
+        }
+        self.accept_head_behind_tail(reported_head, sequence)
+    }
+
+    /// [`SubmissionRing::accept_head`] for a head that is not the tail.
+    fn accept_head_behind_tail(&mut self, reported_head: u32, sequence: u64) -> Result<(), ImpossibleHead> {
+        let lower_bound = self.fetched.max(sequence + 1).min(self.pushed);
         // Both below `entries`: the distance forward from the head is one subtraction, wrapped.
         let reach = if reported_head >= self.head_slot {
             reported_head - self.head_slot
@@ -246,11 +260,13 @@ impl<'p> CompletionRing<'p> {
     #[inline(always)]
     pub fn pop<P: Platform + ?Sized>(&mut self, platform: &P) -> Option<CompletionEntry> {
         let offset = self.head as usize * COMPLETION_ENTRY_BYTES;
-        let memory = self.memory.buffer();
-        if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory)) {
-            platform.invalidate_for_cpu(&self.memory.slice(offset, COMPLETION_ENTRY_BYTES));
+        // A copy the barrier below cannot make the compiler reload: the second read's bounds
+        // check then follows from the first's.
+        let memory = self.memory;
+        if *self.maintained.get_or_insert_with(|| platform.needs_cache_maintenance(&memory.buffer())) {
+            platform.invalidate_for_cpu(&memory.slice(offset, COMPLETION_ENTRY_BYTES));
         }
-        let dword3 = self.memory.read_u32(offset + 12);
+        let dword3 = memory.read_u32(offset + 12);
         if phase_of(dword3) != self.expected_phase {
             return None;
         }
@@ -258,7 +274,7 @@ impl<'p> CompletionRing<'p> {
         // `dmb oshld`, as SPDK after its phase check.
         barrier::load_after_completion();
         let mut entry = CompletionEntry::default();
-        self.memory.read_words(offset, &mut entry.dwords[..3]);
+        memory.read_words(offset, &mut entry.dwords[..3]);
         entry.dwords[3] = dword3;
         self.head += 1;
         if self.head == self.entries {

@@ -34,6 +34,7 @@ impl KernelPlatform {
         self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
     }
 
+    #[inline]
     fn in_pool(&self, buffer: &DmaBuffer) -> bool {
         let start = buffer.physical_address;
         let end = start.checked_add(buffer.length_bytes as u64);
@@ -90,6 +91,7 @@ unsafe impl Platform for KernelPlatform {
 
     /// The pool is Normal non-cacheable: nothing to clean (the driver's store barrier orders the
     /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
+    #[inline]
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
             hal::cache::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
@@ -98,6 +100,7 @@ unsafe impl Platform for KernelPlatform {
 
     /// The pool is Normal non-cacheable: nothing to invalidate (the driver's load barrier orders
     /// the reads after the completion). Elsewhere `dc civac` by line, then DSB.
+    #[inline]
     fn invalidate_for_cpu(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
             hal::cache::invalidate_data_cache_range(buffer.cpu_address, buffer.length_bytes);
