@@ -232,9 +232,9 @@ pub struct IoQueuePair<'p, R: RegisterIo, P: Platform> {
     /// The controller's admin queue, for Abort and controller reset (none in some tests).
     admin: Option<SharedAdmin<'p, R, P>>,
     /// The admin channel's reset generation this pair's rings belong to, and the channel's
-    /// counter (none without an admin channel).
+    /// counter (without an admin channel, a counter of its own that never moves).
     generation: u32,
-    reset_generation: Option<Rc<Cell<u32>>>,
+    reset_generation: Rc<Cell<u32>>,
     timeout_ticks: u64,
     next_timeout_check_ticks: u64,
     /// The device is gone or could not be recovered: nothing more is sent.
@@ -287,7 +287,9 @@ impl<'p, R: RegisterIo, P: Platform> IoQueuePair<'p, R, P> {
             reports_made: 0,
             reports_left_out: 0,
             generation: admin.as_ref().map_or(0, |admin| admin.borrow().generation()),
-            reset_generation: admin.as_ref().map(|admin| admin.borrow().generation_counter()),
+            reset_generation: admin
+                .as_ref()
+                .map_or_else(|| Rc::new(Cell::new(0)), |admin| admin.borrow().generation_counter()),
             admin,
             timeout_ticks: platform.ns_to_ticks(setup.command_timeout_us.saturating_mul(1000)).max(1),
             next_timeout_check_ticks: 0,

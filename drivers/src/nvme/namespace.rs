@@ -52,6 +52,41 @@ impl<'p, R: RegisterIo, P: Platform> NamespaceDevice<'p, R, P> {
         total
     }
 
+    /// `submit` over several pairs (out of line: a namespace on one pair, the usual case, goes
+    /// straight to it with no more saved registers than that path needs).
+    #[inline(never)]
+    fn submit_spread(&mut self, request: Request) -> Result<(), (Request, SubmitError)> {
+        let index = self.least_busy_pair();
+        self.pairs[index].submit_checked(request)?;
+        self.next_pair = (index + 1) % self.pairs.len();
+        Ok(())
+    }
+
+    /// `kick` over several pairs: one doorbell write per pair with new commands.
+    #[inline(never)]
+    fn kick_each(&mut self) {
+        for pair in &mut self.pairs {
+            pair.kick();
+        }
+    }
+
+    /// `poll_detailed` over several pairs, round robin.
+    #[inline(never)]
+    fn poll_each(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
+        let count = self.pairs.len();
+        let mut produced = 0;
+        for step in 0..count {
+            if produced == completions.len() {
+                break;
+            }
+            let index = (self.next_poll + step) % count;
+            let details = details.get_mut(produced..).unwrap_or_default();
+            produced += self.pairs[index].poll_detailed(&mut completions[produced..], details);
+        }
+        self.next_poll = (self.next_poll + 1) % count;
+        produced
+    }
+
     fn least_busy_pair(&self) -> usize {
         let count = self.pairs.len();
         (0..count)
@@ -78,10 +113,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         if let [pair] = self.pairs.as_mut_slice() {
             return pair.submit_checked(request);
         }
-        let index = self.least_busy_pair();
-        self.pairs[index].submit_checked(request)?;
-        self.next_pair = (index + 1) % self.pairs.len();
-        Ok(())
+        self.submit_spread(request)
     }
 
     fn take_unreported_failures(&mut self) -> u64 {
@@ -97,34 +129,21 @@ impl<R: RegisterIo, P: Platform> BlockDevice for NamespaceDevice<'_, R, P> {
         if let [pair] = self.pairs.as_mut_slice() {
             return pair.kick();
         }
-        for pair in &mut self.pairs {
-            pair.kick();
-        }
+        self.kick_each();
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         if let [pair] = self.pairs.as_mut_slice() {
             return pair.poll_detailed(completions, &mut []);
         }
-        self.poll_detailed(completions, &mut [])
+        self.poll_each(completions, &mut [])
     }
 
     fn poll_detailed(&mut self, completions: &mut [Completion], details: &mut [CommandDetail]) -> usize {
         if let [pair] = self.pairs.as_mut_slice() {
             return pair.poll_detailed(completions, details);
         }
-        let count = self.pairs.len();
-        let mut produced = 0;
-        for step in 0..count {
-            if produced == completions.len() {
-                break;
-            }
-            let index = (self.next_poll + step) % count;
-            let details = details.get_mut(produced..).unwrap_or_default();
-            produced += self.pairs[index].poll_detailed(&mut completions[produced..], details);
-        }
-        self.next_poll = (self.next_poll + 1) % count;
-        produced
+        self.poll_each(completions, details)
     }
 }
 

@@ -128,9 +128,7 @@ impl<R: RegisterIo, P: Platform> IoQueuePair<'_, R, P> {
     /// After a controller reset (by this pair or another of the controller): everything in
     /// flight is gone; it fails, and the rings start again empty, as the queues were re-created.
     pub(super) fn follow_controller_reset(&mut self) {
-        let Some(generation) = self.reset_generation.as_ref().map(|counter| counter.get()) else {
-            return;
-        };
+        let generation = self.reset_generation.get();
         if generation == self.generation {
             return;
         }
