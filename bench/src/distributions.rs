@@ -96,15 +96,56 @@ pub struct DepthCounts {
     pub complete: [u64; DEPTH_BANDS],
 }
 
-impl DepthCounts {
+/// Counts up to this one have a slot of their own in a [`DepthTally`]; every larger count falls
+/// in the same bands as this one (`>=64` of the levels, `>64` of the batches).
+const TALLIED_COUNTS: usize = 65;
+
+/// What [`DepthCounts`] are made of, counted where the run loop is: per doorbell and per reap the
+/// raw count's slot gets one add (a compare clamps it), and the bands are formed once, when the
+/// run's result is made ([`DepthTally::counts`]), instead of on every pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthTally {
+    /// Requests sent by doorbells that left `i` in flight (`i` up to [`TALLIED_COUNTS`]).
+    sent_at_level: [u64; TALLIED_COUNTS + 1],
+    /// Doorbells that sent `i` requests.
+    doorbells_of: [u64; TALLIED_COUNTS + 1],
+    /// Polls that found `i` completions.
+    reaps_of: [u64; TALLIED_COUNTS + 1],
+}
+
+impl Default for DepthTally {
+    fn default() -> Self {
+        DepthTally {
+            sent_at_level: [0; TALLIED_COUNTS + 1],
+            doorbells_of: [0; TALLIED_COUNTS + 1],
+            reaps_of: [0; TALLIED_COUNTS + 1],
+        }
+    }
+}
+
+impl DepthTally {
     /// One doorbell for `batch` requests, leaving `in_flight` in flight.
+    #[inline]
     pub fn record_kick(&mut self, batch: usize, in_flight: usize) {
-        self.level[level_band(in_flight)] += batch as u64;
-        self.submit[batch_band(batch)] += 1;
+        self.sent_at_level[in_flight.min(TALLIED_COUNTS)] += batch as u64;
+        self.doorbells_of[batch.min(TALLIED_COUNTS)] += 1;
     }
 
+    /// One poll that found `completions`.
+    #[inline]
     pub fn record_reap(&mut self, completions: usize) {
-        self.complete[batch_band(completions)] += 1;
+        self.reaps_of[completions.min(TALLIED_COUNTS)] += 1;
+    }
+
+    /// fio's bands of what was recorded.
+    pub fn counts(&self) -> DepthCounts {
+        let mut counts = DepthCounts::default();
+        for count in 0..=TALLIED_COUNTS {
+            counts.level[level_band(count)] += self.sent_at_level[count];
+            counts.submit[batch_band(count)] += self.doorbells_of[count];
+            counts.complete[batch_band(count)] += self.reaps_of[count];
+        }
+        counts
     }
 }
 
@@ -275,14 +316,34 @@ mod tests {
         assert_eq!(levels, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
         let batches: Vec<usize> = [0, 1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65].map(batch_band).to_vec();
         assert_eq!(batches, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6]);
-        let mut counts = DepthCounts::default();
-        counts.record_kick(3, 32);
-        counts.record_kick(1, 1);
-        counts.record_reap(0);
-        counts.record_reap(40);
+        let mut tally = DepthTally::default();
+        tally.record_kick(3, 32);
+        tally.record_kick(1, 1);
+        tally.record_reap(0);
+        tally.record_reap(40);
+        let counts = tally.counts();
         assert_eq!(counts.level, [1, 0, 0, 0, 0, 3, 0]);
         assert_eq!(counts.submit, [0, 2, 0, 0, 0, 0, 0]);
         assert_eq!(counts.complete, [1, 0, 0, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_tally_gives_the_bands_that_counting_each_event_in_its_band_gives() {
+        let mut random = crate::offsets::RandomGenerator::new(0xdef7);
+        let mut tally = DepthTally::default();
+        let mut reference = DepthCounts::default();
+        let edges = [0usize, 1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 63, 64, 65, 66, 1023, 1024, 1 << 40];
+        let draws = (0..20_000).map(|_| random.below(1100) as usize);
+        let counts: Vec<usize> = edges.into_iter().chain(draws).collect();
+        for pair in counts.windows(2) {
+            let (batch, in_flight) = (pair[0], pair[1]);
+            tally.record_kick(batch, in_flight);
+            reference.level[level_band(in_flight)] += batch as u64;
+            reference.submit[batch_band(batch)] += 1;
+            tally.record_reap(in_flight);
+            reference.complete[batch_band(in_flight)] += 1;
+        }
+        assert_eq!(tally.counts(), reference);
     }
 
     #[test]

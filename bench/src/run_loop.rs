@@ -32,7 +32,7 @@ use blockdev::{
 use crate::buffers::BufferMemory;
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
-use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
+use crate::distributions::{latency_band, DepthCounts, DepthTally, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
 use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
 use crate::pattern_check::{CheckSummary, ReadChecker};
@@ -119,6 +119,29 @@ impl TickConverter {
             return ticks * self.whole_ns_per_tick;
         }
         self.ns_by_division(ticks)
+    }
+
+    /// lat, clat and slat in ns of an I/O submitted, sent (doorbell) and seen complete at these
+    /// ticks: each difference converted as [`TickConverter::ns`] converts it, a difference that
+    /// would be negative (a timer that went back) as 0. When the ticks are in order, as a working
+    /// timer gives them, lat is the longest of the three, so one compare tells whether all three
+    /// convert with one multiplication each.
+    #[inline]
+    fn latencies_ns(self, submitted: u64, kicked: u64, done: u64) -> (u64, u64, u64) {
+        let lat_ticks = done.wrapping_sub(submitted);
+        if submitted <= kicked && kicked <= done && lat_ticks <= self.multiply_up_to_ticks {
+            let ns_per_tick = self.whole_ns_per_tick;
+            return (
+                lat_ticks * ns_per_tick,
+                (done - kicked) * ns_per_tick,
+                (kicked - submitted) * ns_per_tick,
+            );
+        }
+        (
+            self.ns(done.saturating_sub(submitted)),
+            self.ns(done.saturating_sub(kicked)),
+            self.ns(kicked.saturating_sub(submitted)),
+        )
     }
 
     fn ns_by_division(self, ticks: u64) -> u64 {
@@ -217,8 +240,6 @@ pub(crate) struct Measurements {
     lat_histogram: LatencyHistogram,
     /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
     latency_bands: [u64; LATENCY_BANDS],
-    /// fio's queue-depth bands, inside the window.
-    depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
     /// The kind of the first I/O that failed in the window.
@@ -234,7 +255,6 @@ impl Measurements {
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
             latency_bands: [0; LATENCY_BANDS],
-            depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
             first_error: None,
@@ -248,22 +268,21 @@ impl Measurements {
         self.clat_histogram.reset();
         self.lat_histogram.reset();
         self.latency_bands = [0; LATENCY_BANDS];
-        self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
         self.first_error = None;
     }
 
     /// One successful I/O inside the window: submit, doorbell and completion-seen ticks.
+    #[inline(always)]
     fn record(&mut self, converter: TickConverter, submitted: u64, kicked: u64, done: u64) {
-        let lat_ns = converter.ns(done.saturating_sub(submitted));
-        let clat_ns = converter.ns(done.saturating_sub(kicked));
+        let (lat_ns, clat_ns, slat_ns) = converter.latencies_ns(submitted, kicked, done);
         self.lat.record(lat_ns);
         self.lat_histogram.record(lat_ns);
         self.clat.record(clat_ns);
         self.clat_histogram.record(clat_ns);
         self.latency_bands[latency_band(clat_ns)] += 1;
-        self.slat.record(converter.ns(kicked.saturating_sub(submitted)));
+        self.slat.record(slat_ns);
         self.ios += 1;
     }
 }
@@ -562,13 +581,20 @@ struct RunLoop<'r> {
     /// The direction whose results carry the job's queue-depth bands (reads, unless the job
     /// only writes).
     depth_direction: usize,
+    /// fio's queue-depth bands, inside the window (formed when the result is made).
+    depth: DepthTally,
     block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
     /// The earliest of the sample, window end, progress and drain ticks ([`RunLoop::next_event`]).
     next_event_ticks: u64,
     in_flight: usize,
-    completed: u64,
+    /// The run only reads, with nothing to trace or check: every request is a read, and a
+    /// completion is only counted and timed (set when the run starts; one test per poll spares
+    /// each completion the tests of the rest).
+    reads_only: bool,
+    /// Requests sent (counted per doorbell); less those in flight, the completions so far.
+    sent: u64,
     unknown_completions: u64,
     held_back: Option<Request>,
     submitting: bool,
@@ -592,6 +618,8 @@ struct RunOutcome<'r> {
     converter: TickConverter,
     times: RunTimes,
     sampler: [RateSampler; 2],
+    depth_direction: usize,
+    depth: DepthTally,
     end_ticks: u64,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
@@ -666,6 +694,7 @@ impl<'r> RunLoop<'r> {
             sampler: [sampler; 2],
             depth_direction: if label.job.read_percent > 0 { Direction::Read } else { Direction::Write }
                 as usize,
+            depth: DepthTally::default(),
             block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
@@ -673,7 +702,8 @@ impl<'r> RunLoop<'r> {
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
             times,
             in_flight: 0,
-            completed: 0,
+            reads_only: false,
+            sent: 0,
             unknown_completions: 0,
             held_back: None,
             submitting: true,
@@ -716,7 +746,13 @@ impl<'r> RunLoop<'r> {
         })
     }
 
+    /// Requests that completed (with a tag that was in flight), failures included.
+    fn completed(&self) -> u64 {
+        self.sent - self.in_flight as u64
+    }
+
     fn run(&mut self, console: &mut dyn Console) {
+        self.reads_only = self.trace.is_none() && self.checker.is_none() && self.checks.is_none();
         loop {
             // One clock reading per pass, right after the poll: the completions' time when it
             // found any.
@@ -811,13 +847,13 @@ impl<'r> RunLoop<'r> {
         self.device.kick();
         self.meter.lap(Account::Driver);
         let kicked_at = self.clock.now_ticks();
-        for &tag in &self.scratch.batch {
-            self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
+        let Scratch { batch, tags, .. } = &mut *self.scratch;
+        for &tag in batch.iter() {
+            tags[tag as usize].kicked_at_ticks = kicked_at;
         }
+        self.sent += batch.len() as u64;
         if self.times.in_window(kicked_at) {
-            self.measurements[self.depth_direction]
-                .depth
-                .record_kick(self.scratch.batch.len(), self.in_flight);
+            self.depth.record_kick(batch.len(), self.in_flight);
         }
         true
     }
@@ -919,11 +955,18 @@ impl<'r> RunLoop<'r> {
         let done = self.clock.now_ticks();
         let inside_window = self.times.in_window(done);
         if inside_window {
-            self.measurements[self.depth_direction].depth.record_reap(count);
+            self.depth.record_reap(count);
+        }
+        if self.reads_only {
+            for index in 0..count {
+                let completion = self.scratch.completions[index];
+                self.complete::<true>(completion, done, inside_window);
+            }
+            return (done, true);
         }
         for index in 0..count {
             let completion = self.scratch.completions[index];
-            let known = self.complete(completion, done, inside_window);
+            let known = self.complete::<false>(completion, done, inside_window);
             // The trace has what the run counts: successes in the window, failures whenever.
             let counted = inside_window || completion.result.is_err();
             if known && counted && self.trace.is_some() {
@@ -939,7 +982,13 @@ impl<'r> RunLoop<'r> {
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.
-    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
+    /// `READS_ONLY`: `self.reads_only` holds.
+    fn complete<const READS_ONLY: bool>(
+        &mut self,
+        completion: Completion,
+        done: u64,
+        inside_window: bool,
+    ) -> bool {
         // Tags beyond this run's queue depth were reset with the rest and are never in flight.
         let state = match self.scratch.tags.get_mut(completion.tag as usize) {
             Some(state) if state.in_flight => state,
@@ -954,8 +1003,8 @@ impl<'r> RunLoop<'r> {
             (state.submitted_at_ticks, state.kicked_at_ticks, state.operation);
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
-        self.completed += 1;
         let direction = match operation {
+            _ if READS_ONLY => Direction::Read,
             Operation::Flush => {
                 self.complete_flush(completion, submitted, done, inside_window);
                 return true;
@@ -963,7 +1012,7 @@ impl<'r> RunLoop<'r> {
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
-        if self.checks.is_some() {
+        if !READS_ONLY && self.checks.is_some() {
             let state = self.scratch.tags[completion.tag as usize];
             self.account_slot(completion, &state);
         }
@@ -1066,7 +1115,7 @@ impl<'r> RunLoop<'r> {
         if progress_due || pump_due {
             self.meter.lap(Account::Pending);
             if progress_due {
-                self.progress.update(self.converter.ns(now - self.times.start), self.completed);
+                self.progress.update(self.converter.ns(now - self.times.start), self.completed());
                 self.next_progress = now + self.times.progress_interval_ticks;
                 // The heartbeat waits for nothing (a posted GPIO write at most) and is nobody's
                 // CPU cost, like the progress line.
@@ -1209,7 +1258,7 @@ impl<'r> RunLoop<'r> {
         self.progress.finish(
             console,
             self.converter.ns(end.saturating_sub(self.times.start)),
-            self.completed,
+            self.completed(),
         );
         let name = self.device_name;
         if self.unknown_completions > 0 {
@@ -1236,6 +1285,7 @@ impl<'r> RunLoop<'r> {
             ring.set_recording_cost(self.meter.total(Account::Recording));
         }
         let check = self.report_checks(console);
+        let completed = self.completed();
         RunOutcome {
             flush: self.flush.as_ref().map(FlushState::result),
             region_id: self.checks.as_ref().and_then(|checks| checks.region_id),
@@ -1244,10 +1294,12 @@ impl<'r> RunLoop<'r> {
             converter: self.converter,
             times: self.times,
             sampler: self.sampler,
+            depth_direction: self.depth_direction,
+            depth: self.depth,
             end_ticks: end,
             ended_early: self.ended_early,
             notes: self.notes,
-            cpu: self.meter.finish(self.completed),
+            cpu: self.meter.finish(completed),
             check,
         }
     }
@@ -1368,7 +1420,11 @@ impl RunOutcome<'_> {
             clat_bins: bins(&measurements.clat_histogram),
             lat_bins: bins(&measurements.lat_histogram),
             latency_bands: measurements.latency_bands,
-            depth: measurements.depth,
+            depth: if direction as usize == self.depth_direction {
+                self.depth.counts()
+            } else {
+                DepthCounts::default()
+            },
             iops_samples: sampler.iops(),
             bandwidth_kib_samples: sampler.bandwidth_kib(),
             errors: measurements.errors,
@@ -1390,6 +1446,39 @@ impl RunOutcome<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_three_latencies_are_each_difference_converted_alone() {
+        for ticks_per_second in [1_000_000_000, 62_500_000, 54_000_000, 19_200_000, 3] {
+            let converter = TickConverter::new(ticks_per_second);
+            let mut random = RandomGenerator::new(ticks_per_second ^ 0x1a7);
+            let limit = converter.multiply_up_to_ticks;
+            let mut ticks =
+                [0, 1, 2, limit, limit.wrapping_add(1), u64::MAX / NS_PER_S, u64::MAX - 1, u64::MAX].to_vec();
+            ticks.extend((0..3000).map(|_| random.next_u64() >> random.below(64)));
+            // In order, out of order (a timer that went back), equal, at and past the limit.
+            for triple in ticks.windows(3) {
+                let (submitted, kicked, done) = (triple[0], triple[1], triple[2]);
+                for (s, k, d) in [
+                    (submitted, kicked, done),
+                    (0, submitted.min(kicked), submitted.max(kicked)),
+                    (0, 0, limit.saturating_add(triple[2] % 3)),
+                    (submitted, submitted, submitted),
+                ] {
+                    let expected = (
+                        converter.ns(d.saturating_sub(s)),
+                        converter.ns(d.saturating_sub(k)),
+                        converter.ns(k.saturating_sub(s)),
+                    );
+                    assert_eq!(
+                        converter.latencies_ns(s, k, d),
+                        expected,
+                        "{s} {k} {d} at {ticks_per_second} Hz"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn tick_conversion_matches_the_block_interfaces_at_every_rate() {
