@@ -22,6 +22,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::num::NonZeroU64;
 
 use blockdev::scratch::ScratchRegion;
 use blockdev::{
@@ -191,6 +192,7 @@ impl Default for TagState {
 pub(crate) struct Scratch {
     tags: Vec<TagState>,
     free_tags: Vec<u32>,
+    /// The tags of the batch being submitted, in order (one per request in flight at most).
     batch: Vec<u32>,
     completions: Vec<Completion>,
     /// What each slot holds, for write and mixed jobs (allocated per job, cleared per run).
@@ -204,7 +206,7 @@ impl Scratch {
         Scratch {
             tags: alloc::vec![TagState::default(); queue_depth],
             free_tags: Vec::with_capacity(queue_depth),
-            batch: Vec::with_capacity(queue_depth),
+            batch: alloc::vec![0; queue_depth],
             completions: alloc::vec![Completion::default(); queue_depth],
             table: None,
             details: alloc::vec![CommandDetail::default(); queue_depth],
@@ -223,7 +225,6 @@ impl Scratch {
         self.tags.fill(TagState::default());
         self.free_tags.clear();
         self.free_tags.extend((0..queue_depth as u32).rev());
-        self.batch.clear();
         if let Some(table) = &mut self.table {
             table.clear();
         }
@@ -467,11 +468,12 @@ struct WriteMix<'r> {
 struct RequestSource<'r> {
     offsets: OffsetGenerator,
     region_offset_bytes: u64,
-    logical_block_bytes: u64,
+    /// Non-zero, so that dividing by it needs no test (a device that reports 0 has 1).
+    logical_block_bytes: NonZeroU64,
     blocks_per_request: u32,
     block_bytes: u64,
     buffer_area: DmaBuffer,
-    buffer_count: u64,
+    buffer_count: NonZeroU64,
     mix: Option<WriteMix<'r>>,
 }
 
@@ -494,11 +496,12 @@ impl<'r> RequestSource<'r> {
                 seed,
             ),
             region_offset_bytes: plan.region_offset_bytes,
-            logical_block_bytes: u64::from(logical_block_bytes),
+            logical_block_bytes: NonZeroU64::new(u64::from(logical_block_bytes)).unwrap_or(NonZeroU64::MIN),
             blocks_per_request: plan.blocks_per_request,
             block_bytes: plan.block_bytes,
             buffer_area,
-            buffer_count: (buffer_area.length_bytes as u64 / plan.block_bytes).max(1),
+            buffer_count: NonZeroU64::new(buffer_area.length_bytes as u64 / plan.block_bytes)
+                .unwrap_or(NonZeroU64::MIN),
             mix: None,
         }
     }
@@ -553,7 +556,7 @@ impl<'r> RequestSource<'r> {
         state.operation = Operation::Write;
         state.sequence = sequence;
         let request = self.io(tag, Operation::Write, offset_bytes);
-        let (lba, block_bytes) = (request.lba, self.logical_block_bytes as usize);
+        let (lba, block_bytes) = (request.lba, self.logical_block_bytes.get() as usize);
         memory.with_bytes(&request.buffer, &mut |bytes| {
             written::fill_blocks(bytes, lba, block_bytes, run_id, sequence)
         });
@@ -741,7 +744,7 @@ impl<'r> RunLoop<'r> {
             run_id,
             check_reads: config.write_verify,
             outcome: VerifyOutcome::default(),
-            expected_block: alloc::vec![0; requests.logical_block_bytes as usize],
+            expected_block: alloc::vec![0; requests.logical_block_bytes.get() as usize],
             region_id,
         })
     }
@@ -816,8 +819,11 @@ impl<'r> RunLoop<'r> {
     /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
     /// Returns whether anything was submitted.
     fn fill(&mut self, console: &mut dyn Console) -> bool {
-        self.scratch.batch.clear();
-        while self.in_flight < self.queue_depth {
+        // The batch's tags are `scratch.batch[..batch_len]`; they are counted in flight at the
+        // doorbell.
+        let room = self.queue_depth - self.in_flight;
+        let mut batch_len = 0;
+        while batch_len < room {
             let Some(request) = self.next_request() else {
                 break;
             };
@@ -826,9 +832,10 @@ impl<'r> RunLoop<'r> {
             match self.device.submit(request) {
                 Ok(()) => {
                     self.meter.lap(Account::Driver);
-                    self.note_submitted(&request, submitted_at);
+                    self.note_submitted(&request, submitted_at, batch_len);
+                    batch_len += 1;
                 }
-                Err((request, SubmitError::QueueFull)) if self.in_flight > 0 => {
+                Err((request, SubmitError::QueueFull)) if self.in_flight + batch_len > 0 => {
                     self.meter.lap(Account::Pending);
                     self.held_back = Some(request);
                     break;
@@ -840,20 +847,21 @@ impl<'r> RunLoop<'r> {
                 }
             }
         }
-        if self.scratch.batch.is_empty() {
+        if batch_len == 0 {
             return false;
         }
+        self.in_flight += batch_len;
         self.meter.lap(Account::Bookkeeping);
         self.device.kick();
         self.meter.lap(Account::Driver);
         let kicked_at = self.clock.now_ticks();
         let Scratch { batch, tags, .. } = &mut *self.scratch;
-        for &tag in batch.iter() {
+        for &tag in batch.iter().take(batch_len) {
             tags[tag as usize].kicked_at_ticks = kicked_at;
         }
-        self.sent += batch.len() as u64;
+        self.sent += batch_len as u64;
         if self.times.in_window(kicked_at) {
-            self.depth.record_kick(batch.len(), self.in_flight);
+            self.depth.record_kick(batch_len, self.in_flight);
         }
         true
     }
@@ -912,14 +920,14 @@ impl<'r> RunLoop<'r> {
         }
     }
 
-    fn note_submitted(&mut self, request: &Request, submitted_at: u64) {
+    /// Notes a request the driver took as the batch's `position`-th.
+    fn note_submitted(&mut self, request: &Request, submitted_at: u64, position: usize) {
         let state = &mut self.scratch.tags[request.tag as usize];
         state.submitted_at_ticks = submitted_at;
         state.in_flight = true;
         (state.operation, state.lba, state.block_count) =
             (request.operation, request.lba, request.block_count);
-        self.scratch.batch.push(request.tag);
-        self.in_flight += 1;
+        self.scratch.batch[position] = request.tag;
     }
 
     /// A refusal other than "queue full" with requests in flight ends the run's submissions.
@@ -1104,7 +1112,7 @@ impl<'r> RunLoop<'r> {
         };
         let buffer = self.requests.buffer(completion.tag);
         let lba = self.requests.slot_lba(state.slot);
-        checks.check(&buffer, lba, self.requests.logical_block_bytes as usize, sequence);
+        checks.check(&buffer, lba, self.requests.logical_block_bytes.get() as usize, sequence);
     }
 
     /// The progress line and the drain deadline; returns whether the run must stop. The
@@ -1218,7 +1226,7 @@ impl<'r> RunLoop<'r> {
     fn check_read_back(&mut self, completion: Completion, (slot, sequence): (u64, u32)) {
         let buffer = self.requests.buffer(completion.tag);
         let lba = self.requests.slot_lba(slot);
-        let logical_block_bytes = self.requests.logical_block_bytes as usize;
+        let logical_block_bytes = self.requests.logical_block_bytes.get() as usize;
         let Some(checks) = self.checks.as_mut() else { return };
         match completion.result {
             Ok(()) => checks.check(&buffer, lba, logical_block_bytes, sequence),
@@ -1334,7 +1342,7 @@ fn read_checker<'r>(
     logical_block_bytes: u32,
 ) -> Result<ReadChecker<'r>, &'static str> {
     let memory = environment.memory.ok_or("this kernel gives the benchmark no access to its buffers")?;
-    if (requests.buffer_count as usize) < queue_depth {
+    if (requests.buffer_count.get() as usize) < queue_depth {
         return Err("requests share buffers (the buffer area is smaller than queue depth × block size)");
     }
     Ok(ReadChecker::new(memory, every, logical_block_bytes))
