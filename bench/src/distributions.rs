@@ -8,6 +8,7 @@
 //! Counting is integers only. The runner's per-pass cost is a comparison against the next sample
 //! boundary; per batch and per reap pass one band index and a counter bump.
 
+use crate::histogram::{bucket_start_ns, BUCKETS};
 use crate::stats::{LatencyAccumulator, LatencySummary};
 use crate::units::{KIB, NS_PER_MS, NS_PER_S, NS_PER_US};
 
@@ -40,11 +41,14 @@ const BAND_WITHIN_UNIT: [u8; 1000] = {
     table
 };
 
+/// The band within one unit of `value` (below 1000): 0 and 1 → "2", …, 750–999 → "1000".
+const fn within(value: u64) -> usize {
+    BAND_WITHIN_UNIT[value as usize] as usize
+}
+
 /// Index into [`LATENCY_BANDS`] of a completion latency (fio truncates to the unit first).
-pub fn latency_band(clat_ns: u64) -> usize {
+pub const fn latency_band(clat_ns: u64) -> usize {
     let edges = LATENCY_BAND_EDGES.len();
-    // Bands below an edge: 0 and 1 → "2", …, 750–999 → "1000" (value < 1000 here).
-    let within = |value: u64| usize::from(BAND_WITHIN_UNIT[value as usize]);
     if clat_ns < NS_PER_US {
         return within(clat_ns);
     }
@@ -59,6 +63,34 @@ pub fn latency_band(clat_ns: u64) -> usize {
         _ => MS_BANDS - 1,
     };
     2 * edges + ms_band
+}
+
+/// In [`BAND_OF_BUCKET`]: the bucket's values fall in more than one latency band.
+const SPANS_BANDS: u8 = u8::MAX;
+
+/// The latency band of the values in each histogram bucket ([`crate::histogram`]), or
+/// [`SPANS_BANDS`] for the few buckets that an edge of the bands cuts: bands grow with the value,
+/// so a bucket whose first and last values share a band lies in it whole.
+const BAND_OF_BUCKET: [u8; BUCKETS] = {
+    let mut table = [0u8; BUCKETS];
+    let mut index = 0;
+    while index < BUCKETS {
+        let last_ns = if index + 1 < BUCKETS { bucket_start_ns(index + 1) - 1 } else { u64::MAX };
+        let (first, last) = (latency_band(bucket_start_ns(index)), latency_band(last_ns));
+        table[index] = if first == last { first as u8 } else { SPANS_BANDS };
+        index += 1;
+    }
+    table
+};
+
+/// [`latency_band`] of `clat_ns`, which the histogram put in bucket `bucket`: one table read,
+/// except in a bucket an edge of the bands cuts.
+#[inline]
+pub fn latency_band_in_bucket(bucket: usize, clat_ns: u64) -> usize {
+    match BAND_OF_BUCKET.get(bucket) {
+        Some(&band) if band != SPANS_BANDS => usize::from(band),
+        _ => latency_band(clat_ns),
+    }
 }
 
 /// Keys of fio's depth bands: `iodepth_level` uses [`LEVEL_BAND_KEYS`], submit and complete
@@ -282,6 +314,33 @@ mod tests {
             assert_eq!(latency_band(clat_ns), band, "{clat_ns} ns");
         }
         assert_eq!(latency_band(u64::MAX), LATENCY_BANDS - 1);
+    }
+
+    #[test]
+    fn the_band_read_from_a_bucket_is_the_band_of_the_value() {
+        let mut values: Vec<u64> = (0..=5000).collect();
+        for unit in [1u64, NS_PER_US, NS_PER_MS] {
+            for edge in LATENCY_BAND_EDGES.iter().chain(&[2000]) {
+                let at = edge * unit;
+                values.extend([at.saturating_sub(2), at - 1, at, at + 1, at + 2]);
+            }
+        }
+        for index in 0..BUCKETS {
+            let start = bucket_start_ns(index);
+            values.extend([start, start.saturating_sub(1), start + 1]);
+        }
+        let mut random = crate::offsets::RandomGenerator::new(0xba4d);
+        values.extend((0..200_000).map(|_| random.next_u64() >> random.below(64)));
+        values.extend([u64::MAX, u64::MAX - 1]);
+        let mut spanning = 0;
+        for value in values {
+            let bucket = crate::histogram::bucket_index(value);
+            assert_eq!(latency_band_in_bucket(bucket, value), latency_band(value), "{value} ns");
+            spanning += usize::from(BAND_OF_BUCKET[bucket] == SPANS_BANDS);
+        }
+        // Most values are read from the table; only the buckets an edge cuts are not.
+        assert!(BAND_OF_BUCKET.iter().filter(|&&band| band == SPANS_BANDS).count() < 40);
+        assert!(spanning > 0);
     }
 
     #[test]

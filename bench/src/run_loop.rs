@@ -33,7 +33,7 @@ use blockdev::{
 use crate::buffers::BufferMemory;
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
-use crate::distributions::{latency_band, DepthCounts, DepthTally, RateSampler, LATENCY_BANDS};
+use crate::distributions::{latency_band_in_bucket, DepthCounts, DepthTally, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
 use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
 use crate::pattern_check::{CheckSummary, ReadChecker};
@@ -281,8 +281,8 @@ impl Measurements {
         self.lat.record(lat_ns);
         self.lat_histogram.record(lat_ns);
         self.clat.record(clat_ns);
-        self.clat_histogram.record(clat_ns);
-        self.latency_bands[latency_band(clat_ns)] += 1;
+        let clat_bucket = self.clat_histogram.record(clat_ns);
+        self.latency_bands[latency_band_in_bucket(clat_bucket, clat_ns)] += 1;
         self.slat.record(slat_ns);
         self.ios += 1;
     }
