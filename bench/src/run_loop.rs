@@ -153,6 +153,28 @@ impl TickConverter {
     }
 }
 
+/// The run's timestamps: the clock's own function when it has one ([`Clock::tick_reader`]), else
+/// its `now_ticks`; the same readings either way.
+#[derive(Clone, Copy)]
+struct TickSource<'a> {
+    clock: &'a dyn Clock,
+    reader: Option<extern "C" fn() -> u64>,
+}
+
+impl<'a> TickSource<'a> {
+    fn new(clock: &'a dyn Clock) -> TickSource<'a> {
+        TickSource { clock, reader: clock.tick_reader() }
+    }
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        match self.reader {
+            Some(read) => read(),
+            None => self.clock.now_ticks(),
+        }
+    }
+}
+
 /// What the runner keeps for one tag while its request is in flight.
 #[derive(Clone, Copy)]
 struct TagState {
@@ -569,6 +591,8 @@ struct RunLoop<'r> {
     device: &'r mut dyn BlockDevice,
     device_name: &'r str,
     clock: &'r dyn Clock,
+    /// The clock for the three timestamps of every I/O.
+    ticks: TickSource<'r>,
     converter: TickConverter,
     queue_depth: usize,
     requests: RequestSource<'r>,
@@ -685,6 +709,7 @@ impl<'r> RunLoop<'r> {
             device_name,
             device,
             clock,
+            ticks: TickSource::new(clock),
             converter: TickConverter::new(clock.ticks_per_second()),
             queue_depth,
             requests,
@@ -827,7 +852,7 @@ impl<'r> RunLoop<'r> {
             let Some(request) = self.next_request() else {
                 break;
             };
-            let submitted_at = self.clock.now_ticks();
+            let submitted_at = self.ticks.now();
             self.meter.lap(Account::Pending);
             match self.device.submit(request) {
                 Ok(()) => {
@@ -854,7 +879,7 @@ impl<'r> RunLoop<'r> {
         self.meter.lap(Account::Bookkeeping);
         self.device.kick();
         self.meter.lap(Account::Driver);
-        let kicked_at = self.clock.now_ticks();
+        let kicked_at = self.ticks.now();
         let Scratch { batch, tags, .. } = &mut *self.scratch;
         for &tag in batch.iter().take(batch_len) {
             tags[tag as usize].kicked_at_ticks = kicked_at;
@@ -957,10 +982,10 @@ impl<'r> RunLoop<'r> {
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);
-            return (self.clock.now_ticks(), false);
+            return (self.ticks.now(), false);
         }
         self.meter.lap(Account::Driver);
-        let done = self.clock.now_ticks();
+        let done = self.ticks.now();
         let inside_window = self.times.in_window(done);
         if inside_window {
             self.depth.record_reap(count);
@@ -1454,6 +1479,39 @@ impl RunOutcome<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A clock that counts its readings, through `now_ticks` or through its reader.
+    struct CountingClock;
+
+    static READER_TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+
+    extern "C" fn read_counting_clock() -> u64 {
+        READER_TICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    impl Clock for CountingClock {
+        fn now_ticks(&self) -> u64 {
+            7
+        }
+        fn ticks_per_second(&self) -> u64 {
+            NS_PER_S
+        }
+        fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
+            Some(read_counting_clock)
+        }
+    }
+
+    #[test]
+    fn timestamps_come_from_the_clocks_reader_when_it_has_one() {
+        let with_reader = TickSource::new(&CountingClock);
+        let first = with_reader.now();
+        assert!(first >= 1 << 40 && with_reader.now() > first);
+        let clock = blockdev::testing::SteppingClock::new(1_000_000, 5);
+        let without = TickSource::new(&clock);
+        assert!(without.reader.is_none());
+        let first = without.now();
+        assert_eq!(without.now(), first + 5, "one reading of the clock per timestamp");
+    }
 
     #[test]
     fn the_three_latencies_are_each_difference_converted_alone() {
