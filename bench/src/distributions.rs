@@ -8,6 +8,7 @@
 //! Counting is integers only. The runner's per-pass cost is a comparison against the next sample
 //! boundary; per batch and per reap pass one band index and a counter bump.
 
+use crate::histogram::{bucket_start_ns, BUCKETS};
 use crate::stats::{LatencyAccumulator, LatencySummary};
 use crate::units::{KIB, NS_PER_MS, NS_PER_S, NS_PER_US};
 
@@ -40,11 +41,14 @@ const BAND_WITHIN_UNIT: [u8; 1000] = {
     table
 };
 
+/// The band within one unit of `value` (below 1000): 0 and 1 → "2", …, 750–999 → "1000".
+const fn within(value: u64) -> usize {
+    BAND_WITHIN_UNIT[value as usize] as usize
+}
+
 /// Index into [`LATENCY_BANDS`] of a completion latency (fio truncates to the unit first).
-pub fn latency_band(clat_ns: u64) -> usize {
+pub const fn latency_band(clat_ns: u64) -> usize {
     let edges = LATENCY_BAND_EDGES.len();
-    // Bands below an edge: 0 and 1 → "2", …, 750–999 → "1000" (value < 1000 here).
-    let within = |value: u64| usize::from(BAND_WITHIN_UNIT[value as usize]);
     if clat_ns < NS_PER_US {
         return within(clat_ns);
     }
@@ -59,6 +63,34 @@ pub fn latency_band(clat_ns: u64) -> usize {
         _ => MS_BANDS - 1,
     };
     2 * edges + ms_band
+}
+
+/// In [`BAND_OF_BUCKET`]: the bucket's values fall in more than one latency band.
+const SPANS_BANDS: u8 = u8::MAX;
+
+/// The latency band of the values in each histogram bucket ([`crate::histogram`]), or
+/// [`SPANS_BANDS`] for the few buckets that an edge of the bands cuts: bands grow with the value,
+/// so a bucket whose first and last values share a band lies in it whole.
+const BAND_OF_BUCKET: [u8; BUCKETS] = {
+    let mut table = [0u8; BUCKETS];
+    let mut index = 0;
+    while index < BUCKETS {
+        let last_ns = if index + 1 < BUCKETS { bucket_start_ns(index + 1) - 1 } else { u64::MAX };
+        let (first, last) = (latency_band(bucket_start_ns(index)), latency_band(last_ns));
+        table[index] = if first == last { first as u8 } else { SPANS_BANDS };
+        index += 1;
+    }
+    table
+};
+
+/// [`latency_band`] of `clat_ns`, which the histogram put in bucket `bucket`: one table read,
+/// except in a bucket an edge of the bands cuts.
+#[inline]
+pub fn latency_band_in_bucket(bucket: usize, clat_ns: u64) -> usize {
+    match BAND_OF_BUCKET.get(bucket) {
+        Some(&band) if band != SPANS_BANDS => usize::from(band),
+        _ => latency_band(clat_ns),
+    }
 }
 
 /// Keys of fio's depth bands: `iodepth_level` uses [`LEVEL_BAND_KEYS`], submit and complete
@@ -96,15 +128,56 @@ pub struct DepthCounts {
     pub complete: [u64; DEPTH_BANDS],
 }
 
-impl DepthCounts {
+/// Counts up to this one have a slot of their own in a [`DepthTally`]; every larger count falls
+/// in the same bands as this one (`>=64` of the levels, `>64` of the batches).
+const TALLIED_COUNTS: usize = 65;
+
+/// What [`DepthCounts`] are made of, counted where the run loop is: per doorbell and per reap the
+/// raw count's slot gets one add (a compare clamps it), and the bands are formed once, when the
+/// run's result is made ([`DepthTally::counts`]), instead of on every pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepthTally {
+    /// Requests sent by doorbells that left `i` in flight (`i` up to [`TALLIED_COUNTS`]).
+    sent_at_level: [u64; TALLIED_COUNTS + 1],
+    /// Doorbells that sent `i` requests.
+    doorbells_of: [u64; TALLIED_COUNTS + 1],
+    /// Polls that found `i` completions.
+    reaps_of: [u64; TALLIED_COUNTS + 1],
+}
+
+impl Default for DepthTally {
+    fn default() -> Self {
+        DepthTally {
+            sent_at_level: [0; TALLIED_COUNTS + 1],
+            doorbells_of: [0; TALLIED_COUNTS + 1],
+            reaps_of: [0; TALLIED_COUNTS + 1],
+        }
+    }
+}
+
+impl DepthTally {
     /// One doorbell for `batch` requests, leaving `in_flight` in flight.
+    #[inline]
     pub fn record_kick(&mut self, batch: usize, in_flight: usize) {
-        self.level[level_band(in_flight)] += batch as u64;
-        self.submit[batch_band(batch)] += 1;
+        self.sent_at_level[in_flight.min(TALLIED_COUNTS)] += batch as u64;
+        self.doorbells_of[batch.min(TALLIED_COUNTS)] += 1;
     }
 
+    /// One poll that found `completions`.
+    #[inline]
     pub fn record_reap(&mut self, completions: usize) {
-        self.complete[batch_band(completions)] += 1;
+        self.reaps_of[completions.min(TALLIED_COUNTS)] += 1;
+    }
+
+    /// fio's bands of what was recorded.
+    pub fn counts(&self) -> DepthCounts {
+        let mut counts = DepthCounts::default();
+        for count in 0..=TALLIED_COUNTS {
+            counts.level[level_band(count)] += self.sent_at_level[count];
+            counts.submit[batch_band(count)] += self.doorbells_of[count];
+            counts.complete[batch_band(count)] += self.reaps_of[count];
+        }
+        counts
     }
 }
 
@@ -244,6 +317,33 @@ mod tests {
     }
 
     #[test]
+    fn the_band_read_from_a_bucket_is_the_band_of_the_value() {
+        let mut values: Vec<u64> = (0..=5000).collect();
+        for unit in [1u64, NS_PER_US, NS_PER_MS] {
+            for edge in LATENCY_BAND_EDGES.iter().chain(&[2000]) {
+                let at = edge * unit;
+                values.extend([at.saturating_sub(2), at - 1, at, at + 1, at + 2]);
+            }
+        }
+        for index in 0..BUCKETS {
+            let start = bucket_start_ns(index);
+            values.extend([start, start.saturating_sub(1), start + 1]);
+        }
+        let mut random = crate::offsets::RandomGenerator::new(0xba4d);
+        values.extend((0..200_000).map(|_| random.next_u64() >> random.below(64)));
+        values.extend([u64::MAX, u64::MAX - 1]);
+        let mut spanning = 0;
+        for value in values {
+            let bucket = crate::histogram::bucket_index(value);
+            assert_eq!(latency_band_in_bucket(bucket, value), latency_band(value), "{value} ns");
+            spanning += usize::from(BAND_OF_BUCKET[bucket] == SPANS_BANDS);
+        }
+        // Most values are read from the table; only the buckets an edge cuts are not.
+        assert!(BAND_OF_BUCKET.iter().filter(|&&band| band == SPANS_BANDS).count() < 40);
+        assert!(spanning > 0);
+    }
+
+    #[test]
     fn depth_bands_match_fios_ranges_for_every_count() {
         let level = |in_flight: usize| match in_flight {
             0..=1 => 0,
@@ -275,14 +375,34 @@ mod tests {
         assert_eq!(levels, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6]);
         let batches: Vec<usize> = [0, 1, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65].map(batch_band).to_vec();
         assert_eq!(batches, [0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6]);
-        let mut counts = DepthCounts::default();
-        counts.record_kick(3, 32);
-        counts.record_kick(1, 1);
-        counts.record_reap(0);
-        counts.record_reap(40);
+        let mut tally = DepthTally::default();
+        tally.record_kick(3, 32);
+        tally.record_kick(1, 1);
+        tally.record_reap(0);
+        tally.record_reap(40);
+        let counts = tally.counts();
         assert_eq!(counts.level, [1, 0, 0, 0, 0, 3, 0]);
         assert_eq!(counts.submit, [0, 2, 0, 0, 0, 0, 0]);
         assert_eq!(counts.complete, [1, 0, 0, 0, 0, 1, 0]);
+    }
+
+    #[test]
+    fn a_tally_gives_the_bands_that_counting_each_event_in_its_band_gives() {
+        let mut random = crate::offsets::RandomGenerator::new(0xdef7);
+        let mut tally = DepthTally::default();
+        let mut reference = DepthCounts::default();
+        let edges = [0usize, 1, 2, 3, 4, 5, 8, 9, 16, 17, 32, 33, 63, 64, 65, 66, 1023, 1024, 1 << 40];
+        let draws = (0..20_000).map(|_| random.below(1100) as usize);
+        let counts: Vec<usize> = edges.into_iter().chain(draws).collect();
+        for pair in counts.windows(2) {
+            let (batch, in_flight) = (pair[0], pair[1]);
+            tally.record_kick(batch, in_flight);
+            reference.level[level_band(in_flight)] += batch as u64;
+            reference.submit[batch_band(batch)] += 1;
+            tally.record_reap(in_flight);
+            reference.complete[batch_band(in_flight)] += 1;
+        }
+        assert_eq!(tally.counts(), reference);
     }
 
     #[test]

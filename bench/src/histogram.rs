@@ -56,6 +56,15 @@ pub fn bucket_index(value_ns: u64) -> usize {
     index.min(BUCKETS - 1)
 }
 
+/// The smallest value in a bucket (the last bucket also holds every value from 2^34 ns up).
+pub const fn bucket_start_ns(index: usize) -> u64 {
+    if index < EXACT_BELOW_NS as usize {
+        return index as u64;
+    }
+    let discarded_bits = (index / BUCKETS_PER_GROUP - 1) as u32;
+    ((BUCKETS_PER_GROUP + index % BUCKETS_PER_GROUP) as u64) << discarded_bits
+}
+
 /// The value a bucket reports: its midpoint (exact below 128 ns).
 pub fn bucket_value_ns(index: usize) -> u64 {
     if index < EXACT_BELOW_NS as usize {
@@ -86,9 +95,12 @@ impl LatencyHistogram {
         self.counts.fill(0);
     }
 
+    /// Counts `value_ns`; returns its bucket's index.
     #[inline]
-    pub fn record(&mut self, value_ns: u64) {
-        self.counts[bucket_index(value_ns)] += 1;
+    pub fn record(&mut self, value_ns: u64) -> usize {
+        let index = bucket_index(value_ns);
+        self.counts[index] += 1;
+        index
     }
 
     /// Values recorded (the sum of the counts).
@@ -228,6 +240,10 @@ mod tests {
     fn every_bucket_midpoint_maps_back_to_its_bucket() {
         for index in 0..BUCKETS {
             assert_eq!(bucket_index(bucket_value_ns(index)), index);
+            assert_eq!(bucket_index(bucket_start_ns(index)), index);
+            if index > 0 {
+                assert_eq!(bucket_index(bucket_start_ns(index) - 1), index - 1);
+            }
         }
     }
 

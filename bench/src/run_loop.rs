@@ -22,6 +22,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::num::NonZeroU64;
 
 use blockdev::scratch::ScratchRegion;
 use blockdev::{
@@ -32,7 +33,7 @@ use blockdev::{
 use crate::buffers::BufferMemory;
 use crate::console::{Console, ProgressLine};
 use crate::cpu_cost::{Account, CpuCounters, CpuMeter};
-use crate::distributions::{latency_band, DepthCounts, RateSampler, LATENCY_BANDS};
+use crate::distributions::{latency_band_in_bucket, DepthCounts, DepthTally, RateSampler, LATENCY_BANDS};
 use crate::histogram::{LatencyHistogram, FIO_DEFAULT_PERCENTILES, P99_INDEX};
 use crate::offsets::{AccessPattern, OffsetGenerator, RandomGenerator};
 use crate::pattern_check::{CheckSummary, ReadChecker};
@@ -121,10 +122,55 @@ impl TickConverter {
         self.ns_by_division(ticks)
     }
 
+    /// lat, clat and slat in ns of an I/O submitted, sent (doorbell) and seen complete at these
+    /// ticks: each difference converted as [`TickConverter::ns`] converts it, a difference that
+    /// would be negative (a timer that went back) as 0. When the ticks are in order, as a working
+    /// timer gives them, lat is the longest of the three, so one compare tells whether all three
+    /// convert with one multiplication each.
+    #[inline]
+    fn latencies_ns(self, submitted: u64, kicked: u64, done: u64) -> (u64, u64, u64) {
+        let lat_ticks = done.wrapping_sub(submitted);
+        if submitted <= kicked && kicked <= done && lat_ticks <= self.multiply_up_to_ticks {
+            let ns_per_tick = self.whole_ns_per_tick;
+            return (
+                lat_ticks * ns_per_tick,
+                (done - kicked) * ns_per_tick,
+                (kicked - submitted) * ns_per_tick,
+            );
+        }
+        (
+            self.ns(done.saturating_sub(submitted)),
+            self.ns(done.saturating_sub(kicked)),
+            self.ns(kicked.saturating_sub(submitted)),
+        )
+    }
+
     fn ns_by_division(self, ticks: u64) -> u64 {
         match ticks.checked_mul(NS_PER_S) {
             Some(product) => product / self.ticks_per_second,
             None => blockdev::ticks_to_ns(ticks, self.ticks_per_second),
+        }
+    }
+}
+
+/// The run's timestamps: the clock's own function when it has one ([`Clock::tick_reader`]), else
+/// its `now_ticks`; the same readings either way.
+#[derive(Clone, Copy)]
+struct TickSource<'a> {
+    clock: &'a dyn Clock,
+    reader: Option<extern "C" fn() -> u64>,
+}
+
+impl<'a> TickSource<'a> {
+    fn new(clock: &'a dyn Clock) -> TickSource<'a> {
+        TickSource { clock, reader: clock.tick_reader() }
+    }
+
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        match self.reader {
+            Some(read) => read(),
+            None => self.clock.now_ticks(),
         }
     }
 }
@@ -168,6 +214,7 @@ impl Default for TagState {
 pub(crate) struct Scratch {
     tags: Vec<TagState>,
     free_tags: Vec<u32>,
+    /// The tags of the batch being submitted, in order (one per request in flight at most).
     batch: Vec<u32>,
     completions: Vec<Completion>,
     /// What each slot holds, for write and mixed jobs (allocated per job, cleared per run).
@@ -181,7 +228,7 @@ impl Scratch {
         Scratch {
             tags: alloc::vec![TagState::default(); queue_depth],
             free_tags: Vec::with_capacity(queue_depth),
-            batch: Vec::with_capacity(queue_depth),
+            batch: alloc::vec![0; queue_depth],
             completions: alloc::vec![Completion::default(); queue_depth],
             table: None,
             details: alloc::vec![CommandDetail::default(); queue_depth],
@@ -200,7 +247,6 @@ impl Scratch {
         self.tags.fill(TagState::default());
         self.free_tags.clear();
         self.free_tags.extend((0..queue_depth as u32).rev());
-        self.batch.clear();
         if let Some(table) = &mut self.table {
             table.clear();
         }
@@ -217,8 +263,6 @@ pub(crate) struct Measurements {
     lat_histogram: LatencyHistogram,
     /// fio's `latency_ns`/`_us`/`_ms` bands of the completion latencies.
     latency_bands: [u64; LATENCY_BANDS],
-    /// fio's queue-depth bands, inside the window.
-    depth: DepthCounts,
     ios: u64,
     errors: [u64; IoErrorKind::ALL.len()],
     /// The kind of the first I/O that failed in the window.
@@ -234,7 +278,6 @@ impl Measurements {
             clat_histogram: LatencyHistogram::new(),
             lat_histogram: LatencyHistogram::new(),
             latency_bands: [0; LATENCY_BANDS],
-            depth: DepthCounts::default(),
             ios: 0,
             errors: [0; IoErrorKind::ALL.len()],
             first_error: None,
@@ -248,22 +291,21 @@ impl Measurements {
         self.clat_histogram.reset();
         self.lat_histogram.reset();
         self.latency_bands = [0; LATENCY_BANDS];
-        self.depth = DepthCounts::default();
         self.ios = 0;
         self.errors = [0; IoErrorKind::ALL.len()];
         self.first_error = None;
     }
 
     /// One successful I/O inside the window: submit, doorbell and completion-seen ticks.
+    #[inline(always)]
     fn record(&mut self, converter: TickConverter, submitted: u64, kicked: u64, done: u64) {
-        let lat_ns = converter.ns(done.saturating_sub(submitted));
-        let clat_ns = converter.ns(done.saturating_sub(kicked));
+        let (lat_ns, clat_ns, slat_ns) = converter.latencies_ns(submitted, kicked, done);
         self.lat.record(lat_ns);
         self.lat_histogram.record(lat_ns);
         self.clat.record(clat_ns);
-        self.clat_histogram.record(clat_ns);
-        self.latency_bands[latency_band(clat_ns)] += 1;
-        self.slat.record(converter.ns(kicked.saturating_sub(submitted)));
+        let clat_bucket = self.clat_histogram.record(clat_ns);
+        self.latency_bands[latency_band_in_bucket(clat_bucket, clat_ns)] += 1;
+        self.slat.record(slat_ns);
         self.ios += 1;
     }
 }
@@ -448,11 +490,12 @@ struct WriteMix<'r> {
 struct RequestSource<'r> {
     offsets: OffsetGenerator,
     region_offset_bytes: u64,
-    logical_block_bytes: u64,
+    /// Non-zero, so that dividing by it needs no test (a device that reports 0 has 1).
+    logical_block_bytes: NonZeroU64,
     blocks_per_request: u32,
     block_bytes: u64,
     buffer_area: DmaBuffer,
-    buffer_count: u64,
+    buffer_count: NonZeroU64,
     mix: Option<WriteMix<'r>>,
 }
 
@@ -475,11 +518,12 @@ impl<'r> RequestSource<'r> {
                 seed,
             ),
             region_offset_bytes: plan.region_offset_bytes,
-            logical_block_bytes: u64::from(logical_block_bytes),
+            logical_block_bytes: NonZeroU64::new(u64::from(logical_block_bytes)).unwrap_or(NonZeroU64::MIN),
             blocks_per_request: plan.blocks_per_request,
             block_bytes: plan.block_bytes,
             buffer_area,
-            buffer_count: (buffer_area.length_bytes as u64 / plan.block_bytes).max(1),
+            buffer_count: NonZeroU64::new(buffer_area.length_bytes as u64 / plan.block_bytes)
+                .unwrap_or(NonZeroU64::MIN),
             mix: None,
         }
     }
@@ -534,7 +578,7 @@ impl<'r> RequestSource<'r> {
         state.operation = Operation::Write;
         state.sequence = sequence;
         let request = self.io(tag, Operation::Write, offset_bytes);
-        let (lba, block_bytes) = (request.lba, self.logical_block_bytes as usize);
+        let (lba, block_bytes) = (request.lba, self.logical_block_bytes.get() as usize);
         memory.with_bytes(&request.buffer, &mut |bytes| {
             written::fill_blocks(bytes, lba, block_bytes, run_id, sequence)
         });
@@ -547,6 +591,8 @@ struct RunLoop<'r> {
     device: &'r mut dyn BlockDevice,
     device_name: &'r str,
     clock: &'r dyn Clock,
+    /// The clock for the three timestamps of every I/O.
+    ticks: TickSource<'r>,
     converter: TickConverter,
     queue_depth: usize,
     requests: RequestSource<'r>,
@@ -562,13 +608,20 @@ struct RunLoop<'r> {
     /// The direction whose results carry the job's queue-depth bands (reads, unless the job
     /// only writes).
     depth_direction: usize,
+    /// fio's queue-depth bands, inside the window (formed when the result is made).
+    depth: DepthTally,
     block_bytes: u64,
     next_progress: u64,
     next_pump: u64,
     /// The earliest of the sample, window end, progress and drain ticks ([`RunLoop::next_event`]).
     next_event_ticks: u64,
     in_flight: usize,
-    completed: u64,
+    /// The run only reads, with nothing to trace or check: every request is a read, and a
+    /// completion is only counted and timed (set when the run starts; one test per poll spares
+    /// each completion the tests of the rest).
+    reads_only: bool,
+    /// Requests sent (counted per doorbell); less those in flight, the completions so far.
+    sent: u64,
     unknown_completions: u64,
     held_back: Option<Request>,
     submitting: bool,
@@ -592,6 +645,8 @@ struct RunOutcome<'r> {
     converter: TickConverter,
     times: RunTimes,
     sampler: [RateSampler; 2],
+    depth_direction: usize,
+    depth: DepthTally,
     end_ticks: u64,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
@@ -654,6 +709,7 @@ impl<'r> RunLoop<'r> {
             device_name,
             device,
             clock,
+            ticks: TickSource::new(clock),
             converter: TickConverter::new(clock.ticks_per_second()),
             queue_depth,
             requests,
@@ -666,6 +722,7 @@ impl<'r> RunLoop<'r> {
             sampler: [sampler; 2],
             depth_direction: if label.job.read_percent > 0 { Direction::Read } else { Direction::Write }
                 as usize,
+            depth: DepthTally::default(),
             block_bytes: plan.block_bytes,
             next_progress: times.start + times.progress_interval_ticks,
             next_pump: times.start,
@@ -673,7 +730,8 @@ impl<'r> RunLoop<'r> {
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
             times,
             in_flight: 0,
-            completed: 0,
+            reads_only: false,
+            sent: 0,
             unknown_completions: 0,
             held_back: None,
             submitting: true,
@@ -711,12 +769,18 @@ impl<'r> RunLoop<'r> {
             run_id,
             check_reads: config.write_verify,
             outcome: VerifyOutcome::default(),
-            expected_block: alloc::vec![0; requests.logical_block_bytes as usize],
+            expected_block: alloc::vec![0; requests.logical_block_bytes.get() as usize],
             region_id,
         })
     }
 
+    /// Requests that completed (with a tag that was in flight), failures included.
+    fn completed(&self) -> u64 {
+        self.sent - self.in_flight as u64
+    }
+
     fn run(&mut self, console: &mut dyn Console) {
+        self.reads_only = self.trace.is_none() && self.checker.is_none() && self.checks.is_none();
         loop {
             // One clock reading per pass, right after the poll: the completions' time when it
             // found any.
@@ -780,19 +844,23 @@ impl<'r> RunLoop<'r> {
     /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
     /// Returns whether anything was submitted.
     fn fill(&mut self, console: &mut dyn Console) -> bool {
-        self.scratch.batch.clear();
-        while self.in_flight < self.queue_depth {
+        // The batch's tags are `scratch.batch[..batch_len]`; they are counted in flight at the
+        // doorbell.
+        let room = self.queue_depth - self.in_flight;
+        let mut batch_len = 0;
+        while batch_len < room {
             let Some(request) = self.next_request() else {
                 break;
             };
-            let submitted_at = self.clock.now_ticks();
+            let submitted_at = self.ticks.now();
             self.meter.lap(Account::Pending);
             match self.device.submit(request) {
                 Ok(()) => {
                     self.meter.lap(Account::Driver);
-                    self.note_submitted(&request, submitted_at);
+                    self.note_submitted(&request, submitted_at, batch_len);
+                    batch_len += 1;
                 }
-                Err((request, SubmitError::QueueFull)) if self.in_flight > 0 => {
+                Err((request, SubmitError::QueueFull)) if self.in_flight + batch_len > 0 => {
                     self.meter.lap(Account::Pending);
                     self.held_back = Some(request);
                     break;
@@ -804,20 +872,21 @@ impl<'r> RunLoop<'r> {
                 }
             }
         }
-        if self.scratch.batch.is_empty() {
+        if batch_len == 0 {
             return false;
         }
+        self.in_flight += batch_len;
         self.meter.lap(Account::Bookkeeping);
         self.device.kick();
         self.meter.lap(Account::Driver);
-        let kicked_at = self.clock.now_ticks();
-        for &tag in &self.scratch.batch {
-            self.scratch.tags[tag as usize].kicked_at_ticks = kicked_at;
+        let kicked_at = self.ticks.now();
+        let Scratch { batch, tags, .. } = &mut *self.scratch;
+        for &tag in batch.iter().take(batch_len) {
+            tags[tag as usize].kicked_at_ticks = kicked_at;
         }
+        self.sent += batch_len as u64;
         if self.times.in_window(kicked_at) {
-            self.measurements[self.depth_direction]
-                .depth
-                .record_kick(self.scratch.batch.len(), self.in_flight);
+            self.depth.record_kick(batch_len, self.in_flight);
         }
         true
     }
@@ -876,14 +945,14 @@ impl<'r> RunLoop<'r> {
         }
     }
 
-    fn note_submitted(&mut self, request: &Request, submitted_at: u64) {
+    /// Notes a request the driver took as the batch's `position`-th.
+    fn note_submitted(&mut self, request: &Request, submitted_at: u64, position: usize) {
         let state = &mut self.scratch.tags[request.tag as usize];
         state.submitted_at_ticks = submitted_at;
         state.in_flight = true;
         (state.operation, state.lba, state.block_count) =
             (request.operation, request.lba, request.block_count);
-        self.scratch.batch.push(request.tag);
-        self.in_flight += 1;
+        self.scratch.batch[position] = request.tag;
     }
 
     /// A refusal other than "queue full" with requests in flight ends the run's submissions.
@@ -913,17 +982,24 @@ impl<'r> RunLoop<'r> {
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);
-            return (self.clock.now_ticks(), false);
+            return (self.ticks.now(), false);
         }
         self.meter.lap(Account::Driver);
-        let done = self.clock.now_ticks();
+        let done = self.ticks.now();
         let inside_window = self.times.in_window(done);
         if inside_window {
-            self.measurements[self.depth_direction].depth.record_reap(count);
+            self.depth.record_reap(count);
+        }
+        if self.reads_only {
+            for index in 0..count {
+                let completion = self.scratch.completions[index];
+                self.complete::<true>(completion, done, inside_window);
+            }
+            return (done, true);
         }
         for index in 0..count {
             let completion = self.scratch.completions[index];
-            let known = self.complete(completion, done, inside_window);
+            let known = self.complete::<false>(completion, done, inside_window);
             // The trace has what the run counts: successes in the window, failures whenever.
             let counted = inside_window || completion.result.is_err();
             if known && counted && self.trace.is_some() {
@@ -939,7 +1015,13 @@ impl<'r> RunLoop<'r> {
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.
-    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
+    /// `READS_ONLY`: `self.reads_only` holds.
+    fn complete<const READS_ONLY: bool>(
+        &mut self,
+        completion: Completion,
+        done: u64,
+        inside_window: bool,
+    ) -> bool {
         // Tags beyond this run's queue depth were reset with the rest and are never in flight.
         let state = match self.scratch.tags.get_mut(completion.tag as usize) {
             Some(state) if state.in_flight => state,
@@ -954,8 +1036,8 @@ impl<'r> RunLoop<'r> {
             (state.submitted_at_ticks, state.kicked_at_ticks, state.operation);
         self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
-        self.completed += 1;
         let direction = match operation {
+            _ if READS_ONLY => Direction::Read,
             Operation::Flush => {
                 self.complete_flush(completion, submitted, done, inside_window);
                 return true;
@@ -963,7 +1045,7 @@ impl<'r> RunLoop<'r> {
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
-        if self.checks.is_some() {
+        if !READS_ONLY && self.checks.is_some() {
             let state = self.scratch.tags[completion.tag as usize];
             self.account_slot(completion, &state);
         }
@@ -1055,7 +1137,7 @@ impl<'r> RunLoop<'r> {
         };
         let buffer = self.requests.buffer(completion.tag);
         let lba = self.requests.slot_lba(state.slot);
-        checks.check(&buffer, lba, self.requests.logical_block_bytes as usize, sequence);
+        checks.check(&buffer, lba, self.requests.logical_block_bytes.get() as usize, sequence);
     }
 
     /// The progress line and the drain deadline; returns whether the run must stop. The
@@ -1066,7 +1148,7 @@ impl<'r> RunLoop<'r> {
         if progress_due || pump_due {
             self.meter.lap(Account::Pending);
             if progress_due {
-                self.progress.update(self.converter.ns(now - self.times.start), self.completed);
+                self.progress.update(self.converter.ns(now - self.times.start), self.completed());
                 self.next_progress = now + self.times.progress_interval_ticks;
                 // The heartbeat waits for nothing (a posted GPIO write at most) and is nobody's
                 // CPU cost, like the progress line.
@@ -1169,7 +1251,7 @@ impl<'r> RunLoop<'r> {
     fn check_read_back(&mut self, completion: Completion, (slot, sequence): (u64, u32)) {
         let buffer = self.requests.buffer(completion.tag);
         let lba = self.requests.slot_lba(slot);
-        let logical_block_bytes = self.requests.logical_block_bytes as usize;
+        let logical_block_bytes = self.requests.logical_block_bytes.get() as usize;
         let Some(checks) = self.checks.as_mut() else { return };
         match completion.result {
             Ok(()) => checks.check(&buffer, lba, logical_block_bytes, sequence),
@@ -1209,7 +1291,7 @@ impl<'r> RunLoop<'r> {
         self.progress.finish(
             console,
             self.converter.ns(end.saturating_sub(self.times.start)),
-            self.completed,
+            self.completed(),
         );
         let name = self.device_name;
         if self.unknown_completions > 0 {
@@ -1236,6 +1318,7 @@ impl<'r> RunLoop<'r> {
             ring.set_recording_cost(self.meter.total(Account::Recording));
         }
         let check = self.report_checks(console);
+        let completed = self.completed();
         RunOutcome {
             flush: self.flush.as_ref().map(FlushState::result),
             region_id: self.checks.as_ref().and_then(|checks| checks.region_id),
@@ -1244,10 +1327,12 @@ impl<'r> RunLoop<'r> {
             converter: self.converter,
             times: self.times,
             sampler: self.sampler,
+            depth_direction: self.depth_direction,
+            depth: self.depth,
             end_ticks: end,
             ended_early: self.ended_early,
             notes: self.notes,
-            cpu: self.meter.finish(self.completed),
+            cpu: self.meter.finish(completed),
             check,
         }
     }
@@ -1282,7 +1367,7 @@ fn read_checker<'r>(
     logical_block_bytes: u32,
 ) -> Result<ReadChecker<'r>, &'static str> {
     let memory = environment.memory.ok_or("this kernel gives the benchmark no access to its buffers")?;
-    if (requests.buffer_count as usize) < queue_depth {
+    if (requests.buffer_count.get() as usize) < queue_depth {
         return Err("requests share buffers (the buffer area is smaller than queue depth × block size)");
     }
     Ok(ReadChecker::new(memory, every, logical_block_bytes))
@@ -1368,7 +1453,11 @@ impl RunOutcome<'_> {
             clat_bins: bins(&measurements.clat_histogram),
             lat_bins: bins(&measurements.lat_histogram),
             latency_bands: measurements.latency_bands,
-            depth: measurements.depth,
+            depth: if direction as usize == self.depth_direction {
+                self.depth.counts()
+            } else {
+                DepthCounts::default()
+            },
             iops_samples: sampler.iops(),
             bandwidth_kib_samples: sampler.bandwidth_kib(),
             errors: measurements.errors,
@@ -1390,6 +1479,72 @@ impl RunOutcome<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A clock that counts its readings, through `now_ticks` or through its reader.
+    struct CountingClock;
+
+    static READER_TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
+
+    extern "C" fn read_counting_clock() -> u64 {
+        READER_TICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    impl Clock for CountingClock {
+        fn now_ticks(&self) -> u64 {
+            7
+        }
+        fn ticks_per_second(&self) -> u64 {
+            NS_PER_S
+        }
+        fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
+            Some(read_counting_clock)
+        }
+    }
+
+    #[test]
+    fn timestamps_come_from_the_clocks_reader_when_it_has_one() {
+        let with_reader = TickSource::new(&CountingClock);
+        let first = with_reader.now();
+        assert!(first >= 1 << 40 && with_reader.now() > first);
+        let clock = blockdev::testing::SteppingClock::new(1_000_000, 5);
+        let without = TickSource::new(&clock);
+        assert!(without.reader.is_none());
+        let first = without.now();
+        assert_eq!(without.now(), first + 5, "one reading of the clock per timestamp");
+    }
+
+    #[test]
+    fn the_three_latencies_are_each_difference_converted_alone() {
+        for ticks_per_second in [1_000_000_000, 62_500_000, 54_000_000, 19_200_000, 3] {
+            let converter = TickConverter::new(ticks_per_second);
+            let mut random = RandomGenerator::new(ticks_per_second ^ 0x1a7);
+            let limit = converter.multiply_up_to_ticks;
+            let mut ticks =
+                [0, 1, 2, limit, limit.wrapping_add(1), u64::MAX / NS_PER_S, u64::MAX - 1, u64::MAX].to_vec();
+            ticks.extend((0..3000).map(|_| random.next_u64() >> random.below(64)));
+            // In order, out of order (a timer that went back), equal, at and past the limit.
+            for triple in ticks.windows(3) {
+                let (submitted, kicked, done) = (triple[0], triple[1], triple[2]);
+                for (s, k, d) in [
+                    (submitted, kicked, done),
+                    (0, submitted.min(kicked), submitted.max(kicked)),
+                    (0, 0, limit.saturating_add(triple[2] % 3)),
+                    (submitted, submitted, submitted),
+                ] {
+                    let expected = (
+                        converter.ns(d.saturating_sub(s)),
+                        converter.ns(d.saturating_sub(k)),
+                        converter.ns(k.saturating_sub(s)),
+                    );
+                    assert_eq!(
+                        converter.latencies_ns(s, k, d),
+                        expected,
+                        "{s} {k} {d} at {ticks_per_second} Hz"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn tick_conversion_matches_the_block_interfaces_at_every_rate() {

@@ -907,6 +907,8 @@ mod tests {
             Some(RunEnd::DrainTimeout { in_flight: 2, waited_ns }) if waited_ns >= DRAIN_TIMEOUT_NS
         ));
         assert!(console.contains("nvme0: 2 requests still in flight 10 s after the window"));
+        // The CPU cost is per completion: the requests sent less the two still in flight.
+        assert_eq!(results.runs[0].cpu.ios, stalling.accepted.len() as u64 - 2);
     }
 
     #[test]

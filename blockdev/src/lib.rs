@@ -342,6 +342,14 @@ pub trait Clock {
     /// The counter frequency (`CNTFRQ_EL0` in the kernel).
     fn ticks_per_second(&self) -> u64;
 
+    /// The same readings as [`Clock::now_ticks`] from a function that needs no `self`, for a
+    /// caller that reads the clock on every I/O (the benchmark's timestamps): one call through
+    /// a function pointer instead of a trait object's method and its test of the source. `None`
+    /// (the default): call `now_ticks`.
+    fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
+        None
+    }
+
     /// Converts a tick count to nanoseconds without overflow for any realistic duration.
     fn ticks_to_ns(&self, ticks: u64) -> u64 {
         ticks_to_ns(ticks, self.ticks_per_second())

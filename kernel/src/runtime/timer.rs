@@ -138,6 +138,14 @@ impl Clock for KernelTimer {
     fn ticks_per_second(&self) -> u64 {
         self.ticks_per_second
     }
+
+    fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
+        match self.source {
+            #[cfg(target_arch = "aarch64")]
+            Source::Generic => Some(registers::counter_ticks_call),
+            _ => None,
+        }
+    }
 }
 
 impl embedded_hal::delay::DelayNs for KernelTimer {
