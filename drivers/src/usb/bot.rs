@@ -325,7 +325,7 @@ impl<'p> BotTransport<'p> {
     fn finish(&mut self, result: Result<Outcome, TransportError>, finished: &mut Finished) {
         if let Some(id) = self.active.as_ref().map(|active| active.id) {
             self.active = None;
-            finished.push((id, result));
+            finished.push(id, result);
         }
     }
 

@@ -380,7 +380,7 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
             reads: Vec::new(),
             waiting: VecDeque::new(),
             ready: VecDeque::new(),
-            finished: Vec::new(),
+            finished: Finished::default(),
             statistics: DriveStatistics::default(),
             reports: 0,
             events,
@@ -437,8 +437,8 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         loop {
             self.finished.clear();
             self.transport.poll(&mut hc, &mut self.device, &mut self.finished);
-            if let Some(position) = self.finished.iter().position(|(done, _)| *done == id) {
-                return self.finished.remove(position).1;
+            if let Some(result) = self.finished.take(id) {
+                return result;
             }
             core::hint::spin_loop();
         }
@@ -553,9 +553,18 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         }
     }
 
+    /// Completes the read the transport ran as command `id`.
+    fn complete_command(&mut self, id: CommandId, result: Result<Outcome, &TransportError>) {
+        let running = |read: &Read| read.state == ReadState::Running && read.id == id;
+        if let Some(index) = self.reads.iter().position(running) {
+            let completion = self.complete(index, result);
+            self.ready.push_back(completion);
+        }
+    }
+
     /// The completion of the read in slot `index`, with its failure reported by name; frees the
     /// slot.
-    fn complete(&mut self, index: usize, result: &Result<Outcome, TransportError>) -> Completion {
+    fn complete(&mut self, index: usize, result: Result<Outcome, &TransportError>) -> Completion {
         let read = &mut self.reads[index];
         read.state = ReadState::Free;
         let (tag, lba, block_count, bytes, data) =
@@ -749,7 +758,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
                 }
                 Err(error) => {
                     drop(hc);
-                    let completion = self.complete(index, &Err(error));
+                    let completion = self.complete(index, Err(&error));
                     self.ready.push_back(completion);
                     hc = self.controller.borrow_mut();
                 }
@@ -760,21 +769,21 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
         if self.reads.iter().any(|read| read.state == ReadState::Running) {
-            let mut finished = core::mem::take(&mut self.finished);
-            finished.clear();
+            self.finished.clear();
             {
                 let mut hc = self.controller.borrow_mut();
-                self.transport.poll(&mut hc, &mut self.device, &mut finished);
+                self.transport.poll(&mut hc, &mut self.device, &mut self.finished);
             }
-            // Each result is read where the transport put it, not moved out.
-            for (id, result) in &finished {
-                let running = |read: &Read| read.state == ReadState::Running && read.id == *id;
-                if let Some(index) = self.reads.iter().position(running) {
-                    let completion = self.complete(index, result);
-                    self.ready.push_back(completion);
-                }
+            // By index: the lists stay where they are (moving them out and back was a `memcpy`
+            // call per poll), and a success is its three words.
+            for index in 0..self.finished.succeeded().len() {
+                let (id, outcome) = self.finished.succeeded()[index];
+                self.complete_command(id, Ok(outcome));
             }
-            self.finished = finished;
+            for index in 0..self.finished.failed().len() {
+                let (id, error) = self.finished.failed()[index];
+                self.complete_command(id, Err(&error));
+            }
         }
         let mut produced = 0;
         while produced < completions.len() {

@@ -571,22 +571,22 @@ impl<'p> UasTransport<'p> {
         }
     }
 
+    /// Hands the result of `tag` on once its status and (on success) its data and Command IU
+    /// are in. Reads the state in place: a copy of the whole result, most of it the room of a
+    /// recovery error, was a `memcpy` call per command on the kernel targets.
     fn finish_if_done(&mut self, tag: u16, finished: &mut Finished) {
         let Some(state) = &self.states[usize::from(tag)] else {
             return;
         };
-        let Some(mut result) = state.result else {
-            return;
+        let result = match &state.result {
+            None => return,
+            Some(Ok(_)) if state.awaiting_data || state.command_td.is_some() => return,
+            Some(Ok(outcome)) => Ok(Outcome { transferred_bytes: state.transferred_bytes, ..*outcome }),
+            Some(Err(error)) => Err(*error),
         };
-        if result.is_ok() && (state.awaiting_data || state.command_td.is_some()) {
-            return;
-        }
-        if let Ok(outcome) = result.as_mut() {
-            outcome.transferred_bytes = state.transferred_bytes;
-        }
         self.vacate(tag);
         self.free_tags.push(tag);
-        finished.push((tag, result));
+        finished.push(tag, result);
     }
 
     /// One transfer event. An `Err` means a pipe failed and everything must be recovered.
@@ -839,7 +839,7 @@ impl<'p> UasTransport<'p> {
                 };
                 self.vacate(tag);
                 self.free_tags.push(tag);
-                finished.push((tag, result));
+                finished.push(tag, result);
             }
         }
         self.vacate(self.tags);
