@@ -304,11 +304,7 @@ fn bulk_only_matches_each_event_only_against_the_tds_of_its_own_pipe() {
         BulkOnlyEventOrder::OutBetweenDataAndStatus,
     ] {
         let platform = platform();
-        let sim = SimXhci::new(
-            &platform,
-            SimConfig::default(),
-            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
-        );
+        let sim = super_speed_bot(&platform);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
         let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
@@ -400,6 +396,11 @@ fn uas_at_super_speed_keeps_its_streams_busy_out_of_order() {
     assert_eq!(sim.with_device(2, |d| d.statistics.max_uas_tasks), 15);
     assert_eq!(sim.statistics().stream_doorbells.len(), 15, "every tag's streams rung");
     sim.assert_no_violations();
+}
+
+/// A controller with a Bulk-Only drive at SuperSpeed on port 1.
+fn super_speed_bot(platform: &SimPlatform) -> SimXhci<'_> {
+    SimXhci::new(platform, SimConfig::default(), vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))])
 }
 
 /// A controller with a UAS drive at SuperSpeed (QEMU's 16 streams) on port 2.
@@ -728,11 +729,7 @@ fn waited_ms(events: &Recorded) -> u64 {
 fn a_status_stalled_twice_or_a_bus_error_ends_in_reset_recovery() {
     for fault in ["two CSW stalls", "transaction error"] {
         let platform = platform();
-        let sim = SimXhci::new(
-            &platform,
-            SimConfig::default(),
-            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
-        );
+        let sim = super_speed_bot(&platform);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
         let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
@@ -792,11 +789,7 @@ fn a_failing_request_sense_still_fails_the_command_by_status() {
 fn phase_errors_and_bad_csws_end_in_reset_recovery() {
     for fault in ["phase", "signature"] {
         let platform = platform();
-        let sim = SimXhci::new(
-            &platform,
-            SimConfig::default(),
-            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
-        );
+        let sim = super_speed_bot(&platform);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
         let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
