@@ -307,9 +307,9 @@ impl<'p> BotTransport<'p> {
                 self.finish(result, finished);
             }
         }
-        if let Some(active) = self.active {
-            if active.deadline.has_passed(hc.platform()) {
-                let waited_ms = active.deadline.elapsed_us(hc.platform()) / 1000;
+        if let Some(deadline) = self.active.as_ref().map(|active| active.deadline) {
+            if deadline.has_passed(hc.platform()) {
+                let waited_ms = deadline.elapsed_us(hc.platform()) / 1000;
                 let result = match self.reset_recovery(hc, device) {
                     Ok(()) => Err(TransportError::Timeout { waited_ms }),
                     Err(error) => Err(error),
@@ -320,9 +320,12 @@ impl<'p> BotTransport<'p> {
         self.kick(hc, device.slot_id);
     }
 
+    /// Hands the command's result on and forgets the command (its identifier read, not the
+    /// whole record moved out: that was a `memcpy` call per command on the kernel targets).
     fn finish(&mut self, result: Result<Outcome, TransportError>, finished: &mut Finished) {
-        if let Some(active) = self.active.take() {
-            finished.push((active.id, result));
+        if let Some(id) = self.active.as_ref().map(|active| active.id) {
+            self.active = None;
+            finished.push(id, result);
         }
     }
 
@@ -443,36 +446,36 @@ impl<'p> BotTransport<'p> {
         hc: &mut HostController<'_, R, P>,
         device: &mut UsbDevice,
     ) -> Option<Result<Outcome, TransportError>> {
-        let active = self.active?;
+        // The four fields the status needs, not a copy of the whole command.
+        let (cbw_tag, csw_bytes, phase, moved_bytes) =
+            self.active.as_ref().map(|a| (a.cbw_tag, a.csw_bytes, a.phase, a.transferred_bytes))?;
         hc.platform().invalidate_for_cpu(&self.wrappers.region.buffer());
         let mut bytes = [0u8; CSW_BYTES];
         self.wrappers.region.read_bytes(CSW_OFFSET, &mut bytes);
         let csw = CommandStatusWrapper::parse(&bytes);
-        if !csw.is_valid_for(active.cbw_tag, active.csw_bytes) {
+        if !csw.is_valid_for(cbw_tag, csw_bytes) {
             let error = TransportError::BadStatusWrapper {
                 signature: csw.signature,
                 tag: csw.tag,
-                expected_tag: active.cbw_tag,
-                bytes: active.csw_bytes,
+                expected_tag: cbw_tag,
+                bytes: csw_bytes,
             };
             return Some(self.reset_recovery(hc, device).and(Err(error)));
         }
-        match (csw.status, active.phase) {
-            (CSW_PASSED, Phase::Command) => Some(Ok(Outcome {
-                status: ScsiStatus::GOOD,
-                sense: None,
-                transferred_bytes: active.transferred_bytes,
-            })),
+        match (csw.status, phase) {
+            (CSW_PASSED, Phase::Command) => {
+                Some(Ok(Outcome { status: ScsiStatus::GOOD, sense: None, transferred_bytes: moved_bytes }))
+            }
             (CSW_PASSED, Phase::Sense { transferred_bytes }) => {
                 let mut sense = [0u8; SENSE_BYTES as usize];
                 self.wrappers.region.read_bytes(SENSE_OFFSET, &mut sense);
                 Some(Ok(Outcome {
                     status: ScsiStatus::CHECK_CONDITION,
-                    sense: Sense::parse(&sense[..active.transferred_bytes as usize]),
+                    sense: Sense::parse(&sense[..moved_bytes as usize]),
                     transferred_bytes,
                 }))
             }
-            (CSW_FAILED, Phase::Command) => self.request_sense(hc, active),
+            (CSW_FAILED, Phase::Command) => self.request_sense(hc, moved_bytes),
             (CSW_FAILED, Phase::Sense { transferred_bytes }) => {
                 Some(Ok(Outcome { status: ScsiStatus::CHECK_CONDITION, sense: None, transferred_bytes }))
             }
@@ -480,12 +483,14 @@ impl<'p> BotTransport<'p> {
         }
     }
 
-    /// REQUEST SENSE for the command that just failed (BOT has no autosense).
+    /// REQUEST SENSE for the command that just failed, which moved `failed_bytes` (BOT has no
+    /// autosense).
     fn request_sense<R: RegisterIo, P: Platform>(
         &mut self,
         hc: &mut HostController<'_, R, P>,
-        failed: Active,
+        failed_bytes: u32,
     ) -> Option<Result<Outcome, TransportError>> {
+        let (id, deadline) = self.active.as_ref().map(|failed| (failed.id, failed.deadline))?;
         self.statistics.sense_requests += 1;
         self.wrappers.region.zero(SENSE_OFFSET, 32);
         let command = ScsiCommand::reading(
@@ -493,8 +498,8 @@ impl<'p> BotTransport<'p> {
             self.wrappers.bus_address + SENSE_OFFSET as u64,
             u32::from(SENSE_BYTES),
         );
-        let phase = Phase::Sense { transferred_bytes: failed.transferred_bytes };
-        match self.queue(hc, failed.id, command, phase, failed.deadline) {
+        let phase = Phase::Sense { transferred_bytes: failed_bytes };
+        match self.queue(hc, id, command, phase, deadline) {
             Ok(()) => None,
             Err(error) => Some(Err(error)),
         }

@@ -21,7 +21,8 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::vec::Vec;
 use blockdev::{
-    check_request, BlockDevice, Completion, Geometry, IoError, IoErrorKind, Operation, Request, SubmitError,
+    check_request, BlockDevice, Completion, DmaBuffer, Geometry, IoError, IoErrorKind, Operation, Request,
+    SubmitError,
 };
 use core::fmt;
 use hal::dma::DmaAllocation;
@@ -235,11 +236,42 @@ impl Transport<'_> {
     }
 }
 
+/// A read from its submission to its completion, kept in its slot and worked on through
+/// references: moving a whole request (48 bytes) from queue to queue and out to be completed
+/// cost a `memcpy` call per move on the kernel targets. Filled field by field from the request.
 #[derive(Clone, Copy, Debug)]
-struct Running {
+struct Read {
+    state: ReadState,
+    /// The transport's handle while running.
     id: CommandId,
-    request: Request,
+    tag: u32,
+    block_count: u32,
     bytes: u32,
+    lba: u64,
+    /// Where the data goes: the request's buffer cut to `bytes`, and its bus address.
+    data: DmaBuffer,
+    bus: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadState {
+    Free,
+    /// Submitted, started at the next kick.
+    Waiting,
+    Running,
+}
+
+impl Read {
+    const FREE: Read = Read {
+        state: ReadState::Free,
+        id: 0,
+        tag: 0,
+        block_count: 0,
+        bytes: 0,
+        lba: 0,
+        data: DmaBuffer { cpu_address: 0, physical_address: 0, length_bytes: 0 },
+        bus: 0,
+    };
 }
 
 /// A USB mass storage drive (LUN 0) as a block device.
@@ -253,8 +285,10 @@ pub struct MassStorageDevice<'p, R: RegisterIo, P: Platform> {
     dma: BusTranslation,
     long_cdbs: bool,
     scratch: DmaAllocation<'p>,
-    waiting: VecDeque<(Request, u64)>,
-    running: Vec<Running>,
+    /// One slot per command the transport carries at once.
+    reads: Vec<Read>,
+    /// Slots of submitted reads in the order they came.
+    waiting: VecDeque<u8>,
     ready: VecDeque<Completion>,
     finished: Finished,
     statistics: DriveStatistics,
@@ -343,10 +377,10 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
             dma,
             long_cdbs: false,
             scratch,
+            reads: Vec::new(),
             waiting: VecDeque::new(),
-            running: Vec::new(),
             ready: VecDeque::new(),
-            finished: Vec::new(),
+            finished: Finished::default(),
             statistics: DriveStatistics::default(),
             reports: 0,
             events,
@@ -403,8 +437,8 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         loop {
             self.finished.clear();
             self.transport.poll(&mut hc, &mut self.device, &mut self.finished);
-            if let Some(position) = self.finished.iter().position(|(done, _)| *done == id) {
-                return self.finished.remove(position).1;
+            if let Some(result) = self.finished.take(id) {
+                return result;
             }
             core::hint::spin_loop();
         }
@@ -453,6 +487,7 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
             max_request_blocks: max_request_blocks.max(1),
             max_in_flight: self.transport.slots(),
         };
+        self.reads = alloc::vec![Read::FREE; self.geometry.max_in_flight as usize];
         Ok(())
     }
 
@@ -518,18 +553,31 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
         }
     }
 
-    /// The completion of a finished command, with its failure reported by name.
-    fn complete(&mut self, running: Running, result: Result<Outcome, TransportError>) -> Completion {
-        let request = running.request;
+    /// Completes the read the transport ran as command `id`.
+    fn complete_command(&mut self, id: CommandId, result: Result<Outcome, &TransportError>) {
+        let running = |read: &Read| read.state == ReadState::Running && read.id == id;
+        if let Some(index) = self.reads.iter().position(running) {
+            let completion = self.complete(index, result);
+            self.ready.push_back(completion);
+        }
+    }
+
+    /// The completion of the read in slot `index`, with its failure reported by name; frees the
+    /// slot.
+    fn complete(&mut self, index: usize, result: Result<Outcome, &TransportError>) -> Completion {
+        let read = &mut self.reads[index];
+        read.state = ReadState::Free;
+        let (tag, lba, block_count, bytes, data) =
+            (read.tag, read.lba, read.block_count, read.bytes, read.data);
         let error = match result {
-            Ok(outcome) if outcome.is_good() && outcome.transferred_bytes >= running.bytes => None,
+            Ok(outcome) if outcome.is_good() && outcome.transferred_bytes >= bytes => None,
             Ok(outcome) if outcome.is_good() => Some((
                 IoErrorKind::Transfer,
                 outcome.transferred_bytes,
                 alloc::format!(
                     "{}",
                     TransportError::ShortTransfer {
-                        expected_bytes: running.bytes,
+                        expected_bytes: bytes,
                         transferred_bytes: outcome.transferred_bytes
                     }
                 ),
@@ -543,31 +591,23 @@ impl<'p, R: RegisterIo, P: Platform> MassStorageDevice<'p, R, P> {
                 Some((IoErrorKind::DeviceStatus, code, text))
             }
             Err(error) => {
-                Some((transport_error_kind(&error), transport_error_code(&error), alloc::format!("{error}")))
+                Some((transport_error_kind(error), transport_error_code(error), alloc::format!("{error}")))
             }
         };
-        if request.operation == Operation::Read {
-            if let Some(data) = request.buffer.slice(0, running.bytes as usize) {
-                self.controller.borrow().platform().invalidate_for_cpu(&data);
-            }
-        }
+        self.controller.borrow().platform().invalidate_for_cpu(&data);
         let result = match error {
             None => Ok(()),
             Some((kind, code, text)) => {
                 self.statistics.failed += 1;
                 self.statistics.by_kind[kind.index()] += 1;
-                let cdb = Cdb::transfer(false, request.lba, request.block_count, self.long_cdbs);
-                let message = alloc::format!(
-                    "{} of {} blocks at LBA {} failed: {text}",
-                    cdb.name(),
-                    request.block_count,
-                    request.lba
-                );
+                let cdb = Cdb::transfer(false, lba, block_count, self.long_cdbs);
+                let message =
+                    alloc::format!("{} of {block_count} blocks at LBA {lba} failed: {text}", cdb.name());
                 self.report(&message);
                 Err(IoError { kind, code })
             }
         };
-        Completion { tag: request.tag, result }
+        Completion { tag, result }
     }
 }
 
@@ -677,33 +717,48 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
         if request.operation != Operation::Read {
             return Err((request, SubmitError::Unsupported));
         }
-        if self.waiting.len() + self.running.len() >= self.geometry.max_in_flight as usize {
+        let Some(index) = self.reads.iter().position(|read| read.state == ReadState::Free) else {
             return Err((request, SubmitError::QueueFull));
-        }
-        let bytes = u64::from(request.block_count) * u64::from(self.geometry.logical_block_bytes);
-        let Ok(bus) = self.dma.to_bus(request.buffer.physical_address, bytes) else {
+        };
+        // check_request made sure the buffer holds the request's blocks.
+        let bytes = request.block_count * self.geometry.logical_block_bytes;
+        let (Ok(bus), Some(data)) = (
+            self.dma.to_bus(request.buffer.physical_address, u64::from(bytes)),
+            request.buffer.slice(0, bytes as usize),
+        ) else {
             return Err((request, SubmitError::BadBuffer));
         };
-        if let Some(data) = request.buffer.slice(0, bytes as usize) {
-            // Nothing dirty in the cache may later be written back over what the device writes.
-            self.controller.borrow().platform().clean_for_device(&data);
-        }
+        // Nothing dirty in the cache may later be written back over what the device writes.
+        self.controller.borrow().platform().clean_for_device(&data);
         self.statistics.requests += 1;
-        self.waiting.push_back((request, bus));
+        let read = &mut self.reads[index];
+        read.state = ReadState::Waiting;
+        read.tag = request.tag;
+        read.lba = request.lba;
+        read.block_count = request.block_count;
+        read.bytes = bytes;
+        read.data = data;
+        read.bus = bus;
+        self.waiting.push_back(index as u8);
         Ok(())
     }
 
     /// Starts every submitted request as a SCSI READ and rings the doorbells once.
     fn kick(&mut self) {
         let mut hc = self.controller.borrow_mut();
-        while let Some((request, bus)) = self.waiting.pop_front() {
-            let bytes = request.block_count * self.geometry.logical_block_bytes;
-            let cdb = Cdb::transfer(false, request.lba, request.block_count, self.long_cdbs);
-            match self.transport.start(&mut hc, ScsiCommand::reading(cdb, bus, bytes)) {
-                Ok(id) => self.running.push(Running { id, request, bytes }),
+        while let Some(index) = self.waiting.pop_front() {
+            let index = usize::from(index);
+            let read = &self.reads[index];
+            let cdb = Cdb::transfer(false, read.lba, read.block_count, self.long_cdbs);
+            match self.transport.start(&mut hc, ScsiCommand::reading(cdb, read.bus, read.bytes)) {
+                Ok(id) => {
+                    let read = &mut self.reads[index];
+                    read.id = id;
+                    read.state = ReadState::Running;
+                }
                 Err(error) => {
                     drop(hc);
-                    let completion = self.complete(Running { id: 0, request, bytes }, Err(error));
+                    let completion = self.complete(index, Err(&error));
                     self.ready.push_back(completion);
                     hc = self.controller.borrow_mut();
                 }
@@ -713,21 +768,22 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
     }
 
     fn poll(&mut self, completions: &mut [Completion]) -> usize {
-        if !self.running.is_empty() {
-            let mut finished = core::mem::take(&mut self.finished);
-            finished.clear();
+        if self.reads.iter().any(|read| read.state == ReadState::Running) {
+            self.finished.clear();
             {
                 let mut hc = self.controller.borrow_mut();
-                self.transport.poll(&mut hc, &mut self.device, &mut finished);
+                self.transport.poll(&mut hc, &mut self.device, &mut self.finished);
             }
-            for (id, result) in finished.drain(..) {
-                if let Some(position) = self.running.iter().position(|running| running.id == id) {
-                    let running = self.running.swap_remove(position);
-                    let completion = self.complete(running, result);
-                    self.ready.push_back(completion);
-                }
+            // By index: the lists stay where they are (moving them out and back was a `memcpy`
+            // call per poll), and a success is its three words.
+            for index in 0..self.finished.succeeded().len() {
+                let (id, outcome) = self.finished.succeeded()[index];
+                self.complete_command(id, Ok(outcome));
             }
-            self.finished = finished;
+            for index in 0..self.finished.failed().len() {
+                let (id, error) = self.finished.failed()[index];
+                self.complete_command(id, Err(&error));
+            }
         }
         let mut produced = 0;
         while produced < completions.len() {

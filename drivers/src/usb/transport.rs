@@ -126,8 +126,48 @@ impl From<UsbError> for TransportError {
 /// The transport's handle for a command in flight (the UAS tag; a counter for BOT).
 pub type CommandId = u16;
 
-/// Where finished commands go.
-pub type Finished = Vec<(CommandId, Result<Outcome, TransportError>)>;
+/// Where finished commands go. A success is kept as its outcome (three words, stored without a
+/// `memcpy` call); a failure, with the room its error needs (56 bytes: a recovery's
+/// [`UsbError`]), in a list of its own. One list of whole results made every command's
+/// completion a `memcpy` call of that room on the kernel targets.
+#[derive(Debug, Default)]
+pub struct Finished {
+    succeeded: Vec<(CommandId, Outcome)>,
+    failed: Vec<(CommandId, TransportError)>,
+}
+
+impl Finished {
+    pub fn push(&mut self, id: CommandId, result: Result<Outcome, TransportError>) {
+        match result {
+            Ok(outcome) => self.succeeded.push((id, outcome)),
+            Err(error) => self.failed.push((id, error)),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.succeeded.clear();
+        self.failed.clear();
+    }
+
+    /// Takes the result of command `id` if it finished.
+    pub fn take(&mut self, id: CommandId) -> Option<Result<Outcome, TransportError>> {
+        if let Some(position) = self.succeeded.iter().position(|(done, _)| *done == id) {
+            return Some(Ok(self.succeeded.remove(position).1));
+        }
+        let position = self.failed.iter().position(|(done, _)| *done == id)?;
+        Some(Err(self.failed.remove(position).1))
+    }
+
+    /// The commands that ended with an outcome (any SCSI status).
+    pub fn succeeded(&self) -> &[(CommandId, Outcome)] {
+        &self.succeeded
+    }
+
+    /// The commands the transport could not complete, with why.
+    pub fn failed(&self) -> &[(CommandId, TransportError)] {
+        &self.failed
+    }
+}
 
 /// A bulk endpoint with its transfer ring (or, with streams, the rings are elsewhere).
 pub struct BulkPipe<'p> {

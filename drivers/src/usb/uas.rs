@@ -13,7 +13,7 @@ use super::device::UsbDevice;
 use super::error::UsbError;
 use super::regs::Speed;
 use super::ring::{Placement, ProducerRing};
-use super::scsi::{Cdb, DataDirection};
+use super::scsi::DataDirection;
 use super::transport::{
     enqueue_bulk, transferred_bytes, write_bytes, BulkPipe, CommandId, Finished, Outcome, ScsiCommand,
     TransferRingFull, TransportError, COMMAND_TIMEOUT_US,
@@ -180,7 +180,11 @@ impl BulkPipeView {
 
 #[derive(Clone, Copy, Debug)]
 struct TagState {
-    command: ScsiCommand,
+    /// The data stage: where it goes, how many bytes, and whether it comes in (the rest of the
+    /// command went into its Command IU and is not kept: each copy of it was a `memcpy` call).
+    data_bus: u64,
+    data_bytes: u32,
+    data_in: bool,
     command_td: Option<Placement>,
     status_td: Option<Placement>,
     data_td: Option<Placement>,
@@ -399,7 +403,9 @@ impl<'p> UasTransport<'p> {
         }
         let tag = self.free_tags.pop().expect("the caller keeps to command_slots()");
         let state = TagState {
-            command,
+            data_bus: command.data_bus,
+            data_bytes: command.data_bytes,
+            data_in: command.direction == DataDirection::In,
             command_td: None,
             status_td: None,
             data_td: None,
@@ -411,7 +417,7 @@ impl<'p> UasTransport<'p> {
         self.occupy(tag, state);
         self.statistics.commands += 1;
         self.statistics.max_in_flight = self.statistics.max_in_flight.max(self.in_flight());
-        if let Err(error) = self.queue_command(hc, tag) {
+        if let Err(error) = self.queue_command(hc, tag, &command) {
             self.vacate(tag);
             self.free_tags.push(tag);
             return Err(TransportError::RecoveryFailed(error));
@@ -423,9 +429,9 @@ impl<'p> UasTransport<'p> {
         &mut self,
         hc: &HostController<'_, R, P>,
         tag: u16,
+        command: &ScsiCommand,
     ) -> Result<(), UsbError> {
         let platform = hc.platform();
-        let command = self.states[usize::from(tag)].as_ref().expect("started").command;
         let base = Self::iu_offset(tag);
         if self.streams {
             let bus = self.ius.bus_address + (base + STATUS_OFFSET) as u64;
@@ -463,13 +469,15 @@ impl<'p> UasTransport<'p> {
         hc: &HostController<'_, R, P>,
         tag: u16,
     ) -> Result<(), UsbError> {
-        let Some(command) = self.states[usize::from(tag)].as_ref().map(|state| state.command) else {
+        let Some((bus, bytes, direction_in)) = self.states[usize::from(tag)]
+            .as_ref()
+            .map(|state| (state.data_bus, state.data_bytes, state.data_in))
+        else {
             return Ok(());
         };
-        let direction_in = command.direction == DataDirection::In;
         let pipe = if direction_in { &mut self.data_in } else { &mut self.data_out };
         let stream = pipe.stream_of(tag);
-        let placement = pipe.enqueue(hc.platform(), tag, command.data_bus, command.data_bytes)?;
+        let placement = pipe.enqueue(hc.platform(), tag, bus, bytes)?;
         self.set(tag, |s| s.data_td = Some(placement));
         if direction_in {
             self.doorbells.data_in.insert(stream);
@@ -485,10 +493,10 @@ impl<'p> UasTransport<'p> {
         self.busy.insert(tag);
     }
 
-    /// Takes the state of `tag`, leaving it unused.
-    fn vacate(&mut self, tag: u16) -> Option<TagState> {
+    /// Leaves `tag` unused (its state dropped where it is, not moved out).
+    fn vacate(&mut self, tag: u16) {
         self.busy.remove(tag);
-        self.states[usize::from(tag)].take()
+        self.states[usize::from(tag)] = None;
     }
 
     /// The tags of commands in flight (the task management tag left out).
@@ -563,22 +571,22 @@ impl<'p> UasTransport<'p> {
         }
     }
 
+    /// Hands the result of `tag` on once its status and (on success) its data and Command IU
+    /// are in. Reads the state in place: a copy of the whole result, most of it the room of a
+    /// recovery error, was a `memcpy` call per command on the kernel targets.
     fn finish_if_done(&mut self, tag: u16, finished: &mut Finished) {
         let Some(state) = &self.states[usize::from(tag)] else {
             return;
         };
-        let Some(mut result) = state.result else {
-            return;
+        let result = match &state.result {
+            None => return,
+            Some(Ok(_)) if state.awaiting_data || state.command_td.is_some() => return,
+            Some(Ok(outcome)) => Ok(Outcome { transferred_bytes: state.transferred_bytes, ..*outcome }),
+            Some(Err(error)) => Err(*error),
         };
-        if result.is_ok() && (state.awaiting_data || state.command_td.is_some()) {
-            return;
-        }
-        if let Ok(outcome) = result.as_mut() {
-            outcome.transferred_bytes = state.transferred_bytes;
-        }
         self.vacate(tag);
         self.free_tags.push(tag);
-        finished.push((tag, result));
+        finished.push(tag, result);
     }
 
     /// One transfer event. An `Err` means a pipe failed and everything must be recovered.
@@ -623,10 +631,11 @@ impl<'p> UasTransport<'p> {
         let Some(tag) = tag else {
             return Ok(());
         };
-        if let Some(command) = self.states[usize::from(tag)].as_ref().map(|state| state.command) {
+        if let Some((bus, bytes)) = self.states[usize::from(tag)].as_ref().map(|s| (s.data_bus, s.data_bytes))
+        {
             let pipe = if direction_in { &self.data_in } else { &self.data_out };
             let ring = &pipe.rings[ring_index];
-            let moved = transferred_bytes(ring, &placement, command.data_bus, command.data_bytes, &event);
+            let moved = transferred_bytes(ring, &placement, bus, bytes, &event);
             self.set(tag, |s| {
                 s.data_td = None;
                 s.awaiting_data = false;
@@ -767,7 +776,9 @@ impl<'p> UasTransport<'p> {
         self.occupy(
             tag,
             TagState {
-                command: ScsiCommand::without_data(Cdb::test_unit_ready()),
+                data_bus: 0,
+                data_bytes: 0,
+                data_in: false,
                 command_td: None,
                 status_td: None,
                 data_td: None,
@@ -821,13 +832,14 @@ impl<'p> UasTransport<'p> {
     ) {
         self.statistics.pipe_resets += 1;
         for tag in self.busy_commands().iter() {
-            if let Some(state) = self.vacate(tag) {
+            if let Some(state) = &self.states[usize::from(tag)] {
                 let result = match state.result {
                     Some(Ok(outcome)) if !state.awaiting_data => Ok(outcome),
                     _ => Err(error),
                 };
+                self.vacate(tag);
                 self.free_tags.push(tag);
-                finished.push((tag, result));
+                finished.push(tag, result);
             }
         }
         self.vacate(self.tags);

@@ -52,6 +52,10 @@ pub struct Faults {
     pub task_management_response: Option<u8>,
     /// UAS: new commands wait (no data, no status) until [`SimUsbDevice::release_uas_task`].
     pub hold_uas_tasks: bool,
+    /// Bulk-Only: while set, a data-in stage NAKs (the drive is still reading its medium), so
+    /// the CBW's event comes before the data's, as on QEMU's `usb-storage`, whose READ data
+    /// goes asynchronous (hw/usb/dev-storage.c). Cleared, the data goes on the next IN.
+    pub hold_bot_data_in: bool,
 }
 
 /// What a transfer did.
@@ -502,6 +506,10 @@ impl SimUsbDevice {
                 Transfer::Done(csw.to_vec())
             }
             BotState::DataIn { data, expected, sent, mut csw } => {
+                if self.faults.hold_bot_data_in {
+                    self.bot = BotState::DataIn { data, expected, sent, csw };
+                    return Transfer::NotReady;
+                }
                 if core::mem::take(&mut self.faults.transaction_error_next_data) {
                     self.bot = BotState::DataIn { data, expected, sent, csw };
                     return Transfer::TransactionError;

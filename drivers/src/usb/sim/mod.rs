@@ -8,8 +8,9 @@
 //! stream context array (SCT = 1, IDs below the array size, one outstanding status/data read per
 //! stream), and USB devices behind root ports ([`device`]). Every DMA address goes through the
 //! bus offset of the NVMe simulator's arena, so a driver that forgets its translation fails.
-//! Driver mistakes are collected as violations; transfer events can be held and released out
-//! of order.
+//! Driver mistakes are collected as violations; transfer events can be held and released in
+//! any interleaving of endpoints (each ring's in order), and a Bulk-Only drive can NAK its data
+//! while the CBW's event is taken.
 #![forbid(unsafe_code)]
 
 extern crate std;
@@ -246,6 +247,21 @@ impl<'a> SimXhci<'a> {
             });
             let chosen = if newest_first { candidates.next_back() } else { candidates.next() };
             let Some(index) = chosen else {
+                break;
+            };
+            let (_, event) = state.held.remove(index);
+            state.write_event(self.platform, event);
+        }
+    }
+
+    /// Posts up to `count` held events of endpoint `dci` (of any slot and stream), the oldest
+    /// first: a test picks how the events of different endpoints interleave, which a controller
+    /// may do in any way, while each ring's events keep their order (xHCI 1.2 §4.10.1: a
+    /// ring's TDs complete in order; nothing orders the events of different endpoints).
+    pub fn release_held_of(&self, dci: u8, count: usize) {
+        let mut state = self.state.borrow_mut();
+        for _ in 0..count {
+            let Some(index) = state.held.iter().position(|((_, held_dci, _), _)| *held_dci == dci) else {
                 break;
             };
             let (_, event) = state.held.remove(index);

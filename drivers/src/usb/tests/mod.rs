@@ -6,13 +6,14 @@ mod pcie;
 
 extern crate std;
 
+use super::context::dci_of;
 use super::controller::{HostController, PortList, PortWait, DEFAULT_CONNECT_WAIT_MS};
 use super::dwc3;
 use super::error::UsbError;
 use super::mass_storage::{AttachError, EventSink, MassStorageDevice, Protocol, ScsiFailure};
 use super::options::{ProtocolChoice, UsbOptions};
 use super::regs::Speed;
-use super::sim::device::{DeviceKind, SimUsbDevice};
+use super::sim::device::{DeviceKind, SimUsbDevice, BOT_IN, BOT_OUT};
 use super::sim::disk::SimDisk;
 use super::sim::dwc3::{self as sim_dwc3, SimDwc3};
 use super::sim::{NvmeArena, SimConfig, SimPlatform, SimXhci, REGISTER_BYTES};
@@ -233,6 +234,97 @@ fn a_bot_drive_is_identified_and_reads_every_shape() {
     sim.assert_no_violations();
 }
 
+/// How a test lets the three events of a Bulk-Only command come. Each pipe's events keep their
+/// order (a ring's TDs complete in order); the two pipes' interleave as a controller may
+/// interleave them (xHCI 1.2 §4.10.1: nothing orders the events of different endpoints).
+#[derive(Clone, Copy, Debug)]
+enum BulkOnlyEventOrder {
+    /// The CBW's event while the drive still NAKs the data (QEMU's `usb-storage` answers a
+    /// READ's data asynchronously), then the data's and the CSW's.
+    CommandWhileDataWaits,
+    /// The data's and the CSW's events on bulk IN before the CBW's on bulk OUT.
+    InBeforeOut,
+    /// The data's event, the CBW's, then the CSW's.
+    OutBetweenDataAndStatus,
+}
+
+/// One 4 KiB read whose events come in `order`; polls between the steps and checks that the
+/// command ends only once all three events are in.
+fn read_with_events_in_order(
+    sim: &SimXhci<'_>,
+    device: &mut dyn BlockDevice,
+    order: BulkOnlyEventOrder,
+    tag: u32,
+    lba: u64,
+    buffer: DmaBuffer,
+) -> Completion {
+    let (bulk_in, bulk_out) = (dci_of(BOT_IN), dci_of(BOT_OUT));
+    let mut out = [Completion::default(); 2];
+    let mut poll_expecting_nothing = |device: &mut dyn BlockDevice, step: &str| {
+        assert_eq!(device.poll(&mut out), 0, "read {tag} ({order:?}) ended after {step}");
+    };
+    device.submit(read(tag, lba, 8, buffer)).expect("accepted");
+    match order {
+        BulkOnlyEventOrder::CommandWhileDataWaits => {
+            sim.with_device(1, |d| d.faults.hold_bot_data_in = true);
+            device.kick();
+            poll_expecting_nothing(device, "the CBW's event");
+            sim.with_device(1, |d| d.faults.hold_bot_data_in = false);
+            sim.rerun();
+        }
+        BulkOnlyEventOrder::InBeforeOut | BulkOnlyEventOrder::OutBetweenDataAndStatus => {
+            sim.hold_transfer_events(true);
+            device.kick();
+            sim.release_held_of(bulk_in, 1);
+            poll_expecting_nothing(device, "the data's event");
+            let (second, third) = match order {
+                BulkOnlyEventOrder::InBeforeOut => (bulk_in, bulk_out),
+                _ => (bulk_out, bulk_in),
+            };
+            sim.release_held_of(second, 1);
+            poll_expecting_nothing(device, "two of three events");
+            sim.hold_transfer_events(false);
+            sim.release_held_of(third, 1);
+            assert_eq!(sim.held_count(), 0, "read {tag} ({order:?}): three events");
+        }
+    }
+    wait_for(device, 1)[0]
+}
+
+#[test]
+fn bulk_only_matches_each_event_only_against_the_tds_of_its_own_pipe() {
+    // Bulk OUT carries one TD per read (the CBW), bulk IN two (data, CSW): on the 256-TRB rings
+    // a CBW and a data TD come to sit at the same index with the same cycle (here first at read
+    // 508 after attach; with the CBW's event matched against bulk IN's TDs, that read failed). An event matched against the other pipe's TDs there took the CBW's event for the
+    // data's and queued the CSW read behind a data-in still under way (QEMU never answers it:
+    // the command waited for its 10 s timeout).
+    for order in [
+        BulkOnlyEventOrder::CommandWhileDataWaits,
+        BulkOnlyEventOrder::InBeforeOut,
+        BulkOnlyEventOrder::OutBetweenDataAndStatus,
+    ] {
+        let platform = platform();
+        let sim = super_speed_bot(&platform);
+        let shared = controller(&sim, &platform).unwrap();
+        let events = Recorded::default();
+        let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
+        let buffer = platform.allocate_dma(4096, 4096).unwrap();
+        for tag in 0..READS_TO_MEET_EVERY_RING_POSITION {
+            let lba = u64::from(tag) * 3;
+            let done = read_with_events_in_order(&sim, &mut device, order, tag, lba, buffer);
+            assert_eq!(done, Completion { tag, result: Ok(()) }, "{order:?}");
+            check_pattern(&platform, &buffer, lba, 4096);
+            let violations = sim.violations();
+            assert!(violations.is_empty(), "read {tag} ({order:?}): {violations:#?}");
+        }
+        assert!(events.messages.borrow().is_empty(), "{order:?}: {:?}", events.messages.borrow());
+    }
+}
+
+/// Reads enough for bulk OUT's enqueue index to pass every slot of its 256-TRB ring twice, with
+/// either cycle state.
+const READS_TO_MEET_EVERY_RING_POSITION: u32 = 600;
+
 #[test]
 fn many_commands_wrap_every_ring() {
     // 400 BOT commands: 3 TDs each on 256-TRB rings and ~3 events each on a 256-entry event ring.
@@ -304,6 +396,11 @@ fn uas_at_super_speed_keeps_its_streams_busy_out_of_order() {
     assert_eq!(sim.with_device(2, |d| d.statistics.max_uas_tasks), 15);
     assert_eq!(sim.statistics().stream_doorbells.len(), 15, "every tag's streams rung");
     sim.assert_no_violations();
+}
+
+/// A controller with a Bulk-Only drive at SuperSpeed on port 1.
+fn super_speed_bot(platform: &SimPlatform) -> SimXhci<'_> {
+    SimXhci::new(platform, SimConfig::default(), vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))])
 }
 
 /// A controller with a UAS drive at SuperSpeed (QEMU's 16 streams) on port 2.
@@ -632,11 +729,7 @@ fn waited_ms(events: &Recorded) -> u64 {
 fn a_status_stalled_twice_or_a_bus_error_ends_in_reset_recovery() {
     for fault in ["two CSW stalls", "transaction error"] {
         let platform = platform();
-        let sim = SimXhci::new(
-            &platform,
-            SimConfig::default(),
-            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
-        );
+        let sim = super_speed_bot(&platform);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
         let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
@@ -696,11 +789,7 @@ fn a_failing_request_sense_still_fails_the_command_by_status() {
 fn phase_errors_and_bad_csws_end_in_reset_recovery() {
     for fault in ["phase", "signature"] {
         let platform = platform();
-        let sim = SimXhci::new(
-            &platform,
-            SimConfig::default(),
-            vec![(1, drive(Speed::Super, DeviceKind::BulkOnly))],
-        );
+        let sim = super_speed_bot(&platform);
         let shared = controller(&sim, &platform).unwrap();
         let events = Recorded::default();
         let mut device = attach(&shared, 1, ProtocolChoice::Auto, &events).unwrap();
