@@ -1,6 +1,6 @@
 //! The kernel's side of `hal::platform::Platform`: the generic timer, the DMA pool (mapped
 //! normal non-cacheable, handed out by a bump allocator that never frees: drivers allocate at
-//! bring-up), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
+//! bring-up; a bring-up step whose memory went unused can be rewound), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
 //! its buffers in the pool.
 
 use super::sync::SingleCoreCell;
@@ -8,6 +8,10 @@ use super::timer::KernelTimer;
 use crate::board::Span;
 use blockdev::{Clock, DmaBuffer};
 use hal::platform::{DmaAllocationError, Platform};
+
+/// A point of the DMA pool's bump allocator (see [`KernelPlatform::pool_mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolMark(u64);
 
 pub struct KernelPlatform {
     timer: KernelTimer,
@@ -32,6 +36,25 @@ impl KernelPlatform {
 
     pub fn pool_remaining_bytes(&self) -> u64 {
         self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
+    }
+
+    /// Where the next allocation starts: a mark [`KernelPlatform::rewind_pool`] can go back to.
+    pub fn pool_mark(&self) -> PoolMark {
+        PoolMark(self.next_free.with(|next| *next).unwrap_or(self.pool.end()))
+    }
+
+    /// Takes back everything handed out since `mark` (a bring-up step that allocated and then
+    /// found its memory unused, such as a host memory buffer the controller refused).
+    ///
+    /// # Safety
+    /// Nothing allocated since `mark` may still be in use, by the CPU or by a device: no region
+    /// made from it is kept anywhere, and no device was left able to reach it.
+    pub unsafe fn rewind_pool(&self, mark: PoolMark) {
+        self.next_free.with(|next| {
+            if (self.pool.base..=*next).contains(&mark.0) {
+                *next = mark.0;
+            }
+        });
     }
 
     fn in_pool(&self, buffer: &DmaBuffer) -> bool {
