@@ -3,9 +3,7 @@
 //! console, its active namespaces registered as `nvme0`, `nvme1`, … in discovery order, a few
 //! reads timed at bring-up (`nvme.measure`), an optional queue-depth self-test run
 //! (`nvme.selftest=qdN`), and the controller shut down normally (CC.SHN) at the end of the run.
-//! No unsafe code but one audited exception: the DMA pool's rewind after a refused host memory
-//! buffer (`set_up_host_memory_buffer`).
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use super::pci_topology::{PciFunction, PciTopology};
 use super::platform::KernelPlatform;
@@ -266,26 +264,16 @@ fn attach_controller(
     shut_down_on_exit(storage, found.controller, devices);
 }
 
-/// `nvme.hmb=`: the host memory buffer, from what the DMA pool has left. Memory taken for a
-/// buffer the controller refused goes back to the pool.
-#[allow(unsafe_code)]
+/// `nvme.hmb=`: the host memory buffer, from what the DMA pool has left; the memory of a buffer
+/// the controller refused goes back to the pool.
 fn set_up_host_memory_buffer(
     machine: &Machine,
     controller: &mut KernelController,
     options: &DriverOptions,
     label: &str,
 ) {
-    let mark = machine.platform.pool_mark();
-    match controller.set_up_host_memory_buffer(options.host_memory_buffer_mib) {
-        Ok(outcome) => {
-            if outcome.left_memory_unused() {
-                // SAFETY: the driver keeps nothing it allocated for a refused buffer, and the
-                // controller refused it, so it never reaches that memory; nothing else
-                // allocated from the pool during the call.
-                unsafe { machine.platform.rewind_pool(mark) };
-            }
-            println!("nvme         {outcome}");
-        }
+    match machine.platform.set_up_host_memory_buffer(controller, options.host_memory_buffer_mib) {
+        Ok(outcome) => println!("nvme         {outcome}"),
         Err(error) => println!("{label}: host memory buffer not given: {error}"),
     }
 }
