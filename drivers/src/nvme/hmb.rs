@@ -202,8 +202,9 @@ pub struct HostMemoryBuffer<'p> {
 
 impl<'p> HostMemoryBuffer<'p> {
     /// Allocates the planned pieces, each aligned to the memory page size, and writes the
-    /// descriptor list; `Err` when the pool gives less than it reported (it takes nothing more
-    /// then).
+    /// descriptor list; `Err` when the pool gives less than [`pool_room_bytes`] reported (what
+    /// was allocated before then stays taken: the plan leaves a page of slack so that this does
+    /// not happen).
     pub fn allocate<P: Platform>(
         platform: &'p P,
         dma: &BusTranslation,
