@@ -71,3 +71,40 @@ impl Retuning {
         self.due = self.period_ticks.map(|ticks| Deadline::after_ticks(host.platform(), ticks));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sd::error::CommandFailure;
+
+    fn failure(kind: FailureKind) -> SdError {
+        SdError::Command(CommandFailure {
+            command: Command::send_tuning_block(),
+            kind,
+            interrupt_status: 0,
+            present_state: 0,
+            response: 0,
+            auto_command_status: 0,
+            adma_error_status: 0,
+            blocks_done: 0,
+            blocks: 1,
+            attempts: 1,
+        })
+    }
+
+    #[test]
+    fn only_a_data_crc_or_end_bit_error_calls_for_tuning_again() {
+        assert!(Retuning::needed_after(&failure(FailureKind::DataLine)));
+        for kind in [
+            FailureKind::CommandTimeout,
+            FailureKind::CommandLine,
+            FailureKind::DataTimeout,
+            FailureKind::HostTransfer,
+            FailureKind::CardStatus,
+            FailureKind::NoCompletion,
+        ] {
+            assert!(!Retuning::needed_after(&failure(kind)), "{kind:?}");
+        }
+        assert!(!Retuning::needed_after(&SdError::NoCard { present_state: 0 }));
+    }
+}
