@@ -99,13 +99,16 @@ pub enum LedSetting {
     Auto,
     On,
     Off,
+    /// On, and every change with its time on the kernel's clock printed at the end of the run
+    /// (for the end-to-end tests, which decode the patterns in guest time under `-icount`).
+    Trace,
 }
 
 impl LedSetting {
     pub fn enabled(self, qemu: bool) -> bool {
         match self {
             LedSetting::Auto => !qemu,
-            LedSetting::On => true,
+            LedSetting::On | LedSetting::Trace => true,
             LedSetting::Off => false,
         }
     }
@@ -128,6 +131,7 @@ fn parse_led(value: &str) -> Option<LedSetting> {
         "auto" => Some(LedSetting::Auto),
         "on" => Some(LedSetting::On),
         "off" => Some(LedSetting::Off),
+        "trace" => Some(LedSetting::Trace),
         _ => None,
     }
 }
@@ -255,7 +259,7 @@ pub fn is_kernel_key(key: &str) -> bool {
 /// The kernel's keys with their accepted forms, for the "unknown setting" message.
 pub const KERNEL_KEYS_HELP: &str =
     "exit=semihosting|psci|idle, crc=DEV:LBA:COUNT and verify=DEV:LBA:COUNT (repeatable), \
-     pcie=on|off, regs=DEV or regs=all (repeatable), led=auto|on|off, cooldown=TEMP (°C), throttle=warn|fail, \
+     pcie=on|off, regs=DEV or regs=all (repeatable), led=auto|on|off|trace, cooldown=TEMP (°C), throttle=warn|fail, \
      sd.*, nvme.*, pcie.* and usb.* driver options, test-fault=data-abort|undefined-instruction|panic|throttled";
 
 impl KernelSettings {
@@ -312,7 +316,7 @@ impl KernelSettings {
                 self.led = parse_led(value).ok_or(SettingError {
                     key,
                     value,
-                    accepted: "auto, on or off",
+                    accepted: "auto, on, off or trace",
                     consequence: "the LED shows the stages on a Pi and stays off under QEMU (led=auto)",
                 })?;
             }
@@ -503,6 +507,8 @@ mod tests {
         assert!(settings.apply("led", "blink").is_err());
         assert_eq!(led_setting("exit=semihosting led=off led=on"), LedSetting::On);
         assert_eq!(led_setting("led=sometimes"), LedSetting::Auto);
+        assert_eq!(led_setting("led=trace"), LedSetting::Trace);
+        assert!(LedSetting::Trace.enabled(true));
         settings.apply("cooldown", "52.5").unwrap();
         assert_eq!(settings.cooldown_below_millic, Some(52_500));
         for bad in ["", "hot", "52.55", "19", "101", "-5", ".5", "55C"] {

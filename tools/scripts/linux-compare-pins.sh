@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Writes tools/src/compare_linux/packages.txt: the Debian bookworm arm64 packages that
 # `barebench compare-linux` boots (docs/linux-compare.md): the kernel, busybox-static, fio and the
-# packages holding every shared library fio loads. Run it when the archive has dropped a pinned
-# version. It uses the private arm64 APT root `barebench image` keeps in ~/.cache/barebench/apt
-# (run `barebench image` once, or any command that fetches the firmware, to create it).
+# packages holding every shared library fio loads, each as `PACKAGE VERSION SHA256` at the
+# version APT offers now. Run it when the archive has dropped a pinned version. It uses the
+# private arm64 APT root compare-linux keeps in ~/.cache/barebench/linux-compare/apt, made by its
+# first download (a run whose pins are out of date still makes it).
 #
 # usage: tools/scripts/linux-compare-pins.sh KERNEL_PACKAGE=VERSION
 #   e.g. tools/scripts/linux-compare-pins.sh linux-image-6.1.0-50-arm64=6.1.176-1
 set -euo pipefail
 kernel=${1:?usage: $0 linux-image-ABI-arm64=VERSION}
-export APT_CONFIG=${APT_CONFIG:-$HOME/.cache/barebench/apt/apt.conf}
+export APT_CONFIG=${APT_CONFIG:-$HOME/.cache/barebench/linux-compare/apt/apt.conf}
 out=$(dirname "$0")/../src/compare_linux/packages.txt
 apt-get -q update >/dev/null
 # The libraries of fio as the host's fio (same Debian release) loads them, as package names.
@@ -18,8 +19,10 @@ libs=$(for f in $(ldd /usr/bin/fio | awk '/=>/{print $3} /ld-linux/{print $1}');
 {
     sed -n '1,3p' "$out"
     for package in fio busybox-static "$kernel" $libs; do
-        apt-get download --print-uris -qq "$package"
-    done | sed "s/^'\([^']*\)' [^ ]* \([0-9]*\) SHA256:\([0-9a-f]*\)$/\1 \2 \3/"
+        apt-cache show --no-all-versions "$package" |
+            awk '/^Package:/ { name = $2 } /^Version:/ { version = $2 } /^SHA256:/ { sha = $2 }
+                 END { print name, version, sha }'
+    done
 } > "$out.new"
 mv "$out.new" "$out"
 echo "wrote $out"

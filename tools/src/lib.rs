@@ -1,5 +1,6 @@
 //! barebench host library: SD card image, QEMU runs, serial capture, reports (docs/architecture.md "Layout").
 
+pub mod apt;
 pub mod compare_linux;
 pub mod console_listen;
 pub mod disk;

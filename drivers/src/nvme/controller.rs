@@ -423,7 +423,11 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
     }
 
     /// Gives the controller a host memory buffer of up to `limit_mib` (`nvme.hmb=`; `None` gives
-    /// none) if it asks for one, from the DMA pool; see [`hmb`].
+    /// none) if it asks for one, from what the DMA pool has left once the I/O queues exist; see
+    /// [`hmb`]. Whatever the outcome but [`HmbOutcome::Enabled`], the driver keeps nothing it
+    /// allocated here, and only [`HmbOutcome::Refused`] allocated anything (see
+    /// [`HmbOutcome::left_memory_unused`]). An error (the admin command did not complete) leaves
+    /// the memory taken: the controller may still be using it.
     pub fn set_up_host_memory_buffer(&mut self, limit_mib: Option<u64>) -> Result<HmbOutcome, NvmeError> {
         let request = self.identity.host_memory;
         if !request.offered() {
@@ -432,21 +436,27 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
         let Some(limit_mib) = limit_mib else {
             return Ok(HmbOutcome::Off { request });
         };
-        let limit_bytes = limit_mib << 20;
-        if limit_bytes < request.minimum_bytes {
-            return Ok(HmbOutcome::BelowMinimum { request, available_bytes: limit_bytes });
+        if self.created_queue_ids.is_empty() {
+            return Ok(HmbOutcome::BeforeIoQueues);
         }
-        let buffer = match HostMemoryBuffer::allocate(
-            self.platform,
-            &self.dma,
-            self.page_bytes,
-            &request,
-            limit_bytes,
-        ) {
-            Ok(buffer) => buffer,
+        let limit_bytes = limit_mib << 20;
+        let room_bytes = hmb::pool_room_bytes(self.platform);
+        let plan = match hmb::HmbPlan::new(&request, limit_bytes, room_bytes, self.page_bytes) {
+            Ok(plan) => plan,
             Err(available_bytes) => return Ok(HmbOutcome::BelowMinimum { request, available_bytes }),
         };
-        self.admin_command(buffer.enable_command(self.page_bytes))?;
+        let buffer = HostMemoryBuffer::allocate(self.platform, &self.dma, self.page_bytes, &plan)?;
+        match self.admin_command(buffer.enable_command(self.page_bytes)) {
+            Ok(_) => {}
+            Err(NvmeError::AdminFailed { status, .. }) => {
+                return Ok(HmbOutcome::Refused { bytes: buffer.taken_bytes(), status });
+            }
+            Err(error) => {
+                // Keep the memory with the controller: it may have taken the command after all.
+                self.host_memory_buffer = Some(buffer);
+                return Err(error);
+            }
+        }
         let outcome = HmbOutcome::Enabled { bytes: buffer.bytes, descriptors: buffer.chunks.len() };
         self.host_memory_buffer = Some(buffer);
         Ok(outcome)
@@ -528,6 +538,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
 #[cfg(test)]
 mod tests {
     extern crate std;
+    use super::super::command::admin_opcode;
     use super::super::error::ReadyWait;
     use super::super::events::DiscardEvents;
     use super::super::sim::NvmeArena;
@@ -585,6 +596,16 @@ mod tests {
         SimConfig { host_memory: (8192, 2048, 16, 32), ..SimConfig::default() }
     }
 
+    /// The kernel's order: the I/O queues first (here one pair of 64 entries), then the buffer.
+    fn with_io_queue<'a>(
+        controller: &mut Controller<'a, &'a SimController<'a>, SimPlatform>,
+    ) -> IoQueuePair<'a, &'a SimController<'a>, SimPlatform> {
+        controller.request_io_queues(1).unwrap();
+        let namespace = controller.active_namespaces().unwrap()[0];
+        let depth = DepthChoice::new(64, controller.capabilities());
+        controller.create_io_queue_pair(&namespace, depth, "nvme0q1".to_string()).unwrap()
+    }
+
     #[test]
     fn a_host_memory_buffer_is_given_as_asked_and_taken_back_at_shutdown() {
         let platform = SimPlatform::for_nvme(64 << 20);
@@ -593,6 +614,7 @@ mod tests {
         let request = controller.identity().host_memory;
         assert_eq!((request.preferred_bytes, request.minimum_bytes), (32 << 20, 8 << 20));
         assert_eq!(format!("{request}"), "host memory buffer HMPRE 32768 KiB, HMMIN 8192 KiB");
+        let _pair = with_io_queue(&mut controller);
         let outcome = controller.set_up_host_memory_buffer(Some(16)).unwrap();
         assert_eq!(outcome, HmbOutcome::Enabled { bytes: 16 << 20, descriptors: 1 });
         assert_eq!(
@@ -616,6 +638,7 @@ mod tests {
         let outcome = controller.set_up_host_memory_buffer(None).unwrap();
         assert!(matches!(outcome, HmbOutcome::Off { .. }));
         assert!(format!("{outcome}").contains("nvme.hmb=off, as Raspberry Pi OS"), "{outcome}");
+        let _pair = with_io_queue(&mut controller);
         assert!(matches!(
             controller.set_up_host_memory_buffer(Some(4)).unwrap(),
             HmbOutcome::BelowMinimum { available_bytes: 0x40_0000, .. }
@@ -632,20 +655,93 @@ mod tests {
 
     #[test]
     fn a_host_memory_buffer_too_big_for_the_pool_comes_in_pieces_within_hmmaxd() {
-        // 24 MiB of arena: 16 MiB pieces fail once the queues took their share, smaller ones
-        // follow; HMMAXD 32 bounds the list.
+        // 24 MiB of arena: what the queues left is less than the 32 MiB allowed (and HMPRE), so
+        // the buffer takes what is left in 16 MiB pieces and a smaller last one; HMMAXD 32
+        // bounds the list.
         let platform = SimPlatform::for_nvme(24 << 20);
         let sim = SimController::new(&platform, dram_less());
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
-        match controller.set_up_host_memory_buffer(Some(20)).unwrap() {
+        let _pair = with_io_queue(&mut controller);
+        let room_before = hmb::pool_room_bytes(&platform);
+        match controller.set_up_host_memory_buffer(Some(32)).unwrap() {
             HmbOutcome::Enabled { bytes, descriptors } => {
-                assert!(bytes >= 8 << 20 && descriptors > 1 && descriptors <= 32, "{bytes} in {descriptors}")
+                assert!((8 << 20..24 << 20).contains(&bytes), "{bytes}");
+                assert!(descriptors > 1 && descriptors <= 32, "{bytes} in {descriptors}");
+                assert!(room_before - bytes < 3 * 4096, "{room_before} left, {bytes} given");
             }
             other => panic!("{other:?}"),
         }
         let given = sim.statistics().host_memory_buffer.unwrap();
         assert!(given.iter().all(|(_, pages)| *pages >= 16), "{given:?}");
         controller.shutdown().unwrap();
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn the_host_memory_buffer_comes_after_the_io_queues() {
+        // A buffer allowed to take the whole pool must not leave the I/O queues without memory:
+        // asked for before them, none is given; after them it takes what they left.
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim = SimController::new(&platform, dram_less());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        let room_before = hmb::pool_room_bytes(&platform);
+        let early = controller.set_up_host_memory_buffer(Some(1024)).unwrap();
+        assert_eq!(early, HmbOutcome::BeforeIoQueues);
+        assert!(format!("{early}").contains("before the I/O queues"), "{early}");
+        assert_eq!(sim.statistics().host_memory_buffer, None);
+        assert_eq!(hmb::pool_room_bytes(&platform), room_before, "nothing taken");
+        let _pair = with_io_queue(&mut controller);
+        let commands_before_buffer = sim.statistics().admin_commands.len();
+        let outcome = controller.set_up_host_memory_buffer(Some(1024)).unwrap();
+        assert!(matches!(outcome, HmbOutcome::Enabled { .. }), "{outcome:?}");
+        let commands = sim.statistics().admin_commands;
+        assert_eq!(commands[commands_before_buffer..], [admin_opcode::SET_FEATURES]);
+        let created_at = commands.iter().position(|&op| op == admin_opcode::CREATE_IO_SUBMISSION_QUEUE);
+        assert!(created_at.is_some_and(|at| at < commands_before_buffer), "{commands:?}");
+        controller.shutdown().unwrap();
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_pool_short_of_hmmin_loses_nothing_to_the_attempt() {
+        // 12 MiB of arena: once the queues took their share, less than HMMIN (8 MiB) is left
+        // after the 4 MiB the benchmark would take; the bump allocator never frees, so the
+        // attempt must take nothing.
+        let platform = SimPlatform::for_nvme(12 << 20);
+        let sim = SimController::new(&platform, dram_less());
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        let _pair = with_io_queue(&mut controller);
+        DmaRegion::allocate(&platform, 4 << 20, 4096).unwrap();
+        let room_before = hmb::pool_room_bytes(&platform);
+        assert!(room_before < 8 << 20, "{room_before}");
+        let outcome = controller.set_up_host_memory_buffer(Some(32)).unwrap();
+        assert!(matches!(outcome, HmbOutcome::BelowMinimum { .. }), "{outcome:?}");
+        assert!(!outcome.left_memory_unused());
+        assert_eq!(hmb::pool_room_bytes(&platform), room_before);
+        assert_eq!(sim.statistics().host_memory_buffer, None);
+        controller.shutdown().unwrap();
+        sim.assert_no_violations();
+    }
+
+    #[test]
+    fn a_refused_host_memory_buffer_is_reported_unused_and_kept_by_no_one() {
+        let platform = SimPlatform::for_nvme(ARENA);
+        let sim =
+            SimController::new(&platform, SimConfig { refuses_host_memory_buffer: true, ..dram_less() });
+        let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
+        let _pair = with_io_queue(&mut controller);
+        let room_before = hmb::pool_room_bytes(&platform);
+        let outcome = controller.set_up_host_memory_buffer(Some(16)).unwrap();
+        let HmbOutcome::Refused { bytes, status } = outcome else { panic!("{outcome:?}") };
+        assert_eq!(status.code, generic::INVALID_FIELD);
+        // Exactly the buffer and its one-page list were taken, all of it after the mark the
+        // pool's owner took before the call: it may rewind to that mark.
+        assert_eq!(bytes, (16 << 20) + 4096);
+        assert_eq!(room_before - hmb::pool_room_bytes(&platform), bytes);
+        assert!(outcome.left_memory_unused());
+        assert!(format!("{outcome}").contains("refused 16388 KiB"), "{outcome}");
+        controller.shutdown().unwrap();
+        assert_eq!(sim.statistics().host_memory_buffers_returned, 0, "nothing to take back");
         sim.assert_no_violations();
     }
 

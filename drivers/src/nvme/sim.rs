@@ -280,6 +280,9 @@ pub struct SimConfig {
     /// Identify HMPRE, HMMIN, HMMINDS (4 KiB units) and HMMAXD: a DRAM-less drive asks for a
     /// host memory buffer (QEMU's does not: all 0).
     pub host_memory: (u32, u32, u32, u16),
+    /// Set Features 0Dh with EHM = 1 fails with Invalid Field whatever it holds, as a drive
+    /// that lists HMPRE but will not take a buffer.
+    pub refuses_host_memory_buffer: bool,
 }
 
 impl Default for SimConfig {
@@ -309,6 +312,7 @@ impl Default for SimConfig {
             completion_seed: 0x9E37_79B9_7F4A_7C15,
             accept_writes: false,
             host_memory: (0, 0, 0, 0),
+            refuses_host_memory_buffer: false,
         }
     }
 }
@@ -1321,6 +1325,9 @@ impl State {
         }
         if self.statistics.host_memory_buffer.is_some() {
             return (Status::new(code_type::GENERIC, generic::COMMAND_SEQUENCE_ERROR, true), 0);
+        }
+        if self.config.refuses_host_memory_buffer {
+            return (invalid_field, 0);
         }
         let page = self.page_bytes();
         let list = u64::from(entry.cdw(14)) << 32 | u64::from(entry.cdw(13));

@@ -154,7 +154,16 @@ mod tests {
             .to_string()
             .starts_with("200000000 Hz (fallback for firmware clock 1; firmware did not answer"));
         // No firmware at all: the capabilities where they have a base clock, else the fallback.
-        assert_eq!(choose(None, ARASAN, &capabilities(52)).unwrap().hz, 52_000_000);
+        let from_capabilities = choose(None, ARASAN, &capabilities(52)).unwrap();
+        assert_eq!(
+            (from_capabilities.hz, from_capabilities.origin),
+            (52_000_000, BaseClockOrigin::Capabilities)
+        );
+        // Why the firmware's figure was not used stays with the choice.
+        assert_eq!(
+            from_capabilities.firmware_error,
+            Some(MailboxError::TagNotAnswered { tag: tags::GET_CLOCK_RATE })
+        );
         assert_eq!(choose(None, ARASAN, &capabilities(0)).unwrap().hz, 200_000_000);
         // Without a measurement the requested rate is used, and said to be one.
         let requested = FirmwareModel::pi4().not_answering(&[tags::GET_CLOCK_RATE_MEASURED]);

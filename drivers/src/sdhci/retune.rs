@@ -23,8 +23,6 @@ pub struct Retuning {
     block_bytes: u32,
     period_ticks: Option<u64>,
     due: Option<Deadline>,
-    /// Procedures run after the first tuning.
-    pub count: u64,
 }
 
 impl Retuning {
@@ -48,7 +46,7 @@ impl Retuning {
             .retuning_period_s()
             .map(|seconds| host.platform().ns_to_ticks(u64::from(seconds) * 1_000_000_000));
         let due = period_ticks.map(|ticks| Deadline::after_ticks(host.platform(), ticks));
-        Some(Retuning { command, block_bytes, period_ticks, due, count: 0 })
+        Some(Retuning { command, block_bytes, period_ticks, due })
     }
 
     /// Whether `error` calls for tuning again before a retry: a data CRC or end-bit error.
@@ -67,7 +65,43 @@ impl Retuning {
         if execute_tuning(host, &self.command, self.block_bytes).is_err() {
             host.reset_tuning();
         }
-        self.count += 1;
         self.due = self.period_ticks.map(|ticks| Deadline::after_ticks(host.platform(), ticks));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sd::error::CommandFailure;
+
+    fn failure(kind: FailureKind) -> SdError {
+        SdError::Command(CommandFailure {
+            command: Command::send_tuning_block(),
+            kind,
+            interrupt_status: 0,
+            present_state: 0,
+            response: 0,
+            auto_command_status: 0,
+            adma_error_status: 0,
+            blocks_done: 0,
+            blocks: 1,
+            attempts: 1,
+        })
+    }
+
+    #[test]
+    fn only_a_data_crc_or_end_bit_error_calls_for_tuning_again() {
+        assert!(Retuning::needed_after(&failure(FailureKind::DataLine)));
+        for kind in [
+            FailureKind::CommandTimeout,
+            FailureKind::CommandLine,
+            FailureKind::DataTimeout,
+            FailureKind::HostTransfer,
+            FailureKind::CardStatus,
+            FailureKind::NoCompletion,
+        ] {
+            assert!(!Retuning::needed_after(&failure(kind)), "{kind:?}");
+        }
+        assert!(!Retuning::needed_after(&SdError::NoCard { present_state: 0 }));
     }
 }

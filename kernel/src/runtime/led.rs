@@ -15,6 +15,7 @@ use crate::board::{BlockKind, BoardFamily};
 use crate::discovery::BoardInfo;
 use crate::println;
 use blockdev::Clock;
+use core::fmt::Write;
 use drivers::activity_led::{
     activity_led, error_steps, stage_steps, ActivityLed, AlwaysOnLine, ExpanderLine, GpioPin, Led, LedLine,
     LedOutput, Stage, Step, ERROR_LEAD_MS, TAKEOVER_DARK_MS,
@@ -60,6 +61,38 @@ struct KernelLed {
     /// The longest single change measured, and how many were measured.
     slowest_change_ns: u64,
     changes: u32,
+    /// `led=trace`: the changes so far with their times.
+    trace: Option<ChangeTrace>,
+}
+
+/// The first changes of the LED, each with its time on the kernel's timer (ticks), for
+/// `led=trace`: a fixed array, as the exception path prints it too.
+struct ChangeTrace {
+    changes: [(u64, bool); TRACED_CHANGES],
+    count: usize,
+}
+
+/// Changes `led=trace` keeps: every stage, and an error code of up to 9, with room to spare.
+const TRACED_CHANGES: usize = 96;
+
+impl ChangeTrace {
+    fn record(&mut self, ticks: u64, lit: bool) {
+        if let Some(slot) = self.changes.get_mut(self.count) {
+            *slot = (ticks, lit);
+            self.count += 1;
+        }
+    }
+
+    /// `led        trace (ms on the kernel's timer, 1 lit, 0 dark): 0:0 400:1 …`: the line the
+    /// end-to-end tests decode.
+    fn print(&self, timer: &KernelTimer, out: &mut impl Write) {
+        let first = self.changes.first().map_or(0, |(ticks, _)| *ticks);
+        let _ = write!(out, "led        trace (ms on the kernel's timer, 1 lit, 0 dark):");
+        for &(ticks, lit) in &self.changes[..self.count] {
+            let _ = write!(out, " {}:{}", timer.ticks_to_ns(ticks - first) / 1_000_000, u8::from(lit));
+        }
+        let _ = writeln!(out);
+    }
 }
 
 impl KernelLed {
@@ -69,6 +102,9 @@ impl KernelLed {
             return;
         }
         let before = self.timer.now_ticks();
+        if let Some(trace) = &mut self.trace {
+            trace.record(before, on);
+        }
         self.led.set(on);
         let took_ns = self.timer.ticks_to_ns(self.timer.now_ticks() - before);
         self.slowest_change_ns = self.slowest_change_ns.max(took_ns);
@@ -91,15 +127,17 @@ static LED: SingleCoreCell<Option<KernelLed>> = SingleCoreCell::new(None);
 /// Why there is no LED to drive, when there is none.
 static NO_LED_REASON: SingleCoreCell<&'static str> = SingleCoreCell::new("not set up");
 
-/// Finds the board's LED and turns it off; with `enabled` false nothing is touched.
-pub fn init(info: &BoardInfo, firmware: Option<Firmware>, timer: KernelTimer, enabled: bool) {
+/// Finds the board's LED and turns it off; with `enabled` false nothing is touched. `trace`
+/// (`led=trace`) keeps the changes to print at the end.
+pub fn init(info: &BoardInfo, firmware: Option<Firmware>, timer: KernelTimer, enabled: bool, trace: bool) {
     let reason = match (pick(info, firmware), enabled) {
         (Err(reason), _) => reason,
         (Ok(_), false) => "off (led=off, or under QEMU without led=on)",
         (Ok((description, output)), true) => {
             let led = Led::new(output, description.active_low);
+            let trace = trace.then_some(ChangeTrace { changes: [(0, false); TRACED_CHANGES], count: 0 });
             let mut state =
-                KernelLed { led, description, timer, pattern_ns: 0, slowest_change_ns: 0, changes: 0 };
+                KernelLed { led, description, timer, pattern_ns: 0, slowest_change_ns: 0, changes: 0, trace };
             state.play(core::iter::once(Step { on: false, ms: TAKEOVER_DARK_MS }));
             LED.with(|slot| *slot = Some(state));
             return;
@@ -220,11 +258,15 @@ fn play_ending(led: &mut KernelLed, ending: Ending, repeating: bool) {
     }
 }
 
-/// Shows the ending once (before QEMU exits or the board powers off).
+/// Shows the ending once (before QEMU exits or the board powers off), then prints the changes
+/// with `led=trace` (through the console's lock-free writer: this is the exception path too).
 pub fn show_ending_once(ending: Ending) {
     LED.with(|led| {
         if let Some(led) = led {
             play_ending(led, ending, false);
+            if let (Some(trace), Some(mut out)) = (&led.trace, super::console::emergency_writer()) {
+                trace.print(&led.timer, &mut out);
+            }
         }
     });
 }

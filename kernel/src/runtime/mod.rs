@@ -144,7 +144,14 @@ extern "C" fn barebench_boot_main(boot_argument: u64, entry_state: u64) -> ! {
         ask_firmware(&mut info, &firmware);
     }
     let qemu = info.is_qemu() || info.profile.family == BoardFamily::QemuVirt;
-    led::init(&info, firmware, timer, kernel_settings::led_setting(&info.command_line).enabled(qemu));
+    let led_setting = kernel_settings::led_setting(&info.command_line);
+    led::init(
+        &info,
+        firmware,
+        timer,
+        led_setting.enabled(qemu),
+        led_setting == kernel_settings::LedSetting::Trace,
+    );
     led::stage(drivers::activity_led::Stage::Boot);
     // PIO copies, polling and per-command overhead are timed at whatever clock the ARM runs.
     let cpu_clock = firmware.map(|firmware| raise_cpu_clock(&firmware, timer));

@@ -222,18 +222,22 @@ fn attach_controller(
         return;
     };
     describe_controller(&found.controller);
-    match found.controller.set_up_host_memory_buffer(options.host_memory_buffer_mib) {
-        Ok(outcome) => println!("nvme         {outcome}"),
-        Err(error) => println!("{label}: host memory buffer not given: {error}"),
-    }
     let Some(plan) = plan_queues(&mut found.controller, options, &label) else {
         shut_down_on_exit(storage, found.controller, Vec::new());
         return;
     };
-    let mut devices = Vec::new();
+    let mut opened = Vec::new();
     for &namespace in &plan.namespaces {
         let name = storage.next_name(DeviceClass::Nvme);
         describe_namespace(&name, &namespace);
+        if let Some(device) = open_namespace(&mut found.controller, &name, namespace, &plan) {
+            opened.push((name, namespace, device));
+        }
+    }
+    // After the I/O queues, so that a large buffer gets what they left instead of starving them.
+    set_up_host_memory_buffer(machine, &mut found.controller, options, &label);
+    let mut devices = Vec::new();
+    for (name, namespace, device) in opened {
         // Past the controller's bring-up deadline its namespaces are still registered, without
         // the bring-up reads (`crate::bring_up`).
         let mut options_here = *options;
@@ -246,8 +250,7 @@ fn attach_controller(
             options_here.measure = false;
             options_here.self_test_depth = None;
         }
-        let Some(device) =
-            namespace_device(&mut found.controller, &name, namespace, &plan, machine, &options_here, scratch)
+        let Some(device) = bring_up_reads(&found.controller, &name, device, machine, &options_here, scratch)
         else {
             continue;
         };
@@ -259,6 +262,20 @@ fn attach_controller(
         storage.set_deallocated_read(&name, namespace.deallocated_read().description());
     }
     shut_down_on_exit(storage, found.controller, devices);
+}
+
+/// `nvme.hmb=`: the host memory buffer, from what the DMA pool has left; the memory of a buffer
+/// the controller refused goes back to the pool.
+fn set_up_host_memory_buffer(
+    machine: &Machine,
+    controller: &mut KernelController,
+    options: &DriverOptions,
+    label: &str,
+) {
+    match machine.platform.set_up_host_memory_buffer(controller, options.host_memory_buffer_mib) {
+        Ok(outcome) => println!("nvme         {outcome}"),
+        Err(error) => println!("{label}: host memory buffer not given: {error}"),
+    }
 }
 
 /// A controller brought up behind its BAR 0, with its registers as found before the first write.
@@ -401,16 +418,12 @@ fn usable_namespaces(controller: &mut KernelController, label: &str) -> Option<V
     Some(usable)
 }
 
-/// The namespace's queue pairs, then the bring-up measurement and self-test when asked; `None`
-/// (reported) when it gets no queue or stops answering.
-fn namespace_device(
+/// The namespace's queue pairs; `None` (reported) when it gets no queue.
+fn open_namespace(
     controller: &mut KernelController,
     name: &str,
     namespace: NamespaceIdentity,
     plan: &QueuePlan,
-    machine: &Machine,
-    options: &DriverOptions,
-    scratch: &mut Scratch,
 ) -> Option<SharedNamespace> {
     let mut pairs = Vec::new();
     for _ in 0..plan.pairs_each {
@@ -429,7 +442,19 @@ fn namespace_device(
     }
     let device = NamespaceDevice::new(String::from(name), namespace, pairs);
     describe_queues(name, &device, controller.command_limit_bytes());
-    let mut device = SharedNamespace::new(device);
+    Some(SharedNamespace::new(device))
+}
+
+/// The bring-up measurement and self-test when asked; `None` (reported) when the namespace
+/// stops answering.
+fn bring_up_reads(
+    controller: &KernelController,
+    name: &str,
+    mut device: SharedNamespace,
+    machine: &Machine,
+    options: &DriverOptions,
+    scratch: &mut Scratch,
+) -> Option<SharedNamespace> {
     let mut responsive = true;
     if options.measure {
         responsive &= measure(name, &mut device, machine.platform, scratch);

@@ -1,13 +1,20 @@
 //! The kernel's side of `hal::platform::Platform`: the generic timer, the DMA pool (mapped
 //! normal non-cacheable, handed out by a bump allocator that never frees: drivers allocate at
-//! bring-up), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
+//! bring-up; the memory of an NVMe host memory buffer the controller refused is rewound), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
 //! its buffers in the pool.
 
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
 use crate::board::Span;
 use blockdev::{Clock, DmaBuffer};
+use drivers::nvme::hmb::HmbOutcome;
+use drivers::nvme::{Controller, NvmeError};
+use hal::mmio::RegisterIo;
 use hal::platform::{DmaAllocationError, Platform};
+
+/// A point of the DMA pool's bump allocator (see [`KernelPlatform::pool_mark`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolMark(u64);
 
 pub struct KernelPlatform {
     timer: KernelTimer,
@@ -32,6 +39,43 @@ impl KernelPlatform {
 
     pub fn pool_remaining_bytes(&self) -> u64 {
         self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
+    }
+
+    /// `controller.set_up_host_memory_buffer(limit_mib)` (`nvme.hmb=`), with the memory of a
+    /// buffer the controller refused taken back off the pool.
+    pub fn set_up_host_memory_buffer<R: RegisterIo + Clone>(
+        &self,
+        controller: &mut Controller<'_, R, KernelPlatform>,
+        limit_mib: Option<u64>,
+    ) -> Result<HmbOutcome, NvmeError> {
+        let mark = self.pool_mark();
+        let outcome = controller.set_up_host_memory_buffer(limit_mib)?;
+        if outcome.left_memory_unused() {
+            // SAFETY: for this outcome the driver keeps nothing it allocated during the call and
+            // the controller refused the buffer, so no device reaches that memory; nothing else
+            // allocated from the pool during the call.
+            unsafe { self.rewind_pool(mark) };
+        }
+        Ok(outcome)
+    }
+
+    /// Where the next allocation starts: a mark [`KernelPlatform::rewind_pool`] can go back to.
+    fn pool_mark(&self) -> PoolMark {
+        PoolMark(self.next_free.with(|next| *next).unwrap_or(self.pool.end()))
+    }
+
+    /// Takes back everything handed out since `mark` (a bring-up step that allocated and then
+    /// found its memory unused, such as a host memory buffer the controller refused).
+    ///
+    /// # Safety
+    /// Nothing allocated since `mark` may still be in use, by the CPU or by a device: no region
+    /// made from it is kept anywhere, and no device was left able to reach it.
+    unsafe fn rewind_pool(&self, mark: PoolMark) {
+        self.next_free.with(|next| {
+            if (self.pool.base..=*next).contains(&mark.0) {
+                *next = mark.0;
+            }
+        });
     }
 
     #[inline]

@@ -62,17 +62,13 @@ pub fn prepare_linux(cache_dir: &Path, status: &mut dyn FnMut(&str)) -> Result<L
     if built.join(COMPLETE_MARKER).is_file() {
         return Ok(LinuxSystem { kernel, initramfs });
     }
-    let debs_dir = root.join("debs");
-    let mut debs = Vec::new();
-    for pin in &pins {
-        debs.push((pin, packages::fetch(pin, &debs_dir, status)?));
-    }
+    let debs = packages::fetch_all(&pins, &root, &packages::bookworm(), status)?;
     status(&format!("building the initramfs in {}", built.display()));
     let _ = fs::remove_dir_all(&built);
     let tree = built.join("root");
     let kernel_tree = built.join("kernel");
     for (pin, deb) in &debs {
-        let into = if pin.package_name().starts_with("linux-image-") { &kernel_tree } else { &tree };
+        let into = if pin.name.starts_with("linux-image-") { &kernel_tree } else { &tree };
         packages::unpack(deb, into)?;
     }
     // Documentation, man pages and locales are not needed to run fio.

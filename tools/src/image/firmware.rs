@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+pub use crate::apt::DebianArchive;
+use crate::apt::{succeeded, Apt, AptError};
 
 /// The firmware files the card needs, with the boards that need them (docs/hardware.md §4.5; Pi 5
 /// has its firmware in the bootloader EEPROM).
@@ -50,10 +53,8 @@ pub enum FirmwareError {
     EmptyDirectory { path: PathBuf, expected: String },
     #[error("no Debian archive found in the APT sources (/etc/apt/sources.list{{,.d/*}}); pass --debian-mirror URI and --debian-suite CODENAME, or use --firmware DIR")]
     NoDebianSource,
-    #[error("`{command}` failed ({status}): {output}")]
-    Tool { command: String, status: String, output: String },
-    #[error("cannot run `{command}`: {source} (the Debian package tools apt-get and dpkg-deb are needed; or use --firmware DIR)")]
-    ToolMissing { command: String, source: io::Error },
+    #[error("{0} (or use --firmware DIR)")]
+    Apt(#[from] AptError),
     #[error("package {package}: {problem}")]
     Package { package: String, problem: String },
 }
@@ -325,14 +326,6 @@ pub fn parse_apt_sources(text: &str) -> Vec<AptSource> {
     sources
 }
 
-/// The Debian archive and release to fetch from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DebianArchive {
-    pub uri: String,
-    pub codename: String,
-    pub security_uri: Option<String>,
-}
-
 /// Finds the Debian archive of a release (a suite without `-`, signed by Debian's keyring in
 /// practice) and its security archive among the sources.
 pub fn find_debian_archive(sources: &[AptSource]) -> Option<DebianArchive> {
@@ -384,7 +377,6 @@ pub struct DebianFetch {
     pub kernel_packages: Vec<String>,
 }
 
-const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 const COMPLETE_MARKER: &str = ".complete";
 
 impl DebianFetch {
@@ -452,7 +444,7 @@ impl DebianFetch {
                             dtb_dir = Some(dir);
                             break;
                         }
-                        Err(error) => last_error = Some(error),
+                        Err(error) => last_error = Some(FirmwareError::from(error)),
                     }
                 }
                 if dtb_dir.is_none() {
@@ -490,64 +482,12 @@ impl DebianFetch {
         Ok(set)
     }
 
-    fn prepare_apt_root(&self, status: &mut dyn FnMut(&str)) -> Result<AptRoot, FirmwareError> {
+    fn prepare_apt_root(&self, status: &mut dyn FnMut(&str)) -> Result<Apt, FirmwareError> {
         let archive = match &self.archive {
             Some(archive) => archive.clone(),
             None => system_debian_archive().ok_or(FirmwareError::NoDebianSource)?,
         };
-        let root = self.cache_dir.join("apt");
-        let write = |path: PathBuf, text: String| {
-            fs::write(&path, text).map_err(|source| FirmwareError::Write { path, source })
-        };
-        for dir in [
-            "etc/sources.list.d",
-            "etc/preferences.d",
-            "state/lists/partial",
-            "cache/archives/partial",
-            "downloads",
-        ] {
-            let path = root.join(dir);
-            fs::create_dir_all(&path).map_err(|source| FirmwareError::Write { path, source })?;
-        }
-        let codename = &archive.codename;
-        let mut sources = format!(
-            "Types: deb\nURIs: {}\nSuites: {codename} {codename}-backports\nComponents: main non-free-firmware\nSigned-By: {KEYRING}\n",
-            archive.uri
-        );
-        if let Some(security) = &archive.security_uri {
-            sources.push_str(&format!(
-                "\nTypes: deb\nURIs: {security}\nSuites: {codename}-security\nComponents: main non-free-firmware\nSigned-By: {KEYRING}\n"
-            ));
-        }
-        write(root.join("etc/sources.list.d/debian.sources"), sources)?;
-        write(root.join("state/status"), String::new())?;
-        let dir = |name: &str| root.join(name).display().to_string();
-        // A private APT root: own sources, lists, cache and (empty) dpkg status; arm64 so that
-        // the arm64 kernel package resolves on any host (docs/ecosystem.md §1.4). The system's
-        // apt.conf.d (proxies) still applies.
-        let config = format!(
-            "Dir::State \"{}\";\nDir::State::status \"{}\";\nDir::Cache \"{}\";\n\
-             Dir::Etc::SourceList \"{}\";\nDir::Etc::SourceParts \"{}\";\n\
-             Dir::Etc::Preferences \"{}\";\nDir::Etc::PreferencesParts \"{}\";\n\
-             APT::Architecture \"arm64\";\nAPT::Architectures {{ \"arm64\"; }};\n\
-             Acquire::Languages \"none\";\nAPT::Sandbox::User \"root\";\n",
-            dir("state"),
-            dir("state/status"),
-            dir("cache"),
-            dir("etc/sources.list"),
-            dir("etc/sources.list.d"),
-            dir("etc/preferences"),
-            dir("etc/preferences.d"),
-        );
-        let config_path = root.join("apt.conf");
-        write(config_path.clone(), config)?;
-        let apt = AptRoot { config: config_path, downloads: root.join("downloads") };
-        status(&format!(
-            "updating package lists for Debian {codename} (private APT root {})",
-            root.display()
-        ));
-        apt.run("apt-get", &["-q", "update"])?;
-        Ok(apt)
+        Ok(Apt::prepare(&self.cache_dir.join("apt"), &archive, status)?)
     }
 }
 
@@ -560,95 +500,6 @@ fn newest_complete(root: &Path) -> Option<PathBuf> {
         .collect();
     dirs.sort_by_key(|path| fs::metadata(path.join(COMPLETE_MARKER)).and_then(|meta| meta.modified()).ok());
     dirs.pop()
-}
-
-struct AptRoot {
-    config: PathBuf,
-    downloads: PathBuf,
-}
-
-impl AptRoot {
-    fn run(&self, program: &str, args: &[&str]) -> Result<String, FirmwareError> {
-        let command = format!("{program} {}", args.join(" "));
-        let output = Command::new(program)
-            .args(args)
-            .env("APT_CONFIG", &self.config)
-            .current_dir(&self.downloads)
-            .stdin(Stdio::null())
-            .output();
-        let output = succeeded(command, output)?;
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-
-    fn candidate_version(&self, package: &str) -> Result<String, FirmwareError> {
-        let show = self.run("apt-cache", &["show", "--no-all-versions", package])?;
-        field(&show, "Version").ok_or_else(|| FirmwareError::Package {
-            package: package.to_string(),
-            problem: "apt-cache show gave no version".to_string(),
-        })
-    }
-
-    /// The versioned kernel package a metapackage depends on (e.g. linux-image-6.12-arm64 →
-    /// linux-image-6.12.117+deb12-arm64).
-    fn resolve_kernel_package(&self, meta_package: &str) -> Result<String, FirmwareError> {
-        let show = self.run("apt-cache", &["show", "--no-all-versions", meta_package])?;
-        let depends = field(&show, "Depends").unwrap_or_default();
-        depends
-            .split(',')
-            .map(|dependency| dependency.split_whitespace().next().unwrap_or(""))
-            .find(|name| name.starts_with("linux-image-") && name.ends_with("-arm64"))
-            .map(String::from)
-            .ok_or_else(|| FirmwareError::Package {
-                package: meta_package.to_string(),
-                problem: format!("no linux-image dependency in {depends:?}"),
-            })
-    }
-
-    /// Downloads a package (never installs it); returns name, version and the .deb path.
-    fn download(
-        &self,
-        package: &str,
-        status: &mut dyn FnMut(&str),
-    ) -> Result<(String, String, PathBuf), FirmwareError> {
-        let version = self.candidate_version(package)?;
-        status(&format!("downloading {package} {version}"));
-        self.run("apt-get", &["-q", "download", &format!("{package}={version}")])?;
-        let entries = fs::read_dir(&self.downloads)
-            .map_err(|source| FirmwareError::Read { path: self.downloads.clone(), source })?;
-        let prefix = format!("{package}_");
-        let deb = entries
-            .filter_map(|entry| entry.ok())
-            .map(|entry| entry.path())
-            .find(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".deb"))
-            })
-            .ok_or_else(|| FirmwareError::Package {
-                package: package.to_string(),
-                problem: format!("apt-get download left no .deb in {}", self.downloads.display()),
-            })?;
-        Ok((package.to_string(), version, deb))
-    }
-}
-
-/// The output of the external `command` when it ran and exited with success; otherwise the error
-/// that names it (not found or not started, or its exit status with its stderr).
-fn succeeded(command: String, output: io::Result<Output>) -> Result<Output, FirmwareError> {
-    let output = output.map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
-    if !output.status.success() {
-        return Err(FirmwareError::Tool {
-            command,
-            status: output.status.to_string(),
-            output: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(output)
-}
-
-fn field(control: &str, name: &str) -> Option<String> {
-    let prefix = format!("{name}:");
-    control.lines().find_map(|line| line.strip_prefix(&prefix)).map(|value| value.trim().to_string())
 }
 
 /// Unpacks the entries of `deb` selected by `select(path) -> Some(file name)` into `dest`
@@ -669,7 +520,7 @@ fn unpack(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| FirmwareError::ToolMissing { command: command.clone(), source })?;
+        .map_err(|source| AptError::ToolMissing { command: command.clone(), source })?;
     let stdout = child.stdout.take().ok_or_else(|| FirmwareError::Package {
         package: package.to_string(),
         problem: "dpkg-deb gave no output pipe".to_string(),

@@ -3,8 +3,9 @@
 //! GET_CLOCK_RATE_MEASURED unanswered (docs/qemu.md §8): `throttle=fail` on a machine made to
 //! look throttled (`test-fault=throttled`) ending with exit status 2, flagged on the console, in
 //! the JSON and in `barebench report`'s Throttled column; the activity LED's stage and error
-//! patterns as QEMU shows them (the mailbox trace on raspi3b, GPLEV1 through the monitor on
-//! raspi4b); and a log cut after a stage marker explained by `barebench report`. The calm
+//! patterns in guest time under `-icount` (`led=trace`), with QEMU showing the line move (the
+//! mailbox trace on raspi3b, GPLEV1 through the monitor on raspi4b); and a log cut after a stage
+//! marker explained by `barebench report`. The calm
 //! machine's sentence, JSON keys and report column are checked on the raspi4b benchmark run
 //! (`benchmark.rs`).
 #![cfg(feature = "e2e")]
@@ -72,58 +73,87 @@ fn raspi3b_throttled_with_throttle_fail_ends_with_status_2_and_a_log_cut_is_expl
     assert!(problems.iter().any(|p| p.contains("`sd.mode=pio`")), "{problems:?}");
 }
 
-/// The firmware expander's changes from QEMU's mailbox trace: every SET_GPIO_STATE the kernel
-/// sends is a change (the driver writes only changes), the first one putting the LED out.
-fn expander_changes(trace: &str) -> Vec<(u64, bool)> {
-    let times: Vec<f64> = trace
+/// How many SET_GPIO_STATE calls QEMU's mailbox trace shows: the first puts the LED out, then
+/// one per change (the driver writes only changes).
+fn expander_writes(trace: &str) -> usize {
+    trace
         .lines()
         .filter(|line| line.contains("bcm2835_mbox_property") && line.contains("tag:0x00038041"))
-        .filter_map(|line| line.split('@').nth(1)?.split(':').next()?.parse::<f64>().ok())
-        .collect();
-    let start = times.first().copied().unwrap_or(0.0);
-    times.iter().enumerate().map(|(index, time)| (((time - start) * 1000.0) as u64, index % 2 == 1)).collect()
+        .count()
 }
+
+/// The LED's changes `(ms, lit)` as the kernel timed them (`led=trace`).
+///
+/// The patterns are decoded in guest time under `-icount`: QEMU's own timestamps (the trace's
+/// `-msg timestamp=on`, the monitor sampler's clock) are the host's, and without `-icount` the
+/// guest's clock is the host's too, so a host that deschedules QEMU for 100 ms stretches a
+/// 100 ms blink past the 300 ms of a long one (seen at load averages of 9 to 11). Under
+/// `-icount` the guest's clock counts its instructions, and the delays between the changes are
+/// exact whatever the host's load. QEMU's side still checks that the line really
+/// moves: the expander's mailbox calls, the GPIO level through the monitor.
+fn guest_led_changes(output: &str) -> Vec<(u64, bool)> {
+    let line = output
+        .lines()
+        .find_map(|line| line.strip_prefix("led        trace (ms on the kernel's timer, 1 lit, 0 dark):"))
+        .unwrap_or_else(|| panic!("no led=trace line in:\n{output}"));
+    line.split_whitespace()
+        .map(|change| {
+            let (ms, lit) = change.split_once(':').unwrap_or_else(|| panic!("{change:?} in {line:?}"));
+            (ms.parse().unwrap(), lit == "1")
+        })
+        .collect()
+}
+
+/// The LED tests run under `-icount shift=4` (16 ns of guest time per instruction, a 62.5 MHz
+/// guest: the patterns' 6 s take a few seconds of host time); see [`guest_led_changes`]. With
+/// QEMU 10.0.2, `shift=0` stalls raspi3b's boot before the console (not investigated).
+const GUEST_CLOCK: [&str; 2] = ["-icount", "shift=4"];
 
 #[test]
 fn raspi3b_led_shows_each_stage_reached_through_the_firmware_expander() {
     let image = TestImage::full("led-raspi3b", 16 << 20);
     let trace = scratch_dir().join(format!("led-trace-{}.log", std::process::id()));
     let run = Run::new(Machine::Raspi3b)
-        .append("exit=semihosting jobs=none led=on")
+        .append("exit=semihosting jobs=none led=trace")
         .arg("-drive")
         .arg(&format!("if=sd,{}", image.drive()))
-        .args(&[
-            "-trace",
-            "bcm2835_mbox_property",
-            "-msg",
-            "timestamp=on",
-            "-D",
-            &trace.display().to_string(),
-        ])
+        .args(&GUEST_CLOCK)
+        .args(&["-trace", "bcm2835_mbox_property", "-D", &trace.display().to_string()])
         .go();
     run.assert_status(0);
     let log = std::fs::read_to_string(&trace).unwrap_or_default();
     let _ = std::fs::remove_file(&trace);
-    assert!(run.output.contains("led        activity LED on firmware expander line 130"), "{}", run.output);
+    let out = &run.output;
+    assert!(out.contains("led        activity LED on firmware expander line 130"), "{out}");
+    let changes = guest_led_changes(out);
     // Boot, console up, SD card found, benchmark done (no jobs: done at once).
     assert_eq!(
-        decode(&expander_changes(&log)),
+        decode(&changes),
         [Signal::Stage(1), Signal::Stage(2), Signal::Stage(3), Signal::Stage(5)],
-        "{log}"
+        "{changes:?}"
     );
+    // A mailbox call per change, after the one that puts the LED out when the kernel takes it.
+    assert_eq!(expander_writes(&log), 1 + changes.len(), "{changes:?}\n{log}");
 }
 
 #[test]
 fn raspi4b_led_shows_the_stages_then_the_exception_code_on_gpio_42() {
     let socket = monitor_socket("led-raspi4b");
     // GPLEV1 (0xfe200038) bit 10 is GPIO 42, the Pi 4's LED (active high).
-    let sampler = sample_register_bit(socket.clone(), 0xfe20_0038, 10, Duration::from_secs(40));
+    let sampler = sample_register_bit(socket.clone(), 0xfe20_0038, 10, Duration::from_secs(60));
     let run = Run::new(Machine::Raspi4b)
-        .append("exit=semihosting jobs=none led=on test-fault=data-abort")
+        .append("exit=semihosting jobs=none led=trace test-fault=data-abort")
+        .args(&GUEST_CLOCK)
         .args(&["-S", "-monitor", &format!("unix:{},server,nowait", socket.display())])
         .go();
     run.assert_status(3);
-    let changes = sampler.join().unwrap();
+    let sampled = sampler.join().unwrap();
     let _ = std::fs::remove_file(&socket);
+    let changes = guest_led_changes(&run.output);
     assert_eq!(decode(&changes), [Signal::Stage(1), Signal::Stage(2), Signal::Error(3)], "{changes:?}");
+    // The line itself moved: the monitor saw GPIO 42 lit and dark again (its host-timed samples
+    // may miss a blink on a loaded host, never add one).
+    let lit_samples = sampled.iter().filter(|(_, lit)| *lit).count();
+    let lit_changes = changes.iter().filter(|(_, lit)| *lit).count();
+    assert!(lit_samples >= 1 && lit_samples <= lit_changes, "{sampled:?} against {changes:?}");
 }

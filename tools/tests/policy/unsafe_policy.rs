@@ -48,7 +48,10 @@ const KERNEL_UNSAFE_FILES: [(&str, &str); 8] = [
     ("kernel/src/runtime/arch.rs", "WFI, SEV, the semihosting and PSCI traps, UDF"),
     ("kernel/src/runtime/exceptions.rs", "the exception vectors' entry into Rust"),
     ("kernel/src/runtime/mod.rs", "boot's entry, MMU, heap, ATAGS window, device spans, core release"),
-    ("kernel/src/runtime/platform.rs", "the DMA pool behind hal's Platform, the benchmark's buffer access"),
+    (
+        "kernel/src/runtime/platform.rs",
+        "the DMA pool behind hal's Platform and its rewind after a refused NVMe host memory buffer, the benchmark's buffer access",
+    ),
     ("kernel/src/runtime/sync.rs", "the single-core cell"),
     ("kernel/src/runtime/trace.rs", "defmt's global logger"),
     ("kernel/src/runtime/windows.rs", "MMIO windows on admitted device memory"),

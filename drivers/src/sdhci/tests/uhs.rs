@@ -211,6 +211,20 @@ fn the_capabilities_re_tuning_timer_re_tunes_when_it_runs_out() {
 }
 
 #[test]
+fn a_re_tuning_period_of_2_s_is_not_cut_short() {
+    // Timer Count for Re-Tuning = 2: every 2^(2-1) = 2 s; 1.1 s later it has not run out yet.
+    let platform = platform(8 << 20);
+    let board = SimBoard { capabilities: (SimBoard::PI5_SDHCI.capabilities.0, 0x200), ..SimBoard::PI5_SDHCI };
+    let (sim, platform, mut device) = pi5_device_on(platform, board);
+    platform.delay_us(1_100_000);
+    assert_eq!(read(&mut device, platform, 0, 1).0.result, Ok(()));
+    assert_eq!(sim.state.borrow().tunings_completed, 1, "not tuned again within 2 s");
+    platform.delay_us(1_000_000);
+    assert_eq!(read(&mut device, platform, 0, 1).0.result, Ok(()));
+    assert_eq!(sim.state.borrow().tunings_completed, 2, "tuned again once 2 s had passed");
+}
+
+#[test]
 fn a_new_divider_is_written_only_after_clock_control_was_cleared() {
     // Every bring-up changes the divider (400 kHz, then the timing's clock); the model counts a
     // divider changed under the running internal clock as a violation and glitches the clock.
