@@ -19,6 +19,7 @@
 //! `BlockDevice::poll_detailed` for the queue and command identifiers), metered apart as
 //! [`Account::Recording`]. Nothing here allocates per I/O.
 
+use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -600,7 +601,10 @@ struct RunLoop<'r> {
     measurements: &'r mut [Measurements; 2],
     flush: Option<FlushState>,
     checks: Option<WriteChecks<'r>>,
-    meter: CpuMeter<'r>,
+    /// On the heap: the meter's laps are calls that take its address, and the address of the
+    /// run loop's own state would otherwise escape with it, so that every field is reloaded from
+    /// memory after every lap.
+    meter: Box<CpuMeter<'r>>,
     progress: ProgressLine<'r>,
     times: RunTimes,
     /// IOPS and bandwidth samples per direction ([`Direction`] as index).
@@ -688,7 +692,7 @@ impl<'r> RunLoop<'r> {
         });
         let clock = environment.clock;
         let times = RunTimes::starting_now(clock, config);
-        let meter = CpuMeter::new(environment.cpu_counters);
+        let meter = Box::new(CpuMeter::new(environment.cpu_counters));
         let sampler = RateSampler::new(
             times.ramp_end,
             times.window_ticks,
@@ -1332,7 +1336,7 @@ impl<'r> RunLoop<'r> {
             end_ticks: end,
             ended_early: self.ended_early,
             notes: self.notes,
-            cpu: self.meter.finish(completed),
+            cpu: (*self.meter).finish(completed),
             check,
         }
     }
