@@ -111,6 +111,7 @@ test-e2e:
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p tools --features e2e --all-targets -- -D warnings
 	$(CARGO) clippy -p kernel -p boot -p hal -p drivers -p blockdev -p bench --target $(TARGET) -- -D warnings
 	$(CARGO) clippy -p kernel -p boot -p hal -p drivers -p blockdev -p bench --target $(ARM32_CHECK_TARGET) -- -D warnings
 

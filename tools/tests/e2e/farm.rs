@@ -190,21 +190,25 @@ fn the_qemu_farm_runs_every_place_reports_the_hung_one_and_leaves_nothing_runnin
     // The across-the-family table of each board: every cell a figure, or `no I/O` where the
     // machine was too loaded for one transfer to finish in the window (a 64K or 1M one can take
     // most of a second with four emulated boards on two busy cores); 4K transfers take
-    // milliseconds, so that column always holds figures, and most cells do.
+    // milliseconds, so that column holds figures in at least three rows of four (a `make test`
+    // once saw one 4K window on raspi3b end with no read finished while the hung place and the
+    // other end-to-end tests shared the two cores), and most cells hold figures.
     let mut figures = 0;
     for (_, board) in BOARDS {
         let rows = family_rows(&report, board);
         let names: Vec<&str> = rows.iter().map(|row| row[0]).collect();
         assert_eq!(names, ["Sequential read", "Sequential write", "Random read", "Random write"], "{board}");
+        let mut figures_4k = 0;
         for row in &rows {
             assert_eq!(row.len(), 4, "{board}: {row:?}");
-            assert!(row[1].parse::<f64>().is_ok_and(|value| value > 0.0), "{board}: {row:?}\n{report}");
+            figures_4k += usize::from(row[1].parse::<f64>().is_ok_and(|value| value > 0.0));
             for cell in &row[1..] {
                 let figure = cell.parse::<f64>().is_ok_and(|value| value > 0.0);
                 assert!(figure || *cell == "no I/O", "{board}: {row:?}");
                 figures += usize::from(figure);
             }
         }
+        assert!(figures_4k >= 3, "{board}: 4K figures in only {figures_4k} rows of 4\n{report}");
     }
     assert!(figures * 2 > BOARDS.len() * 12, "only {figures} figures:\n{report}");
     for chart in ["family-read", "family-write", "family-randread", "family-randwrite"] {

@@ -25,7 +25,7 @@ fn cpu_line<'a>(output: &'a str, job: &str) -> &'a str {
 }
 
 /// The table `barebench` printed for `job`, and its rows (function, account, instructions per I/O).
-fn table<'a>(output: &'a str, job: &str) -> Vec<(String, &'static str, f64)> {
+fn table(output: &str, job: &str) -> Vec<(String, &'static str, f64)> {
     let start = format!("profile of nvme0 {job}: ");
     let text = output.split(&start).nth(1).unwrap_or_else(|| panic!("no profile of {job}:\n{output}"));
     let mut account = "";
