@@ -56,6 +56,9 @@ pub unsafe trait Platform: Clock {
         alignment_bytes: usize,
     ) -> Result<DmaBuffer, DmaAllocationError>;
 
+    /// The bytes [`Platform::allocate_dma`] can still hand out, before alignment.
+    fn dma_remaining_bytes(&self) -> u64;
+
     /// Makes CPU writes to `buffer` reach memory, where a device reads (clean the data cache by
     /// address, complete when this returns). Orders nothing against later accesses: the driver
     /// puts `barrier::store_before_doorbell` between this and the register write that starts

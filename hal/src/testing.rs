@@ -528,6 +528,10 @@ unsafe impl Platform for ArenaPlatform {
         Ok(buffer)
     }
 
+    fn dma_remaining_bytes(&self) -> u64 {
+        (self.arena_bytes - self.next_free.get()) as u64
+    }
+
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         self.clean_calls.set(self.clean_calls.get() + 1);
         self.log.push(PlatformEvent::Clean(ByteRange::of(buffer)));

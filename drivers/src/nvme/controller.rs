@@ -440,7 +440,7 @@ impl<'p, R: RegisterIo + Clone, P: Platform> Controller<'p, R, P> {
             return Ok(HmbOutcome::BeforeIoQueues);
         }
         let limit_bytes = limit_mib << 20;
-        let room_bytes = hmb::pool_room_bytes(self.platform);
+        let room_bytes = self.platform.dma_remaining_bytes();
         let plan = match hmb::HmbPlan::new(&request, limit_bytes, room_bytes, self.page_bytes) {
             Ok(plan) => plan,
             Err(available_bytes) => return Ok(HmbOutcome::BelowMinimum { request, available_bytes }),
@@ -662,7 +662,7 @@ mod tests {
         let sim = SimController::new(&platform, dram_less());
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
         let _pair = with_io_queue(&mut controller);
-        let room_before = hmb::pool_room_bytes(&platform);
+        let room_before = platform.dma_remaining_bytes();
         match controller.set_up_host_memory_buffer(Some(32)).unwrap() {
             HmbOutcome::Enabled { bytes, descriptors } => {
                 assert!((8 << 20..24 << 20).contains(&bytes), "{bytes}");
@@ -684,12 +684,12 @@ mod tests {
         let platform = SimPlatform::for_nvme(ARENA);
         let sim = SimController::new(&platform, dram_less());
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
-        let room_before = hmb::pool_room_bytes(&platform);
+        let room_before = platform.dma_remaining_bytes();
         let early = controller.set_up_host_memory_buffer(Some(1024)).unwrap();
         assert_eq!(early, HmbOutcome::BeforeIoQueues);
         assert!(format!("{early}").contains("before the I/O queues"), "{early}");
         assert_eq!(sim.statistics().host_memory_buffer, None);
-        assert_eq!(hmb::pool_room_bytes(&platform), room_before, "nothing taken");
+        assert_eq!(platform.dma_remaining_bytes(), room_before, "nothing taken");
         let _pair = with_io_queue(&mut controller);
         let commands_before_buffer = sim.statistics().admin_commands.len();
         let outcome = controller.set_up_host_memory_buffer(Some(1024)).unwrap();
@@ -712,12 +712,12 @@ mod tests {
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
         let _pair = with_io_queue(&mut controller);
         DmaRegion::allocate(&platform, 4 << 20, 4096).unwrap();
-        let room_before = hmb::pool_room_bytes(&platform);
+        let room_before = platform.dma_remaining_bytes();
         assert!(room_before < 8 << 20, "{room_before}");
         let outcome = controller.set_up_host_memory_buffer(Some(32)).unwrap();
         assert!(matches!(outcome, HmbOutcome::BelowMinimum { .. }), "{outcome:?}");
         assert!(!outcome.left_memory_unused());
-        assert_eq!(hmb::pool_room_bytes(&platform), room_before);
+        assert_eq!(platform.dma_remaining_bytes(), room_before);
         assert_eq!(sim.statistics().host_memory_buffer, None);
         controller.shutdown().unwrap();
         sim.assert_no_violations();
@@ -730,14 +730,14 @@ mod tests {
             SimController::new(&platform, SimConfig { refuses_host_memory_buffer: true, ..dram_less() });
         let mut controller = bring_up(&sim, &platform, &DiscardEvents).expect("bring-up");
         let _pair = with_io_queue(&mut controller);
-        let room_before = hmb::pool_room_bytes(&platform);
+        let room_before = platform.dma_remaining_bytes();
         let outcome = controller.set_up_host_memory_buffer(Some(16)).unwrap();
         let HmbOutcome::Refused { bytes, status } = outcome else { panic!("{outcome:?}") };
         assert_eq!(status.code, generic::INVALID_FIELD);
         // Exactly the buffer and its one-page list were taken, all of it after the mark the
         // pool's owner took before the call: it may rewind to that mark.
         assert_eq!(bytes, (16 << 20) + 4096);
-        assert_eq!(room_before - hmb::pool_room_bytes(&platform), bytes);
+        assert_eq!(room_before - platform.dma_remaining_bytes(), bytes);
         assert!(outcome.left_memory_unused());
         assert!(format!("{outcome}").contains("refused 16388 KiB"), "{outcome}");
         controller.shutdown().unwrap();

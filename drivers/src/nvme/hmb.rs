@@ -184,15 +184,6 @@ impl HmbPlan {
     }
 }
 
-/// What the pool has left: a request no pool can meet fails without taking anything and reports
-/// the room ([`hal::platform::DmaAllocationError`]'s `remaining_bytes`).
-pub fn pool_room_bytes<P: Platform>(platform: &P) -> u64 {
-    match platform.allocate_dma(usize::MAX / 2, 1) {
-        Err(error) => error.remaining_bytes as u64,
-        Ok(_) => unreachable!("no DMA pool holds half the address space"),
-    }
-}
-
 /// The memory given to the controller, and its descriptor list.
 pub struct HostMemoryBuffer<'p> {
     pub list: DmaAllocation<'p>,
@@ -202,7 +193,7 @@ pub struct HostMemoryBuffer<'p> {
 
 impl<'p> HostMemoryBuffer<'p> {
     /// Allocates the planned pieces, each aligned to the memory page size, and writes the
-    /// descriptor list; `Err` when the pool gives less than [`pool_room_bytes`] reported (what
+    /// descriptor list; `Err` when the pool gives less than [`Platform::dma_remaining_bytes`] reported (what
     /// was allocated before then stays taken: the plan leaves a page of slack so that this does
     /// not happen).
     pub fn allocate<P: Platform>(

@@ -34,6 +34,7 @@ use boot::cpu::{registers, MainId};
 use drivers::mailbox::CpuClock;
 use exit::{finish, ExitStatus, PsciConduit};
 use firmware::Firmware;
+use hal::platform::Platform;
 use platform::KernelPlatform;
 use pmu::PerformanceCounters;
 use sync::SingleCoreCell;
@@ -360,7 +361,7 @@ fn allocate_benchmark_buffers(
         storage.devices().iter().map(|entry| entry.device.geometry()).collect();
     let wanted = bench::plan::buffer_bytes_needed(config, &geometries) as u64;
     let minimum = bench::plan::minimum_buffer_bytes(config, &geometries) as u64;
-    let available = machine.platform.pool_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
+    let available = machine.platform.dma_remaining_bytes().saturating_sub(DMA_POOL_RESERVE_BYTES);
     let area_bytes = wanted.min(available).max(minimum).max(4096);
     match hal::platform::Platform::allocate_dma(machine.platform, area_bytes as usize, 4096) {
         Ok(area) => Some(area),

@@ -1,7 +1,8 @@
 //! The kernel's side of `hal::platform::Platform`: the generic timer, the DMA pool (mapped
 //! normal non-cacheable, handed out by a bump allocator that never frees: drivers allocate at
-//! bring-up; the memory of an NVMe host memory buffer the controller refused is rewound), data-cache maintenance for memory outside the pool, and the benchmark's CPU access to
-//! its buffers in the pool.
+//! bring-up; the memory of an NVMe host memory buffer the controller refused is rewound),
+//! data-cache maintenance for memory outside the pool, and the benchmark's CPU access to its
+//! buffers in the pool.
 
 use super::sync::SingleCoreCell;
 use super::timer::KernelTimer;
@@ -35,10 +36,6 @@ impl KernelPlatform {
 
     pub fn pool(&self) -> Span {
         self.pool
-    }
-
-    pub fn pool_remaining_bytes(&self) -> u64 {
-        self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
     }
 
     /// `controller.set_up_host_memory_buffer(limit_mib)` (`nvme.hmb=`), with the memory of a
@@ -98,8 +95,9 @@ impl Clock for KernelPlatform {
 
 // SAFETY: `new`'s caller hands over a pool of RAM that nothing else uses, mapped normal
 // non-cacheable and identity-mapped (CPU address = physical address); the bump allocator hands
-// out each byte once and never frees, zeroes what it hands out, and the cache maintenance below
-// cleans or invalidates by address for anything outside the pool (docs/architecture.md, "How a
+// out each byte once (`rewind_pool` takes back only memory nothing holds), zeroes what it hands
+// out, and the cache maintenance below cleans or invalidates by address for anything outside
+// the pool (docs/architecture.md, "How a
 // driver sees hardware").
 unsafe impl Platform for KernelPlatform {
     fn allocate_dma(
@@ -136,6 +134,10 @@ unsafe impl Platform for KernelPlatform {
     /// The pool is Normal non-cacheable: nothing to clean (the driver's store barrier orders the
     /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
     #[inline]
+    fn dma_remaining_bytes(&self) -> u64 {
+        self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
+    }
+
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
             hal::cache::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);
