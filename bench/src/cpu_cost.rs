@@ -7,9 +7,11 @@
 //! The runner calls [`CpuMeter::lap`] at every boundary between driver code and its own; each lap
 //! charges what the counters moved since the previous lap to one [`Account`]. Polls that find
 //! nothing, and the loop around them, are waiting, not work: they are charged to
-//! [`Account::Pending`] and dropped unless the same loop pass submits or completes something
-//! ([`CpuMeter::settle`]). What one lap itself costs is measured when the meter starts and taken
-//! off every lap, so the counts are those of the code between the laps.
+//! [`Account::Pending`] and dropped unless the same loop pass submits or completes something: the
+//! lap that ends a pass says which ([`Account::PassDidIo`], [`Account::PassWaited`]). What one lap
+//! itself costs, the pending account's resolution included (every lap runs the same instructions),
+//! is measured when the meter starts and taken off every lap, so the counts are those of the code
+//! between the laps.
 
 use core::fmt;
 
@@ -98,10 +100,41 @@ pub enum Account {
     /// Storing a completed command in the `trace=` ring (bench::trace): measured apart so the
     /// recording cost per I/O can be printed; the benchmark's bookkeeping does not include it.
     Recording = 4,
+    /// Ends a pass of the loop that submitted or completed I/O: charged as bookkeeping, and what
+    /// the pass left pending becomes bookkeeping too. Not an account of its own.
+    PassDidIo = 5,
+    /// Ends a pass that only waited: charged as excluded, and what the pass left pending is
+    /// dropped, so that its tail is never a later pass's cost. Not an account of its own.
+    PassWaited = 6,
 }
 
-/// How many [`Account`]s there are.
+/// How many [`Account`]s hold totals (the two pass-ending laps charge two of them).
 const ACCOUNTS: usize = 5;
+
+/// What a lap does, per [`Account`]: the account it charges, and two masks applied to the pending
+/// account afterwards (what of it moves to bookkeeping, what of it stays pending), so that every
+/// lap runs the same instructions whatever it names and the calibration measures each exactly.
+#[derive(Clone, Copy)]
+struct LapRule {
+    charged: usize,
+    pending_to_bookkeeping: u64,
+    pending_kept: u64,
+}
+
+const fn charges(account: Account) -> LapRule {
+    LapRule { charged: account as usize, pending_to_bookkeeping: 0, pending_kept: u64::MAX }
+}
+
+/// Indexed by [`Account`].
+const LAP_RULES: [LapRule; 7] = [
+    charges(Account::Driver),
+    charges(Account::Bookkeeping),
+    charges(Account::Pending),
+    charges(Account::Excluded),
+    charges(Account::Recording),
+    LapRule { charged: Account::Bookkeeping as usize, pending_to_bookkeeping: u64::MAX, pending_kept: 0 },
+    LapRule { charged: Account::Excluded as usize, pending_to_bookkeeping: 0, pending_kept: 0 },
+];
 
 /// Instructions and cycles summed over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,8 +233,7 @@ pub struct CpuMeter<'c> {
     last: CounterReading,
     /// What a lap with nothing between it and the previous one measures.
     lap_cost: CounterTotals,
-    /// Indexed by [`Account`], so that every lap runs the same instructions whatever it charges
-    /// (and the calibration measures exactly what a lap costs).
+    /// Indexed by [`Account`] (the five that hold totals).
     accounts: [CounterTotals; ACCOUNTS],
     cost: CpuCost,
     /// The reading when the run started (after calibration).
@@ -253,7 +285,12 @@ impl<'c> CpuMeter<'c> {
     }
 
     /// Charges what the counters moved since the previous lap (less the lap's own cost) to
-    /// `account`, and returns it.
+    /// `account`, and returns it. A lap that ends a pass ([`Account::PassDidIo`],
+    /// [`Account::PassWaited`]) also resolves what the pass left pending: to bookkeeping when the
+    /// pass did I/O, dropped when it only waited, so that a pass that only waited never adds its
+    /// tail to the next pass's cost (whether a completion is seen at the first poll after the
+    /// doorbell or only a few polls later then changes nothing). Never inlined: the instruction
+    /// profile (`barebench qemu --profile`) watches it, and [`run_metered`].
     #[inline(never)]
     pub fn lap(&mut self, account: Account) -> CounterTotals {
         if !self.active {
@@ -266,28 +303,18 @@ impl<'c> CpuMeter<'c> {
             cycles: now.cycles.wrapping_sub(self.last.cycles).saturating_sub(self.lap_cost.cycles),
         };
         self.last = now;
-        self.accounts[account as usize].add(delta);
-        delta
-    }
-
-    /// Ends one pass of the loop: when the pass submitted or completed I/O, what was pending and
-    /// the rest of the pass become bookkeeping; when it only waited, they are dropped, so that a
-    /// pass that only waited never adds its tail to the next pass's cost (whether a completion
-    /// is seen at the first poll after the doorbell or only a few polls later then changes
-    /// nothing). The pending account is resolved before the closing lap, so that this work is
-    /// charged to the pass it ends and not to the next one. Never inlined, like `lap`: the
-    /// instruction profile (`barebench qemu --profile`) watches both, and [`run_metered`].
-    #[inline(never)]
-    pub fn settle(&mut self, did_io: bool) {
+        let rule = LAP_RULES[account as usize];
+        self.accounts[rule.charged].add(delta);
         let pending = self.accounts[Account::Pending as usize];
-        self.accounts[Account::Pending as usize] = CounterTotals::default();
-        // All ones when the pass did I/O: the same few instructions either way, no branch.
-        let keep = u64::from(did_io).wrapping_neg();
-        let bookkeeping = &mut self.accounts[Account::Bookkeeping as usize];
-        bookkeeping.instructions += pending.instructions & keep;
-        bookkeeping.cycles += pending.cycles & keep;
-        // Used, so that the lap is a call and not a jump: the profile sees settle return.
-        core::hint::black_box(self.lap(if did_io { Account::Bookkeeping } else { Account::Excluded }));
+        self.accounts[Account::Bookkeeping as usize].add(CounterTotals {
+            instructions: pending.instructions & rule.pending_to_bookkeeping,
+            cycles: pending.cycles & rule.pending_to_bookkeeping,
+        });
+        self.accounts[Account::Pending as usize] = CounterTotals {
+            instructions: pending.instructions & rule.pending_kept,
+            cycles: pending.cycles & rule.pending_kept,
+        };
+        delta
     }
 
     /// What has been charged to `account` so far.
@@ -437,15 +464,18 @@ pub(crate) mod tests {
         meter.lap(Account::Excluded);
         counters.run(40);
         meter.lap(Account::Pending);
-        meter.settle(false);
+        meter.lap(Account::PassWaited);
         counters.run(50);
         meter.lap(Account::Pending);
         counters.run(9);
         meter.lap(Account::Bookkeeping);
-        meter.settle(true);
+        counters.run(4);
+        meter.lap(Account::PassDidIo);
+        // Nothing is left pending to count twice.
+        meter.lap(Account::PassDidIo);
         let cost = meter.finish(2);
-        assert_eq!(cost.bookkeeping.instructions, 59);
-        assert_eq!(cost.per_io().bookkeeping_instructions_milli, Some(29_500));
+        assert_eq!(cost.bookkeeping.instructions, 63);
+        assert_eq!(cost.per_io().bookkeeping_instructions_milli, Some(31_500));
     }
 
     #[test]
@@ -456,13 +486,12 @@ pub(crate) mod tests {
         counters.run(10);
         meter.lap(Account::Pending);
         counters.run(77);
-        meter.settle(false);
+        meter.lap(Account::PassWaited);
         // The next pass completes an I/O.
         counters.run(5);
         meter.lap(Account::Pending);
         counters.run(3);
-        meter.lap(Account::Bookkeeping);
-        meter.settle(true);
+        meter.lap(Account::PassDidIo);
         assert_eq!(meter.finish(1).bookkeeping.instructions, 8);
     }
 

@@ -154,25 +154,31 @@ impl TickConverter {
     }
 }
 
-/// The run's timestamps: the clock's own function when it has one ([`Clock::tick_reader`]), else
-/// its `now_ticks`; the same readings either way.
+/// The run's timestamps: the generic timer's counter read inline when the clock is that counter
+/// ([`Clock::is_generic_counter`]), else the clock's `now_ticks`; the same readings either way.
 #[derive(Clone, Copy)]
 struct TickSource<'a> {
     clock: &'a dyn Clock,
-    reader: Option<extern "C" fn() -> u64>,
+    /// Only the bare-metal targets have the counter to read (`hal::counter`).
+    #[cfg_attr(
+        not(all(any(target_arch = "aarch64", target_arch = "arm"), target_os = "none")),
+        allow(dead_code)
+    )]
+    generic_counter: bool,
 }
 
 impl<'a> TickSource<'a> {
     fn new(clock: &'a dyn Clock) -> TickSource<'a> {
-        TickSource { clock, reader: clock.tick_reader() }
+        TickSource { clock, generic_counter: clock.is_generic_counter() }
     }
 
     #[inline(always)]
     fn now(&self) -> u64 {
-        match self.reader {
-            Some(read) => read(),
-            None => self.clock.now_ticks(),
+        #[cfg(all(any(target_arch = "aarch64", target_arch = "arm"), target_os = "none"))]
+        if self.generic_counter {
+            return hal::counter::generic_counter_ticks();
         }
+        self.clock.now_ticks()
     }
 }
 
@@ -308,6 +314,16 @@ impl Measurements {
         self.latency_bands[latency_band_in_bucket(clat_bucket, clat_ns)] += 1;
         self.slat.record(slat_ns);
         self.ios += 1;
+    }
+}
+
+/// The lap that ends a pass of the loop: whether the pass submitted or completed I/O decides
+/// whether its pending work is bookkeeping.
+fn pass_end(did_io: bool) -> Account {
+    if did_io {
+        Account::PassDidIo
+    } else {
+        Account::PassWaited
     }
 }
 
@@ -797,15 +813,15 @@ impl<'r> RunLoop<'r> {
             // Samples, the window's end, the progress line and the drain deadline: one compare
             // per pass until the earliest of them is due.
             if now >= self.next_event_ticks && self.timed_events(now, console) {
-                self.meter.settle(completed);
+                self.meter.lap(pass_end(completed));
                 break;
             }
             let submitted = self.submitting && self.fill(console);
             if !self.submitting && self.in_flight == 0 {
-                self.meter.settle(submitted || completed);
+                self.meter.lap(pass_end(submitted || completed));
                 break;
             }
-            self.meter.settle(submitted || completed);
+            self.meter.lap(pass_end(submitted || completed));
         }
     }
 
@@ -1484,37 +1500,13 @@ impl RunOutcome<'_> {
 mod tests {
     use super::*;
 
-    /// A clock that counts its readings, through `now_ticks` or through its reader.
-    struct CountingClock;
-
-    static READER_TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 40);
-
-    extern "C" fn read_counting_clock() -> u64 {
-        READER_TICKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    impl Clock for CountingClock {
-        fn now_ticks(&self) -> u64 {
-            7
-        }
-        fn ticks_per_second(&self) -> u64 {
-            NS_PER_S
-        }
-        fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
-            Some(read_counting_clock)
-        }
-    }
-
     #[test]
-    fn timestamps_come_from_the_clocks_reader_when_it_has_one() {
-        let with_reader = TickSource::new(&CountingClock);
-        let first = with_reader.now();
-        assert!(first >= 1 << 40 && with_reader.now() > first);
+    fn timestamps_are_one_reading_of_the_clock_each() {
         let clock = blockdev::testing::SteppingClock::new(1_000_000, 5);
-        let without = TickSource::new(&clock);
-        assert!(without.reader.is_none());
-        let first = without.now();
-        assert_eq!(without.now(), first + 5, "one reading of the clock per timestamp");
+        let ticks = TickSource::new(&clock);
+        assert!(!ticks.generic_counter);
+        let first = ticks.now();
+        assert_eq!(ticks.now(), first + 5, "one reading of the clock per timestamp");
     }
 
     #[test]

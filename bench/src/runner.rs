@@ -761,22 +761,22 @@ mod tests {
     fn the_median_of_three_runs_is_the_middle_value_of_each_metric() {
         let (runs, median) = seeded_runs(3);
         // What the three runs measured (IOPS and bytes/s × 10^6, latencies in thousandths of a ns).
-        assert_eq!(column(&runs, |r| r.iops_micro()), [26_666_666_666, 27_333_333_333, 28_000_000_000]);
+        assert_eq!(column(&runs, |r| r.iops_micro()), [26_666_666_666, 27_333_333_333, 27_000_000_000]);
         assert_eq!(
             column(&runs, |r| r.bandwidth_micro()),
-            [109_226_666_666_666, 111_957_333_333_333, 114_688_000_000_000]
+            [109_226_666_666_666, 111_957_333_333_333, 110_592_000_000_000]
         );
-        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [74_813_800, 73_134_793, 71_638_012]);
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_758_350, 73_079_183, 71_582_393]);
-        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222]);
+        assert_eq!(column(&runs, |r| r.lat.mean_milli_ns), [75_331_438, 73_765_780, 74_999_975]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_275_913, 73_710_195, 74_944_432]);
+        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_666, 109_981, 111_092]);
         // Worked out by hand: the middle of each column once sorted, from whichever run it comes.
         assert_eq!(median.runs, 3);
-        assert_eq!(median.iops_micro, 27_333_333_333);
-        assert_eq!(median.bandwidth_micro, 111_957_333_333_333);
-        assert_eq!(median.lat_mean_milli_ns, 73_134_793);
-        assert_eq!(median.clat_mean_milli_ns, 73_079_183);
-        // 109 981 < 110 092 < 110 222: run 1's maximum, although run 2 has the middle mean.
-        assert_eq!(median.lat_max_milli_ns, 110_092_000);
+        assert_eq!(median.iops_micro, 27_000_000_000);
+        assert_eq!(median.bandwidth_micro, 110_592_000_000_000);
+        assert_eq!(median.lat_mean_milli_ns, 74_999_975);
+        assert_eq!(median.clat_mean_milli_ns, 74_944_432);
+        // 109 981 < 110 666 < 111 092: run 1's maximum, although run 3 has the middle mean.
+        assert_eq!(median.lat_max_milli_ns, 110_666_000);
     }
 
     #[test]
@@ -784,17 +784,17 @@ mod tests {
         let (runs, median) = seeded_runs(4);
         assert_eq!(
             column(&runs, |r| r.iops_micro()),
-            [26_666_666_666, 27_333_333_333, 28_000_000_000, 26_333_333_333]
+            [26_666_666_666, 27_333_333_333, 27_000_000_000, 27_666_666_666]
         );
-        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [74_758_350, 73_079_183, 71_582_393, 75_488_456]);
-        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_092, 109_981, 110_222, 110_777]);
+        assert_eq!(column(&runs, |r| r.clat.mean_milli_ns), [75_275_913, 73_710_195, 74_944_432, 71_419_867]);
+        assert_eq!(column(&runs, |r| u128::from(r.lat.max_ns)), [110_666, 109_981, 111_092, 110_203]);
         assert_eq!(median.runs, 4);
-        // (26 666 666 666 + 27 333 333 333) / 2 = 26 999 999 999.5 → 27 000 000 000.
-        assert_eq!(median.iops_micro, 27_000_000_000);
-        // (73 079 183 + 74 758 350) / 2 = 73 918 766.5 → 73 918 767.
-        assert_eq!(median.clat_mean_milli_ns, 73_918_767);
-        // (110 092 + 110 222) / 2 = 110 157 ns.
-        assert_eq!(median.lat_max_milli_ns, 110_157_000);
+        // (27 000 000 000 + 27 333 333 333) / 2 = 27 166 666 666.5 → 27 166 666 667.
+        assert_eq!(median.iops_micro, 27_166_666_667);
+        // (73 710 195 + 74 944 432) / 2 = 74 327 313.5 → 74 327 314.
+        assert_eq!(median.clat_mean_milli_ns, 74_327_314);
+        // (110 203 + 110 666) / 2 = 110 434.5 ns.
+        assert_eq!(median.lat_max_milli_ns, 110_434_500);
     }
 
     #[test]

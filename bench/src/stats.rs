@@ -1,8 +1,11 @@
 //! Exact latency count, min, max, mean and sample standard deviation in integers (docs/nvme-and-fio.md §3.3: exact, n−1).
 //!
-//! Per sample the accumulator adds the value to a 128-bit sum and its square to a 128-bit sum
-//! that counts how often it wrapped (a 192-bit sum: each square is below 2^128, so it wraps at
-//! most once per sample), so nothing rounds or overflows however long a run is. The mean and
+//! Per sample the accumulator adds the value to a 64-bit sum and its square to a 128-bit sum,
+//! each with a count of how often it wrapped (a 128-bit and a 192-bit sum: a value is below 2^64
+//! and a square below 2^128, so each sum wraps at most once per sample), so nothing rounds or
+//! overflows however long a run is. A wrap is counted out of line: it comes after 2^64 ns of
+//! latency in all at the earliest, and the hot path then adds without loading or storing the
+//! counts. The mean and
 //! standard deviation are produced once, in thousandths of a nanosecond, rounded to nearest.
 
 use crate::wide::U256;
@@ -11,15 +14,17 @@ use crate::wide::U256;
 pub const MILLI_PER_UNIT: u128 = 1000;
 
 /// Running sums for one latency statistic of one run, without the count: the run loop records
-/// three statistics per I/O and counts the I/Os once. Per sample: two compares, one 128-bit
-/// addition and one 128-bit addition with a count of its wraps (this is on the hot path of the
-/// CPU cost per I/O, docs/measurement.md §10).
+/// three statistics per I/O and counts the I/Os once. Per sample: two compares, one 64-bit and one
+/// 128-bit addition, and a branch on each one's carry (this is on the hot path of the CPU cost
+/// per I/O, docs/measurement.md §10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LatencySums {
     /// `u64::MAX` until the first sample, so that a sample needs no test of the count.
     min_ns: u64,
     max_ns: u64,
-    sum_ns: u128,
+    /// Σx = `sum_wraps` × 2^64 + `sum_low_ns`.
+    sum_low_ns: u64,
+    sum_wraps: u64,
     /// Σx² = `sum_squares_wraps` × 2^128 + `sum_squares_low_ns2`.
     sum_squares_low_ns2: u128,
     sum_squares_wraps: u64,
@@ -27,7 +32,14 @@ pub struct LatencySums {
 
 impl Default for LatencySums {
     fn default() -> Self {
-        LatencySums { min_ns: u64::MAX, max_ns: 0, sum_ns: 0, sum_squares_low_ns2: 0, sum_squares_wraps: 0 }
+        LatencySums {
+            min_ns: u64::MAX,
+            max_ns: 0,
+            sum_low_ns: 0,
+            sum_wraps: 0,
+            sum_squares_low_ns2: 0,
+            sum_squares_wraps: 0,
+        }
     }
 }
 
@@ -84,12 +96,22 @@ impl LatencySums {
     pub fn record(&mut self, value_ns: u64) {
         self.min_ns = self.min_ns.min(value_ns);
         self.max_ns = self.max_ns.max(value_ns);
-        // At most 2^64 − 1 samples below 2^64 each: the sum stays below 2^128.
-        self.sum_ns += u128::from(value_ns);
+        let (sum_low, sum_wrapped) = self.sum_low_ns.overflowing_add(value_ns);
+        self.sum_low_ns = sum_low;
+        if sum_wrapped {
+            count_wrap(&mut self.sum_wraps);
+        }
         let value = u128::from(value_ns);
-        let (low, wrapped) = self.sum_squares_low_ns2.overflowing_add(value * value);
-        self.sum_squares_low_ns2 = low;
-        self.sum_squares_wraps += u64::from(wrapped);
+        let (squares_low, squares_wrapped) = self.sum_squares_low_ns2.overflowing_add(value * value);
+        self.sum_squares_low_ns2 = squares_low;
+        if squares_wrapped {
+            count_wrap(&mut self.sum_squares_wraps);
+        }
+    }
+
+    /// Σx (at most 2^64 − 1 samples below 2^64 each: below 2^128).
+    fn sum_ns(&self) -> u128 {
+        (u128::from(self.sum_wraps) << 64) | u128::from(self.sum_low_ns)
     }
 
     fn sum_squares_ns2(&self) -> U256 {
@@ -113,7 +135,7 @@ impl LatencySums {
         }
         // sum × 1000 can exceed 128 bits only in theory; U256 keeps it exact.
         let n = u128::from(samples);
-        U256::product(self.sum_ns, MILLI_PER_UNIT)
+        U256::product(self.sum_ns(), MILLI_PER_UNIT)
             .checked_add(U256::from_u128(n / 2))
             .and_then(|scaled| scaled.div_rem_u128(n))
             .and_then(|(quotient, _)| quotient.to_u128())
@@ -128,7 +150,8 @@ impl LatencySums {
             return 0;
         }
         let n = u128::from(samples);
-        let (q, r) = (self.sum_ns / n, self.sum_ns % n);
+        let sum_ns = self.sum_ns();
+        let (q, r) = (sum_ns / n, sum_ns % n);
         let exact = || -> Option<u128> {
             let q_squared_n = U256::product(q, q).checked_mul_u128(n)?;
             let two_q_r = U256::product(q, r).checked_mul_u128(2)?;
@@ -145,6 +168,13 @@ impl LatencySums {
         // Only a variance numerator beyond 2^256 (impossible for a physical run) fails.
         exact().unwrap_or(u128::MAX)
     }
+}
+
+/// One more wrap of a running sum: rare, so out of line.
+#[cold]
+#[inline(never)]
+fn count_wrap(wraps: &mut u64) {
+    *wraps += 1;
 }
 
 #[cfg(test)]

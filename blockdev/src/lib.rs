@@ -342,12 +342,12 @@ pub trait Clock {
     /// The counter frequency (`CNTFRQ_EL0` in the kernel).
     fn ticks_per_second(&self) -> u64;
 
-    /// The same readings as [`Clock::now_ticks`] from a function that needs no `self`, for a
-    /// caller that reads the clock on every I/O (the benchmark's timestamps): one call through
-    /// a function pointer instead of a trait object's method and its test of the source. `None`
-    /// (the default): call `now_ticks`.
-    fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
-        None
+    /// Whether [`Clock::now_ticks`] reads the generic timer's counter and nothing else (CNTPCT,
+    /// `hal::counter::generic_counter_ticks`), so that a caller that reads the clock on every I/O
+    /// (the benchmark's timestamps) may read that register inline instead of calling through a
+    /// trait object: the same readings. `false` (the default): call `now_ticks`.
+    fn is_generic_counter(&self) -> bool {
+        false
     }
 
     /// Converts a tick count to nanoseconds without overflow for any realistic duration.

@@ -160,25 +160,6 @@ pub mod registers {
         u64::from(value)
     }
 
-    /// CNTPCT (`mrrc p15, 0, lo, hi, c14`) after an ISB. Only on a Cortex-A7.
-    #[inline(always)]
-    pub fn counter_ticks() -> u64 {
-        let (low, high): (u32, u32);
-        // SAFETY: the CP15 ISB and the CNTPCT read have no side effects; callers use this only
-        // on a core with the generic timer.
-        unsafe {
-            core::arch::asm!(
-                "mcr p15, 0, {zero}, c7, c5, 4",
-                "mrrc p15, 0, {low}, {high}, c14",
-                zero = in(reg) 0u32,
-                low = out(reg) low,
-                high = out(reg) high,
-                options(nomem, nostack)
-            )
-        };
-        (u64::from(high) << 32) | u64::from(low)
-    }
-
     /// Short-descriptor translation: 32-bit physical addresses (ID_AA64MMFR0's PARange 0).
     pub fn physical_address_range() -> u64 {
         0
@@ -188,7 +169,7 @@ pub mod registers {
 #[cfg(all(target_arch = "aarch64", target_os = "none"))]
 pub mod registers {
     //! Reads of the system registers the kernel reports (target only).
-    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTPCT_EL0, ID_AA64MMFR0_EL1, MIDR_EL1, MPIDR_EL1};
+    use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, ID_AA64MMFR0_EL1, MIDR_EL1, MPIDR_EL1};
 
     pub fn main_id() -> super::MainId {
         super::MainId(MIDR_EL1.get())
@@ -200,23 +181,6 @@ pub mod registers {
 
     pub fn counter_frequency_hz() -> u64 {
         CNTFRQ_EL0.get()
-    }
-
-    /// CNTPCT_EL0 after an ISB, so the read is not hoisted (docs/hardware.md §1.5).
-    #[inline(always)]
-    pub fn counter_ticks() -> u64 {
-        aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
-        CNTPCT_EL0.get()
-    }
-
-    /// [`counter_ticks`] as a function of its own, three instructions with no frame record (the
-    /// kernel keeps frame pointers in every other function): what the benchmark calls for each
-    /// of its timestamps (`blockdev::Clock::tick_reader`).
-    #[unsafe(naked)]
-    pub extern "C" fn counter_ticks_call() -> u64 {
-        // SAFETY: reads CNTPCT_EL0 after an ISB into x0, the C ABI's return register, and
-        // returns; it touches no memory, no stack and no other register.
-        core::arch::naked_asm!("isb", "mrs x0, cntpct_el0", "ret")
     }
 
     pub fn physical_address_range() -> u64 {

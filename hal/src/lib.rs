@@ -12,7 +12,8 @@
 //!   that handed the memory out, so that it cannot outlive it, and created safely (as
 //!   virtio-drivers' `Dma<H>` is);
 //! - [`barrier`]: the memory barriers around DMA and doorbells;
-//! - [`cache`]: data-cache maintenance by address, for platforms whose DMA memory is cached.
+//! - [`cache`]: data-cache maintenance by address, for platforms whose DMA memory is cached;
+//! - [`counter`]: the generic timer's counter, for the kernel's timer and the benchmark's loop.
 //!
 //! With the `testing` feature (and in its own tests) [`testing`] provides the host-test platform
 //! and the ordered event log that MMIO writes, barriers, cache maintenance and CPU accesses to DMA
@@ -21,6 +22,7 @@
 
 pub mod barrier;
 pub mod cache;
+pub mod counter;
 pub mod dma;
 pub mod mmio;
 pub mod platform;

@@ -4,10 +4,10 @@
 //!
 //! The kernel's meter charges the instructions retired between two of its laps to the account the
 //! second lap names, less what one lap costs (measured when each run starts). The profiler sees
-//! the same laps: QEMU tells it when `CpuMeter::lap` starts (the account in `x1`) and returns (the
-//! instructions it charged in `x0`), when `CpuMeter::settle` starts (whether the pass did I/O, in
-//! `w1`) and returns, and when the run's metering ends (`bench::cpu_cost::run_metered`, the run's
-//! completions in `x0`). Between
+//! the same laps: QEMU tells it when `CpuMeter::lap` starts (the account in `x1`; a lap that ends a
+//! pass of the loop says whether the pass did I/O) and returns (the instructions it charged in
+//! `x0`), and when the run's metering ends (`bench::cpu_cost::run_metered`, the run's completions
+//! in `x0`). Between
 //! two laps it counts instructions per code location; at the lap it charges them to the lap's
 //! account, and puts the difference between what the meter charged and what it counted (the lap's
 //! own call-site instructions, which the meter's calibration removes) on the location that called
@@ -60,7 +60,7 @@ struct Slot {
     block_instructions: u32,
     /// Counted since the last lap.
     segment: i64,
-    /// Charged to `Account::Pending` and not yet settled.
+    /// Charged to `Account::Pending`, its pass not yet ended.
     pending: i64,
     /// Per account of the meter, this run.
     totals: [i64; ACCOUNT_COUNT],
@@ -77,9 +77,27 @@ pub const REPORTED_ACCOUNTS: [Account; 3] = [Account::Driver, Account::Bookkeepi
 
 /// The [`Account`] a lap's argument names.
 pub fn account_from_register(value: u64) -> Option<Account> {
-    [Account::Driver, Account::Bookkeeping, Account::Pending, Account::Excluded, Account::Recording]
-        .into_iter()
-        .find(|account| *account as u64 == value)
+    [
+        Account::Driver,
+        Account::Bookkeeping,
+        Account::Pending,
+        Account::Excluded,
+        Account::Recording,
+        Account::PassDidIo,
+        Account::PassWaited,
+    ]
+    .into_iter()
+    .find(|account| *account as u64 == value)
+}
+
+/// Where a lap naming `account` charges what ran since the previous lap, as the meter does:
+/// a pass-ending lap charges bookkeeping or nothing.
+fn charged_account(account: Account) -> Account {
+    match account {
+        Account::PassDidIo => Account::Bookkeeping,
+        Account::PassWaited => Account::Excluded,
+        other => other,
+    }
 }
 
 /// Where the instructions of the block that ran last go.
@@ -118,7 +136,6 @@ pub struct Profiler {
     lap_account: Option<Account>,
     /// The slot whose block called the running lap.
     lap_call_site: Option<u32>,
-    settle_did_io: bool,
     /// Instructions that ran inside the meter's laps this run.
     meter_instructions: u64,
     laps: u64,
@@ -145,7 +162,6 @@ impl Profiler {
             in_run: Vec::new(),
             lap_account: None,
             lap_call_site: None,
-            settle_did_io: false,
             meter_instructions: 0,
             laps: 0,
             nodes_reported: 1,
@@ -277,7 +293,8 @@ impl Profiler {
                 self.add_to_segment(site, difference);
             }
         }
-        let account = self.lap_account.take();
+        let named = self.lap_account.take();
+        let account = named.map(charged_account);
         for slot in core::mem::take(&mut self.segment) {
             let entry = &mut self.slots[slot as usize];
             let instructions = core::mem::take(&mut entry.segment);
@@ -300,17 +317,16 @@ impl Profiler {
                 None => {}
             }
         }
+        match named {
+            Some(Account::PassDidIo) => self.end_pass(true),
+            Some(Account::PassWaited) => self.end_pass(false),
+            _ => {}
+        }
     }
 
-    /// `CpuMeter::settle` starts: `did_io` is its argument.
-    pub fn settle_entered(&mut self, did_io: bool) {
-        self.settle_did_io = did_io;
-    }
-
-    /// `CpuMeter::settle` returns: what was pending becomes bookkeeping when the pass did I/O,
-    /// and is dropped when it only waited, as the meter does.
-    pub fn settle_returned(&mut self) {
-        let did_io = core::mem::take(&mut self.settle_did_io);
+    /// A pass of the loop ended: what was pending becomes bookkeeping when the pass did I/O, and
+    /// is dropped when it only waited, as the meter does.
+    fn end_pass(&mut self, did_io: bool) {
         for slot in core::mem::take(&mut self.pending) {
             let entry = &mut self.slots[slot as usize];
             let instructions = core::mem::take(&mut entry.pending);
@@ -444,14 +460,13 @@ mod tests {
     fn pending_work_becomes_bookkeeping_only_when_the_pass_did_io() {
         let mut guest = Guest::new();
         guest.lap(LOOP, 3, Account::Pending, 3);
-        guest.profiler.settle_entered(false);
-        guest.profiler.settle_returned();
+        guest.lap(LOOP + 0x20, 1, Account::PassWaited, 1);
         guest.lap(LOOP + 0x40, 5, Account::Pending, 5);
-        guest.profiler.settle_entered(true);
-        guest.lap(LOOP + 0x80, 2, Account::Bookkeeping, 2);
-        guest.profiler.settle_returned();
+        guest.lap(LOOP + 0x80, 2, Account::PassDidIo, 2);
+        // Nothing is left pending for a later pass.
+        guest.lap(LOOP + 0x90, 1, Account::PassDidIo, 1);
         let record = guest.profiler.run_finished(1);
-        assert_eq!(totals(&record, 1), vec![(LOOP + 0x40, 5), (LOOP + 0x80, 2)]);
+        assert_eq!(totals(&record, 1), vec![(LOOP + 0x40, 5), (LOOP + 0x80, 2), (LOOP + 0x90, 1)]);
         // The next run starts from zero.
         guest.lap(LOOP + 0x80, 2, Account::Driver, 2);
         let next = guest.profiler.run_finished(1);
@@ -481,6 +496,8 @@ mod tests {
     fn lap_arguments_name_the_meters_accounts() {
         assert_eq!(account_from_register(0), Some(Account::Driver));
         assert_eq!(account_from_register(4), Some(Account::Recording));
-        assert_eq!(account_from_register(5), None);
+        assert_eq!(account_from_register(5), Some(Account::PassDidIo));
+        assert_eq!(account_from_register(6), Some(Account::PassWaited));
+        assert_eq!(account_from_register(7), None);
     }
 }

@@ -4,7 +4,7 @@
 //! `barebench qemu --profile` reads back (docs/measurement.md §18).
 //!
 //! `barebench qemu --profile FILE` loads the plugin with the addresses of
-//! `bench::cpu_cost::CpuMeter`'s `lap` and `settle` and of `bench::cpu_cost::run_metered` from the
+//! `bench::cpu_cost::CpuMeter::lap` and of `bench::cpu_cost::run_metered` from the
 //! kernel ELF. For every translation block the guest executes, the plugin counts the instructions
 //! that really ran (an inline store of each instruction's index in the block, read when the next
 //! block starts, so a block QEMU leaves early to redo a device access as the last instruction of

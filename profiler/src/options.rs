@@ -10,14 +10,12 @@ pub struct Options {
     pub output: String,
     /// `CpuMeter::lap`.
     pub lap: Range<u64>,
-    /// `CpuMeter::settle`.
-    pub settle: Range<u64>,
     /// `bench::cpu_cost::run_metered`'s first instruction.
     pub run_end: u64,
 }
 
 /// The argument names, as `barebench` writes them.
-pub const NAMES: [&str; 6] = ["out", "lap", "lap_end", "settle", "settle_end", "run_end"];
+pub const NAMES: [&str; 4] = ["out", "lap", "lap_end", "run_end"];
 
 impl Options {
     /// Parses `name=value` arguments; addresses in hexadecimal with or without `0x`.
@@ -39,12 +37,7 @@ impl Options {
             u64::from_str_radix(value.trim_start_matches("0x"), 16)
                 .map_err(|_| format!("{}={value} is not a hexadecimal address", NAMES[index]))
         };
-        Ok(Options {
-            output: text(0)?.to_string(),
-            lap: address(1)?..address(2)?,
-            settle: address(3)?..address(4)?,
-            run_end: address(5)?,
-        })
+        Ok(Options { output: text(0)?.to_string(), lap: address(1)?..address(2)?, run_end: address(3)? })
     }
 
     /// The arguments that [`Options::parse`] reads back.
@@ -53,8 +46,6 @@ impl Options {
             format!("out={}", self.output),
             format!("lap={:#x}", self.lap.start),
             format!("lap_end={:#x}", self.lap.end),
-            format!("settle={:#x}", self.settle.start),
-            format!("settle_end={:#x}", self.settle.end),
             format!("run_end={:#x}", self.run_end),
         ]
     }
@@ -66,12 +57,7 @@ mod tests {
 
     #[test]
     fn arguments_read_back_as_written() {
-        let options = Options {
-            output: "build/p.txt".into(),
-            lap: 0x4008_0000..0x4008_0040,
-            settle: 0x10..0x20,
-            run_end: 0x30,
-        };
+        let options = Options { output: "build/p.txt".into(), lap: 0x4008_0000..0x4008_0040, run_end: 0x30 };
         let arguments = options.to_arguments();
         assert_eq!(Options::parse(arguments.iter().map(String::as_str)), Ok(options));
     }

@@ -24,7 +24,6 @@ pub const DEFAULT_PLUGIN: &str = "build/libbarebench_profile.so";
 
 /// The kernel's functions the plugin watches (demangled, without the hash).
 const LAP: &str = "bench::cpu_cost::CpuMeter::lap";
-const SETTLE: &str = "bench::cpu_cost::CpuMeter::settle";
 const RUN_END: &str = "bench::cpu_cost::run_metered";
 
 /// The meter's accounts in a profile, in the order of the plugin's counts.
@@ -115,11 +114,10 @@ impl KernelSymbols {
 
     /// The plugin's arguments for these symbols, writing its records to `output`.
     pub fn plugin_options(&self, output: &Path) -> Result<Options, ProfileError> {
-        let (lap, settle, run_end) = (self.find(LAP)?, self.find(SETTLE)?, self.find(RUN_END)?);
+        let (lap, run_end) = (self.find(LAP)?, self.find(RUN_END)?);
         Ok(Options {
             output: output.to_string_lossy().into_owned(),
             lap: lap.start..lap.end,
-            settle: settle.start..settle.end,
             run_end: run_end.start,
         })
     }
@@ -540,7 +538,6 @@ mod tests {
             (0x1000, 0x1100, "bench::run_loop::RunLoop::run"),
             (0x2000, 0x2100, "drivers::nvme::NvmeDevice::submit"),
             (0x3000, 0x3010, "bench::cpu_cost::CpuMeter::lap"),
-            (0x3100, 0x3180, "bench::cpu_cost::CpuMeter::settle"),
             (0x3200, 0x3220, "bench::cpu_cost::run_metered"),
         ])
     }
@@ -568,10 +565,7 @@ mod tests {
     #[test]
     fn the_meters_functions_become_the_plugins_arguments() {
         let options = symbols().plugin_options(Path::new("build/raw.txt")).unwrap();
-        assert_eq!(
-            (options.lap.clone(), options.settle.clone(), options.run_end),
-            (0x3000..0x3010, 0x3100..0x3180, 0x3200)
-        );
+        assert_eq!((options.lap.clone(), options.run_end), (0x3000..0x3010, 0x3200));
         let missing = KernelSymbols::from_functions(&[(0x1000, 0x1100, "main")]);
         let error = missing.plugin_options(Path::new("x")).unwrap_err();
         assert!(error.to_string().contains("no function bench::cpu_cost::CpuMeter::lap"), "{error}");

@@ -98,7 +98,7 @@ struct GenericAgainstSystemTimer {
 
 impl TimebaseSources for GenericAgainstSystemTimer {
     fn counter_ticks(&mut self) -> u64 {
-        registers::counter_ticks()
+        hal::counter::generic_counter_ticks()
     }
     fn reference_us(&mut self) -> u64 {
         self.system_timer.ticks()
@@ -130,7 +130,7 @@ impl Clock for KernelTimer {
     #[inline(always)]
     fn now_ticks(&self) -> u64 {
         match self.source {
-            Source::Generic => registers::counter_ticks(),
+            Source::Generic => hal::counter::generic_counter_ticks(),
             Source::SystemTimer { window } => SystemTimer::new(window).ticks(),
         }
     }
@@ -139,12 +139,8 @@ impl Clock for KernelTimer {
         self.ticks_per_second
     }
 
-    fn tick_reader(&self) -> Option<extern "C" fn() -> u64> {
-        match self.source {
-            #[cfg(target_arch = "aarch64")]
-            Source::Generic => Some(registers::counter_ticks_call),
-            _ => None,
-        }
+    fn is_generic_counter(&self) -> bool {
+        matches!(self.source, Source::Generic)
     }
 }
 
@@ -168,7 +164,7 @@ pub fn ticks_at_entry(main_id: boot::cpu::MainId) -> u64 {
         return SystemTimer::new(window).ticks();
     }
     let _ = main_id;
-    registers::counter_ticks()
+    hal::counter::generic_counter_ticks()
 }
 
 /// The firmware's part of the boot (docs/hardware.md §4.7): where the board has a system timer,

@@ -134,16 +134,12 @@ pub static qemu_plugin_version: c_int = 4;
 enum Hook {
     LapEntry = 1,
     LapReturn = 2,
-    SettleEntry = 3,
-    SettleReturn = 4,
-    RunEnd = 5,
+    RunEnd = 3,
 }
 
 impl Hook {
     fn from_userdata(value: usize) -> Option<Hook> {
-        [Hook::LapEntry, Hook::LapReturn, Hook::SettleEntry, Hook::SettleReturn, Hook::RunEnd]
-            .into_iter()
-            .find(|hook| *hook as usize == value)
+        [Hook::LapEntry, Hook::LapReturn, Hook::RunEnd].into_iter().find(|hook| *hook as usize == value)
     }
 }
 
@@ -180,10 +176,6 @@ impl Plugin {
             Some(Hook::LapEntry)
         } else if options.lap.contains(&address) && arm64::is_return(word) {
             Some(Hook::LapReturn)
-        } else if address == options.settle.start {
-            Some(Hook::SettleEntry)
-        } else if options.settle.contains(&address) && arm64::is_return(word) {
-            Some(Hook::SettleReturn)
         } else if address == options.run_end {
             Some(Hook::RunEnd)
         } else {
@@ -210,9 +202,8 @@ impl Plugin {
 
     fn hook(&mut self, hook: Hook) {
         let argument = match hook {
-            Hook::LapEntry | Hook::SettleEntry => self.register(1),
+            Hook::LapEntry => self.register(1),
             Hook::LapReturn | Hook::RunEnd => self.register(0),
-            Hook::SettleReturn => Some(0),
         };
         let Some(value) = argument else {
             eprintln!("barebench profile: cannot read the guest's registers; the profile stops here");
@@ -222,8 +213,6 @@ impl Plugin {
         match hook {
             Hook::LapEntry => self.profiler.lap_entered(value),
             Hook::LapReturn => self.profiler.lap_returned(value),
-            Hook::SettleEntry => self.profiler.settle_entered(value & 0xff != 0),
-            Hook::SettleReturn => self.profiler.settle_returned(),
             Hook::RunEnd => {
                 let record = self.profiler.run_finished(value);
                 let written =
