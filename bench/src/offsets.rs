@@ -38,6 +38,7 @@ impl RandomGenerator {
         RandomGenerator { state }
     }
 
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         let [s0, s1] = self.state;
         let result = s0.wrapping_add(s1).rotate_left(17).wrapping_add(s0);
@@ -47,6 +48,7 @@ impl RandomGenerator {
     }
 
     /// A uniform value in `0..bound` (`bound` > 0).
+    #[inline]
     pub fn below(&mut self, bound: u64) -> u64 {
         let mut product = u128::from(self.next_u64()) * u128::from(bound);
         if (product as u64) < bound {
@@ -97,6 +99,7 @@ impl OffsetGenerator {
         }
     }
 
+    #[inline]
     pub fn next_offset_bytes(&mut self) -> u64 {
         let slot = match self.pattern {
             AccessPattern::Sequential => {

@@ -159,11 +159,7 @@ impl TickConverter {
 #[derive(Clone, Copy)]
 struct TickSource<'a> {
     clock: &'a dyn Clock,
-    /// Only the bare-metal targets have the counter to read (`hal::counter`).
-    #[cfg_attr(
-        not(all(any(target_arch = "aarch64", target_arch = "arm"), target_os = "none")),
-        allow(dead_code)
-    )]
+    /// Whether the loop may read the counter itself: it then runs with `GENERIC_COUNTER` set.
     generic_counter: bool,
 }
 
@@ -172,10 +168,12 @@ impl<'a> TickSource<'a> {
         TickSource { clock, generic_counter: clock.is_generic_counter() }
     }
 
+    /// A reading: with `GENERIC_COUNTER` (only when `generic_counter` holds), the counter read
+    /// inline on the bare-metal targets, which have it (`hal::counter`).
     #[inline(always)]
-    fn now(&self) -> u64 {
+    fn now<const GENERIC_COUNTER: bool>(&self) -> u64 {
         #[cfg(all(any(target_arch = "aarch64", target_arch = "arm"), target_os = "none"))]
-        if self.generic_counter {
+        if GENERIC_COUNTER {
             return hal::counter::generic_counter_ticks();
         }
         self.clock.now_ticks()
@@ -315,6 +313,19 @@ impl Measurements {
         self.slat.record(slat_ns);
         self.ios += 1;
     }
+}
+
+/// What [`RunLoop::passes`] hands back to [`RunLoop::run_passes`].
+enum Handback {
+    /// The clock gave the same reading too often: it has stopped.
+    ClockStalled { now: u64 },
+    /// A timed event is due at `now`, after a poll that completed I/O when `completed`.
+    EventDue { now: u64, completed: bool },
+    /// The driver refused a request ([`RunLoop::refused`]; the batch before it was sent); the
+    /// pass did I/O when `did_io`.
+    Refused { did_io: bool },
+    /// Submissions have ended and nothing is in flight: the pass's lap is all that is left.
+    Drained { did_io: bool },
 }
 
 /// The lap that ends a pass of the loop: whether the pass submitted or completed I/O decides
@@ -546,6 +557,7 @@ impl<'r> RequestSource<'r> {
     }
 
     /// Buffer `tag` (modulo the buffers there are).
+    #[inline(always)]
     fn buffer(&self, tag: u32) -> DmaBuffer {
         let buffer_offset = (u64::from(tag) % self.buffer_count) * self.block_bytes;
         DmaBuffer {
@@ -555,6 +567,7 @@ impl<'r> RequestSource<'r> {
         }
     }
 
+    #[inline(always)]
     fn io(&self, tag: u32, operation: Operation, offset_bytes: u64) -> Request {
         Request {
             tag,
@@ -571,6 +584,7 @@ impl<'r> RequestSource<'r> {
     }
 
     /// The next read of a read job, into buffer `tag`.
+    #[inline(always)]
     fn request(&mut self, tag: u32) -> Request {
         let offset_bytes = self.offsets.next_offset_bytes();
         self.io(tag, Operation::Read, offset_bytes)
@@ -636,14 +650,12 @@ struct RunLoop<'r> {
     /// The earliest of the sample, window end, progress and drain ticks ([`RunLoop::next_event`]).
     next_event_ticks: u64,
     in_flight: usize,
-    /// The run only reads, with nothing to trace or check: every request is a read, and a
-    /// completion is only counted and timed (set when the run starts; one test per poll spares
-    /// each completion the tests of the rest).
-    reads_only: bool,
     /// Requests sent (counted per doorbell); less those in flight, the completions so far.
     sent: u64,
     unknown_completions: u64,
     held_back: Option<Request>,
+    /// A request the driver refused in this pass (not for lack of room), with why.
+    refused: Option<(Request, SubmitError)>,
     submitting: bool,
     ended_early: Option<RunEnd>,
     notes: Vec<String>,
@@ -750,10 +762,10 @@ impl<'r> RunLoop<'r> {
             stall: StallWatch { last_reading: times.start, identical_readings: 0 },
             times,
             in_flight: 0,
-            reads_only: false,
             sent: 0,
             unknown_completions: 0,
             held_back: None,
+            refused: None,
             submitting: true,
             ended_early: None,
             notes: Vec::new(),
@@ -800,29 +812,106 @@ impl<'r> RunLoop<'r> {
     }
 
     fn run(&mut self, console: &mut dyn Console) {
-        self.reads_only = self.trace.is_none() && self.checker.is_none() && self.checks.is_none();
+        let reads_only = self.trace.is_none() && self.checker.is_none() && self.checks.is_none();
+        match (reads_only, self.ticks.generic_counter) {
+            (true, true) => self.run_passes::<true, true>(console),
+            (true, false) => self.run_passes::<true, false>(console),
+            // Runs that write, trace or check have no cost target: one loop, the clock's method.
+            (false, _) => self.run_passes::<false, false>(console),
+        }
+    }
+
+    /// The loop: [`RunLoop::passes`], and what it hands back. `READS_ONLY`: the run only reads,
+    /// with nothing to trace or check (every request is a read, and a completion is only counted
+    /// and timed). `GENERIC_COUNTER`: the timestamps read the generic timer's counter inline
+    /// ([`TickSource::now`]).
+    fn run_passes<const READS_ONLY: bool, const GENERIC_COUNTER: bool>(&mut self, console: &mut dyn Console) {
+        let mut handback = self.passes::<READS_ONLY, GENERIC_COUNTER>();
+        loop {
+            handback = match handback {
+                Handback::ClockStalled { now } => {
+                    let (end, message) =
+                        (RunEnd::ClockStalled { ticks: now }, self.stall.stopped_message(now));
+                    self.end_early(end, message, console);
+                    return;
+                }
+                Handback::EventDue { now, completed } => {
+                    if self.timed_events(now, console) {
+                        self.meter.lap(pass_end(completed));
+                        return;
+                    }
+                    match self.finish_pass::<READS_ONLY, GENERIC_COUNTER>(completed) {
+                        Some(handback) => handback,
+                        None => self.passes::<READS_ONLY, GENERIC_COUNTER>(),
+                    }
+                }
+                Handback::Refused { did_io } => {
+                    self.meter.lap(Account::Pending);
+                    if let Some((request, error)) = self.refused.take() {
+                        self.refuse(request, error, console);
+                    }
+                    self.meter.lap(Account::Excluded);
+                    match self.close_pass(did_io) {
+                        Some(handback) => handback,
+                        None => self.passes::<READS_ONLY, GENERIC_COUNTER>(),
+                    }
+                }
+                Handback::Drained { did_io } => {
+                    self.meter.lap(pass_end(did_io));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Passes of the loop until one needs what this function must not do itself. It never hands
+    /// the run loop's state (or a field's address) to code it does not inline, so the compiler
+    /// knows that the driver's calls and the meter's laps cannot change that state and may keep
+    /// it in registers across them; the rare work that needs more (the timed events, a refusal,
+    /// the end) is [`RunLoop::run_passes`]'s.
+    #[inline(never)]
+    fn passes<const READS_ONLY: bool, const GENERIC_COUNTER: bool>(&mut self) -> Handback {
         loop {
             // One clock reading per pass, right after the poll: the completions' time when it
             // found any.
-            let (now, completed) = self.reap();
+            let (now, completed) = self.reap::<READS_ONLY, GENERIC_COUNTER>();
             if self.stall.has_stopped(now) {
-                let (end, message) = (RunEnd::ClockStalled { ticks: now }, self.stall.stopped_message(now));
-                self.end_early(end, message, console);
-                break;
+                return Handback::ClockStalled { now };
             }
             // Samples, the window's end, the progress line and the drain deadline: one compare
             // per pass until the earliest of them is due.
-            if now >= self.next_event_ticks && self.timed_events(now, console) {
-                self.meter.lap(pass_end(completed));
-                break;
+            if now >= self.next_event_ticks {
+                return Handback::EventDue { now, completed };
             }
-            let submitted = self.submitting && self.fill(console);
-            if !self.submitting && self.in_flight == 0 {
-                self.meter.lap(pass_end(submitted || completed));
-                break;
+            if let Some(handback) = self.finish_pass::<READS_ONLY, GENERIC_COUNTER>(completed) {
+                return handback;
             }
-            self.meter.lap(pass_end(submitted || completed));
         }
+    }
+
+    /// The rest of a pass after its poll and timed events: submissions, then the lap that ends
+    /// the pass, unless the loop must hand back.
+    #[inline(always)]
+    fn finish_pass<const READS_ONLY: bool, const GENERIC_COUNTER: bool>(
+        &mut self,
+        completed: bool,
+    ) -> Option<Handback> {
+        let did_io = (self.submitting && self.fill::<READS_ONLY, GENERIC_COUNTER>()) || completed;
+        if self.refused.is_some() {
+            return Some(Handback::Refused { did_io });
+        }
+        self.close_pass(did_io)
+    }
+
+    /// Ends a pass with its lap, or hands back when submissions have ended and nothing is in
+    /// flight (the lap is then the caller's).
+    #[inline(always)]
+    fn close_pass(&mut self, did_io: bool) -> Option<Handback> {
+        if !self.submitting && self.in_flight == 0 {
+            return Some(Handback::Drained { did_io });
+        }
+        self.meter.lap(pass_end(did_io));
+        None
     }
 
     /// What is due at `now`: IOPS and bandwidth samples, the end of submissions at the window's
@@ -862,17 +951,19 @@ impl<'r> RunLoop<'r> {
     }
 
     /// Submits until the queue depth is in flight, then rings the doorbell once for the batch.
-    /// Returns whether anything was submitted.
-    fn fill(&mut self, console: &mut dyn Console) -> bool {
+    /// Returns whether anything was submitted. A request the driver refuses (other than for lack
+    /// of room with requests in flight) ends the batch and waits in `refused`.
+    #[inline(always)]
+    fn fill<const READS_ONLY: bool, const GENERIC_COUNTER: bool>(&mut self) -> bool {
         // The batch's tags are `scratch.batch[..batch_len]`; they are counted in flight at the
         // doorbell.
         let room = self.queue_depth - self.in_flight;
         let mut batch_len = 0;
         while batch_len < room {
-            let Some(request) = self.next_request() else {
+            let Some(request) = self.next_request::<READS_ONLY>() else {
                 break;
             };
-            let submitted_at = self.ticks.now();
+            let submitted_at = self.ticks.now::<GENERIC_COUNTER>();
             self.meter.lap(Account::Pending);
             match self.device.submit(request) {
                 Ok(()) => {
@@ -887,7 +978,7 @@ impl<'r> RunLoop<'r> {
                 }
                 Err((request, error)) => {
                     self.meter.lap(Account::Excluded);
-                    self.refuse(request, error, console);
+                    self.refused = Some((request, error));
                     break;
                 }
             }
@@ -899,8 +990,10 @@ impl<'r> RunLoop<'r> {
         self.meter.lap(Account::Bookkeeping);
         self.device.kick();
         self.meter.lap(Account::Driver);
-        let kicked_at = self.ticks.now();
+        let kicked_at = self.ticks.now::<GENERIC_COUNTER>();
         let Scratch { batch, tags, .. } = &mut *self.scratch;
+        // A slice, so that its bounds are read once and not again after every store.
+        let tags = tags.as_mut_slice();
         for &tag in batch.iter().take(batch_len) {
             tags[tag as usize].kicked_at_ticks = kicked_at;
         }
@@ -912,12 +1005,13 @@ impl<'r> RunLoop<'r> {
     }
 
     /// The request the driver refused for lack of room last time, else a new one.
-    fn next_request(&mut self) -> Option<Request> {
+    #[inline(always)]
+    fn next_request<const READS_ONLY: bool>(&mut self) -> Option<Request> {
         if self.held_back.is_some() {
             return self.held_back.take();
         }
         let tag = self.scratch.free_tags.pop()?;
-        if self.checks.is_none() || self.scratch.table.is_none() {
+        if READS_ONLY || self.checks.is_none() || self.scratch.table.is_none() {
             return Some(self.requests.request(tag));
         }
         if let Some(flush) = self.flush_due(tag) {
@@ -993,24 +1087,26 @@ impl<'r> RunLoop<'r> {
     /// Polls once, reads the clock, and records what completed. Returns the clock reading and
     /// whether anything completed (at that reading); a poll that finds nothing is waiting, and
     /// its CPU time is no I/O's cost.
-    fn reap(&mut self) -> (u64, bool) {
+    #[inline(always)]
+    fn reap<const READS_ONLY: bool, const GENERIC_COUNTER: bool>(&mut self) -> (u64, bool) {
         self.meter.lap(Account::Pending);
         let completions = &mut self.scratch.completions[..self.queue_depth];
         let count = match self.trace {
+            _ if READS_ONLY => self.device.poll(completions),
             None => self.device.poll(completions),
             Some(_) => self.device.poll_detailed(completions, &mut self.scratch.details[..self.queue_depth]),
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);
-            return (self.ticks.now(), false);
+            return (self.ticks.now::<GENERIC_COUNTER>(), false);
         }
         self.meter.lap(Account::Driver);
-        let done = self.ticks.now();
+        let done = self.ticks.now::<GENERIC_COUNTER>();
         let inside_window = self.times.in_window(done);
         if inside_window {
             self.depth.record_reap(count);
         }
-        if self.reads_only {
+        if READS_ONLY {
             for index in 0..count {
                 let completion = self.scratch.completions[index];
                 self.complete::<true>(completion, done, inside_window);
@@ -1035,7 +1131,8 @@ impl<'r> RunLoop<'r> {
     }
 
     /// Frees the completion's tag and counts it; false for a tag that was not in flight.
-    /// `READS_ONLY`: `self.reads_only` holds.
+    /// `READS_ONLY`: the run only reads ([`RunLoop::run_passes`]).
+    #[inline(always)]
     fn complete<const READS_ONLY: bool>(
         &mut self,
         completion: Completion,
@@ -1505,8 +1602,8 @@ mod tests {
         let clock = blockdev::testing::SteppingClock::new(1_000_000, 5);
         let ticks = TickSource::new(&clock);
         assert!(!ticks.generic_counter);
-        let first = ticks.now();
-        assert_eq!(ticks.now(), first + 5, "one reading of the clock per timestamp");
+        let first = ticks.now::<false>();
+        assert_eq!(ticks.now::<false>(), first + 5, "one reading of the clock per timestamp");
     }
 
     #[test]
