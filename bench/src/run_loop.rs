@@ -27,8 +27,8 @@ use core::num::NonZeroU64;
 
 use blockdev::scratch::ScratchRegion;
 use blockdev::{
-    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, FlushSupport, IoErrorKind, Operation, Request,
-    SubmitError,
+    BlockDevice, Clock, CommandDetail, Completion, DmaBuffer, FlushSupport, IoError, IoErrorKind, Operation,
+    Request, SubmitError,
 };
 
 use crate::buffers::BufferMemory;
@@ -313,6 +313,53 @@ impl Measurements {
         self.slat.record(slat_ns);
         self.ios += 1;
     }
+
+    /// One completion of the request `state` describes, seen at `done`: timed when it succeeded
+    /// inside the window; a failure counts whenever it ends (a timeout that a recovery ends after
+    /// the window is still a failed I/O of this run).
+    #[inline(always)]
+    fn count(
+        &mut self,
+        converter: TickConverter,
+        result: Result<(), IoError>,
+        state: ReleasedTag,
+        done: u64,
+        inside_window: bool,
+    ) {
+        match result {
+            Ok(()) if inside_window => {
+                self.record(converter, state.submitted_at_ticks, state.kicked_at_ticks, done)
+            }
+            Ok(()) => {}
+            Err(error) => {
+                self.errors[error.kind.index()] += 1;
+                self.first_error.get_or_insert(error.kind);
+            }
+        }
+    }
+}
+
+/// What a completion needs of its tag's state (the whole state is copied for write jobs alone).
+#[derive(Clone, Copy)]
+struct ReleasedTag {
+    submitted_at_ticks: u64,
+    kicked_at_ticks: u64,
+    operation: Operation,
+}
+
+/// Frees `tag` if its request was in flight, and returns what the completion needs of its state;
+/// `None` for a tag that was not in flight (tags beyond this run's queue depth were reset with
+/// the rest and never are).
+#[inline(always)]
+fn release_tag(tags: &mut [TagState], free_tags: &mut Vec<u32>, tag: u32) -> Option<ReleasedTag> {
+    let state = tags.get_mut(tag as usize).filter(|state| state.in_flight)?;
+    state.in_flight = false;
+    free_tags.push(tag);
+    Some(ReleasedTag {
+        submitted_at_ticks: state.submitted_at_ticks,
+        kicked_at_ticks: state.kicked_at_ticks,
+        operation: state.operation,
+    })
 }
 
 /// What [`RunLoop::passes`] hands back to [`RunLoop::run_passes`].
@@ -1107,15 +1154,12 @@ impl<'r> RunLoop<'r> {
             self.depth.record_reap(count);
         }
         if READS_ONLY {
-            for index in 0..count {
-                let completion = self.scratch.completions[index];
-                self.complete::<true>(completion, done, inside_window);
-            }
+            self.complete_reads(count, done, inside_window);
             return (done, true);
         }
         for index in 0..count {
             let completion = self.scratch.completions[index];
-            let known = self.complete::<false>(completion, done, inside_window);
+            let known = self.complete(completion, done, inside_window);
             // The trace has what the run counts: successes in the window, failures whenever.
             let counted = inside_window || completion.result.is_err();
             if known && counted && self.trace.is_some() {
@@ -1130,53 +1174,52 @@ impl<'r> RunLoop<'r> {
         (done, true)
     }
 
-    /// Frees the completion's tag and counts it; false for a tag that was not in flight.
-    /// `READS_ONLY`: the run only reads ([`RunLoop::run_passes`]).
+    /// The first `count` completions of a run that only reads: each frees its tag and is counted
+    /// as a read. The scratch's parts are borrowed apart, so that a store to one does not make
+    /// the compiler read the others' bounds again.
     #[inline(always)]
-    fn complete<const READS_ONLY: bool>(
-        &mut self,
-        completion: Completion,
-        done: u64,
-        inside_window: bool,
-    ) -> bool {
-        // Tags beyond this run's queue depth were reset with the rest and are never in flight.
-        let state = match self.scratch.tags.get_mut(completion.tag as usize) {
-            Some(state) if state.in_flight => state,
-            _ => {
-                self.unknown_completions += 1;
-                return false;
+    fn complete_reads(&mut self, count: usize, done: u64, inside_window: bool) {
+        let Scratch { completions, tags, free_tags, .. } = &mut *self.scratch;
+        let tags = tags.as_mut_slice();
+        let reads = &mut self.measurements[Direction::Read as usize];
+        for completion in completions.iter().take(count) {
+            match release_tag(tags, free_tags, completion.tag) {
+                Some(state) => {
+                    self.in_flight -= 1;
+                    reads.count(self.converter, completion.result, state, done, inside_window);
+                }
+                None => self.unknown_completions += 1,
             }
+        }
+    }
+
+    /// Frees the completion's tag and counts it; false for a tag that was not in flight.
+    fn complete(&mut self, completion: Completion, done: u64, inside_window: bool) -> bool {
+        let Some(state) = release_tag(&mut self.scratch.tags, &mut self.scratch.free_tags, completion.tag)
+        else {
+            self.unknown_completions += 1;
+            return false;
         };
-        state.in_flight = false;
-        // Only the fields every completion needs: the whole state is copied for write jobs alone.
-        let (submitted, kicked, operation) =
-            (state.submitted_at_ticks, state.kicked_at_ticks, state.operation);
-        self.scratch.free_tags.push(completion.tag);
         self.in_flight -= 1;
-        let direction = match operation {
-            _ if READS_ONLY => Direction::Read,
+        let direction = match state.operation {
             Operation::Flush => {
-                self.complete_flush(completion, submitted, done, inside_window);
+                self.complete_flush(completion, state.submitted_at_ticks, done, inside_window);
                 return true;
             }
             Operation::Write => Direction::Write,
             Operation::Read => Direction::Read,
         };
-        if !READS_ONLY && self.checks.is_some() {
+        if self.checks.is_some() {
             let state = self.scratch.tags[completion.tag as usize];
             self.account_slot(completion, &state);
         }
-        let measurements = &mut self.measurements[direction as usize];
-        match completion.result {
-            Ok(()) if inside_window => measurements.record(self.converter, submitted, kicked, done),
-            Ok(()) => {}
-            // A failure counts whenever it ends: a timeout that a recovery ends after the
-            // window is still a failed I/O of this run.
-            Err(error) => {
-                measurements.errors[error.kind.index()] += 1;
-                measurements.first_error.get_or_insert(error.kind);
-            }
-        }
+        self.measurements[direction as usize].count(
+            self.converter,
+            completion.result,
+            state,
+            done,
+            inside_window,
+        );
         true
     }
 
