@@ -1170,7 +1170,7 @@ impl<'r> RunLoop<'r> {
             }
         }
         // No lap here: the rest of a pass that completed I/O is bookkeeping, which the next lap
-        // (before a submission, or the pass's settle) charges it to.
+        // (before a submission, or the one that ends the pass) charges it to.
         (done, true)
     }
 
