@@ -462,7 +462,7 @@ fn a_card_accepting_1v8_switches_and_runs_uhs() {
     assert_eq!((state.registers[0x3c / 4] >> 16) & 0b1111, 0b1100);
     assert_ne!(state.registers[0x28 / 4] & (1 << 2), 0);
     // DDR50 is tuned as Linux tunes it, and it found a sampling point.
-    assert_eq!(state.tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(state.tuning_log.len() as u32, super::sim::TUNING_PASSES);
     assert_eq!(state.tunings_completed, 1);
 }
 
@@ -507,7 +507,7 @@ fn pi5_tunes_sdr104_on_buffer_read_ready_alone_through_the_delay_line_phy() {
     let state = sim.state.borrow();
     // The controller found its sampling point after the CMD19s it needs, and the driver read
     // nothing but Buffer Read Ready for them.
-    assert_eq!(state.tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(state.tuning_log.len() as u32, super::sim::TUNING_PASSES);
     assert_eq!(state.registers[0x3c / 4] >> 22 & 0b11, 0b10, "Sampling Clock Select, tuning done");
     // The cfg block: delay-line PHY selected (MAX_50MHZ_MODE ENABLE clear, STRAP_OVERRIDE set),
     // SD pin function and forced card presence.
@@ -761,15 +761,15 @@ fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
     let asks = SimBoard { capabilities: (UHS.capabilities.0, 0b101 | (1 << 13)), ..UHS };
     let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8007));
     assert_eq!((info.timing, info.sd_clock_hz, info.fallback), (Timing::Sdr50, 100_000_000, None));
-    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(sim.state.borrow().tuning_log.len() as u32, super::sim::TUNING_PASSES);
     // DDR50 is tuned whatever the bit says (Linux `mmc_sd_init_uhs_card`).
     let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8017));
     assert_eq!(info.timing, Timing::Ddr50);
-    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(sim.state.borrow().tuning_log.len() as u32, super::sim::TUNING_PASSES);
     // Without the bit SDR50 runs untuned.
     let (sim, info) = uhs_bring_up(UHS, &BCM2711_EMMC2, uhs_card(0x8007));
     assert_eq!(info.timing, Timing::Sdr50);
-    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    assert_eq!(sim.state.borrow().tuning_log.len(), 0);
     // A host without SDR50 does not use it, however fast its base clock: SDR25.
     let no_sdr50 = SimBoard { capabilities: (UHS.capabilities.0, 0b100), ..UHS };
     let (_, info) = uhs_bring_up(no_sdr50, &BCM2711_EMMC2, uhs_card(0x8007));
