@@ -12,7 +12,7 @@ use super::tuning::execute_tuning;
 use crate::sd::command::Command;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
-use crate::sd::timing::{Timing, TUNING_BLOCK_BYTES};
+use crate::sd::timing::{mmc_hs200_tuning_block_bytes, Timing, TUNING_BLOCK_BYTES};
 use hal::mmio::RegisterIo;
 use hal::platform::{Deadline, Platform};
 
@@ -37,7 +37,7 @@ impl Retuning {
         }
         let (command, block_bytes) = match card.timing {
             Timing::MmcHs200 => {
-                (Command::mmc_send_tuning_block_hs200(), if card.bus_width_bits == 8 { 128 } else { 64 })
+                (Command::mmc_send_tuning_block_hs200(), mmc_hs200_tuning_block_bytes(card.bus_width_bits))
             }
             _ => (Command::send_tuning_block(), TUNING_BLOCK_BYTES),
         };
