@@ -1045,7 +1045,7 @@ impl SimState {
             faults.push("tuning command with Multi Block Select or DMA Enable set");
         }
         if let Some(emmc) = emmc {
-            if emmc.ext_csd[EXT_CSD_HS_TIMING] & 0xf != 2 {
+            if index == 21 && emmc.ext_csd[EXT_CSD_HS_TIMING] & 0xf != 2 {
                 faults.push("CMD21 to an eMMC not switched to HS200 (HS_TIMING): an illegal command");
             }
             if let Some(mismatch) = self.emmc_bus_mismatch() {
