@@ -614,6 +614,51 @@ fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
 }
 
 #[test]
+fn a_tuning_command_the_controller_cannot_sample_is_a_violation() {
+    let platform = platform(1 << 20);
+    // One tuning command by hand in SDR104 (as above) with Block Size `block_bytes` and the
+    // command word `command_word`: the violations it brought, and whether Buffer Read Ready came.
+    let tune_once = |block_bytes: u32, command_word: u32| {
+        let sim = sim(platform, SimBoard::PI5_SDHCI, uhs_card(0x801f));
+        sim.write32(0x34, interrupt::BUFFER_READ_READY);
+        sim.write32(0x3c, (1 << 19) | (3 << 16));
+        sim.write32(0x2c, 0b111);
+        sim.write32(0x28, 0xf00);
+        sim.write32(0x3c, (1 << 22) | (1 << 19) | (3 << 16));
+        sim.write32(0x04, (1 << 16) | block_bytes);
+        sim.write32(0x0c, command_word);
+        let status = (0..4).map(|_| sim.read32(0x30)).find(|status| *status != 0);
+        let violations = sim.state.borrow().violations.clone();
+        (violations, status == Some(interrupt::BUFFER_READ_READY))
+    };
+    // CMD19, R1 with index and CRC checks, Data Present Select; Transfer Mode: read.
+    let cmd19 = (19 << 24) | (1 << 21) | 0x1a_0000 | 0x10;
+    assert_eq!(tune_once(64, cmd19), (Vec::new(), true));
+    let fault = |block_bytes, command_word| tune_once(block_bytes, command_word).0;
+    assert_eq!(fault(128, cmd19), ["tuning block size is not 64 bytes (CMD19, or CMD21 on a 4-bit bus)"]);
+    assert_eq!(
+        fault(64, cmd19 & !(1 << 21)),
+        ["tuning command without Data Present Select: the controller expects no block"]
+    );
+    assert_eq!(
+        fault(64, cmd19 & !0x10),
+        ["tuning command with Transfer Mode direction write: the block is read"]
+    );
+    for transfer_mode in [0x30, 0x11] {
+        assert_eq!(
+            fault(64, cmd19 | transfer_mode),
+            ["tuning command with Multi Block Select or DMA Enable set"]
+        );
+    }
+    // An SD card does not know CMD21: no tuning block comes.
+    let cmd21 = (21 << 24) | (cmd19 & 0x00ff_ffff);
+    assert_eq!(
+        tune_once(64, cmd21),
+        (std::vec!["CMD21 sent to tune an SD card: its tuning command is CMD19"], false)
+    );
+}
+
+#[test]
 fn the_bcm2712_phy_is_switched_only_for_tuned_modes_and_other_cfg_bits_stay() {
     use super::quirks::{CapabilitySource, UHS_DDR50, UHS_SDR104, UHS_SDR50};
     static SDR50_ONLY: HostQuirks = HostQuirks {
