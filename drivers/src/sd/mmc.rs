@@ -22,7 +22,7 @@ use super::bus::{BusWidth, CardBus};
 use super::card_registers::{Cid, Csd};
 use super::command::Command;
 use super::error::{FailureKind, SdError};
-use super::timing::{BringUpOptions, Timing, TimingFallback};
+use super::timing::{mmc_hs200_tuning_block_bytes, BringUpOptions, Timing, TimingFallback};
 use core::fmt;
 use hal::platform::{Deadline, Platform};
 
@@ -226,8 +226,7 @@ fn select_timing<B: CardBus>(
         if width != BusWidth::One {
             switch(host, rca, ext_csd::HS_TIMING, ext_csd::TIMING_HS200)?;
             host.set_mmc_timing(Timing::MmcHs200, options.clock_for(Timing::MmcHs200))?;
-            let block_bytes = if width == BusWidth::Eight { 128 } else { 64 };
-            match host.tune_mmc_hs200(block_bytes) {
+            match host.tune_mmc_hs200(mmc_hs200_tuning_block_bytes(width.bits())) {
                 Ok(()) => return Ok((Timing::MmcHs200, None)),
                 Err(reason) => {
                     // Back to HS52 before any further data (an untuned 200 MHz garbles it).

@@ -10,6 +10,16 @@ pub const TUNING_ATTEMPTS: u32 = 40;
 /// The tuning block on a 4-bit bus (SD §4.2.4.5: 64 bytes).
 pub const TUNING_BLOCK_BYTES: u32 = 64;
 
+/// The tuning block an eMMC in HS200 sends for CMD21 on a bus of `bus_width_bits` lines
+/// (JESD84-B51 §6.6.5: 128 bytes on 8 lines, 64 on 4; Linux `mmc_send_tuning`).
+pub const fn mmc_hs200_tuning_block_bytes(bus_width_bits: u8) -> u32 {
+    if bus_width_bits == 8 {
+        128
+    } else {
+        64
+    }
+}
+
 /// The bus timing in use (SD §3.9; SDHCI Host Control 2 UHS Mode Select).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {

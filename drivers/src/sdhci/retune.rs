@@ -12,7 +12,7 @@ use super::tuning::execute_tuning;
 use crate::sd::command::Command;
 use crate::sd::error::{FailureKind, SdError};
 use crate::sd::identify::CardInfo;
-use crate::sd::timing::{Timing, TUNING_BLOCK_BYTES};
+use crate::sd::timing::{mmc_hs200_tuning_block_bytes, Timing, TUNING_BLOCK_BYTES};
 use hal::mmio::RegisterIo;
 use hal::platform::{Deadline, Platform};
 
@@ -37,7 +37,7 @@ impl Retuning {
         }
         let (command, block_bytes) = match card.timing {
             Timing::MmcHs200 => {
-                (Command::mmc_send_tuning_block_hs200(), if card.bus_width_bits == 8 { 128 } else { 64 })
+                (Command::mmc_send_tuning_block_hs200(), mmc_hs200_tuning_block_bytes(card.bus_width_bits))
             }
             _ => (Command::send_tuning_block(), TUNING_BLOCK_BYTES),
         };
@@ -71,8 +71,89 @@ impl Retuning {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
+    use super::super::quirks::BCM2712_SDHCI;
+    use super::super::sim::{SimBoard, SimBoardHooks, SimHost, TuningCommandSeen, TUNING_PASSES};
+    use super::super::tests::{host, platform, sim, uhs_card, Host};
     use super::*;
     use crate::sd::error::CommandFailure;
+    use crate::sd::identify::bring_up;
+    use crate::sd::sim_card::SimCard;
+    use crate::sd::timing::BringUpOptions;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// A BCM2712-like host with an 8-bit bus (the Pi 5 capabilities plus bit 18) and an eMMC
+    /// that the board wires with `wired_width_bits` lines, brought up in HS200 at 1.8 V.
+    fn hs200_emmc(wired_width_bits: u8) -> (&'static SimHost<'static>, Host, CardInfo) {
+        let board = SimBoard {
+            capabilities: (SimBoard::PI5_SDHCI.capabilities.0 | (1 << 18), 0),
+            ..SimBoard::PI5_SDHCI
+        };
+        let platform = platform(1 << 20);
+        let mut card = SimCard::emmc(32 << 30);
+        card.emmc.as_mut().unwrap().wired_width_bits = wired_width_bits;
+        let sim = sim(platform, board, card);
+        let mut host = host(sim, platform, &BCM2712_SDHCI, Some(board.base_clock_hz));
+        let options = BringUpOptions { emmc_hs200: true, ..BringUpOptions::default() };
+        let card = bring_up(&mut host, None, options).unwrap();
+        assert_eq!((card.timing, card.bus_width_bits), (Timing::MmcHs200, wired_width_bits));
+        (sim, host, card)
+    }
+
+    /// An SD card brought up in SDR104 on the Pi 5 model (its hooks switch the card to 1.8 V).
+    fn sdr104_sd_card() -> (&'static SimHost<'static>, Host, CardInfo) {
+        let platform = platform(1 << 20);
+        let board = SimBoard::PI5_SDHCI;
+        let sim = sim(platform, board, uhs_card(0x801f));
+        let mut host = host(sim, platform, &BCM2712_SDHCI, Some(board.base_clock_hz));
+        let card = bring_up(&mut host, Some(&SimBoardHooks::new(sim)), BringUpOptions::default()).unwrap();
+        assert_eq!((card.timing, card.bus_width_bits), (Timing::Sdr104, 4));
+        (sim, host, card)
+    }
+
+    /// Lets the tuned sampling point drift, re-tunes as the device does after a data CRC error,
+    /// and returns the tuning commands the controller saw for it. The drift is gone and no rule
+    /// of the simulated controller or card was broken only when re-tuning found a new point.
+    fn retune_after_drift(sim: &SimHost<'_>, host: &mut Host, card: &CardInfo) -> Vec<TuningCommandSeen> {
+        assert_eq!(sim.state.borrow().tunings_completed, 1, "tuned at bring-up");
+        let seen_at_bring_up = sim.state.borrow().tuning_log.len();
+        let mut retuning = Retuning::for_card(host, card).expect("a card on a tuned sampling clock");
+        sim.drift();
+        retuning.retune(host);
+        let sampling_clock_tuned = host.host_control2().is_set(HOST_CONTROL2::SAMPLING_CLOCK_SELECT);
+        let state = sim.state.borrow();
+        assert_eq!(state.violations, Vec::<&str>::new());
+        assert_eq!(state.tunings_completed, 2, "re-tuning found a sampling point");
+        assert!(sampling_clock_tuned && !state.drifted);
+        state.tuning_log[seen_at_bring_up..].to_vec()
+    }
+
+    #[test]
+    fn an_hs200_emmc_on_an_8_bit_bus_re_tunes_with_cmd21_and_128_byte_blocks() {
+        let (sim, mut host, card) = hs200_emmc(8);
+        let seen = retune_after_drift(sim, &mut host, &card);
+        let cmd21 = TuningCommandSeen { index: 21, block_bytes: 128 };
+        assert_eq!(seen, vec![cmd21; TUNING_PASSES as usize]);
+    }
+
+    #[test]
+    fn an_hs200_emmc_on_a_4_bit_bus_re_tunes_with_cmd21_and_64_byte_blocks() {
+        // The host has 8 lines but the board wires 4: the bus test settles on 4 bits.
+        let (sim, mut host, card) = hs200_emmc(4);
+        let seen = retune_after_drift(sim, &mut host, &card);
+        let cmd21 = TuningCommandSeen { index: 21, block_bytes: 64 };
+        assert_eq!(seen, vec![cmd21; TUNING_PASSES as usize]);
+    }
+
+    #[test]
+    fn an_sdr104_sd_card_re_tunes_with_cmd19_and_64_byte_blocks() {
+        let (sim, mut host, card) = sdr104_sd_card();
+        let seen = retune_after_drift(sim, &mut host, &card);
+        let cmd19 = TuningCommandSeen { index: 19, block_bytes: TUNING_BLOCK_BYTES };
+        assert_eq!(seen, vec![cmd19; TUNING_PASSES as usize]);
+    }
 
     fn failure(kind: FailureKind) -> SdError {
         SdError::Command(CommandFailure {

@@ -12,9 +12,11 @@
 //! than CMD13 while the card programs, a data port write without room, or a write whose
 //! Transfer Mode says "read" is a violation.
 //!
-//! It is at least as strict as the silicon where the driver's correctness depends on it: CMD19
-//! during tuning raises Buffer Read Ready only (SDHCI §2.2.24), tuning succeeds only when the
-//! driver follows the specification's sequence, data at more than 50 MHz without a tuned
+//! It is at least as strict as the silicon where the driver's correctness depends on it: a
+//! tuning command raises Buffer Read Ready only (SDHCI §2.2.24), tuning succeeds only when the
+//! driver follows the specification's sequence (the card's tuning command, CMD19 or CMD21, a
+//! single-block read without DMA of the card's tuning block size; every command it sent is in
+//! `tuning_log`, every setup fault in the violations), data at more than 50 MHz without a tuned
 //! sampling clock (or through the BCM2712's 50 MHz-limited PHY) fails its CRC, and DMA outside
 //! the window fails with an ADMA error. Capabilities come per board ([`SimBoard`]).
 //! The card behaves like QEMU's (`hw/sd/sd.c`, as docs/qemu.md §2 describes it) unless told otherwise.
@@ -161,6 +163,12 @@ const EXECUTE_TUNING: u32 = 1 << 22;
 const SAMPLING_CLOCK_SELECT: u32 = 1 << 23;
 const SD_CLOCK_ENABLE: u32 = 1 << 2;
 
+/// Transfer Mode and Command bits (SDHCI §2.2.5, §2.2.6), in word 0x0C.
+const TRANSFER_MODE_DMA: u32 = 1 << 0;
+const TRANSFER_MODE_READ: u32 = 1 << 4;
+const TRANSFER_MODE_MULTI_BLOCK: u32 = 1 << 5;
+const COMMAND_DATA_PRESENT: u32 = 1 << 21;
+
 /// Card states (SD §4.10.1), as the simulation tracks them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -263,7 +271,8 @@ pub struct SimState {
     tuning: Option<Tuning>,
     /// Status polls left before the tuning block of the last CMD19 arrives.
     tuning_block_due: Option<u32>,
-    pub tuning_commands: u32,
+    /// The tuning commands the controller sent (with Execute Tuning set), in order.
+    pub tuning_log: Vec<TuningCommandSeen>,
     pub base_clock_hz: u32,
     pub dma_window: BusTranslation,
     pub zero_length_descriptor_is_64k: bool,
@@ -335,6 +344,14 @@ const EXT_CSD_DEVICE_TYPE: usize = 196;
 /// A card's clock ceiling at Default Speed (SD §3.9.1).
 const DEFAULT_SPEED_LIMIT_HZ: u32 = 25_000_000;
 
+/// A command the controller sent with Execute Tuning set: its index, and the transfer block
+/// size the Block Size register held when it went out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TuningCommandSeen {
+    pub index: u8,
+    pub block_bytes: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Tuning {
     commands: u32,
@@ -390,7 +407,7 @@ impl<'a> SimHost<'a> {
                 stalled: false,
                 tuning: None,
                 tuning_block_due: None,
-                tuning_commands: 0,
+                tuning_log: Vec::new(),
                 base_clock_hz: board.base_clock_hz,
                 dma_window: board.dma_window,
                 zero_length_descriptor_is_64k: board.zero_length_descriptor_is_64k,
@@ -836,9 +853,8 @@ impl SimState {
             self.raise(interrupt::COMMAND_CRC);
             return;
         }
-        let tuning_index = if self.card.emmc.is_some() { 21 } else { 19 };
-        if index == tuning_index && self.host_control2() & EXECUTE_TUNING != 0 {
-            self.tuning_command(mode);
+        if matches!(index, 19 | 21) && self.host_control2() & EXECUTE_TUNING != 0 {
+            self.tuning_command(index, word);
             return;
         }
         if data_present && (mode >> 2) & 0b11 == 0b10 && !self.ignores_auto_cmd23 && !self.auto_cmd23() {
@@ -935,40 +951,44 @@ impl SimState {
         true
     }
 
-    /// One CMD19 of the tuning procedure (SDHCI §2.2.24): the card sends the tuning block, the
-    /// controller keeps it and, once it has arrived (a few status polls later), raises Buffer
-    /// Read Ready only — no Command Complete, no Transfer Complete, no data in the buffer.
-    /// After [`TUNING_PASSES`] blocks it clears Execute Tuning and sets Sampling Clock Select if
-    /// every CMD19 came in sequence (1.8 V, SDR50/SDR104 with the clock running, 64-byte read,
-    /// the previous block arrived and its Buffer Read Ready cleared) and a sampling point exists.
-    fn tuning_command(&mut self, mode: u16) {
-        self.tuning_commands += 1;
+    /// One tuning command (SDHCI §2.2.24; CMD19 for an SD card, CMD21 for an eMMC in HS200): the
+    /// card sends the tuning block, the controller keeps it and, once it has arrived (a few status
+    /// polls later), raises Buffer Read Ready only — no Command Complete, no Transfer Complete, no
+    /// data in the buffer. After [`TUNING_PASSES`] blocks it clears Execute Tuning and sets
+    /// Sampling Clock Select if every command came in sequence (1.8 V, a tuned mode with the
+    /// clock running, the previous block arrived and its Buffer Read Ready cleared, spaced as the
+    /// controller needs) with the setup [`Self::tuning_setup_faults`] checks, and a sampling
+    /// point exists. A command the card does not answer with a tuning block (CMD21 to an SD card,
+    /// CMD19 = BUSTEST_W to an eMMC) brings no block: no Buffer Read Ready ever shows.
+    fn tuning_command(&mut self, index: u8, word: u32) {
+        let block_bytes = self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff;
+        self.tuning_log.push(TuningCommandSeen { index, block_bytes });
+        let faults = self.tuning_setup_faults(index, word);
+        self.violations.extend_from_slice(&faults);
         let control2 = self.host_control2();
         let uhs_mode = (control2 & UHS_MODE_MASK) >> 16;
         let previous_taken = self.tuning_block_due.is_none()
             && self.register(offsets::INTERRUPT_STATUS) & interrupt::BUFFER_READ_READY == 0;
         if !previous_taken {
-            self.violations
-                .push("CMD19 issued before the last tuning block's Buffer Read Ready was seen and cleared");
+            self.violations.push(
+                "tuning command issued before the last tuning block's Buffer Read Ready was seen and cleared",
+            );
         }
-        let (tuned_modes, block_bytes, gap_ns): (&[u32], u32, u64) = if self.card.emmc.is_some() {
-            // CMD21 in HS200: 128 bytes on an 8-bit bus, 64 on 4 bits (JESD84-B51 §6.6.5).
-            let eight = self.register(offsets::HOST_CONTROL_POWER) & (1 << 5) != 0;
-            (&[3], if eight { 128 } else { 64 }, 0)
-        } else {
-            (&[2, 3, 4], 64, self.tuning_command_gap_ns)
-        };
+        let (tuned_modes, gap_ns): (&[u32], u64) =
+            if self.card.emmc.is_some() { (&[3], 0) } else { (&[2, 3, 4], self.tuning_command_gap_ns) };
         let spaced = self.last_tuning_command_ns.is_none_or(|last| self.now_ns - last >= gap_ns);
         self.last_tuning_command_ns = Some(self.now_ns);
         let in_sequence = control2 & SIGNALING_1V8 != 0
             && tuned_modes.contains(&uhs_mode)
             && self.sd_clock_hz() > 0
-            && self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff == block_bytes
-            && mode & (1 << 4) != 0
+            && faults.is_empty()
             && previous_taken
             && spaced;
         let tuning = self.tuning.get_or_insert(Tuning { commands: 0, in_sequence: true });
         tuning.in_sequence &= in_sequence;
+        if index != self.card_tuning_command_index() {
+            return;
+        }
         self.tuning_block_due = Some(TUNING_BLOCK_POLLS);
         if self.spurious_tuning_error {
             // At once, before the block: a driver that enabled the error bits sees it first.
@@ -976,6 +996,63 @@ impl SimState {
             self.raise(interrupt::DATA_END_BIT);
             self.deferring = deferring;
         }
+    }
+
+    /// CMD19 SEND_TUNING_BLOCK for an SD card (SD §4.2.4.5), CMD21 SEND_TUNING_BLOCK for an eMMC
+    /// (JESD84-B51 §6.6.5).
+    fn card_tuning_command_index(&self) -> u8 {
+        if self.card.emmc.is_some() {
+            21
+        } else {
+            19
+        }
+    }
+
+    /// What is wrong with tuning command `index` (command word `word`) as the controller and the
+    /// card need it; empty when nothing is. The controller samples the tuning block only as the
+    /// read data of the command (SDHCI §2.2.24; Linux `sdhci_send_tuning`: Data Present Select,
+    /// Transfer Mode = read only, "DMA Enable and Multi Block Select ... 0"), whose length it
+    /// takes from Block Size, written before the command: 64 bytes for CMD19 (SD §4.2.4.5), for
+    /// CMD21 128 bytes on an 8-bit bus and 64 on a 4-bit bus (JESD84-B51 §6.6.5; Linux
+    /// `mmc_send_tuning`). An eMMC answers CMD21 only in HS200 (HS_TIMING = 2), with the bus
+    /// width it was switched to.
+    fn tuning_setup_faults(&self, index: u8, word: u32) -> Vec<&'static str> {
+        let mut faults = Vec::new();
+        let emmc = self.card.emmc.as_ref();
+        if index != self.card_tuning_command_index() {
+            faults.push(if emmc.is_some() {
+                "CMD19 (BUSTEST_W) sent to tune an eMMC: its tuning command is CMD21"
+            } else {
+                "CMD21 sent to tune an SD card: its tuning command is CMD19"
+            });
+        }
+        let eight_bit_bus = self.register(offsets::HOST_CONTROL_POWER) & (1 << 5) != 0;
+        let expected_block_bytes = if emmc.is_some() && eight_bit_bus { 128 } else { 64 };
+        if self.register(offsets::BLOCK_SIZE_COUNT) & 0xfff != expected_block_bytes {
+            faults.push(if expected_block_bytes == 128 {
+                "tuning block size is not 128 bytes (CMD21 on an 8-bit bus)"
+            } else {
+                "tuning block size is not 64 bytes (CMD19, or CMD21 on a 4-bit bus)"
+            });
+        }
+        if word & COMMAND_DATA_PRESENT == 0 {
+            faults.push("tuning command without Data Present Select: the controller expects no block");
+        }
+        if word & TRANSFER_MODE_READ == 0 {
+            faults.push("tuning command with Transfer Mode direction write: the block is read");
+        }
+        if word & (TRANSFER_MODE_MULTI_BLOCK | TRANSFER_MODE_DMA) != 0 {
+            faults.push("tuning command with Multi Block Select or DMA Enable set");
+        }
+        if let Some(emmc) = emmc {
+            if index == 21 && emmc.ext_csd[EXT_CSD_HS_TIMING] & 0xf != 2 {
+                faults.push("CMD21 to an eMMC not switched to HS200 (HS_TIMING): an illegal command");
+            }
+            if let Some(mismatch) = self.emmc_bus_mismatch() {
+                faults.push(mismatch);
+            }
+        }
+        faults
     }
 
     /// Counts a poll of the interrupt status towards the arrival of the pending tuning block;

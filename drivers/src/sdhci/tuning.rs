@@ -56,9 +56,7 @@ fn run_tuning_commands<R: RegisterIo, P: Platform>(
         }
         wait_for_tuning_block(host)
             .map_err(|interrupt_status| TuningFailure::NoBufferReadReady { commands, interrupt_status })?;
-        if delay_us > 0 {
-            host.platform().delay_us(delay_us);
-        }
+        host.platform().delay_us(delay_us);
         let control = host.host_control2();
         if !control.is_set(HOST_CONTROL2::EXECUTE_TUNING) {
             if control.is_set(HOST_CONTROL2::SAMPLING_CLOCK_SELECT) {

@@ -462,7 +462,7 @@ fn a_card_accepting_1v8_switches_and_runs_uhs() {
     assert_eq!((state.registers[0x3c / 4] >> 16) & 0b1111, 0b1100);
     assert_ne!(state.registers[0x28 / 4] & (1 << 2), 0);
     // DDR50 is tuned as Linux tunes it, and it found a sampling point.
-    assert_eq!(state.tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(state.tuning_log.len() as u32, super::sim::TUNING_PASSES);
     assert_eq!(state.tunings_completed, 1);
 }
 
@@ -507,7 +507,7 @@ fn pi5_tunes_sdr104_on_buffer_read_ready_alone_through_the_delay_line_phy() {
     let state = sim.state.borrow();
     // The controller found its sampling point after the CMD19s it needs, and the driver read
     // nothing but Buffer Read Ready for them.
-    assert_eq!(state.tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(state.tuning_log.len() as u32, super::sim::TUNING_PASSES);
     assert_eq!(state.registers[0x3c / 4] >> 22 & 0b11, 0b10, "Sampling Clock Select, tuning done");
     // The cfg block: delay-line PHY selected (MAX_50MHZ_MODE ENABLE clear, STRAP_OVERRIDE set),
     // SD pin function and forced card presence.
@@ -611,6 +611,51 @@ fn tuning_finds_a_sampling_point_only_in_sdr50_or_sdr104() {
     };
     assert_eq!(tune(3), 0b10, "SDR104");
     assert_eq!(tune(1), 0b00, "SDR25 is out of sequence");
+}
+
+#[test]
+fn a_tuning_command_the_controller_cannot_sample_is_a_violation() {
+    let platform = platform(1 << 20);
+    // One tuning command by hand in SDR104 (as above) with Block Size `block_bytes` and the
+    // command word `command_word`: the violations it brought, and whether Buffer Read Ready came.
+    let tune_once = |block_bytes: u32, command_word: u32| {
+        let sim = sim(platform, SimBoard::PI5_SDHCI, uhs_card(0x801f));
+        sim.write32(0x34, interrupt::BUFFER_READ_READY);
+        sim.write32(0x3c, (1 << 19) | (3 << 16));
+        sim.write32(0x2c, 0b111);
+        sim.write32(0x28, 0xf00);
+        sim.write32(0x3c, (1 << 22) | (1 << 19) | (3 << 16));
+        sim.write32(0x04, (1 << 16) | block_bytes);
+        sim.write32(0x0c, command_word);
+        let status = (0..4).map(|_| sim.read32(0x30)).find(|status| *status != 0);
+        let violations = sim.state.borrow().violations.clone();
+        (violations, status == Some(interrupt::BUFFER_READ_READY))
+    };
+    // CMD19, R1 with index and CRC checks, Data Present Select; Transfer Mode: read.
+    let cmd19 = (19 << 24) | (1 << 21) | 0x1a_0000 | 0x10;
+    assert_eq!(tune_once(64, cmd19), (Vec::new(), true));
+    let fault = |block_bytes, command_word| tune_once(block_bytes, command_word).0;
+    assert_eq!(fault(128, cmd19), ["tuning block size is not 64 bytes (CMD19, or CMD21 on a 4-bit bus)"]);
+    assert_eq!(
+        fault(64, cmd19 & !(1 << 21)),
+        ["tuning command without Data Present Select: the controller expects no block"]
+    );
+    assert_eq!(
+        fault(64, cmd19 & !0x10),
+        ["tuning command with Transfer Mode direction write: the block is read"]
+    );
+    for transfer_mode in [0x30, 0x11] {
+        assert_eq!(
+            fault(64, cmd19 | transfer_mode),
+            ["tuning command with Multi Block Select or DMA Enable set"]
+        );
+    }
+    // An SD card does not know CMD21: no tuning block comes.
+    let cmd21 = (21 << 24) | (cmd19 & 0x00ff_ffff);
+    assert_eq!(
+        tune_once(64, cmd21),
+        (std::vec!["CMD21 sent to tune an SD card: its tuning command is CMD19"], false)
+    );
 }
 
 #[test]
@@ -761,15 +806,15 @@ fn sdr50_is_tuned_only_when_the_host_asks_and_only_if_the_host_has_it() {
     let asks = SimBoard { capabilities: (UHS.capabilities.0, 0b101 | (1 << 13)), ..UHS };
     let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8007));
     assert_eq!((info.timing, info.sd_clock_hz, info.fallback), (Timing::Sdr50, 100_000_000, None));
-    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(sim.state.borrow().tuning_log.len() as u32, super::sim::TUNING_PASSES);
     // DDR50 is tuned whatever the bit says (Linux `mmc_sd_init_uhs_card`).
     let (sim, info) = uhs_bring_up(asks, &BCM2711_EMMC2, uhs_card(0x8017));
     assert_eq!(info.timing, Timing::Ddr50);
-    assert_eq!(sim.state.borrow().tuning_commands, super::sim::TUNING_PASSES);
+    assert_eq!(sim.state.borrow().tuning_log.len() as u32, super::sim::TUNING_PASSES);
     // Without the bit SDR50 runs untuned.
     let (sim, info) = uhs_bring_up(UHS, &BCM2711_EMMC2, uhs_card(0x8007));
     assert_eq!(info.timing, Timing::Sdr50);
-    assert_eq!(sim.state.borrow().tuning_commands, 0);
+    assert_eq!(sim.state.borrow().tuning_log.len(), 0);
     // A host without SDR50 does not use it, however fast its base clock: SDR25.
     let no_sdr50 = SimBoard { capabilities: (UHS.capabilities.0, 0b100), ..UHS };
     let (_, info) = uhs_bring_up(no_sdr50, &BCM2711_EMMC2, uhs_card(0x8007));

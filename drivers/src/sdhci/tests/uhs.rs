@@ -138,7 +138,7 @@ fn a_failed_ddr50_tuning_is_ignored_and_ddr50_kept() {
     let info = info.unwrap();
     assert_eq!((info.timing, info.fallback), (Timing::Ddr50, None));
     let state = sim.state.borrow();
-    assert!(state.tuning_commands > 0, "DDR50 is tuned as Linux tunes it");
+    assert!(!state.tuning_log.is_empty(), "DDR50 is tuned as Linux tunes it");
     assert_eq!(state.tunings_completed, 0);
     // The fixed sampling clock stays (Sampling Clock Select clear).
     assert_eq!(state.registers[offsets::AUTO_CMD_ERROR_HOST_CONTROL2 / 4] & (1 << 23), 0);
