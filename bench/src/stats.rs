@@ -111,7 +111,7 @@ impl LatencySums {
 
     /// Σx (at most 2^64 − 1 samples below 2^64 each: below 2^128).
     fn sum_ns(&self) -> u128 {
-        (u128::from(self.sum_wraps) << 64) | u128::from(self.sum_low_ns)
+        (u128::from(self.sum_wraps) << 64) + u128::from(self.sum_low_ns)
     }
 
     fn sum_squares_ns2(&self) -> U256 {
