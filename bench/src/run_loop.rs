@@ -1139,9 +1139,10 @@ impl<'r> RunLoop<'r> {
         self.meter.lap(Account::Pending);
         let completions = &mut self.scratch.completions[..self.queue_depth];
         let count = match self.trace {
-            _ if READS_ONLY => self.device.poll(completions),
-            None => self.device.poll(completions),
-            Some(_) => self.device.poll_detailed(completions, &mut self.scratch.details[..self.queue_depth]),
+            Some(_) if !READS_ONLY => {
+                self.device.poll_detailed(completions, &mut self.scratch.details[..self.queue_depth])
+            }
+            _ => self.device.poll(completions),
         };
         if count == 0 {
             self.meter.lap(Account::Excluded);

@@ -193,9 +193,9 @@ pub struct HostMemoryBuffer<'p> {
 
 impl<'p> HostMemoryBuffer<'p> {
     /// Allocates the planned pieces, each aligned to the memory page size, and writes the
-    /// descriptor list; `Err` when the pool gives less than [`Platform::dma_remaining_bytes`] reported (what
-    /// was allocated before then stays taken: the plan leaves a page of slack so that this does
-    /// not happen).
+    /// descriptor list; `Err` when the pool gives less than [`Platform::dma_remaining_bytes`]
+    /// reported (what was allocated before then stays taken: the plan leaves a page of slack so
+    /// that this does not happen).
     pub fn allocate<P: Platform>(
         platform: &'p P,
         dma: &BusTranslation,

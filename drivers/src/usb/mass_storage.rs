@@ -288,7 +288,7 @@ pub struct MassStorageDevice<'p, R: RegisterIo, P: Platform> {
     /// One slot per command the transport carries at once.
     reads: Vec<Read>,
     /// Slots of submitted reads in the order they came.
-    waiting: VecDeque<u8>,
+    waiting: VecDeque<usize>,
     ready: VecDeque<Completion>,
     finished: Finished,
     statistics: DriveStatistics,
@@ -739,7 +739,7 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
         read.bytes = bytes;
         read.data = data;
         read.bus = bus;
-        self.waiting.push_back(index as u8);
+        self.waiting.push_back(index);
         Ok(())
     }
 
@@ -747,7 +747,6 @@ impl<R: RegisterIo, P: Platform> BlockDevice for MassStorageDevice<'_, R, P> {
     fn kick(&mut self) {
         let mut hc = self.controller.borrow_mut();
         while let Some(index) = self.waiting.pop_front() {
-            let index = usize::from(index);
             let read = &self.reads[index];
             let cdb = Cdb::transfer(false, read.lba, read.block_count, self.long_cdbs);
             match self.transport.start(&mut hc, ScsiCommand::reading(cdb, read.bus, read.bytes)) {

@@ -97,8 +97,7 @@ impl Clock for KernelPlatform {
 // non-cacheable and identity-mapped (CPU address = physical address); the bump allocator hands
 // out each byte once (`rewind_pool` takes back only memory nothing holds), zeroes what it hands
 // out, and the cache maintenance below cleans or invalidates by address for anything outside
-// the pool (docs/architecture.md, "How a
-// driver sees hardware").
+// the pool (docs/architecture.md, "How a driver sees hardware").
 unsafe impl Platform for KernelPlatform {
     fn allocate_dma(
         &self,
@@ -131,13 +130,12 @@ unsafe impl Platform for KernelPlatform {
         Ok(DmaBuffer { cpu_address: start as usize, physical_address: start, length_bytes })
     }
 
-    /// The pool is Normal non-cacheable: nothing to clean (the driver's store barrier orders the
-    /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
-    #[inline]
     fn dma_remaining_bytes(&self) -> u64 {
         self.next_free.with(|next| self.pool.end() - *next).unwrap_or(0)
     }
 
+    /// The pool is Normal non-cacheable: nothing to clean (the driver's store barrier orders the
+    /// writes before its doorbell). Elsewhere `dc cvac` by line, then DSB.
     fn clean_for_device(&self, buffer: &DmaBuffer) {
         if !self.in_pool(buffer) {
             hal::cache::clean_data_cache_range(buffer.cpu_address, buffer.length_bytes);

@@ -295,9 +295,9 @@ fn read_with_events_in_order(
 fn bulk_only_matches_each_event_only_against_the_tds_of_its_own_pipe() {
     // Bulk OUT carries one TD per read (the CBW), bulk IN two (data, CSW): on the 256-TRB rings
     // a CBW and a data TD come to sit at the same index with the same cycle (here first at read
-    // 508 after attach; with the CBW's event matched against bulk IN's TDs, that read failed). An event matched against the other pipe's TDs there took the CBW's event for the
-    // data's and queued the CSW read behind a data-in still under way (QEMU never answers it:
-    // the command waited for its 10 s timeout).
+    // 508 after attach). An event matched against the other pipe's TDs there took the CBW's
+    // event for the data's and queued the CSW read behind a data-in still under way (QEMU never
+    // answers it: the command waited for its 10 s timeout).
     for order in [
         BulkOnlyEventOrder::CommandWhileDataWaits,
         BulkOnlyEventOrder::InBeforeOut,
